@@ -1,0 +1,90 @@
+"""The backend interface: what the reactor needs from epoll, io_uring or any other poller.
+
+Role
+----
+A backend only knows file descriptors, directions and opaque tokens.  It arms
+one-shot readiness interest, reports what became ready, can be woken from
+another thread, and can be closed.  Everything above that -- timers, posts,
+stamps, the dispatch policy -- lives in the reactor and is shared by every
+backend, so a policy measured on epoll is the same code as on io_uring.
+
+Contract (the conformance suite checks every point; see docs/en/conformance.md)
+-----------------------------------------------------------------------------
+* ``arm(fd, direction, token)``: one-shot interest in ``READ`` or ``WRITE`` on
+  ``fd``.  When the fd becomes ready (or is ready already), ``wait`` reports
+  ``(token, revents)`` exactly once; the interest is then gone until armed
+  again (CWIST's one-shot model; multishot was rejected there because a
+  persistent poll can fire into a recycled slot).  Arming a direction that is
+  already armed replaces its token.  A closed or invalid fd raises ``OSError``
+  (``EBADF``) from ``arm``.
+* ``disarm(fd, direction)``: after it returns, the token armed for that
+  direction is never reported by a later ``wait``.  Disarming what is not armed
+  does nothing.
+* ``wait(timeout_s)``: block up to ``timeout_s`` seconds (``None`` = no limit,
+  ``0`` = poll) and return a list of ``(token, revents)``, possibly empty.  HUP
+  and ERR are reported to the READ token (and to a WRITE token) so EOF reaches
+  the read callback.  A backend may bound the batch size; what it does not
+  return now it returns in a later wait (nothing starves).
+* ``flush()``: make queued arms visible to the kernel now; returns how many
+  were submitted (0 for backends that arm synchronously).
+* ``wake()``: thread-safe; makes a blocked or the next ``wait`` return soon.
+* ``close()``: releases kernel resources; any later call raises ``RuntimeError``.
+
+``revents`` uses the portable bits below (values equal to ``select.POLL*`` so
+io_uring poll results and epoll events map without translation).
+"""
+
+from __future__ import annotations
+
+import select
+from typing import Protocol, runtime_checkable
+
+READ = 1   # direction: readable (POLLIN)
+WRITE = 2  # direction: writable (POLLOUT)
+
+# revents bits (equal to select.POLL* / select.EPOLL* on Linux).
+IN = select.POLLIN
+OUT = select.POLLOUT
+ERR = select.POLLERR
+HUP = select.POLLHUP
+RDHUP = 0x2000  # POLLRDHUP / EPOLLRDHUP
+
+#: revents bits that satisfy each direction.  HUP/ERR satisfy both so a peer's
+#: close or a socket error always reaches whichever callback is armed.
+SATISFIES = {READ: IN | ERR | HUP | RDHUP, WRITE: OUT | ERR | HUP}
+
+#: A default cap on one wait's batch (CWIST's epoll uses 1024 events).
+MAX_BATCH = 1024
+
+
+def direction_name(direction: int) -> str:
+    return {READ: "read", WRITE: "write"}.get(direction, f"direction {direction!r}")
+
+
+def check_direction(direction: int) -> None:
+    """Raise ``ValueError`` unless ``direction`` is ``READ`` or ``WRITE``."""
+    if direction != READ and direction != WRITE:
+        raise ValueError(f"direction must be READ (1) or WRITE (2), got {direction!r}")
+
+
+def closed_error(name: str) -> RuntimeError:
+    return RuntimeError(f"{name} backend is closed; create a new reactor")
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Structural type of a backend.  ``name`` is what the server prints at start."""
+
+    name: str
+
+    def arm(self, fd: int, direction: int, token: object) -> None: ...
+
+    def disarm(self, fd: int, direction: int) -> None: ...
+
+    def wait(self, timeout_s: float | None) -> list[tuple[object, int]]: ...
+
+    def flush(self) -> int: ...
+
+    def wake(self) -> None: ...
+
+    def close(self) -> None: ...

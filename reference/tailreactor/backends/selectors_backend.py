@@ -1,0 +1,117 @@
+"""selectors backend: the portable stdlib ``selectors`` module, one-shot by hand.
+
+Role
+----
+A third backend written only against the public :mod:`tailreactor.backends.base`
+contract, to show the plug-in path: ``selectors`` has no one-shot mode, so the
+backend unregisters a direction when it reports it.  It runs wherever Python
+does (``DefaultSelector`` is epoll on Linux, kqueue on BSD/macOS).
+
+Wake-ups use a non-blocking socketpair (portable, unlike eventfd).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import selectors
+import socket
+
+from .base import ERR, HUP, IN, OUT, READ, WRITE, check_direction, closed_error
+
+_SEL_EVENT = {READ: selectors.EVENT_READ, WRITE: selectors.EVENT_WRITE}
+
+
+class SelectorsBackend:
+    name = "selectors"
+
+    def __init__(self):
+        self._sel = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._closed = False
+
+    def _check_fd(self, fd: int) -> None:
+        try:
+            os.fstat(fd)
+        except OSError:
+            raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
+
+    def arm(self, fd: int, direction: int, token: object) -> None:
+        if self._closed:
+            raise closed_error(self.name)
+        check_direction(direction)
+        self._check_fd(fd)
+        try:
+            key = self._sel.get_key(fd)
+        except KeyError:
+            self._sel.register(fd, _SEL_EVENT[direction], {direction: token})
+            return
+        tokens = dict(key.data)
+        tokens[direction] = token
+        self._sel.modify(fd, key.events | _SEL_EVENT[direction], tokens)
+
+    def _drop(self, fd: int, direction: int) -> None:
+        try:
+            key = self._sel.get_key(fd)
+        except KeyError:
+            return
+        tokens = dict(key.data)
+        tokens.pop(direction, None)
+        events = key.events & ~_SEL_EVENT[direction]
+        try:
+            if events:
+                self._sel.modify(fd, events, tokens)
+            else:
+                self._sel.unregister(fd)
+        except (OSError, ValueError, KeyError):
+            # The fd was closed under us; forget it without touching the kernel.
+            self._sel._fd_to_key.pop(fd, None)  # noqa: SLF001 - stdlib keeps no public way
+
+    def disarm(self, fd: int, direction: int) -> None:
+        if self._closed:
+            raise closed_error(self.name)
+        check_direction(direction)
+        self._drop(fd, direction)
+
+    def wait(self, timeout_s: float | None) -> list[tuple[object, int]]:
+        if self._closed:
+            raise closed_error(self.name)
+        out: list[tuple[object, int]] = []
+        for key, mask in self._sel.select(timeout_s):
+            if key.fileobj is self._wake_r:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except BlockingIOError:
+                    pass
+                continue
+            fd = key.fd
+            for direction in (READ, WRITE):
+                if mask & _SEL_EVENT[direction] and direction in key.data:
+                    revents = IN if direction == READ else OUT
+                    out.append((key.data[direction], revents))
+                    self._drop(fd, direction)
+        return out
+
+    def flush(self) -> int:
+        return 0
+
+    def wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass  # buffer full means a wake is pending already; closed means nothing to wake
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._sel.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+_ = (ERR, HUP)  # selectors folds HUP/ERR into readable/writable; kept for readers comparing backends

@@ -1,0 +1,253 @@
+"""Runtime configuration: every ``CWIST_*`` knob in one table, parsed strictly.
+
+Role
+----
+This module is the single source of truth for the environment variables the
+reference reads.  Each knob is one :class:`Knob` row (name, type, default,
+accepted range, what 0 means, which backends it affects, one-line help in
+English and Korean).  The runtime-config docs are generated from this table, so
+the docs cannot disagree with the code.
+
+Names are CWIST's (see ``shared/notes/upstream-cwist.md`` section 2) so both
+projects share one set of docs.
+
+Strict parsing, and how it differs from CWIST
+---------------------------------------------
+CWIST silently falls back to a default on a bad value (``CWIST_HTTP_BATCH=abc``
+gives 16).  A silent fallback makes an A/B measure something other than what the
+operator asked for, so here every invalid value raises :class:`ConfigError`
+naming the variable, the value, and what is accepted.  Unset or empty means
+"use the default".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+__all__ = ["ConfigError", "Knob", "KNOBS", "Config", "load", "knob"]
+
+
+class ConfigError(ValueError):
+    """An environment variable holds a value the reference does not accept.
+
+    The message is one line: ``CWIST_X='value' is invalid: accepted ...``.
+    Attributes ``name``, ``value`` and ``accepted`` carry the same facts.
+    """
+
+    def __init__(self, name: str, value: str, accepted: str):
+        self.name, self.value, self.accepted = name, value, accepted
+        super().__init__(f"{name}={value!r} is invalid: accepted {accepted}")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One row of the registry.
+
+    ``kind`` is ``int`` (decimal integer in ``[lo, hi]``), ``choice`` (one of
+    ``choices``), ``bool`` (exactly ``0`` or ``1``) or ``path`` (any non-empty
+    string).  ``default=None`` means "derived" and ``default_text`` says from
+    what.  ``backends`` is a tuple of backend names the knob affects, or
+    ``("all",)``.
+    """
+
+    name: str
+    attr: str
+    kind: str
+    default: Any
+    area: str
+    help_en: str
+    help_ko: str
+    lo: int | None = None
+    hi: int | None = None
+    choices: tuple[str, ...] = ()
+    zero_en: str = ""
+    zero_ko: str = ""
+    default_text: str = ""
+    backends: tuple[str, ...] = ("all",)
+    cwist_invalid_en: str = ""
+    cwist_invalid_ko: str = ""
+    test_only: bool = False
+
+    def accepted(self) -> str:
+        """Human-readable description of the accepted values (English)."""
+        if self.kind == "int":
+            return f"an integer from {self.lo} to {self.hi}"
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "bool":
+            return "0 or 1"
+        return "a non-empty path"
+
+    def parse(self, raw: str) -> Any:
+        """Parse one raw string; raise :class:`ConfigError` if it is not accepted."""
+        text = raw.strip()
+        if self.kind == "int":
+            # int() alone would accept "1_000" and " +5"; operators type digits.
+            body = text[1:] if text[:1] == "-" else text
+            if not body.isdigit():
+                raise ConfigError(self.name, raw, self.accepted())
+            value = int(text)
+            if not (self.lo <= value <= self.hi):
+                raise ConfigError(self.name, raw, self.accepted())
+            return value
+        if self.kind == "choice":
+            if text not in self.choices:
+                raise ConfigError(self.name, raw, self.accepted())
+            return text
+        if self.kind == "bool":
+            if text not in ("0", "1"):
+                raise ConfigError(self.name, raw, self.accepted())
+            return text == "1"
+        if not text:
+            raise ConfigError(self.name, raw, self.accepted())
+        return text
+
+
+# The registry.  Order is the order of the generated docs within each area.
+KNOBS: tuple[Knob, ...] = (
+    Knob(
+        name="CWIST_REACTOR_BACKEND", attr="backend", kind="choice", default="auto",
+        choices=("auto", "io_uring", "epoll", "selectors"), area="backend",
+        help_en="Event backend. `auto` tries io_uring and falls back to epoll with a logged reason; "
+                "an explicit `io_uring` that cannot start is an error, never a silent fallback.",
+        help_ko="이벤트 백엔드. `auto`는 io_uring을 먼저 시도하고, 안 되면 이유를 로그에 남긴 뒤 epoll로 "
+                "넘어간다. `io_uring`을 명시했는데 시작할 수 없으면 조용히 넘어가지 않고 오류로 끝낸다.",
+        cwist_invalid_en="CWIST: only `epoll` changes anything; other values mean io_uring.",
+        cwist_invalid_ko="CWIST: `epoll`만 의미가 있고 그 밖의 값은 io_uring으로 취급한다.",
+    ),
+    Knob(
+        name="CWIST_REACTOR_TAIL_US", attr="tail_us", kind="int", default=3500, lo=0, hi=86_400_000_000,
+        area="dispatch",
+        zero_en="age-based dispatch off: no reordering, no elevation, backend order",
+        zero_ko="나이 기반 디스패치 끔: 재정렬도 승격도 없이 백엔드 순서대로",
+        help_en="Queue age (us) past which an event is dispatched ahead of younger events in its round "
+                "and sees `dispatch_late()` true. 3600000 is the seed A/B's 'effectively off' arm.",
+        help_ko="이 큐 대기 시간(us)을 넘긴 이벤트는 같은 라운드의 더 젊은 이벤트보다 먼저 디스패치되고 "
+                "`dispatch_late()`가 참이 된다. 3600000은 원래 A/B에서 '사실상 끔'으로 쓴 값이다.",
+    ),
+    Knob(
+        name="CWIST_REACTOR_AGE_FROM", attr="age_from", kind="choice", default="arm",
+        choices=("arm", "ready"), area="dispatch",
+        help_en="Which stamp queue age is measured from: `arm` (CWIST's definition, time the event was "
+                "armed) or `ready` (time the reactor first saw the event ready).",
+        help_ko="큐 대기 시간을 어느 시각부터 잴지 정한다. `arm`은 이벤트를 건 시각(CWIST의 정의), "
+                "`ready`는 리액터가 그 이벤트가 준비된 것을 처음 본 시각이다.",
+    ),
+    Knob(
+        name="CWIST_REACTOR_ROUND_BUDGET_US", attr="round_budget_us", kind="int", default=2000, lo=0,
+        hi=60_000_000, area="dispatch", backends=("io_uring",),
+        zero_en="off: re-arms queued during a round are submitted only with the next wait",
+        zero_ko="끔: 라운드 중 쌓인 재등록은 다음 대기와 함께만 제출된다",
+        help_en="When a round has run longer than this (us), re-arms queued during the round are "
+                "submitted at once instead of at round end. Default 2000 sits below TAIL_US so a "
+                "re-armed event reaches the kernel before it could count as aged.",
+        help_ko="라운드가 이 시간(us)보다 오래 돌면, 라운드 중 쌓인 재등록을 라운드 끝까지 기다리지 않고 "
+                "바로 제출한다. 기본값 2000은 TAIL_US보다 작아서, 재등록된 이벤트가 오래된 것으로 "
+                "취급되기 전에 커널에 도달한다.",
+    ),
+    Knob(
+        name="CWIST_REACTOR_DRAIN_CHUNK", attr="drain_chunk", kind="int", default=8, lo=0, hi=1_000_000,
+        area="dispatch",
+        zero_en="posts are drained only at round start",
+        zero_ko="포스트는 라운드 시작 때만 비운다",
+        help_en="Inside a long batch, run queued posts every N callbacks so a cross-thread post does "
+                "not wait for the whole batch. 8 is CWIST's default-profile value.",
+        help_ko="긴 배치 안에서 콜백 N개마다 쌓인 포스트를 실행해, 다른 스레드가 보낸 포스트가 배치 전체를 "
+                "기다리지 않게 한다. 8은 CWIST 기본 프로필의 값이다.",
+        cwist_invalid_en="CWIST: invalid values give 64; io_uring only.",
+        cwist_invalid_ko="CWIST: 잘못된 값이면 64가 되고, io_uring에서만 동작한다.",
+    ),
+    Knob(
+        name="CWIST_LATENCY_PROBE", attr="latency_probe", kind="bool", default=False, area="probe",
+        help_en="1 records queue delay, service time, post delay, batch size and round time into "
+                "HdrHistograms per reactor and reports them at shutdown.",
+        help_ko="1이면 리액터마다 큐 지연, 서비스 시간, 포스트 지연, 배치 크기, 라운드 시간을 "
+                "HdrHistogram에 기록하고 종료할 때 보고한다.",
+        cwist_invalid_en="CWIST: only the exact value 1 enables it; anything else is off.",
+        cwist_invalid_ko="CWIST: 정확히 1일 때만 켜지고 그 밖의 값은 모두 끔이다.",
+    ),
+    Knob(
+        name="CWIST_HTTP_BATCH", attr="http_batch", kind="int", default=16, lo=1, hi=1024, area="http",
+        help_en="Most requests one readiness callback serves from a connection's buffered pipeline.",
+        help_ko="준비 콜백 하나가 연결의 버퍼에 쌓인 파이프라인에서 처리하는 최대 요청 수.",
+        cwist_invalid_en="CWIST: values below 1 give 16; values above 1024 are clamped.",
+        cwist_invalid_ko="CWIST: 1보다 작으면 16이 되고, 1024보다 크면 1024로 잘린다.",
+    ),
+    Knob(
+        name="CWIST_HTTP_YIELD_BATCH", attr="http_yield_batch", kind="int", default=None, lo=1, hi=1024,
+        area="http", default_text="CWIST_HTTP_BATCH",
+        help_en="After this many requests with more still buffered, the handler flushes its output and "
+                "posts a continuation so other ready connections run first (skipped while "
+                "`dispatch_late()` is true).",
+        help_ko="이만큼 처리했는데 버퍼에 요청이 더 남아 있으면, 출력을 내보내고 이어서 처리할 작업을 "
+                "포스트해 다른 준비된 연결이 먼저 돌게 한다(`dispatch_late()`가 참이면 건너뛴다).",
+        cwist_invalid_en="CWIST: values below 1 give the batch value.",
+        cwist_invalid_ko="CWIST: 1보다 작으면 배치 값이 된다.",
+    ),
+    Knob(
+        name="CWIST_WORKERS", attr="workers", kind="int", default=1, lo=1, hi=1024, area="workers",
+        help_en="Number of server processes sharing the port with SO_REUSEPORT, each with its own reactor.",
+        help_ko="SO_REUSEPORT로 포트를 함께 쓰는 서버 프로세스 수. 프로세스마다 리액터가 따로 있다.",
+    ),
+)
+
+_BY_NAME = {k.name: k for k in KNOBS}
+
+
+def knob(name: str) -> Knob:
+    """Return the registry row for ``name``; ``KeyError`` if it is not a known knob."""
+    return _BY_NAME[name]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Parsed knob values, one attribute per :attr:`Knob.attr`.
+
+    Build with :func:`load` (from an environment mapping) or :meth:`Config.default`.
+    Times are in microseconds (``*_us``) as in CWIST.
+    """
+
+    backend: str = "auto"
+    tail_us: int = 3500
+    age_from: str = "arm"
+    round_budget_us: int = 2000
+    drain_chunk: int = 8
+    latency_probe: bool = False
+    http_batch: int = 16
+    http_yield_batch: int = 16
+    workers: int = 1
+    source: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def default(cls) -> "Config":
+        return load({})
+
+    def replace(self, **changes: Any) -> "Config":
+        """A copy with some attributes changed (values are not re-validated)."""
+        values = {k.attr: getattr(self, k.attr) for k in KNOBS}
+        values.update(changes)
+        return Config(source=self.source, **values)
+
+
+def load(env: Mapping[str, str] | None = None) -> Config:
+    """Parse every knob from ``env`` (default ``os.environ``).
+
+    Returns a :class:`Config`.  Raises :class:`ConfigError` for the first
+    invalid value, in registry order.  Unset or empty variables take their
+    default; ``CWIST_HTTP_YIELD_BATCH`` defaults to the parsed batch value.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    used: dict[str, str] = {}
+    for k in KNOBS:
+        raw = env.get(k.name)
+        if raw is None or raw.strip() == "":
+            values[k.attr] = k.default
+        else:
+            values[k.attr] = k.parse(raw)
+            used[k.name] = raw
+    if values["http_yield_batch"] is None:
+        values["http_yield_batch"] = values["http_batch"]
+    return Config(source=used, **values)

@@ -1,0 +1,49 @@
+"""Armed events and their stamps.
+
+Role
+----
+An :class:`Event` is one one-shot arming of an fd in one direction: what the
+reactor hands the backend as the token, and what the callback receives.  It
+carries the two stamps age-based dispatch reads:
+
+* ``armed_ns``: the reactor clock when the event was armed (one clock read and
+  a store, as in CWIST's ``reactor_add_common``);
+* ``ready_ns``: the reactor clock when the batch holding it was reaped, i.e.
+  when the reactor first saw it ready (0 until then).
+
+States: ``ARMED`` (waiting in the backend) -> ``READY`` (reaped, in the current
+batch) -> ``DONE`` (callback ran).  ``disarm`` moves ``ARMED`` or ``READY`` to
+``CANCELLED``; a cancelled event is never dispatched, even if it is already in
+the batch being dispatched.
+"""
+
+from __future__ import annotations
+
+ARMED, READY, DONE, CANCELLED = 0, 1, 2, 3
+
+
+class Event:
+    """One one-shot arming.  Times are ``monotonic_ns`` of the reactor clock.
+
+    Attributes: ``fd`` (int), ``direction`` (READ=1 or WRITE=2), ``callback``
+    (called as ``callback(event)``), ``data`` (caller's context, any object),
+    ``armed_ns``, ``ready_ns``, ``revents`` (poll bits the backend reported),
+    ``state``.
+    """
+
+    __slots__ = ("fd", "direction", "callback", "data", "armed_ns", "ready_ns", "revents", "state")
+
+    def __init__(self, fd: int, direction: int, callback, data, armed_ns: int):
+        self.fd = fd
+        self.direction = direction
+        self.callback = callback
+        self.data = data
+        self.armed_ns = armed_ns
+        self.ready_ns = 0
+        self.revents = 0
+        self.state = ARMED
+
+    def __repr__(self) -> str:
+        names = {ARMED: "armed", READY: "ready", DONE: "done", CANCELLED: "cancelled"}
+        d = "read" if self.direction == 1 else "write"
+        return f"<Event fd={self.fd} {d} {names[self.state]} armed_ns={self.armed_ns}>"

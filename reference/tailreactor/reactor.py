@@ -1,0 +1,366 @@
+"""The reactor: one-shot arming, timers, posts and the dispatch round.
+
+Role
+----
+Backend-agnostic core.  A backend (epoll, io_uring, ...) reports readiness;
+everything else -- stamps, timers, posts, the dispatch policy, counters and
+the optional latency probe -- is here, so every backend runs the same policy
+code.  Read :meth:`Reactor.run_once` top to bottom: it is one round.
+
+One round
+---------
+1. **Drain posts** queued so far (oldest first).
+2. **Wait** for a batch.  Timeout: 0 if posts are pending or a stop was asked,
+   else the time to the earliest timer, else the caller's timeout.  On
+   io_uring this wait also submits the re-arms queued in the previous round
+   (one ``io_uring_enter`` per round).
+3. **Stamp** every reaped event with ``ready_ns`` (one clock read per round).
+4. **Fire due timers** (those armed before this pass).
+5. **Dispatch** the batch in the order :mod:`tailreactor.dispatch` chooses
+   (backend order, or age-based with ``CWIST_REACTOR_TAIL_US`` > 0).  Between
+   callbacks: the round-budget check (submit queued re-arms once the round has
+   run longer than ``CWIST_REACTOR_ROUND_BUDGET_US``) and the drain chunk
+   (run posts every ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).
+
+Threading: every method runs on the reactor thread except :meth:`post` and
+:meth:`stop`, which any thread may call.  Callbacks run inline on the reactor
+thread ("readiness + synchronous completion", as in CWIST); an exception in a
+callback is logged with its fd and callback and the loop goes on.
+
+Clock: ``clock`` returns integer nanoseconds (default ``time.monotonic_ns``,
+CLOCK_MONOTONIC as in CWIST).  Tests inject a fake clock and advance it from
+callbacks to make "slow callbacks" deterministic.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from . import config as _config
+from .backends import READ, WRITE, create_backend
+from .backends.base import direction_name
+from .dispatch import AgeOrder, BackendOrder
+from .events import ARMED, CANCELLED, DONE, READY, Event
+from .posts import PostQueue
+from .timers import Timer, TimerHeap
+
+log = logging.getLogger("tailreactor")
+
+__all__ = ["Reactor", "Counters", "READ", "WRITE"]
+
+
+class Counters:
+    """Always-on, cheap counters of one reactor (plain ints).
+
+    ``rounds``: rounds run; ``dispatched``: I/O callbacks run;
+    ``tail_elevations``: callbacks run because their event aged past
+    ``CWIST_REACTOR_TAIL_US`` (the seed's probe counter); ``timers_fired``;
+    ``posts_run``; ``round_budget_flushes``: mid-round submits of queued
+    re-arms; ``drain_chunk_drains``: post drains inside a batch;
+    ``callback_errors``: callbacks that raised.
+    """
+
+    __slots__ = ("rounds", "dispatched", "tail_elevations", "timers_fired", "posts_run",
+                 "round_budget_flushes", "drain_chunk_drains", "callback_errors")
+
+    def __init__(self):
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class Reactor:
+    """An event reactor on one backend.  See the module docstring.
+
+    Parameters
+    ----------
+    backend:
+        A backend object, a backend name (``auto``, ``io_uring``, ``epoll``,
+        ``selectors``, ``module:factory``), or ``None`` for
+        ``config.backend``.  Name resolution raises what
+        :func:`tailreactor.backends.create_backend` raises.
+    config:
+        A :class:`tailreactor.config.Config`; ``None`` loads it from the
+        environment (raises :class:`~tailreactor.config.ConfigError`).
+    clock:
+        Callable returning monotonic nanoseconds.
+    probe:
+        Optional latency probe (:mod:`tailreactor.probe`); ``None`` creates one
+        when ``config.latency_probe`` is set.
+    """
+
+    def __init__(self, backend=None, *, config=None, clock=time.monotonic_ns, probe=None):
+        self.config = config if config is not None else _config.load()
+        if backend is None or isinstance(backend, str):
+            backend = create_backend(backend or self.config.backend)
+        self.backend = backend
+        self.clock = clock
+        self.counters = Counters()
+        self._armed: tuple[dict[int, Event], dict[int, Event]] = ({}, {})  # by direction - 1
+        self._timers = TimerHeap(clock)
+        self._thread_ident: int | None = None
+        self._posts = PostQueue(backend.wake, lambda: self._thread_ident, clock)
+        self._stopping = False
+        self._late = False
+        self._closed = False
+        self._arms_since_flush = 0
+        # Policy knobs, in ns, read once: the hot path must not re-parse config.
+        self._tail_ns = self.config.tail_us * 1000
+        self._age_from_ready = self.config.age_from == "ready"
+        self._budget_ns = self.config.round_budget_us * 1000
+        self._drain_chunk = self.config.drain_chunk
+        if probe is None and self.config.latency_probe:
+            from .probe import LatencyProbe
+            probe = LatencyProbe(backend=self.backend_name)
+        self.probe = probe
+
+    # -- introspection ----------------------------------------------------------
+    @property
+    def backend_name(self) -> str:
+        return getattr(self.backend, "name", type(self.backend).__name__)
+
+    def dispatch_late(self) -> bool:
+        """True exactly while running the callback of an event elevated by age.
+
+        The HTTP handler reads it to serve its buffered pipeline without
+        yielding (CWIST's ``cwist_reactor_dispatch_late()``).
+        """
+        return self._late
+
+    def armed(self, fd: int, direction: int) -> Event | None:
+        """The event armed for ``fd`` in ``direction``, or None."""
+        return self._armed[direction - 1].get(fd)
+
+    # -- arming ---------------------------------------------------------------
+    def arm(self, fd: int, direction: int, callback, data=None) -> Event:
+        """Arm ``fd`` one-shot for ``READ`` or ``WRITE``; return the :class:`Event`.
+
+        ``callback(event)`` runs once when the fd is ready (or already is); arm
+        again from the callback to keep listening.  Arming a direction that is
+        armed already replaces the earlier event (it will not run).  Raises
+        ``OSError(EBADF)`` for a closed fd, ``ValueError`` for a bad direction,
+        ``RuntimeError`` after :meth:`close`.
+        """
+        if self._closed:
+            raise RuntimeError("reactor is closed")
+        if direction != READ and direction != WRITE:
+            raise ValueError(f"direction must be READ (1) or WRITE (2), got {direction!r}")
+        table = self._armed[direction - 1]
+        old = table.get(fd)
+        ev = Event(fd, direction, callback, data, self.clock())
+        self.backend.arm(fd, direction, ev)
+        if old is not None:
+            old.state = CANCELLED
+        table[fd] = ev
+        self._arms_since_flush += 1
+        return ev
+
+    def arm_read(self, fd: int, callback, data=None) -> Event:
+        return self.arm(fd, READ, callback, data)
+
+    def arm_write(self, fd: int, callback, data=None) -> Event:
+        return self.arm(fd, WRITE, callback, data)
+
+    def disarm(self, fd: int, direction: int = READ | WRITE) -> int:
+        """Disarm ``fd`` for ``READ``, ``WRITE`` or both (default).
+
+        Returns how many events were disarmed.  A disarmed event never runs,
+        even if it is in the batch being dispatched (an earlier callback of the
+        same batch may disarm or close the fd).  Call it before closing an fd.
+        """
+        n = 0
+        for d in (READ, WRITE):
+            if direction & d:
+                ev = self._armed[d - 1].pop(fd, None)
+                if ev is not None:
+                    ev.state = CANCELLED
+                    if not self._closed:
+                        self.backend.disarm(fd, d)
+                    n += 1
+        return n
+
+    # -- timers and posts -----------------------------------------------------
+    def timer(self, callback, data=None) -> Timer:
+        """A new, unarmed :class:`~tailreactor.timers.Timer` (reactor thread only)."""
+        return Timer(self._timers, callback, data)
+
+    def call_later_us(self, delay_us: int | float, callback, data=None) -> Timer:
+        """Arm a new timer ``delay_us`` microseconds from now and return it."""
+        t = self.timer(callback, data)
+        t.arm_us(delay_us)
+        return t
+
+    def post(self, callback, data=None) -> None:
+        """Run ``callback(data)`` on the reactor thread soon.  Any thread may call it.
+
+        Posts run oldest first, each exactly once, at the start of the next
+        round or at a drain-chunk point inside a batch.  Raises ``TypeError``
+        if ``callback`` is not callable.
+        """
+        self._posts.post(callback, data)
+
+    def stop(self) -> None:
+        """Make :meth:`run` return after the current round.  Any thread may call it."""
+        self._stopping = True
+        self.backend.wake()
+
+    # -- the loop ---------------------------------------------------------------
+    def run(self) -> None:
+        """Run rounds until :meth:`stop`."""
+        self._thread_ident = threading.get_ident()
+        try:
+            while not self._stopping:
+                self.run_once(None)
+        finally:
+            self._stopping = False
+
+    def run_once(self, timeout_s: float | None = 0) -> int:
+        """Run one round (see the module docstring); return callbacks run.
+
+        ``timeout_s`` bounds the wait (``None``: until something happens).
+        """
+        if self._closed:
+            raise RuntimeError("reactor is closed")
+        if self._thread_ident is None:
+            self._thread_ident = threading.get_ident()
+        clock = self.clock
+        probe = self.probe
+
+        # 1. Posts queued so far.
+        if self._posts:
+            self._drain_posts()
+
+        # 2. Wait.  Never sleep past the earliest timer or over pending posts.
+        timeout = timeout_s
+        if self._posts or self._stopping:
+            timeout = 0
+        else:
+            deadline = self._timers.next_deadline()
+            if deadline is not None:
+                until = max(0.0, (deadline - clock()) / 1e9)
+                timeout = until if timeout is None else min(timeout, until)
+        reaped = self.backend.wait(timeout)
+        self._arms_since_flush = 0  # the wait submitted them
+
+        # 3. Stamp what became ready.  Skip events disarmed since they were
+        #    reported (their fd may already belong to someone else).
+        round_start = clock()
+        batch: list[Event] = []
+        for ev, revents in reaped:
+            if ev.state == ARMED:
+                ev.state = READY
+                ev.revents = revents
+                ev.ready_ns = round_start
+                batch.append(ev)
+
+        # 4. Timers due now.
+        if self._timers.next_deadline() is not None:
+            self.counters.timers_fired += self._timers.fire_due(round_start, self._run_timer)
+
+        # 5. Dispatch.
+        ran = self._dispatch(batch, round_start) if batch else 0
+        self.counters.rounds += 1
+        if probe is not None:
+            probe.round(len(batch), clock() - round_start)
+        return ran
+
+    def _dispatch(self, batch: list[Event], round_start: int) -> int:
+        tail_ns = self._tail_ns
+        if tail_ns > 0:
+            stamps = [ev.ready_ns if self._age_from_ready else ev.armed_ns for ev in batch]
+            order = AgeOrder(batch, stamps, tail_ns)
+        else:
+            order = BackendOrder(batch)
+        budget_ns = self._budget_ns
+        drain_chunk = self._drain_chunk
+        probe = self.probe
+        clock = self.clock
+        # Read the clock per delivery only when something needs it.
+        timed = tail_ns > 0 or budget_ns > 0 or probe is not None
+        counters = self.counters
+        tables = self._armed
+        ran = 0
+        now = round_start
+        while True:
+            if timed:
+                now = clock()
+            nxt = order.next(now)
+            if nxt is None:
+                break
+            ev, elevated = nxt
+            if ev.state != READY:
+                continue  # disarmed by an earlier callback of this batch
+            table = tables[ev.direction - 1]
+            if table.get(ev.fd) is ev:
+                del table[ev.fd]
+            ev.state = DONE
+            if budget_ns and self._arms_since_flush and now - round_start > budget_ns:
+                if self.backend.flush():
+                    counters.round_budget_flushes += 1
+                self._arms_since_flush = 0
+            if elevated:
+                counters.tail_elevations += 1
+                self._late = True
+            try:
+                ev.callback(ev)
+            except Exception:
+                counters.callback_errors += 1
+                log.exception("callback %r for fd %d (%s) raised", ev.callback, ev.fd,
+                              direction_name(ev.direction))
+            finally:
+                self._late = False
+            ran += 1
+            if probe is not None:
+                probe.dispatch(now - ev.armed_ns, now - ev.ready_ns, clock() - now, elevated)
+            if drain_chunk and ran % drain_chunk == 0 and self._posts:
+                counters.drain_chunk_drains += 1
+                self._drain_posts()
+        counters.dispatched += ran
+        return ran
+
+    def _drain_posts(self) -> None:
+        probe = self.probe
+        items = self._posts.take()
+        self.counters.posts_run += len(items)
+        for callback, data, posted_ns in items:
+            if probe is not None:
+                probe.post(self.clock() - posted_ns)
+            try:
+                callback(data)
+            except Exception:
+                self.counters.callback_errors += 1
+                log.exception("posted callback %r raised", callback)
+
+    def _run_timer(self, timer: Timer) -> None:
+        try:
+            timer.callback(timer)
+        except Exception:
+            self.counters.callback_errors += 1
+            log.exception("timer callback %r raised", timer.callback)
+
+    # -- shutdown -------------------------------------------------------------
+    def close(self) -> None:
+        """Run the posts still queued, then release the backend.  Idempotent.
+
+        Every later :meth:`arm` or :meth:`run_once` raises ``RuntimeError``.
+        """
+        if self._closed:
+            return
+        if self._posts:
+            self._drain_posts()
+        self._closed = True
+        for table in self._armed:
+            for ev in table.values():
+                ev.state = CANCELLED
+            table.clear()
+        self.backend.close()
+
+    def __enter__(self) -> "Reactor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
