@@ -91,9 +91,11 @@ class Reactor:
     probe:
         Optional latency probe (:mod:`tailreactor.probe`); ``None`` creates one
         when ``config.latency_probe`` is set.
+    worker:
+        Worker index (0-based) this reactor serves; tags the probe report.
     """
 
-    def __init__(self, backend=None, *, config=None, clock=time.monotonic_ns, probe=None):
+    def __init__(self, backend=None, *, config=None, clock=time.monotonic_ns, probe=None, worker=0):
         self.config = config if config is not None else _config.load()
         if backend is None or isinstance(backend, str):
             backend = create_backend(backend or self.config.backend)
@@ -115,7 +117,7 @@ class Reactor:
         self._drain_chunk = self.config.drain_chunk
         if probe is None and self.config.latency_probe:
             from .probe import LatencyProbe
-            probe = LatencyProbe(backend=self.backend_name)
+            probe = LatencyProbe(backend=self.backend_name, worker=worker, config=self.config)
         self.probe = probe
 
     # -- introspection ----------------------------------------------------------
@@ -353,6 +355,9 @@ class Reactor:
         if self._posts:
             self._drain_posts()
         self._closed = True
+        if self.probe is not None:
+            # CWIST's destroy dumps the probe; ours writes the per-worker report.
+            self.probe.finish(self.counters.as_dict())
         for table in self._armed:
             for ev in table.values():
                 ev.state = CANCELLED
