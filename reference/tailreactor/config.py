@@ -191,6 +191,16 @@ KNOBS: tuple[Knob, ...] = (
         help_en="Number of server processes sharing the port with SO_REUSEPORT, each with its own reactor.",
         help_ko="SO_REUSEPORT로 포트를 함께 쓰는 서버 프로세스 수. 프로세스마다 리액터가 따로 있다.",
     ),
+    Knob(
+        name="CWIST_BENCH_DELAY_US", attr="bench_delay_us", kind="int", default=0, lo=0, hi=1_000_000,
+        area="bench", test_only=True,
+        zero_en="no injected delay",
+        zero_ko="지연을 넣지 않음",
+        help_en="Test knob: the bench server busy-waits this many microseconds per request served, an "
+                "injected slowdown for the tail-latency job's control arm (it must show as a regression).",
+        help_ko="테스트용 설정: 벤치 서버가 요청 하나를 처리할 때마다 이 시간(us)만큼 바쁜 대기를 한다. "
+                "tail-latency 작업의 대조군에 일부러 넣는 지연이며, 결과에 회귀로 나타나야 한다.",
+    ),
 )
 
 _BY_NAME = {k.name: k for k in KNOBS}
@@ -218,6 +228,7 @@ class Config:
     http_batch: int = 16
     http_yield_batch: int = 16
     workers: int = 1
+    bench_delay_us: int = 0
     source: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
