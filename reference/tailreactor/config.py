@@ -169,6 +169,18 @@ KNOBS: tuple[Knob, ...] = (
         cwist_invalid_ko="CWIST: 정확히 1일 때만 켜지고 그 밖의 값은 모두 끔이다.",
     ),
     Knob(
+        name="CWIST_LATENCY_PROBE_FILE", attr="latency_probe_file", kind="path", default=None,
+        area="probe", default_text="unset (stderr report only)",
+        help_en="With CWIST_LATENCY_PROBE=1, each worker also writes its probe as JSON here at shutdown "
+                "(HdrHistogram base64 histograms plus plain percentiles). `{pid}` and `{worker}` are "
+                "replaced; a placeholder left out is appended as `.{pid}`/`.{worker}` so workers never "
+                "overwrite each other. The directory must exist.",
+        help_ko="CWIST_LATENCY_PROBE=1일 때, 각 워커가 종료하면서 프로브 결과를 이 경로에 JSON으로도 "
+                "쓴다(HdrHistogram base64 히스토그램과 일반 백분위수). `{pid}`와 `{worker}`는 실제 값으로 "
+                "바뀌고, 빠진 자리표시자는 `.{pid}`/`.{worker}`로 끝에 붙여 워커끼리 서로 덮어쓰지 않게 "
+                "한다. 디렉터리는 미리 있어야 한다.",
+    ),
+    Knob(
         name="CWIST_HTTP_BATCH", attr="http_batch", kind="int", default=16, lo=1, hi=1024, area="http",
         help_en="Most requests one readiness callback serves from a connection's buffered pipeline.",
         help_ko="준비 콜백 하나가 연결의 버퍼에 쌓인 파이프라인에서 처리하는 최대 요청 수.",
@@ -225,6 +237,7 @@ class Config:
     round_budget_us: int = 2000
     drain_chunk: int = 8
     latency_probe: bool = False
+    latency_probe_file: str | None = None
     http_batch: int = 16
     http_yield_batch: int = 16
     workers: int = 1
