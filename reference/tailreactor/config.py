@@ -170,7 +170,7 @@ KNOBS: tuple[Knob, ...] = (
     ),
     Knob(
         name="CWIST_LATENCY_PROBE_FILE", attr="latency_probe_file", kind="path", default=None,
-        area="probe", default_text="unset (stderr report only)",
+        area="probe",
         help_en="With CWIST_LATENCY_PROBE=1, each worker also writes its probe as JSON here at shutdown "
                 "(HdrHistogram base64 histograms plus plain percentiles). `{pid}` and `{worker}` are "
                 "replaced; a placeholder left out is appended as `.{pid}`/`.{worker}` so workers never "
