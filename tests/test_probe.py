@@ -22,6 +22,7 @@ from tailreactor.probe import (
     HISTOGRAMS,
     LatencyProbe,
     load_probe_file,
+    main,
     merge,
     probe_file_glob,
     probe_file_path,
@@ -302,6 +303,13 @@ def test_merge_adds_histograms_and_counters_and_tables_workers(tmp_path, capsys)
     assert lines[1].split()[:4] == [str(pid), "0", "epoll", "1"]
     assert lines[2].split()[:4] == [str(pid), "1", "epoll", "0"]
     assert lines[-1].split()[0] == "all"
+    assert m["reactor"] == {"dispatched": 20}
+
+    # The command-line view: the template finds both files.
+    assert main([template]) == 0
+    assert capsys.readouterr().out == table + "\n"
+    assert main([str(tmp_path / "other-{pid}.json")]) == 1
+    assert "no latency probe files" in capsys.readouterr().err
 
 
 def test_file_path_template_and_its_glob():

@@ -356,7 +356,8 @@ def merge(docs: list[dict]) -> dict:
         decoded[name] = h
         summaries[name] = summarize(h, sum(d["histograms"][name]["sum"] for d in docs), unit)
     reactors = [d.get("reactor") or {} for d in docs]
-    reactor = {k: sum(r.get(k, 0) for r in reactors) for r in reactors for k in r} or None
+    keys = dict.fromkeys(k for r in reactors for k in r)  # union, first-seen order
+    reactor = {k: sum(r.get(k, 0) for r in reactors) for k in keys} or None
     return {
         "format": FORMAT,
         "pid": None,
