@@ -122,18 +122,26 @@ KNOBS: tuple[Knob, ...] = (
         area="dispatch",
         zero_en="age-based dispatch off: no reordering, no elevation, backend order",
         zero_ko="나이 기반 디스패치 끔: 재정렬도 승격도 없이 백엔드 순서대로",
-        help_en="Queue age (us) past which an event is dispatched ahead of younger events in its round "
-                "and sees `dispatch_late()` true. 3600000 is the seed A/B's 'effectively off' arm.",
-        help_ko="이 큐 대기 시간(us)을 넘긴 이벤트는 같은 라운드의 더 젊은 이벤트보다 먼저 디스패치되고 "
-                "`dispatch_late()`가 참이 된다. 3600000은 원래 A/B에서 '사실상 끔'으로 쓴 값이다.",
+        help_en="Queue age (us) at or above which an event is dispatched ahead of events that waited "
+                "less in its round, and sees `dispatch_late()` true during its callback. 3600000 is the "
+                "seed A/B's 'effectively off' arm.",
+        help_ko="큐 대기 시간(us)이 이 값 이상인 이벤트는 같은 라운드에서 덜 기다린 이벤트보다 먼저 "
+                "디스패치되고, 그 콜백이 도는 동안 `dispatch_late()`가 참이 된다. 3600000은 원래 PR의 "
+                "A/B에서 '사실상 끔'으로 쓴 값이다.",
+        cwist_invalid_en="CWIST: the seed PR (#375, closed unmerged) gives 3500 as the default and 0 as "
+                         "off; how it treats an invalid value is not recorded.",
+        cwist_invalid_ko="CWIST: 원래 PR(#375, 병합되지 않고 닫힘)은 기본값 3500, 0이면 끔으로 정했다. "
+                         "잘못된 값을 어떻게 처리했는지는 기록이 없다.",
     ),
     Knob(
         name="CWIST_REACTOR_AGE_FROM", attr="age_from", kind="choice", default="arm",
         choices=("arm", "ready"), area="dispatch",
         help_en="Which stamp queue age is measured from: `arm` (CWIST's definition, time the event was "
                 "armed) or `ready` (time the reactor first saw the event ready).",
-        help_ko="큐 대기 시간을 어느 시각부터 잴지 정한다. `arm`은 이벤트를 건 시각(CWIST의 정의), "
+        help_ko="큐 대기 시간을 어느 시각부터 잴지 정한다. `arm`은 이벤트를 등록한 시각(CWIST의 정의), "
                 "`ready`는 리액터가 그 이벤트가 준비된 것을 처음 본 시각이다.",
+        cwist_invalid_en="CWIST: no such variable; it always measures age from the arm stamp.",
+        cwist_invalid_ko="CWIST: 이 변수가 없고, 나이는 언제나 등록 시각부터 잰다.",
     ),
     Knob(
         name="CWIST_REACTOR_ROUND_BUDGET_US", attr="round_budget_us", kind="int", default=2000, lo=0,
@@ -146,6 +154,10 @@ KNOBS: tuple[Knob, ...] = (
         help_ko="라운드가 이 시간(us)보다 오래 돌면, 라운드 중 쌓인 재등록을 라운드 끝까지 기다리지 않고 "
                 "바로 제출한다. 기본값 2000은 TAIL_US보다 작아서, 재등록된 이벤트가 오래된 것으로 "
                 "취급되기 전에 커널에 도달한다.",
+        cwist_invalid_en="CWIST: the variable exists (its commit removing late-round mode keeps it), "
+                         "but how it parses values is not recorded.",
+        cwist_invalid_ko="CWIST: 변수는 있지만(late-round 모드를 없앤 커밋에서도 남았다) 값을 어떻게 "
+                         "파싱하는지는 기록이 없다.",
     ),
     Knob(
         name="CWIST_REACTOR_DRAIN_CHUNK", attr="drain_chunk", kind="int", default=8, lo=0, hi=1_000_000,
@@ -179,6 +191,8 @@ KNOBS: tuple[Knob, ...] = (
                 "쓴다(HdrHistogram base64 히스토그램과 일반 백분위수). `{pid}`와 `{worker}`는 실제 값으로 "
                 "바뀌고, 빠진 자리표시자는 `.{pid}`/`.{worker}`로 끝에 붙여 워커끼리 서로 덮어쓰지 않게 "
                 "한다. 디렉터리는 미리 있어야 한다.",
+        cwist_invalid_en="CWIST: no such variable; its probe reports to stderr only.",
+        cwist_invalid_ko="CWIST: 이 변수가 없고, 프로브는 stderr로만 보고한다.",
     ),
     Knob(
         name="CWIST_HTTP_BATCH", attr="http_batch", kind="int", default=16, lo=1, hi=1024, area="http",
@@ -202,6 +216,9 @@ KNOBS: tuple[Knob, ...] = (
         name="CWIST_WORKERS", attr="workers", kind="int", default=1, lo=1, hi=1024, area="workers",
         help_en="Number of server processes sharing the port with SO_REUSEPORT, each with its own reactor.",
         help_ko="SO_REUSEPORT로 포트를 함께 쓰는 서버 프로세스 수. 프로세스마다 리액터가 따로 있다.",
+        cwist_invalid_en="CWIST: its README gives 1 as the default; how it treats an invalid value is "
+                         "not recorded.",
+        cwist_invalid_ko="CWIST: README 표의 기본값은 1이다. 잘못된 값을 어떻게 처리하는지는 기록이 없다.",
     ),
     Knob(
         name="CWIST_BENCH_DELAY_US", attr="bench_delay_us", kind="int", default=0, lo=0, hi=1_000_000,
@@ -212,6 +229,8 @@ KNOBS: tuple[Knob, ...] = (
                 "injected slowdown for the tail-latency job's control arm (it must show as a regression).",
         help_ko="테스트용 설정: 벤치 서버가 요청 하나를 처리할 때마다 이 시간(us)만큼 바쁜 대기를 한다. "
                 "tail-latency 작업의 대조군에 일부러 넣는 지연이며, 결과에 회귀로 나타나야 한다.",
+        cwist_invalid_en="CWIST: no such variable.",
+        cwist_invalid_ko="CWIST: 이 변수가 없다.",
     ),
 )
 
@@ -275,3 +294,10 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     if values["http_yield_batch"] is None:
         values["http_yield_batch"] = values["http_batch"]
     return Config(source=used, **values)
+
+
+if __name__ == "__main__":
+    # `python -m tailreactor.config docs --lang en|ko [--check]`; the generator lives in config_docs.
+    from tailreactor.config_docs import main
+
+    raise SystemExit(main())

@@ -1,0 +1,471 @@
+"""Generate the runtime-config page (English or Korean) from the knob registry.
+
+Role
+----
+``docs/en/runtime-config.md`` and ``docs/ko/runtime-config.md`` are the output
+of :func:`render` over :data:`tailreactor.config.KNOBS`, so the pages cannot
+disagree with the code or with each other.  The introduction and examples are
+hand-written here (one text per language); every table, every knob section and
+every error message is generated -- the error messages by actually parsing a
+bad value, so they are the ones an operator will see.
+
+Command line (``config.py`` forwards its ``__main__`` here)::
+
+    python -m tailreactor.config docs --lang en            # print the page
+    python -m tailreactor.config docs --lang ko --check    # compare with docs/ko/runtime-config.md
+
+``--check`` exits 1 when the committed page differs from the generator's
+output and prints the command that regenerates it; the test suite runs it.
+
+Any registry row renders: an area without a hand-written title gets a section
+named after the area, ``test_only`` rows go to the bench/test section, and a
+knob without a recorded CWIST behaviour says so instead of being skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .config import KNOBS, ConfigError, Knob
+
+__all__ = ["LANGS", "render", "page_path", "check", "main"]
+
+LANGS = ("en", "ko")
+
+#: Area key -> section title per language, in page order.  ``test`` collects
+#: every ``test_only`` row whatever its area.
+AREA_TITLES: dict[str, dict[str, str]] = {
+    "backend": {"en": "Backend", "ko": "백엔드"},
+    "dispatch": {"en": "Dispatch", "ko": "디스패치"},
+    "http": {"en": "HTTP", "ko": "HTTP"},
+    "probe": {"en": "Latency probe", "ko": "지연 프로브"},
+    "workers": {"en": "Workers", "ko": "워커"},
+    "test": {"en": "Bench-only and test knobs", "ko": "벤치·테스트 전용 변수"},
+}
+
+#: One hand-written sentence or two under each area title.
+AREA_INTROS: dict[str, dict[str, str]] = {
+    "backend": {
+        "en": "Which kernel interface reports readiness. Every backend runs the same round and the "
+              "same dispatch policy (see [Architecture](architecture.md)).",
+        "ko": "어떤 커널 인터페이스로 준비 상태를 받을지 정한다. 백엔드가 달라도 라운드와 디스패치 정책은 "
+              "같은 코드다([아키텍처](architecture.md) 참고).",
+    },
+    "dispatch": {
+        "en": "The order in which one round runs its callbacks, and what the round does between them "
+              "(see [the round](architecture.md#one-round) and [the policy](architecture.md#the-policy)).",
+        "ko": "한 라운드가 콜백을 어떤 순서로 실행하는지, 콜백 사이에 무엇을 하는지 정한다"
+              "([라운드](architecture.md#한-라운드)와 [정책](architecture.md#디스패치-정책) 참고).",
+    },
+    "http": {
+        "en": "How the bench HTTP server shares a reactor between connections that pipeline requests.",
+        "ko": "요청을 파이프라이닝하는 연결들이 벤치 HTTP 서버의 리액터를 어떻게 나눠 쓰는지 정한다.",
+    },
+    "probe": {
+        "en": "Optional per-reactor histograms of where the time goes. Off by default because every "
+              "callback then costs extra clock reads.",
+        "ko": "시간이 어디에 쓰이는지 리액터별 히스토그램으로 기록한다. 켜면 콜백마다 시계를 더 읽어야 "
+              "하므로 기본값은 끔이다.",
+    },
+    "workers": {
+        "en": "How many server processes share the listening port.",
+        "ko": "리스닝 포트를 함께 쓰는 서버 프로세스 수를 정한다.",
+    },
+    "test": {
+        "en": "These exist for the test suite and for the tail-latency job's controls. Never set them "
+              "on a server whose numbers you mean to report.",
+        "ko": "테스트와 tail-latency 잡의 대조 실험용이다. 결과를 보고할 서버에는 절대 설정하지 않는다.",
+    },
+}
+
+# Labels and fixed phrases of the generated parts.
+_T: dict[str, dict[str, str]] = {
+    "en": {
+        "other": "translation",
+        "other_link": "[한국어](../ko/runtime-config.md)",
+        "title": "Runtime configuration",
+        "cols": "| Variable | Type | Default | Accepted | 0 means | Backends |",
+        "int": "integer", "choice": "choice", "bool": "flag", "path": "path",
+        "with_unit": "{type} ({unit})",
+        "all": "all",
+        "nonempty": "any non-empty text",
+        "zero_error": "not accepted (error)",
+        "zero_off": "off",
+        "zero_plain": "no special meaning",
+        "none": "—",
+        "same_as": "same as `{name}`",
+        "unset": "unset",
+        "invalid": "Invalid value: `{name}={value}` stops with `ConfigError: {message}`.",
+        "no_invalid": "Invalid value: none; any non-empty value is accepted.",
+        "cwist": "CWIST",
+        "cwist_unknown": "no behaviour on invalid values is recorded.",
+        "test_only": "Test and bench only.",
+        "other_area": "{area}",
+        "regen": "regenerate it with: python -m tailreactor.config docs --lang {lang} > {path}",
+    },
+    "ko": {
+        "other": "원문",
+        "other_link": "[English](../en/runtime-config.md)",
+        "title": "런타임 설정",
+        "cols": "| 변수 | 형식 | 기본값 | 허용 값 | 0의 의미 | 적용 백엔드 |",
+        "int": "정수", "choice": "선택지", "bool": "플래그", "path": "경로",
+        "with_unit": "{type}({unit})",
+        "all": "모두",
+        "nonempty": "비어 있지 않은 아무 문자열",
+        "zero_error": "허용 안 됨(오류)",
+        "zero_off": "끔",
+        "zero_plain": "특별한 의미 없음",
+        "none": "—",
+        "same_as": "`{name}` 값과 같음",
+        "unset": "설정 안 됨",
+        "invalid": "잘못된 값: `{name}={value}`이면 다음 오류를 내고 멈춘다: `ConfigError: {message}`",
+        "no_invalid": "잘못된 값: 없음. 비어 있지 않으면 어떤 값이든 받는다.",
+        "cwist": "CWIST",
+        "cwist_unknown": "잘못된 값을 어떻게 처리하는지 기록된 자료가 없다.",
+        "test_only": "테스트·벤치 전용.",
+        "other_area": "{area}",
+        "regen": "다시 만들려면: python -m tailreactor.config docs --lang {lang} > {path}",
+    },
+}
+
+_INTRO = {
+    "en": """\
+The reference reads its settings from `CWIST_*` environment variables. The names are CWIST's, so one
+set of names serves both projects; a few knobs exist only here and say so. This page is generated from
+the registry in [`reference/tailreactor/config.py`](../../reference/tailreactor/config.py) and checked
+by the test suite, so it lists exactly the variables the code reads.
+
+## How values are read
+
+- A variable that is unset, empty or only spaces takes its default. Spaces around a value are ignored.
+- `tailreactor.config.load()` parses every variable at once. A `Reactor` created without an explicit
+  `config` calls it; a running reactor never re-reads the environment, so set variables before you start
+  the process.
+- Integers are plain decimal digits with an optional leading `-`: no `_`, no `+`, no `0x`, no units.
+- Parsing is **strict**. An invalid value raises `ConfigError`, whose message is one line naming the
+  variable, the value and what is accepted. Each knob below shows the exact message for one bad value.
+- CWIST instead falls back **silently** to a default or clamps the value (the "CWIST" line of each knob).
+  We do not: a silent fallback makes an A/B run measure something other than what the operator asked
+  for, and nothing in its output would tell.
+""",
+    "ko": """\
+레퍼런스 구현은 설정을 `CWIST_*` 환경 변수에서 읽는다. 이름은 CWIST와 같아서 두 프로젝트가 한 벌의
+이름을 함께 쓴다. 여기에만 있는 변수는 그렇다고 따로 적었다. 이 페이지는
+[`reference/tailreactor/config.py`](../../reference/tailreactor/config.py)의 레지스트리에서 생성되고
+테스트가 검사하므로, 코드가 읽는 변수가 빠짐없이 그대로 실린다.
+
+## 값을 읽는 방식
+
+- 설정하지 않았거나 비어 있거나 공백뿐인 변수는 기본값을 쓴다. 값 앞뒤의 공백은 무시한다.
+- `tailreactor.config.load()`가 모든 변수를 한꺼번에 파싱한다. `config`를 따로 넘기지 않고 만든
+  `Reactor`가 이 함수를 부른다. 돌고 있는 리액터는 환경 변수를 다시 읽지 않으므로, 프로세스를 띄우기
+  전에 설정해야 한다.
+- 정수는 십진 숫자로만 쓴다. 맨 앞의 `-`만 허용하고 `_`, `+`, `0x`, 단위는 받지 않는다.
+- 파싱은 **엄격**하다. 잘못된 값이면 `ConfigError`가 나고, 메시지 한 줄에 변수 이름, 값, 허용 범위가
+  모두 들어 있다. 아래 각 변수 항목에 잘못된 값 하나에 대한 실제 메시지를 실었다.
+- CWIST는 잘못된 값을 만나면 **조용히** 기본값으로 바꾸거나 범위 안으로 잘라 낸다(각 변수의 "CWIST" 줄).
+  여기서는 그렇게 하지 않는다. 조용히 바뀐 값으로 A/B를 돌리면 운영자가 요청한 것과 다른 것을 재게 되고,
+  출력 어디에도 그 사실이 드러나지 않기 때문이다.
+""",
+}
+
+_EXAMPLES = {
+    "en": """\
+## Examples
+
+The seed's A/B, on epoll, with age-based dispatch effectively off (arm B of `--ab tail`):
+
+```sh
+CWIST_REACTOR_BACKEND=epoll CWIST_REACTOR_TAIL_US=3600000 tailreactor-bench --port 3000
+```
+
+Measure queue age from readiness instead of arm time, with the latency probe on:
+
+```sh
+CWIST_REACTOR_AGE_FROM=ready CWIST_LATENCY_PROBE=1 tailreactor-bench
+```
+
+From Python, build a `Config` from a mapping instead of the process environment:
+
+```python
+from tailreactor import Reactor
+from tailreactor.config import load
+
+config = load({"CWIST_REACTOR_TAIL_US": "0", "CWIST_REACTOR_DRAIN_CHUNK": "0"})
+with Reactor("epoll", config=config) as reactor:
+    assert reactor.config.tail_us == 0
+```
+
+A bad value stops at load time with one line:
+
+```text
+{error_example}
+```
+""",
+    "ko": """\
+## 예시
+
+원래 PR의 A/B 중 epoll에서 나이 기반 디스패치를 사실상 끈 쪽(`--ab tail`의 B):
+
+```sh
+CWIST_REACTOR_BACKEND=epoll CWIST_REACTOR_TAIL_US=3600000 tailreactor-bench --port 3000
+```
+
+큐 대기 시간을 등록 시각이 아니라 준비된 시각부터 재고, 지연 프로브도 켠다:
+
+```sh
+CWIST_REACTOR_AGE_FROM=ready CWIST_LATENCY_PROBE=1 tailreactor-bench
+```
+
+파이썬에서는 프로세스 환경 변수 대신 매핑으로 `Config`를 만들 수 있다:
+
+```python
+from tailreactor import Reactor
+from tailreactor.config import load
+
+config = load({"CWIST_REACTOR_TAIL_US": "0", "CWIST_REACTOR_DRAIN_CHUNK": "0"})
+with Reactor("epoll", config=config) as reactor:
+    assert reactor.config.tail_us == 0
+```
+
+잘못된 값은 설정을 읽는 순간 한 줄짜리 오류로 멈춘다:
+
+```text
+{error_example}
+```
+""",
+}
+
+
+# -- one knob's cells ---------------------------------------------------------
+def area_of(k: Knob) -> str:
+    """Section key of a row: ``test`` for test-only rows, else its area."""
+    return "test" if k.test_only else k.area
+
+
+def _unit(k: Knob) -> str:
+    for suffix, unit in (("_US", "us"), ("_MS", "ms"), ("_NS", "ns"), ("_S", "s")):
+        if k.name.endswith(suffix):
+            return unit
+    return ""
+
+
+def _type(k: Knob, t: dict[str, str]) -> str:
+    text = t.get(k.kind, k.kind)
+    unit = _unit(k) if k.kind == "int" else ""
+    return t["with_unit"].format(type=text, unit=unit) if unit else text
+
+
+def _code(value: object) -> str:
+    return f"`{value}`"
+
+
+def _default(k: Knob, t: dict[str, str]) -> str:
+    if k.default is None:
+        if k.default_text.startswith("CWIST_"):
+            return t["same_as"].format(name=k.default_text)
+        return k.default_text or t["unset"]
+    if k.kind == "bool":
+        return _code(1 if k.default else 0)
+    return _code(k.default)
+
+
+def _accepted(k: Knob, t: dict[str, str]) -> str:
+    if k.kind == "int":
+        return f"{_code(k.lo)}–{_code(k.hi)}"
+    if k.kind == "choice":
+        return ", ".join(_code(c) for c in k.choices)
+    if k.kind == "bool":
+        return "`0`, `1`"
+    return t["nonempty"]
+
+
+def _zero(k: Knob, lang: str, t: dict[str, str]) -> str:
+    text = k.zero_en if lang == "en" else k.zero_ko
+    if text:
+        return text
+    if k.kind == "int":
+        return t["zero_plain"] if k.lo <= 0 <= k.hi else t["zero_error"]
+    if k.kind == "bool":
+        return t["zero_off"]
+    return t["none"]
+
+
+def _backends(k: Knob, t: dict[str, str]) -> str:
+    if not k.backends or "all" in k.backends:
+        return t["all"]
+    return ", ".join(_code(b) for b in k.backends)
+
+
+def invalid_example(k: Knob) -> tuple[str, str] | None:
+    """``(bad_value, ConfigError message)`` for one value ``k`` rejects, or None.
+
+    The message comes from :meth:`Knob.parse` itself, so the docs show exactly
+    what an operator sees.  ``None`` when no candidate is rejected (``path``).
+    """
+    candidates: list[str] = []
+    if k.kind == "int":
+        candidates.append(str(k.lo - 1) if k.lo is not None else "-1")
+    elif k.kind == "choice" and k.choices:
+        candidates.append(k.choices[0].upper())
+    elif k.kind == "bool":
+        candidates.append("yes")
+    candidates += ["abc", "-1"]
+    for raw in candidates:
+        try:
+            k.parse(raw)
+        except ConfigError as exc:
+            return raw, str(exc)
+    return None
+
+
+def _cwist_line(k: Knob, lang: str, t: dict[str, str]) -> str:
+    text = (k.cwist_invalid_en if lang == "en" else k.cwist_invalid_ko).strip()
+    if text.startswith("CWIST:"):
+        text = text[len("CWIST:"):].strip()
+    return f"- **{t['cwist']}:** {text or t['cwist_unknown']}"
+
+
+def _cell(text: str) -> str:
+    """Make text safe inside a table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+# -- the page ---------------------------------------------------------------
+def _grouped(knobs: Sequence[Knob]) -> list[tuple[str, list[Knob]]]:
+    order = [a for a in AREA_TITLES]
+    for k in knobs:
+        if area_of(k) not in order:
+            order.append(area_of(k))  # an area nobody titled yet still renders
+    groups = [(a, [k for k in knobs if area_of(k) == a]) for a in order]
+    return [(a, ks) for a, ks in groups if ks]
+
+
+def _error_example(knobs: Sequence[Knob]) -> str:
+    preferred = [k for k in knobs if k.name == "CWIST_HTTP_BATCH"] + list(knobs)
+    for k in preferred:
+        if k.kind == "int":
+            try:
+                k.parse("abc")
+            except ConfigError as exc:
+                return f"tailreactor.config.ConfigError: {exc}"
+    for k in preferred:
+        bad = invalid_example(k)
+        if bad:
+            return f"tailreactor.config.ConfigError: {bad[1]}"
+    return ""
+
+
+def render(lang: str, knobs: Iterable[Knob] | None = None) -> str:
+    """The whole runtime-config page for ``lang`` (``en`` or ``ko``) as Markdown text.
+
+    ``knobs`` defaults to :data:`tailreactor.config.KNOBS`.  Raises
+    ``ValueError`` for an unknown language.
+    """
+    if lang not in LANGS:
+        raise ValueError(f"--lang {lang!r} is not supported: accepted {', '.join(LANGS)}")
+    knobs = list(KNOBS if knobs is None else knobs)
+    t = _T[lang]
+    out: list[str] = [
+        t["other_link"],
+        "",
+        f"# {t['title']}",
+        "",
+        f"<!-- Generated by `python -m tailreactor.config docs --lang {lang}` from "
+        "tailreactor.config.KNOBS. Do not edit by hand: edit the registry or "
+        "reference/tailreactor/config_docs.py and regenerate. -->",
+        "",
+        _INTRO[lang].rstrip("\n"),
+        "",
+    ]
+    for area, rows in _grouped(knobs):
+        title = AREA_TITLES.get(area, {}).get(lang) or t["other_area"].format(area=area.capitalize())
+        out += [f"## {title}", ""]
+        intro = AREA_INTROS.get(area, {}).get(lang)
+        if intro:
+            out += [intro, ""]
+        out += [t["cols"], "|---|---|---|---|---|---|"]
+        for k in rows:
+            cells = [f"[`{k.name}`](#{k.name.lower()})", _type(k, t), _default(k, t),
+                     _accepted(k, t), _zero(k, lang, t), _backends(k, t)]
+            out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        out.append("")
+        for k in rows:
+            out += [f"### `{k.name}`", ""]
+            help_text = k.help_en if lang == "en" else k.help_ko
+            if k.test_only:
+                help_text = f"**{t['test_only']}** {help_text}"
+            out += [help_text, ""]
+            bad = invalid_example(k)
+            if bad:
+                out.append("- " + t["invalid"].format(name=k.name, value=bad[0], message=bad[1]))
+            else:
+                out.append("- " + t["no_invalid"])
+            out += [_cwist_line(k, lang, t), ""]
+    out.append(_EXAMPLES[lang].replace("{error_example}", _error_example(knobs)).rstrip("\n"))
+    return "\n".join(out) + "\n"
+
+
+# -- check and command line ---------------------------------------------------------
+def page_path(lang: str, root: Path | None = None) -> Path:
+    """Where the committed page lives: ``<repo>/docs/<lang>/runtime-config.md``.
+
+    ``root`` defaults to the checkout this module was imported from (an
+    editable install), else the current directory.
+    """
+    if root is None:
+        here = Path(__file__).resolve().parents[2]
+        root = here if (here / "docs").is_dir() else Path.cwd()
+    return root / "docs" / lang / "runtime-config.md"
+
+
+def check(lang: str, path: Path | None = None, knobs: Iterable[Knob] | None = None) -> tuple[bool, str]:
+    """Compare the page at ``path`` with :func:`render`; return ``(ok, message)``.
+
+    ``message`` is one line when ok; otherwise it names the file, shows the
+    first differing lines and says how to regenerate.
+    """
+    path = Path(path) if path is not None else page_path(lang)
+    want = render(lang, knobs)
+    regen = _T["en"]["regen"].format(lang=lang, path=path)
+    try:
+        have = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        return False, f"{path}: cannot read ({exc.strerror}); {regen}"
+    if have == want:
+        return True, f"{path}: up to date"
+    diff = list(difflib.unified_diff(have.splitlines(), want.splitlines(),
+                                     f"{path} (committed)", "generated", lineterm="", n=1))
+    shown = "\n".join(diff[:40]) + ("\n..." if len(diff) > 40 else "")
+    return False, f"{path} differs from the registry; {regen}\n{shown}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tailreactor.config docs --lang en|ko [--check] [--file PATH]``.
+
+    Prints the page (UTF-8) and returns 0; with ``--check`` returns 1 when the
+    committed page is out of date (message on stderr).
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m tailreactor.config",
+        description="Runtime-config tools for the CWIST_* knob registry.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    docs = sub.add_parser("docs", help="print (or --check) the runtime-config page")
+    docs.add_argument("--lang", required=True, choices=LANGS)
+    docs.add_argument("--check", action="store_true",
+                      help="exit 1 if the committed page differs from the generated one")
+    docs.add_argument("--file", type=Path, default=None,
+                      help="page to check (default: docs/<lang>/runtime-config.md of this checkout)")
+    args = parser.parse_args(argv)
+    if args.check:
+        ok, message = check(args.lang, args.file)
+        print(message, file=sys.stdout if ok else sys.stderr)
+        return 0 if ok else 1
+    # Write bytes: the Korean page must not depend on the terminal's locale.
+    sys.stdout.buffer.write(render(args.lang).encode("utf-8"))
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,377 @@
+"""The docs cannot drift: English/Korean parity, links, generated pages, knob coverage.
+
+Role
+----
+* **Parity**: every page in ``docs/en`` has a page of the same name in
+  ``docs/ko`` with the same sequence of heading levels, the same tables (row
+  count and first column of the body rows), the same set of ``CWIST_*`` names
+  and the same set of numbers; each page links its translation first.
+* **Links**: every relative link in ``docs/`` resolves to a file, and every
+  ``#anchor`` to a heading of the target page (GitHub's anchor rules, which
+  keep Korean letters).
+* **Generated pages**: both runtime-config pages equal the generator's output
+  (``python -m tailreactor.config docs --lang en|ko --check``).
+* **Knob coverage**: every ``CWIST_*`` name in ``reference/``, ``conformance/``
+  and ``scripts/`` is a registry row, unless whitelisted with a reason.
+
+The checkers are plain functions over directories so a test can run them on a
+modified copy in ``tmp_path`` and show that they fail.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import unicodedata
+from urllib.parse import unquote
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from tailreactor import config_docs
+from tailreactor.config import KNOBS, Knob
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+EN, KO = DOCS / "en", DOCS / "ko"
+
+_MD = MarkdownIt("commonmark").enable("table")
+_NAME = re.compile(r"CWIST_[A-Z0-9_]+")
+_NUMBER = re.compile(r"\d+(?:\.\d+)*")
+_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")      # "](target)" of a Markdown link
+_LIST_MARKER = re.compile(r"(?m)^\s*\d+\.\s")    # "1. " numbering is structure, not a fact
+_TRANSLATION = {"en": ("한국어", "ko"), "ko": ("English", "en")}
+
+
+# -- reading a page ---------------------------------------------------------
+def _inline_text(token) -> str:
+    """Rendered text of an inline token: text and code spans, markup dropped."""
+    parts = []
+    for child in token.children or ():
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type == "softbreak":
+            parts.append(" ")
+    return "".join(parts).strip()
+
+
+def github_slug(text: str) -> str:
+    """GitHub's heading anchor (github-slugger): lowercase, keep letters, marks,
+    digits, ``_``, ``-`` and spaces (any script, so Korean stays), spaces to ``-``."""
+    kept = [ch for ch in text.lower()
+            if ch in " -" or unicodedata.category(ch)[0] in "LMN" or unicodedata.category(ch) == "Pc"]
+    return "".join(kept).replace(" ", "-")
+
+
+@dataclass
+class Shape:
+    """What parity compares, plus links and anchors for the link check."""
+
+    levels: list[int] = field(default_factory=list)
+    headings: list[str] = field(default_factory=list)
+    tables: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)  # (rows, first column)
+    names: set[str] = field(default_factory=set)
+    numbers: set[str] = field(default_factory=set)
+    links: list[str] = field(default_factory=list)
+    first_line: str = ""
+
+    @property
+    def anchors(self) -> set[str]:
+        seen: dict[str, int] = {}
+        out = set()
+        for text in self.headings:
+            slug = github_slug(text)
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            out.add(slug if n == 0 else f"{slug}-{n}")
+        return out
+
+
+def shape(path: Path) -> Shape:
+    """Parse one Markdown page (fenced code is neither heading nor table)."""
+    text = path.read_text(encoding="utf-8")
+    s = Shape(first_line=text.split("\n", 1)[0].strip())
+    tokens = _MD.parse(text)
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.type == "heading_open":
+            s.levels.append(int(tok.tag[1]))
+            s.headings.append(_inline_text(tokens[i + 1]))
+        elif tok.type == "table_open":
+            rows, first, in_body = 0, [], False
+            while tokens[i].type != "table_close":
+                t = tokens[i]
+                if t.type == "tbody_open":
+                    in_body = True
+                elif t.type == "tr_open":
+                    rows += 1
+                    # tr_open, td_open, inline: the row's first cell.
+                    if in_body:
+                        first.append(_inline_text(tokens[i + 2]))
+                i += 1
+            s.tables.append((rows, tuple(first)))
+        i += 1
+    for tok in tokens:  # a second pass: links inside tables count too
+        for child in tok.children or ():
+            if child.type == "link_open":
+                s.links.append(child.attrGet("href"))
+            elif child.type == "image":
+                s.links.append(child.attrGet("src"))
+    s.names = set(_NAME.findall(text))
+    facts = _LIST_MARKER.sub("", _NAME.sub("", _LINK_TARGET.sub("]", text)))
+    s.numbers = set(_NUMBER.findall(facts))
+    return s
+
+
+# -- the checkers -------------------------------------------------------------
+def parity_problems(en_page: Path, ko_page: Path) -> list[str]:
+    """Differences between an English page and its Korean translation; [] if none."""
+    name = en_page.name
+    if not ko_page.exists():
+        return [f"{name}: docs/en has it, docs/ko does not"]
+    en, ko = shape(en_page), shape(ko_page)
+    problems = []
+    for lang, s in (("en", en), ("ko", ko)):
+        label, other = _TRANSLATION[lang]
+        want = f"[{label}](../{other}/{name})"
+        if s.first_line != want:
+            problems.append(f"{name} ({lang}): first line must link the translation as {want}, "
+                            f"found {s.first_line!r}")
+    if en.levels != ko.levels:
+        problems.append(f"{name}: heading levels differ: en {en.levels} vs ko {ko.levels}")
+    if len(en.tables) != len(ko.tables):
+        problems.append(f"{name}: {len(en.tables)} tables in en vs {len(ko.tables)} in ko")
+    for n, (te, tk) in enumerate(zip(en.tables, ko.tables), 1):
+        if te[0] != tk[0]:
+            problems.append(f"{name}: table {n} has {te[0]} rows in en vs {tk[0]} in ko")
+        if te[1] != tk[1]:
+            missing = sorted(set(te[1]) ^ set(tk[1])) or ["(same cells, different order)"]
+            problems.append(f"{name}: table {n} first column differs: {missing}")
+    if en.names != ko.names:
+        problems.append(f"{name}: CWIST_* names differ: only en {sorted(en.names - ko.names)}, "
+                        f"only ko {sorted(ko.names - en.names)}")
+    if en.numbers != ko.numbers:
+        problems.append(f"{name}: numbers differ: only en {sorted(en.numbers - ko.numbers)}, "
+                        f"only ko {sorted(ko.numbers - en.numbers)}")
+    return problems
+
+
+def tree_problems(en_dir: Path, ko_dir: Path) -> list[str]:
+    """Parity of two language trees: every page of either exists in both, and matches."""
+    problems = [f"{p.name}: docs/ko has it, docs/en does not"
+                for p in sorted(ko_dir.glob("*.md")) if not (en_dir / p.name).exists()]
+    for page in sorted(en_dir.glob("*.md")):
+        problems += parity_problems(page, ko_dir / page.name)
+    return problems
+
+
+def link_problems(docs_dir: Path) -> list[str]:
+    """Broken relative links and anchors in every page under ``docs_dir``."""
+    problems = []
+    shapes: dict[Path, Shape] = {}
+
+    def shape_of(p: Path) -> Shape:
+        if p not in shapes:
+            shapes[p] = shape(p)
+        return shapes[p]
+
+    for page in sorted(docs_dir.rglob("*.md")):
+        for href in shape_of(page).links:
+            if not href or re.match(r"^[a-z][a-z0-9+.-]*:", href):
+                continue  # http:, https:, mailto: -- not checked offline
+            # markdown-it percent-encodes non-ASCII (Korean anchors); compare decoded.
+            href = unquote(href)
+            target, _, anchor = href.partition("#")
+            dest = (page.parent / target).resolve() if target else page.resolve()
+            where = f"{page.relative_to(docs_dir.parent)}: link {href!r}"
+            if not dest.exists():
+                problems.append(f"{where}: {dest} does not exist")
+            elif anchor and dest.suffix == ".md" and anchor not in shape_of(dest).anchors:
+                problems.append(f"{where}: no heading with anchor #{anchor} in {dest.name}")
+    return problems
+
+
+# -- (a) parity ----------------------------------------------------------------
+EN_PAGES = sorted(p.name for p in EN.glob("*.md"))
+
+
+def test_every_korean_page_has_an_english_one():
+    assert EN_PAGES, "docs/en is empty"
+    assert sorted(p.name for p in KO.glob("*.md")) == EN_PAGES
+
+
+@pytest.mark.parametrize("page", EN_PAGES)
+def test_korean_page_matches_english(page):
+    assert parity_problems(EN / page, KO / page) == []
+
+
+def test_docs_index_links_every_page_in_both_languages():
+    links = set(shape(DOCS / "README.md").links)
+    missing = [f"{lang}/{p}" for p in EN_PAGES for lang in ("en", "ko") if f"{lang}/{p}" not in links]
+    assert missing == []
+
+
+# -- (b) links ---------------------------------------------------------------
+def test_links_and_anchors_resolve():
+    assert link_problems(DOCS) == []
+
+
+@pytest.mark.parametrize("heading, anchor", [
+    ("`CWIST_HTTP_BATCH`", "cwist_http_batch"),
+    ("One round", "one-round"),
+    ("디스패치 정책", "디스패치-정책"),
+    ("A/B: tail on vs. off (3500 us)", "ab-tail-on-vs-off-3500-us"),
+])
+def test_github_slug(heading, anchor):
+    assert github_slug(heading) == anchor
+
+
+# -- (c) the generated pages ---------------------------------------------------------
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_runtime_config_page_is_generated(lang):
+    ok, message = config_docs.check(lang, DOCS / lang / "runtime-config.md")
+    assert ok, message
+
+
+def test_check_command_passes_and_fails_with_the_regenerate_command(tmp_path):
+    cmd = [sys.executable, "-m", "tailreactor.config", "docs"]
+    for lang in config_docs.LANGS:
+        done = subprocess.run(cmd + ["--lang", lang, "--check"], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+    stale = tmp_path / "runtime-config.md"
+    stale.write_text(config_docs.render("ko").replace("`3500`", "`3000`"), encoding="utf-8")
+    done = subprocess.run(cmd + ["--lang", "ko", "--check", "--file", str(stale)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"python -m tailreactor.config docs --lang ko > {stale}" in done.stderr
+    assert "-| [`CWIST_REACTOR_TAIL_US`](#cwist_reactor_tail_us) | 정수(us) | `3000`" in done.stderr
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_every_knob_has_a_table_row_and_a_section(lang):
+    s = shape(DOCS / lang / "runtime-config.md")
+    in_tables = [cell for _, first in s.tables for cell in first]
+    assert sorted(in_tables) == sorted(k.name for k in KNOBS)
+    assert {k.name for k in KNOBS} <= set(s.headings)
+
+
+def test_generator_renders_any_row():
+    """A new area, a path knob, a derived default and a test-only knob all render."""
+    rows = [
+        Knob(name="CWIST_NEW_PATH", attr="new_path", kind="path", default=None, area="storage",
+             help_en="A path.", help_ko="경로.", default_text="unset"),
+        Knob(name="CWIST_NEW_FLAG", attr="new_flag", kind="bool", default=True, area="probe",
+             help_en="A flag.", help_ko="플래그.", backends=("epoll", "io_uring")),
+        Knob(name="CWIST_NEW_DELAY_US", attr="new_delay_us", kind="int", default=0, lo=0, hi=10,
+             area="http", help_en="Busy-wait.", help_ko="바쁜 대기.", test_only=True),
+    ]
+    for lang in config_docs.LANGS:
+        page = config_docs.render(lang, rows)
+        for k in rows:
+            assert f"| [`{k.name}`](#{k.name.lower()}) |" in page
+            assert f"### `{k.name}`" in page
+        assert "## Storage" in page
+        assert config_docs.AREA_TITLES["test"][lang] in page
+        assert "ConfigError: CWIST_NEW_FLAG='yes' is invalid: accepted 0 or 1" in page
+        assert "ConfigError: CWIST_NEW_DELAY_US='-1' is invalid" in page
+
+
+# -- (d) every name the code reads is in the registry --------------------------------
+#: Names that appear in the scanned code but are not knobs we read, with the reason.
+NOT_KNOBS = {
+    "CWIST_X": "placeholder in the ConfigError docstring (config.py), not a variable",
+}
+SCANNED = ("reference", "conformance", "scripts")
+
+
+def code_names() -> dict[str, set[str]]:
+    """``CWIST_*`` name -> files (relative) that mention it, over ``SCANNED``."""
+    found: dict[str, set[str]] = {}
+    for top in SCANNED:
+        for path in sorted((ROOT / top).rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts or path.suffix in (".pyc", ".so"):
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            for name in set(_NAME.findall(text)):
+                found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_every_cwist_name_in_the_code_is_a_registry_row():
+    registry = {k.name for k in KNOBS}
+    unknown = {n: sorted(files) for n, files in code_names().items()
+               if n not in registry and n not in NOT_KNOBS}
+    assert unknown == {}, "add a Knob row to tailreactor.config.KNOBS (or whitelist with a reason)"
+
+
+def test_whitelist_is_current():
+    found = code_names()
+    registry = {k.name for k in KNOBS}
+    assert sorted(n for n in NOT_KNOBS if n in registry) == []
+    assert sorted(n for n in NOT_KNOBS if n not in found) == [], "stale entry: remove it"
+
+
+# -- (e) the parity check bites --------------------------------------------------------
+def _first_knob_row(text: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith("| [`CWIST_"))
+
+
+MUTATIONS = {
+    "table row removed": (lambda t: t.replace(_first_knob_row(t) + "\n", "", 1), "rows in en vs"),
+    "heading removed": (lambda t: t.replace("\n## ", "\n", 1), "heading levels differ"),
+    "number changed": (lambda t: t.replace("3600000", "360000"), "numbers differ"),
+    "knob name dropped": (lambda t: t.replace("CWIST_WORKERS", "WORKERS"), "CWIST_* names differ"),
+    "translation link dropped": (lambda t: t.split("\n", 1)[1], "first line must link"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_parity_check_fails_when_one_language_changes(tmp_path, mutation):
+    edit, expected = MUTATIONS[mutation]
+    en, ko = tmp_path / "en", tmp_path / "ko"
+    en.mkdir(), ko.mkdir()
+    page = "runtime-config.md"
+    shutil.copy(EN / page, en / page)
+    shutil.copy(KO / page, ko / page)
+    assert tree_problems(en, ko) == []
+    (ko / page).write_text(edit((ko / page).read_text(encoding="utf-8")), encoding="utf-8")
+    problems = tree_problems(en, ko)
+    assert any(p.startswith(page) and expected in p for p in problems), problems
+
+
+def test_parity_check_fails_when_a_translation_is_missing(tmp_path):
+    en, ko = tmp_path / "en", tmp_path / "ko"
+    en.mkdir(), ko.mkdir()
+    shutil.copy(EN / "architecture.md", en / "architecture.md")
+    assert tree_problems(en, ko) == ["architecture.md: docs/en has it, docs/ko does not"]
+
+
+def test_link_check_fails_on_a_missing_anchor(tmp_path):
+    shutil.copytree(DOCS, tmp_path / "docs")
+    for top in ("reference", "conformance", "scripts"):  # targets of links out of docs/
+        (tmp_path / top).symlink_to(ROOT / top)
+    page = tmp_path / "docs" / "ko" / "runtime-config.md"
+    page.write_text(page.read_text(encoding="utf-8").replace("#한-라운드", "#한-라운드-없음"),
+                    encoding="utf-8")
+    problems = link_problems(tmp_path / "docs")
+    assert problems == [f"docs/ko/runtime-config.md: link 'architecture.md#한-라운드-없음': "
+                        f"no heading with anchor #한-라운드-없음 in architecture.md"]
+
+
+# -- the examples in the user docs run ----------------------------------------------------
+@pytest.mark.parametrize("page", ["en/getting-started.md", "ko/getting-started.md",
+                                  "en/runtime-config.md", "ko/runtime-config.md"])
+def test_python_examples_run(page):
+    tokens = _MD.parse((DOCS / page).read_text(encoding="utf-8"))
+    blocks = [t.content for t in tokens if t.type == "fence" and t.info.strip() == "python"]
+    assert blocks, f"{page} has no python example"
+    env = {"PATH": "/usr/bin:/bin"}  # no CWIST_* from the caller's environment
+    done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
