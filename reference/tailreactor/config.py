@@ -124,13 +124,13 @@ KNOBS: tuple[Knob, ...] = (
         zero_ko="나이 기반 디스패치 끔: 재정렬도 승격도 없이 백엔드 순서대로",
         help_en="Queue age (us) at or above which an event is dispatched ahead of events that waited "
                 "less in its round, and sees `dispatch_late()` true during its callback. 3600000 is the "
-                "seed A/B's 'effectively off' arm.",
+                "'effectively off' arm of CWIST PR #375's A/B.",
         help_ko="큐 대기 시간(us)이 이 값 이상인 이벤트는 같은 라운드에서 덜 기다린 이벤트보다 먼저 "
-                "디스패치되고, 그 콜백이 도는 동안 `dispatch_late()`가 참이 된다. 3600000은 원래 PR의 "
-                "A/B에서 '사실상 끔'으로 쓴 값이다.",
-        cwist_invalid_en="CWIST: the seed PR (#375, closed unmerged) gives 3500 as the default and 0 as "
+                "디스패치되고, 그 콜백이 도는 동안 `dispatch_late()`가 참이 된다. 3600000은 CWIST PR "
+                "#375의 A/B에서 '사실상 끔'으로 쓴 값이다.",
+        cwist_invalid_en="CWIST: PR #375 (closed unmerged) gives 3500 as the default and 0 as "
                          "off; how it treats an invalid value is not recorded.",
-        cwist_invalid_ko="CWIST: 원래 PR(#375, 병합되지 않고 닫힘)은 기본값 3500, 0이면 끔으로 정했다. "
+        cwist_invalid_ko="CWIST: PR #375(병합되지 않고 닫힘)는 기본값 3500, 0이면 끔으로 정했다. "
                          "잘못된 값을 어떻게 처리했는지는 기록이 없다.",
     ),
     Knob(
@@ -225,10 +225,10 @@ KNOBS: tuple[Knob, ...] = (
         area="bench", test_only=True,
         zero_en="no injected delay",
         zero_ko="지연을 넣지 않음",
-        help_en="Test knob: the bench server busy-waits this many microseconds per request served, an "
+        help_en="The bench server busy-waits this many microseconds per request served, an "
                 "injected slowdown for the tail-latency job's control arm (it must show as a regression).",
-        help_ko="테스트용 설정: 벤치 서버가 요청 하나를 처리할 때마다 이 시간(us)만큼 바쁜 대기를 한다. "
-                "tail-latency 작업의 대조군에 일부러 넣는 지연이며, 결과에 회귀로 나타나야 한다.",
+        help_ko="벤치 서버가 요청 하나를 처리할 때마다 이 시간(us)만큼 바쁜 대기를 한다. "
+                "꼬리 지연 잡의 대조군에 일부러 넣는 지연이며, 결과에 회귀로 나타나야 한다.",
         cwist_invalid_en="CWIST: no such variable.",
         cwist_invalid_ko="CWIST: 이 변수가 없다.",
     ),

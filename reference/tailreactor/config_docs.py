@@ -78,14 +78,13 @@ AREA_INTROS: dict[str, dict[str, str]] = {
     "test": {
         "en": "These exist for the test suite and for the tail-latency job's controls. Never set them "
               "on a server whose numbers you mean to report.",
-        "ko": "테스트와 tail-latency 잡의 대조 실험용이다. 결과를 보고할 서버에는 절대 설정하지 않는다.",
+        "ko": "테스트와 꼬리 지연 잡의 대조 실험용이다. 결과를 보고할 서버에는 절대 설정하지 않는다.",
     },
 }
 
 # Labels and fixed phrases of the generated parts.
 _T: dict[str, dict[str, str]] = {
     "en": {
-        "other": "translation",
         "other_link": "[한국어](../ko/runtime-config.md)",
         "title": "Runtime configuration",
         "cols": "| Variable | Type | Default | Accepted | 0 means | Backends |",
@@ -101,14 +100,11 @@ _T: dict[str, dict[str, str]] = {
         "unset": "unset",
         "invalid": "Invalid value: `{name}={value}` stops with `ConfigError: {message}`.",
         "no_invalid": "Invalid value: none; any non-empty value is accepted.",
-        "cwist": "CWIST",
         "cwist_unknown": "no behaviour on invalid values is recorded.",
         "test_only": "Test and bench only.",
-        "other_area": "{area}",
         "regen": "regenerate it with: python -m tailreactor.config docs --lang {lang} > {path}",
     },
     "ko": {
-        "other": "원문",
         "other_link": "[English](../en/runtime-config.md)",
         "title": "런타임 설정",
         "cols": "| 변수 | 형식 | 기본값 | 허용 값 | 0의 의미 | 적용 백엔드 |",
@@ -124,10 +120,8 @@ _T: dict[str, dict[str, str]] = {
         "unset": "설정 안 됨",
         "invalid": "잘못된 값: `{name}={value}`이면 다음 오류를 내고 멈춘다: `ConfigError: {message}`",
         "no_invalid": "잘못된 값: 없음. 비어 있지 않으면 어떤 값이든 받는다.",
-        "cwist": "CWIST",
         "cwist_unknown": "잘못된 값을 어떻게 처리하는지 기록된 자료가 없다.",
         "test_only": "테스트·벤치 전용.",
-        "other_area": "{area}",
         "regen": "다시 만들려면: python -m tailreactor.config docs --lang {lang} > {path}",
     },
 }
@@ -177,7 +171,7 @@ _EXAMPLES = {
     "en": """\
 ## Examples
 
-The seed's A/B, on epoll, with age-based dispatch effectively off (arm B of `--ab tail`):
+The arm of CWIST PR #375's A/B with age-based dispatch effectively off, on epoll (arm B of `--ab tail`):
 
 ```sh
 CWIST_REACTOR_BACKEND=epoll CWIST_REACTOR_TAIL_US=3600000 tailreactor-bench --port 3000
@@ -209,7 +203,7 @@ A bad value stops at load time with one line:
     "ko": """\
 ## 예시
 
-원래 PR의 A/B 중 epoll에서 나이 기반 디스패치를 사실상 끈 쪽(`--ab tail`의 B):
+CWIST PR #375의 A/B 중 나이 기반 디스패치를 사실상 끈 쪽을 epoll에서 띄운다(`--ab tail`의 B):
 
 ```sh
 CWIST_REACTOR_BACKEND=epoll CWIST_REACTOR_TAIL_US=3600000 tailreactor-bench --port 3000
@@ -327,7 +321,7 @@ def _cwist_line(k: Knob, lang: str, t: dict[str, str]) -> str:
     text = (k.cwist_invalid_en if lang == "en" else k.cwist_invalid_ko).strip()
     if text.startswith("CWIST:"):
         text = text[len("CWIST:"):].strip()
-    return f"- **{t['cwist']}:** {text or t['cwist_unknown']}"
+    return f"- **CWIST:** {text or t['cwist_unknown']}"
 
 
 def _cell(text: str) -> str:
@@ -383,7 +377,7 @@ def render(lang: str, knobs: Iterable[Knob] | None = None) -> str:
         "",
     ]
     for area, rows in _grouped(knobs):
-        title = AREA_TITLES.get(area, {}).get(lang) or t["other_area"].format(area=area.capitalize())
+        title = AREA_TITLES.get(area, {}).get(lang) or area.capitalize()
         out += [f"## {title}", ""]
         intro = AREA_INTROS.get(area, {}).get(lang)
         if intro:
