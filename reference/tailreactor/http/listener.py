@@ -1,0 +1,157 @@
+"""The listening socket: accept connections and own them until they close.
+
+Role
+----
+One :class:`Listener` per reactor (per worker process).  It binds a
+non-blocking TCP socket with ``SO_REUSEADDR`` and ``SO_REUSEPORT`` (so N
+worker processes can each own a listener on the same port and the kernel
+spreads connections over them), accepts in a bounded loop per readiness, and
+keeps the table of live :class:`~tailreactor.http.connection.Connection`
+objects so shutdown can close them all.
+
+It also holds what every connection of this reactor shares: the knob values
+read once (``batch``, ``yield_batch``, ``delay_ns``) and one receive buffer
+(callbacks run one at a time on the reactor thread, and the parser copies
+what it keeps, so one buffer serves every connection).
+
+Accept loop
+-----------
+At most :data:`ACCEPTS_PER_CALLBACK` accepts per readiness, then re-arm: a
+burst of connections must not starve the connections already being served.
+Accepted sockets get ``TCP_NODELAY`` (responses are small and must not wait
+for Nagle).
+
+Out of descriptors (EMFILE/ENFILE)
+----------------------------------
+The pending connection stays in the kernel's backlog, so the listener stays
+readable: re-arming at once would spin at 100% CPU.  Instead the listener is
+left unarmed and a reactor timer re-arms it after :data:`ACCEPT_BACKOFF_US`.
+The first time this happens a warning is logged (once per listener: under
+sustained overload a log line per back-off would be its own problem).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+
+from ..backends import READ
+from .connection import Connection
+
+log = logging.getLogger("tailreactor.http")
+
+#: Most connections accepted per readiness callback.
+ACCEPTS_PER_CALLBACK = 64
+#: Pause before accepting again after EMFILE/ENFILE, in microseconds.
+ACCEPT_BACKOFF_US = 100_000
+#: Bytes one ``recv`` may read (a pipelined batch of small requests fits easily).
+RECV_BYTES = 65536
+#: listen(2) backlog; the kernel caps it at net.core.somaxconn.
+BACKLOG = 4096
+
+_OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+class ListenerStats:
+    """``accepts``: connections accepted; ``accept_callbacks``: readiness
+    callbacks of the listening socket; ``accept_backoffs``: EMFILE/ENFILE pauses."""
+
+    __slots__ = ("accepts", "accept_callbacks", "accept_backoffs")
+
+    def __init__(self):
+        self.accepts = self.accept_callbacks = self.accept_backoffs = 0
+
+
+class Listener:
+    """Listen on ``host:port`` (``port`` 0 picks a free one) and serve the bench routes.
+
+    Binds and arms at construction; raises ``OSError`` from bind/listen (e.g.
+    ``EADDRINUSE``).  ``port`` is the bound port; ``connections`` maps fd to
+    :class:`Connection`; ``stats`` is a :class:`ListenerStats`.  Reactor
+    thread only.
+    """
+
+    def __init__(self, reactor, host: str = "127.0.0.1", port: int = 3000, *, backlog: int = BACKLOG):
+        self.reactor = reactor
+        cfg = reactor.config
+        self.batch = cfg.http_batch
+        self.yield_batch = cfg.http_yield_batch
+        self.delay_ns = cfg.bench_delay_us * 1000
+        self.recv_buffer = bytearray(RECV_BYTES)
+        self.recv_view = memoryview(self.recv_buffer)
+        self.connections: dict[int, Connection] = {}
+        self.stats = ListenerStats()
+        self.closed = False
+        self._warned_out_of_fds = False
+
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            self.sock.bind((host, port))
+            self.sock.listen(backlog)
+            self.sock.setblocking(False)
+        except OSError:
+            self.sock.close()
+            raise
+        self.fd = self.sock.fileno()
+        self.host, self.port = self.sock.getsockname()[:2]
+        self._backoff = reactor.timer(self._on_backoff_over)
+        reactor.arm(self.fd, READ, self._on_acceptable)
+
+    def _on_acceptable(self, event) -> None:
+        self.stats.accept_callbacks += 1
+        for _ in range(ACCEPTS_PER_CALLBACK):
+            try:
+                sock, peer = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                break  # backlog empty
+            except OSError as exc:
+                if exc.errno in _OUT_OF_FDS:
+                    self._back_off(exc)
+                    return  # not re-armed: the back-off timer does it
+                # ECONNABORTED and the like: that client gave up; take the next.
+                log.debug("accept on fd %d failed: %s", self.fd, exc)
+                continue
+            self._adopt(sock, peer)
+        self.reactor.arm(self.fd, READ, self._on_acceptable)
+
+    def _adopt(self, sock: socket.socket, peer) -> None:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Connection(self, sock, peer)
+        self.connections[conn.fd] = conn
+        self.stats.accepts += 1
+        conn.start()
+
+    def _back_off(self, exc: OSError) -> None:
+        self.stats.accept_backoffs += 1
+        if not self._warned_out_of_fds:
+            self._warned_out_of_fds = True
+            log.warning("accept on %s:%d: %s (%s); pausing accepts for %d us at a time "
+                        "(logged once; raise RLIMIT_NOFILE or use fewer connections)",
+                        self.host, self.port, errno.errorcode.get(exc.errno, exc.errno),
+                        exc.strerror, ACCEPT_BACKOFF_US)
+        self._backoff.arm_us(ACCEPT_BACKOFF_US)
+
+    def _on_backoff_over(self, timer) -> None:
+        if not self.closed:
+            self.reactor.arm(self.fd, READ, self._on_acceptable)
+
+    def forget(self, conn: Connection) -> None:
+        """Called by a connection as it closes."""
+        if self.connections.get(conn.fd) is conn:
+            del self.connections[conn.fd]
+
+    def close(self) -> None:
+        """Stop accepting first, then close every connection.  Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self._backoff.cancel()
+        self.reactor.disarm(self.fd)
+        self.sock.close()
+        for conn in list(self.connections.values()):
+            conn.close()

@@ -1,0 +1,119 @@
+"""Routes of the bench app and their pre-built responses.
+
+Role
+----
+Maps one parsed request (method, request-target, keep-alive) to the bytes of
+its response.  The routes are those of CWIST's bench app
+(``benchmarks/web-frameworks``, ``cwist_bench``) plus ``/plaintext``:
+
+============  ========  =============================================
+path          method    answer
+============  ========  =============================================
+``/``         GET       200, empty body
+``/user/:id`` GET       200, body is the id (bytes as sent, no decoding)
+``/user``     POST      200, empty body (a request body is discarded)
+``/plaintext`` GET      200, ``Hello, World!`` (text/plain)
+``/__probe``  GET       200 JSON of ``reactor.probe.snapshot()``, or 404
+other paths   any       404
+known path    other     405 with ``Allow``
+============  ========  =============================================
+
+Every response exists in two forms, indexed by ``keep_alive``: ``[0]`` ends
+with ``Connection: close``, ``[1]`` with ``Connection: keep-alive`` (sent on
+HTTP/1.1 too: one rule instead of a per-version branch).  Fixed responses are
+built once at import, so serving ``GET /`` is a dict lookup and a tuple index;
+only ``/user/:id`` and ``/__probe`` format bytes per request.
+
+No ``Date`` or ``Server`` header: the bench clients (wrk) ignore them and
+the bytes per response are then what the routes need, nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httptools
+
+__all__ = ["respond", "BAD_REQUEST", "URI_TOO_LONG", "VERSION_NOT_SUPPORTED"]
+
+_CONNECTION = (b"Connection: close\r\n", b"Connection: keep-alive\r\n")  # by keep_alive
+
+
+def build(status: str, body: bytes = b"", content_type: str | None = None,
+          extra: str = "") -> tuple[bytes, bytes]:
+    """The two wire forms ``(close, keep_alive)`` of one response."""
+    head = f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n"
+    if content_type:
+        head += f"Content-Type: {content_type}\r\n"
+    head += extra
+    return tuple(head.encode() + conn + b"\r\n" + body for conn in _CONNECTION)
+
+
+OK_EMPTY = build("200 OK")
+OK_PLAINTEXT = build("200 OK", b"Hello, World!", "text/plain")
+NOT_FOUND = build("404 Not Found")
+ALLOW_GET = build("405 Method Not Allowed", extra="Allow: GET\r\n")
+ALLOW_POST = build("405 Method Not Allowed", extra="Allow: POST\r\n")
+# Errors that end the connection: only the close form is ever sent.
+BAD_REQUEST = build("400 Bad Request")[0]
+URI_TOO_LONG = build("414 URI Too Long")[0]
+VERSION_NOT_SUPPORTED = build("505 HTTP Version Not Supported")[0]
+
+#: Fixed routes: path -> (the one allowed method, its response, the 405 for others).
+FIXED = {
+    b"/": (b"GET", OK_EMPTY, ALLOW_GET),
+    b"/plaintext": (b"GET", OK_PLAINTEXT, ALLOW_GET),
+    b"/user": (b"POST", OK_EMPTY, ALLOW_POST),
+}
+USER_PREFIX = b"/user/"
+PROBE_PATH = b"/__probe"
+
+_USER_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + _CONNECTION[0],
+              b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + _CONNECTION[1])
+
+
+def path_of(target: bytes) -> bytes | None:
+    """The path of a request-target, or None when it has none we can serve.
+
+    Origin form (``/a?b``) is the common case and costs one ``find``; absolute
+    form (``http://host/a``, RFC 9112 3.2.2) goes through ``httptools.parse_url``.
+    Authority form (CONNECT) and ``*`` have no path: None.
+    """
+    if target[:1] == b"/":
+        q = target.find(b"?")
+        return target if q < 0 else target[:q]
+    try:
+        path = httptools.parse_url(target).path
+    except httptools.HttpParserInvalidURLError:
+        return None
+    return path if path and path[:1] == b"/" else None
+
+
+def respond(method: bytes, target: bytes, keep_alive: bool, probe=None) -> bytes:
+    """Response bytes for one request.
+
+    ``keep_alive`` selects the ``Connection`` header; ``probe`` is the
+    reactor's latency probe or None.  A target without a path gets
+    :data:`BAD_REQUEST` (the caller then closes the connection).
+    """
+    path = path_of(target)
+    if path is None:
+        return BAD_REQUEST
+    route = FIXED.get(path)
+    if route is not None:
+        allowed, ok, not_allowed = route
+        return ok[keep_alive] if method == allowed else not_allowed[keep_alive]
+    if path.startswith(USER_PREFIX):
+        user_id = path[len(USER_PREFIX):]
+        if user_id and b"/" not in user_id:
+            if method != b"GET":
+                return ALLOW_GET[keep_alive]
+            return b"%sContent-Length: %d\r\n\r\n%s" % (_USER_HEAD[keep_alive], len(user_id), user_id)
+    elif path == PROBE_PATH:
+        snapshot = getattr(probe, "snapshot", None)  # probe.py may not exist in older trees
+        if snapshot is not None:
+            if method != b"GET":
+                return ALLOW_GET[keep_alive]
+            body = json.dumps(snapshot()).encode()
+            return build("200 OK", body, "application/json")[keep_alive]
+    return NOT_FOUND[keep_alive]

@@ -1,0 +1,343 @@
+"""``tailreactor-bench``: the bench HTTP server as a command (processes, signals, limits).
+
+Role
+----
+Everything that belongs to the *process* rather than to a connection::
+
+    tailreactor-bench [--host H] [--port P] [--workers N]     (default 127.0.0.1:3000)
+
+1. Parse arguments, then every ``CWIST_*`` knob (:func:`tailreactor.config.load`).
+   A bad value exits 2 with one line naming the knob, no traceback.
+2. Raise the soft ``RLIMIT_NOFILE`` to the hard limit, so ``wrk -c1024`` works.
+3. ``--workers 1`` (or ``CWIST_WORKERS=1``) serves in this process.  ``N > 1``
+   forks N workers; each builds its own Reactor (``Reactor(worker=i)``) and its
+   own ``SO_REUSEPORT`` listener on the same port, so the kernel spreads new
+   connections over them (CWIST's ``CWIST_WORKERS`` model).  The parent only
+   forwards signals and waits.
+4. Print one start line on stderr once every worker listens, e.g.
+   ``tailreactor-bench: listening on 127.0.0.1:3000, backend io_uring, workers 1, pid 42``
+   (the backend the workers actually run: with ``auto`` that may be epoll).
+5. SIGINT or SIGTERM stops cleanly: listeners close first, then connections,
+   then the reactor (which writes the probe report if one is on); exit 0.
+
+Exit codes: 0 stopped by a signal; 1 a worker failed or the port cannot be
+bound; 2 bad arguments, a bad knob value, or a backend that cannot start
+(``CWIST_REACTOR_BACKEND=io_uring`` where io_uring is unavailable).
+
+Signals, safely
+---------------
+A Python signal handler runs between two bytecodes of whatever the main
+thread is doing -- possibly in the middle of a round, inside the backend.
+Calling ``reactor.stop()`` from there would re-enter the backend (wake).  So
+the handler does nothing; ``signal.set_wakeup_fd`` makes the C-level handler
+write the signal number to a pipe whose read end is armed in the reactor, and
+the stop happens in an ordinary reactor callback.  This also wakes a wait
+that retries on EINTR without returning to Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import resource
+import signal
+import socket
+import sys
+
+from .. import config as _config
+from ..backends import READ, IoUringUnavailable, UnknownBackend, create_backend
+from ..reactor import Reactor
+from .listener import Listener
+
+PROG = "tailreactor-bench"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+log = logging.getLogger("tailreactor.http")
+
+
+class SetupError(Exception):
+    """A start-up failure with its one-line message and exit code."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+# -- arguments, config, limits ------------------------------------------------
+def _int_in(lo: int, hi: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range: accepted {lo} to {hi}")
+        return value
+    return parse
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=PROG, description="CWIST's bench HTTP app on the tailreactor Reactor.")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_int_in(0, 65535), default=3000,
+                   help="TCP port (default 3000; 0 picks a free port, printed at start)")
+    p.add_argument("--workers", type=_int_in(1, 1024), default=None,
+                   help="worker processes sharing the port with SO_REUSEPORT (default CWIST_WORKERS, 1)")
+    return p.parse_args(argv)
+
+
+def raise_nofile_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; return the (soft, hard) in force.
+
+    An unlimited hard limit is capped at ``/proc/sys/fs/nr_open`` (the kernel
+    refuses more).  Failure is logged, not fatal: the server still runs.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if hard == resource.RLIM_INFINITY:
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                target = int(f.read())
+        except (OSError, ValueError):
+            target = 1 << 20
+    if soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise RLIMIT_NOFILE from %d to %d: %s", soft, target, exc)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def _backend_error(cfg: _config.Config, exc: Exception) -> SetupError:
+    return SetupError(f"CWIST_REACTOR_BACKEND={cfg.backend} cannot start: {exc}", EXIT_USAGE)
+
+
+# -- one worker: reactor + listener until a stop signal --------------------------
+class StopOnSignal:
+    """Stop ``reactor`` on SIGINT/SIGTERM through a wakeup pipe (module docstring)."""
+
+    def __init__(self, reactor: Reactor):
+        self.reactor = reactor
+        self._r, self._w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._old_wakeup = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
+        self._old = {s: signal.signal(s, _do_nothing) for s in STOP_SIGNALS}
+        reactor.arm(self._r, READ, self._on_signal)
+
+    def _on_signal(self, event) -> None:
+        try:
+            os.read(self._r, 64)
+        except BlockingIOError:
+            pass
+        self.reactor.stop()
+
+    def close(self) -> None:
+        self.reactor.disarm(self._r)
+        signal.set_wakeup_fd(self._old_wakeup)
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+        os.close(self._r)
+        os.close(self._w)
+
+
+def _do_nothing(signum, frame) -> None:
+    """Python-level handler: the wakeup fd carries the signal to the reactor."""
+
+
+def serve(cfg: _config.Config, host: str, port: int, *, worker: int = 0, on_ready=None) -> int:
+    """Serve until SIGINT/SIGTERM; return the exit code.  Main thread only.
+
+    ``on_ready(listener, reactor)`` runs once the listener is armed.  Raises
+    :class:`SetupError` if the backend cannot start or the port cannot be bound.
+    """
+    try:
+        reactor = Reactor(config=cfg, worker=worker)
+    except (IoUringUnavailable, UnknownBackend) as exc:
+        raise _backend_error(cfg, exc) from None
+    try:
+        try:
+            listener = Listener(reactor, host, port)
+        except OSError as exc:
+            raise SetupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", EXIT_FAILED) from None
+        stopper = StopOnSignal(reactor)
+        try:
+            if on_ready is not None:
+                on_ready(listener, reactor)
+            _run_until_stopped(reactor)
+        finally:
+            stopper.close()
+            listener.close()  # the listening socket first, then every connection
+    finally:
+        reactor.close()
+    return EXIT_OK
+
+
+def _run_until_stopped(reactor: Reactor) -> None:
+    """``reactor.run()``, resumed if a signal interrupts the backend's wait.
+
+    uring-api's ``Ring.wait`` raises ``InterruptedError`` on EINTR instead of
+    retrying as the stdlib does (PEP 475).  The signal's byte is in the
+    wakeup pipe, so the next round sees it and stops; nothing is lost by
+    running on.
+    """
+    while True:
+        try:
+            reactor.run()
+            return
+        except InterruptedError:
+            continue
+
+
+def _announce(host: str, port: int, backend: str, workers: int) -> None:
+    print(f"{PROG}: listening on {host}:{port}, backend {backend}, workers {workers}, pid {os.getpid()}",
+          file=sys.stderr, flush=True)
+
+
+# -- N workers: fork, forward signals, wait ----------------------------------------
+def run_workers(cfg: _config.Config, host: str, port: int, n: int) -> int:
+    """Fork ``n`` workers serving ``host:port``; return the exit code.
+
+    The parent first proves the backend starts (so a bad backend fails once,
+    with exit 2, not once per worker) and binds a placeholder ``SO_REUSEPORT``
+    socket, which resolves ``--port 0`` to one port for every worker and
+    reports EADDRINUSE before forking.  It never listens on it.  Workers
+    report readiness through a pipe; the start line is printed after all of
+    them listen.
+    """
+    try:
+        create_backend(cfg.backend).close()
+    except (IoUringUnavailable, UnknownBackend) as exc:
+        raise _backend_error(cfg, exc) from None
+    placeholder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        placeholder.bind((host, port))
+    except OSError as exc:
+        placeholder.close()
+        raise SetupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", EXIT_FAILED) from None
+    port = placeholder.getsockname()[1]
+
+    ready_r, ready_w = os.pipe()
+    children: dict[int, int] = {}  # pid -> worker index
+    stop_requested = False
+
+    def forward(signum, frame):
+        nonlocal stop_requested
+        stop_requested = True
+        _signal_all(children, signum)
+
+    # Block the stop signals across fork: a child must not run the parent's
+    # forwarding handler before installing its own.
+    old = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        for i in range(n):
+            pid = os.fork()
+            if pid == 0:  # the worker
+                os.close(ready_r)
+                placeholder.close()
+                os._exit(_worker_main(cfg, host, port, i, ready_w))
+            children[pid] = i
+        for s in STOP_SIGNALS:
+            signal.signal(s, forward)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        os.close(ready_w)
+
+    try:
+        backends = _read_ready(ready_r, n)
+        started = len(backends) == n
+        if started:
+            _announce(host, port, "/".join(sorted(set(backends))), n)
+        elif not stop_requested:
+            _signal_all(children, signal.SIGTERM)  # a worker failed to start: stop the others
+        startup_code = EXIT_FAILED
+        failed = False
+        while children:
+            pid, status = os.waitpid(-1, 0)  # retried after our handler on EINTR (PEP 475)
+            worker = children.pop(pid, None)
+            if worker is None:
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            if stop_requested and (code == 0 or -code in STOP_SIGNALS):
+                continue  # a clean stop
+            failed = True
+            if not started:
+                startup_code = max(startup_code, code)  # 2 (config/backend) wins over 1
+            else:
+                log.warning("worker %d (pid %d) exited with %s; %d still serving", worker, pid,
+                            f"signal {-code}" if code < 0 else f"status {code}", len(children))
+        if not started and not stop_requested:
+            return startup_code
+        return EXIT_FAILED if failed else EXIT_OK
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        os.close(ready_r)
+        placeholder.close()
+
+
+def _signal_all(children: dict[int, int], signum: int) -> None:
+    for pid in children:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass  # exited already; waitpid will collect it
+
+
+def _read_ready(fd: int, n: int) -> list[str]:
+    """Read one ``<backend>\\n`` line per worker; stop early at EOF (a worker died)."""
+    data = b""
+    while data.count(b"\n") < n:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return [line.decode() for line in data.splitlines()]
+
+
+def _worker_main(cfg: _config.Config, host: str, port: int, index: int, ready_w: int) -> int:
+    """Body of a forked worker; returns its exit code (never raises)."""
+    def ready(listener, reactor):
+        os.write(ready_w, f"{reactor.backend_name}\n".encode())
+        os.close(ready_w)
+
+    for s in STOP_SIGNALS:
+        signal.signal(s, _do_nothing)  # until serve() installs the real path
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    try:
+        return serve(cfg, host, port, worker=index, on_ready=ready)
+    except SetupError as exc:
+        print(f"{PROG}: worker {index}: {exc}", file=sys.stderr, flush=True)
+        return exc.code
+    except BaseException:
+        log.exception("worker %d failed", index)
+        return EXIT_FAILED
+
+
+# -- entry point --------------------------------------------------------------------
+def main(argv=None) -> int:
+    """Console entry point (``tailreactor-bench``); returns the exit code."""
+    args = parse_args(argv)  # argparse exits 2 on bad arguments
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{PROG}: %(message)s")
+    try:
+        cfg = _config.load()
+        workers = args.workers if args.workers is not None else cfg.workers
+        raise_nofile_limit()
+        if workers == 1:
+            def ready(listener, reactor):
+                _announce(listener.host, listener.port, reactor.backend_name, 1)
+            return serve(cfg, args.host, args.port, on_ready=ready)
+        return run_workers(cfg, args.host, args.port, workers)
+    except _config.ConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SetupError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return exc.code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,327 @@
+"""Helpers for the bench HTTP server tests: servers, a manual pump, an HTTP client.
+
+Two ways to run the server in-process, both on a real backend and real sockets:
+
+* :class:`ServerThread` -- a :class:`~tailreactor.http.Listener` on a reactor
+  running on its own thread (ordinary request/response tests);
+* :class:`Pump` -- the test thread drives ``reactor.run_once`` itself, so a
+  test can stop between rounds and look at counters (batch/yield rules,
+  partial sends, EMFILE back-off).  Combined with ``ManualClock`` this makes
+  the age-based rules deterministic.
+
+:func:`start_bench` runs the real ``tailreactor-bench`` entry point as a
+subprocess where the process itself matters (exit codes, signals, workers).
+Responses are split and parsed with ``httptools.HttpResponseParser``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import re
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httptools
+
+from tailreactor import Config, Reactor
+from tailreactor.http import Listener
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "http"
+IO_TIMEOUT_S = 10.0  # a bound on any blocking client call: a hang fails, never blocks CI
+
+
+# -- requests and responses -------------------------------------------------
+def get(path: str, *, version: str = "1.1", headers: str = "") -> bytes:
+    """A GET request in wire form."""
+    return f"GET {path} HTTP/{version}\r\nHost: t\r\n{headers}\r\n".encode()
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+
+class ResponseReader:
+    """Feeds bytes to ``httptools.HttpResponseParser`` and collects complete responses."""
+
+    def __init__(self):
+        self.done: list[Response] = []
+        self._cur: Response | None = None
+        self._name = ""
+        self._parser = httptools.HttpResponseParser(self)
+
+    # httptools callbacks
+    def on_message_begin(self):
+        self._cur = Response(0)
+
+    def on_header(self, name: bytes, value: bytes):
+        self._cur.headers[name.decode().lower()] = value.decode()
+
+    def on_body(self, body: bytes):
+        self._cur.body += body
+
+    def on_message_complete(self):
+        self._cur.status = self._parser.get_status_code()
+        self.done.append(self._cur)
+
+    def feed(self, data: bytes) -> None:
+        self._parser.feed_data(data)
+
+
+def connect(port: int, *, rcvbuf: int | None = None) -> socket.socket:
+    """A blocking client socket to 127.0.0.1:port with a bounded timeout."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # before connect: sets the window
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.settimeout(IO_TIMEOUT_S)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def read_responses(sock: socket.socket, n: int) -> list[Response]:
+    """Read until ``n`` complete responses arrived (or EOF); return them."""
+    reader = ResponseReader()
+    while len(reader.done) < n:
+        data = sock.recv(65536)
+        if not data:
+            break
+        reader.feed(data)
+    return reader.done
+
+
+def read_to_eof(sock: socket.socket) -> tuple[list[Response], bool]:
+    """Read until the server closes; return (responses, saw_eof)."""
+    reader = ResponseReader()
+    while True:
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:
+            return reader.done, False
+        if not data:
+            return reader.done, True
+        reader.feed(data)
+
+
+def exchange(port: int, raw: bytes, n: int = 1) -> list[Response]:
+    """Open a connection, send ``raw``, read ``n`` responses, close."""
+    with connect(port) as s:
+        s.sendall(raw)
+        return read_responses(s, n)
+
+
+# -- in-process servers -------------------------------------------------------
+def make_config(**attrs) -> Config:
+    return Config.default().replace(**attrs)
+
+
+class ServerThread:
+    """A Listener on 127.0.0.1:<ephemeral> served by a reactor on its own thread.
+
+    ``with ServerThread("epoll", http_batch=16) as srv: srv.port ...``.  The
+    reactor is built *on* the thread that runs it: uring-api ignores
+    ``break_wait()`` from the thread that created the ring
+    (``skip_owner_break_wait``), so a ring created here and stopped from here
+    would never wake.  On exit: ``reactor.stop()``, join; the thread then
+    closes the listener (and its connections) and the reactor.
+    """
+
+    def __init__(self, backend: str, *, probe=None, **config_attrs):
+        self._args = (backend, make_config(**config_attrs), probe)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.reactor: Reactor | None = None
+        self.listener: Listener | None = None
+        self._thread = threading.Thread(target=self._main, name="bench-reactor", daemon=True)
+
+    def _main(self) -> None:
+        backend, cfg, probe = self._args
+        try:
+            self.reactor = Reactor(backend, config=cfg, probe=probe)
+            self.listener = Listener(self.reactor, "127.0.0.1", 0)
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            raise
+        self.port = self.listener.port
+        self._ready.set()
+        try:
+            self.reactor.run()
+        finally:
+            self.listener.close()
+            self.reactor.close()
+
+    def __enter__(self) -> "ServerThread":
+        self._thread.start()
+        assert self._ready.wait(IO_TIMEOUT_S), "server thread did not start"
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.reactor.stop()
+        self._thread.join(IO_TIMEOUT_S)
+        assert not self._thread.is_alive(), "reactor thread did not stop"
+
+
+class Pump:
+    """Drive a reactor from the test thread, round by round."""
+
+    def __init__(self, reactor: Reactor):
+        self.reactor = reactor
+
+    def until(self, predicate, *, max_rounds: int = 2000, wait_s: float = 0.05) -> int:
+        """Run rounds until ``predicate()`` is true; return rounds run.
+
+        ``wait_s`` bounds each round's wait (so the loop re-checks the
+        predicate); ``max_rounds`` bounds the whole pump: failing to reach
+        the state is an assertion error, not a hang.
+        """
+        for n in range(max_rounds):
+            if predicate():
+                return n
+            self.reactor.run_once(wait_s)
+        assert predicate(), f"state not reached after {max_rounds} rounds"
+        return max_rounds
+
+    def rounds(self, n: int, wait_s: float = 0.0) -> None:
+        for _ in range(n):
+            self.reactor.run_once(wait_s)
+
+
+def only_connection(listener: Listener):
+    (conn,) = listener.connections.values()
+    return conn
+
+
+# -- the real entry point as a subprocess ------------------------------------
+START_RE = re.compile(
+    r"tailreactor-bench: listening on (?P<host>[\d.]+):(?P<port>\d+), backend (?P<backend>\S+), "
+    r"workers (?P<workers>\d+), pid (?P<pid>\d+)")
+
+
+def bench_command() -> list[str]:
+    """The installed console script next to this Python, else ``python -m``."""
+    script = Path(sys.executable).parent / "tailreactor-bench"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "tailreactor.http.server"]
+
+
+def bench_env(**env: str) -> dict[str, str]:
+    """os.environ without any CWIST_* variable, plus ``env``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CWIST_")}
+    base.update(env)
+    return base
+
+
+class BenchProcess:
+    """A running ``tailreactor-bench``; ``port``, ``backend``, ``workers``, ``line``."""
+
+    def __init__(self, proc: subprocess.Popen, match: re.Match, line: str):
+        self.proc = proc
+        self.line = line
+        self.port = int(match["port"])
+        self.backend = match["backend"]
+        self.workers = int(match["workers"])
+
+    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
+        """Send ``sig``, wait (bounded) and return (exit code, rest of stderr)."""
+        self.proc.send_signal(sig)
+        try:
+            _, err = self.proc.communicate(timeout=IO_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"server did not exit within {IO_TIMEOUT_S}s of {sig!r}")
+        return self.proc.returncode, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(IO_TIMEOUT_S)
+
+
+def start_bench(args: list[str] = (), env: dict | None = None, preexec_fn=None) -> BenchProcess:
+    """Start the server and wait for its start line on stderr (bounded)."""
+    proc = subprocess.Popen(bench_command() + ["--port", "0", *args], env=env or bench_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    seen = []
+    deadline = time.monotonic() + IO_TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            if not sel.select(deadline - time.monotonic()):
+                continue
+            line = proc.stderr.readline()
+            if not line:
+                break  # exited before listening
+            seen.append(line)
+            m = START_RE.search(line)
+            if m:
+                return BenchProcess(proc, m, line)
+    finally:
+        sel.close()
+    proc.kill()
+    _, rest = proc.communicate(timeout=IO_TIMEOUT_S)
+    raise AssertionError(f"no start line; exit {proc.returncode}; stderr: {''.join(seen) + rest!r}")
+
+
+def run_bench(args: list[str] = (), env: dict | None = None, preexec_fn=None) -> subprocess.CompletedProcess:
+    """Run the server expecting it to exit on its own (config errors)."""
+    return subprocess.run(bench_command() + list(args), env=env or bench_env(), text=True,
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=IO_TIMEOUT_S * 2,
+                          preexec_fn=preexec_fn)
+
+
+# -- a real io_uring denial: seccomp filter in the child ---------------------
+_SYS_IO_URING_SETUP = 425  # same number on x86_64 and aarch64 (unified syscall table)
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+
+def deny_io_uring_setup() -> None:
+    """preexec_fn: install a seccomp filter making io_uring_setup fail with EPERM.
+
+    This is what Docker's default profile does; the child then sees the real
+    kernel error, not a simulated one.  BPF program: check the arch, load the
+    syscall number, return ERRNO(EPERM) for io_uring_setup, ALLOW otherwise.
+    """
+    arch = _AUDIT_ARCH[platform.machine()]
+    BPF_LD_W_ABS, BPF_JEQ_K, BPF_RET_K = 0x20, 0x15, 0x06
+    SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+    SECCOMP_RET_KILL = 0
+    insns = [
+        (BPF_LD_W_ABS, 0, 0, 4),                      # A = seccomp_data.arch
+        (BPF_JEQ_K, 1, 0, arch),                       # arch ok? skip the kill
+        (BPF_RET_K, 0, 0, SECCOMP_RET_KILL),
+        (BPF_LD_W_ABS, 0, 0, 0),                       # A = seccomp_data.nr
+        (BPF_JEQ_K, 0, 1, _SYS_IO_URING_SETUP),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | 1),      # EPERM
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ]
+    prog_bytes = b"".join(struct.pack("HBBI", *i) for i in insns)
+    buf = ctypes.create_string_buffer(prog_bytes, len(prog_bytes))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = SockFprog(len(insns), ctypes.addressof(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")

@@ -1,0 +1,410 @@
+"""The bench HTTP server (tailreactor.http) on real sockets, on each backend.
+
+In-process tests run the Listener on a real Reactor (a thread, or pumped round
+by round from the test with a ManualClock); process tests run the real
+``tailreactor-bench`` entry point.  Every test touching a backend is
+parametrized over epoll and io_uring (the ``backend_name`` fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import threading
+import time
+
+import pytest
+
+from http_helpers import (
+    FIXTURES, Pump, ServerThread, bench_env, connect, deny_io_uring_setup, exchange, get,
+    only_connection, read_responses, read_to_eof, run_bench, start_bench,
+)
+from tailreactor import READ, WRITE
+from tailreactor.http import Listener
+from tailreactor.http import listener as listener_mod
+
+BAD_INPUTS = json.loads((FIXTURES / "bad-inputs.json").read_text())
+
+
+@pytest.fixture
+def server(backend_name):
+    with ServerThread(backend_name) as srv:
+        yield srv
+
+
+# -- routes -------------------------------------------------------------------
+ROUTES = [
+    # (request, status, body, extra headers expected)
+    (get("/"), 200, b"", {"content-length": "0"}),
+    (get("/user/42"), 200, b"42", {"content-length": "2"}),
+    (get("/user/abc?x=1"), 200, b"abc", {}),
+    (b"POST /user HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello", 200, b"", {"content-length": "0"}),
+    (b"POST /user HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 200, b"", {}),
+    (b"POST /user HTTP/1.1\r\nHost: t\r\n\r\n", 200, b"", {}),
+    (get("/plaintext"), 200, b"Hello, World!", {"content-type": "text/plain"}),
+    (get("http://t/plaintext"), 200, b"Hello, World!", {}),  # absolute-form target
+    (get("/nope"), 404, b"", {}),
+    (get("/user/"), 404, b"", {}),
+    (get("/user/1/2"), 404, b"", {}),
+    (get("/__probe"), 404, b"", {}),  # no probe on this reactor
+    (b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", 405, b"", {"allow": "GET"}),
+    (get("/user"), 405, b"", {"allow": "POST"}),
+    (b"DELETE /user/1 HTTP/1.1\r\nHost: t\r\n\r\n", 405, b"", {"allow": "GET"}),
+    (b"HEAD /plaintext HTTP/1.1\r\nHost: t\r\n\r\n", 405, b"", {"allow": "GET"}),
+]
+
+
+def test_every_route(server):
+    # One connection for all routes: every answer keeps the connection alive.
+    with connect(server.port) as c:
+        for raw, status, body, headers in ROUTES:
+            c.sendall(raw)
+            (resp,) = read_responses(c, 1)
+            assert (resp.status, resp.body) == (status, body), raw
+            for name, value in headers.items():
+                assert resp.headers.get(name) == value, (raw, name)
+            assert "connection" not in resp.headers or resp.headers["connection"] == "keep-alive"
+
+
+def test_long_target_gets_414_and_close(server):
+    with connect(server.port) as c:
+        c.sendall(get("/user/" + "x" * 10_000))
+        responses, eof = read_to_eof(c)
+    assert [r.status for r in responses] == [414]
+    assert responses[0].headers["connection"] == "close" and eof
+
+
+# -- pipelining, framing, HTTP versions ---------------------------------------
+def test_100_pipelined_requests_in_one_write(server):
+    with connect(server.port) as c:
+        c.sendall(b"".join(get(f"/user/{i}") for i in range(100)))
+        responses = read_responses(c, 100)
+    assert [r.body for r in responses] == [str(i).encode() for i in range(100)]
+    assert all(r.status == 200 for r in responses)
+
+
+def test_request_split_byte_by_byte(make_reactor):
+    reactor = make_reactor()
+    srv = Listener(reactor, "127.0.0.1", 0)
+    pump = Pump(reactor)
+    raw = get("/user/split")
+    with connect(srv.port) as c:
+        pump.until(lambda: srv.connections)
+        conn = only_connection(srv)
+        c.setblocking(False)
+        for i, byte in enumerate(raw[:-1]):
+            c.send(bytes([byte]))
+            pump.until(lambda: conn.stats.bytes_in == i + 1)  # the server read this byte
+            with pytest.raises(BlockingIOError):
+                c.recv(1)  # nothing answered before the request is complete
+        c.send(raw[-1:])
+        pump.until(lambda: conn.stats.requests == 1)
+        c.settimeout(5)
+        (resp,) = read_responses(c, 1)
+    assert (resp.status, resp.body) == (200, b"split")
+    assert conn.stats.reads == len(raw)  # really one recv per byte
+    srv.close()
+
+
+def test_http10_closes_unless_keep_alive(server):
+    with connect(server.port) as c:
+        c.sendall(get("/plaintext", version="1.0"))
+        responses, eof = read_to_eof(c)
+    assert [r.status for r in responses] == [200] and eof
+    assert responses[0].headers["connection"] == "close"
+
+    with connect(server.port) as c:
+        for _ in range(2):  # the connection stays open between the two
+            c.sendall(get("/plaintext", version="1.0", headers="Connection: keep-alive\r\n"))
+            (resp,) = read_responses(c, 1)
+            assert resp.body == b"Hello, World!"
+            assert resp.headers["connection"] == "keep-alive"
+
+
+def test_connection_close_closes_after_the_response(server):
+    with connect(server.port) as c:
+        # The request after the closing one is never answered.
+        c.sendall(get("/user/1", headers="Connection: close\r\n") + get("/user/2"))
+        responses, eof = read_to_eof(c)
+    assert [r.body for r in responses] == [b"1"]
+    assert responses[0].headers["connection"] == "close" and eof
+
+
+def test_half_close_after_sending_still_gets_every_answer(server):
+    import socket as _s
+    with connect(server.port) as c:
+        c.sendall(b"".join(get(f"/user/{i}") for i in range(40)))
+        c.shutdown(_s.SHUT_WR)  # the server sees EOF right behind the requests
+        responses, eof = read_to_eof(c)
+    assert [r.body for r in responses] == [str(i).encode() for i in range(40)] and eof
+
+
+# -- bad input --------------------------------------------------------------
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=[c["file"] for c in BAD_INPUTS])
+def test_bad_input_fixture(server, case):
+    raw = (FIXTURES / case["file"]).read_bytes()
+    with connect(server.port) as bystander, connect(server.port) as c:
+        c.sendall(raw)
+        responses, eof = read_to_eof(c)
+        assert [r.status for r in responses] == case["statuses"], case["why"]
+        assert eof == case["closes"]
+        if responses[-1].status >= 400:
+            assert responses[-1].headers["connection"] == "close"
+        # The server keeps serving everyone else.
+        bystander.sendall(get("/plaintext"))
+        (resp,) = read_responses(bystander, 1)
+        assert resp.body == b"Hello, World!"
+
+
+# -- batch, yield and the late bypass (deterministic: pumped, ManualClock) ----
+@pytest.mark.parametrize("aged", [True, False], ids=["aged", "fresh"])
+def test_pipeline_of_64_late_bypass_or_yield(make_reactor, clock, aged):
+    """Issue 3: an aged connection is served up to CWIST_HTTP_BATCH in one
+    callback without a continuation; a fresh one yields every YIELD_BATCH."""
+    reactor = make_reactor(clock=clock, tail_us=1000, http_batch=64, http_yield_batch=8)
+    srv = Listener(reactor, "127.0.0.1", 0)
+    pump = Pump(reactor)
+    with connect(srv.port) as c:
+        pump.until(lambda: srv.connections)
+        conn = only_connection(srv)
+        if aged:
+            clock.advance_us(1000)  # the read event was armed 1000 us ago: aged at delivery
+        posts0, elevations0 = reactor.counters.posts_run, reactor.counters.tail_elevations
+        c.sendall(b"".join(get(f"/user/{i}") for i in range(64)))
+        pump.until(lambda: conn.stats.requests == 64)
+        responses = read_responses(c, 64)
+        assert [r.body for r in responses] == [str(i).encode() for i in range(64)]
+        posts = reactor.counters.posts_run - posts0
+        elevations = reactor.counters.tail_elevations - elevations0
+        s = conn.stats
+        if aged:
+            assert (s.passes, s.max_pass, s.late_passes, s.continuations) == (1, 64, 1, 0)
+            assert (posts, elevations) == (0, 1)
+        else:
+            assert (s.passes, s.max_pass, s.late_passes, s.continuations) == (8, 8, 0, 7)
+            assert (posts, elevations) == (7, 0)
+        assert reactor.armed(conn.fd, READ) is not None  # re-armed as usual
+    srv.close()
+
+
+def test_late_bypass_still_stops_at_batch(make_reactor, clock):
+    reactor = make_reactor(clock=clock, tail_us=1000, http_batch=16, http_yield_batch=4)
+    srv = Listener(reactor, "127.0.0.1", 0)
+    pump = Pump(reactor)
+    with connect(srv.port) as c:
+        pump.until(lambda: srv.connections)
+        conn = only_connection(srv)
+        clock.advance_us(1000)
+        c.sendall(b"".join(get(f"/user/{i}") for i in range(40)))
+        pump.until(lambda: conn.stats.requests == 40)
+        assert [r.body for r in read_responses(c, 40)] == [str(i).encode() for i in range(40)]
+    # First pass (late): 16 without yielding; the rest in continuations of 4.
+    s = conn.stats
+    assert (s.late_passes, s.max_pass, s.passes) == (1, 16, 1 + 24 // 4)
+    srv.close()
+
+
+def test_second_connection_is_served_before_a_long_pipeline_finishes(make_reactor):
+    """CWIST's test_http_fairness: no callback serves more than the batch, and a
+    request on another connection is not stuck behind 256 pipelined ones."""
+    reactor = make_reactor()
+    srv = Listener(reactor, "127.0.0.1", 0)
+    pump = Pump(reactor)
+    with connect(srv.port) as a, connect(srv.port) as b:
+        pump.until(lambda: len(srv.connections) == 2)
+        a.sendall(b"".join(get(f"/user/{i}") for i in range(256)))
+        b.sendall(get("/plaintext"))
+        conn_a = next(cn for cn in srv.connections.values() if cn.peer == a.getsockname())
+        b.setblocking(False)
+        served_a_when_b_answered = None
+
+        def b_answered():
+            nonlocal served_a_when_b_answered
+            try:
+                data = b.recv(4096)
+            except BlockingIOError:
+                return False
+            assert data.endswith(b"Hello, World!")
+            served_a_when_b_answered = conn_a.stats.requests
+            return True
+
+        pump.until(b_answered, wait_s=0.5)
+        pump.until(lambda: conn_a.stats.requests == 256)
+        assert [r.body for r in read_responses(a, 256)] == [str(i).encode() for i in range(256)]
+    assert served_a_when_b_answered < 256
+    assert conn_a.stats.max_pass == 16  # CWIST_HTTP_BATCH default
+    srv.close()
+
+
+# -- partial sends: a client that does not read --------------------------------
+def test_partial_send_arms_write_and_stops_reading(make_reactor):
+    reactor = make_reactor()
+    srv = Listener(reactor, "127.0.0.1", 0)
+    pump = Pump(reactor)
+    n, pad = 1500, "p" * 2000  # ~3 MB of responses against a 4 KiB receive window
+    raw = b"".join(get(f"/user/{i}-{pad}") for i in range(n))
+    with connect(srv.port, rcvbuf=4096) as c:
+        pump.until(lambda: srv.connections)
+        conn = only_connection(srv)
+        sender = threading.Thread(target=c.sendall, args=(raw,), daemon=True)
+        sender.start()
+        pump.until(lambda: conn.stats.partial_sends >= 1)
+        # Blocked on output: armed for WRITE only, not reading more requests.
+        assert reactor.armed(conn.fd, WRITE) is not None
+        assert reactor.armed(conn.fd, READ) is None
+        got: list = []
+        reader = threading.Thread(target=lambda: got.extend(read_responses(c, n)), daemon=True)
+        reader.start()
+        pump.until(lambda: not reader.is_alive(), max_rounds=100_000, wait_s=0.01)
+        sender.join(5)
+    assert [r.body.split(b"-")[0] for r in got] == [str(i).encode() for i in range(n)]
+    assert conn.stats.requests == n
+    srv.close()
+
+
+# -- EMFILE on accept: back off on a timer, no busy loop ------------------------
+def test_emfile_on_accept_backs_off_then_recovers(make_reactor, clock, caplog):
+    reactor = make_reactor(clock=clock)
+    srv = Listener(reactor, "127.0.0.1", 0)
+    pump = Pump(reactor)
+    clients = [connect(srv.port) for _ in range(3)]
+    fillers: list[int] = []
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        # Leave exactly one free descriptor number below the limit.
+        top = max(int(x) for x in os.listdir("/proc/self/fd"))
+        while (fd := os.open("/dev/null", os.O_RDONLY)) < top:
+            fillers.append(fd)
+        fillers.append(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (fd + 2, hard))
+        pump.until(lambda: srv.stats.accept_backoffs == 1)
+        assert len(srv.connections) == 1
+        callbacks = srv.stats.accept_callbacks
+        pump.rounds(20)  # the clock does not move: the back-off timer is not due
+        assert srv.stats.accept_callbacks == callbacks  # no busy loop
+        assert reactor.armed(srv.fd, READ) is None
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        for fd in fillers:
+            os.close(fd)
+    clock.advance_us(listener_mod.ACCEPT_BACKOFF_US)
+    pump.until(lambda: len(srv.connections) == 3)
+    warnings = [r for r in caplog.records if "EMFILE" in r.getMessage() or "descriptors" in r.getMessage()]
+    assert len(warnings) == 1
+    for c in clients:
+        c.sendall(get("/plaintext"))
+    pump.until(lambda: sum(cn.stats.requests for cn in srv.connections.values()) == 3)
+    for c in clients:
+        assert read_responses(c, 1)[0].body == b"Hello, World!"
+        c.close()
+    srv.close()
+
+
+def test_close_disarms_and_closes_everything(make_reactor):
+    reactor = make_reactor()
+    srv = Listener(reactor, "127.0.0.1", 0)
+    pump = Pump(reactor)
+    with connect(srv.port) as c:
+        pump.until(lambda: srv.connections)
+        conn = only_connection(srv)
+        fd, lfd = conn.fd, srv.fd
+        srv.close()
+        assert reactor.armed(fd, READ) is None and reactor.armed(lfd, READ) is None
+        assert srv.connections == {}
+        assert c.recv(1) == b""  # the client sees the close
+
+
+# -- the probe route and the injected delay -----------------------------------
+def test_probe_route_serves_the_probe_snapshot(backend_name):
+    probe_mod = pytest.importorskip("tailreactor.probe")
+    with ServerThread(backend_name, latency_probe=True) as srv:
+        assert isinstance(srv.reactor.probe, probe_mod.LatencyProbe)
+        exchange(srv.port, get("/plaintext"))
+        (resp,) = exchange(srv.port, get("/__probe"))
+    assert resp.status == 200 and resp.headers["content-type"] == "application/json"
+    assert isinstance(json.loads(resp.body), dict)
+
+
+def test_bench_delay_busy_waits_per_request(backend_name):
+    delay_us = 50_000
+    with ServerThread(backend_name, bench_delay_us=delay_us) as srv:
+        with connect(srv.port) as c:
+            t0 = time.perf_counter()
+            c.sendall(get("/") + get("/"))
+            assert [r.status for r in read_responses(c, 2)] == [200, 200]
+            elapsed = time.perf_counter() - t0
+    # A lower bound only: a busy-wait cannot finish early, however loaded the machine.
+    assert elapsed >= 2 * delay_us / 1e6
+
+
+# -- the real entry point -----------------------------------------------------
+@pytest.mark.parametrize("name,value", [
+    ("CWIST_REACTOR_BACKEND", "bogus"), ("CWIST_HTTP_BATCH", "0"), ("CWIST_HTTP_BATCH", "abc"),
+    ("CWIST_WORKERS", "0"), ("CWIST_BENCH_DELAY_US", "-1"),
+])
+def test_config_error_exits_2_naming_the_knob(name, value):
+    done = run_bench(["--port", "0"], env=bench_env(**{name: value}))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and name in lines[0] and repr(value) in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args", [["--port", "70000"], ["--workers", "0"], ["--port", "x"]])
+def test_bad_arguments_exit_2(args):
+    done = run_bench(args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_explicit_io_uring_unavailable_exits_2_and_auto_falls_back():
+    env = bench_env(CWIST_REACTOR_BACKEND="io_uring")
+    done = run_bench(["--port", "0"], env=env, preexec_fn=deny_io_uring_setup)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "CWIST_REACTOR_BACKEND=io_uring" in lines[0], done.stderr
+    assert "EPERM" in lines[0] or "Operation not permitted" in lines[0] or "seccomp" in lines[0]
+    assert "Traceback" not in done.stderr
+
+    srv = start_bench(env=bench_env(CWIST_REACTOR_BACKEND="auto"), preexec_fn=deny_io_uring_setup)
+    try:
+        assert srv.backend == "epoll"
+        assert exchange(srv.port, get("/plaintext"))[0].status == 200
+    finally:
+        code, _ = srv.stop()
+    assert code == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_server_says_its_backend_serves_and_stops_on_signal(backend_name, sig):
+    srv = start_bench(env=bench_env(CWIST_REACTOR_BACKEND=backend_name))
+    try:
+        assert (srv.backend, srv.workers) == (backend_name, 1)
+        with connect(srv.port) as idle:  # an open keep-alive connection must not block the stop
+            assert exchange(srv.port, get("/user/9"))[0].body == b"9"
+            idle.sendall(get("/"))
+            assert read_responses(idle, 1)[0].status == 200
+            code, err = srv.stop(sig)
+    finally:
+        srv.kill()
+    assert code == 0, err
+    assert "Traceback" not in err
+
+
+def test_two_workers_serve_and_stop(backend_name):
+    srv = start_bench(["--workers", "2"], env=bench_env(CWIST_REACTOR_BACKEND=backend_name))
+    try:
+        assert (srv.backend, srv.workers) == (backend_name, 2)
+        children = [int(p) for p in
+                    open(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read().split()]
+        assert len(children) == 2
+        for i in range(20):  # new connections: the kernel spreads them over the workers
+            assert exchange(srv.port, get(f"/user/{i}"))[0].body == str(i).encode()
+        code, err = srv.stop()
+    finally:
+        srv.kill()
+    assert code == 0, err
+    for pid in children:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
