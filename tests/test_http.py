@@ -173,6 +173,11 @@ def test_pipeline_of_64_late_bypass_or_yield(make_reactor, clock, aged):
             clock.advance_us(1000)  # the read event was armed 1000 us ago: aged at delivery
         posts0, elevations0 = reactor.counters.posts_run, reactor.counters.tail_elevations
         c.sendall(b"".join(get(f"/user/{i}") for i in range(64)))
+        pump.until(lambda: conn.stats.passes >= 1)
+        if not aged:
+            # Mid-pipeline: a continuation is pending and the fd is not armed for read.
+            assert conn.stats.requests == 8 and conn.stats.continuations == 1
+            assert reactor.armed(conn.fd, READ) is None
         pump.until(lambda: conn.stats.requests == 64)
         responses = read_responses(c, 64)
         assert [r.body for r in responses] == [str(i).encode() for i in range(64)]

@@ -8,7 +8,9 @@ Reading and serving are two separate steps:
 1. **Parse.** One ``recv`` per read-readiness; everything received is fed to
    ``httptools.HttpRequestParser``.  httptools cannot pause in the middle of a
    buffer, so every complete request in it lands in ``pipeline``, a FIFO of
-   ``(method, target, keep_alive)`` -- the *buffered pipeline*.
+   ``(method, target, keep_alive)`` -- the *buffered pipeline*.  A request
+   the parser rejects is queued as ``(None, answer_bytes, False)``: its error
+   answer, in order behind the requests received before it.
 2. **Serve.** A *pass* answers requests from the front of the pipeline into
    one output buffer, then sends that buffer with one ``send`` (coalesced
    output: one syscall for a whole pipelined batch).
