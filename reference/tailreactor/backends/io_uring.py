@@ -97,7 +97,11 @@ def _open_ring(entries: int):
     if native_err is not None:
         raise IoUringUnavailable(None, _explain(None, f"uring-api native part missing ({native_err})"))
     try:
-        return uring_api.Ring(entries)
+        # skip_owner_break_wait=False: uring-api by default ignores break_wait()
+        # from the thread that created the ring, assuming that thread is the
+        # waiter.  A reactor may be built on one thread and run on another, and
+        # then a post or stop from the creating thread must still wake it.
+        return uring_api.Ring(entries, skip_owner_break_wait=False)
     except OSError as exc:
         raise IoUringUnavailable(exc.errno, _explain(exc.errno, "ring setup failed")) from None
 

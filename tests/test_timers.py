@@ -1,0 +1,101 @@
+"""Timers: deadline order, never early, cancel, re-arm, self re-arm (manual clock)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_fire_in_deadline_order_ties_in_arm_order(make_reactor, clock):
+    r = make_reactor(clock=clock)
+    fired = []
+    for name, delay in [("c", 300), ("a", 100), ("b", 200), ("b2", 200)]:
+        r.call_later_us(delay, lambda t: fired.append(t.data), name)
+    clock.advance_us(1000)
+    r.run_once(0)
+    assert fired == ["a", "b", "b2", "c"]
+    assert r.counters.timers_fired == 4
+
+
+def test_never_early(make_reactor, clock):
+    r = make_reactor(clock=clock)
+    fired = []
+    r.call_later_us(100, lambda t: fired.append(1))
+    clock.advance_us(99)
+    r.run_once(0)
+    assert fired == []
+    clock.advance_ns(999)
+    r.run_once(0)
+    assert fired == []
+    clock.advance_ns(1)
+    r.run_once(0)
+    assert fired == [1]
+
+
+def test_cancel_and_cancel_by_earlier_callback_of_same_pass(make_reactor, clock):
+    r = make_reactor(clock=clock)
+    fired = []
+    t1 = r.call_later_us(50, lambda t: fired.append("t1"))
+    t1.cancel()
+    assert not t1.armed
+    victim = r.call_later_us(200, lambda t: fired.append("victim"))
+    r.call_later_us(100, lambda t: (fired.append("killer"), victim.cancel()))
+    clock.advance_us(500)
+    r.run_once(0)
+    r.run_once(0)
+    assert fired == ["killer"]
+
+
+def test_rearm_replaces_deadline(make_reactor, clock):
+    r = make_reactor(clock=clock)
+    fired = []
+    t = r.call_later_us(100, lambda t: fired.append(clock()))
+    t.arm_us(500)
+    clock.advance_us(200)
+    r.run_once(0)
+    assert fired == [] and t.armed
+    clock.advance_us(300)
+    r.run_once(0)
+    r.run_once(0)
+    assert len(fired) == 1 and not t.armed
+
+
+def test_self_rearm_runs_once_per_pass(make_reactor, clock):
+    """A timer re-arming itself with delay 0 fires once per round, never spins."""
+    r = make_reactor(clock=clock)
+    count = []
+
+    def again(t):
+        count.append(1)
+        t.arm_us(0)
+
+    r.call_later_us(0, again)
+    for _ in range(5):
+        r.run_once(0)
+    assert len(count) == 5
+
+
+def test_timer_armed_by_callback_waits_for_next_pass(make_reactor, clock):
+    r = make_reactor(clock=clock)
+    fired = []
+    r.call_later_us(10, lambda t: (fired.append("first"), r.call_later_us(0, lambda t2: fired.append("second"))))
+    clock.advance_us(10)
+    r.run_once(0)
+    assert fired == ["first"]
+    r.run_once(0)
+    assert fired == ["first", "second"]
+
+
+def test_negative_delay_is_rejected(make_reactor):
+    r = make_reactor()
+    with pytest.raises(ValueError, match="delay must be >= 0"):
+        r.call_later_us(-1, lambda t: None)
+
+
+def test_wait_is_bounded_by_next_timer_real_clock(make_reactor):
+    """With the real clock, run_once(None) returns once the timer is due instead of blocking."""
+    r = make_reactor()
+    fired = []
+    r.call_later_us(20_000, lambda t: fired.append(t.deadline_ns))
+    while not fired:
+        r.run_once(None)
+    assert r.clock() >= fired[0]
