@@ -20,7 +20,7 @@ import ctypes
 import os
 import platform
 import re
-import selectors
+import select
 import signal
 import socket
 import struct
@@ -230,22 +230,23 @@ def bench_env(**env: str) -> dict[str, str]:
 class BenchProcess:
     """A running ``tailreactor-bench``; ``port``, ``backend``, ``workers``, ``line``."""
 
-    def __init__(self, proc: subprocess.Popen, match: re.Match, line: str):
+    def __init__(self, proc: subprocess.Popen, match: re.Match, line: str, rest: str):
         self.proc = proc
         self.line = line
         self.port = int(match["port"])
         self.backend = match["backend"]
         self.workers = int(match["workers"])
+        self._rest = rest  # stderr already read past the start line
 
     def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
-        """Send ``sig``, wait (bounded) and return (exit code, rest of stderr)."""
+        """Send ``sig``, wait (bounded) and return (exit code, the rest of stderr)."""
         self.proc.send_signal(sig)
         try:
             _, err = self.proc.communicate(timeout=IO_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             raise AssertionError(f"server did not exit within {IO_TIMEOUT_S}s of {sig!r}")
-        return self.proc.returncode, err
+        return self.proc.returncode, self._rest + err.decode(errors="replace")
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -254,30 +255,31 @@ class BenchProcess:
 
 
 def start_bench(args: list[str] = (), env: dict | None = None, preexec_fn=None) -> BenchProcess:
-    """Start the server and wait for its start line on stderr (bounded)."""
+    """Start the server and wait for its start line on stderr (bounded).
+
+    stderr is read unbuffered with ``os.read``: a buffered ``readline`` could
+    hold the start line in its buffer while ``select`` waits for more bytes.
+    """
     proc = subprocess.Popen(bench_command() + ["--port", "0", *args], env=env or bench_env(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stderr, selectors.EVENT_READ)
-    seen = []
+                            stderr=subprocess.PIPE, bufsize=0, preexec_fn=preexec_fn)
+    fd = proc.stderr.fileno()
+    seen = ""
     deadline = time.monotonic() + IO_TIMEOUT_S
-    try:
-        while time.monotonic() < deadline:
-            if not sel.select(deadline - time.monotonic()):
-                continue
-            line = proc.stderr.readline()
-            if not line:
-                break  # exited before listening
-            seen.append(line)
-            m = START_RE.search(line)
-            if m:
-                return BenchProcess(proc, m, line)
-    finally:
-        sel.close()
+    while (left := deadline - time.monotonic()) > 0:
+        if not select.select([fd], [], [], left)[0]:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break  # exited before listening
+        seen += chunk.decode(errors="replace")
+        m = START_RE.search(seen)
+        if m and "\n" in seen[m.end():]:
+            line_end = seen.index("\n", m.end()) + 1
+            return BenchProcess(proc, m, m.group(0), seen[line_end:])
     proc.kill()
     _, rest = proc.communicate(timeout=IO_TIMEOUT_S)
-    raise AssertionError(f"no start line; exit {proc.returncode}; stderr: {''.join(seen) + rest!r}")
+    raise AssertionError(f"no start line; exit {proc.returncode}; stderr: {seen + rest.decode(errors='replace')!r}")
 
 
 def run_bench(args: list[str] = (), env: dict | None = None, preexec_fn=None) -> subprocess.CompletedProcess:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
 import signal
 import threading
 import time
@@ -363,16 +364,18 @@ def test_bad_arguments_exit_2(args):
     assert done.returncode == 2 and "Traceback" not in done.stderr
 
 
-def test_explicit_io_uring_unavailable_exits_2_and_auto_falls_back():
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_explicit_io_uring_unavailable_exits_2_and_auto_falls_back(workers):
     env = bench_env(CWIST_REACTOR_BACKEND="io_uring")
-    done = run_bench(["--port", "0"], env=env, preexec_fn=deny_io_uring_setup)
+    done = run_bench(["--port", "0", "--workers", workers], env=env, preexec_fn=deny_io_uring_setup)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "CWIST_REACTOR_BACKEND=io_uring" in lines[0], done.stderr
     assert "EPERM" in lines[0] or "Operation not permitted" in lines[0] or "seccomp" in lines[0]
     assert "Traceback" not in done.stderr
 
-    srv = start_bench(env=bench_env(CWIST_REACTOR_BACKEND="auto"), preexec_fn=deny_io_uring_setup)
+    srv = start_bench(["--workers", workers], env=bench_env(CWIST_REACTOR_BACKEND="auto"),
+                      preexec_fn=deny_io_uring_setup)
     try:
         assert srv.backend == "epoll"
         assert exchange(srv.port, get("/plaintext"))[0].status == 200
@@ -413,3 +416,37 @@ def test_two_workers_serve_and_stop(backend_name):
     for pid in children:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def listening_sockets(port: int) -> int:
+    """IPv4 sockets in LISTEN state on ``port`` (from /proc/net/tcp)."""
+    with open("/proc/net/tcp") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    return sum(1 for r in rows if r[1].endswith(f":{port:04X}") and r[3] == "0A")
+
+
+def test_killed_worker_leaves_the_others_serving(backend_name):
+    srv = start_bench(["--workers", "2"], env=bench_env(CWIST_REACTOR_BACKEND=backend_name))
+    try:
+        victim, _survivor = (int(p) for p in
+                             open(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read().split())
+        pidfd = os.pidfd_open(victim)  # readable once it has exited (its fds are closed by then)
+        try:
+            os.kill(victim, signal.SIGKILL)
+            assert select.select([pidfd], [], [], 10)[0], "killed worker did not exit"
+        finally:
+            os.close(pidfd)
+        # On io_uring the kernel tears a dead process's ring down asynchronously,
+        # and the ring's pending POLL_ADD holds the listening socket open: for a
+        # few ms it stays in the SO_REUSEPORT group and connections sent to it are
+        # reset.  No event marks its removal, so watch the kernel's socket table.
+        deadline = time.monotonic() + 10
+        while listening_sockets(srv.port) > 1 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert listening_sockets(srv.port) == 1
+        for i in range(10):  # its listener left the SO_REUSEPORT group: all go to the survivor
+            assert exchange(srv.port, get(f"/user/{i}"))[0].body == str(i).encode()
+        code, err = srv.stop()
+    finally:
+        srv.kill()
+    assert code == 1 and f"(pid {victim}) exited with signal 9" in err, err

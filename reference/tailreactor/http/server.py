@@ -205,10 +205,11 @@ def run_workers(cfg: _config.Config, host: str, port: int, n: int) -> int:
     report readiness through a pipe; the start line is printed after all of
     them listen.
     """
-    try:
-        create_backend(cfg.backend).close()
-    except (IoUringUnavailable, UnknownBackend) as exc:
-        raise _backend_error(cfg, exc) from None
+    if cfg.backend != "auto":  # auto cannot fail (it falls back); each worker logs its reason
+        try:
+            create_backend(cfg.backend).close()
+        except (IoUringUnavailable, UnknownBackend) as exc:
+            raise _backend_error(cfg, exc) from None
     placeholder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
