@@ -1,0 +1,159 @@
+"""One-shot arming, disarm, closed fds, EOF, callback errors, use after close."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+
+import pytest
+
+from tailreactor import READ, WRITE
+
+
+def test_one_shot_delivered_once_until_rearmed(make_reactor, socketpairs):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    b.send(b"data")  # already present when armed: must be delivered
+    calls = []
+    r.arm(a.fileno(), READ, calls.append)
+    for _ in range(3):
+        r.run_once(0.05)
+    assert len(calls) == 1, "one-shot: unread data must not be delivered again until re-armed"
+    assert calls[0].revents & 1  # POLLIN
+    r.arm(a.fileno(), READ, calls.append)
+    r.run_once(1.0)
+    assert len(calls) == 2
+
+
+def test_disarm_means_never_delivered(make_reactor, socketpairs):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    calls = []
+    r.arm(a.fileno(), READ, calls.append)
+    r.run_once(0)
+    assert r.disarm(a.fileno()) == 1
+    b.send(b"x")
+    for _ in range(3):
+        r.run_once(0.02)
+    assert calls == []
+    assert r.disarm(a.fileno()) == 0
+
+
+def test_disarm_by_earlier_callback_of_same_batch(make_reactor, socketpairs):
+    """Two ready fds; each callback disarms and closes the other: exactly one runs."""
+    r = make_reactor()
+    (a1, b1), (a2, b2) = socketpairs(2)
+    ran = []
+    fds = [a1.fileno(), a2.fileno()]
+
+    def cb(ev):
+        ran.append(ev.fd)
+        other = fds[1] if ev.fd == fds[0] else fds[0]
+        r.disarm(other)
+
+    for fd in fds:
+        r.arm(fd, READ, cb)
+    b1.send(b"x")
+    b2.send(b"x")
+    r.run_once(1.0)
+    r.run_once(0.02)
+    assert len(ran) == 1
+
+
+def test_rearm_same_direction_replaces(make_reactor, socketpairs):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    calls = []
+    r.arm(a.fileno(), READ, lambda ev: calls.append("old"))
+    r.arm(a.fileno(), READ, lambda ev: calls.append("new"))
+    b.send(b"x")
+    r.run_once(1.0)
+    r.run_once(0.02)
+    assert calls == ["new"]
+
+
+def test_write_arm_and_read_arm_on_same_fd(make_reactor, socketpairs):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    calls = []
+    r.arm(a.fileno(), WRITE, lambda ev: calls.append("w"))
+    r.arm(a.fileno(), READ, lambda ev: calls.append("r"))
+    r.run_once(1.0)
+    assert calls == ["w"]  # writable now, nothing to read
+    b.send(b"x")
+    r.run_once(1.0)
+    assert calls == ["w", "r"], "the read interest survived the write report"
+
+
+def test_eof_reaches_read_callback(make_reactor, socketpairs):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    got = []
+    r.arm(a.fileno(), READ, lambda ev: got.append(a.recv(10)))
+    b.close()
+    r.run_once(1.0)
+    assert got == [b""]
+
+
+def test_arming_closed_fd_raises_ebadf(make_reactor, socketpairs):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    fd = os.dup(a.fileno())
+    os.close(fd)
+    with pytest.raises(OSError) as info:
+        r.arm(fd, READ, print)
+    assert info.value.errno == errno.EBADF
+    assert f"fd {fd}" in str(info.value)
+    assert r.armed(fd, READ) is None
+
+
+def test_bad_direction(make_reactor, socketpairs):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    with pytest.raises(ValueError, match="READ"):
+        r.arm(a.fileno(), 3, print)
+
+
+def test_callback_exception_logged_with_fd_and_loop_continues(make_reactor, socketpairs, caplog):
+    r = make_reactor()
+    (a1, b1), (a2, b2) = socketpairs(2)
+    ok = []
+
+    def boom(ev):
+        raise ValueError("broken callback")
+
+    r.arm(a1.fileno(), READ, boom)
+    r.arm(a2.fileno(), READ, ok.append)
+    b1.send(b"x")
+    b2.send(b"x")
+    with caplog.at_level(logging.ERROR, logger="tailreactor"):
+        r.run_once(1.0)
+        r.run_once(0.02)
+    assert len(ok) == 1
+    assert r.counters.callback_errors == 1
+    assert f"fd {a1.fileno()}" in caplog.text and "broken callback" in caplog.text
+
+
+def test_use_after_close_raises(make_reactor, socketpairs):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    r.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        r.arm(a.fileno(), READ, print)
+    with pytest.raises(RuntimeError, match="closed"):
+        r.run_once(0)
+
+
+def test_many_fds_armed_at_once(make_reactor, socketpairs):
+    r = make_reactor()
+    pairs = socketpairs(1100)
+    seen = set()
+    for a, b in pairs:
+        r.arm(a.fileno(), READ, lambda ev: seen.add(ev.fd))
+        b.send(b"x")
+    rounds = 0
+    while len(seen) < len(pairs) and rounds < 50:
+        r.run_once(1.0)
+        rounds += 1
+    assert len(seen) == len(pairs)

@@ -1,0 +1,86 @@
+"""Backend selection: auto falls back with a reason, explicit io_uring fails clearly."""
+
+from __future__ import annotations
+
+import errno
+import logging
+
+import pytest
+import uring_api
+
+from tailreactor import Config, IoUringUnavailable, Reactor, UnknownBackend, create_backend
+from tailreactor.backends import EpollBackend, IoUringBackend
+
+
+@pytest.fixture
+def io_uring_setup_fails(monkeypatch):
+    """Make io_uring_setup fail the way seccomp or io_uring_disabled=2 does (EPERM)."""
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(uring_api, "Ring", refuse)
+
+
+def test_shipped_backends_report_their_name():
+    for name in ("epoll", "io_uring", "selectors"):
+        b = create_backend(name)
+        try:
+            assert b.name == name
+        finally:
+            b.close()
+
+
+def test_auto_prefers_io_uring_here():
+    b = create_backend("auto")
+    try:
+        assert b.name == "io_uring"
+    finally:
+        b.close()
+
+
+def test_explicit_io_uring_unavailable_is_a_clear_error(io_uring_setup_fails):
+    with pytest.raises(IoUringUnavailable) as info:
+        create_backend("io_uring")
+    msg = str(info.value)
+    assert info.value.errno == errno.EPERM
+    assert "EPERM" in msg and "io_uring_disabled=" in msg and "seccomp" in msg
+    with pytest.raises(IoUringUnavailable):
+        Reactor(config=Config.default().replace(backend="io_uring"))
+
+
+def test_auto_falls_back_to_epoll_and_logs_one_line(io_uring_setup_fails, caplog):
+    with caplog.at_level(logging.WARNING, logger="tailreactor"):
+        r = Reactor(config=Config.default())
+    try:
+        assert r.backend_name == "epoll"
+        assert isinstance(r.backend, EpollBackend)
+    finally:
+        r.close()
+    lines = [rec.getMessage() for rec in caplog.records]
+    assert len(lines) == 1 and "falling back to epoll" in lines[0] and "EPERM" in lines[0]
+
+
+def test_unknown_backend_lists_accepted_names():
+    with pytest.raises(UnknownBackend) as info:
+        create_backend("bogus")
+    assert "'bogus'" in str(info.value) and "epoll" in str(info.value) and "io_uring" in str(info.value)
+
+
+def test_module_factory_backend():
+    b = create_backend("tailreactor.backends.epoll:EpollBackend")
+    try:
+        assert isinstance(b, EpollBackend)
+    finally:
+        b.close()
+    with pytest.raises(UnknownBackend, match="cannot be loaded"):
+        create_backend("no_such_module:Factory")
+
+
+def test_closed_backend_raises_on_use():
+    for b in (EpollBackend(), IoUringBackend()):
+        b.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            b.wait(0)
+        with pytest.raises(RuntimeError, match="closed"):
+            b.arm(0, 1, None)
