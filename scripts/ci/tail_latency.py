@@ -1,0 +1,18 @@
+#!/usr/bin/env python3
+"""The tail-latency job: interleaved A/B of the bench server under wrk, with verdicts.
+
+Usage: scripts/tail-latency.sh [options]   (or: <venv>/bin/python scripts/ci/tail_latency.py ...)
+With no options: the quick profile, --ab tail, on io_uring then epoll.  --help lists the options;
+docs/en/tail-latency-ci.md explains the method and the outputs.  The code is the tailjob package
+next to this file.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tailjob.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""Command line of the tail-latency job (``scripts/ci/tail_latency.py``).
+
+Role
+----
+Parse options, plan the legs, check the tools, run the job with progress,
+then write the report (Markdown), the plot (SVG, PNG), the per-job JSON and
+the history line, print the summary, and exit:
+
+* 0 -- done (any verdicts), or no regression with ``--gate``;
+* 1 -- ``--gate`` and some metric is a ``regression``;
+* 2 -- bad options or environment (one-line error naming what failed);
+* 3 -- a run failed (server or wrk), so the job has no result.
+
+With no arguments: the quick profile, ``--ab tail``, on io_uring then epoll.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import history, plot, report
+from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knobs, arms_for, \
+    plan_legs, server_env
+from .progress import JobProgress
+from .runner import JobError, JobResult, Settings, run_job
+from .stats import is_regression
+from .wrk import wrk_version
+
+__all__ = ["main", "build_parser"]
+
+REPO = Path(__file__).resolve().parents[3]
+PROG = "tail_latency"
+
+
+def _duration(text: str) -> int:
+    m = re.fullmatch(r"(\d+)([smh]?)", text.strip())
+    if not m or int(m.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive duration like 3, 3s, 2m")
+    return int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive integer")
+    return int(text)
+
+
+def _connections(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(_positive(x) for x in text.split(","))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted positive integers separated by commas, "
+                                         "e.g. 64 or 512,1024") from None
+
+
+def _fraction(text: str) -> float:
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted a fraction like 0.05 or a percentage like 5%")
+    return value
+
+
+def _cores(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted a non-negative number of cores, e.g. 0.1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Interleaved A/B of the bench server under wrk, with a bootstrap verdict per metric. "
+                    "No arguments: quick profile, --ab tail, on io_uring then epoll.")
+    w = p.add_argument_group("workload")
+    w.add_argument("--profile", choices=sorted(PROFILES), default="quick",
+                   help="; ".join(f"{k}: {v.description}" for k, v in PROFILES.items()))
+    w.add_argument("--threads", type=_positive, help="wrk threads (default: the profile's; 1 with --pin)")
+    w.add_argument("--connections", type=_connections, help="wrk connections, e.g. 64 or 512,1024")
+    w.add_argument("--duration", type=_duration, help="seconds per run: 3, 3s, 1m")
+    w.add_argument("--runs", type=_positive, help="measured runs per arm in each leg")
+    w.add_argument("--workers", type=_positive, help="bench server --workers (default: CWIST_WORKERS)")
+    arms = p.add_argument_group("arms (A is the baseline, B the treatment; ratios are B/A)")
+    arms.add_argument("--ab", choices=sorted(AB_PRESETS),
+                      help="tail: CWIST_REACTOR_TAIL_US 3600000 (A, off) vs 3500 (B, on); "
+                           "backend: epoll (A) vs io_uring (B); aa: identical arms (control). "
+                           "Default: tail")
+    arms.add_argument("--a", metavar="'K=V ...'", help="arm A's CWIST_* variables (custom A/B)")
+    arms.add_argument("--b", metavar="'K=V ...'", help="arm B's CWIST_* variables (custom A/B)")
+    arms.add_argument("--backend", choices=BACKENDS,
+                      help="backend for arms that do not set it (default: each backend in turn)")
+    run = p.add_argument_group("runs")
+    run.add_argument("--pin", action="store_true",
+                     help="pin server and wrk to separate CPUs with taskset (wrk -t1 unless --threads)")
+    run.add_argument("--server-cpus", default="0", help="taskset CPU list for the server with --pin (0)")
+    run.add_argument("--wrk-cpus", default="1", help="taskset CPU list for wrk with --pin (1)")
+    run.add_argument("--no-warmup", action="store_true", help="skip the discarded warm-up run per leg")
+    run.add_argument("--seed", type=int, default=1, help="seed of the run order and the bootstrap (1)")
+    run.add_argument("--pollution-limit", type=_cores, default=0.10,
+                     help="CPU of other processes (cores) above which a run is flagged (0.10)")
+    verdict = p.add_argument_group("verdict and outputs")
+    verdict.add_argument("--min-effect", type=_fraction,
+                         help="minimum effect for every metric, e.g. 5%% (default: per metric, "
+                              "5%% for req/s, CPU and p50, 10%% for p99/p99.9, 20%% beyond)")
+    verdict.add_argument("--gate", action="store_true", help="exit 1 if any metric is a regression")
+    verdict.add_argument("--out", type=Path, default=REPO / "benchmarks",
+                         help="output directory: <out>/results/ and <out>/tail-latency.jsonl "
+                              "(default: benchmarks/)")
+    # A future --probe (CWIST_LATENCY_PROBE=1 with a CWIST_LATENCY_PROBE_FILE per run) would add
+    # those two variables in runner.measure_run and fill RunRecord.probe; not built yet.
+    return p
+
+
+def _cpu_list(text: str, option: str) -> str:
+    allowed = os.sched_getaffinity(0)
+    try:
+        cpus = {int(x) for part in text.split(",") for x in
+                (range(int(part.split("-")[0]), int(part.split("-")[1]) + 1) if "-" in part else [part])}
+    except ValueError:
+        raise PlanError(f"{option} {text!r}: accepted a CPU list like 0 or 0,2 or 0-1") from None
+    if not cpus <= allowed:
+        raise PlanError(f"{option} {text!r}: CPUs {sorted(cpus - allowed)} are not available "
+                        f"(available: {sorted(allowed)})")
+    return text
+
+
+def _error(message: str, code: int) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.ab and (args.a is not None or args.b is not None):
+            raise PlanError("--ab cannot be combined with --a/--b")
+        custom = args.a is not None or args.b is not None
+        ab = "custom" if custom else (args.ab or "tail")
+        arms = arms_for(None if custom else ab, a=args.a, b=args.b)
+        profile = PROFILES[args.profile]
+        overrides = Overrides(backend=args.backend, threads=args.threads, connections=args.connections,
+                              duration_s=args.duration, runs=args.runs, pin=args.pin)
+        legs = plan_legs(profile, arms, overrides)
+        for leg in legs:  # every arm's whole environment must parse before anything runs
+            for arm in arms:
+                arm_knobs(server_env(os.environ, leg, arm))
+        settings = Settings(seed=args.seed, warmup=not args.no_warmup, workers=args.workers,
+                            server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if args.pin else None,
+                            wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if args.pin else None,
+                            pollution_limit=args.pollution_limit, min_effect=args.min_effect)
+        if args.pin and not shutil.which("taskset"):
+            raise PlanError("--pin needs taskset (util-linux), which is not on PATH")
+        wrk = wrk_version()
+    except (PlanError, FileNotFoundError) as e:
+        return _error(str(e), 2)
+
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    try:
+        with JobProgress(legs, warmup=settings.warmup) as progress:
+            results = run_job(legs, arms, settings, ambient=os.environ, progress=progress)
+    except JobError as e:
+        return _error(str(e), 3)
+    job = JobResult(argv=argv, profile=profile.name, ab=ab, arms=arms, settings=settings, legs=results,
+                    provenance=history.provenance(REPO, wrk_version=wrk), started_at=started,
+                    finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    out = args.out
+    stem = history.result_stem(job)
+    results_dir = out / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    md = results_dir / f"{stem}.md"
+    md.write_text(report.render(job, runs=True))
+    images = plot.plot_job(job, results_dir / stem)
+    result_json = history.write_result(job, results_dir, stem)
+    jsonl = history.append_history(history.history_line(job, result_file=f"results/{result_json.name}"), out)
+
+    print(report.render(job, runs=False))
+    print("Files:")
+    for path in (md, *images, result_json):
+        print(f"- {path}")
+    print(f"- {jsonl} (one line appended)")
+    if args.gate and is_regression(job.verdicts()):
+        return _error("--gate: a metric regressed (see the verdicts above)", 1)
+    return 0

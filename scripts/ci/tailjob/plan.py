@@ -1,0 +1,220 @@
+"""What a job runs: profiles, A/B arms, legs, and the interleaved schedule.
+
+Role
+----
+* A **profile** is a wrk workload: threads, connection counts, duration and
+  runs per arm (``quick``, ``seed``, ``high``; :data:`PROFILES`).
+* An **arm** is a set of ``CWIST_*`` environment variables for the bench
+  server.  A is the baseline, B the treatment; every ratio is B/A.
+* A **leg** is one cell of the job: a backend and a connection count, in which
+  A and B are compared.  Without ``--backend`` a job has one leg per backend
+  (io_uring, then epoll); arms that set the backend themselves
+  (``--ab backend``) make a single leg.
+* The **schedule** of a leg is randomised multiple interleaved trials (RMIT):
+  each trial runs A and B once, back to back, in an order drawn at random, so
+  slow drifts and periodic neighbours hit both arms alike.
+
+Server environment of a run = this process's environment (so ambient
+``CWIST_*`` settings apply to both arms), then the leg's backend, then the
+arm's variables.
+"""
+
+from __future__ import annotations
+
+import random
+import shlex
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from tailreactor import config as _config
+
+__all__ = ["Profile", "PROFILES", "Arm", "AB_PRESETS", "arms_for", "parse_assignments",
+           "Overrides", "Leg", "plan_legs", "server_env", "arm_knobs", "rmit_schedule",
+           "PlanError", "BACKENDS"]
+
+BACKENDS = ("io_uring", "epoll")
+
+
+class PlanError(ValueError):
+    """The job cannot be planned as asked (bad option value); the message is one line."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A wrk workload.  ``runs`` maps a backend to runs per arm; ``"*"`` is the default."""
+
+    name: str
+    threads: int
+    connections: tuple[int, ...]
+    duration_s: int
+    runs: Mapping[str, int]
+    description: str
+
+    def runs_for(self, backend: str | None) -> int:
+        if backend in self.runs:
+            return self.runs[backend]
+        return self.runs.get("*", max(self.runs.values()))
+
+
+PROFILES: dict[str, Profile] = {
+    # Scaled down for CI and laptops: ~4 s per run, 5 runs per arm (the fewest
+    # that support a verdict, see stats.MIN_PAIRS); both backends in ~1.5 min.
+    "quick": Profile("quick", 2, (64,), 3, {"*": 5},
+                     "wrk -t2 -c64 -d3s, 5 runs per arm"),
+    # The seed PR's workload: wrk -t4 -c256 -d30s, 8 runs on io_uring, 3 on epoll.
+    "seed": Profile("seed", 4, (256,), 30, {"io_uring": 8, "epoll": 3, "*": 8},
+                    "the seed PR's wrk -t4 -c256 -d30s, 8 runs on io_uring / 3 on epoll"),
+    # The seed PR's high-concurrency validation: wrk -t8, c512 and c1024, 3 runs per cell.
+    "high": Profile("high", 8, (512, 1024), 30, {"*": 3},
+                    "the seed PR's wrk -t8 -c512/-c1024 -d30s, 3 runs per cell"),
+}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One side of the A/B: ``key`` is ``"A"`` or ``"B"``, ``env`` its ``CWIST_*`` variables."""
+
+    key: str
+    label: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def env_text(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.env.items()) or "(defaults)"
+
+
+AB_PRESETS: dict[str, tuple[Arm, Arm]] = {
+    # The seed's on/off: "off" = 3600000 us, the heuristic effectively disabled.
+    "tail": (Arm("A", "tail off", {"CWIST_REACTOR_TAIL_US": "3600000"}),
+             Arm("B", "tail on", {"CWIST_REACTOR_TAIL_US": "3500"})),
+    "backend": (Arm("A", "epoll", {"CWIST_REACTOR_BACKEND": "epoll"}),
+                Arm("B", "io_uring", {"CWIST_REACTOR_BACKEND": "io_uring"})),
+    # A control: identical arms must come out neutral on every metric.
+    "aa": (Arm("A", "A", {}), Arm("B", "A'", {})),
+}
+
+
+def parse_assignments(text: str, *, option: str) -> dict[str, str]:
+    """Parse ``'K=V K2=V2'`` (shell quoting allowed) into a dict of known ``CWIST_*`` knobs.
+
+    Each value is checked by the knob registry.  Raises :class:`PlanError`
+    (one line, starting with ``option``) on a token that is not ``K=V``, an
+    unknown knob, a knob set twice, or a value the registry rejects.
+    """
+    env: dict[str, str] = {}
+    for token in shlex.split(text or ""):
+        name, sep, value = token.partition("=")
+        if not sep or not name:
+            raise PlanError(f"{option}: {token!r} is not K=V (e.g. CWIST_REACTOR_TAIL_US=3500)")
+        try:
+            knob = _config.knob(name)
+        except KeyError:
+            known = ", ".join(k.name for k in _config.KNOBS)
+            raise PlanError(f"{option}: unknown knob {name}; known: {known}") from None
+        if name in env:
+            raise PlanError(f"{option}: {name} set twice")
+        if value.strip():
+            try:
+                knob.parse(value)
+            except _config.ConfigError as e:
+                raise PlanError(f"{option}: {e}") from None
+        env[name] = value
+    return env
+
+
+def arms_for(ab: str | None, *, a: str | None = None, b: str | None = None) -> tuple[Arm, Arm]:
+    """The two arms of ``--ab NAME``, or of ``--a 'K=V ...' --b 'K=V ...'`` when ``ab`` is None."""
+    if ab is not None:
+        if ab not in AB_PRESETS:
+            raise PlanError(f"--ab {ab!r}: accepted {', '.join(AB_PRESETS)}")
+        return AB_PRESETS[ab]
+    env_a = parse_assignments(a or "", option="--a")
+    env_b = parse_assignments(b or "", option="--b")
+    return Arm("A", "A", env_a), Arm("B", "B", env_b)
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line choices that change a profile's legs (None: keep the profile's)."""
+
+    backend: str | None = None
+    threads: int | None = None
+    connections: tuple[int, ...] | None = None
+    duration_s: int | None = None
+    runs: int | None = None
+    pin: bool = False
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One A/B cell.  ``backend`` is None when the arms set the backend themselves."""
+
+    index: int
+    backend: str | None
+    threads: int
+    connections: int
+    duration_s: int
+    runs: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.backend or 'arms set backend'}, c{self.connections}"
+
+    def wrk_args(self) -> str:
+        return f"-t{self.threads} -c{self.connections} -d{self.duration_s}s"
+
+
+def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg]:
+    """The legs of a job, in run order (backends outermost, then connection counts).
+
+    When pinned (``o.pin``) wrk gets one thread unless ``o.threads`` says
+    otherwise: it runs on one CPU.  Raises :class:`PlanError` for a backend
+    outside :data:`BACKENDS` or more wrk threads than connections.
+    """
+    if all("CWIST_REACTOR_BACKEND" in arm.env for arm in arms):
+        backends: tuple[str | None, ...] = (None,)
+    elif o.backend is not None:
+        if o.backend not in BACKENDS:
+            raise PlanError(f"--backend {o.backend!r}: accepted {', '.join(BACKENDS)}")
+        backends = (o.backend,)
+    else:
+        backends = BACKENDS
+    threads = o.threads or (1 if o.pin else profile.threads)
+    legs = []
+    for backend in backends:
+        for connections in o.connections or profile.connections:
+            if threads > connections:
+                raise PlanError(f"wrk needs at least as many connections as threads: "
+                                f"-t{threads} with -c{connections}")
+            legs.append(Leg(len(legs), backend, threads, connections,
+                            o.duration_s or profile.duration_s,
+                            o.runs or profile.runs_for(backend)))
+    return legs
+
+
+def server_env(ambient: Mapping[str, str], leg: Leg, arm: Arm) -> dict[str, str]:
+    """The bench server's environment for ``arm`` in ``leg`` (see the module docstring)."""
+    env = dict(ambient)
+    if leg.backend is not None:
+        env["CWIST_REACTOR_BACKEND"] = leg.backend
+    env.update(arm.env)
+    return env
+
+
+def arm_knobs(env: Mapping[str, str]) -> dict[str, object]:
+    """Every knob's parsed value in ``env`` (for provenance); :class:`PlanError` if one is invalid."""
+    try:
+        cfg = _config.load(env)
+    except _config.ConfigError as e:
+        raise PlanError(str(e)) from None
+    return {k.name: getattr(cfg, k.attr) for k in _config.KNOBS}
+
+
+def rmit_schedule(trials: int, *, seed: int) -> list[list[str]]:
+    """``trials`` lists, each ``["A", "B"]`` or ``["B", "A"]`` drawn with ``random.Random(seed)``."""
+    rng = random.Random(seed)
+    schedule = []
+    for _ in range(trials):
+        order = ["A", "B"]
+        rng.shuffle(order)
+        schedule.append(order)
+    return schedule

@@ -1,0 +1,80 @@
+"""The percentile-spectrum plot of a job (SVG and PNG).
+
+Role
+----
+One panel per leg.  The x axis is the percentile on a log scale of
+1 / (1 - p) -- 50 %, 90 %, 99 %, ... 99.999 % equally spaced -- so the tail
+gets as much room as the body; the y axis is latency in ms, log scale.  Every
+measured run is drawn faintly, and one bold curve per arm is the point-wise
+median of its runs.  Data: the ``spectrum`` wrk's done() printed (51 points
+from p0 to p99.999, see tail_latency.lua).
+
+matplotlib runs with the Agg backend: no display needed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+from .runner import JobResult  # noqa: E402
+from .stats import median  # noqa: E402
+
+__all__ = ["plot_job"]
+
+COLORS = {"A": "#1f77b4", "B": "#d62728"}
+TICKS = [(1, "0"), (2, "50"), (10, "90"), (100, "99"), (1e3, "99.9"), (1e4, "99.99"), (1e5, "99.999")]
+
+
+def _mantissa(v: float) -> int:
+    return round(v / 10 ** math.floor(math.log10(v))) if v > 0 else 0
+
+
+def _x(p: float) -> float:
+    return 1 / (1 - p / 100)
+
+
+def plot_job(job: JobResult, stem: Path) -> list[Path]:
+    """Draw the job and save ``<stem>.svg`` and ``<stem>.png``; return both paths."""
+    n = max(1, len(job.legs))
+    fig, axes = plt.subplots(1, n, figsize=(6.4 * n, 4.6), squeeze=False)
+    for ax, lr in zip(axes[0], job.legs):
+        for arm in job.arms:
+            runs = lr.measured(arm.key)
+            curves = [[(p, us) for p, us in r.wrk["spectrum"]] for r in runs if r.wrk["latency_samples"]]
+            for curve in curves:
+                ax.plot([_x(p) for p, _ in curve], [max(us, 1) / 1000 for _, us in curve],
+                        color=COLORS[arm.key], alpha=0.22, linewidth=0.8)
+            if curves:
+                xs = [_x(p) for p, _ in curves[0]]
+                med = [median([c[i][1] for c in curves]) for i in range(len(xs))]
+                what = f"median of {len(curves)} runs" if len(curves) > 1 else "1 run"
+                ax.plot(xs, [max(us, 1) / 1000 for us in med], color=COLORS[arm.key], linewidth=2.2,
+                        label=f"{arm.key}: {arm.label} ({what})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        # 0.5, 2, 10 rather than 5x10^-1; minor labels only at 2x and 5x a power of ten
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if _mantissa(v) in (2, 5) else ""))
+        ax.set_xticks([t for t, _ in TICKS], [label for _, label in TICKS])
+        ax.set_xlim(1, 1e5)
+        ax.set_xlabel("percentile (%)")
+        ax.set_ylabel("latency (ms)")
+        ax.set_title(f"{lr.leg.name}, wrk {lr.leg.wrk_args()}", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"wrk latency by percentile: --ab {job.ab}, profile {job.profile} "
+                 "(faint: each run; bold: median)", fontsize=11)
+    fig.tight_layout()
+    paths = [stem.with_suffix(".svg"), stem.with_suffix(".png")]
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(paths[0])
+    fig.savefig(paths[1], dpi=110)
+    plt.close(fig)
+    return paths

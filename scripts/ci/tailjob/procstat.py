@@ -1,0 +1,116 @@
+"""CPU accounting from /proc: the server's process tree, the machine, wrk.
+
+Role
+----
+A run samples these before and after the measured wrk run:
+
+* :func:`tree_cpu_s` -- utime + stime of the bench server and every process
+  below it (``--workers N`` forks), from ``/proc/PID/stat``.  Divided by the
+  requests served it gives the server CPU time per request, the figure that
+  still separates servers once wrk saturates the machine (measuring.md);
+* :func:`system_cpu` -- the machine's busy time from the first line of
+  ``/proc/stat``;
+* :func:`children_cpu_s` / :func:`self_cpu_s` -- ``getrusage`` of this
+  process's waited-for children (wrk, once it has exited) and of itself.
+
+CPU used by *other* processes during a run = machine busy - server tree - wrk
+- this process.  A run where that exceeds the pollution limit is flagged.
+
+Units: seconds (float).  ``/proc`` counts in USER_HZ ticks (:data:`CLK_TCK`,
+usually 100/s), so each sample has a resolution of 10 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass
+
+__all__ = ["CLK_TCK", "process_tree", "tree_cpu_s", "SystemCpu", "system_cpu",
+           "children_cpu_s", "self_cpu_s"]
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name; None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name is in parentheses and may itself contain spaces or ')'.
+    return data[data.rindex(")") + 2:].split()
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its live descendants (``pid`` first); ``[]`` if ``pid`` is gone."""
+    if _stat_fields(pid) is None:
+        return []
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        fields = _stat_fields(int(name))
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(name))  # fields[1] = ppid
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        tree.append(p)
+        todo.extend(sorted(children.get(p, ())))
+    return tree
+
+
+def tree_cpu_s(pid: int) -> float:
+    """utime + stime (s) of ``pid`` and its live descendants, all threads; 0.0 if gone.
+
+    Exited descendants that their parent has waited for are included through
+    the parent's cutime + cstime.
+    """
+    ticks = 0
+    for p in process_tree(pid):
+        fields = _stat_fields(p)
+        if fields is None:  # exited between the listing and now
+            continue
+        # stat(5): utime, stime, cutime, cstime are fields 14..17 (1-based);
+        # after dropping pid and comm they are 11..14 (0-based).
+        ticks += sum(int(x) for x in fields[11:15])
+    return ticks / CLK_TCK
+
+
+@dataclass(frozen=True)
+class SystemCpu:
+    """Machine-wide CPU time (s) since boot, from ``/proc/stat``.
+
+    ``busy_s`` = user + nice + system + irq + softirq + steal: time some task
+    or interrupt ran, or a neighbouring virtual machine took the CPU.  irq and
+    softirq are included because with tick-based accounting (this kernel) the
+    ticks spent in them -- loopback TCP is processed in softirq context -- are
+    also charged to the interrupted task's stime, i.e. to the server and wrk.
+    """
+
+    busy_s: float
+    steal_s: float
+
+
+def system_cpu() -> SystemCpu:
+    with open("/proc/stat") as f:
+        first = f.readline().split()
+    if first[0] != "cpu":
+        raise RuntimeError(f"/proc/stat starts with {first[0]!r}, expected 'cpu'")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in first[1:9])
+    return SystemCpu(busy_s=(user + nice + system + irq + softirq + steal) / CLK_TCK,
+                     steal_s=steal / CLK_TCK)
+
+
+def children_cpu_s() -> float:
+    """User + system CPU (s) of this process's children that have been waited for."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def self_cpu_s() -> float:
+    """User + system CPU (s) of this process (all its threads)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime

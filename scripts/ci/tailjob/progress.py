@@ -1,0 +1,73 @@
+"""Progress while the job runs: which leg and arm, run k of n, time left.
+
+Role
+----
+:class:`JobProgress` is the ``progress`` callback of :func:`tailjob.runner.run_job`.
+It draws a rich progress bar on stderr (when stderr is a terminal) and prints
+one line per finished run, so a CI log shows every run's headline figures
+even without a terminal.  Time left is estimated from the planned wrk
+durations plus the average overhead per run seen so far (server start/stop).
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from .plan import Leg
+
+__all__ = ["JobProgress"]
+
+
+class JobProgress:
+    """Context manager; call it as ``progress(event, info)`` (see run_job)."""
+
+    def __init__(self, legs: list[Leg], *, warmup: bool, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self.plan_s = [leg.duration_s for leg in legs for _ in range(2 * leg.runs + (1 if warmup else 0))]
+        self.total = len(self.plan_s)
+        self.done = 0
+        self.overhead_s: list[float] = []
+        self._started = 0.0
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("{task.fields[left]}"), console=self.console,
+                             transient=True, disable=not self.console.is_terminal)
+        self._task = None
+
+    def __enter__(self) -> "JobProgress":
+        self._bar.start()
+        self._task = self._bar.add_task("starting", total=self.total, left="")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bar.stop()
+
+    def time_left_s(self) -> float:
+        overhead = sum(self.overhead_s) / len(self.overhead_s) if self.overhead_s else 1.0
+        remaining = self.plan_s[self.done:]
+        return sum(remaining) + overhead * len(remaining)
+
+    def __call__(self, event: str, info: dict) -> None:
+        leg, arm = info["leg"], info["arm"]
+        what = "warm-up" if info["warmup"] else f"trial {info['trial'] + 1}/{leg.runs}"
+        if event == "run-start":
+            self._started = time.monotonic()
+            self._bar.update(self._task, description=f"[{leg.name}] {what}, {arm.key}: {arm.label}",
+                             left=f"~{self.time_left_s():.0f} s left")
+            return
+        took = time.monotonic() - self._started
+        self.overhead_s.append(max(0.0, took - self.plan_s[self.done]))
+        self.done += 1
+        self._bar.update(self._task, completed=self.done, left=f"~{self.time_left_s():.0f} s left")
+        r = info["record"]
+        m = r.metrics
+        p99 = f"{m['p99'] / 1000:.2f}" if m["p99"] is not None else "-"
+        cpu = f"{m['cpu_us_per_req']:.1f}" if m["cpu_us_per_req"] is not None else "-"
+        flags = f"  [{', '.join(r.flags)}]" if r.flags else ""
+        self.console.print(
+            f"run {self.done}/{self.total} [{leg.name}] {what} {arm.key} ({arm.label}): "
+            f"{m['rps']:,.0f} req/s, p99 {p99} ms, server CPU {cpu} us/req, "
+            f"other CPU {r.other_cores:.2f} cores{flags}; ~{self.time_left_s():.0f} s left",
+            highlight=False, markup=False, soft_wrap=True)

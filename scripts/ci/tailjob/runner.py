@@ -1,0 +1,282 @@
+"""Run the job: one measured run, a leg of interleaved trials, all legs.
+
+Role
+----
+:func:`measure_run` is one run: start the bench server with the arm's
+environment, sample CPU counters, run wrk, sample again, stop the server, and
+return a :class:`RunRecord`.  :func:`run_job` runs every leg: a discarded
+warm-up run, then the RMIT trials (each trial A and B once, in random order),
+and compares the arms per metric (:mod:`tailjob.stats`).
+
+The server is restarted for every run, so no run inherits another's caches,
+connections or heap.  A run whose server dies, whose wrk fails, or whose
+server reports a backend other than the one asked for stops the job with
+:class:`JobError`: such a run is not data.  Socket errors, non-2xx responses
+and CPU used by other processes during the run do not stop it; they are
+flagged in the record and the report.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Mapping
+
+from . import procstat, stats
+from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
+from .server import BenchServer, ServerError
+from .wrk import WrkOutputError, parse_wrk_output, wrk_command
+
+__all__ = ["Settings", "RunRecord", "LegResult", "JobResult", "JobError", "measure_run", "run_job",
+           "compare_leg", "LATENCY_KEYS"]
+
+SCRIPT = Path(__file__).resolve().parents[1] / "tail_latency.lua"
+LATENCY_KEYS = {"p50": 50, "p99": 99, "p99.9": 99.9, "p99.99": 99.99, "p99.999": 99.999}
+
+
+class JobError(RuntimeError):
+    """A run failed in a way that makes it not data (server or wrk failure)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How every run of a job is made.
+
+    ``server_cpus`` / ``wrk_cpus``: ``taskset -c`` lists when pinned, else
+    None.  ``pollution_limit``: CPU (in cores, averaged over the run) other
+    processes may use before a run is flagged ``polluted``.
+    """
+
+    seed: int = 1
+    warmup: bool = True
+    workers: int | None = None
+    server_cpus: str | None = None
+    wrk_cpus: str | None = None
+    pollution_limit: float = 0.10
+    host: str = "127.0.0.1"
+    script: str = str(SCRIPT)
+    server_module: str = "tailreactor.http.server"
+    min_effect: float | None = None  # None: each metric's own minimum
+
+    @property
+    def pinned(self) -> bool:
+        return self.server_cpus is not None
+
+
+@dataclass
+class RunRecord:
+    """One run.  CPU figures in seconds; ``metrics`` are the verdict metrics
+    (``rps``, ``cpu_us_per_req`` in us, ``p50`` ... ``p99.999`` in us; None
+    when the run has no data for it).  ``trial`` is -1 for the warm-up.
+    ``probe`` is reserved for the latency-probe leg (``--probe``, not built).
+    """
+
+    leg: int
+    trial: int
+    position: int
+    arm: str
+    warmup: bool
+    backend: str
+    port: int
+    started_at: str
+    wall_s: float
+    wrk_argv: list[str]
+    wrk: dict
+    server_cpu_s: float
+    wrk_cpu_s: float
+    self_cpu_s: float
+    machine_busy_s: float
+    steal_s: float
+    other_cpu_s: float
+    other_cores: float
+    metrics: dict
+    flags: list[str] = field(default_factory=list)
+    probe: dict | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _expected_backend(env: Mapping[str, str]) -> str | None:
+    name = env.get("CWIST_REACTOR_BACKEND", "").strip()
+    return name if name and name != "auto" else None
+
+
+def measure_run(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings, *,
+                trial: int, position: int, warmup: bool = False) -> RunRecord:
+    """One run of ``arm`` in ``leg``: fresh server, one wrk run, CPU accounting.
+
+    Raises :class:`JobError` if the server does not start, reports the wrong
+    backend, dies during the run, or wrk fails or prints no metrics.
+    """
+    server = BenchServer(env, host=settings.host, workers=settings.workers,
+                         cpus=settings.server_cpus, module=settings.server_module)
+    try:
+        server.start()
+    except ServerError as e:
+        raise JobError(f"{leg.name}, arm {arm.key}: {e}") from None
+    flags: list[str] = []
+    try:
+        expected = _expected_backend(env)
+        if expected and server.backend != expected:
+            raise JobError(f"{leg.name}, arm {arm.key}: asked for backend {expected}, "
+                           f"server reports {server.backend}")
+        argv = wrk_command(f"http://{settings.host}:{server.port}/", threads=leg.threads,
+                           connections=leg.connections, duration_s=leg.duration_s,
+                           script=settings.script, cpus=settings.wrk_cpus)
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        sys0, srv0 = procstat.system_cpu(), procstat.tree_cpu_s(server.pid)
+        kids0, self0, t0 = procstat.children_cpu_s(), procstat.self_cpu_s(), time.monotonic()
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True,
+                                 timeout=leg.duration_s + 60)
+        except subprocess.TimeoutExpired:
+            raise JobError(f"{leg.name}, arm {arm.key}: wrk did not finish within "
+                           f"{leg.duration_s + 60} s") from None
+        t1 = time.monotonic()
+        srv1, sys1 = procstat.tree_cpu_s(server.pid), procstat.system_cpu()
+        kids1, self1 = procstat.children_cpu_s(), procstat.self_cpu_s()
+        alive = server.alive()
+    finally:
+        flags += server.stop()
+    if not alive:
+        raise JobError(f"{leg.name}, arm {arm.key}: bench server died during the run"
+                       + server.last_stderr())
+    if out.returncode != 0:
+        raise JobError(f"{leg.name}, arm {arm.key}: wrk exited {out.returncode}: "
+                       f"{(out.stderr or out.stdout).strip()[-300:]}")
+    try:
+        result = parse_wrk_output(out.stdout)
+    except WrkOutputError as e:
+        raise JobError(f"{leg.name}, arm {arm.key}: {e}") from None
+
+    wall = t1 - t0
+    server_cpu, wrk_cpu, self_cpu = srv1 - srv0, kids1 - kids0, self1 - self0
+    busy = sys1.busy_s - sys0.busy_s
+    other = busy - server_cpu - wrk_cpu - self_cpu
+    other_cores = other / wall if wall > 0 else 0.0
+    metrics: dict[str, float | None] = {
+        "rps": result.rps,
+        "cpu_us_per_req": server_cpu * 1e6 / result.requests if result.requests else None,
+    }
+    for key, p in LATENCY_KEYS.items():
+        metrics[key] = result.percentile(p).us
+    if other_cores > settings.pollution_limit:
+        flags.append("polluted")
+    if result.socket_errors:
+        flags.append("socket-errors")
+    if result.non_2xx:
+        flags.append("non-2xx")
+    return RunRecord(leg=leg.index, trial=trial, position=position, arm=arm.key, warmup=warmup,
+                     backend=server.backend or "?", port=server.port or 0, started_at=started_at,
+                     wall_s=wall, wrk_argv=argv, wrk=result.as_dict(), server_cpu_s=server_cpu,
+                     wrk_cpu_s=wrk_cpu, self_cpu_s=self_cpu, machine_busy_s=busy,
+                     steal_s=sys1.steal_s - sys0.steal_s, other_cpu_s=other,
+                     other_cores=other_cores, metrics=metrics, flags=flags)
+
+
+@dataclass
+class LegResult:
+    """A leg's runs (warm-up included, marked) and its per-metric comparisons."""
+
+    leg: Leg
+    arms: tuple[Arm, Arm]
+    env: dict          # arm key -> the CWIST_* variables the server saw
+    knobs: dict        # arm key -> every knob's parsed value
+    schedule: list[list[str]]
+    runs: list[RunRecord]
+    comparisons: list[stats.Comparison] = field(default_factory=list)
+
+    def measured(self, arm: str | None = None) -> list[RunRecord]:
+        return [r for r in self.runs if not r.warmup and (arm is None or r.arm == arm)]
+
+    def as_dict(self) -> dict:
+        return {"leg": asdict(self.leg), "name": self.leg.name,
+                "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
+                "env": self.env, "knobs": self.knobs, "schedule": self.schedule,
+                "runs": [r.as_dict() for r in self.runs],
+                "comparisons": [c.as_dict() for c in self.comparisons]}
+
+
+def compare_leg(runs: list[RunRecord], *, seed: int, min_effect: float | None = None) -> list[stats.Comparison]:
+    """Per-metric comparison of arm B against arm A, runs paired by trial."""
+    by_trial: dict[int, dict[str, RunRecord]] = {}
+    for r in runs:
+        if not r.warmup:
+            by_trial.setdefault(r.trial, {})[r.arm] = r
+    trials = [t for t in sorted(by_trial) if {"A", "B"} <= set(by_trial[t])]
+    out = []
+    for m in stats.METRICS:
+        a = [by_trial[t]["A"].metrics.get(m.key) for t in trials]
+        b = [by_trial[t]["B"].metrics.get(m.key) for t in trials]
+        out.append(stats.compare(m, a, b, seed=seed, min_effect=min_effect))
+    return out
+
+
+Progress = Callable[[str, dict], None]
+
+
+def _cwist_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items()) if k.startswith("CWIST_")}
+
+
+def run_job(legs: list[Leg], arms: tuple[Arm, Arm], settings: Settings, *,
+            ambient: Mapping[str, str], progress: Progress | None = None) -> list[LegResult]:
+    """Run every leg in order and return their results with comparisons.
+
+    ``progress(event, info)`` is called with ``"run-start"`` / ``"run-end"``
+    (``info`` has ``leg``, ``arm``, ``trial``, ``warmup`` and, at the end,
+    ``record``).
+    """
+    notify = progress or (lambda event, info: None)
+    by_key = {a.key: a for a in arms}
+    results = []
+    for leg in legs:
+        envs = {a.key: server_env(ambient, leg, a) for a in arms}
+        lr = LegResult(leg=leg, arms=arms, env={k: _cwist_env(e) for k, e in envs.items()},
+                       knobs={k: arm_knobs(e) for k, e in envs.items()},
+                       schedule=rmit_schedule(leg.runs, seed=settings.seed + leg.index), runs=[])
+        plan = ([(-1, 0, arms[0].key, True)] if settings.warmup else []) + [
+            (t, pos, key, False) for t, order in enumerate(lr.schedule) for pos, key in enumerate(order)]
+        for trial, pos, key, warmup in plan:
+            info = {"leg": leg, "arm": by_key[key], "trial": trial, "warmup": warmup}
+            notify("run-start", info)
+            record = measure_run(leg, by_key[key], envs[key], settings, trial=trial, position=pos,
+                                 warmup=warmup)
+            lr.runs.append(record)
+            notify("run-end", {**info, "record": record})
+        lr.comparisons = compare_leg(lr.runs, seed=settings.seed, min_effect=settings.min_effect)
+        results.append(lr)
+    return results
+
+
+@dataclass
+class JobResult:
+    """Everything a job produced; what the report, plot and history are made from.
+
+    ``ab`` is the preset name (``tail``, ``backend``, ``aa``) or ``custom``;
+    ``provenance`` comes from :func:`tailjob.history.provenance`.
+    """
+
+    argv: list[str]
+    profile: str
+    ab: str
+    arms: tuple[Arm, Arm]
+    settings: Settings
+    legs: list[LegResult]
+    provenance: dict
+    started_at: str
+    finished_at: str
+
+    def verdicts(self) -> list[str]:
+        return [c.verdict for lr in self.legs for c in lr.comparisons]
+
+    def as_dict(self) -> dict:
+        return {"argv": self.argv, "profile": self.profile, "ab": self.ab,
+                "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
+                "settings": asdict(self.settings), "provenance": self.provenance,
+                "started_at": self.started_at, "finished_at": self.finished_at,
+                "legs": [lr.as_dict() for lr in self.legs]}

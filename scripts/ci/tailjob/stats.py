@@ -1,0 +1,210 @@
+"""Statistics of an A/B: medians, the B/A ratio, its bootstrap CI, and the verdict.
+
+Role
+----
+Turn the per-run figures of two arms into one verdict per metric:
+
+* **median** per arm over its measured runs;
+* **ratio** = median(B) / median(A);
+* **95 % confidence interval** of that ratio by the percentile bootstrap over
+  the *paired* runs: trial *i* ran A and B back to back (in random order), so
+  a resample draws whole trials with replacement and recomputes
+  median(B*) / median(A*).  Resampling pairs keeps what a trial shares (a
+  neighbour stealing CPU slows both arms of that trial).  The random generator
+  is seeded, so a job's verdicts are reproducible from its runs;
+* **verdict**: ``neutral`` when the CI includes 1 or the effect
+  ``|ratio - 1|`` is below the metric's minimum effect; otherwise ``gain`` or
+  ``regression`` by the metric's direction (more requests/s is better; more
+  latency or CPU per request is worse).  ``n/a`` when there is no ratio or
+  fewer than :data:`MIN_PAIRS` paired runs.
+
+Why a minimum number of pairs: with 3 pairs the percentile bootstrap of a
+median ratio excludes 1 whenever all three B runs land on one side of all three
+A runs, which identical arms do 1 time in 10, and in simulation (log-normal
+noise, 5 % minimum effect) it called a gain or regression between *identical*
+arms in about 20 % of jobs per metric.  With 5 pairs that fell to about 6 %,
+with 7 to about 5 %.  So fewer than 5 pairs get ``n/a``; see
+docs/en/tail-latency-ci.md.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+__all__ = ["Metric", "METRICS", "metric", "Comparison", "MIN_PAIRS", "median", "quantile",
+           "median_ratio", "bootstrap_ratio_ci", "compare", "is_regression"]
+
+MIN_PAIRS = 5
+"""Fewest paired runs for a gain/regression verdict (see the module docstring)."""
+
+RESAMPLES = 10_000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One compared metric.
+
+    ``key`` names it in run records (``rps``, ``cpu_us_per_req``, ``p50`` ...
+    ``p99.999``; latencies in microseconds).  ``min_effect`` is the smallest
+    relative change (0.05 = 5 %) the job calls a gain or regression.
+    """
+
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    min_effect: float
+
+
+# The metrics of the verdict, in report order.  Minimum effects: 5 % for the
+# body of the distribution and CPU; the extreme percentiles rest on a handful
+# of samples per run (p99.999 of a 3 s run is about its maximum) and move by
+# tens of per cent between identical runs, so only a larger effect is called.
+METRICS: tuple[Metric, ...] = (
+    Metric("rps", "Requests/s", "req/s", True, 0.05),
+    Metric("cpu_us_per_req", "Server CPU us/request", "us", False, 0.05),
+    Metric("p50", "p50 ms", "us", False, 0.05),
+    Metric("p99", "p99 ms", "us", False, 0.10),
+    Metric("p99.9", "p99.9 ms", "us", False, 0.10),
+    Metric("p99.99", "p99.99 ms", "us", False, 0.20),
+    Metric("p99.999", "p99.999 ms", "us", False, 0.20),
+)
+
+_BY_KEY = {m.key: m for m in METRICS}
+
+
+def metric(key: str) -> Metric:
+    """The :class:`Metric` named ``key``; ``KeyError`` naming the known keys otherwise."""
+    try:
+        return _BY_KEY[key]
+    except KeyError:
+        raise KeyError(f"unknown metric {key!r}: known {', '.join(_BY_KEY)}") from None
+
+
+def median(xs: Sequence[float]) -> float:
+    """Median of a non-empty sequence (mean of the middle two for even length)."""
+    s = sorted(xs)
+    n = len(s)
+    if n == 0:
+        raise ValueError("median of no values")
+    mid = n // 2
+    return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def quantile(sorted_xs: Sequence[float], q: float) -> float:
+    """Quantile ``q`` (0..1) of already sorted values, linear interpolation between ranks."""
+    if not sorted_xs:
+        raise ValueError("quantile of no values")
+    pos = q * (len(sorted_xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def median_ratio(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """median(b) / median(a); ``None`` when median(a) is 0."""
+    ma = median(a)
+    return None if ma == 0 else median(b) / ma
+
+
+def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], *, seed: int,
+                       resamples: int = RESAMPLES,
+                       confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Percentile-bootstrap CI of median(b)/median(a) over paired runs.
+
+    ``a[i]`` and ``b[i]`` are the two arms of trial ``i``; a resample draws
+    ``len(a)`` trials with replacement.  Returns ``(low, high)``.  Raises
+    ``ValueError`` if the arms are not paired (different lengths), empty, or
+    a resample's median(a) is 0.
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"bootstrap needs paired, non-empty arms: got {len(a)} A and {len(b)} B values")
+    rng = random.Random(seed)
+    n = len(a)
+    trials = range(n)
+    ratios = []
+    for _ in range(resamples):
+        pick = rng.choices(trials, k=n)
+        ma = median([a[i] for i in pick])
+        if ma == 0:
+            raise ValueError("bootstrap resample with median(A) = 0: ratio undefined")
+        ratios.append(median([b[i] for i in pick]) / ma)
+    ratios.sort()
+    tail = (1 - confidence) / 2
+    return quantile(ratios, tail), quantile(ratios, 1 - tail)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The A/B comparison of one metric.
+
+    Medians in the metric's unit; ``ratio`` = B/A; ``ci`` its bootstrap CI
+    (``None`` when not computed); ``verdict`` is ``gain``, ``regression``,
+    ``neutral`` or ``n/a`` and ``reason`` says why in a few words.
+    """
+
+    metric: Metric
+    n_pairs: int
+    median_a: float | None
+    median_b: float | None
+    ratio: float | None
+    ci: tuple[float, float] | None
+    min_effect: float
+    verdict: str
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"metric": self.metric.key, "n_pairs": self.n_pairs, "median_a": self.median_a,
+                "median_b": self.median_b, "ratio": self.ratio,
+                "ci": list(self.ci) if self.ci else None, "min_effect": self.min_effect,
+                "verdict": self.verdict, "reason": self.reason}
+
+
+def compare(m: Metric, a: Sequence[float | None], b: Sequence[float | None], *, seed: int,
+            min_effect: float | None = None, resamples: int = RESAMPLES,
+            confidence: float = CONFIDENCE, min_pairs: int = MIN_PAIRS) -> Comparison:
+    """Compare arm B with arm A on metric ``m``.
+
+    ``a`` and ``b`` are aligned by trial; a trial where either value is
+    ``None`` (missing) is dropped.  ``min_effect`` overrides the metric's
+    minimum effect.  See the module docstring for the verdict rule.
+    """
+    effect_floor = m.min_effect if min_effect is None else min_effect
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    n = len(pairs)
+    pa = [x for x, _ in pairs]
+    pb = [y for _, y in pairs]
+
+    def result(ratio, ci, verdict, reason):
+        return Comparison(m, n, median(pa) if pa else None, median(pb) if pb else None,
+                          ratio, ci, effect_floor, verdict, reason)
+
+    if n == 0:
+        return result(None, None, "n/a", "no paired runs")
+    ratio = median_ratio(pa, pb)
+    if ratio is None:
+        return result(None, None, "n/a", "median of A is 0")
+    if n < min_pairs:
+        return result(ratio, None, "n/a",
+                      f"{n} paired run{'s' if n != 1 else ''}; a verdict needs {min_pairs}")
+    if any(x == 0 for x in pa):
+        return result(ratio, None, "n/a", "A has zero values")
+    ci = bootstrap_ratio_ci(pa, pb, seed=seed, resamples=resamples, confidence=confidence)
+    pct = round(confidence * 100)
+    if ci[0] <= 1 <= ci[1]:
+        return result(ratio, ci, "neutral", f"{pct}% CI includes 1")
+    if abs(ratio - 1) < effect_floor:
+        return result(ratio, ci, "neutral",
+                      f"|effect| {abs(ratio - 1):.1%} < minimum {effect_floor:.0%}")
+    better = (ratio > 1) == m.higher_is_better
+    return result(ratio, ci, "gain" if better else "regression",
+                  f"{pct}% CI excludes 1, effect {ratio - 1:+.1%}")
+
+
+def is_regression(verdicts: Iterable[str]) -> bool:
+    """True if any verdict is ``regression`` (what ``--gate`` fails on)."""
+    return any(v == "regression" for v in verdicts)

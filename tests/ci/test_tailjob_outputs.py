@@ -1,0 +1,96 @@
+"""The job's outputs from a finished job: Markdown report, history line, result JSON, plot."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import ROOT
+
+from tailjob import history, plot, report
+from tailreactor.config import KNOBS
+
+
+def test_verdicts_of_the_synthetic_slowdown(synthetic_job):
+    verdicts = {c.metric.key: c.verdict for c in synthetic_job.legs[0].comparisons}
+    assert verdicts == dict.fromkeys(verdicts, "regression")
+
+
+def test_report_table_has_the_seed_shape_with_ratio_ci_and_verdict(synthetic_job):
+    text = report.render(synthetic_job, runs=False)
+    lines = text.splitlines()
+    header = "| Metric | A: A | B: B | B/A | 95% CI | Min. effect | Verdict |"
+    i = lines.index(header)
+    rows = lines[i + 2:i + 9]
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| Requests/s", "| Server CPU us/request", "| p50 ms", "| p99 ms", "| p99.9 ms",
+        "| p99.99 ms", "| p99.999 ms"]
+    assert all(r.endswith("| regression |") for r in rows)
+    assert "## epoll, c64: `wrk -t2 -c64 -d3s`, medians over 5 runs per arm" in lines
+    # median p50 of A: runs 1000+10t+pos over t=0..4 -> 1020 or 1021 us
+    assert rows[2].split(" | ")[1] in ("1.020", "1.021")
+    assert rows[0].split(" | ")[1] == "40,200"            # median A req/s
+    assert rows[5].split(" | ")[1].endswith("(6)")       # samples behind p99.99
+    assert rows[6].split(" | ")[2].endswith("(1)")
+
+
+def test_report_header_names_the_arms_schedule_and_machine(synthetic_job):
+    text = report.render(synthetic_job, runs=False)
+    assert "**A = A** `(defaults)`; **B = B** `CWIST_BENCH_DELAY_US=200`" in text
+    assert "RMIT, seed 1" in text and "not pinned" in text
+    assert "Test CPU, 2 CPUs" in text and "commit 000000000000." in text
+    assert "- epoll, c64: **regression** on Requests/s (-49.8%), Server CPU us/request (+99.2%)" in text
+
+
+def test_report_counts_flagged_runs_and_lists_runs_only_when_asked(synthetic_job):
+    short = report.render(synthetic_job, runs=False)
+    assert "10 measured runs (+1 warm-up, discarded): 1 polluted" in short
+    assert "1 with socket errors" in short
+    assert "### Runs" not in short
+    full = report.render(synthetic_job, runs=True)
+    runs = [ln for ln in full.split("### Runs: epoll, c64")[1].splitlines() if ln.startswith("| ")]
+    assert len(runs) == 1 + 11  # header + warm-up + 10 measured
+    assert any(r.startswith("| warm-up |") for r in runs)
+    assert any("| 4/0 | socket-errors |" in r for r in runs)
+
+
+def test_history_line_has_provenance_knobs_and_verdicts(synthetic_job, tmp_path):
+    line = history.history_line(synthetic_job, result_file="results/x.json")
+    assert line["provenance"]["git_commit"] == "0" * 40
+    assert (line["profile"], line["ab"], line["pinned"]) == ("quick", "custom", False)
+    leg = line["legs"][0]
+    assert set(leg["knobs"]["A"]) == {k.name for k in KNOBS}
+    assert leg["knobs"]["B"]["CWIST_BENCH_DELAY_US"] == 200
+    assert leg["knobs"]["A"]["CWIST_BENCH_DELAY_US"] == 0
+    assert leg["knobs"]["A"]["CWIST_REACTOR_BACKEND"] == "epoll"
+    assert leg["metrics"]["rps"]["verdict"] == "regression"
+    assert leg["metrics"]["rps"]["ratio"] < 1
+    assert leg["flagged_runs"] == {"polluted": 1, "socket-errors": 1, "non-2xx": 0}
+    assert line["regression"] is True
+    path = history.append_history(line, tmp_path)
+    history.append_history(line, tmp_path)
+    stored = path.read_text().splitlines()
+    assert len(stored) == 2 and json.loads(stored[1]) == json.loads(json.dumps(line))
+
+
+def test_result_json_keeps_every_run(synthetic_job, tmp_path):
+    path = history.write_result(synthetic_job, tmp_path / "results", "stem")
+    data = json.loads(path.read_text())
+    assert len(data["legs"][0]["runs"]) == 11
+    assert data["legs"][0]["comparisons"][0]["metric"] == "rps"
+
+
+def test_result_stem_is_time_profile_and_ab(synthetic_job):
+    assert history.result_stem(synthetic_job) == "20261129T210000Z-quick-custom"
+
+
+def test_provenance_of_this_checkout():
+    p = history.provenance(ROOT, wrk_version="wrk 4.1.0")
+    assert len(p["git_commit"]) == 40 and p["git_dirty"] in (True, False)
+    assert p["wrk_version"] == "wrk 4.1.0"
+    assert p["cpus"] >= 1 and p["kernel"] and p["cpu_model"]
+
+
+def test_plot_writes_svg_and_png(synthetic_job, tmp_path):
+    svg, png = plot.plot_job(synthetic_job, tmp_path / "plot")
+    assert svg.read_text().lstrip().startswith("<?xml")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

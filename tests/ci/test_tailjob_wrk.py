@@ -1,0 +1,88 @@
+"""The wrk output parser, on outputs recorded from real wrk runs (fixtures/wrk/)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURES
+
+from tailjob.wrk import PERCENTILES, WrkOutputError, parse_wrk_output, wrk_command
+
+
+def load(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_normal_run():
+    r = parse_wrk_output(load("normal.txt"))
+    assert r.requests == 90205
+    assert r.duration_us == 2099932
+    assert r.rps == pytest.approx(90205 / 2.099932)
+    assert r.text_rps == 42956.15
+    assert r.latency_samples == 93228
+    assert r.latency_us == {"min": 22, "max": 8465, "mean": 374.257, "stdev": 295.521}
+    assert [p.p for p in r.percentiles] == list(PERCENTILES)
+    assert r.percentile(50).us == 344 and r.percentile(50).samples == 46614
+    assert r.percentile(99.999).us == 8465 and r.percentile(99.999).samples == 1
+    assert r.socket_errors == 0 and r.non_2xx == 0
+    assert r.errors == {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
+
+
+def test_percentiles_and_spectrum_are_ordered():
+    r = parse_wrk_output(load("normal.txt"))
+    values = [p.us for p in r.percentiles]
+    assert values == sorted(values)
+    assert [p.samples for p in r.percentiles] == sorted((p.samples for p in r.percentiles), reverse=True)
+    ps = [p for p, _ in r.spectrum]
+    assert ps[0] == 0 and ps[-1] == pytest.approx(99.999)
+    assert [us for _, us in r.spectrum] == sorted(us for _, us in r.spectrum)
+
+
+def test_socket_errors_are_read_from_the_metrics_line_and_match_wrks_text():
+    r = parse_wrk_output(load("socket-errors.txt"))
+    assert r.errors["read"] == 640 and r.errors["timeout"] == 16
+    assert r.socket_errors == 656
+    assert r.non_2xx == 0
+
+
+def test_non_2xx_responses():
+    r = parse_wrk_output(load("non-2xx.txt"))
+    assert r.non_2xx == r.requests == 53487
+    assert r.socket_errors == 0
+
+
+def test_a_run_without_responses_has_no_latencies():
+    r = parse_wrk_output(load("no-responses.txt"))
+    assert r.requests == 0 and r.rps == 0
+    assert r.latency_samples == 0
+    assert r.percentile(99).us is None
+    assert r.errors["read"] == 6357
+
+
+def test_output_without_the_metrics_line_is_a_clear_error():
+    text = load("normal.txt").split("----")[0]
+    with pytest.raises(WrkOutputError, match="no TAILREACTOR_METRICS line"):
+        parse_wrk_output(text)
+
+
+def test_a_truncated_metrics_line_is_a_clear_error():
+    text = load("normal.txt")
+    cut = text[: text.index('"spectrum"')]
+    with pytest.raises(WrkOutputError, match="TAILREACTOR_METRICS line is not valid JSON"):
+        parse_wrk_output(cut)
+
+
+def test_disagreement_between_wrks_text_and_the_metrics_line_is_an_error():
+    text = load("socket-errors.txt").replace("read 640, write 0, timeout 16\n",
+                                               "read 641, write 0, timeout 16\n", 1)
+    with pytest.raises(WrkOutputError, match="read"):
+        parse_wrk_output(text)
+
+
+def test_wrk_command_line():
+    cmd = wrk_command("http://127.0.0.1:3000/", threads=2, connections=64, duration_s=3,
+                      script="scripts/ci/tail_latency.lua")
+    assert cmd == ["wrk", "-t2", "-c64", "-d3s", "-s", "scripts/ci/tail_latency.lua",
+                   "http://127.0.0.1:3000/"]
+    pinned = wrk_command("http://127.0.0.1:3000/", threads=1, connections=64, duration_s=3,
+                         script="x.lua", cpus="1")
+    assert pinned[:3] == ["taskset", "-c", "1"]
