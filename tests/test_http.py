@@ -450,3 +450,16 @@ def test_killed_worker_leaves_the_others_serving(backend_name):
     finally:
         srv.kill()
     assert code == 1 and f"(pid {victim}) exited with signal 9" in err, err
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_port_in_use_exits_1_with_one_line(workers):
+    import socket as _s
+    with _s.socket() as taken:  # no SO_REUSEPORT: nobody may share it
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_bench(["--port", str(port), "--workers", workers])
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0], done.stderr
