@@ -131,10 +131,9 @@ class ServerThread:
     """A Listener on 127.0.0.1:<ephemeral> served by a reactor on its own thread.
 
     ``with ServerThread("epoll", http_batch=16) as srv: srv.port ...``.  The
-    reactor is built *on* the thread that runs it: uring-api ignores
-    ``break_wait()`` from the thread that created the ring
-    (``skip_owner_break_wait``), so a ring created here and stopped from here
-    would never wake.  On exit: ``reactor.stop()``, join; the thread then
+    reactor is built on the thread that runs it, as in the real server (one
+    owner thread for the ring; stop() from the test thread is then a true
+    cross-thread wake).  On exit: ``reactor.stop()``, join; the thread then
     closes the listener (and its connections) and the reactor.
     """
 
