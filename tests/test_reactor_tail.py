@@ -1,0 +1,278 @@
+"""test_reactor_tail: age-based dispatch, dispatch_late, tail_elevations (CWIST #375, made exact).
+
+Deterministic: a ManualClock is injected; events are armed at chosen clock
+values on real socketpairs (data written before the round so every event is in
+one batch), and "slow callbacks" advance the clock.  The backend is wrapped in
+a recorder that only remembers the order it returned events in, so the test
+can compare dispatch order with backend order.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tailreactor import READ, Config, Reactor
+from tailreactor.backends import create_backend
+
+T_US = 1000  # threshold used by these tests (us)
+
+
+class RecordingBackend:
+    """Transparent wrapper around a real backend that remembers each batch's order."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = inner.name
+        self.batches: list[list] = []
+
+    def arm(self, fd, direction, token):
+        self.inner.arm(fd, direction, token)
+
+    def disarm(self, fd, direction):
+        self.inner.disarm(fd, direction)
+
+    def wait(self, timeout_s):
+        out = self.inner.wait(timeout_s)
+        if out:
+            self.batches.append([tok for tok, _ in out])
+        return out
+
+    def flush(self):
+        return self.inner.flush()
+
+    def wake(self):
+        self.inner.wake()
+
+    def close(self):
+        self.inner.close()
+
+
+def make(backend_name, clock, **attrs):
+    cfg = Config.default().replace(**{"tail_us": T_US, **attrs})
+    rec = RecordingBackend(create_backend(backend_name))
+    return Reactor(rec, config=cfg, clock=clock), rec
+
+
+def arm_pairs(r, pairs, clock, arm_at_us, log, slow_us=None, times=None):
+    """Arm pair i's read end at clock offset arm_at_us[i] (us from now); log (name, late) on delivery.
+
+    ``times`` (optional list) receives the clock value at each delivery.
+    """
+    times = [] if times is None else times
+    base = clock()
+    events = {}
+    order = sorted(range(len(pairs)), key=lambda i: arm_at_us[i])
+    for i in order:
+        clock.set_ns(base + arm_at_us[i] * 1000)
+        a, b = pairs[i]
+        b.send(b"x")
+
+        def cb(ev, name=i):
+            log.append((name, r.dispatch_late()))
+            times.append(clock())
+            if slow_us:
+                clock.advance_us(slow_us.get(name, 0))
+
+        events[i] = r.arm(a.fileno(), READ, cb)
+    return events
+
+
+def run_round(r):
+    ran = r.run_once(1.0)
+    assert ran, "the batch was expected in one round"
+    return ran
+
+
+def test_aged_at_round_start_goes_first_and_sees_dispatch_late(backend_name, clock, socketpairs):
+    r, rec = make(backend_name, clock)
+    pairs = socketpairs(4)
+    log = []
+    # pair 2 armed 5000 us before the others: aged (>= 1000 us) when the round starts.
+    arm_pairs(r, pairs, clock, [5000, 5000, 0, 5000], log)
+    run_round(r)
+    assert log[0] == (2, True)
+    assert all(late is False for _, late in log[1:])
+    assert r.counters.tail_elevations == 1
+    r.close()
+
+
+def test_young_events_keep_backend_order(backend_name, clock, socketpairs):
+    r, rec = make(backend_name, clock)
+    pairs = socketpairs(5)
+    log = []
+    events = arm_pairs(r, pairs, clock, [9000, 9000, 0, 9000, 9000], log)
+    run_round(r)
+    backend_order = [next(i for i, e in events.items() if e is tok) for tok in rec.batches[0]]
+    assert [name for name, _ in log] == [2] + [i for i in backend_order if i != 2]
+    r.close()
+
+
+def check_policy(log, times, stamps_us, base_ns, backend_order, t_us=T_US):
+    """The policy, stated as an oracle: before each delivery at time t, if any remaining event
+    is aged (t - stamp >= T) the oldest aged one runs elevated; else the next in backend order."""
+    remaining = list(backend_order)
+    for (name, late), t in zip(log, times):
+        age = {e: (t - base_ns) / 1000 - stamps_us[e] for e in remaining}
+        aged = [e for e in remaining if age[e] >= t_us]
+        if aged:
+            expected = min(aged, key=lambda e: (stamps_us[e], remaining.index(e)))
+            assert (name, late) == (expected, True), (log, times)
+        else:
+            assert (name, late) == (remaining[0], False), (log, times)
+        remaining.remove(name)
+    assert not remaining
+
+
+def test_event_aging_behind_slow_callbacks_goes_next(backend_name, clock, socketpairs):
+    """Pair 0 is 800 us old at round start (not aged); each callback takes 300 us, so pair 0
+    crosses 1000 us after the first callback and runs next, elevated, ahead of younger events."""
+    r, rec = make(backend_name, clock)
+    pairs = socketpairs(6)
+    log, times = [], []
+    stamps = [0, 800, 800, 800, 800, 800]
+    base = clock()
+    events = arm_pairs(r, pairs, clock, stamps, log, slow_us={i: 300 for i in range(6)}, times=times)
+    run_round(r)
+    backend_order = [next(i for i, e in events.items() if e is tok) for tok in rec.batches[0]]
+    check_policy(log, times, stamps, base, backend_order)
+    assert [n for n, _ in log].index(0) <= 1
+    if backend_order[0] != 0:
+        assert log[1] == (0, True) and r.counters.tail_elevations >= 1
+    r.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_policy_matches_oracle_for_random_stamps_and_slow_callbacks(backend_name, socketpairs, data):
+    from tailreactor.clock import ManualClock
+    n = data.draw(st.integers(1, 8), label="events")
+    stamps = data.draw(st.lists(st.integers(0, 3000), min_size=n, max_size=n), label="arm_at_us")
+    slow = data.draw(st.lists(st.integers(0, 800), min_size=n, max_size=n), label="callback_us")
+    clock = ManualClock()
+    r, rec = make(backend_name, clock)
+    pairs = socketpairs(n)
+    log, times = [], []
+    base = clock()
+    events = arm_pairs(r, pairs, clock, stamps, log, slow_us=dict(enumerate(slow)), times=times)
+    run_round(r)
+    backend_order = [next(i for i, e in events.items() if e is tok) for tok in rec.batches[0]]
+    check_policy(log, times, stamps, base, backend_order)
+    assert r.counters.tail_elevations == sum(late for _, late in log)
+    r.close()
+
+
+def test_several_aged_events_oldest_first_and_elevations_counted(backend_name, clock, socketpairs):
+    r, rec = make(backend_name, clock)
+    pairs = socketpairs(5)
+    log = []
+    # armed at 0, 100, 200 us (all aged at 5000), two fresh ones at 5000.
+    arm_pairs(r, pairs, clock, [200, 5000, 0, 100, 5000], log)
+    run_round(r)
+    assert log[:3] == [(2, True), (3, True), (0, True)]
+    assert sorted(n for n, _ in log[3:]) == [1, 4]
+    assert all(not late for _, late in log[3:])
+    assert r.counters.tail_elevations == 3
+    r.close()
+
+
+def test_tail_us_zero_is_backend_order_and_no_elevation(backend_name, clock, socketpairs):
+    r, rec = make(backend_name, clock, tail_us=0)
+    pairs = socketpairs(6)
+    log = []
+    events = arm_pairs(r, pairs, clock, [50000, 0, 30000, 10000, 40000, 20000], log,
+                       slow_us={i: 5000 for i in range(6)})
+    run_round(r)
+    backend_order = [next(i for i, e in events.items() if e is tok) for tok in rec.batches[0]]
+    assert [n for n, _ in log] == backend_order
+    assert all(not late for _, late in log)
+    assert r.counters.tail_elevations == 0
+    r.close()
+
+
+def test_age_from_ready_ignores_old_arm_stamp(backend_name, clock, socketpairs):
+    """Armed long ago (idle keep-alive), ready only now: not aged under AGE_FROM=ready."""
+    r, rec = make(backend_name, clock, age_from="ready")
+    (a, b), (c, d) = socketpairs(2)
+    log = []
+    r.arm(a.fileno(), READ, lambda ev: log.append(("idle", r.dispatch_late())))
+    clock.advance_us(60_000)
+    r.arm(c.fileno(), READ, lambda ev: log.append(("fresh", r.dispatch_late())))
+    b.send(b"x")
+    d.send(b"x")
+    run_round(r)
+    assert sorted(log) == [("fresh", False), ("idle", False)]
+    assert r.counters.tail_elevations == 0
+    r.close()
+
+
+def test_age_from_arm_treats_old_arm_as_aged(backend_name, clock, socketpairs):
+    """The same scenario under CWIST's definition elevates the idle connection."""
+    r, rec = make(backend_name, clock, age_from="arm")
+    (a, b), (c, d) = socketpairs(2)
+    log = []
+    r.arm(a.fileno(), READ, lambda ev: log.append(("idle", r.dispatch_late())))
+    clock.advance_us(60_000)
+    r.arm(c.fileno(), READ, lambda ev: log.append(("fresh", r.dispatch_late())))
+    b.send(b"x")
+    d.send(b"x")
+    run_round(r)
+    assert log == [("idle", True), ("fresh", False)]
+    r.close()
+
+
+def test_age_from_ready_still_elevates_behind_slow_callbacks(backend_name, clock, socketpairs):
+    r, rec = make(backend_name, clock, age_from="ready")
+    pairs = socketpairs(3)
+    log = []
+    arm_pairs(r, pairs, clock, [0, 0, 0], log, slow_us={0: 2000, 1: 2000, 2: 2000})
+    run_round(r)
+    # After the first 2000 us callback, both remaining events are aged (same stamp): the
+    # second and third deliveries are elevations, in backend order.
+    assert [late for _, late in log] == [False, True, True]
+    assert r.counters.tail_elevations == 2
+    r.close()
+
+
+def test_dispatch_late_is_false_outside_callbacks(backend_name, clock, socketpairs):
+    r, rec = make(backend_name, clock)
+    pairs = socketpairs(1)
+    log = []
+    arm_pairs(r, pairs, clock, [0], log)
+    clock.advance_us(5000)
+    run_round(r)
+    assert log == [(0, True)]
+    assert r.dispatch_late() is False
+    r.close()
+
+
+def test_both_backends_same_order_for_same_stamps(socketpairs):
+    """Distinct stamps, all aged: the order is fully decided by the policy, on any backend."""
+    orders = {}
+    for name in ("epoll", "io_uring"):
+        from tailreactor.clock import ManualClock
+        clock = ManualClock()
+        r, rec = make(name, clock)
+        pairs = socketpairs(8)
+        log = []
+        arm_pairs(r, pairs, clock, [70, 10, 50, 30, 0, 60, 20, 40], log)
+        clock.advance_us(10_000)
+        run_round(r)
+        orders[name] = [n for n, _ in log]
+        r.close()
+    assert orders["epoll"] == orders["io_uring"] == [4, 1, 6, 3, 7, 2, 5, 0]
+
+
+def test_threshold_is_inclusive(backend_name, clock, socketpairs):
+    """Age exactly CWIST_REACTOR_TAIL_US counts as aged ("passed" = >=); 1 ns less does not."""
+    r, rec = make(backend_name, clock)
+    (a, b), (c, d) = socketpairs(2)
+    log = []
+    r.arm(a.fileno(), READ, lambda ev: log.append(("exact", r.dispatch_late())))
+    clock.advance_ns(1)
+    r.arm(c.fileno(), READ, lambda ev: log.append(("younger", r.dispatch_late())))
+    clock.advance_ns(T_US * 1000 - 1)
+    b.send(b"x")
+    d.send(b"x")
+    run_round(r)
+    assert log == [("exact", True), ("younger", False)]
