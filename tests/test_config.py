@@ -1,0 +1,86 @@
+"""Config registry: defaults, strict parsing, and one clear error per bad value."""
+
+from __future__ import annotations
+
+import pytest
+
+from tailreactor.config import KNOBS, Config, ConfigError, knob, load
+
+
+def test_defaults_match_cwist_and_issue():
+    cfg = load({})
+    assert cfg.backend == "auto"
+    assert cfg.http_batch == 16
+    assert cfg.http_yield_batch == 16  # defaults to the batch
+    assert cfg.workers == 1
+    assert cfg.tail_us == 3500
+    assert cfg.age_from == "arm"
+    assert cfg.drain_chunk == 8
+    assert cfg.latency_probe is False
+
+
+def test_every_knob_has_a_config_field_and_both_languages():
+    fields = set(Config.__dataclass_fields__) - {"source"}
+    assert {k.attr for k in KNOBS} == fields
+    for k in KNOBS:
+        assert k.name.startswith("CWIST_")
+        assert k.help_en and k.help_ko, k.name
+
+
+def test_yield_batch_follows_batch_unless_set():
+    assert load({"CWIST_HTTP_BATCH": "64"}).http_yield_batch == 64
+    assert load({"CWIST_HTTP_BATCH": "64", "CWIST_HTTP_YIELD_BATCH": "4"}).http_yield_batch == 4
+
+
+def test_empty_value_means_default():
+    assert load({"CWIST_HTTP_BATCH": "", "CWIST_REACTOR_TAIL_US": "  "}).http_batch == 16
+
+
+@pytest.mark.parametrize("name,value", [
+    ("CWIST_HTTP_BATCH", "abc"),
+    ("CWIST_HTTP_BATCH", "-1"),
+    ("CWIST_HTTP_BATCH", "0"),
+    ("CWIST_HTTP_BATCH", "1025"),
+    ("CWIST_HTTP_BATCH", "1.5"),
+    ("CWIST_HTTP_BATCH", "1_0"),
+    ("CWIST_HTTP_YIELD_BATCH", "0"),
+    ("CWIST_WORKERS", "0"),
+    ("CWIST_REACTOR_BACKEND", "bogus"),
+    ("CWIST_REACTOR_BACKEND", "EPOLL"),
+    ("CWIST_REACTOR_TAIL_US", "-5"),
+    ("CWIST_REACTOR_TAIL_US", "3.5ms"),
+    ("CWIST_REACTOR_AGE_FROM", "queue"),
+    ("CWIST_REACTOR_ROUND_BUDGET_US", "x"),
+    ("CWIST_REACTOR_DRAIN_CHUNK", "-1"),
+    ("CWIST_LATENCY_PROBE", "yes"),
+    ("CWIST_LATENCY_PROBE", "2"),
+])
+def test_invalid_value_names_knob_value_and_accepted(name, value):
+    with pytest.raises(ConfigError) as info:
+        load({name: value})
+    err = info.value
+    assert err.name == name and err.value == value
+    msg = str(err)
+    assert name in msg and repr(value) in msg and "accepted" in msg
+    assert err.accepted == knob(name).accepted()
+    assert "\n" not in msg
+
+
+@pytest.mark.parametrize("name,value,attr,expected", [
+    ("CWIST_HTTP_BATCH", "1024", "http_batch", 1024),
+    ("CWIST_HTTP_BATCH", " 1 ", "http_batch", 1),
+    ("CWIST_REACTOR_TAIL_US", "0", "tail_us", 0),
+    ("CWIST_REACTOR_TAIL_US", "3600000", "tail_us", 3600000),
+    ("CWIST_REACTOR_BACKEND", "epoll", "backend", "epoll"),
+    ("CWIST_REACTOR_BACKEND", "io_uring", "backend", "io_uring"),
+    ("CWIST_REACTOR_AGE_FROM", "ready", "age_from", "ready"),
+    ("CWIST_REACTOR_DRAIN_CHUNK", "0", "drain_chunk", 0),
+    ("CWIST_LATENCY_PROBE", "1", "latency_probe", True),
+])
+def test_valid_values(name, value, attr, expected):
+    assert getattr(load({name: value}), attr) == expected
+
+
+def test_source_records_what_the_environment_set():
+    cfg = load({"CWIST_HTTP_BATCH": "32", "UNRELATED": "x"})
+    assert dict(cfg.source) == {"CWIST_HTTP_BATCH": "32"}
