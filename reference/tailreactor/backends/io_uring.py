@@ -37,6 +37,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 
 from .base import ERR, IN, OUT, RDHUP, READ, WRITE, check_direction, closed_error
 
@@ -151,7 +152,7 @@ class IoUringBackend:
         if self._closed:
             raise closed_error(self.name)
         self.waits += 1
-        cqes = self._ring.wait(timeout_s) or ()
+        cqes = self._wait_retrying_eintr(timeout_s)
         out: list[tuple[object, int]] = []
         armed = self._armed
         for cqe in cqes:
@@ -167,6 +168,25 @@ class IoUringBackend:
                 res = ERR
             out.append((entry[1], res))
         return out
+
+    def _wait_retrying_eintr(self, timeout_s: float | None):
+        """``ring.wait`` with PEP 475 semantics: a signal does not end the wait early.
+
+        uring-api raises ``InterruptedError`` when a signal interrupts
+        ``io_uring_enter`` (after Python has run the handler); stdlib
+        ``epoll.poll`` retries with the remaining time instead.  Doing the same
+        keeps "a wait never returns before its timeout" true on both backends.
+        A handler that raises (SIGINT's KeyboardInterrupt) still propagates.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            try:
+                return self._ring.wait(timeout_s) or ()
+            except InterruptedError:
+                if deadline is not None:
+                    timeout_s = deadline - time.monotonic()
+                    if timeout_s <= 0:
+                        return ()
 
     def flush(self) -> int:
         if self._closed:
