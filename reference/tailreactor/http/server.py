@@ -31,8 +31,8 @@ thread is doing -- possibly in the middle of a round, inside the backend.
 Calling ``reactor.stop()`` from there would re-enter the backend (wake).  So
 the handler does nothing; ``signal.set_wakeup_fd`` makes the C-level handler
 write the signal number to a pipe whose read end is armed in the reactor, and
-the stop happens in an ordinary reactor callback.  This also wakes a wait
-that retries on EINTR without returning to Python.
+the stop happens in an ordinary reactor callback.  (Both backends retry a
+wait interrupted by a signal, PEP 475; the pipe is what ends it.)
 """
 
 from __future__ import annotations
@@ -164,29 +164,13 @@ def serve(cfg: _config.Config, host: str, port: int, *, worker: int = 0, on_read
         try:
             if on_ready is not None:
                 on_ready(listener, reactor)
-            _run_until_stopped(reactor)
+            reactor.run()
         finally:
             stopper.close()
             listener.close()  # the listening socket first, then every connection
     finally:
         reactor.close()
     return EXIT_OK
-
-
-def _run_until_stopped(reactor: Reactor) -> None:
-    """``reactor.run()``, resumed if a signal interrupts the backend's wait.
-
-    uring-api's ``Ring.wait`` raises ``InterruptedError`` on EINTR instead of
-    retrying as the stdlib does (PEP 475).  The signal's byte is in the
-    wakeup pipe, so the next round sees it and stops; nothing is lost by
-    running on.
-    """
-    while True:
-        try:
-            reactor.run()
-            return
-        except InterruptedError:
-            continue
 
 
 def _announce(host: str, port: int, backend: str, workers: int) -> None:
