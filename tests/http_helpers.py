@@ -16,14 +16,11 @@ Responses are split and parsed with ``httptools.HttpResponseParser``.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import platform
 import re
 import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -253,15 +250,15 @@ class BenchProcess:
             self.proc.wait(IO_TIMEOUT_S)
 
 
-def start_bench(args: list[str] = (), env: dict | None = None, preexec_fn=None) -> BenchProcess:
+def start_bench(args: list[str] = (), env: dict | None = None, prefix: list[str] = ()) -> BenchProcess:
     """Start the server and wait for its start line on stderr (bounded).
 
     stderr is read unbuffered with ``os.read``: a buffered ``readline`` could
     hold the start line in its buffer while ``select`` waits for more bytes.
     """
-    proc = subprocess.Popen(bench_command() + ["--port", "0", *args], env=env or bench_env(),
+    proc = subprocess.Popen([*prefix, *bench_command(), "--port", "0", *args], env=env or bench_env(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, bufsize=0, preexec_fn=preexec_fn)
+                            stderr=subprocess.PIPE, bufsize=0)
     fd = proc.stderr.fileno()
     seen = ""
     deadline = time.monotonic() + IO_TIMEOUT_S
@@ -281,48 +278,14 @@ def start_bench(args: list[str] = (), env: dict | None = None, preexec_fn=None) 
     raise AssertionError(f"no start line; exit {proc.returncode}; stderr: {seen + rest.decode(errors='replace')!r}")
 
 
-def run_bench(args: list[str] = (), env: dict | None = None, preexec_fn=None) -> subprocess.CompletedProcess:
+def run_bench(args: list[str] = (), env: dict | None = None, prefix: list[str] = ()) -> subprocess.CompletedProcess:
     """Run the server expecting it to exit on its own (config errors)."""
-    return subprocess.run(bench_command() + list(args), env=env or bench_env(), text=True,
-                          stdin=subprocess.DEVNULL, capture_output=True, timeout=IO_TIMEOUT_S * 2,
-                          preexec_fn=preexec_fn)
+    return subprocess.run([*prefix, *bench_command(), *args], env=env or bench_env(), text=True,
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=IO_TIMEOUT_S * 2)
 
 
-# -- a real io_uring denial: seccomp filter in the child ---------------------
-_SYS_IO_URING_SETUP = 425  # same number on x86_64 and aarch64 (unified syscall table)
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-
-
-def deny_io_uring_setup() -> None:
-    """preexec_fn: install a seccomp filter making io_uring_setup fail with EPERM.
-
-    This is what Docker's default profile does; the child then sees the real
-    kernel error, not a simulated one.  BPF program: check the arch, load the
-    syscall number, return ERRNO(EPERM) for io_uring_setup, ALLOW otherwise.
-    """
-    arch = _AUDIT_ARCH[platform.machine()]
-    BPF_LD_W_ABS, BPF_JEQ_K, BPF_RET_K = 0x20, 0x15, 0x06
-    SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
-    SECCOMP_RET_KILL = 0
-    insns = [
-        (BPF_LD_W_ABS, 0, 0, 4),                      # A = seccomp_data.arch
-        (BPF_JEQ_K, 1, 0, arch),                       # arch ok? skip the kill
-        (BPF_RET_K, 0, 0, SECCOMP_RET_KILL),
-        (BPF_LD_W_ABS, 0, 0, 0),                       # A = seccomp_data.nr
-        (BPF_JEQ_K, 0, 1, _SYS_IO_URING_SETUP),
-        (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | 1),      # EPERM
-        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
-    ]
-    prog_bytes = b"".join(struct.pack("HBBI", *i) for i in insns)
-    buf = ctypes.create_string_buffer(prog_bytes, len(prog_bytes))
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    prog = SockFprog(len(insns), ctypes.addressof(buf))
-    libc = ctypes.CDLL(None, use_errno=True)
-    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+# -- a real io_uring denial ------------------------------------------------------
+#: Command prefix running the rest with io_uring_setup failing EPERM (a seccomp
+#: filter installed by tests/seccomp_deny.py, then exec: no preexec_fn, which
+#: is unsafe in a threaded pytest worker).
+DENY_IO_URING = [sys.executable, str(Path(__file__).resolve().parent / "seccomp_deny.py"), "EPERM", "--"]

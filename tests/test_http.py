@@ -19,7 +19,7 @@ import time
 import pytest
 
 from http_helpers import (
-    FIXTURES, Pump, ServerThread, bench_env, connect, deny_io_uring_setup, exchange, get,
+    FIXTURES, Pump, ServerThread, bench_env, connect, DENY_IO_URING, exchange, get,
     only_connection, read_responses, read_to_eof, run_bench, start_bench,
 )
 from tailreactor import READ, WRITE
@@ -367,7 +367,7 @@ def test_bad_arguments_exit_2(args):
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_explicit_io_uring_unavailable_exits_2_and_auto_falls_back(workers):
     env = bench_env(CWIST_REACTOR_BACKEND="io_uring")
-    done = run_bench(["--port", "0", "--workers", workers], env=env, preexec_fn=deny_io_uring_setup)
+    done = run_bench(["--port", "0", "--workers", workers], env=env, prefix=DENY_IO_URING)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "CWIST_REACTOR_BACKEND=io_uring" in lines[0], done.stderr
@@ -375,7 +375,7 @@ def test_explicit_io_uring_unavailable_exits_2_and_auto_falls_back(workers):
     assert "Traceback" not in done.stderr
 
     srv = start_bench(["--workers", workers], env=bench_env(CWIST_REACTOR_BACKEND="auto"),
-                      preexec_fn=deny_io_uring_setup)
+                      prefix=DENY_IO_URING)
     try:
         assert srv.backend == "epoll"
         assert exchange(srv.port, get("/plaintext"))[0].status == 200
