@@ -1,0 +1,210 @@
+"""Test harness: real socketpairs, a recording backend, bounded waits, watchdogs.
+
+Role
+----
+Small tools the conformance tests share.  Nothing here replaces the path
+under test: sockets are real, backends are real (wrapped only to *record*
+what they returned), and waiting is for real kernel events.
+
+Liveness
+--------
+A broken backend can lose an event or a wake-up, and a test must then fail,
+not hang.  Every "eventually" in the suite is bounded by :data:`LIVENESS_S`
+seconds of real time.  That bound is never a performance threshold: a
+conforming backend meets it by orders of magnitude, and it is reached only
+when the code under test is broken.  :class:`Watchdog` rescues a blocked
+wait by making an armed "rescue" fd readable, so even a backend whose
+``wake()`` does nothing cannot hang the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections import Counter
+
+__all__ = [
+    "LIVENESS_S", "Pair", "make_pair", "RecordingBackend", "collect", "open_fd_count",
+    "wait_until_blocked", "Watchdog", "fill_send_buffer",
+]
+
+#: Upper bound (s) for anything the suite waits for; reached only on failure.
+LIVENESS_S = 3.0
+
+
+class Pair:
+    """A connected non-blocking socketpair: ``ours`` is armed, ``peer`` writes to it."""
+
+    __slots__ = ("ours", "peer")
+
+    def __init__(self):
+        self.ours, self.peer = socket.socketpair()
+        self.ours.setblocking(False)
+        self.peer.setblocking(False)
+
+    @property
+    def fd(self) -> int:
+        return self.ours.fileno()
+
+    def make_readable(self, data: bytes = b"x") -> None:
+        self.peer.send(data)
+
+    def drain(self) -> bytes:
+        """Read everything buffered on ``ours`` (empty when nothing is)."""
+        out = bytearray()
+        while True:
+            try:
+                chunk = self.ours.recv(65536)
+            except BlockingIOError:
+                return bytes(out)
+            if not chunk:
+                return bytes(out)
+            out += chunk
+
+    def close(self) -> None:
+        self.ours.close()
+        self.peer.close()
+
+
+def make_pair() -> Pair:
+    return Pair()
+
+
+def fill_send_buffer(sock: socket.socket) -> None:
+    """Write to non-blocking ``sock`` until the kernel refuses more (not writable)."""
+    chunk = b"\0" * 65536
+    while True:
+        try:
+            sock.send(chunk)
+        except BlockingIOError:
+            return
+
+
+class RecordingBackend:
+    """Wraps a backend and records what it returned, so tests can compare the
+    reactor's dispatch order with the backend's own order.
+
+    ``batches``: one list of tokens per ``wait`` that returned something;
+    ``flushes``: ``(callbacks_seen_so_far, returned)`` per ``flush`` call, where
+    the first item is set by the test through :meth:`note_callback`.
+    Every other attribute is the wrapped backend's.
+    """
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = getattr(inner, "name", type(inner).__name__)
+        self.batches: list[list] = []
+        self.flushes: list[tuple[int, int]] = []
+        self.callbacks = 0
+
+    def note_callback(self) -> None:
+        self.callbacks += 1
+
+    def arm(self, fd, direction, token):
+        return self.inner.arm(fd, direction, token)
+
+    def disarm(self, fd, direction):
+        return self.inner.disarm(fd, direction)
+
+    def wait(self, timeout_s):
+        got = self.inner.wait(timeout_s)
+        if got:
+            self.batches.append([tok for tok, _ in got])
+        return got
+
+    def flush(self):
+        n = self.inner.flush()
+        self.flushes.append((self.callbacks, n))
+        return n
+
+    def wake(self):
+        return self.inner.wake()
+
+    def close(self):
+        return self.inner.close()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def collect(backend, expected: int, *, extra_waits: int = 2, wait_s: float = 0.01) -> Counter:
+    """Call ``backend.wait`` until ``expected`` reports arrived (bounded by
+    :data:`LIVENESS_S`), then ``extra_waits`` more times with timeout 0 to catch
+    duplicates.  Returns a Counter of tokens (a token reported twice counts 2).
+    """
+    seen: Counter = Counter()
+    total = 0
+    deadline = time.monotonic() + LIVENESS_S
+    while total < expected and time.monotonic() < deadline:
+        for token, _ in backend.wait(wait_s):
+            seen[token] += 1
+            total += 1
+    for _ in range(extra_waits):
+        for token, _ in backend.wait(0):
+            seen[token] += 1
+    return seen
+
+
+def open_fd_count() -> int:
+    """How many file descriptors this process holds (Linux ``/proc/self/fd``)."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def wait_until_blocked(native_id: int, stop: threading.Event | None = None) -> bool:
+    """Return True once thread ``native_id`` sleeps in a syscall other than a
+    futex (i.e. in the backend's wait, not waiting for the GIL or a lock).
+
+    Reads ``/proc/self/task/<tid>/stat`` and ``wchan``; returns False after
+    :data:`LIVENESS_S` or if ``/proc`` cannot tell (the caller then acts anyway:
+    a wake made before the wait must work too, clause B7).
+    """
+    base = f"/proc/self/task/{native_id}/"
+    deadline = time.monotonic() + LIVENESS_S
+    while time.monotonic() < deadline and not (stop and stop.is_set()):
+        try:
+            with open(base + "stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            with open(base + "wchan") as f:
+                wchan = f.read().strip()
+        except OSError:
+            return False
+        if state == "S" and wchan not in ("", "0") and "futex" not in wchan:
+            return True
+        if wchan in ("", "0") and state == "S":
+            return False  # wchan hidden (kernel.kptr_restrict): cannot tell
+        time.sleep(0.0005)  # polling /proc: there is no event for "entered a syscall"
+    return False
+
+
+class Watchdog:
+    """Rescue a wait that a broken backend never ends.
+
+    ``Watchdog(rescue)`` starts a thread that calls ``rescue()`` once if
+    :meth:`done` was not called within :data:`LIVENESS_S`; ``fired`` tells
+    whether it had to.  Use as a context manager around the blocking call.
+    """
+
+    def __init__(self, rescue, timeout_s: float = LIVENESS_S):
+        self._rescue = rescue
+        self._timeout = timeout_s
+        self._done = threading.Event()
+        self.fired = False
+        self._thread = threading.Thread(target=self._watch, name="conformance-watchdog", daemon=True)
+
+    def _watch(self) -> None:
+        if not self._done.wait(self._timeout):
+            self.fired = True
+            self._rescue()
+
+    def done(self) -> None:
+        self._done.set()
+
+    def __enter__(self) -> "Watchdog":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done()
+        self._thread.join()

@@ -1,0 +1,269 @@
+"""pytest plugin: backend/reactor selection, clause markers, the per-clause table.
+
+Role
+----
+Registered as the ``pytest11`` entry point ``tailreactor_conformance``, so it
+is loaded in every pytest session of an environment where tailreactor is
+installed.  It stays inert unless conformance tests are collected: it only
+adds options and a marker.  What it does for conformance tests:
+
+* ``--backend NAME`` (repeatable; ``epoll``, ``io_uring``, ``selectors`` or
+  ``module:factory``) parametrizes every test over the backends under test
+  (default: the three shipped ones, io_uring skipped when the kernel refuses
+  it);
+* ``--reactor module:factory`` runs the reactor clauses against a third-party
+  reactor class or factory called like ``Reactor(backend, config=, clock=)``;
+* ``--clause ID`` (repeatable, or comma-separated; a letter ``B``/``R``/``H``
+  selects an area) deselects every other clause;
+* ``--conformance-profile ci|deep`` picks the Hypothesis profile;
+* every test must carry exactly one ``@pytest.mark.clause("ID")`` naming a
+  registered clause (a missing or unknown one is a collection error), and the
+  outcome of each test is folded into a clause x backend table printed at the
+  end of the session (``--conformance-json PATH`` also writes it as JSON).
+
+Works with pytest-xdist: the clause and backend travel with each test report
+as ``user_properties``, so the controller builds the table.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from . import profiles
+from .clauses import AREAS, CLAUSES, UnknownClause, clause
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+SHIPPED_BACKENDS = ("epoll", "io_uring", "selectors")
+DEFAULT_REACTOR = "tailreactor.reactor:Reactor"
+
+
+# -- options --------------------------------------------------------------------
+def pytest_addoption(parser):
+    group = parser.getgroup("tailreactor-conformance", "tailreactor conformance suite")
+    group.addoption("--backend", action="append", dest="conformance_backends", default=None,
+                    metavar="NAME",
+                    help="backend under test: epoll, io_uring, selectors or module:factory "
+                         "(repeatable; default: the three shipped backends)")
+    group.addoption("--reactor", dest="conformance_reactor", default=None, metavar="MODULE:FACTORY",
+                    help="reactor under test, called as factory(backend, config=..., clock=...) "
+                         f"(default {DEFAULT_REACTOR})")
+    group.addoption("--clause", action="append", dest="conformance_clauses", default=None,
+                    metavar="ID", help="run only these clauses (B1, R10, ...; B/R/H = a whole area; "
+                                       "repeatable or comma-separated)")
+    group.addoption("--conformance-profile", dest="conformance_profile", default="ci",
+                    choices=sorted(profiles.PROFILES),
+                    help="Hypothesis profile for the property tests (default ci)")
+    group.addoption("--conformance-json", dest="conformance_json", default=None, metavar="PATH",
+                    help="write the clause x backend results as JSON")
+
+
+# -- resolving names -------------------------------------------------------------
+def resolve(spec: str):
+    """Import ``module:attr`` and return the attribute.
+
+    Raises ``pytest.UsageError`` with one line naming the spec and the reason.
+    """
+    mod_name, sep, attr = spec.partition(":")
+    if not sep or not mod_name or not attr:
+        raise pytest.UsageError(f"{spec!r} is not module:factory")
+    try:
+        return getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise pytest.UsageError(f"{spec!r} cannot be loaded: {exc}") from None
+
+
+def backend_names(config) -> list[str]:
+    return list(config.getoption("conformance_backends") or SHIPPED_BACKENDS)
+
+
+def reactor_spec(config) -> str:
+    return config.getoption("conformance_reactor") or DEFAULT_REACTOR
+
+
+def selected_clauses(config) -> set[str] | None:
+    """Clause ids chosen with ``--clause`` (areas expanded), or None for all."""
+    raw = config.getoption("conformance_clauses")
+    if not raw:
+        return None
+    chosen: set[str] = set()
+    for part in ",".join(raw).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part in AREAS:
+            chosen.update(c.id for c in CLAUSES if c.id[0] == part)
+            continue
+        try:
+            chosen.add(clause(part).id)
+        except UnknownClause as exc:
+            raise pytest.UsageError(f"--clause: {exc}") from None
+    return chosen
+
+
+class _State:
+    """Per-session results: {(clause, backend): {"passed": n, ..., "failures": [...]}}."""
+
+    def __init__(self):
+        self.results: dict[tuple[str, str], dict] = {}
+        self.collected: dict[str, int] = {}
+        self.active = False  # conformance tests were collected or reported
+
+
+_STATE_KEY = pytest.StashKey[_State]()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "clause(id): the conformance clause this test checks")
+    profiles.register()
+    profiles.select(config.getoption("conformance_profile"))
+    config.stash[_STATE_KEY] = _State()
+    config.pluginmanager.register(_Recorder(config), "tailreactor-conformance-recorder")
+    specs = list(config.getoption("conformance_backends") or [])
+    if config.getoption("conformance_reactor"):
+        specs.append(config.getoption("conformance_reactor"))
+    if any(":" in s for s in specs) and os.getcwd() not in sys.path:
+        # module:factory names are resolved like `python -m` would: from the
+        # current directory (a project testing its own backend).
+        sys.path.insert(0, os.getcwd())
+    if config.getoption("conformance_reactor"):
+        resolve(config.getoption("conformance_reactor"))  # fail early, one line
+    selected_clauses(config)  # validate ids early
+
+
+def pytest_report_header(config):
+    if not _is_conformance_run(config):
+        return None
+    seed = config.getoption("hypothesis_seed", None) if profiles.name() == "deep" else "derandomized"
+    return (f"tailreactor conformance: backends={', '.join(backend_names(config))}; "
+            f"reactor={reactor_spec(config)}; profile={profiles.name()}; seed={seed}")
+
+
+def _is_conformance_run(config) -> bool:
+    args = [str(a) for a in config.args]
+    return any(str(PACKAGE_DIR) in str(Path(a).resolve()) or "tailreactor_conformance" in a
+               for a in args)
+
+
+# -- collection ------------------------------------------------------------------
+def _is_conformance_item(item) -> bool:
+    return PACKAGE_DIR in Path(str(item.path)).resolve().parents
+
+
+def pytest_generate_tests(metafunc):
+    if "conformance_backend" in metafunc.fixturenames:
+        names = backend_names(metafunc.config)
+        metafunc.parametrize("conformance_backend", names, ids=[n.replace(":", "-") for n in names])
+
+
+def pytest_collection_modifyitems(session, config, items):
+    state = config.stash[_STATE_KEY]
+    chosen = selected_clauses(config)
+    keep, drop = [], []
+    for item in items:
+        if not _is_conformance_item(item):
+            keep.append(item)
+            continue
+        marks = list(item.iter_markers("clause"))
+        if len(marks) != 1 or len(marks[0].args) != 1:
+            raise pytest.UsageError(f"{item.nodeid}: a conformance test needs exactly one "
+                                    f"@pytest.mark.clause('ID') marker")
+        try:
+            cid = clause(marks[0].args[0]).id
+        except UnknownClause as exc:
+            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+        if chosen is not None and cid not in chosen:
+            drop.append(item)
+            continue
+        state.active = True
+        backend = getattr(item, "callspec", None) and item.callspec.params.get("conformance_backend")
+        item.user_properties.append(("clause", cid))
+        item.user_properties.append(("backend", backend or "-"))
+        state.collected[cid] = state.collected.get(cid, 0) + 1
+        keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+# -- results ---------------------------------------------------------------------
+def status(cell: dict | None) -> str:
+    """``FAIL`` if any test failed, ``pass`` if any passed, ``skip``, or ``not run``."""
+    if not cell:
+        return "not run"
+    if cell["failed"]:
+        return "FAIL"
+    if cell["passed"]:
+        return "pass"
+    return "skip"
+
+
+class _Recorder:
+    """Folds test reports into clause x backend cells; prints and writes them."""
+
+    def __init__(self, config):
+        self.config = config
+
+    @property
+    def state(self) -> _State:
+        return self.config.stash[_STATE_KEY]
+
+    def pytest_runtest_logreport(self, report):
+        props = dict(getattr(report, "user_properties", ()) or ())
+        cid = props.get("clause")
+        if cid is None:
+            return
+        # One outcome per phase that matters: the call, or a setup/teardown that did not pass.
+        if report.when == "call" or (report.when in ("setup", "teardown") and not report.passed):
+            if report.when == "teardown" and report.skipped:
+                return
+            outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
+            self._record(cid, props.get("backend", "-"), outcome, report.nodeid)
+
+    def _record(self, cid: str, backend: str, outcome: str, nodeid: str) -> None:
+        state = self.state
+        state.active = True
+        cell = state.results.setdefault((cid, backend), {"passed": 0, "failed": 0, "skipped": 0,
+                                                          "failures": [], "skips": []})
+        cell[outcome] += 1
+        names = cell["failures"] if outcome == "failed" else cell["skips"] if outcome == "skipped" else None
+        if names is not None and nodeid not in names:
+            names.append(nodeid)
+
+    def summary(self) -> dict:
+        """The results as a JSON-able dict (also what ``--conformance-json`` writes)."""
+        config, state = self.config, self.state
+        backends = backend_names(config)
+        chosen = selected_clauses(config)
+        rows = {}
+        for c in CLAUSES:
+            if chosen is not None and c.id not in chosen:
+                continue
+            rows[c.id] = {b: {"status": status(state.results.get((c.id, b))),
+                              **(state.results.get((c.id, b)) or {})} for b in backends}
+        order = [c.id for c in CLAUSES]
+        failed = sorted({cid for (cid, _), cell in state.results.items() if cell["failed"]},
+                        key=order.index)
+        return {"backends": backends, "reactor": reactor_spec(config), "profile": profiles.name(),
+                "clauses": rows, "failed_clauses": failed, "collected": dict(state.collected)}
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        if hasattr(config, "workerinput") or not self.state.results:
+            return
+        from .table import render
+
+        out = io.StringIO()
+        render(self.summary(), out, width=terminalreporter._tw.fullwidth,
+               color=terminalreporter.hasmarkup)
+        terminalreporter.write(out.getvalue())
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        path = self.config.getoption("conformance_json")
+        if path and not hasattr(self.config, "workerinput"):
+            Path(path).write_text(json.dumps(self.summary(), indent=2) + "\n")

@@ -1,0 +1,65 @@
+"""The per-clause pass/fail table (rich), from the plugin's summary dict.
+
+Role
+----
+Turns ``{"clauses": {id: {backend: {"status": ...}}}}`` into one table: a row
+per clause, a column per backend under test, then the failing tests of each
+failing clause.  Also renders the registry alone (``--list``).
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .clauses import CLAUSES, clause
+
+__all__ = ["render", "render_registry"]
+
+_STYLE = {"pass": "green", "FAIL": "bold red", "skip": "yellow", "not run": "dim"}
+
+
+def _console(out, width: int, color: bool) -> Console:
+    return Console(file=out, width=max(width, 100), force_terminal=color, no_color=not color,
+                   highlight=False, soft_wrap=False)
+
+
+def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None:
+    """Write the clause x backend table of ``summary`` (see ``plugin.summary``) to ``out``."""
+    console = _console(out, width, color)
+    backends = summary["backends"]
+    table = Table(title=f"tailreactor conformance -- reactor {summary['reactor']}, "
+                        f"profile {summary['profile']}", title_justify="left")
+    table.add_column("clause", no_wrap=True)
+    table.add_column("requirement", overflow="fold")
+    for b in backends:
+        table.add_column(b, no_wrap=True)
+    for cid, cells in summary["clauses"].items():
+        row = [cid, clause(cid).title]
+        for b in backends:
+            st = cells[b]["status"]
+            row.append(f"[{_STYLE[st]}]{st}[/]")
+        table.add_row(*row)
+    console.print(table)
+    failing = [(cid, b, cells[b]["failures"]) for cid, cells in summary["clauses"].items()
+               for b in backends if cells[b]["status"] == "FAIL"]
+    if failing:
+        console.print("[bold red]failing clauses[/]")
+        for cid, b, nodeids in failing:
+            console.print(f"  {cid} on {b}: {clause(cid).text}")
+            for nodeid in nodeids:
+                console.print(f"      {nodeid}")
+    else:
+        console.print("[green]no clause failed[/]")
+
+
+def render_registry(out, *, width: int = 120, color: bool = False) -> None:
+    """Write every registered clause: id, requirement, source."""
+    console = _console(out, width, color)
+    table = Table(title="tailreactor conformance clauses", title_justify="left")
+    table.add_column("clause", no_wrap=True)
+    table.add_column("requirement", overflow="fold", ratio=3)
+    table.add_column("source", overflow="fold", ratio=2)
+    for c in CLAUSES:
+        table.add_row(c.id, c.text, c.source)
+    console.print(table)

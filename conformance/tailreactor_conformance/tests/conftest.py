@@ -1,0 +1,95 @@
+"""Fixtures of the conformance tests: the backend and reactor under test, sockets, a clock.
+
+``conformance_backend`` (a backend name) is parametrized by the plugin from
+``--backend``; everything here builds on it.  Each fixture closes what it made.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tailreactor import Config
+from tailreactor.backends import IoUringUnavailable, create_backend
+from tailreactor.clock import ManualClock
+
+from tailreactor_conformance.harness import Pair
+from tailreactor_conformance.plugin import reactor_spec, resolve
+
+
+@pytest.fixture
+def make_backend(conformance_backend, request):
+    """``make_backend()`` -> a fresh backend of the kind under test (closed at teardown).
+
+    io_uring that the kernel refuses is skipped when it was not asked for
+    explicitly, and an error when it was (never silently another backend).
+    """
+    made = []
+    explicit = bool(request.config.getoption("conformance_backends"))
+
+    def make():
+        try:
+            b = create_backend(conformance_backend)
+        except IoUringUnavailable as exc:
+            if explicit:
+                raise
+            pytest.skip(f"io_uring unavailable here: {exc}")
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        try:
+            b.close()
+        except Exception:  # noqa: BLE001 - a test may have closed it, or a mutant may misbehave
+            pass
+
+
+@pytest.fixture
+def reactor_factory(request):
+    """The reactor class/factory under test (``--reactor``), called as
+    ``factory(backend, config=..., clock=...)``."""
+    return resolve(reactor_spec(request.config))
+
+
+@pytest.fixture
+def make_reactor(make_backend, reactor_factory):
+    """``make_reactor(clock=None, backend=None, **config_attrs)`` -> a reactor on
+    the backend under test.  ``backend`` may wrap a backend from ``make_backend``
+    (e.g. a RecordingBackend).  Config starts from the defaults, never from the
+    environment.  Closed at teardown.
+    """
+    made = []
+
+    def make(clock=None, backend=None, **attrs):
+        cfg = Config.default().replace(**attrs)
+        kw = {"clock": clock} if clock is not None else {}
+        r = reactor_factory(backend if backend is not None else make_backend(), config=cfg, **kw)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        try:
+            r.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+@pytest.fixture
+def pairs():
+    """``pairs(n)`` -> n connected non-blocking socketpairs (closed at teardown)."""
+    made: list[Pair] = []
+
+    def make(n: int = 1) -> list[Pair]:
+        new = [Pair() for _ in range(n)]
+        made.extend(new)
+        return new
+
+    yield make
+    for p in made:
+        p.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()

@@ -1,0 +1,436 @@
+"""Backend clauses B1-B16, checked on the backend object itself (tokens in,
+``(token, revents)`` out), on real socketpairs and pipes.
+
+Clauses that the reactor must uphold on top of a backend (B4, the in-batch
+half of B5, the reactor half of B12) are in ``test_backend_via_reactor.py``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import resource
+import socket
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from tailreactor.backends import READ, WRITE
+from tailreactor.backends.base import SATISFIES
+from tailreactor_conformance.harness import (
+    LIVENESS_S, Watchdog, collect, fill_send_buffer, open_fd_count, wait_until_blocked,
+)
+
+DIRECTIONS = pytest.mark.parametrize("direction", [READ, WRITE], ids=["read", "write"])
+
+
+# -- B1 ------------------------------------------------------------------------
+@pytest.mark.clause("B1")
+@DIRECTIONS
+def test_each_arming_is_reported_exactly_once(make_backend, pairs, direction):
+    b = make_backend()
+    ps = pairs(200)
+    for i, p in enumerate(ps):
+        p.make_readable()  # readable, and writable anyway: both stay ready throughout
+        b.arm(p.fd, direction, ("first", i))
+    # Extra waits while every fd is still ready: a one-shot token must not come back.
+    assert collect(b, 200, extra_waits=3) == Counter({("first", i): 1 for i in range(200)})
+    for i in range(0, 200, 20):
+        b.arm(ps[i].fd, direction, ("again", i))
+    assert collect(b, 10, extra_waits=3) == Counter({("again", i): 1 for i in range(0, 200, 20)})
+
+
+# -- B2 ------------------------------------------------------------------------
+@pytest.mark.clause("B2")
+def test_readiness_present_when_armed_is_reported(make_backend, pairs):
+    b = make_backend()
+    r, w = pairs(2)
+    r.make_readable()
+    b.arm(r.fd, READ, "already readable")
+    b.arm(w.fd, WRITE, "already writable")  # a fresh socket has room in its send buffer
+    assert collect(b, 2) == Counter({"already readable": 1, "already writable": 1})
+
+
+@pytest.mark.clause("B2")
+def test_rearm_after_a_partial_read_sees_the_rest(make_backend, pairs):
+    b = make_backend()
+    (p,) = pairs(1)
+    p.make_readable(b"0123456789")
+    b.arm(p.fd, READ, "first")
+    assert collect(b, 1) == Counter({"first": 1})
+    assert p.ours.recv(4) == b"0123"  # six bytes are still buffered
+    b.arm(p.fd, READ, "rest")
+    assert collect(b, 1) == Counter({"rest": 1})
+
+
+# -- B3 ------------------------------------------------------------------------
+@pytest.mark.clause("B3")
+def test_disarmed_token_is_never_reported(make_backend, pairs):
+    b = make_backend()
+    p, control = pairs(2)
+    b.arm(p.fd, READ, "disarmed")
+    b.flush()                 # the arming has reached the kernel...
+    p.make_readable()         # ...and the fd became ready before the disarm
+    b.disarm(p.fd, READ)
+    control.make_readable()
+    b.arm(control.fd, READ, "control")  # proves the waits below do report
+    assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+
+
+@pytest.mark.clause("B3")
+def test_disarm_of_one_direction_keeps_the_other(make_backend, pairs):
+    b = make_backend()
+    (p,) = pairs(1)
+    p.make_readable()
+    b.arm(p.fd, READ, "read")
+    b.arm(p.fd, WRITE, "write")
+    b.disarm(p.fd, READ)
+    b.disarm(p.fd, READ)  # disarming what is not armed does nothing
+    assert collect(b, 1, extra_waits=3) == Counter({"write": 1})
+
+
+# -- B5 ------------------------------------------------------------------------
+@pytest.mark.clause("B5")
+def test_reused_fd_number_never_gets_the_old_report(make_backend, pairs):
+    b = make_backend()
+    old, new, control = pairs(3)
+    old.make_readable()
+    b.arm(old.fd, READ, "old")
+    b.flush()                      # the old registration is ready in the kernel
+    b.disarm(old.fd, READ)
+    number = old.ours.detach()
+    os.dup2(new.ours.fileno(), number)  # closes the old socket; its number now names `new`
+    with socket.socket(fileno=number) as reused:
+        b.arm(number, READ, "new")     # not readable yet
+        control.make_readable()
+        b.arm(control.fd, READ, "control")
+        assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+        new.make_readable()
+        assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+        b.disarm(reused.fileno(), READ)
+
+
+# -- B6 ------------------------------------------------------------------------
+def _reported_once(b, token, direction):
+    got = []
+    deadline = time.monotonic() + LIVENESS_S
+    while not got and time.monotonic() < deadline:
+        got = b.wait(0.01)
+    got += b.wait(0)
+    assert [tok for tok, _ in got] == [token]
+    revents = got[0][1]
+    assert revents & SATISFIES[direction], f"revents {revents:#x} do not satisfy the direction"
+
+
+@pytest.mark.clause("B6")
+def test_peer_close_reaches_the_read_token(make_backend, pairs):
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "eof")
+    b.flush()
+    p.peer.close()
+    _reported_once(b, "eof", READ)
+    assert p.ours.recv(1) == b""
+
+
+@pytest.mark.clause("B6")
+def test_pipe_hangup_without_data_reaches_the_read_token(make_backend):
+    b = make_backend()
+    r, w = os.pipe()
+    try:
+        b.arm(r, READ, "hup")
+        b.flush()
+        os.close(w)  # POLLHUP alone: no POLLIN on a pipe whose writers are gone
+        w = -1
+        _reported_once(b, "hup", READ)
+        b.disarm(r, READ)
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+
+
+@pytest.mark.clause("B6")
+def test_error_without_room_reaches_the_write_token(make_backend):
+    b = make_backend()
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        while True:  # fill the pipe: POLLOUT is gone
+            try:
+                os.write(w, b"\0" * 65536)
+            except BlockingIOError:
+                break
+        os.close(r)  # no reader left: POLLERR alone
+        r = -1
+        b.arm(w, WRITE, "err")
+        _reported_once(b, "err", WRITE)
+        b.disarm(w, WRITE)
+    finally:
+        os.close(w)
+        if r >= 0:
+            os.close(r)
+
+
+@pytest.mark.clause("B6")
+def test_reset_by_peer_reaches_the_read_token(make_backend):
+    b = make_backend()
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        cli = socket.create_connection(srv.getsockname(), timeout=LIVENESS_S)
+        acc, _ = srv.accept()
+        with cli:
+            cli.setblocking(False)
+            b.arm(cli.fileno(), READ, "reset")
+            b.flush()
+            acc.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+            acc.close()  # linger 0: RST, the client socket gets ECONNRESET
+            _reported_once(b, "reset", READ)
+            b.disarm(cli.fileno(), READ)
+
+
+# -- B7 ------------------------------------------------------------------------
+def _blocking_wait(b, rescue_pair):
+    """``b.wait(None)`` guarded by a watchdog that makes the rescue fd readable."""
+    b.arm(rescue_pair.fd, READ, "rescue")
+    with Watchdog(rescue_pair.make_readable) as dog:
+        got = b.wait(None)
+        dog.done()
+    assert not dog.fired, "wait(None) did not return after wake(); the watchdog had to end it"
+    assert "rescue" not in [tok for tok, _ in got]
+
+
+@pytest.mark.clause("B7")
+def test_wake_from_another_thread_ends_a_blocked_wait(make_backend, pairs):
+    b = make_backend()
+    (rescue,) = pairs(1)
+    waiter = threading.get_native_id()
+
+    def wake_when_blocked():
+        wait_until_blocked(waiter)
+        b.wake()
+
+    t = threading.Thread(target=wake_when_blocked)
+    t.start()
+    try:
+        _blocking_wait(b, rescue)
+    finally:
+        t.join()
+
+
+@pytest.mark.clause("B7")
+def test_wake_before_the_wait_is_not_lost(make_backend, pairs):
+    b = make_backend()
+    (rescue,) = pairs(1)
+    t = threading.Thread(target=b.wake)
+    t.start()
+    t.join()  # the wake is done; nobody was waiting
+    _blocking_wait(b, rescue)
+
+
+@pytest.mark.clause("B7")
+def test_wake_from_the_creating_thread_ends_a_wait_on_another(make_backend, pairs):
+    # A reactor built on one thread and run on another (a server started in a
+    # thread, stopped from main): wake() comes from the thread that created it.
+    b = make_backend()
+    (rescue,) = pairs(1)
+    b.arm(rescue.fd, READ, "rescue")
+    result: dict = {}
+
+    def waiter():
+        result["tid"] = threading.get_native_id()
+        started.set()
+        result["got"] = b.wait(None)
+
+    started = threading.Event()
+    t = threading.Thread(target=waiter)
+    t.start()
+    started.wait()
+    wait_until_blocked(result["tid"])
+    b.wake()
+    t.join(LIVENESS_S)
+    rescued = t.is_alive()
+    if rescued:
+        rescue.make_readable()
+        t.join()
+    assert not rescued, "wake() from the creating thread did not end a wait on another thread"
+    assert "rescue" not in [tok for tok, _ in result["got"]]
+
+
+# -- B8 ------------------------------------------------------------------------
+@pytest.mark.clause("B8")
+@pytest.mark.parametrize("timeout_s", [0.001, 0.02, 0.05])
+def test_wait_timeout_is_never_early(make_backend, pairs, timeout_s):
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    # The one legitimate wall-clock check: elapsed >= timeout on a monotonic
+    # clock.  No upper bound: a loaded machine may return late, never early.
+    t0 = time.monotonic_ns()
+    got = b.wait(timeout_s)
+    elapsed = time.monotonic_ns() - t0
+    assert got == []
+    assert elapsed >= timeout_s * 1e9, f"wait({timeout_s}) returned after {elapsed / 1e6:.3f} ms"
+
+
+# -- B9 ------------------------------------------------------------------------
+def _ordered_reports(b, n):
+    order = []
+    deadline = time.monotonic() + LIVENESS_S
+    while len(order) < n and time.monotonic() < deadline:
+        order += [tok for tok, _ in b.wait(0.01)]
+    return order
+
+
+@pytest.mark.clause("B9")
+def test_already_ready_fds_are_reported_in_arm_order(make_backend, pairs):
+    b = make_backend()
+    ps = pairs(32)
+    order = list(range(32))
+    random.Random(9).shuffle(order)  # not fd order
+    for i in order:
+        ps[i].make_readable()
+        b.arm(ps[i].fd, READ, i)
+    assert _ordered_reports(b, 32) == order
+
+
+@pytest.mark.clause("B9")
+def test_fds_are_reported_in_the_order_they_became_ready(make_backend, pairs):
+    b = make_backend()
+    ps = pairs(32)
+    for i, p in enumerate(ps):
+        b.arm(p.fd, READ, i)
+    b.flush()
+    order = list(range(32))
+    random.Random(10).shuffle(order)
+    for i in order:
+        ps[i].make_readable()
+    assert _ordered_reports(b, 32) == order
+
+
+# -- B10 -----------------------------------------------------------------------
+@pytest.mark.clause("B10")
+def test_no_ready_token_starves_while_others_are_rearmed(make_backend, pairs):
+    b = make_backend()
+    ps = pairs(64)
+    for i, p in enumerate(ps):
+        p.make_readable()  # ready for good: every re-arm is ready at once
+        b.arm(p.fd, READ, i)
+    counts: Counter = Counter()
+    for _ in range(3 * len(ps)):  # enough waits for a fair backend with a batch of 1
+        for i, _rev in b.wait(0.01):
+            counts[i] += 1
+            b.arm(ps[i].fd, READ, i)
+    starved = [i for i in range(64) if counts[i] == 0]
+    assert not starved, f"tokens never reported while others were: {starved}"
+
+
+# -- B11 -----------------------------------------------------------------------
+@pytest.mark.clause("B11")
+def test_1024_fds_armed_at_once(make_backend, pairs):
+    need = 2 * 1024 + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    b = make_backend()
+    ps = pairs(1024)
+    for i, p in enumerate(ps[:512]):
+        p.make_readable()  # half ready when armed
+        b.arm(p.fd, READ, i)
+    for i, p in enumerate(ps[512:], 512):
+        b.arm(p.fd, READ, i)
+    b.flush()
+    for p in ps[512:]:
+        p.make_readable()  # half ready after
+    assert collect(b, 1024, extra_waits=3) == Counter({i: 1 for i in range(1024)})
+
+
+# -- B12 -----------------------------------------------------------------------
+@pytest.mark.clause("B12")
+def test_rearm_right_after_a_report_is_honoured(make_backend, pairs):
+    b = make_backend()
+    (p,) = pairs(1)
+    p.make_readable()  # stays readable
+    b.arm(p.fd, READ, 0)
+    for n in range(1, 6):
+        assert collect(b, 1, extra_waits=1) == Counter({n - 1: 1})
+        b.arm(p.fd, READ, n)  # re-armed between the report and the next wait
+    assert collect(b, 1, extra_waits=1) == Counter({5: 1})
+
+
+# -- B13 -----------------------------------------------------------------------
+@pytest.mark.clause("B13")
+def test_backend_use_after_close_raises(make_backend, pairs):
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "armed at close")
+    b.close()
+    with pytest.raises(RuntimeError):
+        b.arm(p.fd, READ, "late")
+    with pytest.raises(RuntimeError):
+        b.disarm(p.fd, READ)
+    with pytest.raises(RuntimeError):
+        b.wait(0)
+    b.close()  # idempotent
+
+
+# -- B14 -----------------------------------------------------------------------
+@pytest.mark.clause("B14")
+def test_arming_costs_no_fd_and_close_releases_them(make_backend, pairs):
+    a, c = pairs(2)
+    before = open_fd_count()
+    b = make_backend()
+    a.make_readable()
+    b.arm(a.fd, READ, "warm-up")  # let lazily created resources appear
+    collect(b, 1, extra_waits=0)
+    with_backend = open_fd_count()
+    for n in range(300):
+        b.arm(a.fd, READ, n)             # reported
+        b.arm(c.fd, WRITE, n)            # reported
+        b.arm(c.fd, READ, n)             # never ready: disarmed below
+        collect(b, 2, extra_waits=0)
+        b.disarm(c.fd, READ)
+    assert open_fd_count() == with_backend, "arming leaked file descriptors"
+    b.close()
+    assert open_fd_count() == before, "close() left file descriptors open"
+
+
+# -- B15 -----------------------------------------------------------------------
+@pytest.mark.clause("B15")
+def test_no_report_without_readiness(make_backend, pairs):
+    b = make_backend()
+    empty, full, control = pairs(3)
+    fill_send_buffer(full.ours)
+    b.arm(empty.fd, READ, "empty")
+    b.arm(full.fd, WRITE, "full")
+    control.make_readable()
+    b.arm(control.fd, READ, "control")
+    assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+    empty.make_readable()
+    while _has_more(full.peer):  # the peer reads everything: room again
+        full.peer.recv(1 << 20)
+    assert collect(b, 2) == Counter({"empty": 1, "full": 1})
+
+
+def _has_more(sock) -> bool:
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return False
+
+
+# -- B16 -----------------------------------------------------------------------
+@pytest.mark.clause("B16")
+@DIRECTIONS
+def test_arming_a_closed_fd_raises_ebadf(make_backend, direction):
+    b = make_backend()
+    s = socket.socket()
+    number = s.fileno()
+    s.close()
+    with pytest.raises(OSError) as info:
+        b.arm(number, direction, "closed")
+    assert info.value.errno == errno.EBADF
