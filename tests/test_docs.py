@@ -366,6 +366,21 @@ def test_link_check_fails_on_a_missing_anchor(tmp_path):
                         f"no heading with anchor #한-라운드-없음 in architecture.md"]
 
 
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_documented_bad_value_answer_is_the_servers(lang):
+    """The runtime-config page's shell example is what the real bench server prints."""
+    tokens = _MD.parse((DOCS / lang / "runtime-config.md").read_text(encoding="utf-8"))
+    session = next(t.content for t in tokens if t.type == "fence" and t.content.startswith("$ "))
+    command, answer = session.strip().split("\n")
+    assignment = command.split()[1]
+    name, _, value = assignment.partition("=")
+    done = subprocess.run([sys.executable, "-m", "tailreactor.http.server", "--port", "0"],
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", name: value})
+    assert done.returncode == 2
+    assert done.stderr.strip() == answer
+
+
 # -- the examples in the user docs run ----------------------------------------------------
 @pytest.mark.parametrize("page", ["en/getting-started.md", "ko/getting-started.md",
                                   "en/runtime-config.md", "ko/runtime-config.md"])

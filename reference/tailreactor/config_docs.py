@@ -36,6 +36,10 @@ __all__ = ["LANGS", "render", "page_path", "check", "main"]
 
 LANGS = ("en", "ko")
 
+#: How the bench server prefixes its error lines (``tailreactor.http.server.PROG``);
+#: not imported, so generating the docs does not need the HTTP stack.
+BENCH_PROG = "tailreactor-bench"
+
 #: Area key -> section title per language, in page order.  ``test`` collects
 #: every ``test_only`` row whatever its area.
 AREA_TITLES: dict[str, dict[str, str]] = {
@@ -136,12 +140,13 @@ by the test suite, so it lists exactly the variables the code reads.
 ## How values are read
 
 - A variable that is unset, empty or only spaces takes its default. Spaces around a value are ignored.
-- `tailreactor.config.load()` parses every variable at once. A `Reactor` created without an explicit
-  `config` calls it; a running reactor never re-reads the environment, so set variables before you start
-  the process.
+- `tailreactor.config.load()` parses every variable at once. `tailreactor-bench` calls it once at start,
+  before it forks its workers, and so does a `Reactor` created without an explicit `config`; nothing
+  re-reads the environment later, so set variables before you start the process.
 - Integers are plain decimal digits with an optional leading `-`: no `_`, no `+`, no `0x`, no units.
 - Parsing is **strict**. An invalid value raises `ConfigError`, whose message is one line naming the
-  variable, the value and what is accepted. Each knob below shows the exact message for one bad value.
+  variable, the value and what is accepted; `tailreactor-bench` prints that line and exits with status 2.
+  Each knob below shows the exact message for one bad value.
 - CWIST instead falls back **silently** to a default or clamps the value (the "CWIST" line of each knob).
   We do not: a silent fallback makes an A/B run measure something other than what the operator asked
   for, and nothing in its output would tell.
@@ -155,12 +160,13 @@ by the test suite, so it lists exactly the variables the code reads.
 ## 값을 읽는 방식
 
 - 설정하지 않았거나 비어 있거나 공백뿐인 변수는 기본값을 쓴다. 값 앞뒤의 공백은 무시한다.
-- `tailreactor.config.load()`가 모든 변수를 한꺼번에 파싱한다. `config`를 따로 넘기지 않고 만든
-  `Reactor`가 이 함수를 부른다. 돌고 있는 리액터는 환경 변수를 다시 읽지 않으므로, 프로세스를 띄우기
-  전에 설정해야 한다.
+- `tailreactor.config.load()`가 모든 변수를 한꺼번에 파싱한다. `tailreactor-bench`는 시작할 때 워커를
+  포크하기 전에 한 번 이 함수를 부르고, `config`를 따로 넘기지 않고 만든 `Reactor`도 이 함수를 부른다.
+  그 뒤에는 아무도 환경 변수를 다시 읽지 않으므로, 프로세스를 띄우기 전에 설정해야 한다.
 - 정수는 십진 숫자로만 쓴다. 맨 앞의 `-`만 허용하고 `_`, `+`, `0x`, 단위는 받지 않는다.
 - 파싱은 **엄격**하다. 잘못된 값이면 `ConfigError`가 나고, 메시지 한 줄에 변수 이름, 값, 허용 범위가
-  모두 들어 있다. 아래 각 변수 항목에 잘못된 값 하나에 대한 실제 메시지를 실었다.
+  모두 들어 있다. `tailreactor-bench`는 그 한 줄을 출력하고 종료 코드 2로 끝난다. 아래 각 변수 항목에
+  잘못된 값 하나에 대한 실제 메시지를 실었다.
 - CWIST는 잘못된 값을 만나면 **조용히** 기본값으로 바꾸거나 범위 안으로 잘라 낸다(각 변수의 "CWIST" 줄).
   여기서는 그렇게 하지 않는다. 조용히 바뀐 값으로 A/B를 돌리면 운영자가 요청한 것과 다른 것을 재게 되고,
   출력 어디에도 그 사실이 드러나지 않기 때문이다.
@@ -171,7 +177,8 @@ _EXAMPLES = {
     "en": """\
 ## Examples
 
-The arm of CWIST PR #375's A/B with age-based dispatch effectively off, on epoll (arm B of `--ab tail`):
+The arm of CWIST PR #375's A/B with age-based dispatch effectively off, on epoll (arm A, the baseline, of
+`--ab tail`):
 
 ```sh
 CWIST_REACTOR_BACKEND=epoll CWIST_REACTOR_TAIL_US=3600000 tailreactor-bench --port 3000
@@ -194,7 +201,7 @@ with Reactor("epoll", config=config) as reactor:
     assert reactor.config.tail_us == 0
 ```
 
-A bad value stops at load time with one line:
+A bad value stops the server at start with one line and exit status 2:
 
 ```text
 {error_example}
@@ -203,7 +210,7 @@ A bad value stops at load time with one line:
     "ko": """\
 ## 예시
 
-CWIST PR #375의 A/B 중 나이 기반 디스패치를 사실상 끈 쪽을 epoll에서 띄운다(`--ab tail`의 B):
+CWIST PR #375의 A/B 중 나이 기반 디스패치를 사실상 끈 쪽을 epoll에서 띄운다(`--ab tail`의 기준 쪽인 A):
 
 ```sh
 CWIST_REACTOR_BACKEND=epoll CWIST_REACTOR_TAIL_US=3600000 tailreactor-bench --port 3000
@@ -226,7 +233,7 @@ with Reactor("epoll", config=config) as reactor:
     assert reactor.config.tail_us == 0
 ```
 
-잘못된 값은 설정을 읽는 순간 한 줄짜리 오류로 멈춘다:
+잘못된 값이 있으면 서버는 시작하자마자 한 줄짜리 오류를 내고 종료 코드 2로 끝난다:
 
 ```text
 {error_example}
@@ -340,17 +347,20 @@ def _grouped(knobs: Sequence[Knob]) -> list[tuple[str, list[Knob]]]:
 
 
 def _error_example(knobs: Sequence[Knob]) -> str:
+    """A shell session: one bad value given to ``tailreactor-bench`` and its one-line answer.
+
+    The message is :class:`ConfigError`'s own; ``tests/test_docs.py`` runs the
+    real server with the same value and compares its stderr with this text.
+    """
     preferred = [k for k in knobs if k.name == "CWIST_HTTP_BATCH"] + list(knobs)
     for k in preferred:
-        if k.kind == "int":
-            try:
-                k.parse("abc")
-            except ConfigError as exc:
-                return f"tailreactor.config.ConfigError: {exc}"
-    for k in preferred:
-        bad = invalid_example(k)
-        if bad:
-            return f"tailreactor.config.ConfigError: {bad[1]}"
+        bad = ("abc", None) if k.kind == "int" else invalid_example(k)
+        if bad is None:
+            continue
+        try:
+            k.parse(bad[0])
+        except ConfigError as exc:
+            return f"$ {k.name}={bad[0]} tailreactor-bench\n{BENCH_PROG}: {exc}"
     return ""
 
 
