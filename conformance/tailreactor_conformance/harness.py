@@ -27,7 +27,7 @@ from collections import Counter
 
 __all__ = [
     "LIVENESS_S", "Pair", "make_pair", "RecordingBackend", "collect", "open_fd_count",
-    "wait_until_blocked", "Watchdog", "fill_send_buffer",
+    "wait_until_blocked", "Watchdog", "fill_send_buffer", "run_until",
 ]
 
 #: Upper bound (s) for anything the suite waits for; reached only on failure.
@@ -145,6 +145,21 @@ def collect(backend, expected: int, *, extra_waits: int = 2, wait_s: float = 0.0
         for token, _ in backend.wait(0):
             seen[token] += 1
     return seen
+
+
+def run_until(reactor, done, *, timeout_s: float = 0.01, max_rounds: int | None = None) -> int:
+    """Run ``reactor.run_once(timeout_s)`` until ``done()`` is true; return the
+    rounds run.  Bounded by :data:`LIVENESS_S` (and ``max_rounds``); the caller
+    asserts ``done()`` afterwards.
+    """
+    deadline = time.monotonic() + LIVENESS_S
+    rounds = 0
+    while not done() and time.monotonic() < deadline:
+        if max_rounds is not None and rounds >= max_rounds:
+            break
+        reactor.run_once(timeout_s)
+        rounds += 1
+    return rounds
 
 
 def open_fd_count() -> int:

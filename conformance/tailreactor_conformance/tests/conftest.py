@@ -53,16 +53,18 @@ def reactor_factory(request):
 
 @pytest.fixture
 def make_reactor(make_backend, reactor_factory):
-    """``make_reactor(clock=None, backend=None, **config_attrs)`` -> a reactor on
+    """``make_reactor(clock=None, backend=None, probe=None, **config_attrs)`` -> a reactor on
     the backend under test.  ``backend`` may wrap a backend from ``make_backend``
     (e.g. a RecordingBackend).  Config starts from the defaults, never from the
     environment.  Closed at teardown.
     """
     made = []
 
-    def make(clock=None, backend=None, **attrs):
+    def make(clock=None, backend=None, probe=None, **attrs):
         cfg = Config.default().replace(**attrs)
         kw = {"clock": clock} if clock is not None else {}
+        if probe is not None:
+            kw["probe"] = probe
         r = reactor_factory(backend if backend is not None else make_backend(), config=cfg, **kw)
         made.append(r)
         return r
@@ -73,6 +75,23 @@ def make_reactor(make_backend, reactor_factory):
             r.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+@pytest.fixture
+def fresh_reactor(make_backend, reactor_factory, conformance_backend):
+    """``fresh_reactor(clock=None, backend=None, **config_attrs)`` -> a reactor the caller closes.
+
+    For property tests that build one reactor per example: nothing is kept
+    until the end of the test (a ring per example would pile up).
+    """
+    make_backend().close()  # skips here, once, if the backend is unavailable
+
+    def make(clock=None, backend=None, **attrs):
+        kw = {"clock": clock} if clock is not None else {}
+        backend = backend if backend is not None else create_backend(conformance_backend)
+        return reactor_factory(backend, config=Config.default().replace(**attrs), **kw)
+
+    return make
 
 
 @pytest.fixture

@@ -1,0 +1,288 @@
+"""Dispatch-round clauses: age-based order (R10), dispatch_late and
+tail_elevations (R11), TAIL_US=0 (R12), AGE_FROM=ready (R13), round budget
+(R14), drain chunk (R15).
+
+Deterministic: a ManualClock is injected, events are armed on real
+socketpairs at chosen clock values, all become ready, one round runs, and a
+"slow" callback is one that advances the clock.  Backends may order a batch
+differently, so expectations are computed from the order the backend
+actually returned (recorded by a RecordingBackend) with the pure rule in
+:func:`tailreactor_conformance.model.age_order`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+
+from tailreactor.backends import READ
+from tailreactor.clock import ManualClock
+from tailreactor_conformance import profiles
+from tailreactor_conformance.harness import Pair, RecordingBackend
+from tailreactor_conformance.model import age_order
+from tailreactor_conformance.strategies import AgeScenario, age_scenarios
+
+
+class Round:
+    """One dispatch round built from an :class:`AgeScenario`; see the module docstring."""
+
+    def __init__(self, reactor, rec, clock, ps, sc: AgeScenario, slow_first_us: int = 0):
+        self.r, self.rec, self.clock, self.sc = reactor, rec, clock, sc
+        self.log: list[tuple[int, bool]] = []
+        self.base = clock()
+        self._slow_first = slow_first_us
+        for i, at in enumerate(sc.arm_us):
+            clock.set_ns(self.base + at * 1000)
+            reactor.arm(ps[i].fd, READ, self._callback, i)
+        rec.inner.flush()  # arms reach the kernel before the fds become ready
+        for i in sc.ready_order:
+            ps[i].make_readable()
+        clock.set_ns(self.base + sc.start_us * 1000)
+        self.elevations_before = reactor.counters.tail_elevations
+        reactor.run_once(0)
+        assert rec.batches and len(rec.batches[-1]) == len(sc.arm_us), (
+            f"precondition: all {len(sc.arm_us)} events in one batch, got {rec.batches}")
+        self.backend_order = [ev.data for ev in rec.batches[-1]]
+
+    def _callback(self, ev):
+        self.log.append((ev.data, self.r.dispatch_late()))
+        advance = self.sc.slow_us[ev.data] + (self._slow_first if len(self.log) == 1 else 0)
+        self.clock.advance_us(advance)
+
+    @property
+    def order(self) -> list[int]:
+        return [i for i, _ in self.log]
+
+    @property
+    def late(self) -> list[bool]:
+        return [late for _, late in self.log]
+
+    @property
+    def elevations(self) -> int:
+        return self.r.counters.tail_elevations - self.elevations_before
+
+    def expected(self, *, age_from_ready: bool = False) -> list[tuple[int, bool]]:
+        start = self.base + self.sc.start_us * 1000
+        stamps = {i: start if age_from_ready else self.base + at * 1000
+                  for i, at in enumerate(self.sc.arm_us)}
+        advance = {i: us * 1000 for i, us in enumerate(self.sc.slow_us)}
+        if self._slow_first and self.backend_order:
+            # The slow-first bonus goes to whichever runs first: recompute with it.
+            first = age_order(self.backend_order, stamps, self.sc.tail_us * 1000, start, advance)[0][0]
+            advance[first] += self._slow_first * 1000
+        return age_order(self.backend_order, stamps, self.sc.tail_us * 1000, start, advance)
+
+
+@pytest.fixture
+def age_round(make_reactor, make_backend, pairs, clock):
+    """``age_round(scenario, slow_first_us=0, **config)`` -> a finished :class:`Round`."""
+    def run(sc: AgeScenario, slow_first_us: int = 0, **attrs) -> Round:
+        rec = RecordingBackend(make_backend())
+        attrs.setdefault("tail_us", sc.tail_us)
+        r = make_reactor(clock=clock, backend=rec, **attrs)
+        return Round(r, rec, clock, pairs(len(sc.arm_us)), sc, slow_first_us)
+    return run
+
+
+# Aged at round start (T = 1000 us): events 0, 1, 2; the fds become ready youngest first.
+ROUND_START = AgeScenario(arm_us=(0, 100, 900, 1500, 1900, 2000), ready_order=(5, 4, 3, 2, 1, 0),
+                          tail_us=1000, start_us=2000, slow_us=(0,) * 6)
+# Nothing aged at round start; the first callback takes 300 us, after which event 0 is aged.
+PER_DELIVERY = AgeScenario(arm_us=(0, 800, 850, 900), ready_order=(3, 2, 1, 0),
+                           tail_us=1000, start_us=900, slow_us=(0,) * 4)
+
+
+# -- R10 -----------------------------------------------------------------------
+@pytest.mark.clause("R10")
+def test_events_aged_at_round_start_run_first_oldest_first(age_round):
+    rnd = age_round(ROUND_START)
+    rest = [i for i in rnd.backend_order if i not in (0, 1, 2)]
+    assert rnd.order == [0, 1, 2] + rest
+
+
+@pytest.mark.clause("R10")
+def test_event_aged_behind_a_slow_callback_runs_next(age_round):
+    rnd = age_round(PER_DELIVERY, slow_first_us=300)
+    first = rnd.backend_order[0]
+    assert first != 0, "precondition: the oldest event became ready last (clause B9)"
+    rest = [i for i in rnd.backend_order if i not in (first, 0)]
+    assert rnd.order == [first, 0] + rest
+
+
+@pytest.mark.clause("R10")
+def test_age_order_matches_the_rule_for_any_round(fresh_reactor, make_backend):
+    @profiles.current()
+    @given(sc=age_scenarios())
+    def check(sc):
+        clock = ManualClock()
+        rec = RecordingBackend(make_backend())
+        r = fresh_reactor(clock=clock, backend=rec, tail_us=sc.tail_us)
+        ps = [Pair() for _ in sc.arm_us]
+        try:
+            rnd = Round(r, rec, clock, ps, sc)
+            assert rnd.order == [i for i, _ in rnd.expected()], (sc, rnd.backend_order)
+        finally:
+            r.close()
+            for p in ps:
+                p.close()
+    check()
+
+
+# -- R11 -----------------------------------------------------------------------
+@pytest.mark.clause("R11")
+def test_dispatch_late_is_true_only_for_aged_events_and_counted(age_round):
+    rnd = age_round(ROUND_START)
+    assert rnd.late == [True, True, True, False, False, False]
+    assert rnd.elevations == 3
+    assert not rnd.r.dispatch_late()  # outside any callback
+
+
+@pytest.mark.clause("R11")
+def test_dispatch_late_for_an_event_aged_behind_a_slow_callback(age_round):
+    rnd = age_round(PER_DELIVERY, slow_first_us=300)
+    assert rnd.late == [False, True, False, False]
+    assert rnd.elevations == 1
+
+
+@pytest.mark.clause("R11")
+def test_dispatch_late_is_false_in_timers_and_posts(make_reactor, pairs, clock):
+    r = make_reactor(clock=clock, tail_us=1000)
+    (p,) = pairs(1)
+    seen = []
+    r.arm(p.fd, READ, lambda ev: (seen.append(("io", r.dispatch_late())),
+                                  r.post(lambda d: seen.append(("post", r.dispatch_late()))),
+                                  r.call_later_us(0, lambda t: seen.append(("timer", r.dispatch_late())))))
+    p.make_readable()
+    clock.advance_us(5000)  # aged
+    for _ in range(3):
+        r.run_once(0)
+    assert sorted(seen) == [("io", True), ("post", False), ("timer", False)]
+
+
+@pytest.mark.clause("R11")
+def test_dispatch_late_and_elevations_match_the_rule_for_any_round(fresh_reactor, make_backend):
+    @profiles.current()
+    @given(sc=age_scenarios())
+    def check(sc):
+        clock = ManualClock()
+        rec = RecordingBackend(make_backend())
+        r = fresh_reactor(clock=clock, backend=rec, tail_us=sc.tail_us)
+        ps = [Pair() for _ in sc.arm_us]
+        try:
+            rnd = Round(r, rec, clock, ps, sc)
+            want = rnd.expected()
+            # Late flags per event (order is R10's business).
+            assert dict(rnd.log) == dict(want), (sc, rnd.backend_order)
+            assert rnd.elevations == sum(late for _, late in want)
+        finally:
+            r.close()
+            for p in ps:
+                p.close()
+    check()
+
+
+# -- R12 -----------------------------------------------------------------------
+@pytest.mark.clause("R12")
+def test_tail_us_zero_keeps_backend_order_and_never_elevates(age_round):
+    old = AgeScenario(arm_us=(0, 1000, 2000, 3000, 4000), ready_order=(4, 3, 2, 1, 0), tail_us=0,
+                      start_us=10_000_000, slow_us=(5000,) * 5)  # ages of seconds, slow callbacks
+    rnd = age_round(old)
+    assert rnd.order == rnd.backend_order
+    assert rnd.late == [False] * 5
+    assert rnd.elevations == 0
+
+
+# -- R13 -----------------------------------------------------------------------
+AGE_FROM_READY = AgeScenario(arm_us=(0, 1, 2, 3), ready_order=(3, 2, 1, 0), tail_us=1000,
+                             start_us=10_000, slow_us=(0,) * 4)  # armed 10 ms ago, ready only now
+
+
+@pytest.mark.clause("R13")
+def test_age_from_ready_ignores_how_long_ago_an_event_was_armed(age_round):
+    rnd = age_round(AGE_FROM_READY, age_from="ready")
+    assert rnd.order == rnd.backend_order
+    assert rnd.late == [False] * 4 and rnd.elevations == 0
+
+
+@pytest.mark.clause("R13")
+def test_age_from_ready_ties_keep_backend_order_when_aged(age_round):
+    rnd = age_round(AGE_FROM_READY, slow_first_us=2000, age_from="ready")
+    # After the slow first callback every remaining event is aged by the same
+    # amount: they are elevated, in backend order.
+    assert rnd.order == rnd.backend_order
+    assert rnd.late == [False, True, True, True]
+    assert rnd.log == rnd.expected(age_from_ready=True)
+
+
+# -- R14 -----------------------------------------------------------------------
+def _rearming_round(make_reactor, make_backend, pairs, clock, budget_us):
+    rec = RecordingBackend(make_backend())
+    r = make_reactor(clock=clock, backend=rec, tail_us=0, round_budget_us=budget_us)
+    ps = pairs(4)
+
+    def callback(ev):
+        rec.note_callback()
+        r.arm(ev.fd, READ, callback)  # a queued re-arm (the data stays: ready again)
+        clock.advance_us(600)         # a slow callback: the round overruns 1000 us after two
+
+    for p in ps:
+        p.make_readable()
+        r.arm(p.fd, READ, callback)
+    rec.flushes.clear()
+    r.run_once(0)
+    assert rec.callbacks == 4, f"precondition: 4 callbacks in one round, got {rec.callbacks}"
+    return [seen for seen, _ in rec.flushes if 0 < seen < 4]  # flushes between callbacks
+
+
+@pytest.mark.clause("R14")
+def test_round_over_budget_submits_queued_rearms_before_the_next_callback(
+        make_reactor, make_backend, pairs, clock):
+    mid_round = _rearming_round(make_reactor, make_backend, pairs, clock, budget_us=1000)
+    # After 2 callbacks the round has run 1200 us > 1000 us with re-arms queued.
+    assert 2 in mid_round, f"flushes between callbacks at {mid_round}; expected one before the 3rd"
+    assert not [s for s in mid_round if s < 2], "flushed before the round overran its budget"
+
+
+@pytest.mark.clause("R14")
+def test_round_budget_zero_never_flushes_mid_round(make_reactor, make_backend, pairs, clock):
+    assert _rearming_round(make_reactor, make_backend, pairs, clock, budget_us=0) == []
+
+
+# -- R15 -----------------------------------------------------------------------
+def _post_during_batch(make_reactor, make_backend, pairs, chunk):
+    rec = RecordingBackend(make_backend())
+    r = make_reactor(backend=rec, tail_us=0, drain_chunk=chunk)
+    ps = pairs(32)
+    seq = []
+
+    def callback(ev):
+        seq.append("io")
+        if len(seq) == 1:
+            r.post(lambda d: seq.append("post"))
+
+    for p in ps:
+        p.make_readable()
+        r.arm(p.fd, READ, callback)
+    drains_before = r.counters.drain_chunk_drains
+    r.run_once(0)
+    assert len(rec.batches[-1]) == 32, "precondition: 32 events in one batch"
+    in_round = list(seq)
+    r.run_once(0)
+    return in_round, seq, r.counters.drain_chunk_drains - drains_before
+
+
+@pytest.mark.clause("R15")
+def test_post_made_during_a_batch_runs_within_drain_chunk_callbacks(make_reactor, make_backend, pairs):
+    in_round, _, drains = _post_during_batch(make_reactor, make_backend, pairs, chunk=8)
+    assert "post" in in_round, "the post waited for the next round"
+    between = in_round.index("post") - 1  # callbacks after the posting one
+    assert between <= 8, f"the post ran after {between} more callbacks (DRAIN_CHUNK=8)"
+    assert drains >= 1
+
+
+@pytest.mark.clause("R15")
+def test_drain_chunk_zero_runs_the_post_at_the_next_round(make_reactor, make_backend, pairs):
+    in_round, seq, drains = _post_during_batch(make_reactor, make_backend, pairs, chunk=0)
+    assert in_round == ["io"] * 32
+    assert seq == ["io"] * 32 + ["post"]
+    assert drains == 0

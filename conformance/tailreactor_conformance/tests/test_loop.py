@@ -1,0 +1,200 @@
+"""Reactor loop clauses: posts (R6, R7, R17, R19), stop (R8), callback
+exceptions (R9), I/O re-arm replaces (R18).
+
+Cross-thread tests run ``reactor.run()`` on the test thread and act from
+other threads once the reactor is really blocked in its wait (read from
+``/proc``, not guessed with a sleep).  A watchdog ends a run that a broken
+wake-up would leave blocked, so these tests fail instead of hanging.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from tailreactor.backends import READ
+from tailreactor_conformance.harness import Watchdog, run_until, wait_until_blocked
+
+
+def _rescue(r, pair):
+    """A rescue for a run() that never wakes: stop, then make an armed fd readable."""
+    def rescue():
+        r.stop()
+        pair.make_readable()
+    return rescue
+
+
+def _arm_rescue(r, pair):
+    def on_rescue(ev):
+        pair.drain()
+        r.arm(pair.fd, READ, on_rescue)
+    r.arm(pair.fd, READ, on_rescue)
+
+
+# -- R6 ------------------------------------------------------------------------
+@pytest.mark.clause("R6")
+def test_posts_run_fifo_exactly_once_on_the_reactor_thread(make_reactor):
+    r = make_reactor()
+    ran = []
+    me = threading.get_ident()
+
+    def chained(i):
+        ran.append(("chain", i, threading.get_ident()))
+        if i < 63:
+            r.post(chained, i + 1)  # CWIST: 64 chained posts
+
+    for i in range(64):
+        r.post(lambda i: ran.append(("queued", i, threading.get_ident())), i)
+    r.post(chained, 0)
+    run_until(r, lambda: len(ran) >= 128)
+    for _ in range(3):
+        r.run_once(0)
+    assert [x[:2] for x in ran[:64]] == [("queued", i) for i in range(64)]
+    assert [x[:2] for x in ran[64:]] == [("chain", i) for i in range(64)]
+    assert {x[2] for x in ran} == {me}
+
+
+# -- R7 ------------------------------------------------------------------------
+@pytest.mark.clause("R7")
+def test_posts_from_8_threads_run_once_each_in_thread_order(make_reactor, pairs):
+    r = make_reactor()
+    (rescue,) = pairs(1)
+    _arm_rescue(r, rescue)
+    threads, per_thread = 8, 200
+    ran = []
+    me = threading.get_ident()
+    reactor_tid = threading.get_native_id()
+
+    def record(item):
+        ran.append((item, threading.get_ident()))
+        if len(ran) == threads * per_thread:
+            r.stop()
+
+    def poster(t):
+        for k in range(per_thread):
+            r.post(record, (t, k))
+
+    def start_posters():
+        wait_until_blocked(reactor_tid)  # the first post must wake a blocked run()
+        for t in range(threads):
+            threading.Thread(target=poster, args=(t,)).start()
+
+    starter = threading.Thread(target=start_posters)
+    starter.start()
+    with Watchdog(_rescue(r, rescue)) as dog:
+        r.run()
+    starter.join()
+    assert not dog.fired, f"run() never finished: {len(ran)} of {threads * per_thread} posts ran"
+    items = [item for item, _ in ran]
+    assert len(items) == len(set(items)) == threads * per_thread
+    for t in range(threads):
+        assert [k for (tt, k) in items if tt == t] == list(range(per_thread)), f"thread {t} out of order"
+    assert {ident for _, ident in ran} == {me}
+
+
+# -- R8 ------------------------------------------------------------------------
+@pytest.mark.clause("R8")
+def test_stop_from_another_thread_ends_a_blocked_run(make_reactor, pairs):
+    r = make_reactor()
+    (rescue,) = pairs(1)
+    _arm_rescue(r, rescue)
+    reactor_tid = threading.get_native_id()
+
+    def stop_when_blocked():
+        wait_until_blocked(reactor_tid)
+        r.stop()
+
+    stopper = threading.Thread(target=stop_when_blocked)
+    stopper.start()
+    with Watchdog(_rescue(r, rescue)) as dog:
+        r.run()
+    stopper.join()
+    assert not dog.fired, "stop() from another thread did not end run()"
+
+
+# -- R9 ------------------------------------------------------------------------
+@pytest.mark.clause("R9")
+def test_callback_exceptions_are_logged_counted_and_the_loop_goes_on(make_reactor, pairs, clock, caplog):
+    r = make_reactor(clock=clock, tail_us=0)
+    a, b = pairs(2)
+    ran = []
+
+    def boom(*_):
+        raise ValueError("conformance: deliberate")
+
+    def io(ev):
+        ran.append(("io", ev.data))
+        if ev.data == "first":
+            raise ValueError("conformance: deliberate")
+
+    a.make_readable()
+    b.make_readable()
+    r.arm(a.fd, READ, io, "first")
+    r.arm(b.fd, READ, io, "second")
+    r.call_later_us(0, boom)
+    r.call_later_us(0, lambda t: ran.append(("timer", None)))
+    r.post(boom)
+    r.post(lambda d: ran.append(("post", None)))
+    errors_before = r.counters.callback_errors
+    with caplog.at_level(logging.ERROR):
+        run_until(r, lambda: len(ran) >= 4)
+        r.run_once(0)
+    assert sorted(ran, key=str) == sorted([("io", "first"), ("io", "second"), ("timer", None),
+                                           ("post", None)], key=str)
+    logged = [rec for rec in caplog.records if rec.levelno >= logging.ERROR and rec.exc_info]
+    assert len(logged) == 3, [rec.getMessage() for rec in caplog.records]
+    assert r.counters.callback_errors - errors_before == 3
+
+
+# -- R17 -----------------------------------------------------------------------
+@pytest.mark.clause("R17")
+def test_self_reposting_post_cannot_starve_io_or_timers(make_reactor, pairs):
+    r = make_reactor()
+    (p,) = pairs(1)
+    cap = 20_000  # only a broken reactor gets here; keeps the test finite
+    count = [0]
+    seen = {}
+
+    def again(_):
+        count[0] += 1
+        if count[0] < cap:
+            r.post(again)
+
+    r.post(again)
+    p.make_readable()
+    r.arm(p.fd, READ, lambda ev: seen.setdefault("io", count[0]))
+    r.call_later_us(0, lambda t: seen.setdefault("timer", count[0]))
+    rounds = run_until(r, lambda: len(seen) == 2, max_rounds=10)
+    assert len(seen) == 2, f"after {rounds} rounds: ran {seen}, the post ran {count[0]} times"
+    assert seen["io"] <= 3 and seen["timer"] <= 3, (
+        f"the post ran {seen} times before the I/O callback and the timer")
+
+
+# -- R18 -----------------------------------------------------------------------
+@pytest.mark.clause("R18")
+def test_arming_an_armed_direction_replaces_the_event(make_reactor, pairs):
+    r = make_reactor()
+    (p,) = pairs(1)
+    ran = []
+    r.arm(p.fd, READ, lambda ev: ran.append("first"))
+    r.arm(p.fd, READ, lambda ev: ran.append("second"))
+    p.make_readable()
+    run_until(r, lambda: ran)
+    for _ in range(3):
+        r.run_once(0)
+    assert ran == ["second"]
+
+
+# -- R19 -----------------------------------------------------------------------
+@pytest.mark.clause("R19")
+def test_close_runs_the_posts_still_queued(make_reactor):
+    r = make_reactor()
+    ran = []
+    for i in range(3):
+        r.post(ran.append, i)
+    r.close()
+    assert ran == [0, 1, 2]
+    r.close()
+    assert ran == [0, 1, 2]
