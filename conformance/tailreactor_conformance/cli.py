@@ -1,0 +1,133 @@
+"""``tailreactor-conformance``: run the conformance suite against a backend or reactor.
+
+Usage::
+
+    tailreactor-conformance --backend epoll
+    tailreactor-conformance --backend io_uring --backend selectors -n auto
+    tailreactor-conformance --backend mypkg.fast:make_backend      # a third-party backend
+    tailreactor-conformance --backend epoll --reactor mypkg.r:MyReactor
+    tailreactor-conformance --backend epoll --clause B7 --clause R10 -x
+    tailreactor-conformance --profile deep --seed 1234
+    tailreactor-conformance --list                                 # the clauses, no run
+
+Runs the tests shipped in ``tailreactor_conformance/tests`` with pytest and
+pytest-xdist, prints the per-clause pass/fail table, and exits with pytest's
+status: 0 when every selected clause passed, non-zero on any failure (1) or
+usage error (2 or 4).  Arguments after ``--`` go to pytest unchanged.
+
+``module:factory`` names are imported from the current directory first (as
+``python -m`` would), so a project can test the backend it is writing
+without installing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+from pathlib import Path
+
+__all__ = ["main", "build_pytest_args"]
+
+TESTS_DIR = Path(__file__).resolve().parent / "tests"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tailreactor-conformance",
+        description="Run the tailreactor conformance suite and print a per-clause table.",
+        epilog="Arguments after -- are passed to pytest.")
+    p.add_argument("--backend", action="append", metavar="NAME",
+                   help="epoll, io_uring, selectors or module:factory (repeatable; "
+                        "default: the three shipped backends)")
+    p.add_argument("--reactor", metavar="MODULE:FACTORY",
+                   help="reactor under test, called as factory(backend, config=..., clock=...)")
+    p.add_argument("--clause", action="append", metavar="ID",
+                   help="run only these clauses (B1, R10, ...; B, R or H for an area)")
+    p.add_argument("--profile", choices=("ci", "deep"), default="ci",
+                   help="Hypothesis profile: ci (fast, derandomized) or deep (many examples)")
+    p.add_argument("--seed", type=int, help="Hypothesis seed for --profile deep (default: random, printed)")
+    p.add_argument("-n", "--jobs", default="auto",
+                   help="pytest-xdist workers: a number, or auto (default); 0 runs in-process")
+    p.add_argument("-x", "--exitfirst", action="store_true", help="stop at the first failing test")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--list", action="store_true", help="print the clause registry and exit")
+    p.add_argument("-v", "--verbose", action="store_true", help="one line per test")
+    return p
+
+
+def build_pytest_args(ns: argparse.Namespace, extra: list[str]) -> list[str]:
+    """The pytest command line for parsed runner options ``ns``."""
+    args = [str(TESTS_DIR), "-p", "no:cacheprovider", "--rootdir", str(TESTS_DIR),
+            "-n", str(ns.jobs), "--conformance-profile", ns.profile, "-rfE"]
+    args.append("-v" if ns.verbose else "-q")
+    for name in ns.backend or ():
+        args += ["--backend", name]
+    if ns.reactor:
+        args += ["--reactor", ns.reactor]
+    for cid in ns.clause or ():
+        args += ["--clause", cid]
+    if ns.exitfirst:
+        args.append("-x")
+    if ns.json:
+        args += ["--conformance-json", ns.json]
+    if ns.profile == "deep":
+        args.append(f"--hypothesis-seed={ns.seed}")
+    return args + extra
+
+
+def _check_backends(names: list[str]) -> str | None:
+    """Create and close each backend once; return a one-line error or None."""
+    from tailreactor.backends import create_backend
+
+    for name in names:
+        try:
+            create_backend(name).close()
+        except Exception as exc:  # noqa: BLE001 - any failure to start is the user's answer
+            return f"--backend {name}: cannot be created: {exc}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    ns = _parser().parse_args(argv)
+
+    if ns.list:
+        from .table import render_registry
+
+        render_registry(sys.stdout, width=os.get_terminal_size().columns if sys.stdout.isatty() else 120,
+                        color=sys.stdout.isatty())
+        return 0
+
+    # module:factory names resolve from the current directory, here and in
+    # the xdist workers (they inherit PYTHONPATH).
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [cwd, os.environ.get("PYTHONPATH")]))
+
+    error = _check_backends(ns.backend or [])
+    if error:
+        print(f"tailreactor-conformance: {error}", file=sys.stderr)
+        return 2
+    if ns.profile == "deep":
+        if ns.seed is None:
+            ns.seed = secrets.randbelow(2**32)
+        print(f"tailreactor-conformance: profile deep, hypothesis seed {ns.seed} "
+              f"(replay with --profile deep --seed {ns.seed})")
+    elif ns.seed is not None:
+        print("tailreactor-conformance: --seed is ignored with --profile ci (derandomized)",
+              file=sys.stderr)
+
+    import pytest
+
+    return int(pytest.main(build_pytest_args(ns, extra)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
