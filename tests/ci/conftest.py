@@ -25,10 +25,10 @@ def _record(leg, trial, position, arm, *, warmup=False, scale=1.0, flags=(), err
            99.99: 8 * base, 99.999: 9 * base}
     samples = {50: 30000, 75: 15000, 90: 6000, 99: 600, 99.9: 60, 99.99: 6, 99.999: 1}
     rps = 40000 / scale + 100 * trial
-    requests = int(rps * 3)
+    requests = int(rps * 2)
     errors = errors or {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
     spectrum = [[100 * (1 - 10 ** (-k / 10)), int(base * scale * (1 + k / 5))] for k in range(51)]
-    wrk = {"requests": requests, "duration_us": 3_000_000, "bytes": requests * 40, "rps": rps,
+    wrk = {"requests": requests, "duration_us": 2_000_000, "bytes": requests * 40, "rps": rps,
            "text_rps": rps, "latency_samples": 60000, "latency_us": {"min": 50, "max": 9 * base,
                                                                      "mean": base, "stdev": base / 3},
            "percentiles": [{"p": p, "us": int(v * scale), "samples": samples[p]} for p, v in pct.items()],
@@ -36,8 +36,8 @@ def _record(leg, trial, position, arm, *, warmup=False, scale=1.0, flags=(), err
     metrics = {"rps": rps, "cpu_us_per_req": 25.0 * scale + trial / 10}
     metrics.update({f"p{p:g}": int(v * scale) for p, v in pct.items() if p not in (75, 90)})
     return RunRecord(leg=leg, trial=trial, position=position, arm=arm, warmup=warmup, backend="epoll",
-                     port=3000, started_at="2026-11-29T21:00:00+00:00", wall_s=3.0,
-                     wrk_argv=["wrk", "-t2", "-c64", "-d3s"], wrk=wrk, server_cpu_s=requests * 25e-6,
+                     port=3000, started_at="2026-11-29T21:00:00+00:00", wall_s=2.0,
+                     wrk_argv=["wrk", "-t2", "-c64", "-d2s"], wrk=wrk, server_cpu_s=requests * 25e-6,
                      wrk_cpu_s=2.5, self_cpu_s=0.01, machine_busy_s=6.0, steal_s=0.0,
                      other_cpu_s=0.3 if "polluted" in flags else 0.01,
                      other_cores=0.1 if "polluted" in flags else 0.003, metrics=metrics,
@@ -46,7 +46,7 @@ def _record(leg, trial, position, arm, *, warmup=False, scale=1.0, flags=(), err
 
 @pytest.fixture(scope="session")
 def synthetic_job():
-    """A finished JobResult: one epoll leg, 5 trials + warm-up; B is twice as slow as A.
+    """A finished JobResult: one epoll leg, 8 trials + warm-up; B is twice as slow as A.
 
     Session-scoped (the bootstrap takes a moment); tests must not modify it.
     """
@@ -54,14 +54,14 @@ def synthetic_job():
     from tailjob.plan import Leg, arm_knobs, arms_for, rmit_schedule, server_env
 
     arms = arms_for(None, a="", b="CWIST_BENCH_DELAY_US=200")
-    leg = Leg(0, "epoll", 2, 64, 3, 5)
-    schedule = rmit_schedule(5, seed=1)
+    leg = Leg(0, "epoll", 2, 64, 2, 8)
+    schedule = rmit_schedule(8, seed=1)
     runs = [_record(0, -1, 0, "A", warmup=True)]
     for t, order in enumerate(schedule):
         for pos, key in enumerate(order):
             flags = ("polluted",) if (t, key) == (2, "A") else ()
             errors = {"connect": 0, "read": 3, "write": 0, "status": 0, "timeout": 1} \
-                if (t, key) == (4, "B") else None
+                if (t, key) == (7, "B") else None
             if errors:
                 flags = ("socket-errors",)
             runs.append(_record(0, t, pos, key, scale=2.0 if key == "B" else 1.0, flags=flags,

@@ -21,7 +21,7 @@ def test_tiny_tail_job_on_both_backends_writes_report_plot_and_history(tmp_path)
         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "## Verdicts" in out.stdout
-    assert "io_uring, c8: no verdict (1 paired run; a verdict needs 5)" in out.stdout
+    assert "io_uring, c8: no verdict (1 paired run; a verdict needs 8)" in out.stdout
     assert "epoll, c8: no verdict" in out.stdout
 
     results = tmp_path / "results"

@@ -71,15 +71,18 @@ def test_metric_directions():
 
 
 def test_more_requests_per_second_is_a_gain_and_fewer_a_regression():
-    a = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
-    more = [1500.0, 1515.0, 1485.0, 1507.0, 1492.0]
-    less = [500.0, 505.0, 495.0, 502.0, 497.0]
+    a = [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0, 998.0, 1007.0]
+    more = [x * 1.5 + 3 for x in a]
+    less = [x * 0.5 - 2 for x in a]
     assert compare(metric("rps"), a, more, seed=1).verdict == "gain"
     assert compare(metric("rps"), a, less, seed=1).verdict == "regression"
 
 
+A8 = [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0, 998.0, 1007.0]
+
+
 def test_higher_latency_or_cpu_is_a_regression_and_lower_a_gain():
-    a = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
+    a = A8
     higher = [x * 1.5 for x in a]
     lower = [x * 0.5 for x in a]
     for key in ("p50", "p99.999", "cpu_us_per_req"):
@@ -88,15 +91,15 @@ def test_higher_latency_or_cpu_is_a_regression_and_lower_a_gain():
 
 
 def test_identical_arms_are_neutral_because_the_ci_includes_one():
-    a = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
+    a = A8
     c = compare(metric("p99"), a, list(a), seed=1)
     assert (c.ratio, c.ci) == (1.0, (1.0, 1.0))
     assert c.verdict == "neutral"
-    assert "includes 1" in c.reason
+    assert c.reason == "CI includes 1"
 
 
 def test_an_effect_below_the_minimum_is_neutral_even_when_the_ci_excludes_one():
-    a = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
+    a = A8
     b = [x * 1.02 for x in a]  # a certain but tiny +2 %
     c = compare(metric("rps"), a, b, seed=1, min_effect=0.05)
     assert c.ci[0] > 1.0
@@ -106,23 +109,36 @@ def test_an_effect_below_the_minimum_is_neutral_even_when_the_ci_excludes_one():
 
 
 def test_too_few_pairs_give_no_verdict():
-    a = [1000.0, 1010.0, 990.0]
+    a = A8[:7]
     c = compare(metric("rps"), a, [x * 2 for x in a], seed=1)
     assert c.ratio == 2.0
     assert c.verdict == "n/a"
-    assert "3 paired" in c.reason
+    assert c.reason == "7 paired runs; a verdict needs 8"
+    assert stats.MIN_PAIRS == 8
+
+
+def test_intervals_are_simultaneous_over_the_seven_metrics():
+    # Bonferroni: seven intervals that all hold with 95 % are each 1 - 0.05/7.
+    assert stats.CONFIDENCE == pytest.approx(1 - 0.05 / 7)
+    # a wider confidence never gives a narrower interval
+    a = [100.0, 104.0, 97.0, 101.0, 99.0, 103.0, 96.0, 102.0]
+    b = [98.0, 107.0, 96.0, 105.0, 97.0, 101.0, 99.0, 104.0]
+    lo95, hi95 = stats.bootstrap_ratio_ci(a, b, seed=7, confidence=0.95)
+    lo, hi = stats.bootstrap_ratio_ci(a, b, seed=7)
+    assert lo <= lo95 <= hi95 <= hi
 
 
 def test_missing_values_drop_their_pair():
-    a = [1000.0, None, 990.0, 1005.0, 995.0, 1001.0]
-    b = [2000.0, 2020.0, None, 2010.0, 1990.0, 2002.0]
+    a = [1000.0, None, 990.0, 1005.0, 995.0, 1001.0, 1003.0, 999.0, 998.0, 1004.0]
+    b = [2000.0, 2020.0, None, 2010.0, 1990.0, 2002.0, 2006.0, 1998.0, 1996.0, 2008.0]
     c = compare(metric("rps"), a, b, seed=1)
-    assert c.n_pairs == 4
-    assert c.verdict == "n/a"
+    assert c.n_pairs == 8
+    assert c.verdict == "gain"
+    assert compare(metric("rps"), a[:9], b[:9], seed=1).verdict == "n/a"  # 7 pairs left
 
 
 def test_zero_baseline_gives_no_ratio():
-    c = compare(metric("cpu_us_per_req"), [0.0] * 5, [1.0] * 5, seed=1)
+    c = compare(metric("cpu_us_per_req"), [0.0] * 8, [1.0] * 8, seed=1)
     assert c.ratio is None and c.verdict == "n/a"
 
 

@@ -57,10 +57,10 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    # Scaled down for CI and laptops: ~4 s per run, 5 runs per arm (the fewest
+    # Scaled down for CI and laptops: 2 s per run, 8 runs per arm (the fewest
     # that support a verdict, see stats.MIN_PAIRS); both backends in ~1.5 min.
-    "quick": Profile("quick", 2, (64,), 3, {"*": 5},
-                     "wrk -t2 -c64 -d3s, 5 runs per arm"),
+    "quick": Profile("quick", 2, (64,), 2, {"*": 8},
+                     "wrk -t2 -c64 -d2s, 8 runs per arm"),
     # The seed PR's workload: wrk -t4 -c256 -d30s, 8 runs on io_uring, 3 on epoll.
     "seed": Profile("seed", 4, (256,), 30, {"io_uring": 8, "epoll": 3, "*": 8},
                     "the seed PR's wrk -t4 -c256 -d30s, 8 runs on io_uring / 3 on epoll"),

@@ -8,8 +8,8 @@ Role
    statistics, machine, commit);
 2. the verdicts, one line per leg;
 3. per leg, the table in the seed PR's shape -- arms side by side, medians over
-   N runs -- extended with the B/A ratio, its 95 % CI, the minimum effect and
-   the verdict; p99.99 and p99.999 carry the number of samples behind them;
+   N runs -- extended with the B/A ratio, its joint 95 % CI, the minimum effect
+   and the verdict; p99.99 and p99.999 carry the number of samples behind them;
 4. per leg, every run (``runs=True``), with its flags;
 5. notes on what the numbers are.
 
@@ -19,7 +19,7 @@ Latencies are printed in ms (recorded in us), CPU per request in us.
 from __future__ import annotations
 
 from .runner import JobResult, LegResult, RunRecord
-from .stats import MIN_PAIRS, METRICS, Comparison, median
+from .stats import CONFIDENCE, METRICS, MIN_PAIRS, RESAMPLES, Comparison, median
 
 __all__ = ["render", "verdict_summary"]
 
@@ -84,7 +84,7 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
     runs_a, runs_b = lr.measured("A"), lr.measured("B")
     n_runs = min(len(runs_a), len(runs_b))
     lines = [f"## {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {n_runs} runs per arm", "",
-             f"| Metric | A: {a.label} | B: {b.label} | B/A | 95% CI | Min. effect | Verdict |",
+             f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Verdict |",
              "|---|---:|---:|---:|:---:|---:|---|"]
     for c in lr.comparisons:
         key = c.metric.key
@@ -139,8 +139,9 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         f"- Arms: **A = {a.label}** `{a.env_text()}`; **B = {b.label}** `{b.env_text()}`. "
         "Ratios are B/A.",
         f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
-        f"- Verdict: 95% percentile-bootstrap CI of B/A over the paired trials (seed {s.seed}); "
-        "**neutral** when the CI includes 1 or the effect is under the minimum effect; "
+        f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
+        f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "
+        f"{CONFIDENCE:.2%}); **neutral** when the CI includes 1 or the effect is under the minimum effect; "
         "**gain**/**regression** by direction (more req/s is better, more latency or CPU is worse); "
         f"**n/a** with fewer than {MIN_PAIRS} paired runs.",
         f"- Machine: {pv.get('cpu_model', '?')}, {pv.get('cpus', '?')} CPUs, Linux {pv.get('kernel', '?')}, "

@@ -6,7 +6,7 @@ Turn the per-run figures of two arms into one verdict per metric:
 
 * **median** per arm over its measured runs;
 * **ratio** = median(B) / median(A);
-* **95 % confidence interval** of that ratio by the percentile bootstrap over
+* **confidence interval** of that ratio by the percentile bootstrap over
   the *paired* runs: trial *i* ran A and B back to back (in random order), so
   a resample draws whole trials with replacement and recomputes
   median(B*) / median(A*).  Resampling pairs keeps what a trial shares (a
@@ -18,13 +18,19 @@ Turn the per-run figures of two arms into one verdict per metric:
   latency or CPU per request is worse).  ``n/a`` when there is no ratio or
   fewer than :data:`MIN_PAIRS` paired runs.
 
-Why a minimum number of pairs: with 3 pairs the percentile bootstrap of a
-median ratio excludes 1 whenever all three B runs land on one side of all three
-A runs, which identical arms do 1 time in 10, and in simulation (log-normal
-noise, 5 % minimum effect) it called a gain or regression between *identical*
-arms in about 20 % of jobs per metric.  With 5 pairs that fell to about 6 %,
-with 7 to about 5 %.  So fewer than 5 pairs get ``n/a``; see
-docs/en/tail-latency-ci.md.
+The intervals are 95 % *simultaneous* over the seven metrics of a leg
+(Bonferroni: each is a 1 - 0.05/7 = 99.29 % interval), and a verdict needs
+8 paired runs.  Why (``scripts/ci/simulate_aa.py`` reproduces the numbers):
+in simulated A/A legs -- identical arms, log-normal run-to-run noise, seven
+correlated metrics, the minimum effects below -- plain 95 % intervals called
+at least one spurious gain or regression in 16-29 % of legs, although each
+metric alone erred about 5 % of the time.  Bonferroni with 8 pairs brought
+that to 6-8 % (1.1-1.2 % per metric).  With 5 pairs it did not help
+(18-36 %): the percentile bootstrap of a median over 5 pairs cannot get wider
+than the spread of the pairs, and no distribution-free paired test can reach
+p < 0.05 with 5 pairs either (the smallest two-sided sign-flip p is 2/32).
+The remaining excess over 5 % is the percentile bootstrap's known narrowness
+at small n; more runs shrink it.
 """
 
 from __future__ import annotations
@@ -34,14 +40,16 @@ import random
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-__all__ = ["Metric", "METRICS", "metric", "Comparison", "MIN_PAIRS", "median", "quantile",
+__all__ = ["Metric", "METRICS", "metric", "Comparison", "MIN_PAIRS", "CONFIDENCE",
+           "FAMILY_CONFIDENCE", "median", "quantile",
            "median_ratio", "bootstrap_ratio_ci", "compare", "is_regression"]
 
-MIN_PAIRS = 5
+MIN_PAIRS = 8
 """Fewest paired runs for a gain/regression verdict (see the module docstring)."""
 
 RESAMPLES = 10_000
-CONFIDENCE = 0.95
+FAMILY_CONFIDENCE = 0.95
+"""Confidence that all seven metric intervals of a leg hold at once."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,9 @@ METRICS: tuple[Metric, ...] = (
 )
 
 _BY_KEY = {m.key: m for m in METRICS}
+
+CONFIDENCE = 1 - (1 - FAMILY_CONFIDENCE) / len(METRICS)
+"""Confidence of each metric's interval (Bonferroni over :data:`METRICS`): 0.99286."""
 
 
 def metric(key: str) -> Metric:
@@ -194,15 +205,14 @@ def compare(m: Metric, a: Sequence[float | None], b: Sequence[float | None], *, 
     if any(x == 0 for x in pa):
         return result(ratio, None, "n/a", "A has zero values")
     ci = bootstrap_ratio_ci(pa, pb, seed=seed, resamples=resamples, confidence=confidence)
-    pct = round(confidence * 100)
     if ci[0] <= 1 <= ci[1]:
-        return result(ratio, ci, "neutral", f"{pct}% CI includes 1")
+        return result(ratio, ci, "neutral", "CI includes 1")
     if abs(ratio - 1) < effect_floor:
         return result(ratio, ci, "neutral",
                       f"|effect| {abs(ratio - 1):.1%} < minimum {effect_floor:.0%}")
     better = (ratio > 1) == m.higher_is_better
     return result(ratio, ci, "gain" if better else "regression",
-                  f"{pct}% CI excludes 1, effect {ratio - 1:+.1%}")
+                  f"CI excludes 1, effect {ratio - 1:+.1%}")
 
 
 def is_regression(verdicts: Iterable[str]) -> bool:
