@@ -9,9 +9,9 @@ warm-up run, then the RMIT trials (each trial A and B once, in random order),
 and compares the arms per metric (:mod:`tailjob.stats`).
 
 The server is restarted for every run, so no run inherits another's caches,
-connections or heap.  A run whose server dies, whose wrk fails, or whose
-server reports a backend other than the one asked for stops the job with
-:class:`JobError`: such a run is not data.  Socket errors, non-2xx responses
+connections or heap.  A run whose server dies, whose wrk fails or completes
+no request, or whose server reports a backend other than the one asked for
+stops the job with :class:`JobError`: such a run is not data.  Socket errors, non-2xx responses
 and CPU used by other processes during the run do not stop it; they are
 flagged in the record and the report.
 """
@@ -152,6 +152,12 @@ def measure_run(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings, 
         result = parse_wrk_output(out.stdout)
     except WrkOutputError as e:
         raise JobError(f"{leg.name}, arm {arm.key}: {e}") from None
+    if result.requests == 0:
+        # wrk does not count requests that are never answered, so a server that
+        # accepts connections but never serves looks like a quiet, error-free run.
+        raise JobError(f"{leg.name}, arm {arm.key}: wrk completed no request in {leg.duration_s} s "
+                       f"(errors {result.errors}); the server used {srv1 - srv0:.2f} s of CPU"
+                       + server.last_stderr())
 
     wall = t1 - t0
     server_cpu, wrk_cpu, self_cpu = srv1 - srv0, kids1 - kids0, self1 - self0
