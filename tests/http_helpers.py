@@ -21,6 +21,7 @@ import re
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -32,6 +33,7 @@ import httptools
 
 from tailreactor import Config, Reactor
 from tailreactor.http import Listener
+from tailreactor.http.server import drain
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "http"
 IO_TIMEOUT_S = 10.0  # a bound on any blocking client call: a hang fails, never blocks CI
@@ -57,11 +59,13 @@ class ResponseReader:
         self.done: list[Response] = []
         self._cur: Response | None = None
         self._name = ""
+        self.mid_message = False  # a response began and has not ended (truncated if the stream ends)
         self._parser = httptools.HttpResponseParser(self)
 
     # httptools callbacks
     def on_message_begin(self):
         self._cur = Response(0)
+        self.mid_message = True
 
     def on_header(self, name: bytes, value: bytes):
         self._cur.headers[name.decode().lower()] = value.decode()
@@ -72,6 +76,7 @@ class ResponseReader:
     def on_message_complete(self):
         self._cur.status = self._parser.get_status_code()
         self.done.append(self._cur)
+        self.mid_message = False
 
     def feed(self, data: bytes) -> None:
         self._parser.feed_data(data)
@@ -112,6 +117,35 @@ def read_to_eof(sock: socket.socket) -> tuple[list[Response], bool]:
         reader.feed(data)
 
 
+def read_to_eof_raw(sock: socket.socket) -> tuple[bytes, str]:
+    """Read until the server closes; return (every byte, ``"eof"`` or ``"reset"``)."""
+    chunks = []
+    while True:
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:
+            return b"".join(chunks), "reset"
+        if not data:
+            return b"".join(chunks), "eof"
+        chunks.append(data)
+
+
+def parse_responses(raw: bytes) -> tuple[list[Response], bool]:
+    """Complete responses in ``raw`` and whether a last one was cut short.
+
+    Raises ``httptools.HttpParserError`` if ``raw`` is not a sequence of HTTP responses.
+    """
+    reader = ResponseReader()
+    reader.feed(raw)
+    return reader.done, reader.mid_message
+
+
+def rst_close(sock: socket.socket) -> None:
+    """Close with SO_LINGER 0: the kernel sends RST instead of FIN (a client that resets)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
 def exchange(port: int, raw: bytes, n: int = 1) -> list[Response]:
     """Open a connection, send ``raw``, read ``n`` responses, close."""
     with connect(port) as s:
@@ -127,15 +161,20 @@ def make_config(**attrs) -> Config:
 class ServerThread:
     """A Listener on 127.0.0.1:<ephemeral> served by a reactor on its own thread.
 
-    ``with ServerThread("epoll", http_batch=16) as srv: srv.port ...``.  The
+    ``with ServerThread("epoll", http_batch=16) as srv: srv.port ...``.
+    ``clock`` replaces the reactor clock (a ManualClock); ``grace_us`` > 0
+    runs the server's drain phase (:func:`tailreactor.http.server.drain`)
+    after the stop, as the real server does on SIGTERM.  The
     reactor is built on the thread that runs it, as in the real server (one
     owner thread for the ring; stop() from the test thread is then a true
     cross-thread wake).  On exit: ``reactor.stop()``, join; the thread then
     closes the listener (and its connections) and the reactor.
     """
 
-    def __init__(self, backend: str, *, probe=None, **config_attrs):
+    def __init__(self, backend: str, *, probe=None, clock=None, grace_us: int = 0, **config_attrs):
         self._args = (backend, make_config(**config_attrs), probe)
+        self._clock = clock
+        self.grace_us = grace_us
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self.reactor: Reactor | None = None
@@ -145,7 +184,8 @@ class ServerThread:
     def _main(self) -> None:
         backend, cfg, probe = self._args
         try:
-            self.reactor = Reactor(backend, config=cfg, probe=probe)
+            kw = {"clock": self._clock} if self._clock is not None else {}
+            self.reactor = Reactor(backend, config=cfg, probe=probe, **kw)
             self.listener = Listener(self.reactor, "127.0.0.1", 0)
         except BaseException as exc:
             self._error = exc
@@ -155,6 +195,8 @@ class ServerThread:
         self._ready.set()
         try:
             self.reactor.run()
+            if self.grace_us:  # the server's stop sequence: let in-flight answers finish
+                drain(self.reactor, self.listener, self.grace_us)
         finally:
             self.listener.close()
             self.reactor.close()
@@ -200,6 +242,33 @@ class Pump:
 def only_connection(listener: Listener):
     (conn,) = listener.connections.values()
     return conn
+
+
+# -- a process seen from /proc ------------------------------------------------
+def open_fds(pid: int) -> int:
+    """How many file descriptors ``pid`` has open (entries of /proc/PID/fd)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of ``pid`` in KiB (VmRSS in /proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def wait_for(predicate, *, timeout_s: float = IO_TIMEOUT_S, poll_s: float = 0.01) -> bool:
+    """Poll ``predicate()`` until true or ``timeout_s`` passes; return its last value.
+
+    Only for state that no event announces (a process's /proc entries, the
+    kernel's socket table): everything else waits on the event itself.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not (ok := predicate()) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+    return ok
 
 
 # -- the real entry point as a subprocess ------------------------------------

@@ -213,6 +213,22 @@ KNOBS: tuple[Knob, ...] = (
         cwist_invalid_ko="CWIST: 1보다 작으면 배치 값이 된다.",
     ),
     Knob(
+        name="CWIST_HTTP_KEEP_ALIVE_TIMEOUT", attr="http_keep_alive_timeout_s", kind="int", default=15,
+        lo=0, hi=86_400, area="http",
+        zero_en="never close a connection for being idle",
+        zero_ko="유휴 연결을 닫지 않음",
+        help_en="Seconds a connection may stay silent (no byte received, no output drained) before "
+                "the server closes it: gracefully if no request is in progress, with 408 in the middle "
+                "of one. Checked on a reactor timer per connection, re-armed lazily.",
+        help_ko="연결이 이 시간(초) 동안 조용하면(받은 바이트도, 내보낸 출력도 없으면) 서버가 닫는다. "
+                "처리 중인 요청이 없으면 조용히 정상 종료하고, 요청을 받는 도중이면 408을 보낸 뒤 닫는다. "
+                "연결마다 리액터 타이머 하나로 확인하며, 타이머는 필요할 때만 다시 건다.",
+        cwist_invalid_en="CWIST: anything but a positive integer gives 15; it checks the idle time only "
+                         "when the connection's next event arrives, not on a timer.",
+        cwist_invalid_ko="CWIST: 양의 정수가 아니면 15가 된다. 유휴 시간은 타이머가 아니라 그 연결에 다음 "
+                         "이벤트가 올 때만 확인한다.",
+    ),
+    Knob(
         name="CWIST_WORKERS", attr="workers", kind="int", default=1, lo=1, hi=1024, area="workers",
         help_en="Number of server processes sharing the port with SO_REUSEPORT, each with its own reactor.",
         help_ko="SO_REUSEPORT로 포트를 함께 쓰는 서버 프로세스 수. 프로세스마다 리액터가 따로 있다.",
@@ -259,6 +275,7 @@ class Config:
     latency_probe_file: str | None = None
     http_batch: int = 16
     http_yield_batch: int = 16
+    http_keep_alive_timeout_s: int = 15
     workers: int = 1
     bench_delay_us: int = 0
     source: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -44,10 +44,61 @@ What the connection waits for next (exactly one, see :meth:`Connection._next`)
 Errors
 ------
 A request httptools rejects gets ``400`` (``414`` for a target over
-:data:`MAX_TARGET_BYTES`, ``505`` for an HTTP version other than 1.0/1.1) with
-``Connection: close`` after the answers to the requests before it; then the
-connection closes.  A reset or any socket error closes it at once.  Nothing a
-client sends can raise out of a callback.
+:data:`MAX_TARGET_BYTES`, ``431`` for a header section over
+:data:`MAX_HEADER_BYTES` or :data:`MAX_HEADERS`, ``505`` for an HTTP version
+other than 1.0/1.1) with ``Connection: close`` after the answers to the
+requests before it; then the connection closes.  httptools (llhttp) itself
+rejects ambiguous framing -- Content-Length with Transfer-Encoding, two
+Content-Lengths, a Transfer-Encoding whose last coding is not chunked -- so a
+smuggled request behind one is never parsed (RFC 9112 6.1, 6.3).  An HTTP/1.1
+request without exactly one ``Host`` field gets 400 (RFC 9112 3.2).  A reset
+or any socket error closes the connection at once.  Nothing a client sends can
+raise out of a callback.
+
+``Expect: 100-continue`` (RFC 9110 10.1.1)
+------------------------------------------
+When an HTTP/1.1 head carrying it is complete and its content has not arrived
+with it, ``100 Continue`` is queued at once (behind the answers to earlier
+requests), before any of the content is read; the final answer follows the
+content.  Content that arrived with the head needs no 100 (the RFC lets a
+server omit it).  HTTP/1.0 requests and other expectations are ignored.
+
+Timeouts (on the reactor clock, so tests advance a ManualClock)
+---------------------------------------------------------------
+Each connection has one reactor timer, re-armed lazily: a read or a send only
+stores the round's stamp in ``_last_ns``; the timer, when it fires, either
+finds its deadline moved and re-arms, or acts.  So the hot path does no timer
+work, and an idle connection costs one timer firing per timeout period.
+
+* **Idle** (``CWIST_HTTP_KEEP_ALIVE_TIMEOUT`` seconds, CWIST's default 15; 0 =
+  never): no byte received and no output drained for that long.  With no
+  request in progress the connection is closed gracefully, without an answer
+  (RFC 9112 9.5); in the middle of a request it gets ``408`` first; while
+  output it cannot send is pending (a client that does not read) it is closed
+  at once.
+* **Head** (:data:`HEADERS_TIMEOUT_US`): a request head must be complete this
+  long after the read that brought its first byte, however steadily its bytes
+  trickle in (slowloris).  Then ``408``.
+
+Limits that bound a connection's memory
+---------------------------------------
+* Output: at most one pass of answers (``CWIST_HTTP_BATCH`` of them) waits in
+  ``_out`` beyond what the kernel's send buffer took; while any waits, the
+  connection neither reads nor serves.
+* Header section: the callbacks see whole header fields only; a field still
+  arriving sits in httptools' own buffer.  So the bytes of a head still
+  incomplete after a read are counted too, and a head that has taken more
+  than :data:`MAX_HEAD_BYTES` gets 431.
+* Bodies are never stored (the bench routes ignore them).
+
+An fd closed behind the server's back
+-------------------------------------
+If something else closes a connection's fd, the server cannot tell until the
+number is reused.  The listener detects reuse when it accepts a socket whose
+fd is still in its table and calls :meth:`Connection.abandon` on the old one:
+its events are disarmed and its socket object detached, so it never closes
+the new connection's fd.  See the backend docstrings for what each kernel
+interface does with the armed, closed fd.
 
 Closing
 -------
@@ -57,6 +108,12 @@ answer the close is *graceful* (RFC 9112 9.6): shut down the write side, then
 read and discard until the client closes or :data:`LINGER_US` passes.
 Closing at once with unread input would make the kernel send RST, which can
 destroy the answer still on its way to the client.
+
+Draining (server shutdown)
+--------------------------
+:meth:`Connection.drain` stops reading new requests: a connection waiting for
+input closes gracefully now; one with answers queued or being sent finishes
+them (and the requests already parsed) first, then closes gracefully.
 """
 
 from __future__ import annotations
@@ -72,20 +129,44 @@ from . import routes
 
 #: Longest request-target accepted; longer gets 414 (nginx's default buffer is 8 KiB too).
 MAX_TARGET_BYTES = 8192
+#: Most bytes of header fields in one request (each counts name + value + 4 for
+#: ": " and CRLF; trailer fields count too); more gets 431.  CWIST's http.h caps
+#: cumulative header bytes at 8 KiB too; browsers send 1-2 KiB, wrk ~30 bytes.
+MAX_HEADER_BYTES = 8192
+#: Most header fields in one request; more gets 431 (Apache's LimitRequestFields default).
+MAX_HEADERS = 100
+#: Bytes one ``recv`` may read (a pipelined batch of small requests fits easily).
+RECV_BYTES = 65536
+#: A head still incomplete after taking more bytes than this gets 431: no
+#: acceptable head is that long (target + fields + a request line's worth), and
+#: a read may hold up to RECV_BYTES of earlier requests, which the count cannot
+#: tell apart.  Bounds what httptools buffers for a header field still arriving.
+MAX_HEAD_BYTES = MAX_TARGET_BYTES + MAX_HEADER_BYTES + RECV_BYTES
+#: A request head must be complete this long after its first byte arrived
+#: (slowloris); then 408.  CWIST's http.h gives its header read the same
+#: total budget, 120 s (a compile-time constant there, not a variable).
+HEADERS_TIMEOUT_US = 120_000_000
 #: How long a graceful close waits for the client to close, in microseconds.
 LINGER_US = 2_000_000
 _VERSIONS_SERVED = ("1.0", "1.1")
+# Where the parser is in the current request (set by the httptools callbacks).
+_IDLE, _HEAD, _BODY = 0, 1, 2
 
 
 class TargetTooLong(Exception):
     """Raised inside the parser's on_url callback; becomes a 414 answer."""
 
 
+class HeadersTooLarge(Exception):
+    """Raised inside the parser's on_header callback; becomes a 431 answer."""
+
+
 class ConnStats:
     """Plain-int counters of one connection (tests and debugging read them).
 
     ``reads``/``bytes_in``: ``recv`` calls that returned data, and their bytes;
-    ``requests``: answers produced; ``passes``: serving passes;
+    ``requests``: final answers produced (error answers included, ``100
+    Continue`` not); ``passes``: serving passes;
     ``max_pass``: most answers in one pass; ``late_passes``: passes run with
     ``dispatch_late()`` true; ``continuations``: passes posted to run later;
     ``partial_sends``: sends that left output behind (then armed for WRITE).
@@ -131,14 +212,38 @@ class Connection:
         self._out = bytearray()            # answered, not yet sent
         self._closing = False              # the last answer said Connection: close
         self._peer_eof = False             # the client shut down its write side
+        self._draining = False             # the server is stopping: read no new requests
         self._linger = None                # timer bounding a graceful close
+        # Per-request parser state, reset by on_message_begin.
+        self._phase = _IDLE                # _IDLE, _HEAD or _BODY
+        self._header_count = 0
+        self._header_bytes = 0
+        self._hosts = 0                    # Host fields seen
+        self._expect = None                # the Expect field's value, if any
+        self._continue_due = False         # 100 Continue owed once this read is parsed
+        self._head_wire = 0                # bytes received while this head was incomplete
+        self._head_started_ns = None       # reactor time of the read that began this head
+        # Timeouts: one lazily re-armed timer (module docstring).
+        self._last_ns = self._reactor.clock()  # last progress: bytes in, or output drained
+        self._deadline = None
 
     def start(self) -> None:
         self._reactor.arm(self.fd, READ, self._on_readable)
+        if self._listener.keep_alive_ns:
+            self._deadline = self._reactor.timer(self._on_deadline)
+            self._deadline.arm_at_ns(self._last_ns + self._listener.keep_alive_ns)
+
+    @property
+    def backlog_bytes(self) -> int:
+        """Answers produced and not yet accepted by the kernel, in bytes."""
+        return len(self._out)
 
     # -- httptools callbacks (called from feed_data) -----------------------------
     def on_message_begin(self) -> None:
         self._target = b""
+        self._phase = _HEAD
+        self._header_count = self._header_bytes = self._hosts = self._head_wire = 0
+        self._expect = self._head_started_ns = None
 
     def on_url(self, fragment: bytes) -> None:
         # httptools hands the target over in pieces when it spans reads.
@@ -146,13 +251,37 @@ class Connection:
         if len(self._target) > MAX_TARGET_BYTES:
             raise TargetTooLong
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # Called once per whole field (httptools joins the pieces), trailers included.
+        self._header_count += 1
+        self._header_bytes += len(name) + len(value) + 4
+        if self._header_count > MAX_HEADERS or self._header_bytes > MAX_HEADER_BYTES:
+            raise HeadersTooLarge
+        # Two fields matter; a length check first keeps the rest to one comparison.
+        n = len(name)
+        if n == 4 and name.lower() == b"host":
+            self._hosts += 1
+        elif n == 6 and name.lower() == b"expect":
+            self._expect = value
+
+    def on_headers_complete(self) -> None:
+        self._phase = _BODY
+        if self._expect is not None:
+            self._continue_due = (self._expect.lower() == b"100-continue"
+                                  and self._parser.get_http_version() == "1.1")
+
     def on_message_complete(self) -> None:
+        self._phase = _IDLE
+        self._continue_due = False  # the content is here: no 100 needed
         parser = self._parser
         keep_alive = parser.should_keep_alive()
         # HTTP/1.1 and 1.0-with-keep-alive are the hot path; only a closing
         # request pays for the version check (0.9 and 2.0 never keep alive).
         if not keep_alive and parser.get_http_version() not in _VERSIONS_SERVED:
             self._pipeline.append((None, routes.VERSION_NOT_SUPPORTED, False))
+            return
+        if self._hosts != 1 and (self._hosts > 1 or parser.get_http_version() == "1.1"):
+            self._pipeline.append((None, routes.BAD_REQUEST, False))  # RFC 9112 3.2
             return
         self._pipeline.append((parser.get_method(), self._target, keep_alive))
 
@@ -167,19 +296,23 @@ class Connection:
         except OSError:
             self.close()  # ECONNRESET and friends: nobody left to answer
             return
+        self._last_ns = event.ready_ns
         if n == 0:
             self._peer_eof = True
         else:
             self.stats.reads += 1
             self.stats.bytes_in += n
-            self._parse(listener.recv_view[:n])
+            self._parse(listener.recv_view[:n], event.ready_ns)
         if self._pipeline:
             self._serve(self._reactor.dispatch_late())
         else:
             self._next()  # a partial request, or EOF: nothing to answer yet
 
-    def _parse(self, data) -> None:
-        """Feed received bytes; complete requests (and a final error) go to the pipeline."""
+    def _parse(self, data, now_ns: int) -> None:
+        """Feed received bytes; complete requests (and a final error) go to the pipeline.
+
+        ``now_ns`` is the reactor time of the read (it starts the head deadline).
+        """
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -192,8 +325,33 @@ class Connection:
             else:
                 self._pipeline.append((None, routes.BAD_REQUEST, False))
         except httptools.HttpParserError as exc:
-            answer = routes.URI_TOO_LONG if isinstance(exc.__context__, TargetTooLong) else routes.BAD_REQUEST
+            cause = exc.__context__
+            answer = (routes.URI_TOO_LONG if isinstance(cause, TargetTooLong)
+                      else routes.HEADERS_TOO_LARGE if isinstance(cause, HeadersTooLarge)
+                      else routes.BAD_REQUEST)
             self._pipeline.append((None, answer, False))
+        else:
+            if self._phase == _HEAD:  # a head is still arriving (rare: wrk never splits one)
+                self._after_partial_head(len(data), now_ns)
+            elif self._continue_due:
+                self._continue_due = False
+                self._pipeline.append((None, routes.CONTINUE, True))  # interim: keeps the connection
+            return
+        self._continue_due = False  # a parse error: no 100 for a request that will never be served
+
+    def _after_partial_head(self, n: int, now_ns: int) -> None:
+        """Bound a head that is still incomplete: bytes (431) and time (the head deadline)."""
+        self._head_wire += n  # may count earlier requests of the first read: MAX_HEAD_BYTES allows for it
+        if self._head_wire > MAX_HEAD_BYTES:
+            self._pipeline.append((None, routes.HEADERS_TOO_LARGE, False))
+            return
+        if self._head_started_ns is None:
+            self._head_started_ns = now_ns
+            due = now_ns + self._listener.headers_timeout_ns
+            if self._deadline is None:
+                self._deadline = self._reactor.timer(self._on_deadline)
+            if not self._deadline.armed or self._deadline.deadline_ns > due:
+                self._deadline.arm_at_ns(due)
 
     # -- serving ---------------------------------------------------------------------
     def _serve(self, late: bool) -> None:
@@ -206,9 +364,14 @@ class Connection:
         while pipeline and served < batch:
             method, target, keep_alive = pipeline.popleft()
             if method is None:
-                out += target  # an error answer queued by the parser (always closes)
+                out += target  # an answer queued by the parser: an error (closes) or 100 Continue
+                if keep_alive:
+                    continue  # interim: not a request served
             else:
-                out += routes.respond(method, target, keep_alive, probe)
+                answer = routes.respond(method, target, keep_alive, probe)
+                out += answer
+                if answer is routes.BAD_REQUEST:
+                    keep_alive = False  # no path we serve: that answer says close
             if delay_ns:
                 busy_wait_ns(delay_ns)
             served += 1
@@ -245,6 +408,8 @@ class Connection:
             self._reactor.post(self._continue)
         elif self._peer_eof:
             self.close()
+        elif self._draining:
+            self._close_gracefully()  # everything received is answered and sent
         else:
             self._reactor.arm(self.fd, READ, self._on_readable)
 
@@ -268,6 +433,7 @@ class Connection:
         return True
 
     def _on_writable(self, event) -> None:
+        self._last_ns = event.ready_ns
         if self._out and not self._send():
             if not self.closed:
                 self._reactor.arm(self.fd, WRITE, self._on_writable)
@@ -277,12 +443,67 @@ class Connection:
         else:
             self._next()
 
+    # -- timeouts ----------------------------------------------------------------------
+    def _due_ns(self) -> int | None:
+        """The earliest deadline in force now, or None (see the module docstring)."""
+        due = None
+        keep_alive_ns = self._listener.keep_alive_ns
+        if keep_alive_ns:
+            due = self._last_ns + keep_alive_ns
+        if self._phase == _HEAD and self._head_started_ns is not None:
+            head_due = self._head_started_ns + self._listener.headers_timeout_ns
+            due = head_due if due is None else min(due, head_due)
+        return due
+
+    def _on_deadline(self, timer) -> None:
+        if self.closed or self._closing:
+            return  # closing has its own bound (LINGER_US)
+        now = self._reactor.clock()
+        if self._pipeline:
+            # Requests queued, a continuation pending: busy, not idle.
+            timer.arm_at_ns(now + (self._listener.keep_alive_ns or self._listener.headers_timeout_ns))
+            return
+        due = self._due_ns()
+        if due is None:
+            return
+        if now < due:
+            timer.arm_at_ns(due)  # progress since the timer was armed: move it
+            return
+        self._time_out()
+
+    def _time_out(self) -> None:
+        if self._out:
+            self.close()  # it does not read what we send: nothing graceful is possible
+        elif self._phase != _IDLE:
+            # Mid-request (a head or body still arriving): say why (RFC 9110 15.5.9).
+            self._reactor.disarm(self.fd, READ)
+            self._out += routes.REQUEST_TIMEOUT
+            self.stats.requests += 1
+            self._closing = True
+            self._next()
+        else:
+            self._close_gracefully()  # an idle keep-alive connection (RFC 9112 9.5)
+
     # -- closing ---------------------------------------------------------------------
+    def drain(self) -> None:
+        """Server shutdown: read no new requests; finish what is in progress, then close.
+
+        A connection waiting for input closes gracefully now; one with answers
+        queued or being sent closes once they are sent (:meth:`_next`).
+        """
+        if self.closed or self._draining:
+            return
+        self._draining = True
+        ev = self._reactor.armed(self.fd, READ)
+        if ev is not None and ev.callback == self._on_readable:
+            self._close_gracefully()
+
     def _close_gracefully(self) -> None:
         """Half-close, then wait (bounded) for the client to close; see the module docstring."""
         if self._peer_eof:
             self.close()
             return
+        self._closing = True
         try:
             self.sock.shutdown(socket.SHUT_WR)
         except OSError:
@@ -310,10 +531,29 @@ class Connection:
         """Disarm, then close the socket, and leave the listener's table.  Idempotent."""
         if self.closed:
             return
+        self._release()
+        self._listener.forget(self)  # before close: the fd number is then free for reuse
+        try:
+            self.sock.close()
+        except OSError:
+            pass  # EBADF: someone else closed our fd; it is gone either way
+
+    def abandon(self) -> None:
+        """Our fd was closed behind our back and its number now names another socket.
+
+        Disarm the stale events (on io_uring this cancels a poll that still
+        holds the old socket open) and detach the socket object without
+        closing the fd, which is no longer ours.  The listener calls this.
+        """
+        if self.closed:
+            return
+        self._release()
+        self.sock.detach()
+
+    def _release(self) -> None:
         self.closed = True
         self._reactor.disarm(self.fd)
-        if self._linger is not None:
-            self._linger.cancel()
-        self._listener.forget(self)  # before close: the fd number is then free for reuse
-        self.sock.close()
+        for timer in (self._linger, self._deadline):
+            if timer is not None:
+                timer.cancel()
         self._pipeline.clear()

@@ -10,9 +10,11 @@ keeps the table of live :class:`~tailreactor.http.connection.Connection`
 objects so shutdown can close them all.
 
 It also holds what every connection of this reactor shares: the knob values
-read once (``batch``, ``yield_batch``, ``delay_ns``) and one receive buffer
-(callbacks run one at a time on the reactor thread, and the parser copies
-what it keeps, so one buffer serves every connection).
+read once (``batch``, ``yield_batch``, ``delay_ns``, ``keep_alive_ns``), the
+head deadline (``headers_timeout_ns``, from
+:data:`~tailreactor.http.connection.HEADERS_TIMEOUT_US`) and one receive
+buffer (callbacks run one at a time on the reactor thread, and the parser
+copies what it keeps, so one buffer serves every connection).
 
 Accept loop
 -----------
@@ -28,6 +30,18 @@ readable: re-arming at once would spin at 100% CPU.  Instead the listener is
 left unarmed and a reactor timer re-arms it after :data:`ACCEPT_BACKOFF_US`.
 The first time this happens a warning is logged (once per listener: under
 sustained overload a log line per back-off would be its own problem).
+
+A recycled fd number
+--------------------
+If an accepted socket's fd is still in the table, the connection there had
+its fd closed behind its back (not by :meth:`Connection.close`, which leaves
+the table first).  It is abandoned -- disarmed, its socket object detached so
+it cannot close the newcomer's fd -- and a warning is logged once.
+
+Stopping
+--------
+:meth:`Listener.drain` (graceful: listening socket first, then every
+connection finishes what it has) and :meth:`Listener.close` (at once).
 """
 
 from __future__ import annotations
@@ -37,7 +51,7 @@ import logging
 import socket
 
 from ..backends import READ
-from .connection import Connection
+from .connection import HEADERS_TIMEOUT_US, RECV_BYTES, Connection
 
 log = logging.getLogger("tailreactor.http")
 
@@ -45,8 +59,6 @@ log = logging.getLogger("tailreactor.http")
 ACCEPTS_PER_CALLBACK = 64
 #: Pause before accepting again after EMFILE/ENFILE, in microseconds.
 ACCEPT_BACKOFF_US = 100_000
-#: Bytes one ``recv`` may read (a pipelined batch of small requests fits easily).
-RECV_BYTES = 65536
 #: listen(2) backlog; the kernel caps it at net.core.somaxconn.
 BACKLOG = 4096
 
@@ -78,12 +90,16 @@ class Listener:
         self.batch = cfg.http_batch
         self.yield_batch = cfg.http_yield_batch
         self.delay_ns = cfg.bench_delay_us * 1000
+        self.keep_alive_ns = cfg.http_keep_alive_timeout_s * 1_000_000_000  # 0: never
+        self.headers_timeout_ns = HEADERS_TIMEOUT_US * 1000
         self.recv_buffer = bytearray(RECV_BYTES)
         self.recv_view = memoryview(self.recv_buffer)
         self.connections: dict[int, Connection] = {}
         self.stats = ListenerStats()
-        self.closed = False
+        self.closed = False          # not accepting any more (drain or close)
         self._warned_out_of_fds = False
+        self._warned_fd_reuse = False
+        self._on_drained = None      # set by drain(): called when the last connection leaves
 
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
@@ -122,6 +138,9 @@ class Listener:
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = Connection(self, sock, peer)
+        stale = self.connections.get(conn.fd)
+        if stale is not None:
+            self._abandon(stale)
         self.connections[conn.fd] = conn
         self.stats.accepts += 1
         conn.start()
@@ -140,18 +159,47 @@ class Listener:
         if not self.closed:
             self.reactor.arm(self.fd, READ, self._on_acceptable)
 
+    def _abandon(self, stale: Connection) -> None:
+        if not self._warned_fd_reuse:
+            self._warned_fd_reuse = True
+            log.warning("fd %d was closed behind the server's back while connection %s used it; "
+                        "that connection is abandoned (logged once)", stale.fd, stale.peer)
+        stale.abandon()
+
     def forget(self, conn: Connection) -> None:
         """Called by a connection as it closes."""
         if self.connections.get(conn.fd) is conn:
             del self.connections[conn.fd]
+            if self._on_drained is not None and not self.connections:
+                self._on_drained()
 
-    def close(self) -> None:
-        """Stop accepting first, then close every connection.  Idempotent."""
+    def _stop_accepting(self) -> None:
         if self.closed:
             return
         self.closed = True
         self._backoff.cancel()
         self.reactor.disarm(self.fd)
         self.sock.close()
+
+    def drain(self, on_drained) -> bool:
+        """Graceful stop: close the listening socket, then let every connection finish.
+
+        Each connection answers what it has already received and sends it,
+        then closes (:meth:`Connection.drain`).  ``on_drained()`` runs once the
+        last one has left.  Returns False if none was left to wait for (then
+        ``on_drained`` is not called).
+        """
+        self._stop_accepting()
+        for conn in list(self.connections.values()):
+            conn.drain()
+        if not self.connections:
+            return False
+        self._on_drained = on_drained  # after the loop: connections that closed at once do not count
+        return True
+
+    def close(self) -> None:
+        """Stop accepting first, then close every connection at once.  Idempotent."""
+        self._stop_accepting()
+        self._on_drained = None
         for conn in list(self.connections.values()):
             conn.close()

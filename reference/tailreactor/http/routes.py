@@ -34,7 +34,8 @@ import json
 
 import httptools
 
-__all__ = ["respond", "BAD_REQUEST", "URI_TOO_LONG", "VERSION_NOT_SUPPORTED"]
+__all__ = ["respond", "BAD_REQUEST", "URI_TOO_LONG", "VERSION_NOT_SUPPORTED", "REQUEST_TIMEOUT",
+           "HEADERS_TOO_LARGE", "CONTINUE"]
 
 _CONNECTION = (b"Connection: close\r\n", b"Connection: keep-alive\r\n")  # by keep_alive
 
@@ -56,8 +57,13 @@ ALLOW_GET = build("405 Method Not Allowed", extra="Allow: GET\r\n")
 ALLOW_POST = build("405 Method Not Allowed", extra="Allow: POST\r\n")
 # Errors that end the connection: only the close form is ever sent.
 BAD_REQUEST = build("400 Bad Request")[0]
+REQUEST_TIMEOUT = build("408 Request Timeout")[0]
 URI_TOO_LONG = build("414 URI Too Long")[0]
+HEADERS_TOO_LARGE = build("431 Request Header Fields Too Large")[0]
 VERSION_NOT_SUPPORTED = build("505 HTTP Version Not Supported")[0]
+#: The interim answer to ``Expect: 100-continue`` (RFC 9110 15.2.1): a status line and nothing else.
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_SCHEMES_SERVED = (b"http", b"https")
 
 #: Fixed routes: path -> (the one allowed method, its response, the 405 for others).
 FIXED = {
@@ -76,17 +82,21 @@ def path_of(target: bytes) -> bytes | None:
     """The path of a request-target, or None when it has none we can serve.
 
     Origin form (``/a?b``) is the common case and costs one ``find``; absolute
-    form (``http://host/a``, RFC 9112 3.2.2) goes through ``httptools.parse_url``.
-    Authority form (CONNECT) and ``*`` have no path: None.
+    form (``http://host/a``, RFC 9112 3.2.2) goes through ``httptools.parse_url``:
+    an ``http``/``https`` URI (any case) whose path is empty means ``/`` (RFC
+    9110 4.2.3).  Authority form (CONNECT, ``host:port``), asterisk form
+    (``*``) and other schemes name nothing this server serves: None.
     """
     if target[:1] == b"/":
         q = target.find(b"?")
         return target if q < 0 else target[:q]
     try:
-        path = httptools.parse_url(target).path
+        url = httptools.parse_url(target)
     except httptools.HttpParserInvalidURLError:
         return None
-    return path if path and path[:1] == b"/" else None
+    if url.schema is None or url.schema.lower() not in _SCHEMES_SERVED:
+        return None
+    return url.path or b"/"
 
 
 def respond(method: bytes, target: bytes, keep_alive: bool, probe=None) -> bytes:
@@ -94,7 +104,8 @@ def respond(method: bytes, target: bytes, keep_alive: bool, probe=None) -> bytes
 
     ``keep_alive`` selects the ``Connection`` header; ``probe`` is the
     reactor's latency probe or None.  A target without a path gets
-    :data:`BAD_REQUEST` (the caller then closes the connection).
+    :data:`BAD_REQUEST`, which says ``Connection: close``: the caller must
+    then close the connection (it checks ``answer is BAD_REQUEST``).
     """
     path = path_of(target)
     if path is None:

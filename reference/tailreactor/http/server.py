@@ -17,8 +17,12 @@ Everything that belongs to the *process* rather than to a connection::
 4. Print one start line on stderr once every worker listens, e.g.
    ``tailreactor-bench: listening on 127.0.0.1:3000, backend io_uring, workers 1, pid 42``
    (the backend the workers actually run: with ``auto`` that may be epoll).
-5. SIGINT or SIGTERM stops cleanly: listeners close first, then connections,
-   then the reactor (which writes the probe report if one is on); exit 0.
+5. SIGINT or SIGTERM stops cleanly (:func:`drain`): the listening socket
+   closes first; every connection answers the requests it has already
+   received, sends what it has produced, and closes; connections waiting for
+   a request close at once.  This lasts at most :data:`SHUTDOWN_GRACE_US`
+   (a second signal cuts it short); whatever is left is then closed.  The
+   reactor closes last (writing the probe report if one is on); exit 0.
 
 Exit codes: 0 stopped by a signal; 1 a worker failed or the port cannot be
 bound; 2 bad arguments, a bad knob value, or a backend that cannot start
@@ -53,6 +57,9 @@ from .listener import Listener
 PROG = "tailreactor-bench"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: Longest a stop waits for connections to finish, in microseconds.  Above
+#: LINGER_US (2 s), so a graceful close that waits for a slow client still fits.
+SHUTDOWN_GRACE_US = 5_000_000
 
 log = logging.getLogger("tailreactor.http")
 
@@ -116,7 +123,10 @@ def _backend_error(cfg: _config.Config, exc: Exception) -> SetupError:
 
 # -- one worker: reactor + listener until a stop signal --------------------------
 class StopOnSignal:
-    """Stop ``reactor`` on SIGINT/SIGTERM through a wakeup pipe (module docstring)."""
+    """Stop ``reactor`` on SIGINT/SIGTERM through a wakeup pipe (module docstring).
+
+    Stays armed: the first signal ends serving, a second one ends the drain.
+    """
 
     def __init__(self, reactor: Reactor):
         self.reactor = reactor
@@ -130,6 +140,7 @@ class StopOnSignal:
             os.read(self._r, 64)
         except BlockingIOError:
             pass
+        self.reactor.arm(self._r, READ, self._on_signal)
         self.reactor.stop()
 
     def close(self) -> None:
@@ -143,6 +154,28 @@ class StopOnSignal:
 
 def _do_nothing(signum, frame) -> None:
     """Python-level handler: the wakeup fd carries the signal to the reactor."""
+
+
+def drain(reactor: Reactor, listener: Listener, grace_us: int = SHUTDOWN_GRACE_US) -> int:
+    """The second phase of a stop; returns how many connections it had to cut off.
+
+    Call after ``reactor.run()`` returned.  :meth:`Listener.drain` closes the
+    listening socket and asks each connection to finish; the reactor then
+    runs until the last connection has closed, ``grace_us`` passes (a reactor
+    timer), or ``reactor.stop()`` is called again (a second signal).  The
+    caller then closes the listener, which cuts off what is left.
+    """
+    if not listener.drain(reactor.stop):
+        return 0
+    deadline = reactor.call_later_us(grace_us, lambda timer: reactor.stop())
+    try:
+        reactor.run()
+    finally:
+        deadline.cancel()
+    left = len(listener.connections)
+    if left:
+        log.warning("stopping: %d connection(s) still busy after %d ms; closing them", left, grace_us // 1000)
+    return left
 
 
 def serve(cfg: _config.Config, host: str, port: int, *, worker: int = 0, on_ready=None) -> int:
@@ -164,10 +197,11 @@ def serve(cfg: _config.Config, host: str, port: int, *, worker: int = 0, on_read
         try:
             if on_ready is not None:
                 on_ready(listener, reactor)
-            reactor.run()
+            reactor.run()     # until the first SIGINT/SIGTERM
+            drain(reactor, listener)
         finally:
             stopper.close()
-            listener.close()  # the listening socket first, then every connection
+            listener.close()  # the listening socket first (if drain did not), then what is left
     finally:
         reactor.close()
     return EXIT_OK
