@@ -1,0 +1,37 @@
+"""The command line: bad input is refused before anything runs, with one line naming what failed."""
+
+from __future__ import annotations
+
+import pytest
+
+from tailjob.cli import main
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--a", "CWIST_NOPE=1"], "--a: unknown knob CWIST_NOPE"),
+    (["--b", "CWIST_REACTOR_TAIL_US=-5"], "--b: CWIST_REACTOR_TAIL_US='-5' is invalid"),
+    (["--ab", "tail", "--a", "CWIST_HTTP_BATCH=4"], "--ab cannot be combined with --a/--b"),
+    (["--threads", "8", "--connections", "4"], "at least as many connections as threads"),
+    (["--pin", "--server-cpus", "4096"], "--server-cpus '4096': CPUs [4096] are not available"),
+])
+def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tail_latency: error: ") and message in err
+    assert err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []  # nothing ran, nothing written
+
+
+def test_an_invalid_ambient_knob_is_refused_too(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("CWIST_HTTP_BATCH", "0")
+    assert main(["--out", str(tmp_path)]) == 2
+    assert "CWIST_HTTP_BATCH='0' is invalid" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--duration", "3x"], ["--runs", "0"], ["--min-effect", "150%"],
+                                  ["--connections", "64,"], ["--profile", "huge"]])
+def test_malformed_values_are_argparse_errors(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert "tail_latency: error: argument" in capsys.readouterr().err
