@@ -17,7 +17,18 @@ when it fires.  If read fired while write was also armed, the write interest
 would be lost, so the backend re-arms what is still wanted (rare: the HTTP
 server arms one direction at a time).
 
-Source: epoll_ctl(2), epoll(7) "EPOLLONESHOT".
+An fd closed while armed (without ``disarm``)
+---------------------------------------------
+The kernel keys a registration by (fd number, open file) and drops it when
+the file's last descriptor closes, so the interest vanishes silently: the
+event is never reported, the peer sees the close at once, and the reactor
+still lists the event as armed until that fd number is disarmed or armed
+again (``_apply`` then registers afresh).  If the file lives on in another
+descriptor (``dup``, ``fork``), the registration survives and keeps
+reporting under the closed number -- epoll(7) Q6.  Always disarm first
+(``tests/test_reliability_faults.py`` pins this behaviour).
+
+Source: epoll_ctl(2), epoll(7) "EPOLLONESHOT" and Q6.
 """
 
 from __future__ import annotations

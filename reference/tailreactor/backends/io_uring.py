@@ -24,6 +24,17 @@ raced with the disarm, is dropped.  A negative result other than
 ``-ECANCELED`` (say ``-EBADF``) is reported as ``ERR`` so the callback sees the
 failure instead of waiting forever.
 
+An fd closed while armed (without ``disarm``)
+---------------------------------------------
+A pending POLL_ADD holds its own reference to the file, so closing the fd
+does not close the socket: the peer sees no FIN, and the file stays alive
+until the poll completes -- then its callback runs although the fd number is
+closed (``EBADF``) or, worse, already names another file -- or until the poll
+is cancelled by ``disarm``, by arming the same number again (``arm`` cancels
+the old completion), or by :meth:`close`.  Nothing leaks past those points
+and nothing hangs, but the stale callback is the owner's bug to avoid:
+always disarm first (``tests/test_reliability_faults.py`` pins this).
+
 Why a ``fcntl(F_GETFD)`` check in ``arm``: epoll rejects a closed fd at arm
 time, io_uring only in a later CQE.  One cheap syscall keeps "arming a closed
 fd raises EBADF" identical on both backends.
