@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -111,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=1, help="seed of the run order and the bootstrap (1)")
     run.add_argument("--pollution-limit", type=_cores, default=0.10,
                      help="CPU of other processes (cores) above which a run is flagged (0.10)")
+    run.add_argument("--probe", action="store_true",
+                     help="run every server with CWIST_LATENCY_PROBE=1, gather each worker's probe file "
+                          "(under <out>/results/<stem>-probe/) and report the probe's figures per arm "
+                          "and worker")
     verdict = p.add_argument_group("verdict and outputs")
     verdict.add_argument("--min-effect", type=_fraction,
                          help="minimum effect for every metric, e.g. 5%% (default: per metric, "
@@ -119,8 +124,6 @@ def build_parser() -> argparse.ArgumentParser:
     verdict.add_argument("--out", type=Path, default=REPO / "benchmarks",
                          help="output directory: <out>/results/ and <out>/tail-latency.jsonl "
                               "(default: benchmarks/)")
-    # A future --probe (CWIST_LATENCY_PROBE=1 with a CWIST_LATENCY_PROBE_FILE per run) would add
-    # those two variables in runner.measure_run and fill RunRecord.probe; not built yet.
     return p
 
 
@@ -162,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                             server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if args.pin else None,
                             wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if args.pin else None,
                             pollution_limit=args.pollution_limit, min_effect=args.min_effect)
+        for name in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE"):
+            if args.probe and any(name in arm.env for arm in arms):
+                raise PlanError(f"--probe sets {name} for every run; leave it out of --a/--b")
         if args.pin and not shutil.which("taskset"):
             raise PlanError("--pin needs taskset (util-linux), which is not on PATH")
         wrk = wrk_version()
@@ -169,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         return _error(str(e), 2)
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    out = args.out
+    stem = history.stem(started, profile.name, ab)
+    results_dir = out / "results"
+    if args.probe:
+        settings = replace(settings, probe_dir=str(results_dir / f"{stem}-probe"))
     try:
         with JobProgress(legs, warmup=settings.warmup) as progress:
             results = run_job(legs, arms, settings, ambient=os.environ, progress=progress)
@@ -178,9 +189,6 @@ def main(argv: list[str] | None = None) -> int:
                     provenance=history.provenance(REPO, wrk_version=wrk), started_at=started,
                     finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
-    out = args.out
-    stem = history.result_stem(job)
-    results_dir = out / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
     md = results_dir / f"{stem}.md"
     md.write_text(report.render(job, runs=True))
@@ -192,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     print("Files:")
     for path in (md, *images, result_json):
         print(f"- {path}")
+    if settings.probe_dir:
+        print(f"- {settings.probe_dir}/ (every worker's latency probe file, per run)")
     print(f"- {jsonl} (one line appended)")
     if args.gate and is_regression(job.verdicts()):
         return _error("--gate: a metric regressed (see the verdicts above)", 1)

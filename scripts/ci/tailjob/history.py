@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .runner import JobResult
 
-__all__ = ["provenance", "result_stem", "write_result", "history_line", "append_history",
+__all__ = ["provenance", "stem", "result_stem", "write_result", "history_line", "append_history",
            "HISTORY_FILE", "SCHEMA"]
 
 HISTORY_FILE = "tail-latency.jsonl"
@@ -89,10 +89,15 @@ def _read_first_line(path: str) -> str | None:
         return None
 
 
+def stem(started_at: str, profile: str, ab: str) -> str:
+    """``20261129T210501Z-quick-tail`` from an ISO start time, the profile and the ``--ab`` name."""
+    started = datetime.fromisoformat(started_at).astimezone(timezone.utc)
+    return f"{started:%Y%m%dT%H%M%SZ}-{profile}-{ab}"
+
+
 def result_stem(job: JobResult) -> str:
     """File name stem shared by a job's JSON, Markdown, SVG and PNG: ``20261129T210501Z-quick-tail``."""
-    started = datetime.fromisoformat(job.started_at).astimezone(timezone.utc)
-    return f"{started:%Y%m%dT%H%M%SZ}-{job.profile}-{job.ab}"
+    return stem(job.started_at, job.profile, job.ab)
 
 
 def write_result(job: JobResult, results_dir: Path, stem: str) -> Path:
@@ -120,12 +125,15 @@ def history_line(job: JobResult, *, result_file: str) -> dict:
             "flagged_runs": {flag: sum(flag in r.flags for r in measured)
                              for flag in ("polluted", "socket-errors", "non-2xx")},
         })
+        if lr.probe:  # --probe: each arm's merged-worker medians (the "all" row)
+            legs[-1]["probe"] = {arm: next(r for r in v["rows"] if r["worker"] == "all")
+                                 for arm, v in lr.probe.items()}
     return {
         "schema": SCHEMA, "started_at": job.started_at, "finished_at": job.finished_at,
         "result": result_file, "profile": job.profile, "ab": job.ab, "argv": job.argv,
         "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in job.arms},
         "pinned": s.pinned, "server_cpus": s.server_cpus, "wrk_cpus": s.wrk_cpus,
-        "workers": s.workers, "seed": s.seed, "warmup": s.warmup,
+        "workers": s.workers, "seed": s.seed, "warmup": s.warmup, "probe": s.probe_dir is not None,
         "pollution_limit": s.pollution_limit, "provenance": job.provenance, "legs": legs,
         "regression": any(v == "regression" for v in job.verdicts()),
     }

@@ -10,18 +10,21 @@ Role
 3. per leg, the table in the seed PR's shape -- arms side by side, medians over
    N runs -- extended with the B/A ratio, its joint 95 % CI, the minimum effect
    and the verdict; p99.99 and p99.999 carry the number of samples behind them;
-4. per leg, every run (``runs=True``), with its flags;
-5. notes on what the numbers are.
+4. with ``--probe``, per leg the latency probe's figures per arm and worker
+   (medians over the runs, :mod:`tailjob.probeleg`);
+5. per leg, every run (``runs=True``), with its flags;
+6. notes on what the numbers are.
 
 Latencies are printed in ms (recorded in us), CPU per request in us.
 """
 
 from __future__ import annotations
 
+from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
 from .stats import CONFIDENCE, METRICS, MIN_PAIRS, RESAMPLES, Comparison, median
 
-__all__ = ["render", "verdict_summary"]
+__all__ = ["render", "verdict_summary", "probe_table"]
 
 FLAG_TEXT = {
     "polluted": "polluted (other processes used more CPU than the limit)",
@@ -101,6 +104,25 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
     return lines
 
 
+def _count(v: float) -> str:
+    """A median count or us value: ``4,500`` when whole, ``13.5`` otherwise."""
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+
+
+def probe_table(job: JobResult, lr: LegResult) -> list[str]:
+    """The latency probe section of one leg: a row per arm and worker, then the arm's ``all`` row."""
+    labels = {a.key: f"{a.key}: {a.label}" for a in job.arms}
+    n_runs = min(arm["runs"] for arm in lr.probe.values())
+    lines = [f"## Latency probe: {lr.leg.name}, medians over {n_runs} runs per arm", "",
+             "| Arm | Worker | " + " | ".join(label for _, label in FIGURES) + " |",
+             "|---|---|" + "---:|" * len(FIGURES)]
+    for key in [a.key for a in job.arms if a.key in lr.probe]:
+        for row in lr.probe[key]["rows"]:
+            lines.append(f"| {labels[key]} | {row['worker']} | "
+                         + " | ".join(_count(row[k]) for k, _ in FIGURES) + " |")
+    return lines
+
+
 def _run_rows(lr: LegResult) -> list[str]:
     lines = ["| Trial.order | Arm | Backend | Req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | p99.999 ms "
              "| CPU us/req | Other CPU (cores) | Errors (sock/non-2xx) | Flags |",
@@ -151,11 +173,22 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         lines.append(f"- {lr.leg.name}: {verdict_summary(lr.comparisons)}")
     for lr in job.legs:
         lines += [""] + _leg_table(job, lr)
+    for lr in job.legs:
+        if lr.probe:
+            lines += [""] + probe_table(job, lr)
     if runs:
         for lr in job.legs:
             lines += ["", f"### Runs: {lr.leg.name}", ""] + _run_rows(lr)
     lines += [
         "", "## What the numbers are", "",
+        *([f"- Latency probe (`--probe`): every run's server had `CWIST_LATENCY_PROBE=1` and wrote one "
+           f"JSON file per worker at its graceful stop, under `{s.probe_dir}`. A row per worker index is "
+           "the median over the runs of that worker's figures; `all` is the median of each run's "
+           "workers merged (histograms added, counters summed). queue_delay_arm runs from the arm "
+           "stamp to the callback, queue_delay_ready from the round that reaped the event; percentiles "
+           "in us (HdrHistogram, 3 significant digits); over 5 ms counts the callbacks whose queue "
+           "delay exceeded 5 ms; tail_elevations the callbacks age-based dispatch moved ahead."]
+          if s.probe_dir else []),
         "- Latencies are wrk's histogram of its own requests. wrk is closed-loop (a connection sends its "
         "next request only after the response), so a stalled server is sent fewer requests and the tail "
         "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "

@@ -9,11 +9,14 @@ warm-up run, then the RMIT trials (each trial A and B once, in random order),
 and compares the arms per metric (:mod:`tailjob.stats`).
 
 The server is restarted for every run, so no run inherits another's caches,
-connections or heap.  A run whose server dies, whose wrk fails or completes
+connections or heap.  With the probe on (``Settings.probe_dir``) each run's
+server also writes the latency probe of every worker into its own directory,
+and the run gathers them after the graceful stop (:mod:`tailjob.probeleg`).  A run whose server dies, whose wrk fails or completes
 no request, or whose server reports a backend other than the one asked for
 stops the job with :class:`JobError`: such a run is not data.  Socket errors, non-2xx responses
 and CPU used by other processes during the run do not stop it; they are
-flagged in the record and the report.
+flagged in the record and the report.  With the probe on, a worker that wrote
+no probe file stops the job too.
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from . import procstat, stats
+from . import probeleg, procstat, stats
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
-from .server import BenchServer, ServerError
+from .server import BenchServer, ServerError, ServerProcess
 from .wrk import WrkOutputError, parse_wrk_output, wrk_command
 
-__all__ = ["Settings", "RunRecord", "LegResult", "JobResult", "JobError", "measure_run", "run_job",
+__all__ = ["Settings", "RunRecord", "LegResult", "JobResult", "JobError", "measure_run",
+           "measure_server", "run_job",
            "compare_leg", "LATENCY_KEYS"]
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tail_latency.lua"
@@ -47,7 +51,9 @@ class Settings:
 
     ``server_cpus`` / ``wrk_cpus``: ``taskset -c`` lists when pinned, else
     None.  ``pollution_limit``: CPU (in cores, averaged over the run) other
-    processes may use before a run is flagged ``polluted``.
+    processes may use before a run is flagged ``polluted``.  ``probe_dir``:
+    with ``--probe``, the directory under which each run's server writes its
+    latency probe files (None: probe off).
     """
 
     seed: int = 1
@@ -60,6 +66,7 @@ class Settings:
     script: str = str(SCRIPT)
     server_module: str = "tailreactor.http.server"
     min_effect: float | None = None  # None: each metric's own minimum
+    probe_dir: str | None = None
 
     @property
     def pinned(self) -> bool:
@@ -71,7 +78,8 @@ class RunRecord:
     """One run.  CPU figures in seconds; ``metrics`` are the verdict metrics
     (``rps``, ``cpu_us_per_req`` in us, ``p50`` ... ``p99.999`` in us; None
     when the run has no data for it).  ``trial`` is -1 for the warm-up.
-    ``probe`` is reserved for the latency-probe leg (``--probe``, not built).
+    ``probe``: with ``--probe``, :func:`tailjob.probeleg.gather`'s figures of
+    every worker and merged (None without).
     """
 
     leg: int
@@ -107,23 +115,61 @@ def _expected_backend(env: Mapping[str, str]) -> str | None:
 
 def measure_run(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings, *,
                 trial: int, position: int, warmup: bool = False) -> RunRecord:
-    """One run of ``arm`` in ``leg``: fresh server, one wrk run, CPU accounting.
+    """One run of ``arm`` in ``leg``: fresh bench server, one wrk run, CPU accounting.
 
-    Raises :class:`JobError` if the server does not start, reports the wrong
-    backend, dies during the run, or wrk fails or prints no metrics.
+    With ``settings.probe_dir`` the server writes its latency probe files into
+    this run's own directory and the record carries their figures.  Raises
+    :class:`JobError` if the server does not start, reports the wrong
+    backend, dies during the run, wrk fails or prints no metrics, or (probe
+    on) a worker wrote no probe file.
     """
+    where = f"{leg.name}, arm {arm.key}"
+    template = None
+    if settings.probe_dir is not None:
+        folder = probeleg.run_dir(Path(settings.probe_dir), leg=leg.index, trial=trial, arm=arm.key,
+                                  warmup=warmup)
+        folder.mkdir(parents=True, exist_ok=True)
+        probe_vars = probeleg.probe_env(folder)
+        env = {**env, **probe_vars}
+        template = probe_vars["CWIST_LATENCY_PROBE_FILE"]
     server = BenchServer(env, host=settings.host, workers=settings.workers,
                          cpus=settings.server_cpus, module=settings.server_module)
+    expected = _expected_backend(env)
+
+    def check(srv: ServerProcess) -> None:
+        if expected and srv.backend != expected:
+            raise JobError(f"{where}: asked for backend {expected}, server reports {srv.backend}")
+
+    record = measure_server(server, leg, where, settings, arm=arm.key, trial=trial, position=position,
+                            warmup=warmup, check=check)
+    if template is not None:
+        try:
+            record.probe = probeleg.gather(template, workers=server.workers or 1)
+        except probeleg.ProbeError as e:
+            stopped = f" (server stop flags: {', '.join(record.flags)})" if record.flags else ""
+            raise JobError(f"{where}: {e}{stopped}") from None
+    return record
+
+
+def measure_server(server: ServerProcess, leg: Leg, where: str, settings: Settings, *, arm: str,
+                   trial: int, position: int, warmup: bool = False,
+                   check: Callable[[ServerProcess], None] | None = None) -> RunRecord:
+    """One run against ``server`` (not yet started): start, wrk, CPU accounting, stop.
+
+    ``where`` starts every error message; ``arm`` names the arm or server in
+    the record; ``check(server)`` runs once it is ready (may raise
+    :class:`JobError`).  Raises :class:`JobError` if the server does not
+    start or dies during the run, or wrk fails, prints no metrics or
+    completes no request.
+    """
     try:
         server.start()
     except ServerError as e:
-        raise JobError(f"{leg.name}, arm {arm.key}: {e}") from None
+        raise JobError(f"{where}: {e}") from None
     flags: list[str] = []
     try:
-        expected = _expected_backend(env)
-        if expected and server.backend != expected:
-            raise JobError(f"{leg.name}, arm {arm.key}: asked for backend {expected}, "
-                           f"server reports {server.backend}")
+        if check is not None:
+            check(server)
         argv = wrk_command(f"http://{settings.host}:{server.port}/", threads=leg.threads,
                            connections=leg.connections, duration_s=leg.duration_s,
                            script=settings.script, cpus=settings.wrk_cpus)
@@ -134,7 +180,7 @@ def measure_run(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings, 
             out = subprocess.run(argv, capture_output=True, text=True,
                                  timeout=leg.duration_s + 60)
         except subprocess.TimeoutExpired:
-            raise JobError(f"{leg.name}, arm {arm.key}: wrk did not finish within "
+            raise JobError(f"{where}: wrk did not finish within "
                            f"{leg.duration_s + 60} s") from None
         t1 = time.monotonic()
         srv1, sys1 = procstat.tree_cpu_s(server.pid), procstat.system_cpu()
@@ -143,22 +189,21 @@ def measure_run(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings, 
     finally:
         flags += server.stop()
     if not alive:
-        raise JobError(f"{leg.name}, arm {arm.key}: bench server died during the run"
+        raise JobError(f"{where}: {server.WHAT} died during the run"
                        + server.last_stderr())
     if out.returncode != 0:
-        raise JobError(f"{leg.name}, arm {arm.key}: wrk exited {out.returncode}: "
+        raise JobError(f"{where}: wrk exited {out.returncode}: "
                        f"{(out.stderr or out.stdout).strip()[-300:]}")
     try:
         result = parse_wrk_output(out.stdout)
     except WrkOutputError as e:
-        raise JobError(f"{leg.name}, arm {arm.key}: {e}") from None
+        raise JobError(f"{where}: {e}") from None
     if result.requests == 0:
         # wrk does not count requests that are never answered, so a server that
         # accepts connections but never serves looks like a quiet, error-free run.
-        raise JobError(f"{leg.name}, arm {arm.key}: wrk completed no request in {leg.duration_s} s "
+        raise JobError(f"{where}: wrk completed no request in {leg.duration_s} s "
                        f"(errors {result.errors}); the server used {srv1 - srv0:.2f} s of CPU"
                        + server.last_stderr())
-
     wall = t1 - t0
     server_cpu, wrk_cpu, self_cpu = srv1 - srv0, kids1 - kids0, self1 - self0
     busy = sys1.busy_s - sys0.busy_s
@@ -176,7 +221,7 @@ def measure_run(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings, 
         flags.append("socket-errors")
     if result.non_2xx:
         flags.append("non-2xx")
-    return RunRecord(leg=leg.index, trial=trial, position=position, arm=arm.key, warmup=warmup,
+    return RunRecord(leg=leg.index, trial=trial, position=position, arm=arm, warmup=warmup,
                      backend=server.backend or "?", port=server.port or 0, started_at=started_at,
                      wall_s=wall, wrk_argv=argv, wrk=result.as_dict(), server_cpu_s=server_cpu,
                      wrk_cpu_s=wrk_cpu, self_cpu_s=self_cpu, machine_busy_s=busy,
@@ -186,7 +231,8 @@ def measure_run(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings, 
 
 @dataclass
 class LegResult:
-    """A leg's runs (warm-up included, marked) and its per-metric comparisons."""
+    """A leg's runs (warm-up included, marked), its per-metric comparisons and,
+    with ``--probe``, :func:`tailjob.probeleg.summarize` of its runs."""
 
     leg: Leg
     arms: tuple[Arm, Arm]
@@ -195,6 +241,7 @@ class LegResult:
     schedule: list[list[str]]
     runs: list[RunRecord]
     comparisons: list[stats.Comparison] = field(default_factory=list)
+    probe: dict | None = None
 
     def measured(self, arm: str | None = None) -> list[RunRecord]:
         return [r for r in self.runs if not r.warmup and (arm is None or r.arm == arm)]
@@ -204,7 +251,7 @@ class LegResult:
                 "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
                 "env": self.env, "knobs": self.knobs, "schedule": self.schedule,
                 "runs": [r.as_dict() for r in self.runs],
-                "comparisons": [c.as_dict() for c in self.comparisons]}
+                "comparisons": [c.as_dict() for c in self.comparisons], "probe": self.probe}
 
 
 def compare_leg(runs: list[RunRecord], *, seed: int, min_effect: float | None = None) -> list[stats.Comparison]:
@@ -242,6 +289,9 @@ def run_job(legs: list[Leg], arms: tuple[Arm, Arm], settings: Settings, *,
     results = []
     for leg in legs:
         envs = {a.key: server_env(ambient, leg, a) for a in arms}
+        if settings.probe_dir is not None:  # the per-run file is added by measure_run
+            for e in envs.values():
+                e["CWIST_LATENCY_PROBE"] = "1"
         lr = LegResult(leg=leg, arms=arms, env={k: _cwist_env(e) for k, e in envs.items()},
                        knobs={k: arm_knobs(e) for k, e in envs.items()},
                        schedule=rmit_schedule(leg.runs, seed=settings.seed + leg.index), runs=[])
@@ -255,6 +305,8 @@ def run_job(legs: list[Leg], arms: tuple[Arm, Arm], settings: Settings, *,
             lr.runs.append(record)
             notify("run-end", {**info, "record": record})
         lr.comparisons = compare_leg(lr.runs, seed=settings.seed, min_effect=settings.min_effect)
+        if settings.probe_dir is not None:
+            lr.probe = probeleg.summarize(lr.runs)
         results.append(lr)
     return results
 

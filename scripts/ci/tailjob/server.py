@@ -1,20 +1,24 @@
-"""Start and stop the bench server (``tailreactor-bench``) for one run.
+"""Start and stop a server under test for one run: the bench server, or a peer.
 
 Role
 ----
-:class:`BenchServer` starts ``python -m tailreactor.http.server --host H
---port P [--workers N]`` with a given environment (optionally under
-``taskset -c CPUS``), waits for the line the server prints once it listens::
+:class:`ServerProcess` is one server process: it starts an argv with a given
+environment (optionally under ``taskset -c CPUS``), keeps reading the
+server's stderr (so a chatty server never blocks on a full pipe), waits for
+the line that says the server is ready, keeps the last lines for error
+messages, and stops it with SIGTERM (killed if it does not stop in time, and
+the run flagged).  Subclasses say what to run and which line means "ready":
 
-    tailreactor-bench: listening on 127.0.0.1:3000, backend io_uring, ...
+* :class:`BenchServer` -- ``python -m tailreactor.http.server --host H
+  --port P [--workers N]``, ready at the line it prints once it listens::
 
-and reports the backend named there.  It keeps reading the server's stderr
-(so a chatty server never blocks on a full pipe) and keeps the last lines for
-error messages.  :meth:`BenchServer.stop` sends SIGTERM and waits; a server
-that does not stop in time is killed and the run is flagged.
+      tailreactor-bench: listening on 127.0.0.1:3000, backend io_uring, workers 1, pid 42
 
-Waiting is on events (the listening line, or the end of stderr when the
-server dies), never on sleeps.
+  which also names the backend and the number of workers;
+* the peers of ``--peers`` (:mod:`tailjob.peers`).
+
+Waiting is on events (the ready line, or the end of stderr when the server
+dies), never on sleeps.
 """
 
 from __future__ import annotations
@@ -29,14 +33,14 @@ import sys
 import threading
 from typing import Mapping
 
-__all__ = ["BenchServer", "ServerError", "free_port", "LISTENING"]
+__all__ = ["ServerProcess", "BenchServer", "ServerError", "free_port", "LISTENING"]
 
 LISTENING = re.compile(r"tailreactor-bench: listening on (?P<host>[^\s:]+):(?P<port>\d+), "
-                       r"backend (?P<backend>[\w-]+)")
+                       r"backend (?P<backend>[\w-]+), workers (?P<workers>\d+)")
 
 
 class ServerError(RuntimeError):
-    """The bench server did not start, or died; the message ends with its last stderr lines."""
+    """A server under test did not start, or died; the message ends with its last stderr lines."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -46,29 +50,42 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-class BenchServer:
-    """One bench server process.  Use as a context manager or call start()/stop().
+class ServerProcess:
+    """One server process.  Use as a context manager or call start()/stop().
 
     ``env`` is its whole environment; ``cpus`` (e.g. ``"0"``) pins it with
-    ``taskset -c``; ``workers`` adds ``--workers N``.  After :meth:`start`:
-    ``pid``, ``port`` and ``backend`` (as the server reported it).
+    ``taskset -c``.  Subclasses define :meth:`command` (argv without
+    taskset), :attr:`READY` (a compiled regex matched against each stderr
+    line) and may override :meth:`on_ready`.  After :meth:`start`: ``pid``,
+    ``port`` and ``backend`` (what the server reported, or the subclass's
+    name for it).
     """
 
+    #: What the server prints on stderr once it serves; subclasses set it.
+    READY: re.Pattern
+    #: Names the server in error messages.
+    WHAT = "server"
+
     def __init__(self, env: Mapping[str, str], *, host: str = "127.0.0.1", port: int | None = None,
-                 workers: int | None = None, cpus: str | None = None,
-                 python: str = sys.executable, module: str = "tailreactor.http.server",
-                 start_timeout_s: float = 30.0):
+                 cpus: str | None = None, start_timeout_s: float = 30.0):
         self.env = dict(env)
         self.host, self.port = host, port
-        self.workers, self.cpus = workers, cpus
-        self.python, self.module = python, module
+        self.cpus = cpus
         self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen | None = None
         self.backend: str | None = None
+        self.workers: int | None = None
         self.listening_line: str | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def on_ready(self, match: re.Match) -> None:
+        """Called with the ready line's match; must set ``self.backend``."""
+        self.backend = match.groupdict().get("backend") or self.WHAT
 
     @property
     def pid(self) -> int:
@@ -76,23 +93,21 @@ class BenchServer:
         return self.proc.pid
 
     def argv(self) -> list[str]:
-        cmd = [self.python, "-m", self.module, "--host", self.host, "--port", str(self.port)]
-        if self.workers is not None:
-            cmd += ["--workers", str(self.workers)]
+        cmd = self.command()
         return ["taskset", "-c", self.cpus, *cmd] if self.cpus is not None else cmd
 
-    def start(self) -> "BenchServer":
+    def start(self) -> "ServerProcess":
         """Start the server and wait until it listens.
 
-        Raises :class:`ServerError` if it exits first or does not print the
-        listening line within ``start_timeout_s``.
+        Raises :class:`ServerError` if it exits first or does not print its
+        ready line within ``start_timeout_s``.
         """
         if self.port is None:
             self.port = free_port(self.host)
         self.proc = subprocess.Popen(self.argv(), env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      start_new_session=True)
-        self._reader = threading.Thread(target=self._read_stderr, name="bench-server-stderr",
+        self._reader = threading.Thread(target=self._read_stderr, name=f"{self.WHAT}-stderr",
                                         daemon=True)
         self._reader.start()
         # Set by the listening line, or by the end of stderr (the server died).
@@ -100,8 +115,8 @@ class BenchServer:
             died = self.proc.poll() is not None or not self._reader.is_alive()
             self.stop()
             what = "exited before listening" if died else \
-                f"printed no listening line within {self.start_timeout_s:.0f} s"
-            raise ServerError(f"bench server {what}: {' '.join(self.argv())}"
+                f"printed no ready line within {self.start_timeout_s:.0f} s"
+            raise ServerError(f"{self.WHAT} {what}: {' '.join(self.argv())}"
                               + self.last_stderr())
         return self
 
@@ -111,9 +126,10 @@ class BenchServer:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             self.stderr_tail.append(line)
             if self.backend is None:
-                m = LISTENING.search(line)
+                m = self.READY.search(line)
                 if m:
-                    self.backend, self.listening_line = m.group("backend"), line
+                    self.listening_line = line
+                    self.on_ready(m)
                     self._ready.set()
         self._ready.set()
 
@@ -148,8 +164,36 @@ class BenchServer:
             flags.append(f"server-exit-{self.proc.returncode}")
         return flags
 
-    def __enter__(self) -> "BenchServer":
+    def __enter__(self) -> "ServerProcess":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class BenchServer(ServerProcess):
+    """The bench server (``tailreactor-bench``).
+
+    ``workers`` adds ``--workers N``; after :meth:`start`, ``backend`` and
+    ``workers`` are what its listening line reported.
+    """
+
+    READY = LISTENING
+    WHAT = "bench server"
+
+    def __init__(self, env: Mapping[str, str], *, host: str = "127.0.0.1", port: int | None = None,
+                 workers: int | None = None, cpus: str | None = None,
+                 python: str = sys.executable, module: str = "tailreactor.http.server",
+                 start_timeout_s: float = 30.0):
+        super().__init__(env, host=host, port=port, cpus=cpus, start_timeout_s=start_timeout_s)
+        self.workers_arg = workers
+        self.python, self.module = python, module
+
+    def command(self) -> list[str]:
+        cmd = [self.python, "-m", self.module, "--host", self.host, "--port", str(self.port)]
+        if self.workers_arg is not None:
+            cmd += ["--workers", str(self.workers_arg)]
+        return cmd
+
+    def on_ready(self, match: re.Match) -> None:
+        self.backend, self.workers = match.group("backend"), int(match.group("workers"))
