@@ -244,7 +244,7 @@ KNOBS: tuple[Knob, ...] = (
         help_en="The bench server busy-waits this many microseconds per request served, an "
                 "injected slowdown for the tail-latency job's control arm (it must show as a regression).",
         help_ko="벤치 서버가 요청 하나를 처리할 때마다 이 시간(us)만큼 바쁜 대기를 한다. "
-                "꼬리 지연 잡의 대조군에 일부러 넣는 지연이며, 결과에 회귀로 나타나야 한다.",
+                "꼬리 지연 작업의 대조군에 일부러 넣는 지연이며, 결과에 회귀로 나타나야 한다.",
         cwist_invalid_en="CWIST: no such variable.",
         cwist_invalid_ko="CWIST: 이 변수가 없다.",
     ),

@@ -82,7 +82,7 @@ AREA_INTROS: dict[str, dict[str, str]] = {
     "test": {
         "en": "These exist for the test suite and for the tail-latency job's controls. Never set them "
               "on a server whose numbers you mean to report.",
-        "ko": "테스트와 꼬리 지연 잡의 대조 실험용이다. 결과를 보고할 서버에는 절대 설정하지 않는다.",
+        "ko": "테스트와 꼬리 지연 작업의 대조 실험용이다. 결과를 보고할 서버에는 절대 설정하지 않는다.",
     },
 }
 
