@@ -164,7 +164,8 @@ class ServerThread:
     ``with ServerThread("epoll", http_batch=16) as srv: srv.port ...``.
     ``clock`` replaces the reactor clock (a ManualClock); ``grace_us`` > 0
     runs the server's drain phase (:func:`tailreactor.http.server.drain`)
-    after the stop, as the real server does on SIGTERM.  The
+    after the stop, as the real server does on SIGTERM (``draining`` is set
+    once it runs; ``cut_off`` is its result).  The
     reactor is built on the thread that runs it, as in the real server (one
     owner thread for the ring; stop() from the test thread is then a true
     cross-thread wake).  On exit: ``reactor.stop()``, join; the thread then
@@ -175,6 +176,8 @@ class ServerThread:
         self._args = (backend, make_config(**config_attrs), probe)
         self._clock = clock
         self.grace_us = grace_us
+        self.draining = threading.Event()  # set once the drain phase runs (grace_us > 0)
+        self.cut_off: int | None = None    # connections the drain had to cut off
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self.reactor: Reactor | None = None
@@ -196,7 +199,9 @@ class ServerThread:
         try:
             self.reactor.run()
             if self.grace_us:  # the server's stop sequence: let in-flight answers finish
-                drain(self.reactor, self.listener, self.grace_us)
+                # Queued now, run by the drain phase's first round: the listener has closed by then.
+                self.reactor.post(lambda _: self.draining.set())
+                self.cut_off = drain(self.reactor, self.listener, self.grace_us)
         finally:
             self.listener.close()
             self.reactor.close()
@@ -210,8 +215,15 @@ class ServerThread:
 
     def __exit__(self, *exc) -> None:
         self.reactor.stop()
+        self.join()
+
+    def join(self) -> None:
         self._thread.join(IO_TIMEOUT_S)
         assert not self._thread.is_alive(), "reactor thread did not stop"
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
 
 class Pump:
@@ -306,11 +318,15 @@ class BenchProcess:
     def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
         """Send ``sig``, wait (bounded) and return (exit code, the rest of stderr)."""
         self.proc.send_signal(sig)
+        return self.wait()
+
+    def wait(self, timeout_s: float = IO_TIMEOUT_S) -> tuple[int, str]:
+        """Wait (bounded) for the server to exit; return (exit code, the rest of stderr)."""
         try:
-            _, err = self.proc.communicate(timeout=IO_TIMEOUT_S)
+            _, err = self.proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            raise AssertionError(f"server did not exit within {IO_TIMEOUT_S}s of {sig!r}")
+            raise AssertionError(f"server did not exit within {timeout_s}s")
         return self.proc.returncode, self._rest + err.decode(errors="replace")
 
     def kill(self) -> None:

@@ -393,7 +393,11 @@ def test_server_says_its_backend_serves_and_stops_on_signal(backend_name, sig):
             assert exchange(srv.port, get("/user/9"))[0].body == b"9"
             idle.sendall(get("/"))
             assert read_responses(idle, 1)[0].status == 200
-            code, err = srv.stop(sig)
+            srv.proc.send_signal(sig)
+            # The drain half-closes a connection waiting for a request at once...
+            assert read_to_eof(idle) == ([], True)
+        # ...and the server exits as soon as the client has closed too.
+        code, err = srv.wait()
     finally:
         srv.kill()
     assert code == 0, err

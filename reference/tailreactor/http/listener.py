@@ -179,6 +179,11 @@ class Listener:
         self.closed = True
         self._backoff.cancel()
         self.reactor.disarm(self.fd)
+        # io_uring: the pending POLL_ADD holds the listening socket open until
+        # its cancel reaches the kernel (normally with the next wait); until
+        # then connections would still land in the backlog, then be reset.
+        # Submit the cancel now so the close below really stops accepting.
+        self.reactor.backend.flush()
         self.sock.close()
 
     def drain(self, on_drained) -> bool:
