@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -72,3 +73,45 @@ def test_probe_leg_gathers_every_workers_file_on_both_backends(tmp_path):
         assert set(leg["probe"]) == {"A", "B"}
     line = json.loads((tmp_path / "tail-latency.jsonl").read_text())
     assert line["probe"] is True and line["legs"][0]["probe"]["B"]["worker"] == "all"
+
+
+def test_peers_comparison_runs_every_server_and_writes_the_readme_table(tmp_path):
+    from tailjob import peers
+
+    nginx = peers.find_nginx()  # the test installs nothing: without nginx there is no ceiling row
+    no_pin = [] if len(os.sched_getaffinity(0)) >= 2 else ["--no-pin"]
+    out = subprocess.run(
+        [sys.executable, str(CI_DIR / "tail_latency.py"), "--peers", "--connections", "8", "--duration", "1",
+         "--runs", "1", "--no-warmup", "--write-readme", "--out", str(tmp_path), *no_pin],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    missing_lines = [ln for ln in out.stderr.splitlines() if "nginx not found" in ln]
+    if nginx:
+        assert missing_lines == []
+    else:
+        assert missing_lines == [f"tail_latency: {peers.NGINX_MISSING}"]
+
+    labels = ["tailreactor (io_uring)", "tailreactor (epoll)", "asyncio", "uvloop"] + \
+        (["nginx (ceiling)"] if nginx else [])
+    readme = (tmp_path / "README.md").read_text()
+    for text in (out.stdout, readme):
+        for header in ("| Server | Requests/s |", "| Server | Req/s ÷ asyncio |"):
+            table = text.split(header)[1].split("\n\n")[0]
+            rows = [ln.split(" | ")[0][2:] for ln in table.splitlines()[2:]]
+            assert rows == labels, (header, rows)
+    assert ("nginx (ceiling)" in readme) == bool(nginx)
+
+    result = json.loads(next((tmp_path / "results").glob("*-quick-peers.json")).read_text())
+    (leg,) = result["legs"]
+    assert sorted(r["arm"] for r in leg["runs"]) == sorted(leg["servers"])
+    assert [r["backend"] for r in leg["runs"] if r["arm"].startswith("tailreactor-")] == \
+        [r["arm"].split("-", 1)[1] for r in leg["runs"] if r["arm"].startswith("tailreactor-")]
+    for r in leg["runs"]:  # every server answered every request with a 2xx
+        assert r["wrk"]["requests"] > 0, r["arm"]
+        assert r["wrk"]["errors"] == {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}, r["arm"]
+        assert r["metrics"]["cpu_us_per_req"] > 0
+        if not no_pin:
+            assert r["wrk_argv"][:3] == ["taskset", "-c", "1"] and "-t1" in r["wrk_argv"]
+    assert result["settings"]["server_cpus"] == ("0" if not no_pin else None)
+    assert leg["ratios"]["asyncio"]["asyncio"]["cpu_us_per_req"] == 1.0
+    assert len((tmp_path / "peers.jsonl").read_text().splitlines()) == 1

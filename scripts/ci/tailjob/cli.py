@@ -12,6 +12,12 @@ the history line, print the summary, and exit:
 * 3 -- a run failed (server or wrk), so the job has no result.
 
 With no arguments: the quick profile, ``--ab tail``, on io_uring then epoll.
+
+``--peers`` switches to the comparison of issue 9 instead of an A/B: the
+bench server on each backend beside the asyncio, uvloop and nginx peers
+(:mod:`tailjob.peers`, :mod:`tailjob.peersjob`), pinned by default; it writes
+``<out>/results/<stem>-peers.*`` and ``<out>/peers.jsonl``, and with
+``--write-readme`` the table in ``<out>/README.md``.
 """
 
 from __future__ import annotations
@@ -25,9 +31,9 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import history, plot, report
+from . import history, peers, peersjob, peersreport, plot, report
 from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knobs, arms_for, \
-    plan_legs, server_env
+    peer_legs, plan_legs, server_env
 from .progress import JobProgress
 from .runner import JobError, JobResult, Settings, run_job
 from .stats import is_regression
@@ -124,6 +130,15 @@ def build_parser() -> argparse.ArgumentParser:
     verdict.add_argument("--out", type=Path, default=REPO / "benchmarks",
                          help="output directory: <out>/results/ and <out>/tail-latency.jsonl "
                               "(default: benchmarks/)")
+    cmp = p.add_argument_group("peers comparison (instead of an A/B)")
+    cmp.add_argument("--peers", action="store_true",
+                     help="run the bench server on io_uring and on epoll, the asyncio and uvloop peers "
+                          "(benchmarks/peers/) and nginx as the ceiling if installed, interleaved in random "
+                          "order per trial; pinned (server CPU 0, wrk CPU 1, wrk -t1) unless --no-pin")
+    cmp.add_argument("--no-pin", action="store_true", help="with --peers: do not pin")
+    cmp.add_argument("--write-readme", action="store_true",
+                     help="with --peers: write the comparison's tables into <out>/README.md "
+                          "(between its peers-table markers)")
     return p
 
 
@@ -145,9 +160,38 @@ def _error(message: str, code: int) -> int:
     return code
 
 
+def _check_mode(args: argparse.Namespace) -> None:
+    """Options that belong to the other mode (A/B or --peers) are refused with one line."""
+    if not args.peers:
+        for flag, name in ((args.write_readme, "--write-readme"), (args.no_pin, "--no-pin")):
+            if flag:
+                raise PlanError(f"{name} needs --peers")
+        return
+    if args.ab:
+        raise PlanError("--peers compares servers, not arms: leave out --ab")
+    if args.a is not None or args.b is not None:
+        raise PlanError("--peers compares servers, not arms: leave out --a/--b")
+    if args.backend:
+        raise PlanError("--peers runs the bench server on every backend: leave out --backend")
+    if args.workers:
+        raise PlanError("--peers compares single-process servers: leave out --workers")
+    for flag, name in ((args.probe, "--probe"), (args.gate, "--gate"), (args.min_effect is not None,
+                                                                       "--min-effect")):
+        if flag:
+            raise PlanError(f"{name} applies to the A/B job, not to --peers")
+    if args.pin and args.no_pin:
+        raise PlanError("--pin and --no-pin contradict each other")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    try:
+        _check_mode(args)
+    except PlanError as e:
+        return _error(str(e), 2)
+    if args.peers:
+        return main_peers(args, argv)
     try:
         if args.ab and (args.a is not None or args.b is not None):
             raise PlanError("--ab cannot be combined with --a/--b")
@@ -205,4 +249,70 @@ def main(argv: list[str] | None = None) -> int:
     print(f"- {jsonl} (one line appended)")
     if args.gate and is_regression(job.verdicts()):
         return _error("--gate: a metric regressed (see the verdicts above)", 1)
+    return 0
+
+
+def main_peers(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--peers``: plan, check the tools, run every server, write the outputs (exit codes as main)."""
+    pin = not args.no_pin
+    try:
+        profile = PROFILES[args.profile]
+        legs = peer_legs(profile, Overrides(threads=args.threads, connections=args.connections,
+                                            duration_s=args.duration, runs=args.runs, pin=pin))
+        for backend in BACKENDS:  # ambient CWIST_* knobs reach the bench servers: they must parse
+            arm_knobs({**os.environ, "CWIST_REACTOR_BACKEND": backend})
+        settings = peersjob.peers_settings(
+            seed=args.seed, warmup=not args.no_warmup, pin=pin,
+            server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if pin else "0",
+            wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if pin else "1",
+            pollution_limit=args.pollution_limit)
+        if pin and not shutil.which("taskset"):
+            raise PlanError("--peers pins with taskset (util-linux), which is not on PATH; or use --no-pin")
+        missing = peers.uvloop_missing()
+        if missing:
+            raise PlanError(missing)
+        wrk = wrk_version()
+    except (PlanError, FileNotFoundError) as e:
+        return _error(str(e), 2)
+    nginx = peers.find_nginx()
+    ceiling_note = None if nginx else peers.NGINX_MISSING
+    if ceiling_note:
+        print(f"{PROG}: {ceiling_note}", file=sys.stderr, flush=True)
+    servers = peers.servers(nginx=nginx)
+
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    try:
+        with JobProgress(legs, warmup=settings.warmup, arms=len(servers)) as progress:
+            results = peersjob.run_peers(legs, servers, settings, ambient=os.environ, nginx=nginx,
+                                         progress=progress)
+    except JobError as e:
+        return _error(str(e), 3)
+    provenance = history.provenance(REPO, wrk_version=wrk)
+    provenance["packages"]["uvloop"] = history.package_version("uvloop")
+    provenance["nginx"] = peers.nginx_version(nginx) if nginx else None
+    job = peersjob.PeersJobResult(argv=argv, profile=profile.name, servers=servers, settings=settings,
+                                  legs=results, provenance=provenance, started_at=started,
+                                  finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                  ceiling_note=ceiling_note)
+
+    out = args.out
+    stem = history.stem(started, profile.name, "peers")
+    results_dir = out / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    md = results_dir / f"{stem}.md"
+    md.write_text(peersreport.render(job, runs=True))
+    images = plot.plot_job(job, results_dir / stem)
+    result_json = history.write_result(job, results_dir, stem)
+    jsonl = history.append_history(peersjob.history_line(job, result_file=f"results/{result_json.name}"),
+                                   out, name=peersjob.HISTORY_FILE)
+    files = [md, *images, result_json]
+    if args.write_readme:
+        files.append(peersreport.write_readme(job, out / "README.md",
+                                              result_file=f"results/{result_json.name}"))
+
+    print(peersreport.render(job, runs=False))
+    print("Files:")
+    for path in files:
+        print(f"- {path}")
+    print(f"- {jsonl} (one line appended)")
     return 0

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from .runner import JobResult
 
-__all__ = ["provenance", "stem", "result_stem", "write_result", "history_line", "append_history",
+__all__ = ["provenance", "package_version", "stem", "result_stem", "write_result", "history_line",
+           "append_history",
            "HISTORY_FILE", "SCHEMA"]
 
 HISTORY_FILE = "tail-latency.jsonl"
@@ -53,7 +54,8 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def _version(package: str) -> str | None:
+def package_version(package: str) -> str | None:
+    """The installed version of ``package``, None if it is not installed."""
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
@@ -76,7 +78,7 @@ def provenance(repo: Path, *, wrk_version: str) -> dict:
         "cpu_model": _cpu_model(),
         "cpus": os.cpu_count(),
         "wrk_version": wrk_version,
-        "packages": {p: _version(p) for p in ("tailreactor", "uring-api", "httptools")},
+        "packages": {p: package_version(p) for p in ("tailreactor", "uring-api", "httptools")},
         "io_uring_disabled": _read_first_line("/proc/sys/kernel/io_uring_disabled"),
     }
 
@@ -139,10 +141,10 @@ def history_line(job: JobResult, *, result_file: str) -> dict:
     }
 
 
-def append_history(line: dict, out_dir: Path) -> Path:
-    """Append ``line`` as one JSON line to ``<out_dir>/tail-latency.jsonl``; return the path."""
+def append_history(line: dict, out_dir: Path, *, name: str = HISTORY_FILE) -> Path:
+    """Append ``line`` as one JSON line to ``<out_dir>/<name>`` (``tail-latency.jsonl``); return the path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / HISTORY_FILE
+    path = out_dir / name
     with open(path, "a") as f:
         f.write(json.dumps(line, separators=(",", ":")) + "\n")
     return path

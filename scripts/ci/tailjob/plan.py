@@ -12,7 +12,9 @@ Role
   (``--ab backend``) make a single leg.
 * The **schedule** of a leg is randomised multiple interleaved trials (RMIT):
   each trial runs A and B once, back to back, in an order drawn at random, so
-  slow drifts and periodic neighbours hit both arms alike.
+  slow drifts and periodic neighbours hit both arms alike.  ``--peers`` uses
+  the same schedule over its servers (:func:`shuffled_schedule`) and one leg
+  per connection count (:func:`peer_legs`).
 
 Server environment of a run = this process's environment (so ambient
 ``CWIST_*`` settings apply to both arms), then the leg's backend, then the
@@ -29,8 +31,8 @@ from typing import Mapping
 from tailreactor import config as _config
 
 __all__ = ["Profile", "PROFILES", "Arm", "AB_PRESETS", "arms_for", "parse_assignments",
-           "Overrides", "Leg", "plan_legs", "server_env", "arm_knobs", "rmit_schedule",
-           "PlanError", "BACKENDS"]
+           "Overrides", "Leg", "plan_legs", "peer_legs", "server_env", "arm_knobs", "rmit_schedule",
+           "shuffled_schedule", "PlanError", "BACKENDS"]
 
 BACKENDS = ("io_uring", "epoll")
 
@@ -146,7 +148,8 @@ class Overrides:
 
 @dataclass(frozen=True)
 class Leg:
-    """One A/B cell.  ``backend`` is None when the arms set the backend themselves."""
+    """One A/B cell.  ``backend`` is None when the arms set the backend themselves;
+    ``label`` names the leg instead of the backend (``--peers``)."""
 
     index: int
     backend: str | None
@@ -154,10 +157,11 @@ class Leg:
     connections: int
     duration_s: int
     runs: int
+    label: str | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.backend or 'arms set backend'}, c{self.connections}"
+        return self.label or f"{self.backend or 'arms set backend'}, c{self.connections}"
 
     def wrk_args(self) -> str:
         return f"-t{self.threads} -c{self.connections} -d{self.duration_s}s"
@@ -191,6 +195,23 @@ def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg
     return legs
 
 
+def peer_legs(profile: Profile, o: Overrides) -> list[Leg]:
+    """The legs of ``--peers``: one per connection count, each running every server.
+
+    Threads and pinning as in :func:`plan_legs`; :class:`PlanError` for more
+    wrk threads than connections.
+    """
+    threads = o.threads or (1 if o.pin else profile.threads)
+    legs = []
+    for connections in o.connections or profile.connections:
+        if threads > connections:
+            raise PlanError(f"wrk needs at least as many connections as threads: "
+                            f"-t{threads} with -c{connections}")
+        legs.append(Leg(len(legs), None, threads, connections, o.duration_s or profile.duration_s,
+                        o.runs or profile.runs_for(None), label=f"c{connections}"))
+    return legs
+
+
 def server_env(ambient: Mapping[str, str], leg: Leg, arm: Arm) -> dict[str, str]:
     """The bench server's environment for ``arm`` in ``leg`` (see the module docstring)."""
     env = dict(ambient)
@@ -209,12 +230,17 @@ def arm_knobs(env: Mapping[str, str]) -> dict[str, object]:
     return {k.name: getattr(cfg, k.attr) for k in _config.KNOBS}
 
 
-def rmit_schedule(trials: int, *, seed: int) -> list[list[str]]:
-    """``trials`` lists, each ``["A", "B"]`` or ``["B", "A"]`` drawn with ``random.Random(seed)``."""
+def shuffled_schedule(keys: list[str], trials: int, *, seed: int) -> list[list[str]]:
+    """``trials`` orders of ``keys``, each shuffled with one ``random.Random(seed)``."""
     rng = random.Random(seed)
     schedule = []
     for _ in range(trials):
-        order = ["A", "B"]
+        order = list(keys)
         rng.shuffle(order)
         schedule.append(order)
     return schedule
+
+
+def rmit_schedule(trials: int, *, seed: int) -> list[list[str]]:
+    """``trials`` lists, each ``["A", "B"]`` or ``["B", "A"]`` drawn with ``random.Random(seed)``."""
+    return shuffled_schedule(["A", "B"], trials, seed=seed)

@@ -6,7 +6,7 @@ One panel per leg.  The x axis is the percentile on a log scale of
 1 / (1 - p) -- 50 %, 90 %, 99 %, ... 99.999 % equally spaced -- so the tail
 gets as much room as the body; the y axis is latency in ms, log scale.  Every
 measured run is drawn faintly, and one bold curve per arm is the point-wise
-median of its runs.  Data: the ``spectrum`` wrk's done() printed (51 points
+median of its runs (with ``--peers``: one curve per server).  Data: the ``spectrum`` wrk's done() printed (51 points
 from p0 to p99.999, see tail_latency.lua).
 
 matplotlib runs with the Agg backend: no display needed.
@@ -23,12 +23,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from .runner import JobResult  # noqa: E402
+from .runner import JobResult  # noqa: E402  (or a peersjob.PeersJobResult: same shape)
 from .stats import median  # noqa: E402
 
 __all__ = ["plot_job"]
 
 COLORS = {"A": "#1f77b4", "B": "#d62728"}
+#: Colours of --peers servers, in server order (matplotlib's tab10).
+PALETTE = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#7f7f7f", "#8c564b")
 TICKS = [(1, "0"), (2, "50"), (10, "90"), (100, "99"), (1e3, "99.9"), (1e4, "99.99"), (1e5, "99.999")]
 
 
@@ -45,18 +47,20 @@ def plot_job(job: JobResult, stem: Path) -> list[Path]:
     n = max(1, len(job.legs))
     fig, axes = plt.subplots(1, n, figsize=(6.4 * n, 4.6), squeeze=False)
     for ax, lr in zip(axes[0], job.legs):
-        for arm in job.arms:
+        for i, arm in enumerate(job.arms):
+            color = COLORS.get(arm.key, PALETTE[i % len(PALETTE)])
             runs = lr.measured(arm.key)
             curves = [[(p, us) for p, us in r.wrk["spectrum"]] for r in runs if r.wrk["latency_samples"]]
             for curve in curves:
                 ax.plot([_x(p) for p, _ in curve], [max(us, 1) / 1000 for _, us in curve],
-                        color=COLORS[arm.key], alpha=0.22, linewidth=0.8)
+                        color=color, alpha=0.22, linewidth=0.8)
             if curves:
                 xs = [_x(p) for p, _ in curves[0]]
                 med = [median([c[i][1] for c in curves]) for i in range(len(xs))]
                 what = f"median of {len(curves)} runs" if len(curves) > 1 else "1 run"
-                ax.plot(xs, [max(us, 1) / 1000 for us in med], color=COLORS[arm.key], linewidth=2.2,
-                        label=f"{arm.key}: {arm.label} ({what})")
+                name = arm.label if arm.key not in COLORS else f"{arm.key}: {arm.label}"
+                ax.plot(xs, [max(us, 1) / 1000 for us in med], color=color, linewidth=2.2,
+                        label=f"{name} ({what})")
         ax.set_xscale("log")
         ax.set_yscale("log")
         # 0.5, 2, 10 rather than 5x10^-1; minor labels only at 2x and 5x a power of ten
@@ -69,7 +73,8 @@ def plot_job(job: JobResult, stem: Path) -> list[Path]:
         ax.set_title(f"{lr.leg.name}, wrk {lr.leg.wrk_args()}", fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"wrk latency by percentile: --ab {job.ab}, profile {job.profile} "
+    mode = "--peers" if job.ab == "peers" else f"--ab {job.ab}"
+    fig.suptitle(f"wrk latency by percentile: {mode}, profile {job.profile} "
                  "(faint: each run; bold: median)", fontsize=11)
     fig.tight_layout()
     paths = [stem.with_suffix(".svg"), stem.with_suffix(".png")]

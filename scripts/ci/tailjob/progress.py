@@ -24,9 +24,10 @@ __all__ = ["JobProgress"]
 class JobProgress:
     """Context manager; call it as ``progress(event, info)`` (see run_job)."""
 
-    def __init__(self, legs: list[Leg], *, warmup: bool, console: Console | None = None):
+    def __init__(self, legs: list[Leg], *, warmup: bool, arms: int = 2, console: Console | None = None):
         self.console = console or Console(stderr=True)
-        self.plan_s = [leg.duration_s for leg in legs for _ in range(2 * leg.runs + (1 if warmup else 0))]
+        # runs per leg: each arm (or --peers server) once per trial, plus the warm-up
+        self.plan_s = [leg.duration_s for leg in legs for _ in range(arms * leg.runs + (1 if warmup else 0))]
         self.total = len(self.plan_s)
         self.done = 0
         self.overhead_s: list[float] = []

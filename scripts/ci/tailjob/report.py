@@ -24,7 +24,8 @@ from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
 from .stats import CONFIDENCE, METRICS, MIN_PAIRS, RESAMPLES, Comparison, median
 
-__all__ = ["render", "verdict_summary", "probe_table"]
+__all__ = ["render", "verdict_summary", "probe_table", "run_rows", "flag_summary", "machine_line",
+           "format_value"]
 
 FLAG_TEXT = {
     "polluted": "polluted (other processes used more CPU than the limit)",
@@ -34,10 +35,12 @@ FLAG_TEXT = {
 
 
 def _ms(us: float | None) -> str:
+    """Microseconds as ms with three decimals ("-" for None)."""
     return "-" if us is None else f"{us / 1000:.3f}"
 
 
-def _value(key: str, v: float | None) -> str:
+def format_value(key: str, v: float | None) -> str:
+    """A metric's value as printed: req/s with thousands separators, CPU us with one decimal, ms."""
     if v is None:
         return "-"
     if key == "rps":
@@ -92,16 +95,28 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
     for c in lr.comparisons:
         key = c.metric.key
         ratio = "-" if c.ratio is None else f"{c.ratio:.3f}"
-        lines.append(f"| {c.metric.label} | {_value(key, c.median_a)}{_samples(runs_a, key)} "
-                     f"| {_value(key, c.median_b)}{_samples(runs_b, key)} | {ratio} | {_ci(c)} "
+        lines.append(f"| {c.metric.label} | {format_value(key, c.median_a)}{_samples(runs_a, key)} "
+                     f"| {format_value(key, c.median_b)}{_samples(runs_b, key)} | {ratio} | {_ci(c)} "
                      f"| {c.min_effect:.0%} | {c.verdict} |")
+    lines += ["", flag_summary(lr)]
+    return lines
+
+
+def flag_summary(lr) -> str:
+    """'16 measured runs (+1 warm-up, discarded): 1 polluted ...' for a leg (A/B or peers)."""
     measured = lr.measured()
     counts = {flag: sum(flag in r.flags for r in measured) for flag in FLAG_TEXT}
     other = [f"{n} {FLAG_TEXT[f]}" for f, n in counts.items() if n]
-    lines += ["", f"{len(measured)} measured runs"
-              + (f" (+{len(lr.runs) - len(measured)} warm-up, discarded)" if len(lr.runs) > len(measured) else "")
-              + ": " + ("; ".join(other) if other else "none flagged") + "."]
-    return lines
+    return (f"{len(measured)} measured runs"
+            + (f" (+{len(lr.runs) - len(measured)} warm-up, discarded)" if len(lr.runs) > len(measured) else "")
+            + ": " + ("; ".join(other) if other else "none flagged") + ".")
+
+
+def machine_line(pv: dict) -> str:
+    """'Machine: CPU, 2 CPUs, Linux .., Python .., wrk ..; commit abc (dirty).' from provenance."""
+    commit = pv.get("git_commit", "?")[:12] + (" (dirty)" if pv.get("git_dirty") else "")
+    return (f"Machine: {pv.get('cpu_model', '?')}, {pv.get('cpus', '?')} CPUs, Linux {pv.get('kernel', '?')}, "
+            f"Python {pv.get('python', '?')}, {pv.get('wrk_version', 'wrk ?')}; commit {commit}.")
 
 
 def _count(v: float) -> str:
@@ -123,17 +138,18 @@ def probe_table(job: JobResult, lr: LegResult) -> list[str]:
     return lines
 
 
-def _run_rows(lr: LegResult) -> list[str]:
-    lines = ["| Trial.order | Arm | Backend | Req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | p99.999 ms "
+def run_rows(lr: LegResult, who: str = "Arm") -> list[str]:
+    """Every run of a leg, warm-up first, with its flags; ``who`` heads the arm (or server) column."""
+    lines = [f"| Trial.order | {who} | Backend | Req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | p99.999 ms "
              "| CPU us/req | Other CPU (cores) | Errors (sock/non-2xx) | Flags |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in lr.runs:
         m, e = r.metrics, r.wrk["errors"]
         sock = e["connect"] + e["read"] + e["write"] + e["timeout"]
         trial = "warm-up" if r.warmup else f"{r.trial + 1}.{r.position + 1}"
-        lines.append(f"| {trial} | {r.arm} | {r.backend} | {_value('rps', m['rps'])} | {_ms(m['p50'])} "
+        lines.append(f"| {trial} | {r.arm} | {r.backend} | {format_value('rps', m['rps'])} | {_ms(m['p50'])} "
                      f"| {_ms(m['p99'])} | {_ms(m['p99.9'])} | {_ms(m['p99.99'])} | {_ms(m['p99.999'])} "
-                     f"| {_value('cpu_us_per_req', m['cpu_us_per_req'])} | {r.other_cores:.2f} "
+                     f"| {format_value('cpu_us_per_req', m['cpu_us_per_req'])} | {r.other_cores:.2f} "
                      f"| {sock}/{e['status']} | {', '.join(r.flags) or '-'} |")
     return lines
 
@@ -150,7 +166,6 @@ def render(job: JobResult, *, runs: bool = True) -> str:
     else:
         n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
         workers = f"CWIST_WORKERS={n}"
-    commit = pv.get("git_commit", "?")[:12] + (" (dirty)" if pv.get("git_dirty") else "")
     lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
     if leg0:
         lines.append(f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s "
@@ -166,8 +181,7 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         f"{CONFIDENCE:.2%}); **neutral** when the CI includes 1 or the effect is under the minimum effect; "
         "**gain**/**regression** by direction (more req/s is better, more latency or CPU is worse); "
         f"**n/a** with fewer than {MIN_PAIRS} paired runs.",
-        f"- Machine: {pv.get('cpu_model', '?')}, {pv.get('cpus', '?')} CPUs, Linux {pv.get('kernel', '?')}, "
-        f"Python {pv.get('python', '?')}, {pv.get('wrk_version', 'wrk ?')}; commit {commit}.",
+        f"- {machine_line(pv)}",
         "", "## Verdicts", ""]
     for lr in job.legs:
         lines.append(f"- {lr.leg.name}: {verdict_summary(lr.comparisons)}")
@@ -178,7 +192,7 @@ def render(job: JobResult, *, runs: bool = True) -> str:
             lines += [""] + probe_table(job, lr)
     if runs:
         for lr in job.legs:
-            lines += ["", f"### Runs: {lr.leg.name}", ""] + _run_rows(lr)
+            lines += ["", f"### Runs: {lr.leg.name}", ""] + run_rows(lr)
     lines += [
         "", "## What the numbers are", "",
         *([f"- Latency probe (`--probe`): every run's server had `CWIST_LATENCY_PROBE=1` and wrote one "

@@ -1,0 +1,136 @@
+"""The Markdown of a ``--peers`` comparison: the report, and the section of benchmarks/README.md.
+
+Role
+----
+:func:`render` is the report: what ran (wrk command, servers, schedule,
+pinning, machine), then per leg a table of medians per server
+(:func:`leg_tables`) and a table of ratios to the peers, every run
+(``runs=True``), and notes on what the numbers are.
+
+:func:`write_readme` puts the latest comparison's tables into a README
+between :data:`BEGIN` and :data:`END` (``--peers --write-readme``; the rest of
+the file is left as it is).
+
+Latencies in ms (recorded in us), CPU per request in us, ratios server / peer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .peers import REFERENCES
+from .peersjob import PeersJobResult, PeersLegResult
+from .report import flag_summary, format_value, machine_line, run_rows
+
+__all__ = ["render", "leg_tables", "readme_section", "write_readme", "BEGIN", "END"]
+
+BEGIN = "<!-- peers-table:begin -->"
+END = "<!-- peers-table:end -->"
+
+_COLUMNS = (("rps", "Requests/s"), ("cpu_us_per_req", "Server CPU us/request"), ("p50", "p50 ms"),
+            ("p99", "p99 ms"), ("p99.9", "p99.9 ms"))
+_RATIO_METRICS = (("rps", "Req/s"), ("cpu_us_per_req", "CPU us/req"))
+
+
+def _ratio(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") -> list[str]:
+    """The medians table and the ratios table of one leg (every server a row, in job order)."""
+    n_runs = min((row["runs"] for row in lr.summary.values()), default=0)
+    labels = {p.key: p.label for p in job.servers}
+    lines = [f"{level} {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {n_runs} runs per server", "",
+             "| Server | " + " | ".join(label for _, label in _COLUMNS) + " |",
+             "|---|" + "---:|" * len(_COLUMNS)]
+    for key in lr.servers:
+        row = lr.summary[key]
+        lines.append(f"| {labels[key]} | " + " | ".join(format_value(m, row[m]) for m, _ in _COLUMNS) + " |")
+    lines += ["", flag_summary(lr), "",
+              f"{level}# Ratios, {lr.leg.name}: server / peer, of the medians", "",
+              "| Server | " + " | ".join(f"{name} ÷ {ref}" for _, name in _RATIO_METRICS for ref in REFERENCES)
+              + " |", "|---|" + "---:|" * (len(_RATIO_METRICS) * len(REFERENCES))]
+    for key in lr.servers:
+        per_ref = lr.ratios.get(key, {})
+        cells = [_ratio(per_ref.get(ref, {}).get(m)) for m, _ in _RATIO_METRICS for ref in REFERENCES]
+        lines.append(f"| {labels[key]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _setup(job: PeersJobResult) -> list[str]:
+    s = job.settings
+    leg0 = job.legs[0].leg if job.legs else None
+    pin = (f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
+           if s.pinned else "not pinned (--no-pin)")
+    lines = []
+    if leg0:
+        lines.append(f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s scripts/ci/tail_latency.lua "
+                     f"http://{s.host}:<port>/`: keep-alive `GET /`, answered by every server with 200 and an "
+                     "empty body; every server is restarted for every run"
+                     + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."))
+    lines.append("- Servers, one process each: " + "; ".join(f"**{p.label}** {p.describe}" for p in job.servers)
+                 + ".")
+    if job.ceiling_note:
+        lines.append(f"- {job.ceiling_note}")
+    lines += [f"- Schedule: each trial runs every server once, in an order drawn at random (seed {s.seed}); "
+              f"{pin}.",
+              f"- {machine_line(job.provenance)}"]
+    return lines
+
+
+def render(job: PeersJobResult, *, runs: bool = True) -> str:
+    """The Markdown report; ``runs=False`` leaves out the per-run tables."""
+    lines = [f"# Peers comparison: profile `{job.profile}`", ""] + _setup(job)
+    for lr in job.legs:
+        lines += [""] + leg_tables(job, lr)
+    if runs:
+        for lr in job.legs:
+            lines += ["", f"## Runs: {lr.leg.name}", ""] + run_rows(lr, who="Server")
+    lines += [
+        "", "## What the numbers are", "",
+        "- Latencies are wrk's histogram of its own requests (closed loop: a stalled server is sent fewer "
+        "requests, so the tail is under-reported; see docs/en/tail-latency-ci.md).",
+        "- Server CPU us/request: utime+stime of the server's process tree from /proc over the wrk run, "
+        "divided by the requests wrk completed. It separates servers once wrk saturates the machine.",
+        "- Ratios: a server's median divided by the peer's median, over runs interleaved in the same "
+        "minutes; CPU us/req below 1 means the server spends less CPU per request than that peer, "
+        "Req/s above 1 that it served more. No confidence interval or verdict is given.",
+        "- nginx is the ceiling: compiled C, one worker, the answer from memory; it adds `Server` and "
+        "`Date` headers the other servers do not send.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def readme_section(job: PeersJobResult, *, result_file: str) -> str:
+    """The README block, markers included."""
+    s = job.settings
+    pin = (f"server pinned to CPU {s.server_cpus}, wrk to CPU {s.wrk_cpus}" if s.pinned else "not pinned")
+    lines = [BEGIN,
+             "## Latest peers comparison", "",
+             f"Written by `scripts/tail-latency.sh {' '.join(job.argv)}` (`--write-readme`); do not edit by hand. "
+             f"Started {job.started_at}; {pin}; {machine_line(job.provenance)} "
+             f"Whole job: `{result_file}` (and the `.md` report beside it).", ""]
+    if job.ceiling_note:
+        lines += [job.ceiling_note, ""]
+    for lr in job.legs:
+        lines += leg_tables(job, lr, level="###") + [""]
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def write_readme(job: PeersJobResult, path: Path, *, result_file: str) -> Path:
+    """Replace the section between the markers in ``path`` (append it if absent; create the file)."""
+    path = Path(path)
+    section = readme_section(job, result_file=result_file)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1].removeprefix("\n")
+        text = head + section + tail
+    else:
+        if text and not text.endswith("\n"):
+            text += "\n"
+        text = text + ("\n" if text else "") + section
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,188 @@
+"""--peers: servers, nginx config, schedule, summary and ratios, report, README section, options.
+
+The real run (every server under real wrk) is in test_tailjob_e2e.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+import pytest
+from conftest import _record
+
+from tailjob import peers, peersjob, peersreport
+from tailjob.cli import main
+from tailjob.plan import Leg, rmit_schedule, shuffled_schedule
+
+
+# -- servers ------------------------------------------------------------------------------------
+def test_servers_are_the_bench_server_on_each_backend_then_the_peers():
+    keys = [s.key for s in peers.servers(nginx="/usr/sbin/nginx")]
+    assert keys == ["tailreactor-io_uring", "tailreactor-epoll", "asyncio", "uvloop", "nginx"]
+    assert [s.key for s in peers.servers(nginx=None)] == keys[:-1]
+    assert peers.REFERENCES == ("asyncio", "uvloop", "nginx")
+
+
+def test_nginx_config_is_one_worker_in_the_foreground_inside_its_prefix(tmp_path):
+    text = peers.nginx_config(host="127.0.0.1", port=40123, prefix=tmp_path)
+    assert re.search(r"^daemon off;$", text, re.M)
+    assert re.search(r"^worker_processes 1;$", text, re.M)
+    assert "listen 127.0.0.1:40123" in text
+    assert re.search(r"location = / \{ return 200", text)
+    assert "error_log stderr" in text and "access_log off;" in text
+    # every absolute path nginx may write is inside the temp prefix: nothing in /var or /run
+    paths = re.findall(r"\s(/\S+?);", text)
+    assert paths and all(p.startswith(str(tmp_path)) for p in paths), paths
+
+
+def test_find_nginx_looks_on_path_then_in_sbin(tmp_path):
+    assert peers.find_nginx(path=str(tmp_path), fallbacks=()) is None
+    fake = tmp_path / "nginx"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    assert peers.find_nginx(path=str(tmp_path), fallbacks=()) == str(fake)
+    assert peers.find_nginx(path="", fallbacks=(str(fake),)) == str(fake)
+
+
+def test_missing_nginx_message_is_one_line_with_the_install_command():
+    assert "\n" not in peers.NGINX_MISSING
+    assert "no ceiling row" in peers.NGINX_MISSING
+    assert "scripts/bootstrap.sh --nginx" in peers.NGINX_MISSING and "apt-get install" in peers.NGINX_MISSING
+
+
+# -- schedule -----------------------------------------------------------------------------------
+def test_shuffled_schedule_runs_every_server_once_per_trial_in_random_order():
+    keys = ["a", "b", "c", "d", "e"]
+    schedule = shuffled_schedule(keys, 30, seed=3)
+    assert len(schedule) == 30 and all(sorted(t) == keys for t in schedule)
+    assert len({tuple(t) for t in schedule}) > 5          # the order changes between trials
+    assert schedule == shuffled_schedule(keys, 30, seed=3)  # and is reproducible
+    assert rmit_schedule(12, seed=5) == shuffled_schedule(["A", "B"], 12, seed=5)
+
+
+# -- summary and ratios -------------------------------------------------------------------------
+SERVERS = peers.servers(nginx=None)
+
+
+@pytest.fixture
+def peers_job():
+    """One leg, 3 trials; server i has (i+1) x the base CPU and latency of asyncio (scale 1)."""
+    scale = {"tailreactor-io_uring": 0.5, "tailreactor-epoll": 0.8, "asyncio": 1.0, "uvloop": 0.6}
+    leg = Leg(0, None, 1, 64, 2, 3, label="c64")
+    schedule = shuffled_schedule([s.key for s in SERVERS], 3, seed=1)
+    runs = [_record(0, -1, 0, schedule[0][0], warmup=True)]
+    for t, order in enumerate(schedule):
+        for pos, key in enumerate(order):
+            runs.append(_record(0, t, pos, key, scale=scale[key]))
+    lr = peersjob.PeersLegResult(leg=leg, servers=[s.key for s in SERVERS], schedule=schedule, runs=runs)
+    lr.summary = peersjob.summarize(lr.runs, lr.servers)
+    lr.ratios = peersjob.ratios(lr.summary)
+    return peersjob.PeersJobResult(
+        argv=["--peers"], profile="quick", servers=SERVERS, settings=peersjob.peers_settings(seed=1),
+        legs=[lr], provenance={"git_commit": "1" * 40, "git_dirty": False, "cpu_model": "Test CPU",
+                               "cpus": 2, "kernel": "6.18", "python": "3.11.7", "wrk_version": "wrk 4.1.0",
+                               "packages": {"uvloop": "0.23.0"}, "nginx": None},
+        started_at="2026-11-29T21:00:00+00:00", finished_at="2026-11-29T21:01:00+00:00",
+        ceiling_note=peers.NGINX_MISSING)
+
+
+def test_summary_is_the_median_over_measured_runs_per_server(peers_job):
+    s = peers_job.legs[0].summary
+    assert set(s) == {srv.key for srv in SERVERS}
+    assert s["asyncio"]["runs"] == 3
+    # _record: cpu = 25 x scale + trial / 10, trials 0..2 -> median 25 x scale + 0.1
+    assert s["asyncio"]["cpu_us_per_req"] == pytest.approx(25.1)
+    assert s["tailreactor-io_uring"]["cpu_us_per_req"] == pytest.approx(12.6)
+
+
+def test_ratios_divide_each_servers_median_by_each_peers(peers_job):
+    r = peers_job.legs[0].ratios
+    assert r["asyncio"]["asyncio"]["cpu_us_per_req"] == pytest.approx(1.0)
+    assert r["tailreactor-io_uring"]["asyncio"]["cpu_us_per_req"] == pytest.approx(12.6 / 25.1)
+    assert r["tailreactor-io_uring"]["uvloop"]["cpu_us_per_req"] == pytest.approx(12.6 / 15.1)
+    assert "nginx" not in r["tailreactor-io_uring"]   # no ceiling in this job
+    assert set(r["uvloop"]["asyncio"]) == set(peersjob.PEER_METRICS)
+
+
+# -- report and README --------------------------------------------------------------------------
+def _rows(text: str, header_start: str) -> list[str]:
+    lines = text.splitlines()
+    i = next(n for n, ln in enumerate(lines) if ln.startswith(header_start))
+    out = []
+    for ln in lines[i + 2:]:
+        if not ln.startswith("| "):
+            break
+        out.append(ln)
+    return out
+
+
+def test_report_has_a_row_per_server_and_says_there_is_no_ceiling(peers_job):
+    text = peersreport.render(peers_job, runs=False)
+    rows = _rows(text, "| Server | Requests/s |")
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| tailreactor (io_uring)", "| tailreactor (epoll)", "| asyncio", "| uvloop"]
+    ratio_rows = _rows(text, "| Server | Req/s ÷ asyncio |")
+    assert len(ratio_rows) == 4
+    io_uring = ratio_rows[0].split(" | ")
+    assert io_uring[4] == f"{12.6 / 25.1:.3f}" and io_uring[6].rstrip(" |") == "-"  # no ceiling
+    assert peers.NGINX_MISSING in text
+    assert "pinned with taskset: server on CPU 0, wrk on CPU 1" in text
+
+
+def test_readme_section_is_written_between_markers_and_replaced_in_place(peers_job, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# Benchmarks\n\nIntro.\n")
+    peersreport.write_readme(peers_job, readme, result_file="results/x.json")
+    first = readme.read_text()
+    assert first.startswith("# Benchmarks\n\nIntro.\n")
+    assert first.count(peersreport.BEGIN) == 1 and first.count(peersreport.END) == 1
+    assert len(_rows(first, "| Server | Requests/s |")) == 4
+    readme.write_text(first + "\nAfter.\n")
+    peersreport.write_readme(peers_job, readme, result_file="results/y.json")
+    second = readme.read_text()
+    assert second.count(peersreport.BEGIN) == 1 and second.endswith("\nAfter.\n")
+    assert "results/y.json" in second and "results/x.json" not in second
+
+
+def test_readme_is_created_when_missing(peers_job, tmp_path):
+    readme = tmp_path / "new" / "README.md"
+    peersreport.write_readme(peers_job, readme, result_file="results/x.json")
+    assert peersreport.BEGIN in readme.read_text()
+
+
+# -- options ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, message", [
+    (["--peers", "--ab", "tail"], "--peers compares servers, not arms: leave out --ab"),
+    (["--peers", "--a", "CWIST_HTTP_BATCH=4"], "--peers compares servers, not arms: leave out --a/--b"),
+    (["--peers", "--backend", "epoll"], "--peers runs the bench server on every backend: leave out --backend"),
+    (["--peers", "--workers", "2"], "--peers compares single-process servers: leave out --workers"),
+    (["--peers", "--probe"], "--probe applies to the A/B job, not to --peers"),
+    (["--peers", "--gate"], "--gate applies to the A/B job, not to --peers"),
+    (["--write-readme"], "--write-readme needs --peers"),
+    (["--no-pin"], "--no-pin needs --peers"),
+    (["--peers", "--pin", "--no-pin"], "--pin and --no-pin contradict each other"),
+])
+def test_bad_peers_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tail_latency: error: ") and message in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_peers_mode_needs_uvloop(monkeypatch, capsys, tmp_path):
+    # a Python without uvloop: the same check the job makes, pointed at a module that does not exist
+    monkeypatch.setattr(peers, "UVLOOP_MODULE", "uvloop_not_installed_here")
+    assert main(["--peers", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--peers needs uvloop" in err and "pip install -e '.[bench]'" in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_benchmarks_readme_has_the_markers_once():
+    from conftest import ROOT
+
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    assert text.count(peersreport.BEGIN) == 1 and text.count(peersreport.END) == 1
+    assert text.index(peersreport.BEGIN) < text.index(peersreport.END)
