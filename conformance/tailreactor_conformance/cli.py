@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         print("tailreactor-conformance: --seed is ignored with --profile ci (derandomized)",
               file=sys.stderr)
 
+    # The suite needs its own plugin, pytest-xdist and Hypothesis's plugin,
+    # all loaded from entry points.
+    os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
     import pytest
 
     return int(pytest.main(build_pytest_args(ns, extra)))

@@ -1,0 +1,169 @@
+"""The conformance suite bites: the real ``tailreactor-conformance`` CLI fails for
+every deliberately broken backend and reactor in ``fixtures/backends`` and
+names the clause that caught it; the reference passes those same clauses.
+
+Each mutant runs in its own subprocess (the real command, the way a backend
+author runs it), limited to the clauses expected to catch it and stopped at
+the first failure, so the whole meta-test stays small; pytest-xdist spreads
+the mutants over the cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# The mutants are named fixtures.backends.<module>:<factory>, importable from the repo root.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from fixtures.backends import MUTANTS  # noqa: E402
+from tailreactor_conformance.clauses import CLAUSES  # noqa: E402
+
+TIMEOUT_S = 180  # a bound on one CLI run; a hang fails the test instead of blocking CI
+# pytest rewrites the asserts of every module of a plugin's distribution (all of
+# Hypothesis) and caches the result as .pyc; with PYTHONDONTWRITEBYTECODE set each
+# of the 30+ runs below would redo it (~0.7 s each).  The children may write
+# bytecode, into a private cache directory instead of site-packages.
+PYCACHE = Path(tempfile.gettempdir()) / f"tailreactor-meta-pycache-{os.getuid()}"
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a CLI run: no pytest/Hypothesis settings of this session."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_", "HYPOTHESIS_")) and k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    env.update(extra)
+    return env
+
+
+def cli(*args: str, json_path: Path | None = None, liveness_s: float | None = None
+        ) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """Run the installed console script (or ``python -m`` if it is not on disk).
+
+    ``liveness_s`` shortens the suite's bound on waiting for something that a
+    broken backend never delivers (a mutant reaches it on purpose).
+    """
+    script = Path(sys.executable).with_name("tailreactor-conformance")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
+    if json_path is not None:  # before any "--": what follows it goes to pytest
+        args = ("--json", str(json_path), *args)
+    env = child_env() if liveness_s is None else child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S=str(liveness_s))
+    proc = subprocess.run([*cmd, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    data = json.loads(json_path.read_text()) if json_path is not None and json_path.exists() else None
+    return proc, data
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_suite_catches_mutant(name, tmp_path):
+    m = MUTANTS[name]
+    args = [*m.cli_args(), "--clause", ",".join(m.clauses), "-n", "0"]
+    if len(m.clauses) == 1:
+        args.append("-x")
+    proc, data = cli(*args, json_path=tmp_path / "result.json", liveness_s=1.0)
+    detail = f"\n--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-2000:]}"
+    assert proc.returncode == 1, f"{name}: exit status {proc.returncode}, expected 1 (tests failed){detail}"
+    assert data is not None, f"{name}: no JSON result{detail}"
+    missed = set(m.clauses) - set(data["failed_clauses"])
+    assert not missed, f"{name}: clauses {sorted(missed)} did not fail{detail}"
+    for cid in m.clauses:
+        assert f"{cid} on {m.backend}" in proc.stdout.replace("\n", " "), f"table does not name {cid}{detail}"
+
+
+def test_reference_passes_every_clause_the_mutants_break(tmp_path):
+    # Positive control: the failures above come from the mutation, not from the tests.
+    clauses = sorted({c for m in MUTANTS.values() for c in m.clauses})
+    proc, data = cli("--backend", "epoll", "--clause", ",".join(clauses), "-n", "0",
+                     json_path=tmp_path / "result.json")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert data["failed_clauses"] == []
+    assert all(data["clauses"][c]["epoll"]["status"] == "pass" for c in clauses)
+
+
+def test_every_clause_has_a_test_and_every_mutant_a_clause(tmp_path):
+    proc, data = cli("--backend", "epoll", "-n", "0", "--", "--collect-only",
+                     json_path=tmp_path / "result.json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    untested = [c.id for c in CLAUSES if not data["collected"].get(c.id)]
+    assert not untested, f"clauses without a test: {untested}"
+    ids = {c.id for c in CLAUSES}
+    assert all(set(m.clauses) <= ids for m in MUTANTS.values())
+
+
+def test_unknown_backend_is_one_line_and_exit_2():
+    proc, _ = cli("--backend", "no_such_backend")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no_such_backend" in lines[0] and "accepted" in lines[0], proc.stderr
+
+
+def test_unknown_clause_is_a_usage_error():
+    proc, _ = cli("--backend", "epoll", "--clause", "Z9", "-n", "0")
+    assert proc.returncode == 4  # pytest's usage-error status
+    assert "Z9" in proc.stderr and "accepted" in proc.stderr
+
+
+def test_list_prints_every_clause():
+    proc, _ = cli("--list")
+    assert proc.returncode == 0
+    assert all(c.id in proc.stdout for c in CLAUSES)
+
+
+# -- docs/en/conformance.md stays true ------------------------------------------------------
+DOC = ROOT / "docs" / "en" / "conformance.md"
+REFIX = "            self._apply(fd)  # ONESHOT disabled the whole fd: re-arm what is still wanted\n"
+
+
+def _doc_tokens():
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").parse(DOC.read_text(encoding="utf-8"))
+
+
+def test_doc_clause_tables_are_the_registry():
+    rows, cells, in_row = [], [], False
+    for tok in _doc_tokens():
+        if tok.type == "tr_open":
+            cells, in_row = [], True
+        elif tok.type == "inline" and in_row:
+            cells.append(tok.content)
+        elif tok.type == "tr_close":
+            in_row = False
+            if cells and cells[0] in {c.id for c in CLAUSES}:
+                rows.append(tuple(cells))
+    assert rows == [(c.id, c.text, c.source) for c in CLAUSES]
+
+
+def test_doc_mutant_table_lists_every_mutant():
+    text = DOC.read_text(encoding="utf-8")
+    for name, m in MUTANTS.items():
+        label = m.reactor.rsplit(":", 1)[1] if m.reactor else name
+        assert f"| `{label}` |" in text and f"| {', '.join(m.clauses)} |" in text, name
+
+
+def test_doc_worked_example_passes_and_its_draft_fails_b1(tmp_path):
+    (code,) = [t.content for t in _doc_tokens() if t.type == "fence" and t.info.strip() == "python"]
+    assert REFIX in code
+    (tmp_path / "oneshot_epoll.py").write_text(code)
+    (tmp_path / "oneshot_draft.py").write_text(code.replace(REFIX, ""))
+    env = child_env()
+    script = Path(sys.executable).with_name("tailreactor-conformance")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
+
+    def run(*args):
+        return subprocess.run([*cmd, *args, "-n", "0"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=TIMEOUT_S)
+
+    good = run("--backend", "oneshot_epoll:OneShotEpoll", "--clause", "B")
+    assert good.returncode == 0, good.stdout[-4000:] + good.stderr[-2000:]
+    draft = run("--backend", "oneshot_draft:OneShotEpoll", "--clause", "B1", "-x")
+    assert draft.returncode == 1
+    assert "test_both_directions_are_reported_independently" in draft.stdout
