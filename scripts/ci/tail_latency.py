@@ -2,7 +2,9 @@
 """The tail-latency job: interleaved A/B of the bench server under wrk, with verdicts.
 
 Usage: scripts/tail-latency.sh [options]   (or: <venv>/bin/python scripts/ci/tail_latency.py ...)
-With no options: the quick profile, --ab tail, on io_uring then epoll.  --help lists the options;
+With no options: the quick profile, --ab tail, on io_uring then epoll.  --probe adds the latency
+probe of every worker; --peers compares the bench server with asyncio, uvloop and nginx instead of an
+A/B.  --help lists the options;
 docs/en/tail-latency-ci.md explains the method and the outputs.  The code is the tailjob package
 next to this file.
 """

@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Interleaved A/B of the bench server under wrk, with a bootstrap verdict per metric. "
-                    "No arguments: quick profile, --ab tail, on io_uring then epoll.")
+                    "No arguments: quick profile, --ab tail, on io_uring then epoll. "
+                    "--peers: the bench server beside asyncio, uvloop and nginx instead.")
     w = p.add_argument_group("workload")
     w.add_argument("--profile", choices=sorted(PROFILES), default="quick",
                    help="; ".join(f"{k}: {v.description}" for k, v in PROFILES.items()))
@@ -112,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = p.add_argument_group("runs")
     run.add_argument("--pin", action="store_true",
                      help="pin server and wrk to separate CPUs with taskset (wrk -t1 unless --threads)")
-    run.add_argument("--server-cpus", default="0", help="taskset CPU list for the server with --pin (0)")
-    run.add_argument("--wrk-cpus", default="1", help="taskset CPU list for wrk with --pin (1)")
+    run.add_argument("--server-cpus", default="0", help="taskset CPU list for the server with --pin or --peers (0)")
+    run.add_argument("--wrk-cpus", default="1", help="taskset CPU list for wrk with --pin or --peers (1)")
     run.add_argument("--no-warmup", action="store_true", help="skip the discarded warm-up run per leg")
     run.add_argument("--seed", type=int, default=1, help="seed of the run order and the bootstrap (1)")
     run.add_argument("--pollution-limit", type=_cores, default=0.10,
