@@ -11,7 +11,7 @@ is valid and Hypothesis can shrink freely.
 
 Steps: ``open``, ``arm(i)``, ``disarm(i)``, ``write(i, n)``, ``read(i)``,
 ``close_peer(i)``, ``close(i)``, ``timer(delay_us)``, ``cancel(k)``,
-``advance(us)``, ``post()``, ``run()``, ``settle()``.
+``advance(us)``, ``post(n)``, ``run()``, ``settle()``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ __all__ = ["Driver", "STEPS"]
 #: Step names and how many integer arguments each takes.
 STEPS = {
     "open": 0, "arm": 1, "disarm": 1, "write": 2, "read": 1, "close_peer": 1, "close": 1,
-    "timer": 1, "cancel": 1, "advance": 1, "post": 0, "run": 0, "settle": 0,
+    "timer": 1, "cancel": 1, "advance": 1, "post": 1, "run": 0, "settle": 0,
 }
 
 
@@ -122,10 +122,12 @@ class Driver:
     def advance(self, us: int) -> None:
         self.clock.advance_us(us)
 
-    def post(self) -> None:
-        post_id = self._new_id()
-        self.reactor.post(self._on_post, post_id)
-        self.model.post(post_id)
+    def post(self, n: int = 1) -> None:
+        """Post ``n`` callbacks in a row (their order is what FIFO is about)."""
+        for _ in range(n):
+            post_id = self._new_id()
+            self.reactor.post(self._on_post, post_id)
+            self.model.post(post_id)
 
     def run(self, timeout_s: float = 0) -> None:
         """One round: timers and posts must match the model exactly."""
@@ -140,12 +142,13 @@ class Driver:
             self.model.violations.append(f"posts ran {self._ran_posts}, model says {want_posts}")
 
     def settle(self, max_rounds: int = 50) -> None:
-        """Run rounds until every armed, readable event was delivered.
+        """Run a round, then more until every armed, readable event was delivered.
 
         Bounded in rounds, not time: the fds are ready already, so a conforming
         backend reports them in the next wait or two; 50 rounds only matter
         when it never will (and keep Hypothesis's shrinking fast then).
         """
+        self.run()  # always one round: queued posts and due timers are checked too
         for _ in range(max_rounds):
             if not self.model.owed():
                 break

@@ -78,9 +78,9 @@ class ReactorMachine(RuleBasedStateMachine):
     def advance(self, us):
         self.driver.advance(us)
 
-    @rule()
-    def post(self):
-        self.driver.post()
+    @rule(n=st.integers(1, 3))
+    def post(self, n):
+        self.driver.post(n)
 
     @rule()
     def run_round(self):

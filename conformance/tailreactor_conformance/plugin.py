@@ -112,8 +112,7 @@ class _State:
 
     def __init__(self):
         self.results: dict[tuple[str, str], dict] = {}
-        self.collected: dict[str, int] = {}
-        self.active = False  # conformance tests were collected or reported
+        self.collected: dict[str, int] = {}  # clause -> tests collected (in-process runs only)
 
 
 _STATE_KEY = pytest.StashKey[_State]()
@@ -137,12 +136,18 @@ def pytest_configure(config):
     selected_clauses(config)  # validate ids early
 
 
+def hypothesis_seed(config) -> str:
+    """What to record as the seed: ``derandomized`` under ci, else --hypothesis-seed."""
+    if profiles.name() == "ci":
+        return "derandomized"
+    return str(config.getoption("hypothesis_seed", None) or "random (not recorded)")
+
+
 def pytest_report_header(config):
     if not _is_conformance_run(config):
         return None
-    seed = config.getoption("hypothesis_seed", None) if profiles.name() == "deep" else "derandomized"
     return (f"tailreactor conformance: backends={', '.join(backend_names(config))}; "
-            f"reactor={reactor_spec(config)}; profile={profiles.name()}; seed={seed}")
+            f"reactor={reactor_spec(config)}; profile={profiles.name()}; seed={hypothesis_seed(config)}")
 
 
 def _is_conformance_run(config) -> bool:
@@ -181,7 +186,6 @@ def pytest_collection_modifyitems(session, config, items):
         if chosen is not None and cid not in chosen:
             drop.append(item)
             continue
-        state.active = True
         backend = getattr(item, "callspec", None) and item.callspec.params.get("conformance_backend")
         item.user_properties.append(("clause", cid))
         item.user_properties.append(("backend", backend or "-"))
@@ -228,7 +232,6 @@ class _Recorder:
 
     def _record(self, cid: str, backend: str, outcome: str, nodeid: str) -> None:
         state = self.state
-        state.active = True
         cell = state.results.setdefault((cid, backend), {"passed": 0, "failed": 0, "skipped": 0,
                                                           "failures": [], "skips": []})
         cell[outcome] += 1
@@ -251,7 +254,7 @@ class _Recorder:
         failed = sorted({cid for (cid, _), cell in state.results.items() if cell["failed"]},
                         key=order.index)
         return {"backends": backends, "reactor": reactor_spec(config), "profile": profiles.name(),
-                "clauses": rows, "failed_clauses": failed, "collected": dict(state.collected)}
+                "seed": hypothesis_seed(config), "clauses": rows, "failed_clauses": failed, "collected": dict(state.collected)}
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if hasattr(config, "workerinput") or not self.state.results:

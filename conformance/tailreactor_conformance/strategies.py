@@ -36,7 +36,7 @@ def steps() -> st.SearchStrategy[tuple]:
         st.tuples(st.just("timer"), st.sampled_from([0, 1, 500, 1000, 2500])),
         st.tuples(st.just("cancel"), _INDEX),
         st.tuples(st.just("advance"), st.sampled_from([1, 499, 500, 1000, 3000])),
-        st.just(("post",)),
+        st.tuples(st.just("post"), st.integers(1, 3)),
         st.just(("run",)),
         st.just(("settle",)),
     )

@@ -28,8 +28,9 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
     """Write the clause x backend table of ``summary`` (see ``plugin.summary``) to ``out``."""
     console = _console(out, width, color)
     backends = summary["backends"]
-    table = Table(title=f"tailreactor conformance -- reactor {summary['reactor']}, "
-                        f"profile {summary['profile']}", title_justify="left")
+    console.print(f"[bold]tailreactor conformance[/]: reactor {summary['reactor']}, "
+                  f"profile {summary['profile']}, seed {summary['seed']}")
+    table = Table()
     table.add_column("clause", no_wrap=True)
     table.add_column("requirement", overflow="fold")
     for b in backends:
