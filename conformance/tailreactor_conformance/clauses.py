@@ -120,9 +120,11 @@ CLAUSES: tuple[Clause, ...] = (
            "the backend opened.",
            "design (a long-running server arms millions of times)", "backend"),
     Clause("B15", "no spurious reports",
-           "A READ token is not reported while its fd has no data, EOF or error, and a WRITE token "
-           "is not reported while its send buffer is full.",
-           "kernel poll(2) readiness semantics", "backend"),
+           "A READ token is reported only if its fd had data, EOF or error at some moment since it "
+           "was armed, and a WRITE token only if its send buffer had room (a report may be stale: "
+           "callbacks still handle EAGAIN).",
+           "kernel poll(2) readiness semantics; io_uring_enter(2) POLL_ADD completes with the mask "
+           "seen at wake-up", "backend"),
     Clause("B16", "closed fd rejected",
            "Arming an fd that is not open raises OSError with errno EBADF.",
            "design (backend contract); kernel epoll_ctl(2) EBADF", "backend"),
