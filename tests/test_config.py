@@ -84,3 +84,19 @@ def test_valid_values(name, value, attr, expected):
 def test_source_records_what_the_environment_set():
     cfg = load({"CWIST_HTTP_BATCH": "32", "UNRELATED": "x"})
     assert dict(cfg.source) == {"CWIST_HTTP_BATCH": "32"}
+
+
+@pytest.mark.parametrize("value", ["²", "١٢", "１６"])
+def test_non_ascii_digits_are_rejected_with_config_error(value):
+    with pytest.raises(ConfigError):
+        load({"CWIST_HTTP_BATCH": value})
+
+
+def test_python_m_config_runs_without_warnings():
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-W", "error", "-m", "tailreactor.config", "docs", "--lang", "en"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "CWIST_REACTOR_TAIL_US" in proc.stdout

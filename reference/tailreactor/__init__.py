@@ -7,12 +7,29 @@ Public surface:
 * :mod:`tailreactor.backends` -- epoll, io_uring, selectors, and selection;
 * :mod:`tailreactor.config` -- every ``CWIST_*`` knob, parsed strictly;
 * :mod:`tailreactor.http` -- the bench HTTP server (``tailreactor-bench``).
+
+The names below are imported lazily (PEP 562), so ``python -m
+tailreactor.config`` runs the config module once, as ``__main__``, instead of
+also finding it already imported by this package.
 """
 
-from .backends import READ, WRITE, IoUringUnavailable, UnknownBackend, create_backend
-from .config import Config, ConfigError
-from .reactor import Counters, Reactor
+from importlib import import_module
 
-__all__ = ["Reactor", "Counters", "Config", "ConfigError", "READ", "WRITE",
-           "IoUringUnavailable", "UnknownBackend", "create_backend"]
+_EXPORTS = {
+    "Reactor": "reactor", "Counters": "reactor",
+    "Config": "config", "ConfigError": "config",
+    "READ": "backends", "WRITE": "backends", "IoUringUnavailable": "backends",
+    "UnknownBackend": "backends", "create_backend": "backends",
+}
+
+__all__ = list(_EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tailreactor' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

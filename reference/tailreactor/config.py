@@ -86,7 +86,8 @@ class Knob:
         if self.kind == "int":
             # int() alone would accept "1_000" and " +5"; operators type digits.
             body = text[1:] if text[:1] == "-" else text
-            if not body.isdigit():
+            # isdigit() alone accepts "²" and Arabic-Indic digits; operators type ASCII.
+            if not (body.isascii() and body.isdigit()):
                 raise ConfigError(self.name, raw, self.accepted())
             value = int(text)
             if not (self.lo <= value <= self.hi):
