@@ -131,14 +131,24 @@ def test_connection_fd_closed_behind_the_server_and_reused_by_accept(pumped, bac
     pump.until(lambda: old.stats.requests == 1)
     assert read_responses(victim, 1)[0].body == b"1"
 
+    fd = old.fd
+    # accept() takes the lowest free number: fill any hole below ours (left by
+    # earlier tests in this process), so the number we free is the lowest.
+    fillers = []
+    while (spare := os.open(os.devnull, os.O_RDONLY)) < fd:
+        fillers.append(spare)
+    os.close(spare)
     newcomer = socket.socket()  # created first, so it does not take the freed number
     newcomer.settimeout(10)
-    fd = old.fd
-    os.close(fd)
-    newcomer.connect(("127.0.0.1", srv.port))
-    pump.until(lambda: srv.stats.accepts == 2)
-    new = srv.connections[fd]
-    assert new is not old, "precondition: accept reused the lowest free fd number"
+    try:
+        os.close(fd)
+        newcomer.connect(("127.0.0.1", srv.port))
+        pump.until(lambda: srv.stats.accepts == 2)
+    finally:
+        for spare in fillers:
+            os.close(spare)
+    new = srv.connections.get(fd)
+    assert new is not None and new is not old, "precondition: accept reused the freed fd number"
     assert old.closed and old.sock.fileno() == -1  # detached, not closed by us
     assert [r.levelname for r in caplog.records if "behind the server's back" in r.getMessage()] == ["WARNING"]
 

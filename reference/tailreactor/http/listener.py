@@ -183,8 +183,15 @@ class Listener:
         # its cancel reaches the kernel (normally with the next wait); until
         # then connections would still land in the backlog, then be reset.
         # Submit the cancel now so the close below really stops accepting.
-        self.reactor.backend.flush()
+        self._submit_cancels()
         self.sock.close()
+
+    def _submit_cancels(self) -> None:
+        """Make queued disarms reach the kernel now (io_uring; a no-op on epoll)."""
+        try:
+            self.reactor.backend.flush()
+        except RuntimeError:
+            pass  # the reactor is closed already: its ring, and every poll, is gone
 
     def drain(self, on_drained) -> bool:
         """Graceful stop: close the listening socket, then let every connection finish.
@@ -208,3 +215,7 @@ class Listener:
         self._on_drained = None
         for conn in list(self.connections.values()):
             conn.close()
+        # io_uring: a connection's pending poll holds its socket open until the
+        # cancel is submitted; submit them all now so every client sees the close
+        # now, not at the reactor's next wait (which may never come).
+        self._submit_cancels()
