@@ -39,6 +39,7 @@ What the connection waits for next (exactly one, see :meth:`Connection._next`)
 * the last answer said ``Connection: close``: graceful close;
 * requests still queued: a posted continuation;
 * the peer closed its side and nothing is queued: close;
+* the server is stopping (:meth:`Connection.drain`): graceful close;
 * otherwise: armed for READ.
 
 Errors
