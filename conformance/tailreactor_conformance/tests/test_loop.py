@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from tailreactor.backends import READ
-from tailreactor_conformance.harness import Watchdog, run_until, wait_until_blocked
+from tailreactor_conformance.harness import LIVENESS_S, Watchdog, run_until, wait_until_blocked
 
 
 def _rescue(r, pair):
@@ -83,7 +83,8 @@ def test_posts_from_8_threads_run_once_each_in_thread_order(make_reactor, pairs)
 
     starter = threading.Thread(target=start_posters)
     starter.start()
-    with Watchdog(_rescue(r, rescue)) as dog:
+    # 9 threads must be scheduled here: a wider bound than a single wake-up needs.
+    with Watchdog(_rescue(r, rescue), timeout_s=3 * LIVENESS_S) as dog:
         r.run()
     starter.join()
     assert not dog.fired, f"run() never finished: {len(ran)} of {threads * per_thread} posts ran"
