@@ -157,3 +157,14 @@ def test_many_fds_armed_at_once(make_reactor, socketpairs):
         r.run_once(1.0)
         rounds += 1
     assert len(seen) == len(pairs)
+
+
+def test_flush_submits_queued_arms_now(make_reactor, socketpairs, backend_name):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    r.arm(a.fileno(), READ, print)
+    n = r.flush()
+    assert n == (1 if backend_name == "io_uring" else 0)  # epoll arms synchronously
+    assert r.flush() == 0  # nothing queued any more
+    r.close()
+    assert r.flush() == 0  # after close: nothing to submit, no error

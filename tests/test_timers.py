@@ -99,3 +99,19 @@ def test_wait_is_bounded_by_next_timer_real_clock(make_reactor):
     while not fired:
         r.run_once(None)
     assert r.clock() >= fired[0]
+
+
+def test_cancelled_timers_do_not_pile_up(make_reactor, clock):
+    """Connection churn cancels many long timers; the heap must not keep them all until they expire."""
+    r = make_reactor(clock=clock)
+    keep = r.call_later_us(1_000_000, lambda t: None)
+    for _ in range(10_000):
+        r.call_later_us(15_000_000, lambda t: None).cancel()
+    heap = r._timers
+    assert len(heap) == 1
+    assert len(heap._heap) <= 2 * 64 + 2  # storage bounded by the live timers, not by the churn
+    fired = []
+    keep.callback = lambda t: fired.append(1)
+    clock.advance_us(1_000_000)
+    r.run_once(0)
+    assert fired == [1]

@@ -185,6 +185,20 @@ class Reactor:
                     n += 1
         return n
 
+    def flush(self) -> int:
+        """Submit queued arms and disarms to the kernel now; return how many were submitted.
+
+        Only io_uring queues them (they normally ride the next wait's
+        ``io_uring_enter``); epoll arms synchronously and returns 0.  Use it
+        when the kernel must see a disarm before the next round, e.g. before
+        closing a listening socket whose pending poll keeps it open.  Returns
+        0 after :meth:`close`.
+        """
+        if self._closed:
+            return 0
+        self._arms_since_flush = 0
+        return self.backend.flush()
+
     # -- timers and posts -----------------------------------------------------
     def timer(self, callback, data=None) -> Timer:
         """A new, unarmed :class:`~tailreactor.timers.Timer` (reactor thread only)."""

@@ -15,7 +15,10 @@ Rules (each is a conformance clause):
   re-arms itself with delay 0 runs once per round instead of spinning forever.
 
 Cancelled and replaced entries stay in the heap and are skipped when popped
-("lazy deletion"), which keeps arm and cancel O(log n) and O(1).
+("lazy deletion"), which keeps arm and cancel O(log n) and O(1).  So that
+churn (every closed HTTP connection cancels a 15 s idle timer) cannot fill
+memory with dead entries, the heap is rebuilt from its live entries once dead
+ones are the majority (amortised O(1) per cancel).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class Timer:
         if self._entry is not None:
             self._entry[2] = None  # lazy deletion: the popped entry is skipped
             self._entry = None
+            self._heap.dead += 1
 
 
 class TimerHeap:
@@ -72,19 +76,32 @@ class TimerHeap:
         self.clock = clock
         self._heap: list[list] = []  # [deadline_ns, seq, timer or None]
         self._seq = itertools.count()
+        self.dead = 0  # entries in _heap whose timer was cancelled or re-armed
+
+    #: Below this many dead entries a rebuild is not worth it.
+    COMPACT_MIN = 64
 
     def push(self, timer: Timer, deadline_ns: int) -> None:
         timer.cancel()
+        if self.dead > self.COMPACT_MIN and self.dead * 2 > len(self._heap):
+            self._compact()
         entry = [deadline_ns, next(self._seq), timer]
         timer.deadline_ns = deadline_ns
         timer._entry = entry
         heapq.heappush(self._heap, entry)
+
+    def _compact(self) -> None:
+        """Drop dead entries and restore the heap property (order is kept by (deadline, seq))."""
+        self._heap = [e for e in self._heap if e[2] is not None]
+        heapq.heapify(self._heap)
+        self.dead = 0
 
     def next_deadline(self) -> int | None:
         """Earliest live deadline (ns), or None."""
         heap = self._heap
         while heap and heap[0][2] is None:
             heapq.heappop(heap)
+            self.dead -= 1
         return heap[0][0] if heap else None
 
     def __len__(self) -> int:
@@ -104,10 +121,13 @@ class TimerHeap:
             entry = heapq.heappop(heap)
             if entry[2] is not None:
                 due.append(entry)
+            else:
+                self.dead -= 1
         fired = 0
         for entry in due:
             timer = entry[2]
             if timer is None:
+                self.dead -= 1  # cancelled by an earlier callback of this pass; counted at cancel
                 continue
             entry[2] = None
             timer._entry = None
