@@ -65,6 +65,13 @@ def cli(*args: str, json_path: Path | None = None, liveness_s: float | None = No
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_suite_catches_mutant(name, tmp_path):
     m = MUTANTS[name]
+    if m.needs:
+        from tailreactor.backends import create_backend
+
+        try:
+            create_backend(m.needs).close()
+        except OSError as exc:
+            pytest.skip(f"{name} needs {m.needs}: {exc}")
     args = [*m.cli_args(), "--clause", ",".join(m.clauses), "-n", "0"]
     if len(m.clauses) == 1:
         args.append("-x")
