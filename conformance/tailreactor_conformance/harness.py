@@ -169,29 +169,44 @@ def open_fd_count() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+#: futex(2) syscall numbers (x86_64, arm64/riscv64 generic, i386): a thread
+#: asleep in a futex waits for the GIL or a lock, not in the backend.
+_FUTEX_NRS = {202, 98, 240}
+
+
+def _asleep_in_a_wait(base: str) -> bool:
+    with open(base + "wchan") as f:
+        wchan = f.read().strip()  # the kernel function a sleeping task waits in; 0 while running
+    with open(base + "stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    if state != "S":
+        return False
+    if wchan not in ("", "0"):
+        # Read wchan first, then the state: still asleep after both reads means
+        # it really is asleep in that function.
+        return "futex" not in wchan
+    # wchan hidden (kernel.kptr_restrict): the syscall number it sleeps in.
+    with open(base + "syscall") as f:
+        nr = f.read().split()[0]
+    return nr.isdigit() and int(nr) not in _FUTEX_NRS
+
+
 def wait_until_blocked(native_id: int, stop: threading.Event | None = None) -> bool:
     """Return True once thread ``native_id`` sleeps in a syscall other than a
     futex (i.e. in the backend's wait, not waiting for the GIL or a lock).
 
-    Reads ``/proc/self/task/<tid>/stat`` and ``wchan`` (the kernel function a
-    sleeping task waits in; ``0`` while it runs).  Returns False after
-    :data:`LIVENESS_S` or if ``/proc`` cannot be read; the caller then acts
-    anyway (a wake made before the wait must work too, clause B7).
+    Reads ``/proc/self/task/<tid>/`` (``wchan``, ``stat``, else ``syscall``).
+    Returns False after :data:`LIVENESS_S` or if ``/proc`` cannot be read; the
+    caller then acts anyway (a wake made before the wait must work too, B7).
     """
     base = f"/proc/self/task/{native_id}/"
     deadline = time.monotonic() + LIVENESS_S
     while time.monotonic() < deadline and not (stop and stop.is_set()):
         try:
-            with open(base + "wchan") as f:
-                wchan = f.read().strip()
-            with open(base + "stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
+            if _asleep_in_a_wait(base):
+                return True
         except OSError:
             return False
-        # wchan first, then the state: a task that is still asleep in the
-        # same function after both reads is really blocked there.
-        if state == "S" and wchan not in ("", "0") and "futex" not in wchan:
-            return True
         time.sleep(0.0005)  # polling /proc: there is no event for "entered a syscall"
     return False
 
