@@ -28,7 +28,9 @@ Contract (the conformance suite checks every point; see docs/en/conformance.md)
 * ``flush()``: make queued arms visible to the kernel now; returns how many
   were submitted (0 for backends that arm synchronously).
 * ``wake()``: thread-safe; makes a blocked or the next ``wait`` return soon.
-* ``close()``: releases kernel resources; any later call raises ``RuntimeError``.
+* ``close()``: releases kernel resources; a later ``arm``, ``disarm``, ``wait``
+  or ``flush`` raises ``RuntimeError``.  ``wake`` and ``close`` stay harmless
+  (a wake from another thread may race the close).
 
 ``revents`` uses the portable bits below (values equal to ``select.POLL*`` so
 io_uring poll results and epoll events map without translation).

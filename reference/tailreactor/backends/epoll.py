@@ -159,7 +159,9 @@ class EpollBackend:
         return out
 
     def flush(self) -> int:
-        return 0
+        if self._closed:
+            raise closed_error(self.name)
+        return 0  # arming is synchronous: nothing is ever queued
 
     def wake(self) -> None:
         try:
