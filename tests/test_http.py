@@ -467,3 +467,19 @@ def test_port_in_use_exits_1_with_one_line(workers):
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("first,second", [("1", "1"), ("2", "1"), ("1", "2"), ("2", "2")])
+def test_second_server_on_a_busy_port_exits_1_instead_of_sharing_it(first, second):
+    """SO_REUSEPORT lets our own workers share a port; it must not let a second server join them."""
+    srv = start_bench(["--workers", first])
+    try:
+        done = run_bench(["--port", str(srv.port), "--workers", second])
+        assert done.returncode == 1, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{srv.port}" in lines[0], done.stderr
+        assert exchange(srv.port, get("/user/7"))[0].body == b"7"  # the first server still serves
+        code, _ = srv.stop()
+        assert code == 0
+    finally:
+        srv.kill()

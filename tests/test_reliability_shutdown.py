@@ -17,6 +17,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import re
 import threading
 
 import pytest
@@ -197,6 +198,8 @@ def test_second_signal_cuts_the_drain_short(backend_name):
         srv.kill()
     assert code == 0, err
     assert "still busy" in err and "[latency-probe]" in err and "Traceback" not in err
+    m = re.search(r"still busy after (\d+) ms \(grace (\d+) ms\)", err)
+    assert m and int(m[1]) < int(m[2]), err  # the message says how long it waited, not the grace
 
 
 def _established(port: int) -> int:

@@ -167,6 +167,7 @@ def drain(reactor: Reactor, listener: Listener, grace_us: int = SHUTDOWN_GRACE_U
     """
     if not listener.drain(reactor.stop):
         return 0
+    started_ns = reactor.clock()
     deadline = reactor.call_later_us(grace_us, lambda timer: reactor.stop())
     try:
         reactor.run()
@@ -174,7 +175,9 @@ def drain(reactor: Reactor, listener: Listener, grace_us: int = SHUTDOWN_GRACE_U
         deadline.cancel()
     left = len(listener.connections)
     if left:
-        log.warning("stopping: %d connection(s) still busy after %d ms; closing them", left, grace_us // 1000)
+        waited_ms = (reactor.clock() - started_ns) // 1_000_000  # a second signal may end it early
+        log.warning("stopping: %d connection(s) still busy after %d ms (grace %d ms); closing them",
+                    left, waited_ms, grace_us // 1000)
     return left
 
 
@@ -210,6 +213,28 @@ def serve(cfg: _config.Config, host: str, port: int, *, worker: int = 0, on_read
 def _announce(host: str, port: int, backend: str, workers: int) -> None:
     print(f"{PROG}: listening on {host}:{port}, backend {backend}, workers {workers}, pid {os.getpid()}",
           file=sys.stderr, flush=True)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise :class:`SetupError` (exit 1) if another socket already listens on ``host:port``.
+
+    Our listeners set ``SO_REUSEPORT`` so that our own workers can share the
+    port -- which would also let a second, unrelated ``tailreactor-bench``
+    silently join the group and take half the load.  A bind *without*
+    ``SO_REUSEPORT`` fails with EADDRINUSE whenever anything listens there, so
+    one such bind (then close) before our own tells the two cases apart.
+    Port 0 asks for a free port: nothing to check.
+    """
+    if port == 0:
+        return
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+    except OSError as exc:
+        raise SetupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", EXIT_FAILED) from None
+    finally:
+        probe.close()
 
 
 # -- N workers: fork, forward signals, wait ----------------------------------------
@@ -345,6 +370,7 @@ def main(argv=None) -> int:
         cfg = _config.load()
         workers = args.workers if args.workers is not None else cfg.workers
         raise_nofile_limit()
+        check_port_free(args.host, args.port)
         if workers == 1:
             def ready(listener, reactor):
                 _announce(listener.host, listener.port, reactor.backend_name, 1)
