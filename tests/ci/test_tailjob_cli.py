@@ -12,6 +12,7 @@ from tailjob.cli import main
     (["--b", "CWIST_REACTOR_TAIL_US=-5"], "--b: CWIST_REACTOR_TAIL_US='-5' is invalid"),
     (["--ab", "tail", "--a", "CWIST_HTTP_BATCH=4"], "--ab cannot be combined with --a/--b"),
     (["--threads", "8", "--connections", "4"], "at least as many connections as threads"),
+    (["--ab", "backend", "--backend", "epoll"], "--backend epoll: both arms set CWIST_REACTOR_BACKEND"),
     (["--pin", "--server-cpus", "4096"], "--server-cpus '4096': CPUs [4096] are not available"),
 ])
 def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path):

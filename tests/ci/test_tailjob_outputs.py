@@ -65,6 +65,7 @@ def test_history_line_has_provenance_knobs_and_verdicts(synthetic_job, tmp_path)
     assert leg["metrics"]["rps"]["verdict"] == "regression"
     assert leg["metrics"]["rps"]["ratio"] < 1
     assert leg["flagged_runs"] == {"polluted": 1, "socket-errors": 1, "non-2xx": 0}
+    assert leg["backends"] == {"A": "epoll", "B": "epoll"}  # each arm's backend, as asked
     assert line["regression"] is True
     path = history.append_history(line, tmp_path)
     history.append_history(line, tmp_path)
@@ -77,6 +78,7 @@ def test_result_json_keeps_every_run(synthetic_job, tmp_path):
     data = json.loads(path.read_text())
     assert len(data["legs"][0]["runs"]) == 17
     assert data["legs"][0]["comparisons"][0]["metric"] == "rps"
+    assert data["legs"][0]["backends"] == {"A": "epoll", "B": "epoll"}
 
 
 def test_result_stem_is_time_profile_and_ab(synthetic_job):

@@ -60,6 +60,33 @@ def test_backend_option_selects_one_leg_and_seed_runs_follow_the_backend():
 def test_arms_that_set_the_backend_make_one_leg():
     legs = plan_legs(PROFILES["quick"], arms_for("backend"), Overrides())
     assert [leg.backend for leg in legs] == [None]
+    assert [legs[0].backend_for("A"), legs[0].backend_for("B")] == ["epoll", "io_uring"]
+    assert legs[0].name == "epoll (A) vs io_uring (B), c64"
+
+
+@pytest.mark.parametrize("backend, other", [(None, "auto"), ("io_uring", "io_uring")])
+def test_one_arm_setting_the_backend_makes_one_leg_the_other_on_backend_or_auto(backend, other):
+    # A user's report: with only A setting it, the job made an "io_uring" leg comparing epoll (A)
+    # with io_uring (B) and an "epoll" leg comparing epoll with epoll.
+    arms = arms_for(None, a="CWIST_REACTOR_BACKEND=epoll", b="")
+    legs = plan_legs(PROFILES["quick"], arms, Overrides(backend=backend))
+    assert len(legs) == 1
+    leg = legs[0]
+    assert (leg.backend_for("A"), leg.backend_for("B")) == ("epoll", other)
+    assert leg.name == f"epoll (A) vs {other} (B), c64"
+    envs = [server_env({"CWIST_REACTOR_BACKEND": "selectors"}, leg, arm) for arm in arms]
+    assert [e["CWIST_REACTOR_BACKEND"] for e in envs] == ["epoll", other]
+
+
+def test_a_blank_backend_in_an_arm_is_the_default_auto():
+    leg = plan_legs(PROFILES["quick"], arms_for(None, a="CWIST_REACTOR_BACKEND=", b="CWIST_REACTOR_BACKEND=epoll"),
+                    Overrides())[0]
+    assert (leg.backend_for("A"), leg.backend_for("B")) == ("auto", "epoll")
+
+
+def test_backend_option_that_no_arm_would_use_is_refused():
+    with pytest.raises(PlanError, match="--backend epoll: both arms set CWIST_REACTOR_BACKEND"):
+        plan_legs(PROFILES["quick"], arms_for("backend"), Overrides(backend="epoll"))
 
 
 def test_high_profile_has_a_cell_per_backend_and_connection_count():

@@ -117,7 +117,8 @@ def history_line(job: JobResult, *, result_file: str) -> dict:
     for lr in job.legs:
         measured = lr.measured()
         legs.append({
-            "name": lr.leg.name, "backend": lr.leg.backend, "threads": lr.leg.threads,
+            "name": lr.leg.name, "backend": lr.leg.backend, "backends": lr.backends(),
+            "threads": lr.leg.threads,
             "connections": lr.leg.connections, "duration_s": lr.leg.duration_s, "runs": lr.leg.runs,
             "knobs": lr.knobs, "env": lr.env,
             "metrics": {c.metric.key: {"a": c.median_a, "b": c.median_b, "ratio": c.ratio,

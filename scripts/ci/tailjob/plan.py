@@ -8,8 +8,11 @@ Role
   server.  A is the baseline, B the treatment; every ratio is B/A.
 * A **leg** is one cell of the job: a backend and a connection count, in which
   A and B are compared.  Without ``--backend`` a job has one leg per backend
-  (io_uring, then epoll); arms that set the backend themselves
-  (``--ab backend``) make a single leg.
+  (io_uring, then epoll).  When any arm sets ``CWIST_REACTOR_BACKEND``
+  (``--ab backend``, or ``--a 'CWIST_REACTOR_BACKEND=epoll' --b ''``) the job
+  has a single leg: comparing backends across legs would be meaningless, and
+  an arm that does not set it runs on ``--backend``, or on ``auto``.  The
+  leg's name then gives each arm's backend (``epoll (A) vs auto (B), c64``).
 * The **schedule** of a leg is randomised multiple interleaved trials (RMIT):
   each trial runs A and B once, back to back, in an order drawn at random, so
   slow drifts and periodic neighbours hit both arms alike.  ``--peers`` uses
@@ -17,8 +20,8 @@ Role
   per connection count (:func:`peer_legs`).
 
 Server environment of a run = this process's environment (so ambient
-``CWIST_*`` settings apply to both arms), then the leg's backend, then the
-arm's variables.
+``CWIST_*`` settings apply to both arms), then the arm's backend in the leg,
+then the arm's variables.
 """
 
 from __future__ import annotations
@@ -148,8 +151,12 @@ class Overrides:
 
 @dataclass(frozen=True)
 class Leg:
-    """One A/B cell.  ``backend`` is None when the arms set the backend themselves;
-    ``label`` names the leg instead of the backend (``--peers``)."""
+    """One A/B cell.
+
+    ``backend`` is the backend of both arms, or None when an arm sets it:
+    then ``arm_backends`` holds ``(arm key, backend)`` pairs, one per arm.
+    ``label`` names the leg instead of the backend (``--peers``).
+    """
 
     index: int
     backend: str | None
@@ -158,10 +165,20 @@ class Leg:
     duration_s: int
     runs: int
     label: str | None = None
+    arm_backends: tuple[tuple[str, str], ...] = ()
+
+    def backend_for(self, key: str) -> str | None:
+        """The backend arm ``key`` runs on in this leg (None for ``--peers`` legs)."""
+        return dict(self.arm_backends).get(key, self.backend)
 
     @property
     def name(self) -> str:
-        return self.label or f"{self.backend or 'arms set backend'}, c{self.connections}"
+        if self.label:
+            return self.label
+        if self.arm_backends:
+            who = " vs ".join(f"{backend} ({key})" for key, backend in self.arm_backends)
+            return f"{who}, c{self.connections}"
+        return f"{self.backend}, c{self.connections}"
 
     def wrk_args(self) -> str:
         return f"-t{self.threads} -c{self.connections} -d{self.duration_s}s"
@@ -170,15 +187,23 @@ class Leg:
 def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg]:
     """The legs of a job, in run order (backends outermost, then connection counts).
 
+    When an arm sets ``CWIST_REACTOR_BACKEND`` there is one backend "leg"
+    (``backend`` None, ``arm_backends`` per arm; see the module docstring).
     When pinned (``o.pin``) wrk gets one thread unless ``o.threads`` says
     otherwise: it runs on one CPU.  Raises :class:`PlanError` for a backend
-    outside :data:`BACKENDS` or more wrk threads than connections.
+    outside :data:`BACKENDS`, a ``--backend`` that both arms override, or
+    more wrk threads than connections.
     """
-    if all("CWIST_REACTOR_BACKEND" in arm.env for arm in arms):
+    if o.backend is not None and o.backend not in BACKENDS:
+        raise PlanError(f"--backend {o.backend!r}: accepted {', '.join(BACKENDS)}")
+    arm_backends: tuple[tuple[str, str], ...] = ()
+    if any(_BACKEND in arm.env for arm in arms):
+        if o.backend is not None and all(_BACKEND in arm.env for arm in arms):
+            raise PlanError(f"--backend {o.backend}: both arms set {_BACKEND}, so it would apply to "
+                            "neither; leave out --backend")
+        arm_backends = tuple((arm.key, _arm_backend(arm, o.backend or "auto")) for arm in arms)
         backends: tuple[str | None, ...] = (None,)
     elif o.backend is not None:
-        if o.backend not in BACKENDS:
-            raise PlanError(f"--backend {o.backend!r}: accepted {', '.join(BACKENDS)}")
         backends = (o.backend,)
     else:
         backends = BACKENDS
@@ -191,8 +216,20 @@ def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg
                                 f"-t{threads} with -c{connections}")
             legs.append(Leg(len(legs), backend, threads, connections,
                             o.duration_s or profile.duration_s,
-                            o.runs or profile.runs_for(backend)))
+                            o.runs or profile.runs_for(backend), arm_backends=arm_backends))
     return legs
+
+
+_BACKEND = "CWIST_REACTOR_BACKEND"
+
+
+def _arm_backend(arm: Arm, fallback: str) -> str:
+    """The backend ``arm`` asks for: its own value (blank means the knob's default), else ``fallback``."""
+    if _BACKEND not in arm.env:
+        return fallback
+    knob = _config.knob(_BACKEND)
+    raw = arm.env[_BACKEND]
+    return knob.parse(raw) if raw.strip() else knob.default
 
 
 def peer_legs(profile: Profile, o: Overrides) -> list[Leg]:
@@ -215,8 +252,9 @@ def peer_legs(profile: Profile, o: Overrides) -> list[Leg]:
 def server_env(ambient: Mapping[str, str], leg: Leg, arm: Arm) -> dict[str, str]:
     """The bench server's environment for ``arm`` in ``leg`` (see the module docstring)."""
     env = dict(ambient)
-    if leg.backend is not None:
-        env["CWIST_REACTOR_BACKEND"] = leg.backend
+    backend = leg.backend_for(arm.key)
+    if backend is not None:
+        env[_BACKEND] = backend
     env.update(arm.env)
     return env
 

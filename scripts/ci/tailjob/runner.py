@@ -246,8 +246,12 @@ class LegResult:
     def measured(self, arm: str | None = None) -> list[RunRecord]:
         return [r for r in self.runs if not r.warmup and (arm is None or r.arm == arm)]
 
+    def backends(self) -> dict[str, str | None]:
+        """Each arm's backend in this leg, as asked (a run's ``backend`` is what the server reported)."""
+        return {a.key: self.leg.backend_for(a.key) for a in self.arms}
+
     def as_dict(self) -> dict:
-        return {"leg": asdict(self.leg), "name": self.leg.name,
+        return {"leg": asdict(self.leg), "name": self.leg.name, "backends": self.backends(),
                 "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
                 "env": self.env, "knobs": self.knobs, "schedule": self.schedule,
                 "runs": [r.as_dict() for r in self.runs],
