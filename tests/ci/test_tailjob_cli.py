@@ -29,6 +29,20 @@ def test_an_invalid_ambient_knob_is_refused_too(monkeypatch, capsys, tmp_path):
     assert "CWIST_HTTP_BATCH='0' is invalid" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["--runs", "1"], ["--ab", "backend"], ["--peers"]])
+def test_an_invalid_ambient_knob_is_refused_even_when_every_arm_overrides_it(argv, monkeypatch, capsys,
+                                                                            tmp_path):
+    # A user's report: CWIST_REACTOR_TAIL_US=abc ran and exited 0 because --ab tail sets it in both arms
+    # (and CWIST_REACTOR_BACKEND=nope because --ab backend and --peers set the backend).
+    name = "CWIST_REACTOR_BACKEND" if argv != ["--runs", "1"] else "CWIST_REACTOR_TAIL_US"
+    monkeypatch.setenv(name, "abc")
+    assert main([*argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tail_latency: error: environment: {name}='abc' is invalid")
+    assert err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("argv", [["--duration", "3x"], ["--runs", "0"], ["--min-effect", "150%"],
                                   ["--connections", "64,"], ["--profile", "huge"]])
 def test_malformed_values_are_argparse_errors(argv, capsys):

@@ -30,6 +30,9 @@ import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Mapping
+
+from tailreactor import config as _config
 
 from . import history, peers, peersjob, peersreport, plot, report
 from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knobs, arms_for, \
@@ -184,11 +187,22 @@ def _check_mode(args: argparse.Namespace) -> None:
         raise PlanError("--pin and --no-pin contradict each other")
 
 
+def _check_environment(environ: Mapping[str, str]) -> None:
+    """Every ``CWIST_*`` knob in this process's environment must parse, even where an arm or the
+    leg overrides it: an ignored typo would make the run look configured when it is not.
+    Unknown ``CWIST_*`` names are left alone (the reference ignores them too)."""
+    try:
+        _config.load(environ)
+    except _config.ConfigError as e:
+        raise PlanError(f"environment: {e}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
         _check_mode(args)
+        _check_environment(os.environ)
     except PlanError as e:
         return _error(str(e), 2)
     if args.peers:
