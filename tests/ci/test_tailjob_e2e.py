@@ -53,7 +53,7 @@ def test_probe_leg_gathers_every_workers_file_on_both_backends(tmp_path):
         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     for backend in ("io_uring", "epoll"):
-        section = out.stdout.split(f"## Latency probe: {backend}, c8, medians over 1 runs per arm")[1]
+        section = out.stdout.split(f"## Latency probe: {backend}, c8, medians over 1 run per arm")[1]
         rows = [ln.split(" | ")[:2] for ln in section.split("\n## ")[0].splitlines()
                 if ln.startswith("| ") and not ln.startswith("| Arm ")]
         assert rows == [["| A: tail off", w] for w in ("0", "1", "all")] + \

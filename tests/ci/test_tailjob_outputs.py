@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from conftest import ROOT
 
-from tailjob import history, plot, report
+from tailjob import history, plot, report, runner
 from tailreactor.config import KNOBS
 
 
@@ -51,6 +52,26 @@ def test_report_counts_flagged_runs_and_lists_runs_only_when_asked(synthetic_job
     assert len(runs) == 1 + 17  # header + warm-up + 16 measured
     assert any(r.startswith("| warm-up |") for r in runs)
     assert any("| 4/0 | socket-errors |" in r for r in runs)
+
+
+def test_report_says_1_run_not_1_runs(synthetic_job):
+    lr = synthetic_job.legs[0]
+    runs = [r for r in lr.runs if r.trial <= 0]  # the warm-up and trial 1
+    one = replace(lr, runs=runs, schedule=lr.schedule[:1], comparisons=runner.compare_leg(runs, seed=1))
+    text = report.render(replace(synthetic_job, legs=[one]), runs=False)
+    assert "## epoll, c64: `wrk -t2 -c64 -d2s`, medians over 1 run per arm" in text
+    assert "2 measured runs (+1 warm-up, discarded)" in text
+    assert report.plural(1, "measured run") == "1 measured run"
+    assert report.plural(0, "run") == "0 runs"
+
+
+def test_other_cpu_is_printed_as_measured_even_when_slightly_negative(synthetic_job):
+    # Other CPU is a difference of two /proc samples: accounting noise can make it a little negative.
+    lr = synthetic_job.legs[0]
+    runs = [replace(r, other_cores=-0.11) if r.trial == 0 else r for r in lr.runs]
+    text = report.render(replace(synthetic_job, legs=[replace(lr, runs=runs)]), runs=True)
+    assert sum("| -0.11 |" in ln for ln in text.splitlines()) == 2
+    assert "can make it slightly negative" in text
 
 
 def test_history_line_has_provenance_knobs_and_verdicts(synthetic_job, tmp_path):

@@ -106,6 +106,13 @@ def test_ratios_divide_each_servers_median_by_each_peers(peers_job):
     assert set(r["uvloop"]["asyncio"]) == set(peersjob.PEER_METRICS)
 
 
+def test_peers_report_says_1_run_not_1_runs(peers_job):
+    lr = peers_job.legs[0]
+    lr.runs = [r for r in lr.runs if r.trial <= 0]
+    lr.summary = peersjob.summarize(lr.runs, lr.servers)
+    assert "## c64: `wrk -t1 -c64 -d2s`, medians over 1 run per server" in peersreport.render(peers_job)
+
+
 # -- report and README --------------------------------------------------------------------------
 def _rows(text: str, header_start: str) -> list[str]:
     lines = text.splitlines()

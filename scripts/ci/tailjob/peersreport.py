@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .peers import REFERENCES
 from .peersjob import PeersJobResult, PeersLegResult
-from .report import flag_summary, format_value, machine_line, run_rows
+from .report import flag_summary, format_value, machine_line, plural, run_rows
 
 __all__ = ["render", "leg_tables", "readme_section", "write_readme", "BEGIN", "END"]
 
@@ -40,7 +40,7 @@ def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") ->
     """The medians table and the ratios table of one leg (every server a row, in job order)."""
     n_runs = min((row["runs"] for row in lr.summary.values()), default=0)
     labels = {p.key: p.label for p in job.servers}
-    lines = [f"{level} {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {n_runs} runs per server", "",
+    lines = [f"{level} {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {plural(n_runs, 'run')} per server", "",
              "| Server | " + " | ".join(label for _, label in _COLUMNS) + " |",
              "|---|" + "---:|" * len(_COLUMNS)]
     for key in lr.servers:

@@ -24,7 +24,7 @@ from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
 from .stats import CONFIDENCE, METRICS, MIN_PAIRS, RESAMPLES, Comparison, median
 
-__all__ = ["render", "verdict_summary", "probe_table", "run_rows", "flag_summary", "machine_line",
+__all__ = ["render", "plural", "verdict_summary", "probe_table", "run_rows", "flag_summary", "machine_line",
            "format_value"]
 
 FLAG_TEXT = {
@@ -32,6 +32,11 @@ FLAG_TEXT = {
     "socket-errors": "with socket errors",
     "non-2xx": "with non-2xx responses",
 }
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 run``, ``8 runs``: a count with its noun (English plural by ``s``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _ms(us: float | None) -> str:
@@ -89,7 +94,7 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
     a, b = job.arms
     runs_a, runs_b = lr.measured("A"), lr.measured("B")
     n_runs = min(len(runs_a), len(runs_b))
-    lines = [f"## {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {n_runs} runs per arm", "",
+    lines = [f"## {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {plural(n_runs, 'run')} per arm", "",
              f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Verdict |",
              "|---|---:|---:|---:|:---:|---:|---|"]
     for c in lr.comparisons:
@@ -107,7 +112,7 @@ def flag_summary(lr) -> str:
     measured = lr.measured()
     counts = {flag: sum(flag in r.flags for r in measured) for flag in FLAG_TEXT}
     other = [f"{n} {FLAG_TEXT[f]}" for f, n in counts.items() if n]
-    return (f"{len(measured)} measured runs"
+    return (plural(len(measured), "measured run")
             + (f" (+{len(lr.runs) - len(measured)} warm-up, discarded)" if len(lr.runs) > len(measured) else "")
             + ": " + ("; ".join(other) if other else "none flagged") + ".")
 
@@ -128,7 +133,7 @@ def probe_table(job: JobResult, lr: LegResult) -> list[str]:
     """The latency probe section of one leg: a row per arm and worker, then the arm's ``all`` row."""
     labels = {a.key: f"{a.key}: {a.label}" for a in job.arms}
     n_runs = min(arm["runs"] for arm in lr.probe.values())
-    lines = [f"## Latency probe: {lr.leg.name}, medians over {n_runs} runs per arm", "",
+    lines = [f"## Latency probe: {lr.leg.name}, medians over {plural(n_runs, 'run')} per arm", "",
              "| Arm | Worker | " + " | ".join(label for _, label in FIGURES) + " |",
              "|---|---|" + "---:|" * len(FIGURES)]
     for key in [a.key for a in job.arms if a.key in lr.probe]:
@@ -213,6 +218,7 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         "and after the wrk run, divided by the requests wrk completed.",
         f"- Other CPU: machine busy time (/proc/stat user+nice+system+irq+softirq+steal) minus server, wrk and this "
         f"job, in cores averaged over the run; above {s.pollution_limit:.2f} the run is flagged "
-        "`polluted` (flagged runs are kept in the statistics).",
+        "`polluted` (flagged runs are kept in the statistics). It is a difference of two /proc samples, "
+        "so accounting noise can make it slightly negative; it is shown as measured.",
     ]
     return "\n".join(lines) + "\n"
