@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import replace
+
+import pytest
 
 from conftest import ROOT
 
@@ -117,3 +120,18 @@ def test_plot_writes_svg_and_png(synthetic_job, tmp_path):
     svg, png = plot.plot_job(synthetic_job, tmp_path / "plot")
     assert svg.read_text().lstrip().startswith("<?xml")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_output_of_the_job_is_ignored_by_git():
+    # Smoke runs must not show up as changes; deliberate measurements are added with `git add -f`
+    # (benchmarks/README.md).  peers.jsonl was missing from .gitignore.
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    outputs = ["benchmarks/tail-latency.jsonl", "benchmarks/peers.jsonl",
+               "benchmarks/results/20261129T210000Z-quick-tail.json"]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *outputs], cwd=ROOT, capture_output=True,
+                             text=True, check=False).stdout.split()
+    assert ignored == outputs
+    kept = subprocess.run(["git", "check-ignore", "--no-index", "benchmarks/results/.gitkeep"], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    assert kept.returncode == 1  # not ignored
