@@ -112,6 +112,55 @@ def test_unknown_backend_is_one_line_and_exit_2():
     assert len(lines) == 1 and "no_such_backend" in lines[0] and "accepted" in lines[0], proc.stderr
 
 
+def test_exitfirst_with_parallel_workers_exits_1_not_2(tmp_path):
+    # With -x and the default xdist workers, xdist ends the session as "Interrupted:
+    # stopping after 1 failures" (pytest's 2); a failing clause must still exit 1,
+    # since 2 means "a backend that cannot start".  The run is also clean: no
+    # assert-rewrite warning about modules imported before pytest started.
+    proc, data = cli("--backend", MUTANTS["reversed_batch"].backend, "--clause", "B9", "-x",
+                     json_path=tmp_path / "result.json")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    assert data["failed_clauses"] == ["B9"]
+    assert "PytestAssertRewriteWarning" not in out, out[-4000:]
+    assert out.count("bringing up nodes") <= 1, out[:2000]
+
+
+def test_reversed_batch_fails_b9_and_skips_the_age_scenarios_it_makes_impossible(tmp_path):
+    # R10/R11's slow-callback scenarios need the oldest event not to be reported
+    # first; a backend that breaks B9 makes that impossible, so those tests skip
+    # with a reason naming B9 instead of failing clauses the reactor does honour.
+    proc, data = cli("--backend", MUTANTS["reversed_batch"].backend, "--clause", "B9,R10,R11",
+                     "-n", "0", json_path=tmp_path / "result.json")
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert data["failed_clauses"] == ["B9"]
+    backend = MUTANTS["reversed_batch"].backend
+    for cid in ("R10", "R11"):
+        cell = data["clauses"][cid][backend]
+        assert cell["status"] == "pass" and cell["skips"], (cid, cell)
+    assert "clause B9" in proc.stdout, proc.stdout[-4000:]
+
+
+def test_unknown_reactor_is_one_line_naming_the_option_and_exit_2():
+    proc, _ = cli("--backend", "epoll", "--reactor", "no_such_module:X")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tailreactor-conformance: --reactor no_such_module:X: "), \
+        proc.stderr
+
+
+def test_backend_auto_is_shown_as_the_backend_it_resolves_to(tmp_path):
+    from tailreactor.backends import create_backend
+
+    b = create_backend("auto")
+    resolved = b.name
+    b.close()
+    proc, data = cli("--backend", "auto", "--clause", "B16", "-n", "0", json_path=tmp_path / "result.json")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert data["backends"] == [resolved]
+    assert data["clauses"]["B16"][resolved]["status"] == "pass"
+
+
 def test_unknown_clause_is_a_usage_error():
     proc, _ = cli("--backend", "epoll", "--clause", "Z9", "-n", "0")
     assert proc.returncode == 4  # pytest's usage-error status

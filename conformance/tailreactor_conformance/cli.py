@@ -10,10 +10,16 @@ Usage::
     tailreactor-conformance --profile deep --seed 1234
     tailreactor-conformance --list                                 # the clauses, no run
 
-Runs the tests shipped in ``tailreactor_conformance/tests`` with pytest and
-pytest-xdist, prints the per-clause pass/fail table, and exits with pytest's
-status: 0 when every selected clause passed, non-zero on any failure (1) or
-usage error (2 or 4).  Arguments after ``--`` go to pytest unchanged.
+Checks that each ``--backend`` starts and that ``--reactor`` imports (else one
+line naming the option and exit 2), then replaces itself with a fresh
+``python -m pytest`` over the tests shipped in ``tailreactor_conformance/tests``
+(pytest-xdist, the plugin prints the per-clause pass/fail table).  A fresh
+interpreter because pytest must mark this package and ``tailreactor`` for
+assert rewriting before they are imported, and this process has imported
+both.  Exit status: 0 when every selected clause passed, 1 when a test failed
+(also with ``-x`` under xdist, see :mod:`.plugin`), 2 for a backend or reactor
+that cannot start or an interrupted run, 4 for a pytest usage error.
+Arguments after ``--`` go to pytest unchanged.
 
 ``module:factory`` names are imported from the current directory first (as
 ``python -m`` would), so a project can test the backend it is writing
@@ -39,8 +45,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the tailreactor conformance suite and print a per-clause table.",
         epilog="Arguments after -- are passed to pytest.")
     p.add_argument("--backend", action="append", metavar="NAME",
-                   help="epoll, io_uring, selectors or module:factory (repeatable; "
-                        "default: the three shipped backends)")
+                   help="auto, epoll, io_uring, selectors or module:factory (repeatable; "
+                        "default: the three shipped backends; auto runs and is shown as "
+                        "io_uring, or epoll when the kernel refuses io_uring)")
     p.add_argument("--reactor", metavar="MODULE:FACTORY",
                    help="reactor under test, called as factory(backend, config=..., clock=...)")
     p.add_argument("--clause", action="append", metavar="ID",
@@ -60,8 +67,11 @@ def _parser() -> argparse.ArgumentParser:
 def build_pytest_args(ns: argparse.Namespace, extra: list[str]) -> list[str]:
     """The pytest command line for parsed runner options ``ns``."""
     args = [str(TESTS_DIR), "-p", "no:cacheprovider", "--rootdir", str(TESTS_DIR),
-            "-n", str(ns.jobs), "--conformance-profile", ns.profile, "-rfE"]
-    args.append("-v" if ns.verbose else "-q")
+            "-n", str(ns.jobs), "--conformance-profile", ns.profile, "-rfEs"]
+    # Default verbosity, not -q: under -q xdist repeats "bringing up nodes..."
+    # where a non-terminal output gets the worker and test counts.
+    if ns.verbose:
+        args.append("-v")
     for name in ns.backend or ():
         args += ["--backend", name]
     if ns.reactor:
@@ -77,16 +87,43 @@ def build_pytest_args(ns: argparse.Namespace, extra: list[str]) -> list[str]:
     return args + extra
 
 
-def _check_backends(names: list[str]) -> str | None:
-    """Create and close each backend once; return a one-line error or None."""
+class StartError(Exception):
+    """A backend or reactor under test cannot start: one line, exit status 2."""
+
+
+def _check_backends(names: list[str]) -> list[str]:
+    """Create and close each backend once; return the names, ``auto`` resolved.
+
+    Raises :class:`StartError` naming the first backend that cannot be created.
+    """
     from tailreactor.backends import create_backend
 
+    resolved = []
     for name in names:
         try:
-            create_backend(name).close()
+            b = create_backend(name)
+            resolved.append(b.name if name == "auto" else name)
+            b.close()
         except Exception as exc:  # noqa: BLE001 - any failure to start is the user's answer
-            return f"--backend {name}: cannot be created: {exc}"
-    return None
+            raise StartError(f"--backend {name}: cannot be created: {exc}") from None
+    return resolved
+
+
+def _check_reactor(spec: str) -> None:
+    """Import the ``--reactor`` factory; raise :class:`StartError` if it cannot be loaded."""
+    import importlib
+
+    mod_name, sep, attr = spec.partition(":")
+    if not sep or not mod_name or not attr:
+        raise StartError(f"--reactor {spec}: not module:factory (accepted: module:factory, "
+                         f"e.g. tailreactor.reactor:Reactor)")
+    try:
+        factory = getattr(importlib.import_module(mod_name), attr)
+    except Exception as exc:  # noqa: BLE001 - ImportError, AttributeError or the module's own error
+        raise StartError(f"--reactor {spec}: cannot be loaded: {exc}") from None
+    if not callable(factory):
+        raise StartError(f"--reactor {spec}: {type(factory).__name__} is not callable "
+                         f"(accepted: a Reactor class or factory)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,9 +148,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, cwd)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [cwd, os.environ.get("PYTHONPATH")]))
 
-    error = _check_backends(ns.backend or [])
-    if error:
-        print(f"tailreactor-conformance: {error}", file=sys.stderr)
+    try:
+        if ns.backend:
+            ns.backend = _check_backends(ns.backend)
+        if ns.reactor:
+            _check_reactor(ns.reactor)
+    except StartError as exc:
+        print(f"tailreactor-conformance: {exc}", file=sys.stderr)
         return 2
     if ns.profile == "deep":
         if ns.seed is None:
@@ -127,9 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     # The suite needs its own plugin, pytest-xdist and Hypothesis's plugin,
     # all loaded from entry points.
     os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
-    import pytest
-
-    return int(pytest.main(build_pytest_args(ns, extra)))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "pytest", *build_pytest_args(ns, extra)])
+    return 127  # not reached: execv replaces this process or raises OSError
 
 
 if __name__ == "__main__":

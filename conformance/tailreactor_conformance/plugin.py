@@ -7,10 +7,11 @@ is loaded in every pytest session of an environment where tailreactor is
 installed.  It stays inert unless conformance tests are collected: it only
 adds options and a marker.  What it does for conformance tests:
 
-* ``--backend NAME`` (repeatable; ``epoll``, ``io_uring``, ``selectors`` or
-  ``module:factory``) parametrizes every test over the backends under test
-  (default: the three shipped ones, io_uring skipped when the kernel refuses
-  it);
+* ``--backend NAME`` (repeatable; ``auto``, ``epoll``, ``io_uring``,
+  ``selectors`` or ``module:factory``) parametrizes every test over the
+  backends under test (default: the three shipped ones, io_uring skipped when
+  the kernel refuses it); ``auto`` is replaced by the backend it resolves to
+  (io_uring, or epoll when the kernel refuses io_uring), so the table names it;
 * ``--reactor module:factory`` runs the reactor clauses against a third-party
   reactor class or factory called like ``Reactor(backend, config=, clock=)``;
 * ``--clause ID`` (repeatable, or comma-separated; a letter ``B``/``R``/``H``
@@ -22,7 +23,10 @@ adds options and a marker.  What it does for conformance tests:
   end of the session (``--conformance-json PATH`` also writes it as JSON).
 
 Works with pytest-xdist: the clause and backend travel with each test report
-as ``user_properties``, so the controller builds the table.
+as ``user_properties``, so the controller builds the table.  With ``-x`` (or
+``--maxfail``) xdist ends the session as *interrupted* (pytest's exit status
+2) after the first failure; in a conformance run that is reported as what it
+is, failed tests (1), so 2 keeps meaning "interrupted" or "cannot start".
 """
 
 from __future__ import annotations
@@ -65,22 +69,39 @@ def pytest_addoption(parser):
 
 
 # -- resolving names -------------------------------------------------------------
-def resolve(spec: str):
+def resolve(spec: str, option: str = "--reactor"):
     """Import ``module:attr`` and return the attribute.
 
-    Raises ``pytest.UsageError`` with one line naming the spec and the reason.
+    Raises ``pytest.UsageError`` with one line naming the option, the spec and
+    the reason (the runner prints the same line and exits 2).
     """
     mod_name, sep, attr = spec.partition(":")
     if not sep or not mod_name or not attr:
-        raise pytest.UsageError(f"{spec!r} is not module:factory")
+        raise pytest.UsageError(f"{option} {spec}: not module:factory")
     try:
         return getattr(importlib.import_module(mod_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise pytest.UsageError(f"{spec!r} cannot be loaded: {exc}") from None
+        raise pytest.UsageError(f"{option} {spec}: cannot be loaded: {exc}") from None
+
+
+_AUTO_KEY = pytest.StashKey[str]()
+
+
+def _auto_backend(config) -> str:
+    """The shipped backend ``auto`` resolves to here (created once and closed)."""
+    if _AUTO_KEY not in config.stash:
+        from tailreactor.backends import create_backend
+
+        b = create_backend("auto")
+        config.stash[_AUTO_KEY] = b.name
+        b.close()
+    return config.stash[_AUTO_KEY]
 
 
 def backend_names(config) -> list[str]:
-    return list(config.getoption("conformance_backends") or SHIPPED_BACKENDS)
+    """The backends under test, ``auto`` replaced by what it resolves to."""
+    names = list(config.getoption("conformance_backends") or SHIPPED_BACKENDS)
+    return [_auto_backend(config) if n == "auto" else n for n in names]
 
 
 def reactor_spec(config) -> str:
@@ -213,6 +234,7 @@ class _Recorder:
 
     def __init__(self, config):
         self.config = config
+        self.stopped_at_maxfail = False
 
     @property
     def state(self) -> _State:
@@ -266,7 +288,17 @@ class _Recorder:
                color=terminalreporter.hasmarkup)
         terminalreporter.write(out.getvalue())
 
+    def pytest_keyboard_interrupt(self, excinfo):
+        # xdist's Interrupted("stopping after N failures") for -x/--maxfail, as
+        # opposed to a real Ctrl-C or a worker that crashed.
+        self.stopped_at_maxfail = (type(excinfo.value).__module__.startswith("xdist")
+                                   and str(excinfo.value).startswith("stopping after"))
+
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        if (self.stopped_at_maxfail and session.testsfailed and exitstatus == pytest.ExitCode.INTERRUPTED
+                and _is_conformance_run(self.config)):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # what pytest gives without xdist
         path = self.config.getoption("conformance_json")
         if path and not hasattr(self.config, "workerinput"):
             Path(path).write_text(json.dumps(self.summary(), indent=2) + "\n")
