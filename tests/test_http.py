@@ -20,7 +20,7 @@ import pytest
 
 from http_helpers import (
     FIXTURES, Pump, ServerThread, bench_env, connect, DENY_IO_URING, exchange, get,
-    only_connection, read_responses, read_to_eof, run_bench, start_bench,
+    IO_TIMEOUT_S, only_connection, read_responses, read_to_eof, run_bench, start_bench,
 )
 from tailreactor import READ, WRITE
 from tailreactor.http import Listener
@@ -482,4 +482,24 @@ def test_second_server_on_a_busy_port_exits_1_instead_of_sharing_it(first, secon
         code, _ = srv.stop()
         assert code == 0
     finally:
+        srv.kill()
+
+
+def test_workers_stop_when_the_parent_is_killed():
+    """SIGKILL cannot be forwarded: the workers must notice (PR_SET_PDEATHSIG) and stop, freeing the port."""
+    import select as _select
+    srv = start_bench(["--workers", "2"])
+    pidfds = []
+    try:
+        children = [int(p) for p in open(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read().split()]
+        assert len(children) == 2
+        pidfds = [os.pidfd_open(c) for c in children]  # readable once that process has exited
+        srv.proc.kill()
+        srv.proc.wait(IO_TIMEOUT_S)
+        for fd in pidfds:
+            assert _select.select([fd], [], [], IO_TIMEOUT_S)[0], "a worker kept running after its parent died"
+        assert listening_sockets(srv.port) == 0
+    finally:
+        for fd in pidfds:
+            os.close(fd)
         srv.kill()

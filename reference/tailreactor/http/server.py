@@ -42,6 +42,7 @@ wait interrupted by a signal, PEP 475; the pipe is what ends it.)
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import resource
@@ -237,6 +238,9 @@ def check_port_free(host: str, port: int) -> None:
         probe.close()
 
 
+_PR_SET_PDEATHSIG = 1
+
+
 # -- N workers: fork, forward signals, wait ----------------------------------------
 def run_workers(cfg: _config.Config, host: str, port: int, n: int) -> int:
     """Fork ``n`` workers serving ``host:port``; return the exit code.
@@ -263,6 +267,7 @@ def run_workers(cfg: _config.Config, host: str, port: int, n: int) -> int:
         raise SetupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", EXIT_FAILED) from None
     port = placeholder.getsockname()[1]
 
+    parent_pid = os.getpid()
     ready_r, ready_w = os.pipe()
     children: dict[int, int] = {}  # pid -> worker index
     stop_requested = False
@@ -282,7 +287,7 @@ def run_workers(cfg: _config.Config, host: str, port: int, n: int) -> int:
             if pid == 0:  # the worker
                 os.close(ready_r)
                 placeholder.close()
-                os._exit(_worker_main(cfg, host, port, i, ready_w))
+                os._exit(_worker_main(cfg, host, port, i, ready_w, parent_pid))
             children[pid] = i
         for s in STOP_SIGNALS:
             signal.signal(s, forward)
@@ -342,7 +347,22 @@ def _read_ready(fd: int, n: int) -> list[str]:
     return [line.decode() for line in data.splitlines()]
 
 
-def _worker_main(cfg: _config.Config, host: str, port: int, index: int, ready_w: int) -> int:
+def _stop_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to send this worker SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG).
+
+    Without it a parent killed with SIGKILL (which it cannot forward) leaves its
+    workers serving forever, still holding the port.  SIGTERM, not SIGKILL, so
+    the worker still drains and writes its probe report.  If the parent died
+    before the request took effect, stop now.  Source: prctl(2).
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered once the signal is unblocked
+
+
+def _worker_main(cfg: _config.Config, host: str, port: int, index: int, ready_w: int,
+                 parent_pid: int) -> int:
     """Body of a forked worker; returns its exit code (never raises)."""
     def ready(listener, reactor):
         os.write(ready_w, f"{reactor.backend_name}\n".encode())
@@ -350,6 +370,7 @@ def _worker_main(cfg: _config.Config, host: str, port: int, index: int, ready_w:
 
     for s in STOP_SIGNALS:
         signal.signal(s, _do_nothing)  # until serve() installs the real path
+    _stop_with_parent(parent_pid)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         return serve(cfg, host, port, worker=index, on_ready=ready)
