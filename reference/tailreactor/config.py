@@ -150,10 +150,10 @@ KNOBS: tuple[Knob, ...] = (
         zero_en="off: re-arms queued during a round are submitted only with the next wait",
         zero_ko="끔: 라운드 중 쌓인 재등록은 다음 대기와 함께만 제출된다",
         help_en="When a round has run longer than this (us), re-arms queued during the round are "
-                "submitted at once instead of at round end. Default 2000 sits below TAIL_US so a "
+                "submitted at once instead of at round end, and again every this long after that. Default 2000 sits below TAIL_US so a "
                 "re-armed event reaches the kernel before it could count as aged.",
         help_ko="라운드가 이 시간(us)보다 오래 돌면, 라운드 중 쌓인 재등록을 라운드 끝까지 기다리지 않고 "
-                "바로 제출한다. 기본값 2000은 TAIL_US보다 작아서, 재등록된 이벤트가 오래된 것으로 "
+                "바로 제출하고, 그 뒤로도 이 시간마다 다시 제출한다. 기본값 2000은 TAIL_US보다 작아서, 재등록된 이벤트가 오래된 것으로 "
                 "취급되기 전에 커널에 도달한다.",
         cwist_invalid_en="CWIST: the variable exists (its commit removing late-round mode keeps it), "
                          "but how it parses values is not recorded.",

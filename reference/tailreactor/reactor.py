@@ -18,9 +18,10 @@ One round
 4. **Fire due timers** (those armed before this pass).
 5. **Dispatch** the batch in the order :mod:`tailreactor.dispatch` chooses
    (backend order, or age-based with ``CWIST_REACTOR_TAIL_US`` > 0).  Between
-   callbacks: the round-budget check (submit queued re-arms once the round has
-   run longer than ``CWIST_REACTOR_ROUND_BUDGET_US``) and the drain chunk
-   (run posts every ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).
+   callbacks: the round-budget check (once the round has run longer than
+   ``CWIST_REACTOR_ROUND_BUDGET_US``, submit the queued re-arms, and again
+   every budget after that) and the drain chunk (run posts every
+   ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).
 
 Threading: every method runs on the reactor thread except :meth:`post` and
 :meth:`stop`, which any thread may call.  Callbacks run inline on the reactor
@@ -292,6 +293,10 @@ class Reactor:
         else:
             order = BackendOrder(batch)
         budget_ns = self._budget_ns
+        # The first mid-round submit is due once the round has used its budget; after a
+        # submit the next is due a budget later, so a long round costs one extra
+        # io_uring_enter per budget interval, not one per callback.
+        flush_due = round_start + budget_ns
         drain_chunk = self._drain_chunk
         probe = self.probe
         clock = self.clock
@@ -314,10 +319,11 @@ class Reactor:
             if table.get(ev.fd) is ev:
                 del table[ev.fd]
             ev.state = DONE
-            if budget_ns and self._arms_since_flush and now - round_start > budget_ns:
+            if budget_ns and self._arms_since_flush and now > flush_due:
                 if self.backend.flush():
                     counters.round_budget_flushes += 1
                 self._arms_since_flush = 0
+                flush_due = now + budget_ns
             if elevated:
                 counters.tail_elevations += 1
                 self._late = True
