@@ -12,8 +12,6 @@ real socketpairs and a ManualClock, checking every callback against
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from hypothesis import given
 
@@ -79,8 +77,6 @@ def test_probe_sees_every_callback_post_and_round(make_reactor, pairs, clock):
 
 @pytest.mark.clause("R16")
 def test_shipped_latency_probe_counts_match_the_reactor(make_reactor, pairs, clock, capsys):
-    if importlib.util.find_spec("tailreactor.probe") is None:
-        pytest.skip("tailreactor.probe is not there yet")
     from tailreactor.probe import LatencyProbe
 
     r = make_reactor(clock=clock, latency_probe=True, tail_us=1000)
