@@ -115,3 +115,53 @@ def test_peers_comparison_runs_every_server_and_writes_the_readme_table(tmp_path
     assert result["settings"]["server_cpus"] == ("0" if not no_pin else None)
     assert leg["ratios"]["asyncio"]["asyncio"]["cpu_us_per_req"] == 1.0
     assert len((tmp_path / "peers.jsonl").read_text().splitlines()) == 1
+
+
+def _children(pid: int, marker: bytes) -> list[int]:
+    """Pids of the direct children of ``pid`` whose command line contains ``marker``."""
+    found = []
+    try:
+        kids = open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except OSError:
+        return found
+    for kid in kids:
+        try:
+            cmd = open(f"/proc/{kid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if marker in cmd:
+            found.append(int(kid))
+    return found
+
+
+def test_sigterm_to_the_job_stops_its_bench_server(tmp_path):
+    """A CI timeout or Ctrl-C on the job must not leave a bench server running (and holding a core)."""
+    import select
+    import signal
+    import time
+    job = subprocess.Popen(
+        [sys.executable, str(CI_DIR / "tail_latency.py"), "--ab", "aa", "--backend", "epoll", "--threads", "1",
+         "--connections", "4", "--duration", "30", "--runs", "1", "--no-warmup", "--out", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        servers: list[int] = []
+        loads: list[int] = []
+        while not (servers and loads) and time.monotonic() < deadline:  # no event marks "wrk started"
+            servers = _children(job.pid, b"tailreactor.http.server")
+            loads = _children(job.pid, b"wrk")
+            time.sleep(0.05)
+        assert servers and loads, "the job never started a measured run"
+        pidfds = [os.pidfd_open(servers[0]), os.pidfd_open(loads[0])]
+        try:
+            job.send_signal(signal.SIGTERM)
+            assert job.wait(30) != 0
+            for fd, what in zip(pidfds, ("bench server", "wrk")):
+                assert select.select([fd], [], [], 15)[0], f"the {what} outlived the job"
+        finally:
+            for fd in pidfds:
+                os.close(fd)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()

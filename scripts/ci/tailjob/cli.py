@@ -26,7 +26,9 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import sys
+import threading
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -197,7 +199,20 @@ def _check_environment(environ: Mapping[str, str]) -> None:
         raise PlanError(f"environment: {e}") from None
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    """SIGTERM (a CI timeout, ``kill``) ends the job like Ctrl-C does: by an exception.
+
+    Python's default for SIGTERM kills the process without running ``finally``
+    blocks, which left the bench server and wrk of the current run running.
+    As an exception, the runner's ``finally`` stops the server and
+    ``subprocess.run`` kills wrk.
+    """
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():  # signal.signal works only there
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
