@@ -60,3 +60,16 @@ def socketpairs():
     yield make
     for s in made:
         s.close()
+
+
+@pytest.fixture
+def pumped(make_reactor, clock):
+    """(reactor, listener, pump): a bench listener on a ManualClock reactor; checks callback_errors at the end."""
+    from http_helpers import Pump
+    from tailreactor.http import Listener
+
+    reactor = make_reactor(clock=clock)
+    srv = Listener(reactor, "127.0.0.1", 0)
+    yield reactor, srv, Pump(reactor)
+    srv.close()
+    assert reactor.counters.callback_errors == 0

@@ -256,6 +256,12 @@ def only_connection(listener: Listener):
     return conn
 
 
+def accept_connection(listener: Listener, pump: "Pump", client: socket.socket):
+    """Pump until ``listener`` has accepted ``client``; return the server side's Connection."""
+    pump.until(lambda: any(c.peer == client.getsockname() for c in listener.connections.values()))
+    return next(c for c in listener.connections.values() if c.peer == client.getsockname())
+
+
 # -- a process seen from /proc ------------------------------------------------
 def open_fds(pid: int) -> int:
     """How many file descriptors ``pid`` has open (entries of /proc/PID/fd)."""

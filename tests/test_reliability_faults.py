@@ -27,9 +27,8 @@ import socket
 
 import pytest
 
-from http_helpers import Pump, connect, get, read_responses, read_to_eof
+from http_helpers import accept_connection, connect, get, read_responses, read_to_eof
 from tailreactor import READ
-from tailreactor.http import Listener
 
 
 def readable(sock: socket.socket, timeout_s: float) -> bool:
@@ -106,27 +105,13 @@ def test_fd_closed_while_armed_is_released_by_disarm_or_reactor_close(make_react
 
 
 # -- the bench server ----------------------------------------------------------------------
-@pytest.fixture
-def pumped(make_reactor, clock):
-    reactor = make_reactor(clock=clock)
-    srv = Listener(reactor, "127.0.0.1", 0)
-    yield reactor, srv, Pump(reactor)
-    srv.close()
-    assert reactor.counters.callback_errors == 0
-
-
-def accept(srv, pump, client):
-    pump.until(lambda: any(c.peer == client.getsockname() for c in srv.connections.values()))
-    return next(c for c in srv.connections.values() if c.peer == client.getsockname())
-
-
 def test_connection_fd_closed_behind_the_server_and_reused_by_accept(pumped, backend_name, caplog):
     """The listener sees the number come back from accept while the old
     connection still holds it: the old one is abandoned (disarmed, socket
     object detached so it can never close the newcomer's fd)."""
     reactor, srv, pump = pumped
     victim = connect(srv.port)
-    old = accept(srv, pump, victim)
+    old = accept_connection(srv, pump, victim)
     victim.sendall(get("/user/1"))
     pump.until(lambda: old.stats.requests == 1)
     assert read_responses(victim, 1)[0].body == b"1"
@@ -171,7 +156,7 @@ def test_connection_fd_closed_behind_the_server_is_cleaned_up(pumped, backend_na
     that, by its idle deadline (epoll never reports it)."""
     reactor, srv, pump = pumped
     with connect(srv.port) as victim:
-        conn = accept(srv, pump, victim)
+        conn = accept_connection(srv, pump, victim)
         os.close(conn.fd)
         if then == "client-sends":
             try:
@@ -190,7 +175,7 @@ def test_connection_fd_closed_behind_the_server_is_cleaned_up(pumped, backend_na
         victim.settimeout(5)
         assert read_to_eof(victim)[0] == []
     with connect(srv.port) as after:
-        fresh = accept(srv, pump, after)
+        fresh = accept_connection(srv, pump, after)
         after.sendall(get("/user/ok"))
         pump.until(lambda: fresh.stats.requests == 1)
         assert read_responses(after, 1)[0].body == b"ok"

@@ -20,7 +20,8 @@ import socket
 import pytest
 
 from http_helpers import (
-    Pump, ServerThread, connect, get, only_connection, read_responses, read_to_eof, rst_close,
+    Pump, ServerThread, accept_connection, connect, get, only_connection, read_responses, read_to_eof,
+    rst_close,
 )
 from tailreactor import READ, WRITE
 from tailreactor.http import Listener
@@ -35,21 +36,6 @@ def server(backend_name):
     with ServerThread(backend_name) as srv:
         yield srv
         assert srv.reactor.counters.callback_errors == 0
-
-
-@pytest.fixture
-def pumped(make_reactor, clock):
-    """(reactor, listener, pump) on a ManualClock; checks callback_errors at the end."""
-    reactor = make_reactor(clock=clock)
-    srv = Listener(reactor, "127.0.0.1", 0)
-    yield reactor, srv, Pump(reactor)
-    srv.close()
-    assert reactor.counters.callback_errors == 0
-
-
-def accept_one(srv, pump, client):
-    pump.until(lambda: any(c.peer == client.getsockname() for c in srv.connections.values()))
-    return next(c for c in srv.connections.values() if c.peer == client.getsockname())
 
 
 def headers(n: int, value_len: int) -> str:
@@ -105,7 +91,7 @@ def test_a_header_line_that_never_ends_is_cut_off_at_a_bounded_size(pumped):
     prefix = b"GET / HTTP/1.1\r\nHost: t\r\nX-Endless: "
     chunk = b"e" * 4096
     with connect(srv.port) as c:
-        conn = accept_one(srv, pump, c)
+        conn = accept_connection(srv, pump, c)
         c.sendall(prefix)
         sent = len(prefix)
         while conn.stats.requests == 0:
@@ -167,7 +153,7 @@ def test_chunked_body_byte_by_byte_is_answered_once_complete(pumped):
     reactor, srv, pump = pumped
     raw = chunked_post(CHUNKED[5])
     with connect(srv.port) as c:
-        conn = accept_one(srv, pump, c)
+        conn = accept_connection(srv, pump, c)
         c.setblocking(False)
         for i in range(len(raw) - 1):
             c.send(raw[i:i + 1])
@@ -211,7 +197,7 @@ def test_expect_100_continue_is_sent_before_the_body_is_read(pumped, framing, bo
     for the content first); the final answer comes only after the body."""
     reactor, srv, pump = pumped
     with connect(srv.port) as c:
-        conn = accept_one(srv, pump, c)
+        conn = accept_connection(srv, pump, c)
         c.sendall(head_only(framing=framing))
         c.setblocking(False)
         interim = bytearray()
@@ -253,7 +239,7 @@ def test_expect_on_http10_is_ignored(pumped):
     """RFC 9110 10.1.1: a server MUST ignore 100-continue in an HTTP/1.0 request."""
     reactor, srv, pump = pumped
     with connect(srv.port) as c:
-        conn = accept_one(srv, pump, c)
+        conn = accept_connection(srv, pump, c)
         c.sendall(head_only(version="1.0"))
         pump.until(lambda: conn.stats.bytes_in > 0)
         pump.rounds(5)
@@ -306,7 +292,7 @@ def test_bare_http09_line_waits_like_any_incomplete_head_then_408(pumped, clock)
     header section; the idle timeout ends it with 408."""
     reactor, srv, pump = pumped
     with connect(srv.port) as c:
-        conn = accept_one(srv, pump, c)
+        conn = accept_connection(srv, pump, c)
         c.sendall(b"GET /\r\n")
         pump.until(lambda: conn.stats.bytes_in == 7)
         clock.advance_ns(srv.keep_alive_ns)
@@ -332,7 +318,7 @@ def test_pipelining_client_that_never_reads_is_bounded_and_others_are_served(mak
     total = (1 << 20) // len(one) * len(one)  # 1 MB of whole requests
     bound = srv.batch * 2048  # one pass of answers (each under 2 KiB) beyond the kernel's send buffer
     with connect(srv.port, rcvbuf=4096) as hog, connect(srv.port) as other:
-        conn = accept_one(srv, pump, hog)
+        conn = accept_connection(srv, pump, hog)
         hog.setblocking(False)
         chunk = one * 256
         sent = 0
@@ -353,7 +339,7 @@ def test_pipelining_client_that_never_reads_is_bounded_and_others_are_served(mak
         assert conn.stats.bytes_in == read_so_far < total
         assert conn.backlog_bytes <= bound
 
-        other_conn = accept_one(srv, pump, other)
+        other_conn = accept_connection(srv, pump, other)
         other.sendall(get("/user/7"))
         pump.until(lambda: other_conn.stats.requests == 1)
         assert read_responses(other, 1)[0].body == b"7"
@@ -392,14 +378,14 @@ def test_reset_mid_pipeline_frees_the_connection(make_reactor, clock):
     pump = Pump(reactor)
     with connect(srv.port) as other:
         c = connect(srv.port)
-        conn = accept_one(srv, pump, c)
+        conn = accept_connection(srv, pump, c)
         c.sendall(b"".join(get(f"/user/{i}") for i in range(64)))
         pump.until(lambda: conn.stats.continuations >= 1)
         assert conn.stats.requests < 64  # mid-pipeline: a continuation is pending
         rst_close(c)
         pump.until(lambda: conn.closed)
         assert conn.stats.requests < 64
-        other_conn = accept_one(srv, pump, other)
+        other_conn = accept_connection(srv, pump, other)
         other.sendall(get("/user/ok"))
         pump.until(lambda: other_conn.stats.requests == 1)
         assert read_responses(other, 1)[0].body == b"ok"
@@ -410,7 +396,7 @@ def test_reset_mid_pipeline_frees_the_connection(make_reactor, clock):
 def test_reset_with_a_partial_request_buffered_frees_the_connection(pumped):
     reactor, srv, pump = pumped
     c = connect(srv.port)
-    conn = accept_one(srv, pump, c)
+    conn = accept_connection(srv, pump, c)
     c.sendall(b"GET /user/1 HTTP/1.1\r\nHost: t\r\nX-Half: ")
     pump.until(lambda: conn.stats.bytes_in > 0)
     rst_close(c)
@@ -427,8 +413,8 @@ def test_slowloris_head_trickled_byte_by_byte_gets_408_at_the_head_deadline(pump
     head = b"GET / HTTP/1.1\r\nHost: t\r\n" + b"X-Slow: " + b"s" * 4096
     step_ns = srv.keep_alive_ns // 2
     with connect(srv.port) as slow, connect(srv.port) as good:
-        conn = accept_one(srv, pump, slow)
-        good_conn = accept_one(srv, pump, good)
+        conn = accept_connection(srv, pump, slow)
+        good_conn = accept_connection(srv, pump, good)
         started = clock()
         sent = 0
         while not conn.stats.requests:
@@ -451,8 +437,8 @@ def test_slowloris_head_trickled_byte_by_byte_gets_408_at_the_head_deadline(pump
 def test_idle_keep_alive_connection_is_closed_after_the_timeout(pumped, clock):
     reactor, srv, pump = pumped
     with connect(srv.port) as idle, connect(srv.port) as busy:
-        idle_conn = accept_one(srv, pump, idle)
-        busy_conn = accept_one(srv, pump, busy)
+        idle_conn = accept_connection(srv, pump, idle)
+        busy_conn = accept_connection(srv, pump, busy)
         idle.sendall(get("/"))
         pump.until(lambda: idle_conn.stats.requests == 1)
         assert read_responses(idle, 1)[0].status == 200
@@ -474,7 +460,7 @@ def test_idle_keep_alive_connection_is_closed_after_the_timeout(pumped, clock):
 def test_a_connection_that_never_sends_is_closed_by_the_idle_timeout(pumped, clock):
     reactor, srv, pump = pumped
     with connect(srv.port) as c:
-        conn = accept_one(srv, pump, c)
+        conn = accept_connection(srv, pump, c)
         clock.advance_ns(srv.keep_alive_ns - 1)
         pump.rounds(3)
         assert not conn.closed
@@ -490,7 +476,7 @@ def test_keep_alive_timeout_zero_means_never(make_reactor, clock):
     srv = Listener(reactor, "127.0.0.1", 0)
     pump = Pump(reactor)
     with connect(srv.port) as c:
-        conn = accept_one(srv, pump, c)
+        conn = accept_connection(srv, pump, c)
         clock.advance_us(86_400 * 1_000_000)
         pump.rounds(3)
         c.sendall(get("/user/still"))
@@ -502,7 +488,7 @@ def test_keep_alive_timeout_zero_means_never(make_reactor, clock):
 def test_mid_body_silence_gets_408(pumped, clock):
     reactor, srv, pump = pumped
     with connect(srv.port) as c:
-        conn = accept_one(srv, pump, c)
+        conn = accept_connection(srv, pump, c)
         c.sendall(b"POST /user HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf")
         pump.until(lambda: conn.stats.bytes_in > 0)
         clock.advance_ns(srv.keep_alive_ns)

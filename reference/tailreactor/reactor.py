@@ -288,7 +288,10 @@ class Reactor:
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
         tail_ns = self._tail_ns
         if tail_ns > 0:
-            stamps = [ev.ready_ns if self._age_from_ready else ev.armed_ns for ev in batch]
+            if self._age_from_ready:
+                stamps = [ev.ready_ns for ev in batch]
+            else:
+                stamps = [ev.armed_ns for ev in batch]
             order = AgeOrder(batch, stamps, tail_ns)
         else:
             order = BackendOrder(batch)
