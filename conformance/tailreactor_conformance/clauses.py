@@ -126,7 +126,8 @@ CLAUSES: tuple[Clause, ...] = (
            "kernel poll(2) readiness semantics; io_uring_enter(2) POLL_ADD completes with the mask "
            "seen at wake-up", "backend"),
     Clause("B16", "closed fd rejected",
-           "Arming an fd that is not open raises OSError with errno EBADF.",
+           "Arming an fd that is not open raises OSError with errno EBADF (a backend may skip the "
+           "check when re-arming a direction its latest wait reported).",
            "design (backend contract); kernel epoll_ctl(2) EBADF", "backend"),
     # -- reactor -------------------------------------------------------------
     Clause("R1", "timer order",

@@ -181,9 +181,12 @@ class Reactor:
                 ev = self._armed[d - 1].pop(fd, None)
                 if ev is not None:
                     ev.state = CANCELLED
-                    if not self._closed:
-                        self.backend.disarm(fd, d)
                     n += 1
+                # Tell the backend even when nothing is armed: one that keeps
+                # a registration across arms (epoll) drops it here, before
+                # the owner closes the fd and its number is reused.
+                if not self._closed:
+                    self.backend.disarm(fd, d)
         return n
 
     def flush(self) -> int:

@@ -16,10 +16,14 @@ Contract (the conformance suite checks every point; see docs/en/conformance.md)
   again (CWIST's one-shot model; multishot was rejected there because a
   persistent poll can fire into a recycled slot).  Arming a direction that is
   already armed replaces its token.  A closed or invalid fd raises ``OSError``
-  (``EBADF``) from ``arm``.
+  (``EBADF``) from ``arm``; a backend may skip that check for the re-arm of a
+  direction its latest ``wait`` reported (the fd was open a moment ago, and
+  the check would cost a syscall per request).
 * ``disarm(fd, direction)``: after it returns, the token armed for that
   direction is never reported by a later ``wait``.  Disarming what is not armed
-  does nothing.
+  reports nothing; the reactor calls it before an fd is closed even when the
+  token was already reported, so a backend that keeps a registration across
+  arms (epoll) drops it there.
 * ``wait(timeout_s)``: block up to ``timeout_s`` seconds (``None`` = no limit,
   ``0`` = poll) and return a list of ``(token, revents)``, possibly empty.  HUP
   and ERR are reported to the READ token (and to a WRITE token) so EOF reaches

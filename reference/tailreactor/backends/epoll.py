@@ -1,21 +1,52 @@
-"""epoll backend: stdlib ``select.epoll`` with ``EPOLLONESHOT``.
+"""epoll backend: stdlib ``select.epoll``, one-shot in user space, lazy ``epoll_ctl``.
 
 Role
 ----
 Implements :mod:`tailreactor.backends.base` on Linux epoll.  One epoll
-registration per fd carries both directions; ``EPOLLONESHOT`` gives CWIST's
-one-shot model (after one report the fd is disabled until re-armed with
-``EPOLL_CTL_MOD``).  Arming is synchronous: every ``arm`` is one
-``epoll_ctl`` call, so ``flush`` has nothing to do.
+registration per fd carries both directions.  The one-shot model (a token is
+reported once, then gone until armed again) is kept in user space: the
+backend forgets a token when it reports it.  The kernel registration is
+*level-triggered and persistent*, and it is changed only when it must be.
 
-Why level-triggered one-shot and not ``EPOLLET | EPOLLONESHOT`` as in CWIST:
-with ONESHOT both report readiness that exists at arm time (a MOD re-evaluates
-the fd), so the semantics are the same and level-triggered is easier to read.
+Why not ``EPOLLONESHOT`` (as in CWIST)
+-------------------------------------
+With ``EPOLLONESHOT`` every re-arm is an ``EPOLL_CTL_MOD``: one syscall per
+request on a keep-alive connection, on top of its ``recv`` and ``send``.
+asyncio and libuv keep an fd registered while it is watched and pay nothing
+to keep watching it.  Here the common cycle -- report READ, the callback
+reads, answers and re-arms READ -- costs no ``epoll_ctl`` at all: the re-arm
+only stores the token, because the kernel still watches the fd for reading.
+Measured in issue 9 (c256 keep-alive, pinned): one ``epoll_ctl`` per request
+was about 10 % of the server's CPU time per request.
 
-Why re-MOD after a partial report: ONESHOT disables the *whole* registration
-when it fires.  If read fired while write was also armed, the write interest
-would be lost, so the backend re-arms what is still wanted (rare: the HTTP
-server arms one direction at a time).
+The registration follows the tokens lazily:
+
+* **arm** stores the token.  It calls ``epoll_ctl`` only when the kernel does
+  not watch that direction yet (first arm, the other direction, or after the
+  registration was narrowed), or when the fd was not reported by the latest
+  wait (see "Closed fds" below).
+* **wait** reports a token when its direction is ready and forgets it.  A
+  level-triggered fd that is still ready is reported again by the next wait;
+  if no token wants what was reported, the registration is *narrowed* then
+  (``EPOLL_CTL_MOD`` to what is still armed).  With nothing armed it becomes
+  ``EPOLLONESHOT`` with no events: HUP and ERR, which epoll always reports,
+  then come at most once.  So an fd ready but not armed costs one extra
+  report and one ``epoll_ctl``, and is never reported in a loop.
+* **disarm** with nothing left armed removes the registration
+  (``EPOLL_CTL_DEL``), so a closed-then-reused number starts clean.
+
+Readiness that exists at arm time is still reported (clause B2): either the
+``epoll_ctl`` re-checks it, or the fd never left the kernel's ready list
+(level-triggered).
+
+Closed fds (clause B16)
+-----------------------
+``epoll_ctl`` on a closed fd fails with ``EBADF``, so an arm that makes the
+call raises it.  The re-arm that skips the call is taken only for an fd that
+the latest ``wait`` reported: its registration was alive a moment ago, in this
+round.  The one case it cannot see is an fd closed *without disarm* by a
+callback of this same round and then armed again in the same round; closing
+before disarming is the caller's bug (below), as in asyncio and libuv.
 
 An fd closed while armed (without ``disarm``)
 ---------------------------------------------
@@ -23,12 +54,13 @@ The kernel keys a registration by (fd number, open file) and drops it when
 the file's last descriptor closes, so the interest vanishes silently: the
 event is never reported, the peer sees the close at once, and the reactor
 still lists the event as armed until that fd number is disarmed or armed
-again (``_apply`` then registers afresh).  If the file lives on in another
-descriptor (``dup``, ``fork``), the registration survives and keeps
-reporting under the closed number -- epoll(7) Q6.  Always disarm first
+again (in a later round the arm makes an ``epoll_ctl``, finds the
+registration gone and registers afresh).  If the file lives on in another
+descriptor (``dup``, ``fork``), the registration survives and keeps reporting
+under the closed number -- epoll(7) Q6.  Always disarm first
 (``tests/test_reliability_faults.py`` pins this behaviour).
 
-Source: epoll_ctl(2), epoll(7) "EPOLLONESHOT" and Q6.
+Sources: epoll_ctl(2), epoll(7) (level-triggered, "EPOLLONESHOT", Q6).
 """
 
 from __future__ import annotations
@@ -42,13 +74,21 @@ from .base import MAX_BATCH, READ, RDHUP, SATISFIES, WRITE, check_direction, clo
 _ONESHOT = select.EPOLLONESHOT
 _IN = select.EPOLLIN | RDHUP
 _OUT = select.EPOLLOUT
+#: Kernel interest per direction, indexed by direction (1 = READ, 2 = WRITE).
+_BIT = (0, _IN, _OUT)
+_READY_READ = SATISFIES[READ]
+_READY_WRITE = SATISFIES[WRITE]
+
+# Fields of an fd's record (a list, for speed on the hot path).
+_RTOK, _WTOK, _MASK, _SEEN = 0, 1, 2, 3
 
 
 class EpollBackend:
     """One-shot readiness on ``select.epoll``.  See the module docstring.
 
     ``max_batch`` bounds one ``wait`` (events not returned stay queued in the
-    kernel's ready list for the next wait).
+    kernel's ready list for the next wait).  ``ctl_calls`` counts
+    ``epoll_ctl`` calls and ``waits`` the waits (tests and benchmarks read them).
     """
 
     name = "epoll"
@@ -56,11 +96,13 @@ class EpollBackend:
     def __init__(self, max_batch: int = MAX_BATCH):
         self._ep = select.epoll()
         self._max_batch = max_batch
-        # The wake fd is level-triggered and never one-shot: a wake that lands
-        # while we are not waiting is still seen by the next wait.
+        # The wake fd is level-triggered and always registered: a wake that
+        # lands while we are not waiting is still seen by the next wait.
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._ep.register(self._wake_fd, select.EPOLLIN)
-        # fd -> [read_token, write_token, registered]
+        # fd -> [read_token, write_token, kernel_mask, seen]: the armed tokens
+        # (None = not armed), the interest the kernel holds (0 = none or
+        # disabled), and the number of the latest wait that reported the fd.
         self._fds: dict[int, list] = {}
         self._closed = False
         self.ctl_calls = 0
@@ -68,48 +110,70 @@ class EpollBackend:
 
     # -- arming ---------------------------------------------------------------
     def arm(self, fd: int, direction: int, token: object) -> None:
+        rec = self._fds.get(fd)
+        if rec is not None and rec[_SEEN] == self.waits:
+            # The hot path: re-armed after the latest wait reported this fd.
+            # If the kernel still watches this direction, storing the token is
+            # the whole arm (module docstring).
+            bit = _BIT[direction] if direction == READ or direction == WRITE else 0
+            if rec[_MASK] & bit:
+                rec[direction - 1] = token
+                return
+        self._arm_slow(fd, direction, token, rec)
+
+    def _arm_slow(self, fd: int, direction: int, token: object, rec: list | None) -> None:
         if self._closed:
             raise closed_error(self.name)
         check_direction(direction)
-        rec = self._fds.get(fd)
-        if rec is None:
-            rec = self._fds[fd] = [None, None, False]
+        new = rec is None
+        if new:
+            rec = [None, None, 0, 0]
         old = rec[direction - 1]
         rec[direction - 1] = token
         try:
-            self._apply(fd, rec)
+            self._register(fd, rec, new)
         except OSError as exc:
             rec[direction - 1] = old
             if exc.errno == errno.EBADF:
                 raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
             raise OSError(exc.errno, f"cannot arm fd {fd} for epoll: {exc.strerror}") from None
+        if new:
+            self._fds[fd] = rec
 
-    def _apply(self, fd: int, rec: list) -> None:
-        mask = _ONESHOT | (_IN if rec[0] is not None else 0) | (_OUT if rec[1] is not None else 0)
+    def _register(self, fd: int, rec: list, new: bool = False) -> None:
+        """Make the kernel watch exactly the armed directions: one ``epoll_ctl``.
+
+        With nothing armed the registration stays, disabled: ``EPOLLONESHOT``
+        with no events, so HUP or ERR (which epoll always reports) come once.
+        """
+        mask = (_IN if rec[_RTOK] is not None else 0) | (_OUT if rec[_WTOK] is not None else 0)
+        kernel = mask if mask else _ONESHOT
         self.ctl_calls += 1
-        if rec[2]:
+        if new:
             try:
-                self._ep.modify(fd, mask)
-                return
+                self._ep.register(fd, kernel)
+            except FileExistsError:  # registered by an earlier owner of the number
+                self._ep.modify(fd, kernel)
+        else:
+            try:
+                self._ep.modify(fd, kernel)
             except FileNotFoundError:
-                # The fd was closed (the kernel dropped its registration) and
-                # the number reused: register afresh.
-                pass
-        try:
-            self._ep.register(fd, mask)
-        except FileExistsError:
-            self._ep.modify(fd, mask)
-        rec[2] = True
+                # The fd was closed without disarm (the kernel dropped its
+                # registration) and the number reused: register afresh.
+                self._ep.register(fd, kernel)
+        rec[_MASK] = mask
 
     def disarm(self, fd: int, direction: int) -> None:
         if self._closed:
             raise closed_error(self.name)
         check_direction(direction)
         rec = self._fds.get(fd)
-        if rec is None or rec[direction - 1] is None:
+        if rec is None:
             return
         rec[direction - 1] = None
-        if rec[0] is None and rec[1] is None:
+        # Also when the token was already reported: disarm is the owner's
+        # "done with this fd" before a close, and the registration must go.
+        if rec[_RTOK] is None and rec[_WTOK] is None:
             # Nothing wanted: remove the registration so a closed-then-reused
             # fd number starts clean.  ENOENT/EBADF mean it is already gone.
             del self._fds[fd]
@@ -118,42 +182,48 @@ class EpollBackend:
                 self._ep.unregister(fd)
             except OSError:
                 pass
-        else:
-            try:
-                self._apply(fd, rec)
-            except OSError:
-                pass
+        # Disarming one direction of two leaves the kernel watching both: the
+        # next unwanted report narrows it (module docstring).
 
     # -- waiting --------------------------------------------------------------
     def wait(self, timeout_s: float | None) -> list[tuple[object, int]]:
         if self._closed:
             raise closed_error(self.name)
-        self.waits += 1
+        self.waits = seen = self.waits + 1
         # select.epoll.poll retries on EINTR itself (PEP 475) and rounds the
         # timeout up to whole milliseconds, so it never returns early.
         events = self._ep.poll(-1 if timeout_s is None else timeout_s, self._max_batch)
         out: list[tuple[object, int]] = []
+        append = out.append
         fds = self._fds
         for fd, revents in events:
-            if fd == self._wake_fd:
-                try:
-                    os.eventfd_read(self._wake_fd)
-                except BlockingIOError:
-                    pass
-                continue
             rec = fds.get(fd)
             if rec is None:
+                if fd == self._wake_fd:
+                    try:
+                        os.eventfd_read(fd)
+                    except BlockingIOError:
+                        pass
                 continue
-            rtok, wtok = rec[0], rec[1]
-            if rtok is not None and revents & SATISFIES[READ]:
-                out.append((rtok, revents))
-                rec[0] = rtok = None
-            if wtok is not None and revents & SATISFIES[WRITE]:
-                out.append((wtok, revents))
-                rec[1] = wtok = None
-            if rtok is not None or wtok is not None:
+            rec[_SEEN] = seen
+            wanted = False
+            tok = rec[_RTOK]
+            if tok is not None and revents & _READY_READ:
+                append((tok, revents))
+                rec[_RTOK] = None
+                wanted = True
+            tok = rec[_WTOK]
+            if tok is not None and revents & _READY_WRITE:
+                append((tok, revents))
+                rec[_WTOK] = None
+                wanted = True
+            if not wanted and (rec[_MASK] or rec[_RTOK] is not None or rec[_WTOK] is not None):
+                # Nobody wanted this report: narrow the registration to what
+                # is armed, so a ready fd is not reported round after round.
+                # (Mask 0 with nothing armed: the disabled registration fired
+                # its one HUP/ERR and the kernel disabled it again.)
                 try:
-                    self._apply(fd, rec)
+                    self._register(fd, rec)
                 except OSError:
                     pass
         return out
