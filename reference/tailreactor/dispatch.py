@@ -47,16 +47,17 @@ from __future__ import annotations
 class BackendOrder:
     """``CWIST_REACTOR_TAIL_US=0``: dispatch in the order the backend returned."""
 
-    __slots__ = ("_batch", "_i")
+    __slots__ = ("_batch", "_n", "_i")
 
     def __init__(self, batch: list):
         self._batch = batch
+        self._n = len(batch)
         self._i = 0
 
     def next(self, now_ns: int):
         """Return ``(event, elevated)`` or ``None`` when the batch is done."""
         i = self._i
-        if i >= len(self._batch):
+        if i >= self._n:
             return None
         self._i = i + 1
         return self._batch[i], False
@@ -67,38 +68,42 @@ class AgeOrder:
 
     ``stamps[i]`` is the age stamp (ns) of ``batch[i]``; ``threshold_ns`` > 0.
     Ties between equal stamps keep backend order.
+
+    Until the first event ages, :meth:`next` is plain backend order: one
+    comparison against the oldest stamp and a cursor step.  The age-sorted
+    index and the ``done`` marks are built the first time an event ages.
     """
 
-    __slots__ = ("_batch", "_stamps", "_oldest", "_by_age", "_threshold", "_done", "_i", "_k")
+    __slots__ = ("_batch", "_n", "_stamps", "_oldest", "_by_age", "_threshold", "_done", "_i", "_k")
 
     def __init__(self, batch: list, stamps: list[int], threshold_ns: int):
         self._batch = batch
+        self._n = len(batch)
         self._stamps = stamps
+        # A lower bound of the oldest stamp not yet dispatched (exact when set
+        # by _next_aged); the aged path is tried only once it has aged.
         self._oldest = min(stamps) if stamps else 0
-        self._by_age = None  # sorted lazily: most rounds never need it
         self._threshold = threshold_ns
-        self._done = bytearray(len(batch))
+        self._by_age = None  # indexes sorted by stamp, built lazily
+        self._done = None    # bytearray of dispatched indexes, from the first sort on
         self._i = 0  # cursor in backend order
         self._k = 0  # cursor in age order
 
     def next(self, now_ns: int):
         """Return ``(event, elevated)`` for the delivery at ``now_ns``, or ``None``."""
-        done, n = self._done, len(self._batch)
         if now_ns - self._oldest >= self._threshold:
-            by_age = self._by_age
-            if by_age is None:
-                stamps = self._stamps
-                by_age = self._by_age = sorted(range(n), key=stamps.__getitem__)  # stable
-            k = self._k
-            while k < n and done[by_age[k]]:
-                k += 1
-            self._k = k
-            if k < n and now_ns - self._stamps[by_age[k]] >= self._threshold:
-                j = by_age[k]
-                done[j] = 1
-                self._k = k + 1
-                return self._batch[j], True
+            aged = self._next_aged(now_ns)
+            if aged is not None:
+                return aged
         i = self._i
+        done = self._done
+        if done is None:
+            # Nothing elevated yet: backend order, nothing to skip.
+            if i >= self._n:
+                return None
+            self._i = i + 1
+            return self._batch[i], False
+        n = self._n
         while i < n and done[i]:
             i += 1
         if i >= n:
@@ -106,3 +111,28 @@ class AgeOrder:
         done[i] = 1
         self._i = i + 1
         return self._batch[i], False
+
+    def _next_aged(self, now_ns: int):
+        """The oldest event not yet dispatched, elevated, if it has aged; else None."""
+        by_age, done, n = self._by_age, self._done, self._n
+        if by_age is None:
+            stamps = self._stamps
+            by_age = self._by_age = sorted(range(n), key=stamps.__getitem__)  # stable
+            # The events before the backend-order cursor are dispatched already.
+            done = self._done = bytearray(n)
+            done[:self._i] = b"\x01" * self._i
+        k = self._k
+        while k < n and done[by_age[k]]:
+            k += 1
+        self._k = k
+        if k >= n:
+            self._oldest = now_ns  # everything is dispatched
+            return None
+        j = by_age[k]
+        stamp = self._stamps[j]
+        if now_ns - stamp < self._threshold:
+            self._oldest = stamp  # not aged yet: the next check waits for this stamp
+            return None
+        done[j] = 1
+        self._k = k + 1
+        return self._batch[j], True

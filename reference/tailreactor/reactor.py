@@ -310,22 +310,23 @@ class Reactor:
         timed = tail_ns > 0 or budget_ns > 0 or probe is not None
         counters = self.counters
         tables = self._armed
+        next_event = order.next
         ran = 0
         now = round_start
         while True:
             if timed:
                 now = clock()
-            nxt = order.next(now)
+            nxt = next_event(now)
             if nxt is None:
                 break
             ev, elevated = nxt
             if ev.state != READY:
-                continue  # disarmed by an earlier callback of this batch
-            table = tables[ev.direction - 1]
-            if table.get(ev.fd) is ev:
-                del table[ev.fd]
+                continue  # disarmed or re-armed by an earlier callback of this batch
+            # A READY event is still the one its table holds: disarm and re-arm
+            # both mark it CANCELLED when they take it out.
+            del tables[ev.direction - 1][ev.fd]
             ev.state = DONE
-            if budget_ns and self._arms_since_flush and now > flush_due:
+            if now > flush_due and budget_ns and self._arms_since_flush:
                 if self.backend.flush():
                     counters.round_budget_flushes += 1
                 self._arms_since_flush = 0

@@ -74,8 +74,8 @@ from .base import MAX_BATCH, READ, RDHUP, SATISFIES, WRITE, check_direction, clo
 _ONESHOT = select.EPOLLONESHOT
 _IN = select.EPOLLIN | RDHUP
 _OUT = select.EPOLLOUT
-#: Kernel interest per direction, indexed by direction (1 = READ, 2 = WRITE).
-_BIT = (0, _IN, _OUT)
+#: Kernel interest per direction.
+_BIT = {READ: _IN, WRITE: _OUT}
 _READY_READ = SATISFIES[READ]
 _READY_WRITE = SATISFIES[WRITE]
 
@@ -111,14 +111,12 @@ class EpollBackend:
     # -- arming ---------------------------------------------------------------
     def arm(self, fd: int, direction: int, token: object) -> None:
         rec = self._fds.get(fd)
-        if rec is not None and rec[_SEEN] == self.waits:
-            # The hot path: re-armed after the latest wait reported this fd.
-            # If the kernel still watches this direction, storing the token is
-            # the whole arm (module docstring).
-            bit = _BIT[direction] if direction == READ or direction == WRITE else 0
-            if rec[_MASK] & bit:
-                rec[direction - 1] = token
-                return
+        # The hot path: re-armed after the latest wait reported this fd, in a
+        # direction the kernel still watches: storing the token is the whole
+        # arm (module docstring).  A bad direction has no bit: slow path.
+        if rec is not None and rec[_SEEN] == self.waits and rec[_MASK] & _BIT.get(direction, 0):
+            rec[direction - 1] = token
+            return
         self._arm_slow(fd, direction, token, rec)
 
     def _arm_slow(self, fd: int, direction: int, token: object, rec: list | None) -> None:

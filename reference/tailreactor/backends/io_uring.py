@@ -146,7 +146,9 @@ class IoUringBackend:
     def arm(self, fd: int, direction: int, token: object) -> None:
         if self._closed:
             raise closed_error(self.name)
-        check_direction(direction)
+        mask = _MASK.get(direction)
+        if mask is None:
+            check_direction(direction)  # raises ValueError
         key = fd * 2 + direction - 1
         old = self._armed.get(key)
         if old is not None and old[0] is not None:
@@ -158,7 +160,7 @@ class IoUringBackend:
                 fcntl.fcntl(fd, fcntl.F_GETFD)
             except OSError:
                 raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
-        completion = self._ring.prepare_poll(fd, _MASK[direction], key)
+        completion = self._ring.prepare_poll(fd, mask, key)
         self._armed[key] = (completion, token)
 
     def disarm(self, fd: int, direction: int) -> None:

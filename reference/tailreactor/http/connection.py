@@ -127,6 +127,7 @@ import httptools
 
 from ..backends import READ, WRITE
 from . import routes
+from .routes import BAD_REQUEST, respond
 
 #: Longest request-target accepted; longer gets 414 (nginx's default buffer is 8 KiB too).
 MAX_TARGET_BYTES = 8192
@@ -227,9 +228,11 @@ class Connection:
         # Timeouts: one lazily re-armed timer (module docstring).
         self._last_ns = self._reactor.clock()  # last progress: bytes in, or output drained
         self._deadline = None
+        # The read callback, bound once: re-armed after every request.
+        self._read_cb = self._on_readable
 
     def start(self) -> None:
-        self._reactor.arm(self.fd, READ, self._on_readable)
+        self._reactor.arm(self.fd, READ, self._read_cb)
         if self._listener.keep_alive_ns:
             self._deadline = self._reactor.timer(self._on_deadline)
             self._deadline.arm_at_ns(self._last_ns + self._listener.keep_alive_ns)
@@ -254,12 +257,12 @@ class Connection:
 
     def on_header(self, name: bytes, value: bytes) -> None:
         # Called once per whole field (httptools joins the pieces), trailers included.
-        self._header_count += 1
-        self._header_bytes += len(name) + len(value) + 4
-        if self._header_count > MAX_HEADERS or self._header_bytes > MAX_HEADER_BYTES:
+        n = len(name)
+        count = self._header_count = self._header_count + 1
+        size = self._header_bytes = self._header_bytes + n + len(value) + 4
+        if count > MAX_HEADERS or size > MAX_HEADER_BYTES:
             raise HeadersTooLarge
         # Two fields matter; a length check first keeps the rest to one comparison.
-        n = len(name)
         if n == 4 and name.lower() == b"host":
             self._hosts += 1
         elif n == 6 and name.lower() == b"expect":
@@ -292,18 +295,19 @@ class Connection:
         try:
             n = self.sock.recv_into(listener.recv_buffer)
         except (BlockingIOError, InterruptedError):
-            self._reactor.arm(self.fd, READ, self._on_readable)  # nothing after all
+            self._reactor.arm(self.fd, READ, self._read_cb)  # nothing after all
             return
         except OSError:
             self.close()  # ECONNRESET and friends: nobody left to answer
             return
-        self._last_ns = event.ready_ns
+        self._last_ns = now = event.ready_ns
         if n == 0:
             self._peer_eof = True
         else:
-            self.stats.reads += 1
-            self.stats.bytes_in += n
-            self._parse(listener.recv_view[:n], event.ready_ns)
+            stats = self.stats
+            stats.reads += 1
+            stats.bytes_in += n
+            self._parse(listener.recv_view[:n], now)
         if self._pipeline:
             self._serve(self._reactor.dispatch_late())
         else:
@@ -369,9 +373,9 @@ class Connection:
                 if keep_alive:
                     continue  # interim: not a request served
             else:
-                answer = routes.respond(method, target, keep_alive, probe)
+                answer = respond(method, target, keep_alive, probe)
                 out += answer
-                if answer is routes.BAD_REQUEST:
+                if answer is BAD_REQUEST:
                     keep_alive = False  # no path we serve: that answer says close
             if delay_ns:
                 busy_wait_ns(delay_ns)
@@ -412,7 +416,7 @@ class Connection:
         elif self._draining:
             self._close_gracefully()  # everything received is answered and sent
         else:
-            self._reactor.arm(self.fd, READ, self._on_readable)
+            self._reactor.arm(self.fd, READ, self._read_cb)
 
     # -- writing ---------------------------------------------------------------------
     def _send(self) -> bool:
