@@ -129,6 +129,14 @@ CLAUSES: tuple[Clause, ...] = (
            "Arming an fd that is not open raises OSError with errno EBADF (a backend may skip the "
            "check when re-arming a direction its latest wait reported).",
            "design (backend contract); kernel epoll_ctl(2) EBADF", "backend"),
+    Clause("B17", "receive arming (optional)",
+           "A backend with arm_recv(fd, buffer, token) receives into buffer once per arming and "
+           "reports (token, bytes), 0 at EOF, or -errno; it is the fd's READ direction, so disarm "
+           "cancels it (never reported, and once the cancel is processed it takes no bytes) and "
+           "arming READ replaces it. Bytes that arrive while a replaced or disarmed receive is still "
+           "pending may be taken by it and are lost with it. Backends without arm_recv skip this "
+           "clause.",
+           "CWIST PR #187 RX-uring (CWIST_RX_URING); io_uring_enter(2) IORING_OP_RECV", "backend"),
     # -- reactor -------------------------------------------------------------
     Clause("R1", "timer order",
            "Timers due in the same pass fire in deadline order, ties in arm order.",

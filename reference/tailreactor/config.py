@@ -173,6 +173,22 @@ KNOBS: tuple[Knob, ...] = (
         cwist_invalid_ko="CWIST: 잘못된 값이면 64가 되고, io_uring에서만 동작한다.",
     ),
     Knob(
+        name="CWIST_RX_URING", attr="rx_uring", kind="choice", default="auto", choices=("auto", "1", "0"),
+        area="backend", backends=("io_uring",),
+        help_en="`auto` or `1`: where the backend has a receive operation (io_uring), the HTTP server "
+                "arms an `IORING_OP_RECV` instead of a readiness poll, and its completion is the "
+                "readiness and the data at once: no `recv` call per request. `0`: readiness plus "
+                "`recv` on every backend. Backends without one (epoll) always use readiness.",
+        help_ko="`auto` 또는 `1`: 백엔드에 수신 연산이 있으면(io_uring) HTTP 서버가 준비 상태 폴링 대신 "
+                "`IORING_OP_RECV`를 등록하고, 그 완료가 준비 신호이자 데이터가 된다. 그래서 요청마다 "
+                "`recv`를 부르지 않는다. `0`: 모든 백엔드에서 준비 상태 확인 뒤 `recv`를 부른다. 수신 연산이 "
+                "없는 백엔드(epoll)는 언제나 준비 상태 방식을 쓴다.",
+        cwist_invalid_en="CWIST: default auto; `0` forces the poll path and any other value tries "
+                         "RECV; a RECV that fails with -EAGAIN falls back to poll for that connection.",
+        cwist_invalid_ko="CWIST: 기본값은 auto다. `0`이면 폴링 경로를 강제하고, 그 밖의 값은 RECV를 "
+                         "시도한다. RECV가 -EAGAIN으로 실패하면 그 연결은 폴링으로 돌아간다.",
+    ),
+    Knob(
         name="CWIST_LATENCY_PROBE", attr="latency_probe", kind="bool", default=False, area="probe",
         help_en="1 records queue delay, service time, post delay, batch size and round time into "
                 "HdrHistograms per reactor and reports them at shutdown.",
@@ -272,6 +288,7 @@ class Config:
     age_from: str = "arm"
     round_budget_us: int = 2000
     drain_chunk: int = 8
+    rx_uring: str = "auto"
     latency_probe: bool = False
     latency_probe_file: str | None = None
     http_batch: int = 16

@@ -27,8 +27,9 @@ class Event:
 
     Attributes: ``fd`` (int), ``direction`` (READ=1 or WRITE=2), ``callback``
     (called as ``callback(event)``), ``data`` (caller's context, any object),
-    ``armed_ns``, ``ready_ns``, ``revents`` (poll bits the backend reported),
-    ``state``.
+    ``armed_ns``, ``ready_ns``, ``revents`` (poll bits the backend reported;
+    for a receive armed with ``Reactor.arm_recv``, its result instead, also
+    readable as :attr:`result`), ``state``.
     """
 
     __slots__ = ("fd", "direction", "callback", "data", "armed_ns", "ready_ns", "revents", "state")
@@ -42,6 +43,11 @@ class Event:
         self.ready_ns = 0
         self.revents = 0
         self.state = ARMED
+
+    @property
+    def result(self) -> int:
+        """A receive's result (``Reactor.arm_recv``): bytes received, 0 at EOF, or ``-errno``."""
+        return self.revents
 
     def __repr__(self) -> str:
         names = {ARMED: "armed", READY: "ready", DONE: "done", CANCELLED: "cancelled"}

@@ -116,6 +116,7 @@ class Reactor:
         self._age_from_ready = self.config.age_from == "ready"
         self._budget_ns = self.config.round_budget_us * 1000
         self._drain_chunk = self.config.drain_chunk
+        self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
         if probe is None and self.config.latency_probe:
             from .probe import LatencyProbe
             probe = LatencyProbe(backend=self.backend_name, worker=worker, config=self.config)
@@ -156,6 +157,39 @@ class Reactor:
         old = table.get(fd)
         ev = Event(fd, direction, callback, data, self.clock())
         self.backend.arm(fd, direction, ev)
+        if old is not None:
+            old.state = CANCELLED
+        table[fd] = ev
+        self._arms_since_flush += 1
+        return ev
+
+    @property
+    def rx_supported(self) -> bool:
+        """True when :meth:`arm_recv` works: the backend has a receive operation
+        (io_uring) and ``CWIST_RX_URING`` is not ``0`` (CWIST's ``rx_supported``)."""
+        return self._rx
+
+    def arm_recv(self, fd: int, buffer, callback, data=None) -> Event:
+        """Arm a one-shot receive into ``buffer`` (RX-uring); return the :class:`Event`.
+
+        The kernel receives when data, EOF or an error arrives, and then
+        ``callback(event)`` runs with ``event.result``: bytes received into
+        ``buffer``, 0 at EOF, or ``-errno``.  It is the READ direction of
+        ``fd``: arming READ replaces it and ``disarm(fd, READ)`` cancels it;
+        the event is stamped, ordered and counted like any other.  Raises
+        ``RuntimeError`` when :attr:`rx_supported` is false, ``OSError(EBADF)``
+        for a closed fd.  Source: CWIST PR #187 (``CWIST_RX_URING``).
+        """
+        if not self._rx:
+            raise RuntimeError(f"arm_recv needs a backend with a receive operation and CWIST_RX_URING "
+                               f"not 0; backend {self.backend_name}, "
+                               f"CWIST_RX_URING={self.config.rx_uring}: arm READ and recv instead")
+        if self._closed:
+            raise RuntimeError("reactor is closed")
+        table = self._armed[READ - 1]
+        old = table.get(fd)
+        ev = Event(fd, READ, callback, data, self.clock())
+        self.backend.arm_recv(fd, buffer, ev)
         if old is not None:
             old.state = CANCELLED
         table[fd] = ev

@@ -1,4 +1,4 @@
-"""Backend clauses B1-B16, checked on the backend object itself (tokens in,
+"""Backend clauses B1-B17, checked on the backend object itself (tokens in,
 ``(token, revents)`` out), on real socketpairs and pipes.
 
 Clauses that the reactor must uphold on top of a backend (B4, the in-batch
@@ -447,3 +447,76 @@ def test_arming_a_closed_fd_raises_ebadf(make_backend, direction):
     with pytest.raises(OSError) as info:
         b.arm(number, direction, "closed")
     assert info.value.errno == errno.EBADF
+
+
+# -- B17 (optional: backends with a receive operation) -------------------------
+def _recv_backend(make_backend):
+    b = make_backend()
+    if not hasattr(b, "arm_recv"):
+        pytest.skip(f"{getattr(b, 'name', type(b).__name__)} has no arm_recv (optional, RX-uring)")
+    return b
+
+
+def _results(b, expected: int) -> list:
+    got = []
+    deadline = time.monotonic() + LIVENESS_S
+    while len(got) < expected and time.monotonic() < deadline:
+        got += b.wait(0.01)
+    for _ in range(2):
+        got += b.wait(0)
+    return got
+
+
+@pytest.mark.clause("B17")
+def test_receive_reports_its_byte_count_once_with_the_data_in_the_buffer(make_backend, pairs):
+    b = _recv_backend(make_backend)
+    ps = pairs(8)
+    bufs = [bytearray(32) for _ in ps]
+    for i, (p, buf) in enumerate(zip(ps, bufs)):
+        b.arm_recv(p.fd, buf, i)
+    for i, p in enumerate(ps):
+        p.make_readable(b"m%d" % i)
+    got = _results(b, len(ps))
+    assert sorted(got) == [(i, len(b"m%d" % i)) for i in range(len(ps))]
+    for i, buf in enumerate(bufs):
+        assert bytes(buf[:len(b"m%d" % i)]) == b"m%d" % i
+    assert all(p.drain() == b"" for p in ps), "the kernel's receive must take the bytes it reports"
+
+
+@pytest.mark.clause("B17")
+def test_receive_reports_zero_at_eof(make_backend, pairs):
+    b = _recv_backend(make_backend)
+    (p,) = pairs(1)
+    b.arm_recv(p.fd, bytearray(8), "eof")
+    p.peer.shutdown(socket.SHUT_WR)
+    assert _results(b, 1) == [("eof", 0)]
+
+
+@pytest.mark.clause("B17")
+def test_disarmed_receive_is_never_reported_and_takes_nothing(make_backend, pairs):
+    b = _recv_backend(make_backend)
+    (p,) = pairs(1)
+    b.arm_recv(p.fd, bytearray(8), "cancelled")
+    b.flush()
+    b.disarm(p.fd, READ)
+    b.flush()
+    b.wait(0)
+    p.make_readable(b"later")
+    assert _results(b, 0) == []
+    assert p.drain() == b"later"
+
+
+@pytest.mark.clause("B17")
+def test_arming_read_replaces_a_pending_receive(make_backend, pairs):
+    b = _recv_backend(make_backend)
+    (p,) = pairs(1)
+    b.arm_recv(p.fd, bytearray(8), "recv")
+    b.flush()
+    b.wait(0)  # the receive is pending in the kernel
+    b.arm(p.fd, READ, "poll")
+    b.flush()
+    b.wait(0)  # its cancel is processed before any byte arrives
+    p.make_readable(b"x")
+    got = _results(b, 1)
+    assert [t for t, _ in got] == ["poll"]
+    assert p.drain() == b"x"

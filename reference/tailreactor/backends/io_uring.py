@@ -61,6 +61,7 @@ from .base import ERR, IN, OUT, RDHUP, READ, WRITE, check_direction, closed_erro
 DEFAULT_ENTRIES = 4096
 _MASK = {READ: IN | RDHUP, WRITE: OUT}
 _ECANCELED = -errno.ECANCELED
+_RECV = "recv"
 
 
 class IoUringUnavailable(OSError):
@@ -163,6 +164,32 @@ class IoUringBackend:
         completion = self._ring.prepare_poll(fd, mask, key)
         self._armed[key] = (completion, token)
 
+    def arm_recv(self, fd: int, buffer, token: object) -> None:
+        """One-shot ``IORING_OP_RECV`` into ``buffer``: RX-uring (CWIST PR #187).
+
+        Occupies ``fd``'s READ direction: arming READ replaces it and
+        ``disarm(fd, READ)`` cancels it.  ``wait`` reports ``(token, result)``:
+        bytes received, 0 at EOF, or ``-errno`` (a cancelled receive is not
+        reported).  ``buffer`` is any writable buffer; uring-api keeps it
+        exported until the completion arrives, also after a cancel.  Raises
+        ``OSError(EBADF)`` for a closed fd, as :meth:`arm` does.
+        """
+        if self._closed:
+            raise closed_error(self.name)
+        key = fd * 2  # the READ key
+        old = self._armed.get(key)
+        if old is not None and old[0] is not None:
+            self._ring.prepare_cancel_nowait(old[0])
+        elif old is None or old[1] != self.waits:
+            self.fd_checks += 1
+            try:
+                fcntl.fcntl(fd, fcntl.F_GETFD)
+            except OSError:
+                raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
+        completion = self._ring.prepare_recv(fd, buffer, 0, key)
+        # A third field marks a receive: its result is reported as is.
+        self._armed[key] = (completion, token, _RECV)
+
     def disarm(self, fd: int, direction: int) -> None:
         if self._closed:
             raise closed_error(self.name)
@@ -186,6 +213,10 @@ class IoUringBackend:
                 continue  # a wake NOP, a cancelled poll, or one that raced a disarm
             armed[key] = reported
             res = cqe.res
+            if len(entry) == 3:  # a receive: bytes, 0 at EOF, or -errno
+                if res != _ECANCELED:
+                    out.append((entry[1], res))
+                continue
             if res < 0:
                 if res == _ECANCELED:
                     continue

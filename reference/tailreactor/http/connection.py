@@ -5,8 +5,9 @@ Role
 The per-connection state machine of the bench server, on one reactor thread.
 Reading and serving are two separate steps:
 
-1. **Parse.** One ``recv`` per read-readiness; everything received is fed to
-   ``httptools.HttpRequestParser``.  httptools cannot pause in the middle of a
+1. **Parse.** One ``recv`` per read-readiness -- or, with RX-uring, one
+   receive the kernel completes into the connection's own buffer (below);
+   everything received is fed to ``httptools.HttpRequestParser``.  httptools cannot pause in the middle of a
    buffer, so every complete request in it lands in ``pipeline``, a FIFO of
    ``(method, target, keep_alive)`` -- the *buffered pipeline*.  A request
    the parser rejects is queued as ``(None, answer_bytes, False)``: its error
@@ -14,6 +15,17 @@ Reading and serving are two separate steps:
 2. **Serve.** A *pass* answers requests from the front of the pipeline into
    one output buffer, then sends that buffer with one ``send`` (coalesced
    output: one syscall for a whole pipelined batch).
+
+Reading: readiness + ``recv``, or RX-uring (``CWIST_RX_URING``, CWIST PR #187)
+------------------------------------------------------------------------------
+Where the reactor's backend has a receive operation (io_uring) and
+``CWIST_RX_URING`` is not ``0``, the connection arms ``Reactor.arm_recv``
+into a buffer of its own (:data:`RX_BYTES`): the completion is the readiness
+and the data at once, so a request costs no ``recv`` syscall.  A receive that
+fails with ``-EAGAIN`` switches that connection to readiness + ``recv`` for
+good (CWIST's per-connection "prefers poll" flag).  Other backends read on
+readiness into the listener's shared buffer (:data:`RECV_BYTES`).  Everything
+after the bytes arrive (:meth:`Connection._received`) is the same.
 
 The batch rules of a pass (CWIST ``app.c``; knobs in :mod:`tailreactor.config`)
 ------------------------------------------------------------------------------
@@ -119,6 +131,7 @@ them (and the requests already parsed) first, then closes gracefully.
 
 from __future__ import annotations
 
+import errno
 import socket
 import time
 from collections import deque
@@ -139,6 +152,11 @@ MAX_HEADER_BYTES = 8192
 MAX_HEADERS = 100
 #: Bytes one ``recv`` may read (a pipelined batch of small requests fits easily).
 RECV_BYTES = 65536
+#: Bytes of a connection's own RX-uring buffer (``CWIST_RX_URING``): a receive
+#: in flight needs a buffer of its own, so this costs RX_BYTES per connection
+#: (8 MiB at 1024 connections).  wrk's requests are about 40 bytes; a longer
+#: head simply arrives in several receives.
+RX_BYTES = 8192
 #: A head still incomplete after taking more bytes than this gets 431: no
 #: acceptable head is that long (target + fields + a request line's worth), and
 #: a read may hold up to RECV_BYTES of earlier requests, which the count cannot
@@ -228,11 +246,17 @@ class Connection:
         # Timeouts: one lazily re-armed timer (module docstring).
         self._last_ns = self._reactor.clock()  # last progress: bytes in, or output drained
         self._deadline = None
-        # The read callback, bound once: re-armed after every request.
+        # The read callbacks, bound once: re-armed after every request.
         self._read_cb = self._on_readable
+        self._recv_cb = self._on_received
+        # RX-uring: arm a receive into our own buffer instead of a readiness
+        # poll (module docstring, "Reading").
+        self._rx = self._reactor.rx_supported
+        if self._rx:
+            self._rx_view = memoryview(bytearray(RX_BYTES))
 
     def start(self) -> None:
-        self._reactor.arm(self.fd, READ, self._read_cb)
+        self._arm_read()
         if self._listener.keep_alive_ns:
             self._deadline = self._reactor.timer(self._on_deadline)
             self._deadline.arm_at_ns(self._last_ns + self._listener.keep_alive_ns)
@@ -290,7 +314,15 @@ class Connection:
         self._pipeline.append((parser.get_method(), self._target, keep_alive))
 
     # -- reading -------------------------------------------------------------------
+    def _arm_read(self) -> None:
+        """Wait for the next bytes: a receive (RX-uring) or read readiness."""
+        if self._rx:
+            self._reactor.arm_recv(self.fd, self._rx_view, self._recv_cb)
+        else:
+            self._reactor.arm(self.fd, READ, self._read_cb)
+
     def _on_readable(self, event) -> None:
+        """Read readiness: one ``recv`` into the listener's shared buffer."""
         listener = self._listener
         try:
             n = self.sock.recv_into(listener.recv_buffer)
@@ -300,14 +332,31 @@ class Connection:
         except OSError:
             self.close()  # ECONNRESET and friends: nobody left to answer
             return
-        self._last_ns = now = event.ready_ns
+        self._received(n, listener.recv_view, event.ready_ns)
+
+    def _on_received(self, event) -> None:
+        """A receive completed (RX-uring): the kernel already put the bytes in our buffer."""
+        n = event.result
+        if n < 0:
+            if n == -errno.EAGAIN:
+                # CWIST's learn flag: this connection prefers readiness + recv.
+                self._rx = False
+                self._reactor.arm(self.fd, READ, self._read_cb)
+            else:
+                self.close()  # -ECONNRESET and friends
+            return
+        self._received(n, self._rx_view, event.ready_ns)
+
+    def _received(self, n: int, buffer: memoryview, now_ns: int) -> None:
+        """``n`` bytes at the start of ``buffer`` arrived (0: EOF): parse, then serve or wait."""
+        self._last_ns = now_ns
         if n == 0:
             self._peer_eof = True
         else:
             stats = self.stats
             stats.reads += 1
             stats.bytes_in += n
-            self._parse(listener.recv_view[:n], now)
+            self._parse(buffer[:n], now_ns)
         if self._pipeline:
             self._serve(self._reactor.dispatch_late())
         else:
@@ -416,7 +465,7 @@ class Connection:
         elif self._draining:
             self._close_gracefully()  # everything received is answered and sent
         else:
-            self._reactor.arm(self.fd, READ, self._read_cb)
+            self._arm_read()
 
     # -- writing ---------------------------------------------------------------------
     def _send(self) -> bool:
@@ -500,7 +549,7 @@ class Connection:
             return
         self._draining = True
         ev = self._reactor.armed(self.fd, READ)
-        if ev is not None and ev.callback == self._on_readable:
+        if ev is not None and (ev.callback == self._read_cb or ev.callback == self._recv_cb):
             self._close_gracefully()
 
     def _close_gracefully(self) -> None:
