@@ -464,8 +464,10 @@ class Connection:
             self.close()
         elif self._draining:
             self._close_gracefully()  # everything received is answered and sent
+        elif self._rx:  # wait for the next request (as _arm_read, inlined: once per request)
+            self._reactor.arm_recv(self.fd, self._rx_view, self._recv_cb)
         else:
-            self._arm_read()
+            self._reactor.arm(self.fd, READ, self._read_cb)
 
     # -- writing ---------------------------------------------------------------------
     def _send(self) -> bool:
