@@ -66,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def build_pytest_args(ns: argparse.Namespace, extra: list[str]) -> list[str]:
     """The pytest command line for parsed runner options ``ns``."""
-    args = [str(TESTS_DIR), "-p", "no:cacheprovider", "--rootdir", str(TESTS_DIR),
+    args = [str(TESTS_DIR), "-p", "tailreactor_conformance.plugin", "-p", "no:cacheprovider",
+            "--rootdir", str(TESTS_DIR),
             "-n", str(ns.jobs), "--conformance-profile", ns.profile, "-rfEs"]
     # Default verbosity, not -q: under -q xdist repeats "bringing up nodes..."
     # where a non-terminal output gets the worker and test counts.

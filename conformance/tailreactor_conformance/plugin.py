@@ -2,10 +2,12 @@
 
 Role
 ----
-Registered as the ``pytest11`` entry point ``tailreactor_conformance``, so it
-is loaded in every pytest session of an environment where tailreactor is
-installed.  It stays inert unless conformance tests are collected: it only
-adds options and a marker.  What it does for conformance tests:
+Loaded by name, ``pytest -p tailreactor_conformance.plugin`` (the
+``tailreactor-conformance`` CLI and this repository's pytest configuration
+pass it).  It is deliberately not a ``pytest11`` entry point: that would load
+it into every pytest session of the venv, where its ``--backend`` option and
+its Hypothesis profile would clash with a backend author's own.  Outside
+conformance tests it stays inert.  What it does for conformance tests:
 
 * ``--backend NAME`` (repeatable; ``auto``, ``epoll``, ``io_uring``,
   ``selectors`` or ``module:factory``) parametrizes every test over the

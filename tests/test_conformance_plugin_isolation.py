@@ -1,0 +1,47 @@
+"""The conformance plugin stays out of other projects' pytest sessions.
+
+A backend author installs tailreactor into the venv of their own project.  Their
+pytest must not get our options (``--backend`` would clash with one of theirs),
+our Hypothesis profile, or our hooks: the plugin loads only when asked for,
+with ``-p tailreactor_conformance.plugin`` (what ``tailreactor-conformance``
+and this repository's pytest configuration pass).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+
+def _pytest(cwd, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HYPOTHESIS_"))}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_another_project_can_define_its_own_backend_option_and_hypothesis_profile(tmp_path):
+    (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+        def pytest_addoption(parser):
+            parser.addoption("--backend", default="theirs")
+    """))
+    (tmp_path / "test_theirs.py").write_text(textwrap.dedent("""
+        from hypothesis import settings
+
+        def test_option(pytestconfig):
+            assert pytestconfig.getoption("backend") == "theirs"
+
+        def test_hypothesis_profile_is_untouched():
+            assert settings._current_profile == "default"
+    """))
+    done = _pytest(tmp_path, "--backend", "theirs")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+
+
+def test_the_suite_runs_under_plain_pytest_with_the_plugin_asked_for(tmp_path):
+    done = _pytest(tmp_path, "-p", "tailreactor_conformance.plugin", "--pyargs",
+                   "tailreactor_conformance.tests", "--backend", "epoll", "--clause", "B16", "-n", "0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "B16" in done.stdout and "pass" in done.stdout
