@@ -68,10 +68,10 @@ SERVERS = peers.servers(nginx=None)
 
 @pytest.fixture
 def peers_job():
-    """One leg, 3 trials; server i has (i+1) x the base CPU and latency of asyncio (scale 1)."""
+    """One leg, 8 trials; each server has ``scale`` x the CPU and latency of asyncio (scale 1)."""
     scale = {"tailreactor-io_uring": 0.5, "tailreactor-epoll": 0.8, "asyncio": 1.0, "uvloop": 0.6}
     leg = Leg(0, None, 1, 64, 2, 3, label="c64")
-    schedule = shuffled_schedule([s.key for s in SERVERS], 3, seed=1)
+    schedule = shuffled_schedule([s.key for s in SERVERS], 8, seed=1)
     runs = [_record(0, -1, 0, schedule[0][0], warmup=True)]
     for t, order in enumerate(schedule):
         for pos, key in enumerate(order):
@@ -79,6 +79,7 @@ def peers_job():
     lr = peersjob.PeersLegResult(leg=leg, servers=[s.key for s in SERVERS], schedule=schedule, runs=runs)
     lr.summary = peersjob.summarize(lr.runs, lr.servers)
     lr.ratios = peersjob.ratios(lr.summary)
+    lr.intervals = peersjob.ratio_intervals(lr.runs, lr.servers, seed=1)
     return peersjob.PeersJobResult(
         argv=["--peers"], profile="quick", servers=SERVERS, settings=peersjob.peers_settings(seed=1),
         legs=[lr], provenance={"git_commit": "1" * 40, "git_dirty": False, "cpu_model": "Test CPU",
@@ -91,19 +92,48 @@ def peers_job():
 def test_summary_is_the_median_over_measured_runs_per_server(peers_job):
     s = peers_job.legs[0].summary
     assert set(s) == {srv.key for srv in SERVERS}
-    assert s["asyncio"]["runs"] == 3
-    # _record: cpu = 25 x scale + trial / 10, trials 0..2 -> median 25 x scale + 0.1
-    assert s["asyncio"]["cpu_us_per_req"] == pytest.approx(25.1)
-    assert s["tailreactor-io_uring"]["cpu_us_per_req"] == pytest.approx(12.6)
+    assert s["asyncio"]["runs"] == 8
+    # _record: cpu = 25 x scale + trial / 10, trials 0..7 -> median 25 x scale + 0.35
+    assert s["asyncio"]["cpu_us_per_req"] == pytest.approx(25.35)
+    assert s["tailreactor-io_uring"]["cpu_us_per_req"] == pytest.approx(12.85)
 
 
 def test_ratios_divide_each_servers_median_by_each_peers(peers_job):
     r = peers_job.legs[0].ratios
     assert r["asyncio"]["asyncio"]["cpu_us_per_req"] == pytest.approx(1.0)
-    assert r["tailreactor-io_uring"]["asyncio"]["cpu_us_per_req"] == pytest.approx(12.6 / 25.1)
-    assert r["tailreactor-io_uring"]["uvloop"]["cpu_us_per_req"] == pytest.approx(12.6 / 15.1)
+    assert r["tailreactor-io_uring"]["asyncio"]["cpu_us_per_req"] == pytest.approx(12.85 / 25.35)
+    assert r["tailreactor-io_uring"]["uvloop"]["cpu_us_per_req"] == pytest.approx(12.85 / 15.35)
     assert "nginx" not in r["tailreactor-io_uring"]   # no ceiling in this job
     assert set(r["uvloop"]["asyncio"]) == set(peersjob.PEER_METRICS)
+
+
+def test_cpu_ratio_intervals_pair_runs_by_trial_and_hold_the_ratio(peers_job):
+    iv = peers_job.legs[0].intervals
+    lo, hi = iv["tailreactor-io_uring"]["asyncio"]
+    # Paired trials: io_uring's CPU is 25 x 0.5 + t/10, asyncio's 25 + t/10 (t = 0..7).
+    assert lo <= 12.85 / 25.35 <= hi
+    assert lo >= 12.5 / 25.7 and hi <= 13.2 / 25.0
+    assert iv["asyncio"]["asyncio"] == [1.0, 1.0]
+    assert "nginx" not in iv["uvloop"]
+
+
+def test_cpu_ratio_intervals_need_8_paired_trials_like_a_verdict():
+    from conftest import _record
+
+    runs = [_record(0, t, p, key, scale=sc) for t in range(7)
+            for p, (key, sc) in enumerate((("asyncio", 1.0), ("uvloop", 0.6)))]
+    assert peersjob.ratio_intervals(runs, ["asyncio", "uvloop"], seed=1)["uvloop"]["asyncio"] is None
+    runs += [_record(0, 7, 0, "asyncio"), _record(0, 7, 1, "uvloop", scale=0.6)]
+    assert peersjob.ratio_intervals(runs, ["asyncio", "uvloop"], seed=1)["uvloop"]["asyncio"] is not None
+
+
+def test_report_gives_the_cpu_ratio_intervals(peers_job):
+    text = peersreport.render(peers_job, runs=False)
+    rows = _rows(text, "| Server | CPU us/req ÷ asyncio, 95% interval |")
+    assert len(rows) == 4
+    lo, hi = peers_job.legs[0].intervals["tailreactor-io_uring"]["asyncio"]
+    assert rows[0].startswith(f"| tailreactor (io_uring) | {lo:.3f}–{hi:.3f} |")
+    assert "No confidence interval" not in text
 
 
 def test_peers_report_says_1_run_not_1_runs(peers_job):
@@ -133,7 +163,7 @@ def test_report_has_a_row_per_server_and_says_there_is_no_ceiling(peers_job):
     ratio_rows = _rows(text, "| Server | Req/s ÷ asyncio |")
     assert len(ratio_rows) == 4
     io_uring = ratio_rows[0].split(" | ")
-    assert io_uring[4] == f"{12.6 / 25.1:.3f}" and io_uring[6].rstrip(" |") == "-"  # no ceiling
+    assert io_uring[4] == f"{12.85 / 25.35:.3f}" and io_uring[6].rstrip(" |") == "-"  # no ceiling
     assert peers.NGINX_MISSING in text
     assert "pinned with taskset: server on CPU 0, wrk on CPU 1" in text
 

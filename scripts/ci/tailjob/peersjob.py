@@ -13,8 +13,12 @@ Per leg it then gives, per server, the median over its measured runs of
 :data:`PEER_METRICS` (:func:`summarize`) and, per server and reference peer
 (asyncio, uvloop, nginx when present), the ratio of those medians
 (:func:`ratios`): server / peer, so a CPU ratio below 1 means the server
-spends less CPU per request than that peer.  There is no verdict: ratios of
-medians over runs that shared the same minutes of the machine.
+spends less CPU per request than that peer.  There is no verdict, but the
+CPU ratios come with a 95 % percentile-bootstrap interval over the trials
+(:func:`ratio_intervals`; each trial runs every server once, so runs pair by
+trial as in an A/B): on a shared 2-core machine the medians of two sessions
+can differ by 20 %, and the interval says how far one session's ratio can be
+trusted.
 """
 
 from __future__ import annotations
@@ -26,14 +30,16 @@ from .peers import REFERENCES, Peer, make_server
 from .plan import Leg, shuffled_schedule
 from .runner import JobError, RunRecord, Settings, measure_server
 from .server import ServerProcess
-from .stats import median
+from .stats import MIN_PAIRS, bootstrap_ratio_ci, median
 
 __all__ = ["PEER_METRICS", "PeersLegResult", "PeersJobResult", "peers_settings", "run_peers",
-           "summarize", "ratios", "history_line", "HISTORY_FILE"]
+           "summarize", "ratios", "ratio_intervals", "history_line", "HISTORY_FILE", "INTERVAL_METRIC"]
 
 #: The compared figures (keys of RunRecord.metrics): req/s, server CPU us/request, latencies in us.
 PEER_METRICS = ("rps", "cpu_us_per_req", "p50", "p99", "p99.9")
 HISTORY_FILE = "peers.jsonl"
+#: The metric whose ratios get an interval: issue 9's target, server CPU per request.
+INTERVAL_METRIC = "cpu_us_per_req"
 
 
 def peers_settings(*, seed: int = 1, warmup: bool = True, pin: bool = True, server_cpus: str = "0",
@@ -53,6 +59,7 @@ class PeersLegResult:
     runs: list[RunRecord]
     summary: dict = field(default_factory=dict)   # server -> {runs, <metric>: median | None}
     ratios: dict = field(default_factory=dict)    # server -> reference -> metric -> ratio | None
+    intervals: dict = field(default_factory=dict)  # server -> reference -> [low, high] | None (CPU)
 
     def measured(self, server: str | None = None) -> list[RunRecord]:
         return [r for r in self.runs if not r.warmup and (server is None or r.arm == server)]
@@ -60,7 +67,7 @@ class PeersLegResult:
     def as_dict(self) -> dict:
         return {"leg": asdict(self.leg), "name": self.leg.name, "servers": self.servers,
                 "schedule": self.schedule, "runs": [r.as_dict() for r in self.runs],
-                "summary": self.summary, "ratios": self.ratios}
+                "summary": self.summary, "ratios": self.ratios, "intervals": self.intervals}
 
 
 @dataclass
@@ -121,6 +128,35 @@ def ratios(summary: dict) -> dict:
     return out
 
 
+def ratio_intervals(runs: list[RunRecord], servers: list[str], *, seed: int) -> dict:
+    """Per server, per reference that ran: the 95 % interval of its CPU us/request ratio.
+
+    ``{server: {reference: [low, high] | None}}``: the percentile bootstrap of
+    median(server) / median(reference) over the trials where both have a
+    measured run (:func:`tailjob.stats.bootstrap_ratio_ci`, runs paired by
+    trial); ``None`` with fewer than :data:`tailjob.stats.MIN_PAIRS` (8) such
+    trials, the A/B's rule: a bootstrap over fewer runs claims more than it knows.
+    """
+    def by_trial(key: str) -> dict[int, float]:
+        return {r.trial: r.metrics[INTERVAL_METRIC] for r in runs
+                if not r.warmup and r.arm == key and r.metrics.get(INTERVAL_METRIC) is not None}
+
+    values = {key: by_trial(key) for key in servers}
+    refs = [r for r in REFERENCES if r in values]
+    out: dict = {}
+    for key in servers:
+        out[key] = {}
+        for ref in refs:
+            trials = sorted(set(values[key]) & set(values[ref]))
+            if len(trials) < MIN_PAIRS:
+                out[key][ref] = None
+                continue
+            low, high = bootstrap_ratio_ci([values[ref][t] for t in trials], [values[key][t] for t in trials],
+                                           seed=seed)
+            out[key][ref] = [low, high]
+    return out
+
+
 Progress = Callable[[str, dict], None]
 
 
@@ -158,6 +194,7 @@ def run_peers(legs: list[Leg], servers: list[Peer], settings: Settings, *, ambie
             notify("run-end", {**info, "record": record})
         lr.summary = summarize(lr.runs, keys)
         lr.ratios = ratios(lr.summary)
+        lr.intervals = ratio_intervals(lr.runs, keys, seed=settings.seed + leg.index)
         results.append(lr)
     return results
 
@@ -172,7 +209,7 @@ def history_line(job: PeersJobResult, *, result_file: str) -> dict:
         "wrk_cpus": s.wrk_cpus, "seed": s.seed, "warmup": s.warmup, "provenance": job.provenance,
         "legs": [{"name": lr.leg.name, "threads": lr.leg.threads, "connections": lr.leg.connections,
                   "duration_s": lr.leg.duration_s, "runs": lr.leg.runs, "summary": lr.summary,
-                  "ratios": lr.ratios,
+                  "ratios": lr.ratios, "intervals": lr.intervals,
                   "flagged_runs": {flag: sum(flag in r.flags for r in lr.measured())
                                    for flag in ("polluted", "socket-errors", "non-2xx")}}
                  for lr in job.legs],

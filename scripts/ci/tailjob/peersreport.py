@@ -54,7 +54,20 @@ def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") ->
         per_ref = lr.ratios.get(key, {})
         cells = [_ratio(per_ref.get(ref, {}).get(m)) for m, _ in _RATIO_METRICS for ref in REFERENCES]
         lines.append(f"| {labels[key]} | " + " | ".join(cells) + " |")
+    lines += ["", f"{level}# CPU us/request ratios, {lr.leg.name}: 95% bootstrap interval over the trials", "",
+              "A trial runs every server once, so the runs pair by trial; the interval is the percentile "
+              "bootstrap of the ratio of medians (`-`: fewer than 8 paired trials, as for an A/B verdict, or no such peer).", "",
+              "| Server | " + " | ".join(f"CPU us/req ÷ {ref}, 95% interval" for ref in REFERENCES) + " |",
+              "|---|" + "---:|" * len(REFERENCES)]
+    for key in lr.servers:
+        per_ref = lr.intervals.get(key, {})
+        cells = [_interval(per_ref.get(ref)) for ref in REFERENCES]
+        lines.append(f"| {labels[key]} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _interval(v) -> str:
+    return "-" if not v else f"{v[0]:.3f}–{v[1]:.3f}"
 
 
 def _setup(job: PeersJobResult) -> list[str]:
@@ -94,7 +107,8 @@ def render(job: PeersJobResult, *, runs: bool = True) -> str:
         "divided by the requests wrk completed. It separates servers once wrk saturates the machine.",
         "- Ratios: a server's median divided by the peer's median, over runs interleaved in the same "
         "minutes; CPU us/req below 1 means the server spends less CPU per request than that peer, "
-        "Req/s above 1 that it served more. No confidence interval or verdict is given.",
+        "Req/s above 1 that it served more. No verdict is given; the CPU ratios have a 95% bootstrap "
+        "interval over the trials (runs paired by trial).",
         "- nginx is the ceiling: compiled C, one worker, the answer from memory; it adds `Server` and "
         "`Date` headers the other servers do not send.",
     ]
