@@ -152,17 +152,21 @@ class IoUringBackend:
             check_direction(direction)  # raises ValueError
         key = fd * 2 + direction - 1
         old = self._armed.get(key)
-        if old is not None and old[0] is not None:
-            self._ring.prepare_cancel_nowait(old[0])  # re-armed while armed: replace
-        elif old is None or old[1] != self.waits:
-            # Not reported by the latest wait: check the fd is open (module docstring).
-            self.fd_checks += 1
-            try:
-                fcntl.fcntl(fd, fcntl.F_GETFD)
-            except OSError:
-                raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
+        if old is None or old[0] is not None or old[1] != self.waits:
+            self._before_arm(fd, old)  # not the hot re-arm of a just-reported direction
         completion = self._ring.prepare_poll(fd, mask, key)
         self._armed[key] = (completion, token)
+
+    def _before_arm(self, fd: int, old) -> None:
+        """Cancel what is armed for this key, or check that ``fd`` is open (module docstring)."""
+        if old is not None and old[0] is not None:
+            self._ring.prepare_cancel_nowait(old[0])  # re-armed while armed: replace
+            return
+        self.fd_checks += 1
+        try:
+            fcntl.fcntl(fd, fcntl.F_GETFD)
+        except OSError:
+            raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
 
     def arm_recv(self, fd: int, buffer, token: object) -> None:
         """One-shot ``IORING_OP_RECV`` into ``buffer``: RX-uring (CWIST PR #187).
@@ -178,14 +182,8 @@ class IoUringBackend:
             raise closed_error(self.name)
         key = fd * 2  # the READ key
         old = self._armed.get(key)
-        if old is not None and old[0] is not None:
-            self._ring.prepare_cancel_nowait(old[0])
-        elif old is None or old[1] != self.waits:
-            self.fd_checks += 1
-            try:
-                fcntl.fcntl(fd, fcntl.F_GETFD)
-            except OSError:
-                raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
+        if old is None or old[0] is not None or old[1] != self.waits:
+            self._before_arm(fd, old)
         completion = self._ring.prepare_recv(fd, buffer, 0, key)
         # A third field marks a receive: its result is reported as is.
         self._armed[key] = (completion, token, _RECV)
