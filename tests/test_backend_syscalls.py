@@ -62,7 +62,7 @@ def test_epoll_keep_alive_cycle_costs_one_epoll_ctl_in_all(epoll):
             b.send(b"ping")
             assert _wait_for(epoll) == [("r", select_in())]
             assert a.recv(64) == b"ping"
-            epoll.arm(a.fileno(), READ, "r")  # the re-arm from inside the callback
+            epoll.rearm(a.fileno(), READ, "r")  # the reactor's re-arm from inside the callback
         assert epoll.ctl_calls == 1, "a re-arm of a just-reported fd made an epoll_ctl"
 
 
@@ -173,3 +173,67 @@ def test_io_uring_arm_in_a_later_round_still_rejects_a_closed_fd(uring):
         uring.arm(number, READ, "closed")
     assert info.value.errno == errno.EBADF
     b.close()
+
+
+# -- through the reactor: the saving applies to a re-arm from the fd's own callback only -----
+def _reactor(backend_name):
+    from tailreactor import Config, Reactor
+    return Reactor(backend_name, config=Config.default())
+
+
+@pytest.mark.parametrize("backend_name", ["epoll", "io_uring", "selectors"])
+def test_a_reused_number_armed_outside_the_old_callback_is_reported(backend_name):
+    """Found by a fresh-eyes user test: READ reported (so nothing is armed), the
+    owner closes the socket without disarm, a new socket gets the same number
+    and is armed before the next wait.  On epoll that arm must reach the kernel."""
+    hits = []
+    with _reactor(backend_name) as r:
+        a, b = _pair()
+        r.arm(a.fileno(), READ, lambda ev: hits.append("old"))
+        b.send(b"x")
+        for _ in range(50):
+            if hits:
+                break
+            r.run_once(0.01)
+        number = a.fileno()
+        a.close()  # the caller's slip: no disarm, since nothing is armed
+        c, d = _pair()
+        try:
+            assert c.fileno() == number
+            r.arm(number, READ, lambda ev: hits.append("new"))
+            d.send(b"y")
+            for _ in range(50):
+                if len(hits) > 1:
+                    break
+                r.run_once(0.01)
+            assert hits == ["old", "new"]
+        finally:
+            r.disarm(number)
+            for s in (b, c, d):
+                s.close()
+
+
+def test_epoll_rearm_from_the_fds_own_callback_costs_no_epoll_ctl():
+    with _reactor("epoll") as r:
+        a, b = _pair()
+        with a, b:
+            served = []
+
+            def on_read(ev):
+                a.recv(64)
+                served.append(1)
+                if len(served) < 20:
+                    r.arm(a.fileno(), READ, on_read)  # inside its own callback: the hot re-arm
+
+            r.arm(a.fileno(), READ, on_read)
+            ctl = r.backend.ctl_calls
+            for _ in range(20):
+                b.send(b"ping")
+                before = len(served)
+                for _ in range(50):
+                    if len(served) > before:
+                        break
+                    r.run_once(0.01)
+            assert len(served) == 20
+            assert r.backend.ctl_calls == ctl, "a re-arm from the fd's own callback made an epoll_ctl"
+            r.disarm(a.fileno())

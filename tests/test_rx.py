@@ -162,3 +162,11 @@ def test_http_keep_alive_and_pipelining_on_both_read_paths(rx):
             (conn,) = srv.listener.connections.values()
             assert conn._rx is (rx != "0")
             assert conn.stats.requests == 25
+
+
+def test_arm_recv_refuses_an_empty_buffer(pair):
+    # Its completion would say 0, which means EOF (found by a fresh-eyes user test).
+    with _reactor() as r:
+        with pytest.raises(ValueError, match="empty"):
+            r.arm_recv(pair[0].fileno(), bytearray(0), lambda e: None)
+        assert r.armed(pair[0].fileno(), READ) is None

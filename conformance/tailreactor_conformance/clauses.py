@@ -127,15 +127,15 @@ CLAUSES: tuple[Clause, ...] = (
            "seen at wake-up", "backend"),
     Clause("B16", "closed fd rejected",
            "Arming an fd that is not open raises OSError with errno EBADF (a backend may skip the "
-           "check when re-arming a direction its latest wait reported).",
+           "check in rearm, from the fd's own callback, or where a closed fd still fails later as ERR).",
            "design (backend contract); kernel epoll_ctl(2) EBADF", "backend"),
     Clause("B17", "receive arming (optional)",
            "A backend with arm_recv(fd, buffer, token) receives into buffer once per arming and "
            "reports (token, bytes), 0 at EOF, or -errno; it is the fd's READ direction, so disarm "
            "cancels it (never reported, and once the cancel is processed it takes no bytes) and "
-           "arming READ replaces it. Bytes that arrive while a replaced or disarmed receive is still "
-           "pending may be taken by it and are lost with it. Backends without arm_recv skip this "
-           "clause.",
+           "arming READ replaces it. Bytes already queued or arriving before a replaced or disarmed "
+           "receive's cancel is processed may be taken by it and are lost with it. Backends without "
+           "arm_recv skip this clause.",
            "CWIST PR #187 RX-uring (CWIST_RX_URING); io_uring_enter(2) IORING_OP_RECV", "backend"),
     # -- reactor -------------------------------------------------------------
     Clause("R1", "timer order",

@@ -117,6 +117,11 @@ class Reactor:
         self._budget_ns = self.config.round_budget_us * 1000
         self._drain_chunk = self.config.drain_chunk
         self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
+        # A backend may offer rearm(): arm from inside the callback of the event
+        # just reported for that fd, which it may do cheaper (epoll: no
+        # epoll_ctl).  _running_fd is the fd whose callback runs now, or -1.
+        self._rearm = getattr(backend, "rearm", None) or backend.arm
+        self._running_fd = -1
         if probe is None and self.config.latency_probe:
             from .probe import LatencyProbe
             probe = LatencyProbe(backend=self.backend_name, worker=worker, config=self.config)
@@ -156,7 +161,10 @@ class Reactor:
         table = self._armed[direction - 1]
         old = table.get(fd)
         ev = Event(fd, direction, callback, data, self.clock())
-        self.backend.arm(fd, direction, ev)
+        if fd == self._running_fd:
+            self._rearm(fd, direction, ev)  # from the fd's own callback: the hot re-arm
+        else:
+            self.backend.arm(fd, direction, ev)
         if old is not None:
             old.state = CANCELLED
         table[fd] = ev
@@ -177,8 +185,11 @@ class Reactor:
         ``buffer``, 0 at EOF, or ``-errno``.  It is the READ direction of
         ``fd``: arming READ replaces it and ``disarm(fd, READ)`` cancels it;
         the event is stamped, ordered and counted like any other.  Raises
-        ``RuntimeError`` when :attr:`rx_supported` is false, ``OSError(EBADF)``
-        for a closed fd.  Source: CWIST PR #187 (``CWIST_RX_URING``).
+        ``RuntimeError`` when :attr:`rx_supported` is false, ``ValueError`` for
+        an empty buffer, ``OSError(EBADF)`` for a closed fd.  A receive that is
+        replaced or disarmed before the kernel processes its cancel may still
+        take bytes, already queued or arriving, and they are lost with it: do
+        that only when closing.  Source: CWIST PR #187 (``CWIST_RX_URING``).
         """
         if not self._rx:
             raise RuntimeError(f"arm_recv needs a backend with a receive operation and CWIST_RX_URING "
@@ -186,6 +197,8 @@ class Reactor:
                                f"CWIST_RX_URING={self.config.rx_uring}: arm READ and recv instead")
         if self._closed:
             raise RuntimeError("reactor is closed")
+        if not len(buffer):
+            raise ValueError("arm_recv needs a non-empty buffer: its result 0 would read as EOF")
         # The rest mirrors arm() with the backend's arm_recv.  They share no
         # helper on purpose: arm is the hot path, and a Python call costs
         # about 1 % of an HTTP request here (benchmarks/README.md).
@@ -371,6 +384,7 @@ class Reactor:
             if elevated:
                 counters.tail_elevations += 1
                 self._late = True
+            self._running_fd = ev.fd
             try:
                 ev.callback(ev)
             except Exception:
@@ -379,6 +393,7 @@ class Reactor:
                               direction_name(ev.direction))
             finally:
                 self._late = False
+                self._running_fd = -1
             ran += 1
             if probe is not None:
                 probe.dispatch(now - ev.armed_ns, now - ev.ready_ns, clock() - now, elevated)

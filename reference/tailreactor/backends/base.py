@@ -16,9 +16,10 @@ Contract (the conformance suite checks every point; see docs/en/conformance.md)
   again (CWIST's one-shot model; multishot was rejected there because a
   persistent poll can fire into a recycled slot).  Arming a direction that is
   already armed replaces its token.  A closed or invalid fd raises ``OSError``
-  (``EBADF``) from ``arm``; a backend may skip that check for the re-arm of a
-  direction its latest ``wait`` reported (the fd was open a moment ago, and
-  the check would cost a syscall per request).
+  (``EBADF``) from ``arm``; a backend may skip that check in ``rearm``, and
+  for the re-arm of a direction its latest ``wait`` reported when a closed fd
+  still fails later (io_uring: ERR) -- the check would cost a syscall per
+  request.
 * ``disarm(fd, direction)``: after it returns, the token armed for that
   direction is never reported by a later ``wait``.  Disarming what is not armed
   reports nothing; the reactor calls it before an fd is closed even when the
@@ -29,6 +30,11 @@ Contract (the conformance suite checks every point; see docs/en/conformance.md)
   and ERR are reported to the READ token (and to a WRITE token) so EOF reaches
   the read callback.  A backend may bound the batch size; what it does not
   return now it returns in a later wait (nothing starves).
+* ``rearm(fd, direction, token)`` (optional): the same as ``arm``; the
+  reactor calls it instead of ``arm`` only from inside the callback of the
+  event the latest ``wait`` reported for ``fd``, so a backend may skip work
+  there (epoll keeps the registration and stores the token).  Without it the
+  reactor calls ``arm``.
 * ``flush()``: make queued arms visible to the kernel now; returns how many
   were submitted (0 for backends that arm synchronously).
 * ``wake()``: thread-safe; makes a blocked or the next ``wait`` return soon.

@@ -21,10 +21,11 @@ was about 10 % of the server's CPU time per request.
 
 The registration follows the tokens lazily:
 
-* **arm** stores the token.  It calls ``epoll_ctl`` only when the kernel does
-  not watch that direction yet (first arm, the other direction, or after the
-  registration was narrowed), or when the fd was not reported by the latest
-  wait (see "Closed fds" below).
+* **rearm** -- the reactor's arm from inside the callback of the event just
+  reported for that fd -- stores the token.  It calls ``epoll_ctl`` only when
+  the kernel does not watch that direction (the other direction, or after the
+  registration was narrowed).  **arm** from anywhere else always makes one
+  ``epoll_ctl`` (see "Closed fds" below).
 * **wait** reports a token when its direction is ready and forgets it.  A
   level-triggered fd that is still ready is reported again by the next wait;
   if no token wants what was reported, the registration is *narrowed* then
@@ -42,11 +43,17 @@ Readiness that exists at arm time is still reported (clause B2): either the
 Closed fds (clause B16)
 -----------------------
 ``epoll_ctl`` on a closed fd fails with ``EBADF``, so an arm that makes the
-call raises it.  The re-arm that skips the call is taken only for an fd that
-the latest ``wait`` reported: its registration was alive a moment ago, in this
-round.  The one case it cannot see is an fd closed *without disarm* by a
-callback of this same round and then armed again in the same round; closing
-before disarming is the caller's bug (below), as in asyncio and libuv.
+call raises it, and on a number that was closed without disarm and reused it
+fails with ``ENOENT``, so the arm registers the new file afresh.  The re-arm
+that skips the call is taken only from inside the fd's own callback, for an fd
+the latest ``wait`` reported: its registration was alive a moment ago, and
+only that callback could have closed it since.  An earlier draft skipped the
+call for any arm of a just-reported fd; a fresh-eyes user test found that a
+new socket reusing the number of one closed without disarm, armed in the same
+round, was then never reported (``tests/test_backend_syscalls.py``).  The one
+case left unseen is a callback that closes its own fd without disarm and then
+arms that number again; closing before disarming is the caller's bug
+(below), as in asyncio and libuv.
 
 An fd closed while armed (without ``disarm``)
 ---------------------------------------------
@@ -109,20 +116,28 @@ class EpollBackend:
         self.waits = 0
 
     # -- arming ---------------------------------------------------------------
-    def arm(self, fd: int, direction: int, token: object) -> None:
+    def rearm(self, fd: int, direction: int, token: object) -> None:
+        """:meth:`arm`, from inside the callback of the event the latest wait reported for ``fd``.
+
+        The reactor calls it only there.  If the kernel still watches this
+        direction, storing the token is the whole arm (module docstring): the
+        fd was open a moment ago and only its own callback could have closed
+        it since.  A bad direction has no bit and takes the checked path.
+        """
         rec = self._fds.get(fd)
-        # The hot path: re-armed after the latest wait reported this fd, in a
-        # direction the kernel still watches: storing the token is the whole
-        # arm (module docstring).  A bad direction has no bit: slow path.
         if rec is not None and rec[_SEEN] == self.waits and rec[_MASK] & _BIT.get(direction, 0):
             rec[direction - 1] = token
             return
-        self._arm_slow(fd, direction, token, rec)
+        self.arm(fd, direction, token)
 
-    def _arm_slow(self, fd: int, direction: int, token: object, rec: list | None) -> None:
+    def arm(self, fd: int, direction: int, token: object) -> None:
+        """Arm with one ``epoll_ctl``: an arm from anywhere but the fd's own
+        callback cannot know the number still names the file the kernel
+        watches (closed and reused without disarm), and the call finds out."""
         if self._closed:
             raise closed_error(self.name)
         check_direction(direction)
+        rec = self._fds.get(fd)
         new = rec is None
         if new:
             rec = [None, None, 0, 0]
