@@ -170,3 +170,17 @@ def test_arm_recv_refuses_an_empty_buffer(pair):
         with pytest.raises(ValueError, match="empty"):
             r.arm_recv(pair[0].fileno(), bytearray(0), lambda e: None)
         assert r.armed(pair[0].fileno(), READ) is None
+
+
+def test_a_pipeline_longer_than_the_rx_buffer_is_read_as_one_readiness_read_would():
+    from http_helpers import ServerThread, connect, get, read_responses
+    from tailreactor.http.connection import RX_BYTES
+
+    with ServerThread("io_uring", http_batch=1024, http_yield_batch=1024) as srv:
+        with connect(srv.port) as c:
+            raw = b"".join(get(f"/user/{i}") for i in range(200))
+            assert len(raw) > 2 * RX_BYTES
+            c.sendall(raw)
+            assert [r.body for r in read_responses(c, 200)] == [str(i).encode() for i in range(200)]
+            (conn,) = srv.listener.connections.values()
+            assert conn._rx and conn.stats.requests == 200

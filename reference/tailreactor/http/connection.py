@@ -22,8 +22,10 @@ Where the reactor's backend has a receive operation (io_uring) and
 ``CWIST_RX_URING`` is not ``0``, the connection arms ``Reactor.arm_recv``
 into a buffer of its own (:data:`RX_BYTES`): the completion is the readiness
 and the data at once, so a request costs no ``recv`` syscall.  A receive that
-fails with ``-EAGAIN`` switches that connection to readiness + ``recv`` for
-good (CWIST's per-connection "prefers poll" flag).  Other backends read on
+fills the buffer is followed by one ``recv`` of the rest into the shared
+buffer, so a long pipeline is parsed as one readiness read would parse it.  A
+receive that fails with ``-EAGAIN`` switches that connection to readiness +
+``recv`` for good (CWIST's per-connection "prefers poll" flag).  Other backends read on
 readiness into the listener's shared buffer (:data:`RECV_BYTES`).  Everything
 after the bytes arrive (:meth:`Connection._received`) is the same.
 
@@ -153,10 +155,14 @@ MAX_HEADERS = 100
 #: Bytes one ``recv`` may read (a pipelined batch of small requests fits easily).
 RECV_BYTES = 65536
 #: Bytes of a connection's own RX-uring buffer (``CWIST_RX_URING``): a receive
-#: in flight needs a buffer of its own, so this costs RX_BYTES per connection
-#: (8 MiB at 1024 connections).  wrk's requests are about 40 bytes; a longer
-#: head simply arrives in several receives.
-RX_BYTES = 8192
+#: in flight needs a buffer of its own, and an idle keep-alive connection
+#: always has one in flight, so this costs RX_BYTES per connection (2 MiB at
+#: 1024 connections).  8 KiB made the 1024-connection memory test fail its
+#: bound (tests/test_reliability_leaks.py); wrk's requests are about 40
+#: bytes, and a longer head simply arrives in several receives.  io_uring's
+#: provided buffers (the kernel picks a buffer at completion) would make the
+#: cost per receive completed instead of per connection.
+RX_BYTES = 2048
 #: A head still incomplete after taking more bytes than this gets 431: no
 #: acceptable head is that long (target + fields + a request line's worth), and
 #: a read may hold up to RECV_BYTES of earlier requests, which the count cannot
@@ -345,7 +351,30 @@ class Connection:
             else:
                 self.close()  # -ECONNRESET and friends
             return
-        self._received(n, self._rx_view, event.ready_ns)
+        view = self._rx_view
+        if n < len(view):
+            self._received(n, view, event.ready_ns)
+            return
+        # Rare: the buffer filled, so more may be queued.  Parse this part, then
+        # read the rest into the listener's buffer, as the one readiness read of
+        # RECV_BYTES would have (the pipeline rules see what has arrived).
+        stats = self.stats
+        stats.reads += 1
+        stats.bytes_in += n
+        self._parse(view[:n], event.ready_ns)
+        listener = self._listener
+        try:
+            more = self.sock.recv_into(listener.recv_buffer)
+        except (BlockingIOError, InterruptedError):
+            more = -1  # nothing more queued now
+        except OSError:
+            self.close()
+            return
+        if more >= 0:
+            self._received(more, listener.recv_view, event.ready_ns)  # more bytes, or EOF
+        else:
+            self._last_ns = event.ready_ns
+            self._serve(self._reactor.dispatch_late()) if self._pipeline else self._next()
 
     def _received(self, n: int, buffer: memoryview, now_ns: int) -> None:
         """``n`` bytes at the start of ``buffer`` arrived (0: EOF): parse, then serve or wait."""
