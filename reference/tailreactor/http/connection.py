@@ -372,9 +372,12 @@ class Connection:
             return
         if more >= 0:
             self._received(more, listener.recv_view, event.ready_ns)  # more bytes, or EOF
+            return
+        self._last_ns = event.ready_ns  # nothing more queued: serve what arrived
+        if self._pipeline:
+            self._serve(self._reactor.dispatch_late())
         else:
-            self._last_ns = event.ready_ns
-            self._serve(self._reactor.dispatch_late()) if self._pipeline else self._next()
+            self._next()
 
     def _received(self, n: int, buffer: memoryview, now_ns: int) -> None:
         """``n`` bytes at the start of ``buffer`` arrived (0: EOF): parse, then serve or wait."""
