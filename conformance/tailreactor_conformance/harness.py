@@ -131,22 +131,23 @@ class RecordingBackend:
         return getattr(self.inner, name)
 
 
-def collect(backend, expected: int, *, extra_waits: int = 2, wait_s: float = 0.01) -> Counter:
+def reports(backend, expected: int, *, extra_waits: int = 2, wait_s: float = 0.01) -> list:
     """Call ``backend.wait`` until ``expected`` reports arrived (bounded by
     :data:`LIVENESS_S`), then ``extra_waits`` more times with timeout 0 to catch
-    duplicates.  Returns a Counter of tokens (a token reported twice counts 2).
+    duplicates.  Returns every ``(token, value)`` reported, in order.
     """
-    seen: Counter = Counter()
-    total = 0
+    got: list = []
     deadline = time.monotonic() + LIVENESS_S
-    while total < expected and time.monotonic() < deadline:
-        for token, _ in backend.wait(wait_s):
-            seen[token] += 1
-            total += 1
+    while len(got) < expected and time.monotonic() < deadline:
+        got += backend.wait(wait_s)
     for _ in range(extra_waits):
-        for token, _ in backend.wait(0):
-            seen[token] += 1
-    return seen
+        got += backend.wait(0)
+    return got
+
+
+def collect(backend, expected: int, *, extra_waits: int = 2, wait_s: float = 0.01) -> Counter:
+    """:func:`reports` as a Counter of tokens (a token reported twice counts 2)."""
+    return Counter(token for token, _ in reports(backend, expected, extra_waits=extra_waits, wait_s=wait_s))
 
 
 def run_until(reactor, done, *, timeout_s: float = 0.01, max_rounds: int | None = None) -> int:

@@ -21,7 +21,7 @@ import pytest
 from tailreactor.backends import READ, WRITE
 from tailreactor.backends.base import SATISFIES
 from tailreactor_conformance.harness import (
-    LIVENESS_S, Watchdog, collect, fill_send_buffer, open_fd_count, wait_until_blocked,
+    LIVENESS_S, Watchdog, collect, fill_send_buffer, open_fd_count, reports, wait_until_blocked,
 )
 
 DIRECTIONS = pytest.mark.parametrize("direction", [READ, WRITE], ids=["read", "write"])
@@ -457,16 +457,6 @@ def _recv_backend(make_backend):
     return b
 
 
-def _results(b, expected: int) -> list:
-    got = []
-    deadline = time.monotonic() + LIVENESS_S
-    while len(got) < expected and time.monotonic() < deadline:
-        got += b.wait(0.01)
-    for _ in range(2):
-        got += b.wait(0)
-    return got
-
-
 @pytest.mark.clause("B17")
 def test_receive_reports_its_byte_count_once_with_the_data_in_the_buffer(make_backend, pairs):
     b = _recv_backend(make_backend)
@@ -476,7 +466,7 @@ def test_receive_reports_its_byte_count_once_with_the_data_in_the_buffer(make_ba
         b.arm_recv(p.fd, buf, i)
     for i, p in enumerate(ps):
         p.make_readable(b"m%d" % i)
-    got = _results(b, len(ps))
+    got = reports(b, len(ps))
     assert sorted(got) == [(i, len(b"m%d" % i)) for i in range(len(ps))]
     for i, buf in enumerate(bufs):
         assert bytes(buf[:len(b"m%d" % i)]) == b"m%d" % i
@@ -489,7 +479,7 @@ def test_receive_reports_zero_at_eof(make_backend, pairs):
     (p,) = pairs(1)
     b.arm_recv(p.fd, bytearray(8), "eof")
     p.peer.shutdown(socket.SHUT_WR)
-    assert _results(b, 1) == [("eof", 0)]
+    assert reports(b, 1) == [("eof", 0)]
 
 
 @pytest.mark.clause("B17")
@@ -502,7 +492,7 @@ def test_disarmed_receive_is_never_reported_and_takes_nothing(make_backend, pair
     b.flush()
     b.wait(0)
     p.make_readable(b"later")
-    assert _results(b, 0) == []
+    assert reports(b, 0) == []
     assert p.drain() == b"later"
 
 
@@ -517,6 +507,6 @@ def test_arming_read_replaces_a_pending_receive(make_backend, pairs):
     b.flush()
     b.wait(0)  # its cancel is processed before any byte arrives
     p.make_readable(b"x")
-    got = _results(b, 1)
+    got = reports(b, 1)
     assert [t for t, _ in got] == ["poll"]
     assert p.drain() == b"x"
