@@ -16,12 +16,19 @@ round start is older than every event that was not.  An event run by that rule
 is *elevated*: ``dispatch_late()`` is true during its callback and
 ``tail_elevations`` counts it.
 
+Who does what: the reactor walks the batch in backend order itself (a cursor
+and a state check per delivery), and before each delivery compares the clock
+with :attr:`AgeOrder.aged_at`, the earliest time any remaining event can have
+aged.  Only past that time does it ask :meth:`AgeOrder.pop_aged` for the
+oldest remaining event.  An elevated event is marked done when it runs, so the
+backend-order walk skips it like any event an earlier callback disarmed.
+
 Cost: aged events are always a prefix of the batch sorted by stamp (age only
-grows), so each delivery advances one of two cursors: O(1) amortised, no
-rescan of the batch.  The sort itself (O(n log n), once per round) is done
-lazily, the first time the oldest stamp of the batch is past the threshold;
-in the common case where nothing ages during a round the policy costs one
-``min`` over the stamps and one comparison per delivery.
+grows), so the age-order cursor only moves forward: O(1) amortised per
+delivery, no rescan.  The sort itself (O(n log n), once per round) is done
+lazily, the first time the oldest stamp of the batch is past the threshold.
+In the common case, where nothing ages during a round, the policy costs one
+``min`` over the stamps and one comparison per delivery, and no call.
 
 Which stamp is "age"
 --------------------
@@ -43,96 +50,58 @@ keep backend order.
 
 from __future__ import annotations
 
+from .events import READY
 
-class BackendOrder:
-    """``CWIST_REACTOR_TAIL_US=0``: dispatch in the order the backend returned."""
-
-    __slots__ = ("_batch", "_n", "_i")
-
-    def __init__(self, batch: list):
-        self._batch = batch
-        self._n = len(batch)
-        self._i = 0
-
-    def next(self, now_ns: int):
-        """Return ``(event, elevated)`` or ``None`` when the batch is done."""
-        i = self._i
-        if i >= self._n:
-            return None
-        self._i = i + 1
-        return self._batch[i], False
+#: ``aged_at`` when nothing can age: later than any clock value.
+NEVER = 1 << 63
 
 
 class AgeOrder:
-    """Age-based order; see the module docstring.
+    """The age-ordered side of one round; see the module docstring.
 
-    ``stamps[i]`` is the age stamp (ns) of ``batch[i]``; ``threshold_ns`` > 0.
-    Ties between equal stamps keep backend order.
+    ``batch`` is the round's events in backend order, ``stamps[i]`` the age
+    stamp (ns) of ``batch[i]``, ``threshold_ns`` > 0.  An event is *remaining*
+    while its ``state`` is ``READY`` (events.py): once it runs, or an earlier
+    callback disarms it, it is not.  Ties between equal stamps keep backend
+    order.
 
-    Until the first event ages, :meth:`next` is plain backend order: one
-    comparison against the oldest stamp and a cursor step.  The age-sorted
-    index and the ``done`` marks are built the first time an event ages.
+    ``aged_at`` (ns, public, read by the reactor before every delivery): no
+    remaining event has aged before this clock value.  It is exact once
+    :meth:`pop_aged` has looked at the oldest remaining event, a lower bound
+    before; :data:`NEVER` when no event remains.
     """
 
-    __slots__ = ("_batch", "_n", "_stamps", "_oldest", "_by_age", "_threshold", "_done", "_i", "_k")
+    __slots__ = ("_batch", "_stamps", "_threshold", "_by_age", "_k", "aged_at")
 
     def __init__(self, batch: list, stamps: list[int], threshold_ns: int):
         self._batch = batch
-        self._n = len(batch)
         self._stamps = stamps
-        # A lower bound of the oldest stamp not yet dispatched (exact when set
-        # by _next_aged); the aged path is tried only once it has aged.
-        self._oldest = min(stamps) if stamps else 0
         self._threshold = threshold_ns
-        self._by_age = None  # indexes sorted by stamp, built lazily
-        self._done = None    # bytearray of dispatched indexes, from the first sort on
-        self._i = 0  # cursor in backend order
-        self._k = 0  # cursor in age order
+        self._by_age = None  # indexes sorted by stamp, built the first time an event ages
+        self._k = 0          # cursor in age order: every index before it has run or is cancelled
+        self.aged_at = min(stamps) + threshold_ns if stamps else NEVER
 
-    def next(self, now_ns: int):
-        """Return ``(event, elevated)`` for the delivery at ``now_ns``, or ``None``."""
-        if now_ns - self._oldest >= self._threshold:
-            aged = self._next_aged(now_ns)
-            if aged is not None:
-                return aged
-        i = self._i
-        done = self._done
-        if done is None:
-            # Nothing elevated yet: backend order, nothing to skip.
-            if i >= self._n:
-                return None
-            self._i = i + 1
-            return self._batch[i], False
-        n = self._n
-        while i < n and done[i]:
-            i += 1
-        if i >= n:
-            return None
-        done[i] = 1
-        self._i = i + 1
-        return self._batch[i], False
+    def pop_aged(self, now_ns: int):
+        """The oldest remaining event if it has aged at ``now_ns``, else None.
 
-    def _next_aged(self, now_ns: int):
-        """The oldest event not yet dispatched, elevated, if it has aged; else None."""
-        by_age, done, n = self._by_age, self._done, self._n
+        The caller runs the event it gets (its state leaves ``READY``).  When
+        it gets None, :attr:`aged_at` says when to ask again.
+        """
+        by_age = self._by_age
         if by_age is None:
             stamps = self._stamps
-            by_age = self._by_age = sorted(range(n), key=stamps.__getitem__)  # stable
-            # The events before the backend-order cursor are dispatched already.
-            done = self._done = bytearray(n)
-            done[:self._i] = b"\x01" * self._i
-        k = self._k
-        while k < n and done[by_age[k]]:
+            by_age = self._by_age = sorted(range(len(stamps)), key=stamps.__getitem__)  # stable
+        batch, n, k = self._batch, len(by_age), self._k
+        # Skip what ran in backend order or was disarmed since.
+        while k < n and batch[by_age[k]].state != READY:
             k += 1
         self._k = k
         if k >= n:
-            self._oldest = now_ns  # everything is dispatched
+            self.aged_at = NEVER  # nothing remains
             return None
         j = by_age[k]
-        stamp = self._stamps[j]
-        if now_ns - stamp < self._threshold:
-            self._oldest = stamp  # not aged yet: the next check waits for this stamp
-            return None
-        done[j] = 1
+        aged_at = self.aged_at = self._stamps[j] + self._threshold
+        if now_ns < aged_at:
+            return None  # the oldest remaining event has not aged yet
         self._k = k + 1
-        return self._batch[j], True
+        return batch[j]

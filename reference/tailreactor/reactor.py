@@ -42,7 +42,7 @@ import time
 from . import config as _config
 from .backends import READ, WRITE, create_backend
 from .backends.base import direction_name
-from .dispatch import AgeOrder, BackendOrder
+from .dispatch import NEVER, AgeOrder
 from .events import ARMED, CANCELLED, DONE, READY, Event
 from .posts import PostQueue
 from .timers import Timer, TimerHeap
@@ -339,15 +339,21 @@ class Reactor:
         return ran
 
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
+        # The order (dispatch.py): backend order, walked here with a cursor,
+        # except that before each delivery an event aged past the threshold
+        # runs first.  `aged_at` is the clock value before which no remaining
+        # event can have aged, so the check is one comparison; NEVER when
+        # age-based dispatch is off.
         tail_ns = self._tail_ns
+        age = None
+        aged_at = NEVER
         if tail_ns > 0:
             if self._age_from_ready:
                 stamps = [ev.ready_ns for ev in batch]
             else:
                 stamps = [ev.armed_ns for ev in batch]
-            order = AgeOrder(batch, stamps, tail_ns)
-        else:
-            order = BackendOrder(batch)
+            age = AgeOrder(batch, stamps, tail_ns)
+            aged_at = age.aged_at
         budget_ns = self._budget_ns
         # The first mid-round submit is due once the round has used its budget; after a
         # submit the next is due a budget later, so a long round costs one extra
@@ -360,18 +366,25 @@ class Reactor:
         timed = tail_ns > 0 or budget_ns > 0 or probe is not None
         counters = self.counters
         tables = self._armed
-        next_event = order.next
+        n = len(batch)
+        i = 0  # the backend-order cursor
         ran = 0
         now = round_start
         while True:
             if timed:
                 now = clock()
-            nxt = next_event(now)
-            if nxt is None:
-                break
-            ev, elevated = nxt
-            if ev.state != READY:
-                continue  # disarmed or re-armed by an earlier callback of this batch
+            ev = None
+            if now >= aged_at:  # some remaining event may have aged: ask
+                ev = age.pop_aged(now)
+                aged_at = age.aged_at
+            elevated = ev is not None
+            if not elevated:
+                if i >= n:
+                    break
+                ev = batch[i]
+                i += 1
+                if ev.state != READY:
+                    continue  # ran elevated, or disarmed or re-armed by an earlier callback
             # A READY event is still the one its table holds: disarm and re-arm
             # both mark it CANCELLED when they take it out.
             del tables[ev.direction - 1][ev.fd]
