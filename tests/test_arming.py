@@ -168,3 +168,58 @@ def test_flush_submits_queued_arms_now(make_reactor, socketpairs, backend_name):
     assert r.flush() == 0  # nothing queued any more
     r.close()
     assert r.flush() == 0  # after close: nothing to submit, no error
+
+
+def test_rearm_from_own_callback_reuses_the_delivered_event_restamped(make_reactor, clock, socketpairs):
+    """An arm of the same fd and direction from the callback of the event just
+    delivered re-arms that Event object (as CWIST re-arms its per-fd event):
+    new callback and data, ``armed_ns`` = the clock at the re-arm, ``ready_ns``
+    and ``revents`` 0, ``ARMED``.  It is delivered again, to the new callback."""
+    from tailreactor.events import ARMED, DONE
+    r = make_reactor(clock=clock)
+    (a, b), = socketpairs(1)
+    b.send(b"x")  # never read: every arm fires at once
+    seen = []
+
+    def second(ev):
+        seen.append(("second", ev, ev.data, ev.armed_ns, ev.state))
+
+    def first(ev):
+        seen.append(("first", ev, ev.data, ev.armed_ns, ev.state))
+        clock.advance_us(30)
+        again = r.arm(a.fileno(), READ, second, "d2")
+        seen.append(("rearm", again, again.data, again.armed_ns, again.state, again.ready_ns, again.revents))
+
+    ev1 = r.arm(a.fileno(), READ, first, "d1")
+    armed1 = ev1.armed_ns
+    clock.advance_us(100)
+    r.run_once(1.0)
+    r.run_once(1.0)
+    assert [s[0] for s in seen] == ["first", "rearm", "second"]
+    assert seen[0][1:] == (ev1, "d1", armed1, DONE)
+    assert seen[1][1] is ev1, "same fd and direction from its own callback: the delivered Event is re-armed"
+    assert seen[1][2:] == ("d2", armed1 + 130_000, ARMED, 0, 0)
+    assert seen[2][1] is ev1 and seen[2][2] == "d2" and seen[2][3] == armed1 + 130_000
+    assert ev1.revents & 1  # delivered again, with the bits of its second report
+
+
+def test_arm_from_elsewhere_or_other_direction_gets_a_new_event(make_reactor, clock, socketpairs):
+    """Only that re-arm reuses the Event: an arm of the other direction from
+    the callback, of another fd, or from outside any callback gets a new one,
+    and the delivered Event stays DONE."""
+    from tailreactor.events import DONE
+    r = make_reactor(clock=clock)
+    (a, b), (c, d) = socketpairs(2)
+    b.send(b"x")
+    got = {}
+
+    def cb(ev):
+        got["write"] = r.arm(a.fileno(), WRITE, lambda e: None)
+        got["other_fd"] = r.arm(c.fileno(), READ, lambda e: None)
+
+    ev = r.arm(a.fileno(), READ, cb)
+    r.run_once(1.0)
+    assert got["write"] is not ev and got["other_fd"] is not ev
+    assert ev.state == DONE
+    outside = r.arm(a.fileno(), READ, lambda e: None)
+    assert outside is not ev and ev.state == DONE

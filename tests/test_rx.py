@@ -109,6 +109,27 @@ def test_rearm_from_the_callback_receives_the_next_message(pair):
         assert got == [b"m0", b"m1", b"m2"]
 
 
+def test_rearm_from_the_callback_reuses_the_delivered_event(pair):
+    """As Reactor.arm does: a receive armed from the callback of the receive
+    just delivered on that fd re-arms the same Event, result reset to 0."""
+    from tailreactor.events import ARMED
+    a, b = pair
+    buf = bytearray(64)
+    seen = []
+    with _reactor() as r:
+        def cb(e):
+            seen.append((e, e.result))
+            if len(seen) == 1:
+                again = r.arm_recv(a.fileno(), buf, cb)
+                seen.append((again, again.result, again.state))
+        first = r.arm_recv(a.fileno(), buf, cb)
+        b.send(b"one")
+        assert _run_until(r, lambda: len(seen) == 2)
+        b.send(b"three")
+        assert _run_until(r, lambda: len(seen) == 3)
+    assert seen == [(first, 3), (first, 0, ARMED), (first, 5)]
+
+
 def test_disarm_cancels_a_pending_receive(pair):
     a, b = pair
     got = []

@@ -14,7 +14,9 @@ carries the two stamps age-based dispatch reads:
 States: ``ARMED`` (waiting in the backend) -> ``READY`` (reaped, in the current
 batch) -> ``DONE`` (callback ran).  ``disarm`` moves ``ARMED`` or ``READY`` to
 ``CANCELLED``; a cancelled event is never dispatched, even if it is already in
-the batch being dispatched.
+the batch being dispatched.  A callback that re-arms its own fd in the same
+direction gets this object back, ``ARMED`` again with fresh stamps
+(``Reactor.arm``): an Event is one arming at a time, not forever.
 """
 
 from __future__ import annotations
