@@ -1,0 +1,214 @@
+"""Bytecodes per request of the bench server and of the asyncio peer, by part and by function.
+
+Role
+----
+wrk figures on a shared 2-core machine move by about 20 % from run to run, so
+they cannot say where a few percent of a request's CPU go.  This count does
+not move: it runs the real request path in this process -- N keep-alive
+clients on loopback TCP, each sending ``GET /`` once per cycle -- and counts
+the Python bytecodes the *server* executes (``sys.settrace`` with
+``f_trace_opcodes``, switched on only around the server's round:
+``Reactor.run_once``, or asyncio's ``BaseEventLoop._run_once``), divided by
+the requests answered.  On the CPython this project measures, one bytecode
+costs about 27 machine instructions in the interpreter loop, and half of a
+request's user-space instructions are spent there (benchmarks/README.md,
+"Where the time goes"); the rest is C code (syscalls' wrappers, httptools,
+allocation) that this count does not see.
+
+The bench server runs with a clock that never moves (a C callable, so it adds
+no bytecodes): no event ages, no timer fires, so the count is the common
+path, as under a load that keeps every round short.  Under tracing a real
+clock would age every event.
+
+Usage: ``python benchmarks/bytecodes.py [--clients 32] [--cycles 20]
+[--server bench-epoll] [--server bench-io_uring] [--server asyncio] [--top 12]``
+(default: all three servers).  Prints, per server, bytecodes per request
+split into parts, then the functions that execute most.  Exits 2 with one
+line when a server cannot run here (io_uring unavailable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import itertools
+import os
+import select
+import socket
+import sys
+from pathlib import Path
+
+REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1:3000\r\n\r\n"
+SERVERS = ("bench-epoll", "bench-io_uring", "asyncio")
+
+#: Parts of a request, by the file (and for the connection, the function) a bytecode ran in.
+#: The first match wins.
+PARTS = (
+    ("httptools callbacks", "tailreactor/http/connection.py", "Connection.on_"),
+    ("connection", "tailreactor/http/connection.py", ""),
+    ("routes (shared)", "tailreactor/http/routes.py", ""),
+    ("backend", "tailreactor/backends/", ""),
+    ("reactor core", "tailreactor/", ""),
+    ("protocol (peer)", "peers/asyncio_server.py", ""),
+    ("transport (asyncio)", "asyncio/selector_events.py", "_SelectorSocketTransport"),
+    ("transport (asyncio)", "asyncio/transports.py", ""),
+    ("loop (asyncio)", "asyncio/", ""),
+    ("loop (asyncio)", "selectors.py", ""),
+)
+
+
+def part_of(filename: str, qualname: str) -> str:
+    """The part a code object belongs to (PARTS), or ``other``."""
+    path = filename.replace(os.sep, "/")
+    for part, file_part, name_prefix in PARTS:
+        if file_part in path and qualname.startswith(name_prefix):
+            return part
+    return "other"
+
+
+class OpcodeCounter:
+    """Counts executed bytecodes per (filename, qualname) while active."""
+
+    def __init__(self):
+        self.counts: collections.Counter = collections.Counter()
+
+    def _trace(self, frame, event, arg):
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        if event == "opcode":
+            code = frame.f_code
+            self.counts[(code.co_filename, code.co_qualname)] += 1
+        return self._trace
+
+    def call(self, fn, *args):
+        """``fn(*args)`` with tracing on; returns its result."""
+        sys.settrace(self._trace)
+        try:
+            return fn(*args)
+        finally:
+            sys.settrace(None)
+
+
+def _clients(port: int, n: int) -> list[socket.socket]:
+    return [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+
+
+def _cycle(clients, step) -> None:
+    """Every client sends one request; run server rounds (``step()``) until every answer arrived."""
+    for c in clients:
+        c.sendall(REQUEST)
+    waiting = set(clients)
+    while waiting:
+        step()
+        ready, _, _ = select.select(list(waiting), [], [], 0)
+        for c in ready:
+            if not c.recv(65536):
+                raise RuntimeError("the server closed a keep-alive connection")
+            waiting.discard(c)
+
+
+def count_bench(backend: str, clients: int, cycles: int) -> tuple[collections.Counter, int]:
+    """Bytecodes by code object, and requests answered, of the bench server on ``backend``."""
+    from tailreactor import Reactor
+    from tailreactor.config import load
+    from tailreactor.http.listener import Listener
+
+    frozen = itertools.repeat(1_000_000_000).__next__  # a clock that never moves, in C
+    r = Reactor(backend, config=load({}), clock=frozen)
+    listener = Listener(r, "127.0.0.1", 0)
+    socks = _clients(listener.port, clients)
+    counter = OpcodeCounter()
+    try:
+        for _ in range(20):  # accept everyone
+            r.run_once(0.01)
+        for _ in range(3):  # warm-up: first requests take rarer paths
+            _cycle(socks, lambda: r.run_once(0.1))
+
+        def served() -> int:
+            return sum(conn.stats.requests for conn in listener.connections.values())
+
+        before = served()
+        for _ in range(cycles):
+            _cycle(socks, lambda: counter.call(r.run_once, 0.1))
+        return counter.counts, served() - before
+    finally:
+        for c in socks:
+            c.close()
+        listener.close()
+        r.close()
+
+
+def count_asyncio(clients: int, cycles: int) -> tuple[collections.Counter, int]:
+    """Bytecodes by code object, and requests answered, of the asyncio peer."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+    from asyncio_server import HttpProtocol
+
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(loop.create_server(HttpProtocol, "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    socks = _clients(port, clients)
+    counter = OpcodeCounter()
+    try:
+        for _ in range(20):
+            loop.run_until_complete(asyncio.sleep(0.005))
+        for _ in range(3):
+            _cycle(socks, loop._run_once)  # one iteration of run_forever's loop
+        for _ in range(cycles):
+            _cycle(socks, lambda: counter.call(loop._run_once))
+        return counter.counts, clients * cycles
+    finally:
+        for c in socks:
+            c.close()
+        server.close()
+        loop.run_until_complete(server.wait_closed())
+        loop.close()
+
+
+def measure(server: str, clients: int, cycles: int) -> tuple[collections.Counter, int]:
+    if server == "asyncio":
+        return count_asyncio(clients, cycles)
+    return count_bench(server.split("-", 1)[1], clients, cycles)
+
+
+def report(server: str, counts: collections.Counter, requests: int, top: int) -> str:
+    """The text block of one server: total, parts, top functions (bytecodes per request)."""
+    total = sum(counts.values())
+    parts: collections.Counter = collections.Counter()
+    for (filename, qualname), n in counts.items():
+        parts[part_of(filename, qualname)] += n
+    lines = [f"{server}: {total / requests:.1f} bytecodes/request ({requests} requests)"]
+    for part, n in parts.most_common():
+        lines.append(f"  {n / requests:7.1f}  {part}")
+    lines.append("  top functions:")
+    for (filename, qualname), n in counts.most_common(top):
+        lines.append(f"  {n / requests:7.1f}  {qualname}  ({Path(filename).name})")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, default=32, help="keep-alive clients (default 32)")
+    ap.add_argument("--cycles", type=int, default=20, help="requests per client counted (default 20)")
+    ap.add_argument("--server", action="append", choices=SERVERS,
+                    help="a server to count (repeatable; default: all)")
+    ap.add_argument("--top", type=int, default=12, help="functions listed per server (default 12)")
+    args = ap.parse_args(argv)
+    if args.clients < 1 or args.cycles < 1:
+        ap.error(f"--clients and --cycles must be >= 1, got {args.clients} and {args.cycles}")
+    for server in args.server or SERVERS:
+        try:
+            counts, requests = measure(server, args.clients, args.cycles)
+        except OSError as exc:  # IoUringUnavailable is an OSError
+            print(f"bytecodes: {server} cannot run here: {exc}", file=sys.stderr)
+            return 2
+        if requests < args.clients * args.cycles:
+            print(f"bytecodes: {server} answered {requests} of {args.clients * args.cycles} requests",
+                  file=sys.stderr)
+            return 1
+        print(report(server, counts, requests, args.top), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
