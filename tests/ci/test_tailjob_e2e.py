@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CI_DIR
+from tailjob_testdata import CI_DIR
 
 pytestmark = [pytest.mark.wrk,
               pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")]

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import ROOT
+from tailjob_testdata import ROOT
 
 from tailjob import history, plot, report, runner
 from tailreactor.config import KNOBS

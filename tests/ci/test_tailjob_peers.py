@@ -10,7 +10,7 @@ import re
 import stat
 
 import pytest
-from conftest import _record
+from tailjob_testdata import record
 
 from tailjob import peers, peersjob, peersreport
 from tailjob.cli import main
@@ -72,10 +72,10 @@ def peers_job():
     scale = {"tailreactor-io_uring": 0.5, "tailreactor-epoll": 0.8, "asyncio": 1.0, "uvloop": 0.6}
     leg = Leg(0, None, 1, 64, 2, 3, label="c64")
     schedule = shuffled_schedule([s.key for s in SERVERS], 8, seed=1)
-    runs = [_record(0, -1, 0, schedule[0][0], warmup=True)]
+    runs = [record(0, -1, 0, schedule[0][0], warmup=True)]
     for t, order in enumerate(schedule):
         for pos, key in enumerate(order):
-            runs.append(_record(0, t, pos, key, scale=scale[key]))
+            runs.append(record(0, t, pos, key, scale=scale[key]))
     lr = peersjob.PeersLegResult(leg=leg, servers=[s.key for s in SERVERS], schedule=schedule, runs=runs)
     lr.summary = peersjob.summarize(lr.runs, lr.servers)
     lr.ratios = peersjob.ratios(lr.summary)
@@ -93,7 +93,7 @@ def test_summary_is_the_median_over_measured_runs_per_server(peers_job):
     s = peers_job.legs[0].summary
     assert set(s) == {srv.key for srv in SERVERS}
     assert s["asyncio"]["runs"] == 8
-    # _record: cpu = 25 x scale + trial / 10, trials 0..7 -> median 25 x scale + 0.35
+    # record: cpu = 25 x scale + trial / 10, trials 0..7 -> median 25 x scale + 0.35
     assert s["asyncio"]["cpu_us_per_req"] == pytest.approx(25.35)
     assert s["tailreactor-io_uring"]["cpu_us_per_req"] == pytest.approx(12.85)
 
@@ -118,12 +118,13 @@ def test_cpu_ratio_intervals_pair_runs_by_trial_and_hold_the_ratio(peers_job):
 
 
 def test_cpu_ratio_intervals_need_8_paired_trials_like_a_verdict():
-    from conftest import _record
-
-    runs = [_record(0, t, p, key, scale=sc) for t in range(7)
+    runs = [record(0, t, p, key, scale=sc) for t in range(7)
             for p, (key, sc) in enumerate((("asyncio", 1.0), ("uvloop", 0.6)))]
-    assert peersjob.ratio_intervals(runs, ["asyncio", "uvloop"], seed=1)["uvloop"]["asyncio"] is None
-    runs += [_record(0, 7, 0, "asyncio"), _record(0, 7, 1, "uvloop", scale=0.6)]
+    few = peersjob.ratio_intervals(runs, ["asyncio", "uvloop"], seed=1)
+    assert few["uvloop"]["asyncio"] is None
+    # A server against itself is exactly 1 whatever the trials (not "-", which reads as unknown).
+    assert few["asyncio"]["asyncio"] == few["uvloop"]["uvloop"] == [1.0, 1.0]
+    runs += [record(0, 7, 0, "asyncio"), record(0, 7, 1, "uvloop", scale=0.6)]
     assert peersjob.ratio_intervals(runs, ["asyncio", "uvloop"], seed=1)["uvloop"]["asyncio"] is not None
 
 
@@ -218,7 +219,7 @@ def test_peers_mode_needs_uvloop(monkeypatch, capsys, tmp_path):
 
 
 def test_benchmarks_readme_has_the_markers_once():
-    from conftest import ROOT
+    from tailjob_testdata import ROOT
 
     text = (ROOT / "benchmarks" / "README.md").read_text()
     assert text.count(peersreport.BEGIN) == 1 and text.count(peersreport.END) == 1

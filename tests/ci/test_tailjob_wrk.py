@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES
+from tailjob_testdata import FIXTURES
 
 from tailjob.wrk import PERCENTILES, WrkOutputError, parse_wrk_output, wrk_command
 

@@ -136,6 +136,7 @@ def ratio_intervals(runs: list[RunRecord], servers: list[str], *, seed: int) -> 
     measured run (:func:`tailjob.stats.bootstrap_ratio_ci`, runs paired by
     trial); ``None`` with fewer than :data:`tailjob.stats.MIN_PAIRS` (8) such
     trials, the A/B's rule: a bootstrap over fewer runs claims more than it knows.
+    A server against itself is ``[1.0, 1.0]`` once it has a measured run.
     """
     def by_trial(key: str) -> dict[int, float]:
         return {r.trial: r.metrics[INTERVAL_METRIC] for r in runs
@@ -148,6 +149,9 @@ def ratio_intervals(runs: list[RunRecord], servers: list[str], *, seed: int) -> 
         out[key] = {}
         for ref in refs:
             trials = sorted(set(values[key]) & set(values[ref]))
+            if key == ref and trials:
+                out[key][ref] = [1.0, 1.0]  # exact, however few the trials
+                continue
             if len(trials) < MIN_PAIRS:
                 out[key][ref] = None
                 continue
