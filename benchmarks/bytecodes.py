@@ -22,7 +22,9 @@ clock would age every event.
 
 Usage: ``python benchmarks/bytecodes.py [--clients 32] [--cycles 20]
 [--server bench-epoll] [--server bench-io_uring] [--server asyncio] [--top 12]``
-(default: all three servers).  Prints, per server, bytecodes per request
+(default: all three servers).  ``CWIST_*`` knobs in the environment apply to
+the bench server (``CWIST_REACTOR_TAIL_US=0 python benchmarks/bytecodes.py``
+counts the round without age-based dispatch).  Prints, per server, bytecodes per request
 split into parts, then the functions that execute most.  Exits 2 with one
 line when a server cannot run here (io_uring unavailable).
 """
@@ -115,15 +117,15 @@ def _cycle(clients, step) -> None:
 def count_bench(backend: str, clients: int, cycles: int) -> tuple[collections.Counter, int]:
     """Bytecodes by code object, and requests answered, of the bench server on ``backend``.
 
-    ``backend`` is a backend name (``CWIST_REACTOR_BACKEND``); the rest of the
-    configuration is the default.
+    ``backend`` is a backend name; the other ``CWIST_*`` knobs come from the
+    environment (raises ``ConfigError`` for a bad value).
     """
     from tailreactor import Reactor
     from tailreactor.config import load
     from tailreactor.http.listener import Listener
 
     frozen = itertools.repeat(1_000_000_000).__next__  # a clock that never moves, in C
-    r = Reactor(backend, config=load({}), clock=frozen)
+    r = Reactor(backend, config=load(), clock=frozen)
     listener = Listener(r, "127.0.0.1", 0)
     socks = _clients(listener.port, clients)
     counter = OpcodeCounter()
@@ -204,6 +206,9 @@ def main(argv=None) -> int:
             counts, requests = measure(server, args.clients, args.cycles)
         except OSError as exc:  # IoUringUnavailable is an OSError
             print(f"bytecodes: {server} cannot run here: {exc}", file=sys.stderr)
+            return 2
+        except ValueError as exc:  # ConfigError is a ValueError
+            print(f"bytecodes: {exc}", file=sys.stderr)
             return 2
         print(report(server, counts, requests, args.top), flush=True)
     return 0

@@ -7,6 +7,7 @@ answers every request, and its parts add up to its total.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -18,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bytecodes.py"
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
+def run(*args: str, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=env)
 
 
 def blocks(stdout: str) -> dict[str, tuple[float, dict[str, float]]]:
@@ -61,3 +62,7 @@ def test_bad_arguments_get_one_clear_error():
     assert "--cycles must be >= 1, got" in res.stderr
     res = run("--server", "nginx")
     assert res.returncode == 2 and "invalid choice: 'nginx'" in res.stderr
+    # The bench server reads its knobs from the environment, and says which one is bad.
+    res = run("--server", "bench-epoll", env={**os.environ, "CWIST_REACTOR_TAIL_US": "soon"})
+    assert res.returncode == 2 and res.stdout == ""
+    assert "CWIST_REACTOR_TAIL_US='soon' is invalid" in res.stderr
