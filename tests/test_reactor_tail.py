@@ -121,12 +121,16 @@ def test_policy_matches_oracle_for_random_stamps_and_slow_callbacks(backend_name
     n = data.draw(st.integers(1, 8), label="events")
     stamps = data.draw(st.lists(st.integers(0, 3000), min_size=n, max_size=n), label="arm_at_us")
     slow = data.draw(st.lists(st.integers(0, 800), min_size=n, max_size=n), label="callback_us")
+    # How long after the last arm the round starts: past the threshold, every
+    # event has aged before the first delivery (a reactor a round behind).
+    lag = data.draw(st.integers(0, 2 * T_US), label="round_starts_after_us")
     clock = ManualClock()
     r, rec = make(backend_name, clock)
     pairs = socketpairs(n)
     log, times = [], []
     base = clock()
     events = arm_pairs(r, pairs, clock, stamps, log, slow_us=dict(enumerate(slow)), times=times)
+    clock.advance_us(lag)
     run_round(r)
     backend_order = [next(i for i, e in events.items() if e is tok) for tok in rec.batches[0]]
     check_policy(log, times, stamps, base, backend_order)
@@ -145,6 +149,32 @@ def test_several_aged_events_oldest_first_and_elevations_counted(backend_name, c
     assert sorted(n for n, _ in log[3:]) == [1, 4]
     assert all(not late for _, late in log[3:])
     assert r.counters.tail_elevations == 3
+    r.close()
+
+
+def test_all_aged_at_round_start_run_oldest_first_ties_in_backend_order_and_skip_disarmed(
+        backend_name, clock, socketpairs):
+    """The overload case (a reactor a round behind): every event of the batch has aged
+    before the first delivery.  All run elevated, oldest first, equal stamps in backend
+    order, and an event an earlier callback disarms never runs."""
+    r, rec = make(backend_name, clock)
+    pairs = socketpairs(6)
+    log = []
+    stamps = [300, 0, 300, 100, 0, 200]
+    events = arm_pairs(r, pairs, clock, stamps, log)
+    victim = pairs[5][0].fileno()  # stamp 200: would run fourth or later
+
+    def disarm_victim_then_log(ev, cb=events[1].callback):
+        r.disarm(victim)
+        cb(ev)
+
+    events[1].callback = disarm_victim_then_log  # stamp 0: runs first or second
+    clock.advance_us(5 * T_US)  # everything is 5 ms old or more
+    run_round(r)
+    backend_order = [next(i for i, e in events.items() if e is tok) for tok in rec.batches[0]]
+    by_age = sorted((i for i in backend_order if i != 5), key=lambda i: (stamps[i], backend_order.index(i)))
+    assert log == [(i, True) for i in by_age]
+    assert r.counters.tail_elevations == 5 == r.counters.dispatched
     r.close()
 
 
