@@ -15,13 +15,18 @@ not counted, and a bytecode's cost varies.  Use it to see which Python
 code runs per request and to compare two trees exactly;
 ``benchmarks/README.md`` puts it beside callgrind's instruction counts.
 
-The bench server runs with a clock that never moves (a C callable, so it adds
-no bytecodes): no event ages, no timer fires, so the count is the common
-path, as under a load that keeps every round short.  Under tracing a real
-clock would age every event.
+The bench server runs on a clock written in C (it adds no bytecodes) that
+moves only when read: by ``--clock-step-us`` per read, default 0.  At 0 no
+event ages and no timer fires: the path of a load that keeps every round
+short.  A step of at least ``CWIST_REACTOR_TAIL_US`` ages every event before
+it is delivered: the path of a server a round behind, which is where the
+bench server is at ``wrk -c256`` (the latency probe counts every delivery
+as a tail elevation there).  Under tracing a real clock would age
+everything, by an amount nobody chose.
 
 Usage: ``python benchmarks/bytecodes.py [--clients 32] [--cycles 20]
-[--server bench-epoll] [--server bench-io_uring] [--server asyncio] [--top 12]``
+[--server bench-epoll] [--server bench-io_uring] [--server asyncio] [--top 12]
+[--clock-step-us 0]``
 (default: all three servers).  ``CWIST_*`` knobs in the environment apply to
 the bench server (``CWIST_REACTOR_TAIL_US=0 python benchmarks/bytecodes.py``
 counts the round without age-based dispatch).  Prints, per server, bytecodes per request
@@ -114,7 +119,7 @@ def _cycle(clients, step) -> None:
             waiting.discard(c)
 
 
-def count_bench(backend: str, clients: int, cycles: int) -> tuple[collections.Counter, int]:
+def count_bench(backend: str, clients: int, cycles: int, step_us: int = 0) -> tuple[collections.Counter, int]:
     """Bytecodes by code object, and requests answered, of the bench server on ``backend``.
 
     ``backend`` is a backend name; the other ``CWIST_*`` knobs come from the
@@ -124,8 +129,9 @@ def count_bench(backend: str, clients: int, cycles: int) -> tuple[collections.Co
     from tailreactor.config import load
     from tailreactor.http.listener import Listener
 
-    frozen = itertools.repeat(1_000_000_000).__next__  # a clock that never moves, in C
-    r = Reactor(backend, config=load(), clock=frozen)
+    # A clock in C that moves step_us per read (itertools.count: no bytecodes).
+    clock = itertools.count(1_000_000_000, step_us * 1000).__next__
+    r = Reactor(backend, config=load(), clock=clock)
     listener = Listener(r, "127.0.0.1", 0)
     socks = _clients(listener.port, clients)
     counter = OpcodeCounter()
@@ -170,10 +176,10 @@ def count_asyncio(clients: int, cycles: int) -> tuple[collections.Counter, int]:
         loop.close()
 
 
-def measure(server: str, clients: int, cycles: int) -> tuple[collections.Counter, int]:
+def measure(server: str, clients: int, cycles: int, step_us: int = 0) -> tuple[collections.Counter, int]:
     if server == "asyncio":
         return count_asyncio(clients, cycles)
-    return count_bench(server.split("-", 1)[1], clients, cycles)
+    return count_bench(server.split("-", 1)[1], clients, cycles, step_us)
 
 
 def report(server: str, counts: collections.Counter, requests: int, top: int) -> str:
@@ -198,12 +204,16 @@ def main(argv=None) -> int:
     ap.add_argument("--server", action="append", choices=SERVERS,
                     help="a server to count (repeatable; default: all)")
     ap.add_argument("--top", type=int, default=12, help="functions listed per server (default 12)")
+    ap.add_argument("--clock-step-us", type=int, default=0,
+                    help="the bench server's clock moves this much per read (default 0; see above)")
     args = ap.parse_args(argv)
     if args.clients < 1 or args.cycles < 1:
         ap.error(f"--clients and --cycles must be >= 1, got {args.clients} and {args.cycles}")
+    if args.clock_step_us < 0:
+        ap.error(f"--clock-step-us must be >= 0, got {args.clock_step_us}")
     for server in args.server or SERVERS:
         try:
-            counts, requests = measure(server, args.clients, args.cycles)
+            counts, requests = measure(server, args.clients, args.cycles, args.clock_step_us)
         except OSError as exc:  # IoUringUnavailable is an OSError
             print(f"bytecodes: {server} cannot run here: {exc}", file=sys.stderr)
             return 2

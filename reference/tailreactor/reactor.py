@@ -367,10 +367,9 @@ class Reactor:
 
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
         # The order (dispatch.py): backend order, walked here with a cursor,
-        # except that before each delivery an event aged past the threshold
-        # runs first.  `aged_at` is the clock value before which no remaining
-        # event can have aged, so the check is one comparison; NEVER when
-        # age-based dispatch is off.
+        # except that runs of aged events go first.  Between runs, `aged_at`
+        # is the clock value before which no remaining event can have aged,
+        # so the check is one comparison; NEVER when age-based dispatch is off.
         tail_ns = self._tail_ns
         age = None
         aged_at = NEVER
@@ -395,23 +394,31 @@ class Reactor:
         tables = self._armed
         n = len(batch)
         i = 0  # the backend-order cursor
+        run: list[Event] = []  # the run of aged events being walked, oldest first
+        r = m = 0  # its cursor and length
         ran = 0
         now = round_start
         while True:
             if timed:
                 now = clock()
-            ev = None
-            if now >= aged_at:  # some remaining event may have aged: ask
-                ev = age.pop_aged(now)
+            if r >= m and now >= aged_at:  # between runs, and some event may have aged
+                run = age.take_aged(now)
+                r, m = 0, len(run)
                 aged_at = age.aged_at
-            elevated = ev is not None
-            if not elevated:
+                if aged_at == NEVER:
+                    i = n  # every event is taken or gone: backend order has nothing left
+            if r < m:
+                ev = run[r]
+                r += 1
+                elevated = True
+            else:
                 if i >= n:
                     break
                 ev = batch[i]
                 i += 1
-                if ev.state != READY:
-                    continue  # ran elevated, or disarmed or re-armed by an earlier callback
+                elevated = False
+            if ev.state != READY:
+                continue  # ran in a run, or disarmed or re-armed by an earlier callback
             # A READY event is still the one its table holds: disarm and re-arm
             # both mark it CANCELLED when they take it out.
             del tables[ev.direction - 1][ev.fd]
