@@ -37,7 +37,7 @@ event is taken, ``aged_at`` is :data:`NEVER` and the reactor ends that walk.
 
 Cost: aged events are always a prefix of the batch sorted by stamp (age only
 grows), so a run is the next slice of that sorted batch, found by a binary
-search over the sorted stamps, and the age-order cursor only moves forward.
+search over its stamps, and the age-order cursor only moves forward.
 The sort (O(n log n), once per round) is done lazily, the first time the
 oldest stamp of the batch is past the threshold.  In the common case, where
 nothing ages during a round, the policy costs one ``min`` over the stamps
@@ -72,8 +72,9 @@ NEVER = 1 << 63
 class AgeOrder:
     """The age-ordered side of one round; see the module docstring.
 
-    ``batch`` is the round's events in backend order, ``stamps[i]`` the age
-    stamp (ns) of ``batch[i]``, ``threshold_ns`` > 0.  An event is *remaining*
+    ``batch`` is the round's events in backend order; ``stamp(event)`` its age
+    stamp in ns (``operator.attrgetter("armed_ns")`` or ``"ready_ns"``, so
+    the stamps are read in C); ``threshold_ns`` > 0.  An event is *remaining*
     while its ``state`` is ``READY`` (events.py): once it runs, or an earlier
     callback disarms it, it is not.  Ties between equal stamps keep backend
     order.
@@ -84,18 +85,17 @@ class AgeOrder:
     event is left to take.
     """
 
-    __slots__ = ("_batch", "_stamps", "_threshold", "_by_age", "_sorted_stamps", "_k", "aged_at")
+    __slots__ = ("_batch", "_stamp", "_threshold", "_by_age", "_k", "aged_at")
 
-    def __init__(self, batch: list, stamps: list[int], threshold_ns: int):
+    def __init__(self, batch: list, stamp, threshold_ns: int):
         self._batch = batch
-        self._stamps = stamps
+        self._stamp = stamp
         self._threshold = threshold_ns
-        # The batch and the stamps sorted by stamp (ties in backend order),
-        # built the first time an event ages.
+        # The batch sorted by stamp (ties in backend order), built the first
+        # time an event ages.
         self._by_age: list | None = None
-        self._sorted_stamps: list[int] = []
         self._k = 0  # cursor in age order: everything before it is taken
-        self.aged_at = min(stamps) + threshold_ns if stamps else NEVER
+        self.aged_at = min(map(stamp, batch)) + threshold_ns if batch else NEVER
 
     def take_aged(self, now_ns: int) -> list:
         """Every remaining event aged at ``now_ns`` (ns), oldest first: a run; ``[]`` if none.
@@ -108,12 +108,10 @@ class AgeOrder:
         """
         by_age = self._by_age
         if by_age is None:
-            batch, stamps = self._batch, self._stamps
-            by_age = self._by_age = [batch[j] for j in sorted(range(len(stamps)), key=stamps.__getitem__)]
-            self._sorted_stamps = sorted(stamps)  # sorted() is stable: the same order
-        sorted_stamps, k = self._sorted_stamps, self._k
+            by_age = self._by_age = sorted(self._batch, key=self._stamp)  # stable
+        k, stamp = self._k, self._stamp
         # Aged means stamp <= now - threshold; stamps ascend, so the run is a slice.
-        end = bisect_right(sorted_stamps, now_ns - self._threshold, k)
+        end = bisect_right(by_age, now_ns - self._threshold, k, key=stamp)
         self._k = end
-        self.aged_at = sorted_stamps[end] + self._threshold if end < len(sorted_stamps) else NEVER
+        self.aged_at = stamp(by_age[end]) + self._threshold if end < len(by_age) else NEVER
         return by_age[k:end]

@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from operator import attrgetter
 
 from . import config as _config
 from .backends import READ, WRITE, create_backend
@@ -113,7 +114,8 @@ class Reactor:
         self._arms_since_flush = 0
         # Policy knobs, in ns, read once: the hot path must not re-parse config.
         self._tail_ns = self.config.tail_us * 1000
-        self._age_from_ready = self.config.age_from == "ready"
+        # The stamp age counts from (dispatch.py), read in C.
+        self._age_stamp = attrgetter("ready_ns" if self.config.age_from == "ready" else "armed_ns")
         self._budget_ns = self.config.round_budget_us * 1000
         self._drain_chunk = self.config.drain_chunk
         self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
@@ -374,11 +376,7 @@ class Reactor:
         age = None
         aged_at = NEVER
         if tail_ns > 0:
-            if self._age_from_ready:
-                stamps = [ev.ready_ns for ev in batch]
-            else:
-                stamps = [ev.armed_ns for ev in batch]
-            age = AgeOrder(batch, stamps, tail_ns)
+            age = AgeOrder(batch, self._age_stamp, tail_ns)
             aged_at = age.aged_at
         budget_ns = self._budget_ns
         # The first mid-round submit is due once the round has used its budget; after a
