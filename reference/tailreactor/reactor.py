@@ -124,7 +124,10 @@ class Reactor:
         # epoll_ctl).  _running_fd is the fd whose callback runs now, or -1.
         self._rearm = getattr(backend, "rearm", None) or backend.arm
         self._running_fd = -1
-        self._running: Event | None = None  # the event whose callback runs now
+        # The event whose callback runs now (arm re-arms it in place).  Its fd
+        # is _running_fd, kept apart so that every arm tests one int, not an
+        # attribute of an object that is None outside callbacks.
+        self._running: Event | None = None
         if probe is None and self.config.latency_probe:
             from .probe import LatencyProbe
             probe = LatencyProbe(backend=self.backend_name, worker=worker, config=self.config)
