@@ -178,6 +178,48 @@ def test_all_aged_at_round_start_run_oldest_first_ties_in_backend_order_and_skip
     r.close()
 
 
+def test_an_event_rearmed_in_place_mid_round_does_not_hide_an_aged_one(backend_name, clock, socketpairs):
+    """Found by a fresh-eyes review.  T = 1000 us; stamps Z 0, P 300, Q 400, X 600, Y 700,
+    R 990; the round starts at 1000 with backend order X R Z P Q Y.  Z is aged and runs;
+    X is not and runs next in backend order, re-arms itself (which re-stamps the same Event
+    to 1000) and takes 800 us.  At 1800 P, Q and Y have aged and must all run before R.
+    The age order must not read X's new stamp: that once made it look like the run ended
+    at X, and R ran before Y."""
+    names = ["Z", "P", "Q", "X", "Y", "R"]
+    stamps = [0, 300, 400, 600, 700, 990]
+    backend_order = [3, 5, 0, 1, 2, 4]  # X R Z P Q Y
+
+    class Reordered(RecordingBackend):
+        def wait(self, timeout_s):
+            rank = {pairs[i][0].fileno(): k for k, i in enumerate(backend_order)}
+            got = sorted(self.inner.wait(timeout_s), key=lambda pair: rank[pair[0].fd])
+            self.batches.append([tok for tok, _ in got])
+            return got
+
+    rec = Reordered(create_backend(backend_name))
+    r = Reactor(rec, config=Config.default().replace(tail_us=T_US), clock=clock)
+    pairs = socketpairs(6)
+    log, times = [], []
+    base = clock()
+    for i in sorted(range(6), key=stamps.__getitem__):
+        clock.set_ns(base + stamps[i] * 1000)
+        pairs[i][1].send(b"x")
+
+        def cb(ev, i=i):
+            log.append((i, r.dispatch_late()))
+            times.append(clock())
+            if names[i] == "X":
+                r.arm(ev.fd, READ, cb)  # the HTTP re-arm: the same Event, re-stamped
+                clock.advance_us(800)
+
+        r.arm(pairs[i][0].fileno(), READ, cb)
+    clock.set_ns(base + T_US * 1000)
+    run_round(r)
+    assert [names[i] for i, _ in log] == ["Z", "X", "P", "Q", "Y", "R"]
+    check_policy(log, times, stamps, base, backend_order)
+    r.close()
+
+
 def test_tail_us_zero_is_backend_order_and_no_elevation(backend_name, clock, socketpairs):
     r, rec = make(backend_name, clock, tail_us=0)
     pairs = socketpairs(6)

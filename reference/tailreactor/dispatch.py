@@ -37,7 +37,8 @@ event is taken, ``aged_at`` is :data:`NEVER` and the reactor ends that walk.
 
 Cost: aged events are always a prefix of the batch sorted by stamp (age only
 grows), so a run is the next slice of that sorted batch, found by a binary
-search over its stamps, and the age-order cursor only moves forward.
+search over its stamps (read once, when sorting), and the age-order cursor
+only moves forward.
 The sort (O(n log n), once per round) is done lazily, the first time the
 oldest stamp of the batch is past the threshold.  In the common case, where
 nothing ages during a round, the policy costs one ``min`` over the stamps
@@ -85,15 +86,16 @@ class AgeOrder:
     event is left to take.
     """
 
-    __slots__ = ("_batch", "_stamp", "_threshold", "_by_age", "_k", "aged_at")
+    __slots__ = ("_batch", "_stamp", "_threshold", "_by_age", "_sorted_stamps", "_k", "aged_at")
 
     def __init__(self, batch: list, stamp, threshold_ns: int):
         self._batch = batch
         self._stamp = stamp
         self._threshold = threshold_ns
-        # The batch sorted by stamp (ties in backend order), built the first
-        # time an event ages.
+        # The batch sorted by stamp (ties in backend order) and those stamps,
+        # built the first time an event ages.
         self._by_age: list | None = None
+        self._sorted_stamps: list[int] = []
         self._k = 0  # cursor in age order: everything before it is taken
         self.aged_at = min(map(stamp, batch)) + threshold_ns if batch else NEVER
 
@@ -109,9 +111,13 @@ class AgeOrder:
         by_age = self._by_age
         if by_age is None:
             by_age = self._by_age = sorted(self._batch, key=self._stamp)  # stable
-        k, stamp = self._k, self._stamp
+            # The stamps as they are now, once: an event that has run may be
+            # re-armed in place (Reactor.arm) with a new stamp, and reading
+            # that one later would unsort the list the search relies on.
+            self._sorted_stamps = list(map(self._stamp, by_age))
+        sorted_stamps, k = self._sorted_stamps, self._k
         # Aged means stamp <= now - threshold; stamps ascend, so the run is a slice.
-        end = bisect_right(by_age, now_ns - self._threshold, k, key=stamp)
+        end = bisect_right(sorted_stamps, now_ns - self._threshold, k)
         self._k = end
-        self.aged_at = stamp(by_age[end]) + self._threshold if end < len(by_age) else NEVER
+        self.aged_at = sorted_stamps[end] + self._threshold if end < len(sorted_stamps) else NEVER
         return by_age[k:end]
