@@ -29,7 +29,8 @@ Usage: ``python benchmarks/bytecodes.py [--clients 32] [--cycles 20]
 [--clock-step-us 0]``
 (default: all three servers).  ``CWIST_*`` knobs in the environment apply to
 the bench server (``CWIST_REACTOR_TAIL_US=0 python benchmarks/bytecodes.py``
-counts the round without age-based dispatch).  Prints, per server, bytecodes per request
+counts the round without age-based dispatch; ``CWIST_HTTP_KEEP_ALIVE_TIMEOUT``
+is 0 unless set).  Prints a line with those settings, then, per server, bytecodes per request
 split into parts, then the functions that execute most.  Exits 2 with one
 line when a server cannot run here (io_uring unavailable).
 """
@@ -41,12 +42,16 @@ import asyncio
 import collections
 import itertools
 import os
-import select
 import socket
 import sys
 from pathlib import Path
 
+from tailreactor.backends import IoUringUnavailable
+from tailreactor.config import ConfigError, load
+
 REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1:3000\r\n\r\n"
+#: Clients connect before the server accepts them, so they must fit its listen backlog.
+MAX_CLIENTS = 1000
 SERVERS = ("bench-epoll", "bench-io_uring", "asyncio")
 
 #: Parts of a request, by the file (and for the connection, the function) a bytecode ran in.
@@ -98,7 +103,10 @@ class OpcodeCounter:
 
 
 def _clients(port: int, n: int) -> list[socket.socket]:
-    return [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    for c in socks:
+        c.setblocking(False)  # _cycle polls them with recv: no select() and its 1024-fd limit
+    return socks
 
 
 def _cycle(clients, step) -> None:
@@ -109,29 +117,33 @@ def _cycle(clients, step) -> None:
     """
     for c in clients:
         c.sendall(REQUEST)
-    waiting = set(clients)
+    waiting = list(clients)
     while waiting:
         step()
-        ready, _, _ = select.select(list(waiting), [], [], 0)
-        for c in ready:
-            if not c.recv(65536):
-                raise RuntimeError("the server closed a keep-alive connection")
-            waiting.discard(c)
+        still = []
+        for c in waiting:
+            try:
+                if not c.recv(65536):
+                    raise RuntimeError("the server closed a keep-alive connection")
+            except BlockingIOError:
+                still.append(c)  # no answer yet
+        waiting = still
 
 
 def count_bench(backend: str, clients: int, cycles: int, step_us: int = 0) -> tuple[collections.Counter, int]:
     """Bytecodes by code object, and requests answered, of the bench server on ``backend``.
 
     ``backend`` is a backend name; the other ``CWIST_*`` knobs come from the
-    environment (raises ``ConfigError`` for a bad value).
+    environment (raises ``ConfigError`` for a bad value), except that
+    ``CWIST_HTTP_KEEP_ALIVE_TIMEOUT`` is 0 unless set: a clock that moves per
+    read would otherwise pass the idle timeout and add timer work.
     """
     from tailreactor import Reactor
-    from tailreactor.config import load
     from tailreactor.http.listener import Listener
 
     # A clock in C that moves step_us per read (itertools.count: no bytecodes).
     clock = itertools.count(1_000_000_000, step_us * 1000).__next__
-    r = Reactor(backend, config=load(), clock=clock)
+    r = Reactor(backend, config=load(bench_env()), clock=clock)
     listener = Listener(r, "127.0.0.1", 0)
     socks = _clients(listener.port, clients)
     counter = OpcodeCounter()
@@ -176,6 +188,11 @@ def count_asyncio(clients: int, cycles: int) -> tuple[collections.Counter, int]:
         loop.close()
 
 
+def bench_env() -> dict[str, str]:
+    """The environment the bench server's knobs are read from (see :func:`count_bench`)."""
+    return {"CWIST_HTTP_KEEP_ALIVE_TIMEOUT": "0", **os.environ}
+
+
 def measure(server: str, clients: int, cycles: int, step_us: int = 0) -> tuple[collections.Counter, int]:
     if server == "asyncio":
         return count_asyncio(clients, cycles)
@@ -207,18 +224,27 @@ def main(argv=None) -> int:
     ap.add_argument("--clock-step-us", type=int, default=0,
                     help="the bench server's clock moves this much per read (default 0; see above)")
     args = ap.parse_args(argv)
-    if args.clients < 1 or args.cycles < 1:
-        ap.error(f"--clients and --cycles must be >= 1, got {args.clients} and {args.cycles}")
+    if not 1 <= args.clients <= MAX_CLIENTS:
+        ap.error(f"--clients must be 1 to {MAX_CLIENTS}, got {args.clients}")
+    if args.cycles < 1:
+        ap.error(f"--cycles must be >= 1, got {args.cycles}")
+    if args.top < 0:
+        ap.error(f"--top must be >= 0, got {args.top}")
     if args.clock_step_us < 0:
         ap.error(f"--clock-step-us must be >= 0, got {args.clock_step_us}")
+    try:
+        load(bench_env())  # a bad knob: say so before printing anything
+    except ConfigError as exc:
+        print(f"bytecodes: {exc}", file=sys.stderr)
+        return 2
+    knobs = sorted(f"{k}={v}" for k, v in bench_env().items() if k.startswith("CWIST_"))
+    print(f"bench server: clock step {args.clock_step_us} us per read; {', '.join(knobs)}; "
+          f"{args.clients} clients x {args.cycles} requests", flush=True)
     for server in args.server or SERVERS:
         try:
             counts, requests = measure(server, args.clients, args.cycles, args.clock_step_us)
-        except OSError as exc:  # IoUringUnavailable is an OSError
+        except IoUringUnavailable as exc:
             print(f"bytecodes: {server} cannot run here: {exc}", file=sys.stderr)
-            return 2
-        except ValueError as exc:  # ConfigError is a ValueError
-            print(f"bytecodes: {exc}", file=sys.stderr)
             return 2
         print(report(server, counts, requests, args.top), flush=True)
     return 0

@@ -42,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ci"))
 
 from tailjob.peers import make_server, servers  # noqa: E402
 
+from tailreactor.config import ConfigError, load  # noqa: E402
+
 SERVERS = ("bench-epoll", "bench-io_uring", "asyncio", "uvloop")
 #: wrk's line with the count of completed requests.
 REQUESTS = re.compile(r"(\d+) requests in ")
@@ -120,6 +122,11 @@ def main(argv=None) -> int:
         env[key] = value
     if min(args.connections, args.duration, args.warmup) < 1:
         ap.error("--connections, --duration and --warmup must be >= 1")
+    try:
+        load(env)  # a bad CWIST_* knob: one line now, not a server that never starts
+    except ConfigError as exc:
+        print(f"instructions: {exc}", file=sys.stderr)
+        return 2
     for tool, how in (("valgrind", "apt-get install valgrind"), ("callgrind_control", "apt-get install valgrind"),
                       ("wrk", "scripts/bootstrap.sh --wrk")):
         if shutil.which(tool) is None:
@@ -130,6 +137,10 @@ def main(argv=None) -> int:
                                          warmup_s=args.warmup, env=env)
         print(f"{name}: {instructions / requests:,.0f} instructions/request "
               f"({instructions:,} instructions, {requests:,} requests)", flush=True)
+        if requests < 100 * args.connections:
+            print(f"instructions: {name} completed {requests / args.connections:.0f} requests per "
+                  f"connection; under 100 the figure reads high (connection set-up and the requests "
+                  f"in flight at the end count): raise --duration", file=sys.stderr)
     return 0
 
 

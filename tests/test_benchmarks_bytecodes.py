@@ -42,9 +42,13 @@ def blocks(stdout: str) -> dict[str, tuple[float, dict[str, float]]]:
 
 def test_bench_server_and_asyncio_peer_are_counted_by_part(backend_name):
     backend = backend_name
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CWIST_")}
     res = run("--clients", "3", "--cycles", "2", "--top", "0",
-              "--server", f"bench-{backend}", "--server", "asyncio")
+              "--server", f"bench-{backend}", "--server", "asyncio", env=clean)
     assert res.returncode == 0, res.stderr
+    # The first line says what was counted: clock step, knobs, clients x requests.
+    assert res.stdout.splitlines()[0] == ("bench server: clock step 0 us per read; "
+                                          "CWIST_HTTP_KEEP_ALIVE_TIMEOUT=0; 3 clients x 2 requests")
     got = blocks(res.stdout)
     assert set(got) == {f"bench-{backend}", "asyncio"}
     assert res.stdout.count("(6 requests)") == 2
@@ -60,6 +64,10 @@ def test_bad_arguments_get_one_clear_error():
     res = run("--cycles", "0")
     assert res.returncode == 2
     assert "--cycles must be >= 1, got" in res.stderr
+    res = run("--top", "-1")
+    assert res.returncode == 2 and "--top must be >= 0, got -1" in res.stderr
+    res = run("--clients", "1001")
+    assert res.returncode == 2 and "--clients must be 1 to 1000" in res.stderr
     res = run("--server", "nginx")
     assert res.returncode == 2 and "invalid choice: 'nginx'" in res.stderr
     # The bench server reads its knobs from the environment, and says which one is bad.
