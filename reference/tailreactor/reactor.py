@@ -159,8 +159,8 @@ class Reactor:
         direction, from the callback of the event just delivered) returns the
         delivered Event itself, re-armed: new callback and data, a fresh
         ``armed_ns``, ``ready_ns`` and ``revents`` 0 -- one allocation less
-        per request, as CWIST re-arms its per-fd event; read the event before
-        re-arming.  Every other arm returns a new Event.  Arming a direction
+        per request (CWIST likewise recycles a fired event's slot through a
+        pool); read the event before re-arming.  Every other arm returns a new Event.  Arming a direction
         that is armed already replaces the earlier event (it will not run).  Raises
         ``OSError(EBADF)`` for a closed fd, ``ValueError`` for a bad direction,
         ``RuntimeError`` after :meth:`close`.
@@ -174,7 +174,7 @@ class Reactor:
         if fd == self._running_fd:
             # From the fd's own callback: the hot re-arm.  The same direction
             # re-arms the Event just delivered, re-stamped, instead of
-            # allocating one (as CWIST reuses its per-fd event).
+            # allocating one (CWIST recycles fired event slots through a pool).
             ev = self._running
             if ev.direction == direction and ev.state == DONE:
                 ev.callback = callback
