@@ -57,7 +57,7 @@ SERVERS = ("bench-epoll", "bench-io_uring", "asyncio")
 #: Parts of a request, by the file (and for the connection, the function) a bytecode ran in.
 #: The first match wins.
 PARTS = (
-    ("httptools callbacks", "tailreactor/http/connection.py", "Connection.on_"),
+    ("request parsing (shared)", "tailreactor/http/request.py", ""),
     ("connection", "tailreactor/http/connection.py", ""),
     ("routes (shared)", "tailreactor/http/routes.py", ""),
     ("backend", "tailreactor/backends/", ""),

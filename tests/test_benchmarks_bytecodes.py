@@ -56,8 +56,10 @@ def test_bench_server_and_asyncio_peer_are_counted_by_part(backend_name):
         assert total > 0
         assert sum(parts.values()) == pytest.approx(total, abs=0.1 * len(parts)), (server, parts)
     bench_parts = set(got[f"bench-{backend}"][1])
-    assert {"reactor core", "backend", "connection", "httptools callbacks"} <= bench_parts
-    assert {"loop (asyncio)", "transport (asyncio)", "protocol (peer)"} <= set(got["asyncio"][1])
+    assert {"reactor core", "backend", "connection", "request parsing (shared)"} <= bench_parts
+    # The peer parses with the bench server's own request code (tests/test_peers_parity.py).
+    assert {"loop (asyncio)", "transport (asyncio)", "protocol (peer)",
+            "request parsing (shared)"} <= set(got["asyncio"][1])
 
 
 def test_bad_arguments_get_one_clear_error():

@@ -3,9 +3,26 @@
 Role
 ----
 The baseline of issue 9: what a user gets by writing the bench app on asyncio
-(or uvloop with ``--uvloop``) instead of on our reactor.  Answers are byte-for-byte the
-bench server's (``tailreactor.http.routes.respond``), so wrk measures the event
-loops, not different responses.  One process, one loop.
+(or uvloop with ``--uvloop``) instead of on our reactor.  One process, one loop.
+
+Same answers, same parsing work
+-------------------------------
+The protocol inherits the bench server's request side
+(:class:`tailreactor.http.request.RequestPipeline`: the httptools callbacks,
+the Host check, the header and target limits, 414/431/505, ``100
+Continue``) and answers with the same ``routes.respond``.  So every answer,
+to good and bad input alike, is byte-for-byte the bench server's
+(``tests/test_peers_parity.py``), and wrk measures the event loops, not two
+different HTTP apps.  After an answer that says ``Connection: close`` the
+close is graceful, as the bench server's: shut down the write side, discard
+input until the client closes or ``LINGER_S`` passes.
+
+What the peers leave out, and why: the bench server's serving rules
+(``CWIST_HTTP_BATCH``/``YIELD_BATCH`` passes, continuations), its idle and
+head timeouts, its per-connection counters and the latency probe.  Those are
+what our reactor and its bench app exist to study; a user choosing asyncio
+would write them again.  Under wrk (one request per read) the pass rules cost
+one pass per request in the bench server and nothing here.
 
 Usage: ``python benchmarks/peers/asyncio_server.py [--host H] [--port P] [--uvloop]``;
 prints one start line to stderr and stops on SIGINT/SIGTERM.
@@ -20,47 +37,51 @@ import signal
 import socket
 import sys
 
-import httptools
-
 from tailreactor.http import routes
+from tailreactor.http.request import RequestPipeline
+
+#: How long a graceful close waits for the client to close, in seconds (the bench server's LINGER_US).
+LINGER_S = 2.0
 
 
-class HttpProtocol(asyncio.Protocol):
-    """Parse with httptools; answer every complete request at once, coalesced per data_received."""
-
-    __slots__ = ("transport", "parser", "target", "out", "close_after")
+class HttpProtocol(asyncio.Protocol, RequestPipeline):
+    """Parse into the buffered pipeline; answer all of it at once, one write per data_received."""
 
     def connection_made(self, transport):
         self.transport = transport
-        self.parser = httptools.HttpRequestParser(self)
-        self.target = b""
-        self.out = bytearray()
-        self.close_after = False
+        self._init_request()
+        self.closing = False
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def on_url(self, url):
-        self.target += url
-
-    def on_message_complete(self):
-        keep_alive = self.parser.should_keep_alive()
-        self.out += routes.respond(self.parser.get_method(), self.target, keep_alive, None)
-        self.target = b""
-        if not keep_alive:
-            self.close_after = True
-
     def data_received(self, data):
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            self.out += routes.BAD_REQUEST
-            self.close_after = True
-        if self.out:
-            self.transport.write(bytes(self.out))
-            self.out.clear()
-        if self.close_after:
-            self.transport.close()
+        if self.closing:
+            return  # after a closing answer: discard until the client closes
+        self._parse(data, 0)
+        pipeline = self._pipeline
+        if not pipeline:
+            return  # a request still arriving
+        answers = []
+        while pipeline:
+            method, target, keep_alive = pipeline.popleft()
+            if method is None:
+                answers.append(target)  # an answer queued by the parser: an error, or 100 Continue
+            else:
+                answer = routes.respond(method, target, keep_alive, None)
+                answers.append(answer)
+                if answer is routes.BAD_REQUEST:
+                    keep_alive = False
+            if not keep_alive:
+                pipeline.clear()  # requests after a closing answer are never answered
+                self.closing = True
+        self.transport.write(answers[0] if len(answers) == 1 else b"".join(answers))
+        if self.closing:
+            self.transport.write_eof()  # graceful: half-close, then wait for the client
+            asyncio.get_running_loop().call_later(LINGER_S, self.transport.close)
+
+    def eof_received(self):
+        return False  # the client closed: the transport closes once its output is sent
 
 
 def main(argv=None) -> int:

@@ -3,6 +3,8 @@
 Modules, one job each (read them in this order):
 
 * :mod:`.routes` -- the routes and their pre-built response bytes;
+* :mod:`.request` -- bytes in, the buffered pipeline out: the httptools
+  callbacks and what a request must be (shared with the asyncio/uvloop peers);
 * :mod:`.connection` -- one connection: parse into a buffered pipeline, serve
   it in batches (``CWIST_HTTP_BATCH``, ``CWIST_HTTP_YIELD_BATCH``, the late
   bypass), coalesced output, partial sends, graceful close;

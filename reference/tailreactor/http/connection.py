@@ -7,11 +7,12 @@ Reading and serving are two separate steps:
 
 1. **Parse.** One ``recv`` per read-readiness -- or, with RX-uring, one
    receive the kernel completes into the connection's own buffer (below);
-   everything received is fed to ``httptools.HttpRequestParser``.  httptools cannot pause in the middle of a
-   buffer, so every complete request in it lands in ``pipeline``, a FIFO of
-   ``(method, target, keep_alive)`` -- the *buffered pipeline*.  A request
-   the parser rejects is queued as ``(None, answer_bytes, False)``: its error
-   answer, in order behind the requests received before it.
+   everything received goes to :class:`~tailreactor.http.request.RequestPipeline`
+   (the base class, shared with the asyncio/uvloop peers), which queues
+   every complete request in ``_pipeline``, a FIFO of ``(method, target,
+   keep_alive)`` -- the *buffered pipeline* -- and a request the parser
+   rejects as ``(None, answer_bytes, False)``: its error answer, in order
+   behind the requests received before it.
 2. **Serve.** A *pass* answers requests from the front of the pipeline into
    one output buffer, then sends that buffer with one ``send`` (coalesced
    output: one syscall for a whole pipelined batch).
@@ -58,25 +59,11 @@ What the connection waits for next (exactly one, see :meth:`Connection._next`)
 
 Errors
 ------
-A request httptools rejects gets ``400`` (``414`` for a target over
-:data:`MAX_TARGET_BYTES`, ``431`` for a header section over
-:data:`MAX_HEADER_BYTES` or :data:`MAX_HEADERS`, ``505`` for an HTTP version
-other than 1.0/1.1) with ``Connection: close`` after the answers to the
-requests before it; then the connection closes.  httptools (llhttp) itself
-rejects ambiguous framing -- Content-Length with Transfer-Encoding, two
-Content-Lengths, a Transfer-Encoding whose last coding is not chunked -- so a
-smuggled request behind one is never parsed (RFC 9112 6.1, 6.3).  An HTTP/1.1
-request without exactly one ``Host`` field gets 400 (RFC 9112 3.2).  A reset
-or any socket error closes the connection at once.  Nothing a client sends can
-raise out of a callback.
-
-``Expect: 100-continue`` (RFC 9110 10.1.1)
-------------------------------------------
-When an HTTP/1.1 head carrying it is complete and its content has not arrived
-with it, ``100 Continue`` is queued at once (behind the answers to earlier
-requests), before any of the content is read; the final answer follows the
-content.  Content that arrived with the head needs no 100 (the RFC lets a
-server omit it).  HTTP/1.0 requests and other expectations are ignored.
+What a request must be, and the answer when it is not (400, 414, 431, 505,
+``100 Continue``), is :mod:`tailreactor.http.request`.  Every error answer
+says ``Connection: close``, follows the answers to the requests before it,
+and the connection then closes.  A reset or any socket error closes the
+connection at once.  Nothing a client sends can raise out of a callback.
 
 Timeouts (on the reactor clock, so tests advance a ManualClock)
 ---------------------------------------------------------------
@@ -136,24 +123,14 @@ from __future__ import annotations
 import errno
 import socket
 import time
-from collections import deque
-
-import httptools
 
 from ..backends import READ, WRITE
 from . import routes
+from .request import (  # noqa: F401 -- the limits are re-exported: tests and docs name them here
+    HEAD, IDLE, MAX_HEAD_BYTES, MAX_HEADER_BYTES, MAX_HEADERS, MAX_TARGET_BYTES, RECV_BYTES,
+    RequestPipeline)
 from .routes import BAD_REQUEST, respond
 
-#: Longest request-target accepted; longer gets 414 (nginx's default buffer is 8 KiB too).
-MAX_TARGET_BYTES = 8192
-#: Most bytes of header fields in one request (each counts name + value + 4 for
-#: ": " and CRLF; trailer fields count too); more gets 431.  CWIST's http.h caps
-#: cumulative header bytes at 8 KiB too; browsers send 1-2 KiB, wrk ~30 bytes.
-MAX_HEADER_BYTES = 8192
-#: Most header fields in one request; more gets 431 (Apache's LimitRequestFields default).
-MAX_HEADERS = 100
-#: Bytes one ``recv`` may read (a pipelined batch of small requests fits easily).
-RECV_BYTES = 65536
 #: Bytes of a connection's own RX-uring buffer (``CWIST_RX_URING``): a receive
 #: in flight needs a buffer of its own, and an idle keep-alive connection
 #: always has one in flight, so this costs RX_BYTES per connection (2 MiB at
@@ -163,28 +140,12 @@ RECV_BYTES = 65536
 #: provided buffers (the kernel picks a buffer at completion) would make the
 #: cost per receive completed instead of per connection.
 RX_BYTES = 2048
-#: A head still incomplete after taking more bytes than this gets 431: no
-#: acceptable head is that long (target + fields + a request line's worth), and
-#: a read may hold up to RECV_BYTES of earlier requests, which the count cannot
-#: tell apart.  Bounds what httptools buffers for a header field still arriving.
-MAX_HEAD_BYTES = MAX_TARGET_BYTES + MAX_HEADER_BYTES + RECV_BYTES
 #: A request head must be complete this long after its first byte arrived
 #: (slowloris); then 408.  CWIST's http.h gives its header read the same
 #: total budget, 120 s (a compile-time constant there, not a variable).
 HEADERS_TIMEOUT_US = 120_000_000
 #: How long a graceful close waits for the client to close, in microseconds.
 LINGER_US = 2_000_000
-_VERSIONS_SERVED = ("1.0", "1.1")
-# Where the parser is in the current request (set by the httptools callbacks).
-_IDLE, _HEAD, _BODY = 0, 1, 2
-
-
-class TargetTooLong(Exception):
-    """Raised inside the parser's on_url callback; becomes a 414 answer."""
-
-
-class HeadersTooLarge(Exception):
-    """Raised inside the parser's on_header callback; becomes a 431 answer."""
 
 
 class ConnStats:
@@ -217,7 +178,7 @@ def busy_wait_ns(ns: int) -> None:
         pass
 
 
-class Connection:
+class Connection(RequestPipeline):
     """An accepted socket and its parse/serve state.  Created by the Listener.
 
     ``fd``, ``peer`` (address tuple), ``stats`` (:class:`ConnStats`) and
@@ -232,23 +193,12 @@ class Connection:
         self.closed = False
         self._listener = listener
         self._reactor = listener.reactor
-        self._parser = httptools.HttpRequestParser(self)
-        self._target = b""                 # request-target of the message being parsed
-        self._pipeline: deque = deque()    # parsed, not yet answered: (method, target, keep_alive)
+        self._init_request()
         self._out = bytearray()            # answered, not yet sent
         self._closing = False              # the last answer said Connection: close
         self._peer_eof = False             # the client shut down its write side
         self._draining = False             # the server is stopping: read no new requests
         self._linger = None                # timer bounding a graceful close
-        # Per-request parser state, reset by on_message_begin.
-        self._phase = _IDLE                # _IDLE, _HEAD or _BODY
-        self._header_count = 0
-        self._header_bytes = 0
-        self._hosts = 0                    # Host fields seen
-        self._expect = None                # the Expect field's value, if any
-        self._continue_due = False         # 100 Continue owed once this read is parsed
-        self._head_wire = 0                # bytes received while this head was incomplete
-        self._head_started_ns = None       # reactor time of the read that began this head
         # Timeouts: one lazily re-armed timer (module docstring).
         self._last_ns = self._reactor.clock()  # last progress: bytes in, or output drained
         self._deadline = None
@@ -271,53 +221,6 @@ class Connection:
     def backlog_bytes(self) -> int:
         """Answers produced and not yet accepted by the kernel, in bytes."""
         return len(self._out)
-
-    # -- httptools callbacks (called from feed_data) -----------------------------
-    def on_message_begin(self) -> None:
-        self._target = b""
-        self._phase = _HEAD
-        self._header_count = self._header_bytes = self._hosts = self._head_wire = 0
-        self._expect = self._head_started_ns = None
-
-    def on_url(self, fragment: bytes) -> None:
-        # httptools hands the target over in pieces when it spans reads.
-        self._target += fragment
-        if len(self._target) > MAX_TARGET_BYTES:
-            raise TargetTooLong
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        # Called once per whole field (httptools joins the pieces), trailers included.
-        n = len(name)
-        count = self._header_count = self._header_count + 1
-        size = self._header_bytes = self._header_bytes + n + len(value) + 4
-        if count > MAX_HEADERS or size > MAX_HEADER_BYTES:
-            raise HeadersTooLarge
-        # Two fields matter; a length check first keeps the rest to one comparison.
-        if n == 4 and name.lower() == b"host":
-            self._hosts += 1
-        elif n == 6 and name.lower() == b"expect":
-            self._expect = value
-
-    def on_headers_complete(self) -> None:
-        self._phase = _BODY
-        if self._expect is not None:
-            self._continue_due = (self._expect.lower() == b"100-continue"
-                                  and self._parser.get_http_version() == "1.1")
-
-    def on_message_complete(self) -> None:
-        self._phase = _IDLE
-        self._continue_due = False  # the content is here: no 100 needed
-        parser = self._parser
-        keep_alive = parser.should_keep_alive()
-        # HTTP/1.1 and 1.0-with-keep-alive are the hot path; only a closing
-        # request pays for the version check (0.9 and 2.0 never keep alive).
-        if not keep_alive and parser.get_http_version() not in _VERSIONS_SERVED:
-            self._pipeline.append((None, routes.VERSION_NOT_SUPPORTED, False))
-            return
-        if self._hosts != 1 and (self._hosts > 1 or parser.get_http_version() == "1.1"):
-            self._pipeline.append((None, routes.BAD_REQUEST, False))  # RFC 9112 3.2
-            return
-        self._pipeline.append((parser.get_method(), self._target, keep_alive))
 
     # -- reading -------------------------------------------------------------------
     def _arm_read(self) -> None:
@@ -394,50 +297,13 @@ class Connection:
         else:
             self._next()  # a partial request, or EOF: nothing to answer yet
 
-    def _parse(self, data, now_ns: int) -> None:
-        """Feed received bytes; complete requests (and a final error) go to the pipeline.
-
-        ``now_ns`` is the reactor time of the read (it starts the head deadline).
-        """
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            # The request asking to upgrade is complete and queued; we ignore
-            # the Upgrade header (RFC 9110 7.8 allows that) and answer it, but
-            # httptools stops parsing at an upgrade, so that answer closes.
-            if self._pipeline:
-                method, target, _ = self._pipeline[-1]
-                self._pipeline[-1] = (method, target, False)
-            else:
-                self._pipeline.append((None, routes.BAD_REQUEST, False))
-        except httptools.HttpParserError as exc:
-            cause = exc.__context__
-            answer = (routes.URI_TOO_LONG if isinstance(cause, TargetTooLong)
-                      else routes.HEADERS_TOO_LARGE if isinstance(cause, HeadersTooLarge)
-                      else routes.BAD_REQUEST)
-            self._pipeline.append((None, answer, False))
-        else:
-            if self._phase == _HEAD:  # a head is still arriving (rare: wrk never splits one)
-                self._after_partial_head(len(data), now_ns)
-            elif self._continue_due:
-                self._continue_due = False
-                self._pipeline.append((None, routes.CONTINUE, True))  # interim: keeps the connection
-            return
-        self._continue_due = False  # a parse error: no 100 for a request that will never be served
-
-    def _after_partial_head(self, n: int, now_ns: int) -> None:
-        """Bound a head that is still incomplete: bytes (431) and time (the head deadline)."""
-        self._head_wire += n  # may count earlier requests of the first read: MAX_HEAD_BYTES allows for it
-        if self._head_wire > MAX_HEAD_BYTES:
-            self._pipeline.append((None, routes.HEADERS_TOO_LARGE, False))
-            return
-        if self._head_started_ns is None:
-            self._head_started_ns = now_ns
-            due = now_ns + self._listener.headers_timeout_ns
-            if self._deadline is None:
-                self._deadline = self._reactor.timer(self._on_deadline)
-            if not self._deadline.armed or self._deadline.deadline_ns > due:
-                self._deadline.arm_at_ns(due)
+    def _head_began(self, now_ns: int) -> None:
+        """A head is still incomplete after its first read: start the head deadline (slowloris)."""
+        due = now_ns + self._listener.headers_timeout_ns
+        if self._deadline is None:
+            self._deadline = self._reactor.timer(self._on_deadline)
+        if not self._deadline.armed or self._deadline.deadline_ns > due:
+            self._deadline.arm_at_ns(due)
 
     # -- serving ---------------------------------------------------------------------
     def _serve(self, late: bool) -> None:
@@ -538,7 +404,7 @@ class Connection:
         keep_alive_ns = self._listener.keep_alive_ns
         if keep_alive_ns:
             due = self._last_ns + keep_alive_ns
-        if self._phase == _HEAD and self._head_started_ns is not None:
+        if self._phase == HEAD and self._head_started_ns is not None:
             head_due = self._head_started_ns + self._listener.headers_timeout_ns
             due = head_due if due is None else min(due, head_due)
         return due
@@ -562,7 +428,7 @@ class Connection:
     def _time_out(self) -> None:
         if self._out:
             self.close()  # it does not read what we send: nothing graceful is possible
-        elif self._phase != _IDLE:
+        elif self._phase != IDLE:
             # Mid-request (a head or body still arriving): say why (RFC 9110 15.5.9).
             self._reactor.disarm(self.fd, READ)
             self._out += routes.REQUEST_TIMEOUT
