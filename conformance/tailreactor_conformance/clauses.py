@@ -217,6 +217,13 @@ CLAUSES: tuple[Clause, ...] = (
            "Over random programs of arm, disarm, write, read, close, timer, cancel, clock, post and "
            "run steps, every delivery, timer and post agrees with a small pure model.",
            "design (the model in tailreactor_conformance.model)", "reactor"),
+    Clause("R21", "an escaping exception loses nothing",
+           "An exception that is not an Exception (KeyboardInterrupt, SystemExit) raised by an I/O, "
+           "timer or posted callback propagates out of run_once(); every other callback that round "
+           "had taken (the rest of the batch, of the timer pass, of the post drain) runs in a later "
+           "round, exactly once, in the order it would have run.",
+           "design (a loop must not lose events); asyncio base_events _run_once (the rest stays "
+           "in its ready queue)", "reactor"),
     # -- HTTP ----------------------------------------------------------------
     Clause("H1", "fairness across connections",
            "A request on a second connection is answered before 256 requests pipelined earlier on "

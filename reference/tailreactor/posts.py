@@ -60,3 +60,13 @@ class PostQueue:
         with self._lock:
             items, self._q = self._q, deque()
         return items
+
+    def put_back(self, items: deque) -> None:
+        """Return posts taken by :meth:`take` and not run, to the front of the queue, in order.
+
+        For a drain cut short by an exception that is not an ``Exception``
+        (clause R21); posts made since the take stay behind them.
+        """
+        with self._lock:
+            items.extend(self._q)
+            self._q = items

@@ -28,6 +28,14 @@ Threading: every method runs on the reactor thread except :meth:`post` and
 thread ("readiness + synchronous completion", as in CWIST); an exception in a
 callback is logged with its fd and callback and the loop goes on.
 
+An exception that is not an ``Exception`` (``KeyboardInterrupt``,
+``SystemExit``) is not the callback's failure but a request to stop: it
+propagates out of :meth:`run_once`.  The round loses nothing by it (clause
+R21): the events of the batch not yet delivered are kept and delivered first
+in the next round, the rest of a timer pass goes back on the heap, and the
+rest of a post drain back to the front of the queue -- as asyncio's
+``_run_once`` leaves the rest of its ready queue for the next iteration.
+
 Clock: ``clock`` returns integer nanoseconds (default ``time.monotonic_ns``,
 CLOCK_MONOTONIC as in CWIST).  Tests inject a fake clock and advance it from
 callbacks to make "slow callbacks" deterministic.
@@ -112,6 +120,9 @@ class Reactor:
         self._late = False
         self._closed = False
         self._arms_since_flush = 0
+        # Events of a batch cut short by an escaping exception (R21): still
+        # READY, delivered first in the next round.
+        self._carried: list[Event] = []
         # Policy knobs, in ns, read once: the hot path must not re-parse config.
         self._tail_ns = self.config.tail_us * 1000
         # The stamp age counts from (dispatch.py), read in C.
@@ -338,7 +349,7 @@ class Reactor:
 
         # 2. Wait.  Never sleep past the earliest timer or over pending posts.
         timeout = timeout_s
-        if self._posts or self._stopping:
+        if self._posts or self._stopping or self._carried:
             timeout = 0
         else:
             deadline = self._timers.next_deadline()
@@ -352,6 +363,8 @@ class Reactor:
         #    reported (their fd may already belong to someone else).
         round_start = clock()
         batch: list[Event] = []
+        if self._carried:  # cut short last round (R21): they keep their stamps and go first
+            batch, self._carried = self._carried, []
         for ev, revents in reaped:
             if ev.state == ARMED:
                 ev.state = READY
@@ -359,12 +372,18 @@ class Reactor:
                 ev.ready_ns = round_start
                 batch.append(ev)
 
-        # 4. Timers due now.
-        if self._timers.next_deadline() is not None:
-            self.counters.timers_fired += self._timers.fire_due(round_start, self._run_timer)
-
-        # 5. Dispatch.
-        ran = self._dispatch(batch, round_start) if batch else 0
+        try:
+            # 4. Timers due now.
+            if self._timers.next_deadline() is not None:
+                self.counters.timers_fired += self._timers.fire_due(round_start, self._run_timer)
+            # 5. Dispatch.
+            ran = self._dispatch(batch, round_start) if batch else 0
+        except BaseException:
+            # Not an Exception (those are caught per callback): KeyboardInterrupt or
+            # SystemExit ends the round here.  What the batch has not delivered is still
+            # READY: deliver it first next round instead of losing it (clause R21).
+            self._carried = [ev for ev in batch if ev.state == READY]
+            raise
         self.counters.rounds += 1
         if probe is not None:
             probe.round(len(batch), clock() - round_start)
@@ -461,7 +480,8 @@ class Reactor:
         probe = self.probe
         items = self._posts.take()
         self.counters.posts_run += len(items)
-        for callback, data, posted_ns in items:
+        while items:
+            callback, data, posted_ns = items.popleft()
             if probe is not None:
                 probe.post(self.clock() - posted_ns)
             try:
@@ -469,6 +489,12 @@ class Reactor:
             except Exception:
                 self.counters.callback_errors += 1
                 log.exception("posted callback %r raised", callback)
+            except BaseException:
+                # KeyboardInterrupt, SystemExit: the rest of this drain goes back to
+                # the front of the queue, in order, before it propagates (R21).
+                self.counters.posts_run -= len(items)
+                self._posts.put_back(items)
+                raise
 
     def _run_timer(self, timer: Timer) -> None:
         try:
@@ -495,6 +521,7 @@ class Reactor:
             for ev in table.values():
                 ev.state = CANCELLED
             table.clear()
+        self._carried = []
         self.backend.close()
 
     def __enter__(self) -> "Reactor":

@@ -124,7 +124,7 @@ class TimerHeap:
             else:
                 self.dead -= 1
         fired = 0
-        for entry in due:
+        for k, entry in enumerate(due):
             timer = entry[2]
             if timer is None:
                 self.dead -= 1  # cancelled by an earlier callback of this pass; counted at cancel
@@ -132,5 +132,16 @@ class TimerHeap:
             entry[2] = None
             timer._entry = None
             fired += 1
-            run(timer)
+            try:
+                run(timer)
+            except BaseException:
+                # run() catches Exceptions; this is KeyboardInterrupt or SystemExit.  The
+                # rest of the pass goes back on the heap (same deadline and sequence, so
+                # the same order) and fires in a later pass (clause R21).
+                for rest in due[k + 1:]:
+                    if rest[2] is None:
+                        self.dead -= 1
+                    else:
+                        heapq.heappush(self._heap, rest)  # not `heap`: a callback may have compacted it
+                raise
         return fired

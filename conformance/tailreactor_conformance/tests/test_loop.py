@@ -1,5 +1,5 @@
 """Reactor loop clauses: posts (R6, R7, R17, R19), stop (R8), callback
-exceptions (R9), I/O re-arm replaces (R18).
+exceptions (R9, R21), I/O re-arm replaces (R18).
 
 Cross-thread tests run ``reactor.run()`` on the test thread and act from
 other threads once the reactor is really blocked in its wait (read from
@@ -147,6 +147,85 @@ def test_callback_exceptions_are_logged_counted_and_the_loop_goes_on(make_reacto
     logged = [rec for rec in caplog.records if rec.levelno >= logging.ERROR and rec.exc_info]
     assert len(logged) == 3, [rec.getMessage() for rec in caplog.records]
     assert r.counters.callback_errors - errors_before == 3
+
+
+# -- R21 -----------------------------------------------------------------------
+class Escape(BaseException):
+    """Stands for KeyboardInterrupt or SystemExit: not an Exception, so it is not caught (R9)."""
+
+
+@pytest.mark.clause("R21")
+@pytest.mark.parametrize("kind", ["io", "timer", "post"])
+def test_an_exception_that_escapes_a_callback_loses_no_other_callback(make_reactor, pairs, clock, kind):
+    """The first callback of a batch, pass or drain raises a BaseException: it leaves
+    run_once, and every other callback that round had taken runs in a later round, once
+    (timers and posts in their order)."""
+    r = make_reactor(clock=clock, tail_us=0)
+    ran, escaped = [], []
+
+    def callback(tag):
+        def run(_):
+            ran.append(tag)
+            if not escaped:
+                escaped.append(tag)
+                raise Escape(tag)
+        return run
+
+    tags = ["a", "b", "c", "d"]
+    ps = pairs(len(tags))
+    if kind == "io":
+        for p, tag in zip(ps, tags):
+            p.make_readable()
+            r.arm(p.fd, READ, callback(tag))
+    elif kind == "timer":
+        for tag in tags:
+            r.call_later_us(0, callback(tag))
+    else:
+        for tag in tags:
+            r.post(callback(tag))
+    with pytest.raises(Escape):
+        run_until(r, lambda: ran, max_rounds=50)
+    assert ran == escaped
+    run_until(r, lambda: len(ran) == len(tags), max_rounds=50)
+    for _ in range(3):
+        r.run_once(0)
+    if kind == "io":
+        assert sorted(ran) == tags  # the backend chooses the order
+    else:
+        assert ran == tags  # deadline order, ties in arm order (R1); posts oldest first (R6)
+    assert all(r.armed(p.fd, READ) is None for p in ps)
+
+
+@pytest.mark.clause("R21")
+@pytest.mark.parametrize("where", ["timer before the batch", "post drained inside the batch"])
+def test_an_escape_outside_an_io_callback_keeps_the_batch(make_reactor, pairs, clock, where):
+    """The escape comes from a timer (the pass runs before the batch is dispatched) or from
+    a post drained at a drain-chunk point: the I/O events of that round still run, once."""
+    r = make_reactor(clock=clock, tail_us=0, drain_chunk=1)
+    ps = pairs(4)
+    ran = []
+
+    def escape(_):
+        ran.append("escape")
+        raise Escape(where)
+
+    def io(ev):
+        ran.append(ev.data)
+        if where.startswith("post") and ran == [ev.data]:
+            r.post(escape)  # drained right after this callback (drain chunk 1)
+
+    for i, p in enumerate(ps):
+        p.make_readable()
+        r.arm(p.fd, READ, io, i)
+    if where.startswith("timer"):
+        r.call_later_us(0, escape)
+    with pytest.raises(Escape):
+        run_until(r, lambda: "escape" in ran, max_rounds=50)
+    run_until(r, lambda: len(ran) == len(ps) + 1, max_rounds=50)
+    for _ in range(3):
+        r.run_once(0)
+    assert sorted(x for x in ran if x != "escape") == list(range(len(ps)))
+    assert ran.count("escape") == 1
 
 
 # -- R17 -----------------------------------------------------------------------
