@@ -49,18 +49,20 @@ SERVERS = ("bench-epoll", "bench-io_uring", "asyncio", "uvloop")
 REQUESTS = re.compile(r"(\d+) requests in ")
 
 
-def _peer(name: str):
+def peer_of(name: str):
+    """The --peers entry of a server name of :data:`SERVERS`."""
     key = "tailreactor-" + name.split("-", 1)[1] if name.startswith("bench-") else name
     return next(p for p in servers(nginx=None) if p.key == key)
 
 
-def _pin(cpu: str) -> list[str]:
+def pin(cpu: str) -> list[str]:
+    """``taskset -c cpu`` where there are two CPUs to pin to, else nothing."""
     return ["taskset", "-c", cpu] if (os.cpu_count() or 1) >= 2 else []
 
 
-def _wrk(url: str, connections: int, duration_s: int) -> int:
+def run_wrk(url: str, connections: int, duration_s: int) -> int:
     """Run wrk (pinned to CPU 1 when there are two); the requests it completed."""
-    argv = [*_pin("1"), "wrk", "-t1", f"-c{connections}", f"-d{duration_s}s", url]
+    argv = [*pin("1"), "wrk", "-t1", f"-c{connections}", f"-d{duration_s}s", url]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=duration_s + 60)
     m = REQUESTS.search(out.stdout)
     if out.returncode != 0 or m is None:
@@ -84,18 +86,18 @@ def measure(name: str, *, connections: int, duration_s: int, warmup_s: int, env:
     """(instructions, requests) of server ``name`` (one of :data:`SERVERS`) over one wrk run."""
     with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
         out = Path(tmp) / "callgrind.out"
-        server = make_server(_peer(name), ambient=env, host="127.0.0.1", cpus=None, nginx=None)
+        server = make_server(peer_of(name), ambient=env, host="127.0.0.1", cpus=None, nginx=None)
         inner = server.command
         # Wrap the server's own command; pinned to CPU 0 outside valgrind.
-        server.command = lambda: [*_pin("0"), "valgrind", "--tool=callgrind",
+        server.command = lambda: [*pin("0"), "valgrind", "--tool=callgrind",
                                   f"--callgrind-out-file={out}", *inner()]
         server.start_timeout_s = 180.0  # Python starts slowly under valgrind
         server.start()
         try:
             url = f"http://127.0.0.1:{server.port}/"
-            _wrk(url, min(connections, 64), warmup_s)
+            run_wrk(url, min(connections, 64), warmup_s)
             _control("--zero", server.pid)
-            requests = _wrk(url, connections, duration_s)
+            requests = run_wrk(url, connections, duration_s)
             _control("--dump", server.pid)
         finally:
             server.stop(timeout_s=60.0)

@@ -1,0 +1,213 @@
+"""Where a server's time goes under wrk: a py-spy sampling profile, by part and by line.
+
+Role
+----
+Issue 9 asks for a profile (py-spy or pyinstrument) of the per-request path.
+This starts one server of the ``--peers`` comparison (the bench server on a
+backend, or the asyncio or uvloop peer) pinned to CPU 0, warms it up with
+wrk, then samples its Python stacks with ``py-spy record`` while ``wrk -t1
+-c<connections>`` (pinned to CPU 1) loads it, and prints:
+
+* **by part**: the share of samples whose innermost Python frame is in each
+  part of the code (the parts of ``benchmarks/bytecodes.py``: reactor core,
+  backend, connection, the request parsing the bench server and the peers
+  share, routes; for the peers the asyncio loop and transport);
+* **top lines**: the innermost lines that take the most samples, with their
+  source.
+
+What a share means: py-spy samples wall-clock time, and the server is busy
+all the time under wrk, so a share is a share of the server's CPU time.
+Time in C under a Python line counts for that line -- the kernel's work in
+``send`` for the line that calls ``sock.send``, httptools' C parser for the
+``feed_data`` line -- which is what shows that most of a request's time is
+the two syscalls, not the reactor.  ``bytecodes.py`` and
+``instructions.py`` count the Python side exactly; this profile shows it
+next to the syscalls.  uvloop's loop is C: its time lands on the peer's
+``loop.run_forever()`` line and on the protocol's lines.
+
+py-spy stops the server for each sample (its default): ``--nonblocking``
+sampling was tried and put up to 14 % of the samples on ``return`` lines,
+stacks read while they changed.  The stops cost the same per sample for
+every server, so compare servers at one ``--rate`` (samples per second);
+requests/s under the profiler are lower than without it.  py-spy reads another process's
+memory: it needs ptrace (root, or ``kernel.yama.ptrace_scope`` 0, or
+``CAP_SYS_PTRACE`` in a container); without it the tool says so in one line.
+
+Usage: ``python benchmarks/pyspy_profile.py [--server bench-epoll] [--server asyncio ...]
+[--connections 256] [--duration 8] [--rate 250] [--top 12] [--set K=V ...]``
+(default: bench-epoll, bench-io_uring, asyncio, uvloop).  Needs ``py-spy``
+(the ``bench`` extra; ``scripts/bootstrap.sh`` installs it) and ``wrk``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "scripts" / "ci"))
+
+from bytecodes import part_of  # noqa: E402
+from instructions import SERVERS, peer_of, pin, run_wrk  # noqa: E402
+from tailjob.peers import make_server  # noqa: E402
+
+from tailreactor.config import ConfigError, load  # noqa: E402
+
+#: One frame of py-spy's raw output: ``function (file:line)``.
+FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
+
+
+def parse_raw(text: str) -> collections.Counter:
+    """Samples per innermost frame ``(file, line, function)`` from ``py-spy record --format raw``.
+
+    Each line of that format is a stack, outermost first, frames joined by
+    ``;``, then a space and the number of samples.
+    """
+    leaves: collections.Counter = collections.Counter()
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        m = FRAME.match(stack.rsplit(";", 1)[-1])
+        key = (m["file"], int(m["line"]), m["function"]) if m else ("?", 0, stack.rsplit(";", 1)[-1])
+        leaves[key] += int(n)
+    return leaves
+
+
+def _module_path(file: str) -> str:
+    """py-spy names the peer script by its bare name; the parts know it as ``peers/<name>``."""
+    return f"peers/{file}" if "/" not in file and (HERE / "peers" / file).exists() else file
+
+
+def source_line(file: str, line: int) -> str:
+    """The text of ``file``'s line, where py-spy names a module path (``asyncio/events.py``)."""
+    candidates = [HERE / "peers" / file]
+    if file.endswith(".py"):
+        name = file[:-3].replace("/", ".")
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            candidates.insert(0, Path(spec.origin))
+    candidates.append(Path(file))
+    for path in candidates:
+        try:
+            return path.read_text().splitlines()[line - 1].strip()
+        except (OSError, IndexError):
+            continue
+    return ""
+
+
+def report(name: str, leaves: collections.Counter, requests_per_s: float, top: int) -> str:
+    total = sum(leaves.values())
+    lines = [f"{name}: {total:,} samples, {requests_per_s:,.0f} requests/s under the profiler", "  by part:"]
+    parts: collections.Counter = collections.Counter()
+    for (file, _, function), n in leaves.items():
+        parts[part_of(_module_path(file), function)] += n
+    for part, n in parts.most_common():
+        lines.append(f"    {100 * n / total:5.1f}%  {part}")
+    if top:
+        lines.append("  top lines (self time):")
+        for (file, line, function), n in leaves.most_common(top):
+            lines.append(f"    {100 * n / total:5.1f}%  {Path(file).name}:{line} {function}  "
+                         f"{source_line(file, line)}")
+    return "\n".join(lines)
+
+
+def profile(name: str, *, py_spy: str, connections: int, duration_s: int, warmup_s: int, rate: int,
+            env: dict[str, str]) -> tuple[collections.Counter, float]:
+    """(samples per innermost frame, wrk's requests/s) of server ``name`` under load."""
+    two_cpus = (os.cpu_count() or 1) >= 2
+    server = make_server(peer_of(name), ambient=env, host="127.0.0.1", cpus="0" if two_cpus else None,
+                         nginx=None)
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/"
+        run_wrk(url, min(connections, 64), warmup_s)
+        # wrk runs past both ends of the sampling window, so every sample is of a loaded server.
+        wrk = subprocess.Popen([*pin("1"), "wrk", "-t1", f"-c{connections}", f"-d{duration_s + 2}s", url],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with tempfile.TemporaryDirectory(prefix="pyspy-") as tmp:
+            raw = Path(tmp) / "profile.txt"
+            spy = subprocess.run([py_spy, "record", "--pid", str(server.pid), "--duration", str(duration_s),
+                                  "--rate", str(rate), "--format", "raw", "--output",
+                                  str(raw)], capture_output=True, text=True, timeout=duration_s + 60)
+            text = raw.read_text() if raw.exists() else ""
+        out, err = wrk.communicate(timeout=duration_s + 60)
+    finally:
+        server.stop()
+    if spy.returncode != 0 or not text:
+        detail = (spy.stderr.strip() or spy.stdout.strip()).splitlines()
+        raise PermissionError(f"py-spy cannot attach to the server (pid {server.pid}): "
+                              f"{detail[-1] if detail else 'no samples'}; it needs ptrace "
+                              f"(root, kernel.yama.ptrace_scope=0 or CAP_SYS_PTRACE)")
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if wrk.returncode != 0 or m is None:
+        raise RuntimeError(f"wrk failed: {err.strip() or out.strip()}")
+    return parse_raw(text), float(m[1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--server", action="append", choices=SERVERS, help="repeatable; default: all")
+    ap.add_argument("--connections", type=int, default=256, help="wrk -c (default 256)")
+    ap.add_argument("--duration", type=int, default=8, help="seconds sampled (default 8)")
+    ap.add_argument("--warmup", type=int, default=2, help="seconds of wrk before sampling (default 2)")
+    ap.add_argument("--rate", type=int, default=250, help="samples per second (default 250)")
+    ap.add_argument("--top", type=int, default=12, help="lines listed per server (default 12)")
+    ap.add_argument("--set", action="append", default=[], metavar="K=V",
+                    help="an environment variable for every server, e.g. CWIST_REACTOR_TAIL_US=0")
+    ap.add_argument("--py-spy", default=str(Path(sys.executable).parent / "py-spy"),
+                    help="the py-spy binary (default: the one next to this Python)")
+    args = ap.parse_args(argv)
+    env = dict(os.environ)
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            ap.error(f"--set takes K=V, got {item!r}")
+        env[key] = value
+    if min(args.connections, args.duration, args.warmup) < 1:
+        ap.error("--connections, --duration and --warmup must be >= 1")
+    if not 1 <= args.rate <= 1000:
+        ap.error(f"--rate must be 1 to 1000, got {args.rate}")
+    if args.top < 0:
+        ap.error(f"--top must be >= 0, got {args.top}")
+    try:
+        load(env)  # a bad CWIST_* knob: one line now, not a server that never starts
+    except ConfigError as exc:
+        print(f"pyspy_profile: {exc}", file=sys.stderr)
+        return 2
+    py_spy = args.py_spy if os.access(args.py_spy, os.X_OK) else shutil.which("py-spy")
+    if py_spy is None:
+        print(f"pyspy_profile: py-spy is not installed; install it: pip install -e '.[bench]' "
+              f"(scripts/bootstrap.sh does)", file=sys.stderr)
+        return 2
+    if shutil.which("wrk") is None:
+        print("pyspy_profile: wrk is not installed; install it: scripts/bootstrap.sh --wrk", file=sys.stderr)
+        return 2
+    version = subprocess.run([py_spy, "--version"], capture_output=True, text=True).stdout.split()[-1:]
+    print(f"pyspy_profile: py-spy {' '.join(version)}, {args.rate} samples/s for {args.duration} s of "
+          f"wrk -t1 -c{args.connections} (server on CPU 0, wrk on CPU 1 when there are two)")
+    for name in args.server or SERVERS:
+        try:
+            leaves, rps = profile(name, py_spy=py_spy, connections=args.connections, duration_s=args.duration,
+                                  warmup_s=args.warmup, rate=args.rate, env=env)
+        except PermissionError as exc:
+            print(f"pyspy_profile: {exc}", file=sys.stderr)
+            return 2
+        print(report(name, leaves, rps, args.top), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

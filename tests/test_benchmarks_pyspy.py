@@ -1,0 +1,93 @@
+"""benchmarks/pyspy_profile.py: a py-spy sampling profile of a real server under real wrk (issue 9).
+
+No share is asserted (figures are benchmarks); this keeps the tool working: a
+short real run of the bench server and of the asyncio peer prints parts that
+add up to the whole and top lines with their source, and missing tools or bad
+arguments get one clear line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "pyspy_profile.py"
+PY_SPY = Path(sys.executable).parent / "py-spy"
+
+
+def run(*args: str, env=None, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def blocks(text: str) -> dict[str, dict]:
+    """{server: {"samples": n, "parts": {part: %}, "lines": [(%, where, source)]}} from the output."""
+    out, cur, section = {}, None, None
+    for line in text.splitlines():
+        m = re.match(r"(\S+): ([\d,]+) samples, ([\d,]+) requests/s under the profiler$", line)
+        if m:
+            cur = out[m[1]] = {"samples": int(m[2].replace(",", "")), "parts": {}, "lines": []}
+            continue
+        if line.strip() in ("by part:", "top lines (self time):"):
+            section = line.strip()
+            continue
+        m = re.match(r"\s+([\d.]+)%  (.+)$", line)
+        if cur is not None and m:
+            if section == "by part:":
+                cur["parts"][m[2]] = float(m[1])
+            else:
+                where, _, source = m[2].partition("  ")
+                cur["lines"].append((float(m[1]), where, source.strip()))
+    return out
+
+
+needs_tools = pytest.mark.skipif(not PY_SPY.exists() or shutil.which("wrk") is None,
+                                 reason="needs py-spy (the bench extra) and wrk")
+
+
+@needs_tools
+def test_a_short_real_run_profiles_the_bench_server_and_the_asyncio_peer():
+    res = run("--server", "bench-epoll", "--server", "asyncio", "--connections", "16", "--duration", "2",
+              "--warmup", "1", "--top", "5")
+    if res.returncode == 2 and "cannot attach" in res.stderr:
+        pytest.skip(res.stderr.strip())  # a sandbox without ptrace: the tool says so in one line
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[0].startswith("pyspy_profile: py-spy ")
+    got = blocks(res.stdout)
+    assert set(got) == {"bench-epoll", "asyncio"}
+    for server, b in got.items():
+        assert b["samples"] > 0, server
+        assert sum(b["parts"].values()) == pytest.approx(100.0, abs=0.1 * len(b["parts"])), (server, b)
+        assert 0 < len(b["lines"]) <= 5
+        shares = [share for share, _, _ in b["lines"]]
+        assert shares == sorted(shares, reverse=True)
+    assert {"connection", "reactor core"} <= set(got["bench-epoll"]["parts"])
+    assert "request parsing (shared)" in got["asyncio"]["parts"]
+    # Every top line names its file and line and shows that line's source.
+    for _, where, source in got["bench-epoll"]["lines"]:
+        assert re.fullmatch(r"\S+\.py:\d+ \S+", where), where
+        assert source, where
+
+
+def test_missing_tools_are_named_with_how_to_install():
+    env = {**os.environ, "PATH": "/nonexistent"}  # no wrk; py-spy is looked up next to python
+    res = run("--server", "asyncio", "--py-spy", "/nonexistent/py-spy", env=env, timeout=60)
+    assert res.returncode == 2 and res.stdout == ""
+    assert "is not installed; install it:" in res.stderr
+
+
+def test_bad_arguments_get_one_clear_error():
+    res = run("--duration", "0", timeout=60)
+    assert res.returncode == 2 and "must be >= 1" in res.stderr
+    res = run("--rate", "5000", timeout=60)
+    assert res.returncode == 2 and "--rate must be 1 to 1000, got 5000" in res.stderr
+    res = run("--set", "CWIST_REACTOR_TAIL_US=abc", timeout=60)
+    assert res.returncode == 2 and res.stdout == ""
+    assert "pyspy_profile: CWIST_REACTOR_TAIL_US='abc' is invalid" in res.stderr
