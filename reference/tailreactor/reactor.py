@@ -69,7 +69,10 @@ class Counters:
     ``CWIST_REACTOR_TAIL_US`` (the seed's probe counter); ``timers_fired``;
     ``posts_run``; ``round_budget_flushes``: mid-round submits of queued
     re-arms; ``drain_chunk_drains``: post drains inside a batch;
-    ``callback_errors``: callbacks that raised.
+    ``callback_errors``: callbacks that raised.  A round cut short by an
+    exception that escapes a callback (clause R21) adds nothing to
+    ``rounds``, ``dispatched`` or ``timers_fired``: its callbacks are not
+    counted.
     """
 
     __slots__ = ("rounds", "dispatched", "tail_elevations", "timers_fired", "posts_run",
