@@ -107,15 +107,21 @@ def measure(name: str, *, connections: int, duration_s: int, warmup_s: int, env:
         return _summary(dumps[0]), requests
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_load_options(ap: argparse.ArgumentParser, *, duration_s: int, warmup_s: int, what: str) -> None:
+    """``--server``, ``--connections``, ``--duration``, ``--warmup`` and ``--set`` (shared with pyspy_profile.py)."""
     ap.add_argument("--server", action="append", choices=SERVERS, help="repeatable; default: all")
     ap.add_argument("--connections", type=int, default=256, help="wrk -c (default 256)")
-    ap.add_argument("--duration", type=int, default=15, help="seconds counted (default 15)")
-    ap.add_argument("--warmup", type=int, default=3, help="seconds of wrk before counting (default 3)")
+    ap.add_argument("--duration", type=int, default=duration_s, help=f"seconds {what} (default {duration_s})")
+    ap.add_argument("--warmup", type=int, default=warmup_s,
+                    help=f"seconds of wrk first, not {what} (default {warmup_s})")
     ap.add_argument("--set", action="append", default=[], metavar="K=V",
                     help="an environment variable for every server, e.g. CWIST_REACTOR_TAIL_US=0")
-    args = ap.parse_args(argv)
+
+
+def load_env(ap: argparse.ArgumentParser, args, tool: str) -> dict[str, str] | None:
+    """The servers' environment: this one plus ``--set``.  A bad option is ``ap.error`` (exit 2);
+    a bad ``CWIST_*`` knob prints one line and returns None (exit 2 too): a clear line now,
+    not a server that never starts."""
     env = dict(os.environ)
     for item in args.set:
         key, sep, value = item.partition("=")
@@ -125,9 +131,19 @@ def main(argv=None) -> int:
     if min(args.connections, args.duration, args.warmup) < 1:
         ap.error("--connections, --duration and --warmup must be >= 1")
     try:
-        load(env)  # a bad CWIST_* knob: one line now, not a server that never starts
+        load(env)
     except ConfigError as exc:
-        print(f"instructions: {exc}", file=sys.stderr)
+        print(f"{tool}: {exc}", file=sys.stderr)
+        return None
+    return env
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_load_options(ap, duration_s=15, warmup_s=3, what="counted")
+    args = ap.parse_args(argv)
+    env = load_env(ap, args, "instructions")
+    if env is None:
         return 2
     for tool, how in (("valgrind", "apt-get install valgrind"), ("callgrind_control", "apt-get install valgrind"),
                       ("wrk", "scripts/bootstrap.sh --wrk")):

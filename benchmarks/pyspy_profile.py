@@ -57,10 +57,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "scripts" / "ci"))
 
 from bytecodes import part_of  # noqa: E402
-from instructions import SERVERS, peer_of, pin, run_wrk  # noqa: E402
+from instructions import SERVERS, add_load_options, load_env, peer_of, pin, run_wrk  # noqa: E402
 from tailjob.peers import make_server  # noqa: E402
 
-from tailreactor.config import ConfigError, load  # noqa: E402
 
 #: One frame of py-spy's raw output: ``function (file:line)``.
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
@@ -159,38 +158,23 @@ def profile(name: str, *, py_spy: str, connections: int, duration_s: int, warmup
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--server", action="append", choices=SERVERS, help="repeatable; default: all")
-    ap.add_argument("--connections", type=int, default=256, help="wrk -c (default 256)")
-    ap.add_argument("--duration", type=int, default=8, help="seconds sampled (default 8)")
-    ap.add_argument("--warmup", type=int, default=2, help="seconds of wrk before sampling (default 2)")
+    add_load_options(ap, duration_s=8, warmup_s=2, what="sampled")
     ap.add_argument("--rate", type=int, default=250, help="samples per second (default 250)")
     ap.add_argument("--top", type=int, default=12, help="lines listed per server (default 12)")
-    ap.add_argument("--set", action="append", default=[], metavar="K=V",
-                    help="an environment variable for every server, e.g. CWIST_REACTOR_TAIL_US=0")
     ap.add_argument("--py-spy", default=str(Path(sys.executable).parent / "py-spy"),
                     help="the py-spy binary (default: the one next to this Python)")
     args = ap.parse_args(argv)
-    env = dict(os.environ)
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            ap.error(f"--set takes K=V, got {item!r}")
-        env[key] = value
-    if min(args.connections, args.duration, args.warmup) < 1:
-        ap.error("--connections, --duration and --warmup must be >= 1")
     if not 1 <= args.rate <= 1000:
         ap.error(f"--rate must be 1 to 1000, got {args.rate}")
     if args.top < 0:
         ap.error(f"--top must be >= 0, got {args.top}")
-    try:
-        load(env)  # a bad CWIST_* knob: one line now, not a server that never starts
-    except ConfigError as exc:
-        print(f"pyspy_profile: {exc}", file=sys.stderr)
+    env = load_env(ap, args, "pyspy_profile")
+    if env is None:
         return 2
     py_spy = args.py_spy if os.access(args.py_spy, os.X_OK) else shutil.which("py-spy")
     if py_spy is None:
-        print(f"pyspy_profile: py-spy is not installed; install it: pip install -e '.[bench]' "
-              f"(scripts/bootstrap.sh does)", file=sys.stderr)
+        print("pyspy_profile: py-spy is not installed; install it: pip install -e '.[bench]' "
+              "(scripts/bootstrap.sh does)", file=sys.stderr)
         return 2
     if shutil.which("wrk") is None:
         print("pyspy_profile: wrk is not installed; install it: scripts/bootstrap.sh --wrk", file=sys.stderr)
