@@ -221,7 +221,8 @@ CLAUSES: tuple[Clause, ...] = (
            "An exception that is not an Exception (KeyboardInterrupt, SystemExit) raised by an I/O, "
            "timer or posted callback propagates out of run_once(); every other callback that round "
            "had taken (the rest of the batch, of the timer pass, of the post drain) runs in a later "
-           "round, exactly once, in the order it would have run.",
+           "round, exactly once, in the order it would have run; and the round, with every callback "
+           "that ran, the one that raised included, is counted and probed like any other.",
            "design (a loop must not lose events); asyncio base_events _run_once (the rest stays "
            "in its ready queue)", "reactor"),
     # -- HTTP ----------------------------------------------------------------

@@ -31,10 +31,13 @@ callback is logged with its fd and callback and the loop goes on.
 An exception that is not an ``Exception`` (``KeyboardInterrupt``,
 ``SystemExit``) is not the callback's failure but a request to stop: it
 propagates out of :meth:`run_once`.  The round loses nothing by it (clause
-R21): the events of the batch not yet delivered are kept and delivered first
-in the next round, the rest of a timer pass goes back on the heap, and the
-rest of a post drain back to the front of the queue -- as asyncio's
-``_run_once`` leaves the rest of its ready queue for the next iteration.
+R21): the events of the batch not yet delivered are kept and lead the next
+round's batch (that round still drains its posts and fires its due timers
+first, as every round does), the rest of a timer pass goes back on the heap,
+and the rest of a post drain back to the front of the queue.  asyncio's
+``_run_once`` likewise leaves the rest of its ready queue for the next
+iteration.  The round cut short is counted like any other (rounds,
+``dispatched``, the probe), the callback that raised included.
 
 Clock: ``clock`` returns integer nanoseconds (default ``time.monotonic_ns``,
 CLOCK_MONOTONIC as in CWIST).  Tests inject a fake clock and advance it from
@@ -70,9 +73,8 @@ class Counters:
     ``posts_run``; ``round_budget_flushes``: mid-round submits of queued
     re-arms; ``drain_chunk_drains``: post drains inside a batch;
     ``callback_errors``: callbacks that raised.  A round cut short by an
-    exception that escapes a callback (clause R21) adds nothing to
-    ``rounds``, ``dispatched`` or ``timers_fired``: its callbacks are not
-    counted.
+    exception that escapes a callback (clause R21) is counted like any
+    other: its round, and every callback that ran, the one that raised too.
     """
 
     __slots__ = ("rounds", "dispatched", "tail_elevations", "timers_fired", "posts_run",
@@ -124,7 +126,7 @@ class Reactor:
         self._closed = False
         self._arms_since_flush = 0
         # Events of a batch cut short by an escaping exception (R21): still
-        # READY, delivered first in the next round.
+        # READY, at the head of the next round's batch.
         self._carried: list[Event] = []
         # Policy knobs, in ns, read once: the hot path must not re-parse config.
         self._tail_ns = self.config.tail_us * 1000
@@ -366,7 +368,7 @@ class Reactor:
         #    reported (their fd may already belong to someone else).
         round_start = clock()
         batch: list[Event] = []
-        if self._carried:  # cut short last round (R21): they keep their stamps and go first
+        if self._carried:  # cut short last round (R21): they keep their stamps and lead the batch
             batch, self._carried = self._carried, []
         for ev, revents in reaped:
             if ev.state == ARMED:
@@ -376,20 +378,21 @@ class Reactor:
                 batch.append(ev)
 
         try:
-            # 4. Timers due now.
+            # 4. Timers due now (each counted in timers_fired as it runs).
             if self._timers.next_deadline() is not None:
-                self.counters.timers_fired += self._timers.fire_due(round_start, self._run_timer)
+                self._timers.fire_due(round_start, self._run_timer)
             # 5. Dispatch.
             ran = self._dispatch(batch, round_start) if batch else 0
         except BaseException:
             # Not an Exception (those are caught per callback): KeyboardInterrupt or
             # SystemExit ends the round here.  What the batch has not delivered is still
-            # READY: deliver it first next round instead of losing it (clause R21).
+            # READY: it leads the next round's batch instead of being lost (clause R21).
             self._carried = [ev for ev in batch if ev.state == READY]
             raise
-        self.counters.rounds += 1
-        if probe is not None:
-            probe.round(len(batch), clock() - round_start)
+        finally:
+            self.counters.rounds += 1
+            if probe is not None:
+                probe.round(len(batch), clock() - round_start)
         return ran
 
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
@@ -421,62 +424,65 @@ class Reactor:
         r = m = 0  # its cursor and length
         ran = 0
         now = round_start
-        while True:
-            if timed:
-                now = clock()
-            if r >= m and now >= aged_at:  # between runs, and some event may have aged
-                run = age.take_aged(now)
-                r, m = 0, len(run)
-                aged_at = age.aged_at
-                if aged_at == NEVER:
-                    i = n  # every event is taken or gone: backend order has nothing left
-            if r < m:
-                ev = run[r]
-                r += 1
-                elevated = True
-            else:
-                if i >= n:
-                    break
-                ev = batch[i]
-                i += 1
-                elevated = False
-            if ev.state != READY:
-                continue  # ran in a run, or disarmed or re-armed by an earlier callback
-            # A READY event is still the one its table holds: disarm and re-arm
-            # both mark it CANCELLED when they take it out.
-            del tables[ev.direction - 1][ev.fd]
-            ev.state = DONE
-            if now > flush_due and budget_ns and self._arms_since_flush:
-                if self.backend.flush():
-                    counters.round_budget_flushes += 1
-                self._arms_since_flush = 0
-                flush_due = now + budget_ns
-            if elevated:
-                counters.tail_elevations += 1
-                self._late = True
-            if probe is not None:
-                # Before the callback: a re-arm from it re-stamps this Event.
-                queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
-            self._running_fd = ev.fd
-            self._running = ev
-            callback = ev.callback
-            try:
-                callback(ev)
-            except Exception:
-                counters.callback_errors += 1
-                log.exception("callback %r for fd %d (%s) raised", callback, ev.fd,
-                              direction_name(ev.direction))
-            finally:
-                self._late = False
-                self._running_fd = -1
-                self._running = None  # it holds its callback, and so its owner, alive
-            ran += 1
-            if probe is not None:
-                probe.dispatch(queued_ns, ready_for_ns, clock() - now, elevated)
-            if drain_chunk and ran % drain_chunk == 0 and self._posts:
-                counters.drain_chunk_drains += 1
-                self._drain_posts()
-        counters.dispatched += ran
+        # try/finally: a round cut short by an escaping exception (R21) counts what it ran.
+        try:
+            while True:
+                if timed:
+                    now = clock()
+                if r >= m and now >= aged_at:  # between runs, and some event may have aged
+                    run = age.take_aged(now)
+                    r, m = 0, len(run)
+                    aged_at = age.aged_at
+                    if aged_at == NEVER:
+                        i = n  # every event is taken or gone: backend order has nothing left
+                if r < m:
+                    ev = run[r]
+                    r += 1
+                    elevated = True
+                else:
+                    if i >= n:
+                        break
+                    ev = batch[i]
+                    i += 1
+                    elevated = False
+                if ev.state != READY:
+                    continue  # ran in a run, or disarmed or re-armed by an earlier callback
+                # A READY event is still the one its table holds: disarm and re-arm
+                # both mark it CANCELLED when they take it out.
+                del tables[ev.direction - 1][ev.fd]
+                ev.state = DONE
+                if now > flush_due and budget_ns and self._arms_since_flush:
+                    if self.backend.flush():
+                        counters.round_budget_flushes += 1
+                    self._arms_since_flush = 0
+                    flush_due = now + budget_ns
+                if elevated:
+                    counters.tail_elevations += 1
+                    self._late = True
+                if probe is not None:
+                    # Before the callback: a re-arm from it re-stamps this Event.
+                    queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
+                self._running_fd = ev.fd
+                self._running = ev
+                callback = ev.callback
+                ran += 1  # counted before it runs: one that raises anything still ran (R21)
+                try:
+                    callback(ev)
+                except Exception:
+                    counters.callback_errors += 1
+                    log.exception("callback %r for fd %d (%s) raised", callback, ev.fd,
+                                  direction_name(ev.direction))
+                finally:
+                    self._late = False
+                    self._running_fd = -1
+                    self._running = None  # it holds its callback, and so its owner, alive
+                    if probe is not None:
+                        probe.dispatch(queued_ns, ready_for_ns, clock() - now, elevated)
+                if drain_chunk and ran % drain_chunk == 0 and self._posts:
+                    counters.drain_chunk_drains += 1
+                    self._drain_posts()
+        finally:
+            counters.dispatched += ran
         return ran
 
     def _drain_posts(self) -> None:
@@ -500,6 +506,7 @@ class Reactor:
                 raise
 
     def _run_timer(self, timer: Timer) -> None:
+        self.counters.timers_fired += 1
         try:
             timer.callback(timer)
         except Exception:

@@ -194,6 +194,36 @@ def test_an_exception_that_escapes_a_callback_loses_no_other_callback(make_react
     else:
         assert ran == tags  # deadline order, ties in arm order (R1); posts oldest first (R6)
     assert all(r.armed(p.fd, READ) is None for p in ps)
+    # The round cut short counts like any other: every callback that ran, the one that raised too.
+    counted = {"io": "dispatched", "timer": "timers_fired", "post": "posts_run"}[kind]
+    assert getattr(r.counters, counted) == len(tags)
+
+
+@pytest.mark.clause("R21")
+def test_a_round_cut_short_is_counted_and_probed_like_any_other(make_reactor, pairs, clock):
+    from tailreactor_conformance.tests.test_probe_and_model import RecordingProbe
+
+    probe = RecordingProbe()
+    r = make_reactor(clock=clock, probe=probe, tail_us=1000)
+    ps = pairs(3)
+    ran = []
+
+    def io(ev):
+        ran.append(ev.data)
+        if len(ran) == 1:
+            raise Escape
+
+    for i, p in enumerate(ps):
+        p.make_readable()
+        r.arm(p.fd, READ, io, i)
+    clock.advance_us(5000)  # every event aged: each is elevated
+    with pytest.raises(Escape):
+        run_until(r, lambda: ran, max_rounds=50)
+    run_until(r, lambda: len(ran) == 3, max_rounds=50)
+    c = r.counters.as_dict()
+    assert len(probe.dispatches) == c["dispatched"] == 3
+    assert sum(d[3] for d in probe.dispatches) == c["tail_elevations"] == 3
+    assert len(probe.rounds) == c["rounds"]
 
 
 @pytest.mark.clause("R21")
