@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ci"))
 
 from tailjob.peers import make_server, servers  # noqa: E402
+from tailjob.server import ServerError  # noqa: E402
 
 from tailreactor.config import ConfigError, load  # noqa: E402
 
@@ -67,6 +68,9 @@ def run_wrk(url: str, connections: int, duration_s: int) -> int:
     m = REQUESTS.search(out.stdout)
     if out.returncode != 0 or m is None:
         raise RuntimeError(f"wrk failed ({' '.join(argv)}): {out.stderr.strip() or out.stdout.strip()}")
+    if int(m[1]) == 0:
+        raise RuntimeError(f"wrk completed no request ({' '.join(argv)}); too many connections for "
+                           f"this machine's limits?")
     return int(m[1])
 
 
@@ -115,7 +119,12 @@ def add_load_options(ap: argparse.ArgumentParser, *, duration_s: int, warmup_s: 
     ap.add_argument("--warmup", type=int, default=warmup_s,
                     help=f"seconds of wrk first, not {what} (default {warmup_s})")
     ap.add_argument("--set", action="append", default=[], metavar="K=V",
-                    help="an environment variable for every server, e.g. CWIST_REACTOR_TAIL_US=0")
+                    help="an environment variable for every server, e.g. CWIST_REACTOR_TAIL_US=0 "
+                         "(not the backend or the workers: --server sets those)")
+
+
+#: Knobs the tools set themselves: the backend from --server, one worker per server.
+FIXED_KNOBS = ("CWIST_REACTOR_BACKEND", "CWIST_WORKERS")
 
 
 def load_env(ap: argparse.ArgumentParser, args, tool: str) -> dict[str, str] | None:
@@ -127,6 +136,9 @@ def load_env(ap: argparse.ArgumentParser, args, tool: str) -> dict[str, str] | N
         key, sep, value = item.partition("=")
         if not sep or not key:
             ap.error(f"--set takes K=V, got {item!r}")
+        if key in FIXED_KNOBS:
+            ap.error(f"--set {key} is not accepted: --server chooses the backend, and every server "
+                     f"runs one worker")
         env[key] = value
     if min(args.connections, args.duration, args.warmup) < 1:
         ap.error("--connections, --duration and --warmup must be >= 1")
@@ -151,8 +163,12 @@ def main(argv=None) -> int:
             print(f"instructions: {tool} is not on PATH; install it: {how}", file=sys.stderr)
             return 2
     for name in args.server or SERVERS:
-        instructions, requests = measure(name, connections=args.connections, duration_s=args.duration,
-                                         warmup_s=args.warmup, env=env)
+        try:
+            instructions, requests = measure(name, connections=args.connections, duration_s=args.duration,
+                                             warmup_s=args.warmup, env=env)
+        except (RuntimeError, ServerError) as exc:
+            print(f"instructions: {name}: {exc}", file=sys.stderr)
+            return 2
         print(f"{name}: {instructions / requests:,.0f} instructions/request "
               f"({instructions:,} instructions, {requests:,} requests)", flush=True)
         if requests < 100 * args.connections:

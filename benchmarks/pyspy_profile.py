@@ -59,6 +59,7 @@ sys.path.insert(0, str(HERE.parent / "scripts" / "ci"))
 from bytecodes import part_of  # noqa: E402
 from instructions import SERVERS, add_load_options, load_env, peer_of, pin, run_wrk  # noqa: E402
 from tailjob.peers import make_server  # noqa: E402
+from tailjob.server import ServerError  # noqa: E402
 
 
 #: One frame of py-spy's raw output: ``function (file:line)``.
@@ -130,6 +131,7 @@ def profile(name: str, *, py_spy: str, connections: int, duration_s: int, warmup
     server = make_server(peer_of(name), ambient=env, host="127.0.0.1", cpus="0" if two_cpus else None,
                          nginx=None)
     server.start()
+    wrk = None
     try:
         url = f"http://127.0.0.1:{server.port}/"
         run_wrk(url, min(connections, 64), warmup_s)
@@ -144,6 +146,9 @@ def profile(name: str, *, py_spy: str, connections: int, duration_s: int, warmup
             text = raw.read_text() if raw.exists() else ""
         out, err = wrk.communicate(timeout=duration_s + 60)
     finally:
+        if wrk is not None and wrk.poll() is None:  # interrupted: no wrk left behind
+            wrk.kill()
+            wrk.wait()
         server.stop()
     if spy.returncode != 0 or not text:
         detail = (spy.stderr.strip() or spy.stdout.strip()).splitlines()
@@ -153,6 +158,9 @@ def profile(name: str, *, py_spy: str, connections: int, duration_s: int, warmup
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
     if wrk.returncode != 0 or m is None:
         raise RuntimeError(f"wrk failed: {err.strip() or out.strip()}")
+    if float(m[1]) == 0:
+        raise RuntimeError("wrk completed no request under the profiler; too many connections for this "
+                           "machine's limits?")
     return parse_raw(text), float(m[1])
 
 
@@ -161,8 +169,7 @@ def main(argv=None) -> int:
     add_load_options(ap, duration_s=8, warmup_s=2, what="sampled")
     ap.add_argument("--rate", type=int, default=250, help="samples per second (default 250)")
     ap.add_argument("--top", type=int, default=12, help="lines listed per server (default 12)")
-    ap.add_argument("--py-spy", default=str(Path(sys.executable).parent / "py-spy"),
-                    help="the py-spy binary (default: the one next to this Python)")
+    ap.add_argument("--py-spy", help="the py-spy binary (default: the one next to this Python, else on PATH)")
     args = ap.parse_args(argv)
     if not 1 <= args.rate <= 1000:
         ap.error(f"--rate must be 1 to 1000, got {args.rate}")
@@ -171,7 +178,13 @@ def main(argv=None) -> int:
     env = load_env(ap, args, "pyspy_profile")
     if env is None:
         return 2
-    py_spy = args.py_spy if os.access(args.py_spy, os.X_OK) else shutil.which("py-spy")
+    if args.py_spy is not None:
+        if not (os.path.isfile(args.py_spy) and os.access(args.py_spy, os.X_OK)):
+            ap.error(f"--py-spy {args.py_spy} is not an executable file")
+        py_spy = args.py_spy
+    else:
+        beside = Path(sys.executable).parent / "py-spy"
+        py_spy = str(beside) if os.access(beside, os.X_OK) else shutil.which("py-spy")
     if py_spy is None:
         print("pyspy_profile: py-spy is not installed; install it: pip install -e '.[bench]' "
               "(scripts/bootstrap.sh does)", file=sys.stderr)
@@ -186,9 +199,12 @@ def main(argv=None) -> int:
         try:
             leaves, rps = profile(name, py_spy=py_spy, connections=args.connections, duration_s=args.duration,
                                   warmup_s=args.warmup, rate=args.rate, env=env)
-        except PermissionError as exc:
-            print(f"pyspy_profile: {exc}", file=sys.stderr)
+        except (PermissionError, RuntimeError, ServerError) as exc:
+            print(f"pyspy_profile: {name}: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print("pyspy_profile: interrupted", file=sys.stderr)
+            return 130
         print(report(name, leaves, rps, args.top), flush=True)
     return 0
 

@@ -57,3 +57,5 @@ def test_bad_arguments_get_one_clear_error():
     res = run("--set", "CWIST_REACTOR_TAIL_US=abc", timeout=60)
     assert res.returncode == 2 and res.stdout == ""
     assert "instructions: CWIST_REACTOR_TAIL_US='abc' is invalid" in res.stderr
+    res = run("--set", "CWIST_WORKERS=4", timeout=60)
+    assert res.returncode == 2 and "--set CWIST_WORKERS is not accepted" in res.stderr

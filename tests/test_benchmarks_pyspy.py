@@ -77,10 +77,10 @@ def test_a_short_real_run_profiles_the_bench_server_and_the_asyncio_peer():
 
 
 def test_missing_tools_are_named_with_how_to_install():
-    env = {**os.environ, "PATH": "/nonexistent"}  # no wrk; py-spy is looked up next to python
-    res = run("--server", "asyncio", "--py-spy", "/nonexistent/py-spy", env=env, timeout=60)
+    env = {**os.environ, "PATH": "/nonexistent"}  # no wrk (py-spy is found next to python)
+    res = run("--server", "asyncio", env=env, timeout=60)
     assert res.returncode == 2 and res.stdout == ""
-    assert "is not installed; install it:" in res.stderr
+    assert "wrk is not installed; install it: scripts/bootstrap.sh --wrk" in res.stderr
 
 
 def test_bad_arguments_get_one_clear_error():
@@ -91,3 +91,9 @@ def test_bad_arguments_get_one_clear_error():
     res = run("--set", "CWIST_REACTOR_TAIL_US=abc", timeout=60)
     assert res.returncode == 2 and res.stdout == ""
     assert "pyspy_profile: CWIST_REACTOR_TAIL_US='abc' is invalid" in res.stderr
+    # A py-spy named on the command line is used or refused, never silently replaced.
+    res = run("--py-spy", "/nonexistent/py-spy", timeout=60)
+    assert res.returncode == 2 and "--py-spy /nonexistent/py-spy is not an executable file" in res.stderr
+    # --server chooses the backend; a knob that would silently lose to it is refused.
+    res = run("--set", "CWIST_REACTOR_BACKEND=io_uring", timeout=60)
+    assert res.returncode == 2 and "--set CWIST_REACTOR_BACKEND is not accepted" in res.stderr
