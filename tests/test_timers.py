@@ -115,3 +115,30 @@ def test_cancelled_timers_do_not_pile_up(make_reactor, clock):
     clock.advance_us(1_000_000)
     r.run_once(0)
     assert fired == [1]
+
+
+def test_dead_count_stays_exact_when_a_pass_cancels_a_due_timer_and_compacts(make_reactor, clock):
+    """The heap counts its dead entries to know when to compact.  A callback of a pass that
+    cancels a timer due later in the same pass (off the heap by then), and then triggers a
+    compaction, must not leave the count off (the fresh-eyes review found it at -1)."""
+    r = make_reactor(clock=clock)
+    heap = r._timers
+    ran = []
+    later = {}
+
+    def first(t):
+        ran.append("first")
+        later["t"].cancel()  # due in this pass, already taken off the heap
+        churn = [r.timer(lambda t: None) for _ in range(300)]
+        for t in churn:
+            t.arm_us(10_000_000)
+        for t in churn:
+            t.cancel()
+        r.timer(lambda t: None).arm_us(10_000_000)  # a push after many cancels: compaction
+
+    r.call_later_us(0, first)
+    later["t"] = r.call_later_us(0, lambda t: ran.append("cancelled one"))
+    r.call_later_us(0, lambda t: ran.append("last"))
+    r.run_once(0)
+    assert ran == ["first", "last"]
+    assert heap.dead == sum(1 for entry in heap._heap if entry[2] is None)

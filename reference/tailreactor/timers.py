@@ -63,10 +63,12 @@ class Timer:
         self._heap.push(self, int(deadline_ns))
 
     def cancel(self) -> None:
-        if self._entry is not None:
-            self._entry[2] = None  # lazy deletion: the popped entry is skipped
+        entry = self._entry
+        if entry is not None:
+            entry[2] = None  # lazy deletion: the popped entry is skipped
             self._entry = None
-            self._heap.dead += 1
+            if entry[3]:  # still on the heap (not taken by the pass running now): one more dead entry
+                self._heap.dead += 1
 
 
 class TimerHeap:
@@ -74,7 +76,8 @@ class TimerHeap:
 
     def __init__(self, clock):
         self.clock = clock
-        self._heap: list[list] = []  # [deadline_ns, seq, timer or None]
+        # [deadline_ns, seq, timer or None, on_heap]; (deadline, seq) orders them, seq is unique.
+        self._heap: list[list] = []
         self._seq = itertools.count()
         self.dead = 0  # entries in _heap whose timer was cancelled or re-armed
 
@@ -85,7 +88,7 @@ class TimerHeap:
         timer.cancel()
         if self.dead > self.COMPACT_MIN and self.dead * 2 > len(self._heap):
             self._compact()
-        entry = [deadline_ns, next(self._seq), timer]
+        entry = [deadline_ns, next(self._seq), timer, True]
         timer.deadline_ns = deadline_ns
         timer._entry = entry
         heapq.heappush(self._heap, entry)
@@ -120,6 +123,7 @@ class TimerHeap:
         while heap and heap[0][0] <= now_ns:
             entry = heapq.heappop(heap)
             if entry[2] is not None:
+                entry[3] = False  # off the heap: a cancel during the pass is not a dead entry
                 due.append(entry)
             else:
                 self.dead -= 1
@@ -127,8 +131,7 @@ class TimerHeap:
         for k, entry in enumerate(due):
             timer = entry[2]
             if timer is None:
-                self.dead -= 1  # cancelled by an earlier callback of this pass; counted at cancel
-                continue
+                continue  # cancelled by an earlier callback of this pass
             entry[2] = None
             timer._entry = None
             fired += 1
@@ -139,9 +142,8 @@ class TimerHeap:
                 # rest of the pass goes back on the heap (same deadline and sequence, so
                 # the same order) and fires in a later pass (clause R21).
                 for rest in due[k + 1:]:
-                    if rest[2] is None:
-                        self.dead -= 1
-                    else:
+                    if rest[2] is not None:  # not cancelled meanwhile
+                        rest[3] = True
                         heapq.heappush(self._heap, rest)  # not `heap`: a callback may have compacted it
                 raise
         return fired
