@@ -169,6 +169,9 @@ def main(argv=None) -> int:
         except (RuntimeError, ServerError) as exc:
             print(f"instructions: {name}: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print("instructions: interrupted", file=sys.stderr)
+            return 130
         print(f"{name}: {instructions / requests:,.0f} instructions/request "
               f"({instructions:,} instructions, {requests:,} requests)", flush=True)
         if requests < 100 * args.connections:

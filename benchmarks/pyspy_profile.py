@@ -192,7 +192,12 @@ def main(argv=None) -> int:
     if shutil.which("wrk") is None:
         print("pyspy_profile: wrk is not installed; install it: scripts/bootstrap.sh --wrk", file=sys.stderr)
         return 2
-    version = subprocess.run([py_spy, "--version"], capture_output=True, text=True).stdout.split()[-1:]
+    first = (subprocess.run([py_spy, "--version"], capture_output=True, text=True).stdout.splitlines()
+             or [""])[0]
+    if not first.startswith("py-spy "):
+        print(f"pyspy_profile: {py_spy} is not py-spy: its --version printed {first!r}", file=sys.stderr)
+        return 2
+    version = first.split()[-1:]
     print(f"pyspy_profile: py-spy {' '.join(version)}, {args.rate} samples/s for {args.duration} s of "
           f"wrk -t1 -c{args.connections} (server on CPU 0, wrk on CPU 1 when there are two)")
     for name in args.server or SERVERS:

@@ -94,6 +94,8 @@ def test_bad_arguments_get_one_clear_error():
     # A py-spy named on the command line is used or refused, never silently replaced.
     res = run("--py-spy", "/nonexistent/py-spy", timeout=60)
     assert res.returncode == 2 and "--py-spy /nonexistent/py-spy is not an executable file" in res.stderr
+    res = run("--py-spy", "/bin/false", timeout=60)
+    assert res.returncode == 2 and "/bin/false is not py-spy" in res.stderr
     # --server chooses the backend; a knob that would silently lose to it is refused.
     res = run("--set", "CWIST_REACTOR_BACKEND=io_uring", timeout=60)
     assert res.returncode == 2 and "--set CWIST_REACTOR_BACKEND is not accepted" in res.stderr

@@ -350,7 +350,13 @@ class Reactor:
 
         # 1. Posts queued so far.
         if self._posts:
-            self._drain_posts()
+            try:
+                self._drain_posts()
+            except BaseException:  # cut short before its wait (R21): still a round, of no events
+                self.counters.rounds += 1
+                if probe is not None:
+                    probe.round(0, 0)
+                raise
 
         # 2. Wait.  Never sleep past the earliest timer or over pending posts.
         timeout = timeout_s
@@ -392,7 +398,8 @@ class Reactor:
         finally:
             self.counters.rounds += 1
             if probe is not None:
-                probe.round(len(batch), clock() - round_start)
+                # A round cut short reports the events it took; the carried ones count in the next.
+                probe.round(len(batch) - len(self._carried), clock() - round_start)
         return ran
 
     def _dispatch(self, batch: list[Event], round_start: int) -> int:

@@ -224,6 +224,19 @@ def test_a_round_cut_short_is_counted_and_probed_like_any_other(make_reactor, pa
     assert len(probe.dispatches) == c["dispatched"] == 3
     assert sum(d[3] for d in probe.dispatches) == c["tail_elevations"] == 3
     assert len(probe.rounds) == c["rounds"]
+    assert sum(n for n, _ in probe.rounds) == 3  # each event in one round's batch size, carried or not
+
+    # A post that escapes at the start of a round, before its wait: still a round.
+    rounds_before = c["rounds"]
+
+    def escape(_):
+        raise Escape
+
+    r.post(escape)
+    with pytest.raises(Escape):
+        r.run_once(0)
+    assert r.counters.rounds == rounds_before + 1 == len(probe.rounds)
+    assert r.counters.posts_run == len(probe.posts) == 1
 
 
 @pytest.mark.clause("R21")

@@ -100,7 +100,8 @@ class ServerProcess:
         """Start the server and wait until it listens.
 
         Raises :class:`ServerError` if it exits first or does not print its
-        ready line within ``start_timeout_s``.
+        ready line within ``start_timeout_s``.  Interrupted while it waits
+        (``KeyboardInterrupt``), it stops the server before re-raising.
         """
         if self.port is None:
             self.port = free_port(self.host)
@@ -111,7 +112,14 @@ class ServerProcess:
                                         daemon=True)
         self._reader.start()
         # Set by the listening line, or by the end of stderr (the server died).
-        if not self._ready.wait(self.start_timeout_s) or self.backend is None:
+        try:
+            ready = self._ready.wait(self.start_timeout_s)
+        except BaseException:
+            # Ctrl-C while it starts: the server runs in its own session, so the terminal's
+            # SIGINT does not reach it; stop it here or it outlives us.
+            self.stop()
+            raise
+        if not ready or self.backend is None:
             died = self.proc.poll() is not None or not self._reader.is_alive()
             self.stop()
             what = "exited before listening" if died else \
