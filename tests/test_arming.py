@@ -223,3 +223,46 @@ def test_arm_from_elsewhere_or_other_direction_gets_a_new_event(make_reactor, cl
     assert ev.state == DONE
     outside = r.arm(a.fileno(), READ, lambda e: None)
     assert outside is not ev and ev.state == DONE
+
+
+def test_arm_from_own_callback_after_close_raises(make_reactor, socketpairs):
+    """The hot re-arm skips the closed check: close() must turn it off, so a
+    callback that closes the reactor and then re-arms its fd gets RuntimeError."""
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    b.send(b"x")
+    raised = []
+
+    def cb(ev):
+        r.close()
+        try:
+            r.arm(ev.fd, READ, cb)
+        except RuntimeError as exc:
+            raised.append(str(exc))
+
+    r.arm(a.fileno(), READ, cb)
+    r.run_once(1.0)
+    assert raised == ["reactor is closed"]
+
+
+def test_second_arm_from_own_callback_replaces_the_rearmed_event(make_reactor, socketpairs):
+    """Two arms of the same fd and direction from its callback: the first
+    re-arms the delivered Event in place, the second replaces it (a new Event;
+    the first is cancelled and never runs)."""
+    from tailreactor.events import CANCELLED
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    b.send(b"x")  # never read: every arm fires at once
+    calls, got = [], {}
+
+    def cb(ev):
+        calls.append("cb")
+        got["first"] = r.arm(ev.fd, READ, lambda e: calls.append("first"))
+        got["second"] = r.arm(ev.fd, READ, lambda e: calls.append("second"))
+
+    ev = r.arm(a.fileno(), READ, cb)
+    r.run_once(1.0)
+    assert got["first"] is ev and got["second"] is not ev
+    assert ev.state == CANCELLED and r.armed(a.fileno(), READ) is got["second"]
+    r.run_once(1.0)
+    assert calls == ["cb", "second"]

@@ -205,3 +205,29 @@ def test_a_pipeline_longer_than_the_rx_buffer_is_read_as_one_readiness_read_woul
             assert [r.body for r in read_responses(c, 200)] == [str(i).encode() for i in range(200)]
             (conn,) = srv.listener.connections.values()
             assert conn._rx and conn.stats.requests == 200
+
+
+def test_second_arm_recv_from_the_callback_replaces_the_rearmed_receive(pair):
+    """As for arm(): the first arm_recv from the callback re-arms the delivered
+    Event, a second replaces it (the first is cancelled and never runs).  The
+    next bytes are sent once the kernel has the cancel (flush): a receive
+    replaced before that may take bytes already queued (``Reactor.arm_recv``)."""
+    from tailreactor.events import CANCELLED
+    a, b = pair
+    buf, buf2 = bytearray(64), bytearray(64)
+    calls, got = [], {}
+    with _reactor() as r:
+        def cb(ev):
+            calls.append(("cb", bytes(buf[:ev.result])))
+            got["first"] = r.arm_recv(ev.fd, buf, lambda e: calls.append("first"))
+            got["second"] = r.arm_recv(ev.fd, buf2, lambda e: calls.append(("second", bytes(buf2[:e.result]))))
+
+        ev = r.arm_recv(a.fileno(), buf, cb)
+        b.send(b"one")
+        assert _run_until(r, lambda: len(calls) == 1)
+        assert got["first"] is ev and got["second"] is not ev and ev.state == CANCELLED
+        assert r.armed(a.fileno(), READ) is got["second"]
+        r.flush()
+        b.send(b"two")
+        assert _run_until(r, lambda: len(calls) == 2), calls
+    assert calls == [("cb", b"one"), ("second", b"two")]

@@ -181,29 +181,36 @@ class Reactor:
         ``OSError(EBADF)`` for a closed fd, ``ValueError`` for a bad direction,
         ``RuntimeError`` after :meth:`close`.
         """
+        ev = self._running
+        if fd == self._running_fd and ev.direction == direction and ev.state == DONE:
+            # The hot re-arm, from the callback of the event just delivered for
+            # this fd and direction: re-arm that Event, re-stamped, instead of
+            # allocating one (CWIST recycles fired event slots through a pool).
+            # Nothing else can be armed for it: the Event left its table when it
+            # was delivered, and every arm of it since would have come here.
+            # _running_fd is -1 outside callbacks and after close(), so the
+            # checks below are not needed here (a bad direction never equals
+            # ev.direction).
+            ev.callback = callback
+            ev.data = data
+            ev.armed_ns = self.clock()
+            ev.ready_ns = ev.revents = 0
+            ev.state = ARMED
+            self._rearm(fd, direction, ev)
+            self._armed[direction - 1][fd] = ev
+            self._arms_since_flush += 1
+            return ev
         if self._closed:
             raise RuntimeError("reactor is closed")
         if direction != READ and direction != WRITE:
             raise ValueError(f"direction must be READ (1) or WRITE (2), got {direction!r}")
-        table = self._armed[direction - 1]
-        old = table.get(fd)
-        if fd == self._running_fd:
-            # From the fd's own callback: the hot re-arm.  The same direction
-            # re-arms the Event just delivered, re-stamped, instead of
-            # allocating one (CWIST recycles fired event slots through a pool).
-            ev = self._running
-            if ev.direction == direction and ev.state == DONE:
-                ev.callback = callback
-                ev.data = data
-                ev.armed_ns = self.clock()
-                ev.ready_ns = ev.revents = 0
-                ev.state = ARMED
-            else:
-                ev = Event(fd, direction, callback, data, self.clock())
+        ev = Event(fd, direction, callback, data, self.clock())
+        if fd == self._running_fd:  # its own callback, another direction or a second arm
             self._rearm(fd, direction, ev)
         else:
-            ev = Event(fd, direction, callback, data, self.clock())
             self.backend.arm(fd, direction, ev)
+        table = self._armed[direction - 1]
+        old = table.get(fd)
         if old is not None:
             old.state = CANCELLED
         table[fd] = ev
@@ -235,25 +242,28 @@ class Reactor:
             raise RuntimeError(f"arm_recv needs a backend with a receive operation and CWIST_RX_URING "
                                f"not 0; backend {self.backend_name}, "
                                f"CWIST_RX_URING={self.config.rx_uring}: arm READ and recv instead")
-        if self._closed:
-            raise RuntimeError("reactor is closed")
         if not len(buffer):
             raise ValueError("arm_recv needs a non-empty buffer: its result 0 would read as EOF")
         # The rest mirrors arm() with the backend's arm_recv.  They share no
         # helper on purpose: arm is the hot path, and a Python call costs
         # about 1 % of an HTTP request here (benchmarks/README.md).
-        table = self._armed[READ - 1]
-        old = table.get(fd)
         ev = self._running
         if fd == self._running_fd and ev.direction == READ and ev.state == DONE:
-            ev.callback = callback  # re-arm the Event just delivered, as arm() does
+            ev.callback = callback  # the hot re-arm of the Event just delivered, as in arm()
             ev.data = data
             ev.armed_ns = self.clock()
             ev.ready_ns = ev.revents = 0
             ev.state = ARMED
-        else:
-            ev = Event(fd, READ, callback, data, self.clock())
+            self.backend.arm_recv(fd, buffer, ev)
+            self._armed[READ - 1][fd] = ev
+            self._arms_since_flush += 1
+            return ev
+        if self._closed:
+            raise RuntimeError("reactor is closed")
+        ev = Event(fd, READ, callback, data, self.clock())
         self.backend.arm_recv(fd, buffer, ev)
+        table = self._armed[READ - 1]
+        old = table.get(fd)
         if old is not None:
             old.state = CANCELLED
         table[fd] = ev
@@ -531,6 +541,7 @@ class Reactor:
         if self._posts:
             self._drain_posts()
         self._closed = True
+        self._running_fd = -1  # an arm from the callback that closed us must not take the hot path
         if self.probe is not None:
             # CWIST's destroy dumps the probe; ours writes the per-worker report.
             self.probe.finish(self.counters.as_dict())
