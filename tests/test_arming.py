@@ -266,3 +266,26 @@ def test_second_arm_from_own_callback_replaces_the_rearmed_event(make_reactor, s
     assert ev.state == CANCELLED and r.armed(a.fileno(), READ) is got["second"]
     r.run_once(1.0)
     assert calls == ["cb", "second"]
+
+
+def test_arm_from_a_post_drained_inside_the_batch_gets_a_new_event(make_reactor, socketpairs):
+    """A post that runs between two callbacks (drain chunk 1) and arms the fd
+    the previous callback ran for is not that callback: a new Event, and the
+    delivered one stays DONE."""
+    from tailreactor.events import DONE
+    r = make_reactor(drain_chunk=1, tail_us=0)
+    (a, b), (c, d) = socketpairs(2)
+    b.send(b"x")
+    d.send(b"x")
+    delivered, got = [], {}
+
+    def cb(ev):
+        delivered.append(ev)
+        if len(delivered) == 1:
+            r.post(lambda _: got.setdefault("post", r.arm(ev.fd, READ, lambda e: None)))
+
+    r.arm(a.fileno(), READ, cb)
+    r.arm(c.fileno(), READ, cb)
+    assert r.run_once(1.0) == 2
+    assert "post" in got, "precondition: the post ran inside the batch"
+    assert got["post"] is not delivered[0] and delivered[0].state == DONE

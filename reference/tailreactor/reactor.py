@@ -428,7 +428,9 @@ class Reactor:
         # submit the next is due a budget later, so a long round costs one extra
         # io_uring_enter per budget interval, not one per callback.
         flush_due = round_start + budget_ns
+        # Posts run after every drain_chunk-th callback: at ran == drain_at (-1: never).
         drain_chunk = self._drain_chunk
+        drain_at = drain_chunk or -1
         probe = self.probe
         clock = self.clock
         # Read the clock per delivery only when something needs it.
@@ -475,10 +477,14 @@ class Reactor:
                     flush_due = now + budget_ns
                 if elevated:
                     counters.tail_elevations += 1
-                    self._late = True
                 if probe is not None:
                     # Before the callback: a re-arm from it re-stamps this Event.
                     queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
+                # What arm() and dispatch_late() read about the callback running
+                # now.  Nothing else runs between two deliveries, so they are
+                # cleared only where other code runs: before a drain of posts
+                # and when the walk ends (below).
+                self._late = elevated
                 self._running_fd = ev.fd
                 self._running = ev
                 callback = ev.callback
@@ -490,15 +496,20 @@ class Reactor:
                     log.exception("callback %r for fd %d (%s) raised", callback, ev.fd,
                                   direction_name(ev.direction))
                 finally:
-                    self._late = False
-                    self._running_fd = -1
-                    self._running = None  # it holds its callback, and so its owner, alive
                     if probe is not None:
                         probe.dispatch(queued_ns, ready_for_ns, clock() - now, elevated)
-                if drain_chunk and ran % drain_chunk == 0 and self._posts:
-                    counters.drain_chunk_drains += 1
-                    self._drain_posts()
+                if ran == drain_at:
+                    drain_at += drain_chunk
+                    if self._posts:
+                        self._late = False
+                        self._running_fd = -1
+                        self._running = None
+                        counters.drain_chunk_drains += 1
+                        self._drain_posts()
         finally:
+            self._late = False
+            self._running_fd = -1
+            self._running = None  # it holds its callback, and so its owner, alive
             counters.dispatched += ran
         return ran
 

@@ -176,6 +176,26 @@ def test_dispatch_late_is_false_in_timers_and_posts(make_reactor, pairs, clock):
 
 
 @pytest.mark.clause("R11")
+def test_dispatch_late_is_false_in_a_post_drained_inside_the_batch(make_reactor, pairs, clock):
+    """A post drained between two elevated callbacks (drain chunk 1) is not one of them."""
+    r = make_reactor(clock=clock, tail_us=1000, drain_chunk=1)
+    ps = pairs(2)
+    seen = []
+
+    def io(ev):
+        seen.append(("io", r.dispatch_late()))
+        if len(seen) == 1:
+            r.post(lambda d: seen.append(("post", r.dispatch_late())))
+
+    for p in ps:
+        r.arm(p.fd, READ, io)
+        p.make_readable()
+    clock.advance_us(5000)  # both aged
+    r.run_once(0)
+    assert seen == [("io", True), ("post", False), ("io", True)]
+
+
+@pytest.mark.clause("R11")
 def test_dispatch_late_and_elevations_match_the_rule_for_any_round(fresh_reactor, make_backend):
     @profiles.current()
     @given(sc=age_scenarios())
