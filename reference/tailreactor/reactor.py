@@ -37,7 +37,12 @@ first, as every round does), the rest of a timer pass goes back on the heap,
 and the rest of a post drain back to the front of the queue.  asyncio's
 ``_run_once`` likewise leaves the rest of its ready queue for the next
 iteration.  The round cut short is counted like any other (rounds,
-``dispatched``, the probe), the callback that raised included.
+``dispatched``, the probe), the callback that raised included.  A signal
+handler's ``KeyboardInterrupt`` can also come between the wait and the
+dispatch, while the batch is stamped: the events the wait reaped are then
+stamped and kept the same way (a one-shot backend will not report them
+again).  Inside the backend's own ``wait``, after the kernel handed the
+events over, a signal can still lose them: that window is the backend's.
 
 Clock: ``clock`` returns integer nanoseconds (default ``time.monotonic_ns``,
 CLOCK_MONOTONIC as in CWIST).  Tests inject a fake clock and advance it from
@@ -378,22 +383,25 @@ class Reactor:
                 until = max(0.0, (deadline - clock()) / 1e9)
                 timeout = until if timeout is None else min(timeout, until)
         reaped = self.backend.wait(timeout)
-        self._arms_since_flush = 0  # the wait submitted them
-
-        # 3. Stamp what became ready.  Skip events disarmed since they were
-        #    reported (their fd may already belong to someone else).
-        round_start = clock()
-        batch: list[Event] = []
-        if self._carried:  # cut short last round (R21): they keep their stamps and lead the batch
-            batch, self._carried = self._carried, []
-        for ev, revents in reaped:
-            if ev.state == ARMED:
-                ev.state = READY
-                ev.revents = revents
-                ev.ready_ns = round_start
-                batch.append(ev)
-
+        # The backend has forgotten what it reaped (one-shot): from here on an
+        # exception must not lose it.  A signal handler's KeyboardInterrupt can
+        # come at any bytecode, also before the batch is whole (clause R21).
+        carried, self._carried = self._carried, []
+        batch: list[Event] = carried  # cut short last round (R21): they keep their stamps and lead
+        round_start = 0
+        stamped = False
         try:
+            self._arms_since_flush = 0  # the wait submitted them
+            # 3. Stamp what became ready.  Skip events disarmed since they were
+            #    reported (their fd may already belong to someone else).
+            round_start = clock()
+            for ev, revents in reaped:
+                if ev.state == ARMED:
+                    ev.state = READY
+                    ev.revents = revents
+                    ev.ready_ns = round_start
+                    batch.append(ev)
+            stamped = True
             # 4. Timers due now (each counted in timers_fired as it runs).
             if self._timers.next_deadline() is not None:
                 self._timers.fire_due(round_start, self._run_timer)
@@ -403,14 +411,34 @@ class Reactor:
             # Not an Exception (those are caught per callback): KeyboardInterrupt or
             # SystemExit ends the round here.  What the batch has not delivered is still
             # READY: it leads the next round's batch instead of being lost (clause R21).
+            if not stamped:
+                batch = self._stamp_the_rest(len(carried), batch, reaped, round_start)
             self._carried = [ev for ev in batch if ev.state == READY]
             raise
         finally:
             self.counters.rounds += 1
             if probe is not None:
                 # A round cut short reports the events it took; the carried ones count in the next.
-                probe.round(len(batch) - len(self._carried), clock() - round_start)
+                end = clock()
+                probe.round(len(batch) - len(self._carried), end - (round_start or end))
         return ran
+
+    def _stamp_the_rest(self, n_carried: int, batch: list[Event], reaped, round_start: int) -> list[Event]:
+        """The round was interrupted while stamping: stamp what it had not reached.
+
+        No callback has run yet, so the reaped events still ``ARMED`` are the
+        ones not reached, and those ``READY`` the ones stamped (an interrupt
+        between stamping one and appending it leaves it out of ``batch``, so
+        the batch is rebuilt: the carried events, then the reaped ones in
+        backend order).
+        """
+        now = round_start or self.clock()
+        for ev, revents in reaped:
+            if ev.state == ARMED:
+                ev.state = READY
+                ev.revents = revents
+                ev.ready_ns = now
+        return batch[:n_carried] + [ev for ev, _ in reaped if ev.state == READY]
 
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
         # The order (dispatch.py): backend order, walked here with a cursor,

@@ -271,6 +271,66 @@ def test_an_escape_outside_an_io_callback_keeps_the_batch(make_reactor, pairs, c
     assert ran.count("escape") == 1
 
 
+@pytest.mark.clause("R21")
+@pytest.mark.parametrize("where", ["at the round's stamp", "halfway through the batch"])
+def test_an_interrupt_right_after_the_wait_loses_no_reaped_event(make_reactor, make_backend, pairs, clock,
+                                                                  where):
+    """A signal handler can raise at any bytecode, also between the wait that took a
+    batch from the kernel and its dispatch.  Simulated here once the wait has returned
+    events: the clock's next read (the round's stamp) raises, or walking the batch
+    raises after two of its four events.  Those events were taken from the backend
+    (one-shot: it will not report them again), so the reactor must keep them: each
+    runs in a later round, once."""
+    from tailreactor_conformance.harness import RecordingBackend
+
+    interrupt = {"clock": False}
+
+    class Interrupting(list):
+        """The wait's result; walking it raises once, after two events."""
+
+        def __iter__(self):
+            for i, item in enumerate(list.__iter__(self)):
+                if i == 2 and not interrupt.get("walked"):
+                    interrupt["walked"] = True
+                    raise Escape("signal")
+                yield item
+
+    class InterruptedAfterWait(RecordingBackend):
+        fired = False
+
+        def wait(self, timeout_s):
+            got = super().wait(timeout_s)
+            if len(got) == 4 and not self.fired:
+                self.fired = True
+                if where.startswith("at"):
+                    interrupt["clock"] = True
+                else:
+                    got = Interrupting(got)
+            return got
+
+    def interrupting_clock():
+        if interrupt["clock"]:
+            interrupt["clock"] = False
+            raise Escape("signal")
+        return clock()
+
+    rec = InterruptedAfterWait(make_backend())
+    r = make_reactor(clock=interrupting_clock, backend=rec, tail_us=0)
+    ps = pairs(4)
+    ran = []
+    for i, p in enumerate(ps):
+        p.make_readable()
+        r.arm(p.fd, READ, lambda ev: ran.append(ev.data), i)
+    with pytest.raises(Escape):
+        run_until(r, lambda: rec.fired, max_rounds=50)
+    assert rec.fired and ran == [], "precondition: one batch of 4, interrupted before any callback"
+    run_until(r, lambda: len(ran) == len(ps), max_rounds=50)
+    for _ in range(3):
+        r.run_once(0)
+    assert sorted(ran) == list(range(len(ps)))
+    assert r.counters.dispatched == len(ps)
+
+
 # -- R17 -----------------------------------------------------------------------
 @pytest.mark.clause("R17")
 def test_self_reposting_post_cannot_starve_io_or_timers(make_reactor, pairs):
