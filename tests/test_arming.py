@@ -289,3 +289,43 @@ def test_arm_from_a_post_drained_inside_the_batch_gets_a_new_event(make_reactor,
     assert r.run_once(1.0) == 2
     assert "post" in got, "precondition: the post ran inside the batch"
     assert got["post"] is not delivered[0] and delivered[0].state == DONE
+
+
+# fd -1 is what a closed socket's fileno() returns; the reactor's "no callback is
+# running" state must never take it for the fd of a running callback (fresh-eyes review).
+def test_arming_fd_minus_one_raises_ebadf(make_reactor, socketpairs):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    a.close()
+    with pytest.raises(OSError) as info:
+        r.arm(a.fileno(), READ, lambda e: None)  # a closed socket's fileno() is -1
+    assert info.value.errno == errno.EBADF and "-1" in str(info.value)
+
+
+def test_fd_minus_one_gets_the_same_checks_as_any_fd(make_reactor):
+    r = make_reactor()
+    with pytest.raises(ValueError):
+        r.arm(-1, 7, lambda e: None)
+    r.close()
+    with pytest.raises(RuntimeError):
+        r.arm(-1, READ, lambda e: None)
+
+
+def test_a_callback_that_closes_the_reactor_then_arms_fd_minus_one_leaves_its_event_alone(
+        make_reactor, socketpairs):
+    from tailreactor.events import DONE
+    r = make_reactor()
+    (a, b), (c, d) = socketpairs(2)
+    c.close()
+    b.send(b"x")
+    out = []
+
+    def cb(ev):
+        r.close()
+        with pytest.raises(RuntimeError):
+            r.arm(c.fileno(), READ, lambda e: None)
+        out.append((ev.state, ev.callback is cb))
+
+    r.arm(a.fileno(), READ, cb)
+    r.run_once(1.0)
+    assert out == [(DONE, True)]

@@ -231,3 +231,11 @@ def test_second_arm_recv_from_the_callback_replaces_the_rearmed_receive(pair):
         b.send(b"two")
         assert _run_until(r, lambda: len(calls) == 2), calls
     assert calls == [("cb", b"one"), ("second", b"two")]
+
+
+def test_arm_recv_after_close_raises_runtimeerror_whatever_the_buffer():
+    r = _reactor()
+    r.close()
+    for buf in (bytearray(0), bytearray(8)):
+        with pytest.raises(RuntimeError, match="closed"):
+            r.arm_recv(5, buf, lambda e: None)

@@ -51,6 +51,7 @@ callbacks to make "slow callbacks" deterministic.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
@@ -65,6 +66,18 @@ from .posts import PostQueue
 from .timers import Timer, TimerHeap
 
 log = logging.getLogger("tailreactor")
+
+#: ``Reactor._running`` while no callback runs.  An arm is the hot re-arm when
+#: its fd and direction are those of ``_running`` and ``_running`` is DONE; this
+#: one never is, whatever the fd (-1 is a closed socket's ``fileno()``, so the
+#: fd alone could not say "none").
+_NOT_RUNNING = Event(-1, 0, None, None, 0)
+_NOT_RUNNING.state = CANCELLED
+
+
+def _negative_fd(fd: int) -> OSError:
+    return OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor "
+                                f"(a closed socket's fileno() is -1)")
 
 __all__ = ["Reactor", "Counters", "READ", "WRITE"]
 
@@ -142,13 +155,11 @@ class Reactor:
         self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
         # A backend may offer rearm(): arm from inside the callback of the event
         # just reported for that fd, which it may do cheaper (epoll: no
-        # epoll_ctl).  _running_fd is the fd whose callback runs now, or -1.
+        # epoll_ctl).
         self._rearm = getattr(backend, "rearm", None) or backend.arm
-        self._running_fd = -1
-        # The event whose callback runs now (arm re-arms it in place).  Its fd
-        # is _running_fd, kept apart so that every arm tests one int, not an
-        # attribute of an object that is None outside callbacks.
-        self._running: Event | None = None
+        # The event whose callback runs now (arm re-arms it in place), or
+        # _NOT_RUNNING, which no arm can take for it.
+        self._running: Event = _NOT_RUNNING
         if probe is None and self.config.latency_probe:
             from .probe import LatencyProbe
             probe = LatencyProbe(backend=self.backend_name, worker=worker, config=self.config)
@@ -187,15 +198,15 @@ class Reactor:
         ``RuntimeError`` after :meth:`close`.
         """
         ev = self._running
-        if fd == self._running_fd and ev.direction == direction and ev.state == DONE:
+        if fd == ev.fd and ev.direction == direction and ev.state == DONE:
             # The hot re-arm, from the callback of the event just delivered for
             # this fd and direction: re-arm that Event, re-stamped, instead of
             # allocating one (CWIST recycles fired event slots through a pool).
             # Nothing else can be armed for it: the Event left its table when it
             # was delivered, and every arm of it since would have come here.
-            # _running_fd is -1 outside callbacks and after close(), so the
-            # checks below are not needed here (a bad direction never equals
-            # ev.direction).
+            # Outside callbacks and after close() _running is _NOT_RUNNING, so
+            # the checks below are not needed here (a bad direction never
+            # equals ev.direction).
             ev.callback = callback
             ev.data = data
             ev.armed_ns = self.clock()
@@ -209,8 +220,10 @@ class Reactor:
             raise RuntimeError("reactor is closed")
         if direction != READ and direction != WRITE:
             raise ValueError(f"direction must be READ (1) or WRITE (2), got {direction!r}")
+        if fd < 0:
+            raise _negative_fd(fd)
         ev = Event(fd, direction, callback, data, self.clock())
-        if fd == self._running_fd:  # its own callback, another direction or a second arm
+        if fd == self._running.fd:  # its own callback, another direction or a second arm
             self._rearm(fd, direction, ev)
         else:
             self.backend.arm(fd, direction, ev)
@@ -247,13 +260,15 @@ class Reactor:
             raise RuntimeError(f"arm_recv needs a backend with a receive operation and CWIST_RX_URING "
                                f"not 0; backend {self.backend_name}, "
                                f"CWIST_RX_URING={self.config.rx_uring}: arm READ and recv instead")
+        if self._closed:
+            raise RuntimeError("reactor is closed")
         if not len(buffer):
             raise ValueError("arm_recv needs a non-empty buffer: its result 0 would read as EOF")
         # The rest mirrors arm() with the backend's arm_recv.  They share no
         # helper on purpose: arm is the hot path, and a Python call costs
         # about 1 % of an HTTP request here (benchmarks/README.md).
         ev = self._running
-        if fd == self._running_fd and ev.direction == READ and ev.state == DONE:
+        if fd == ev.fd and ev.direction == READ and ev.state == DONE:
             ev.callback = callback  # the hot re-arm of the Event just delivered, as in arm()
             ev.data = data
             ev.armed_ns = self.clock()
@@ -263,8 +278,8 @@ class Reactor:
             self._armed[READ - 1][fd] = ev
             self._arms_since_flush += 1
             return ev
-        if self._closed:
-            raise RuntimeError("reactor is closed")
+        if fd < 0:
+            raise _negative_fd(fd)
         ev = Event(fd, READ, callback, data, self.clock())
         self.backend.arm_recv(fd, buffer, ev)
         table = self._armed[READ - 1]
@@ -513,7 +528,6 @@ class Reactor:
                 # cleared only where other code runs: before a drain of posts
                 # and when the walk ends (below).
                 self._late = elevated
-                self._running_fd = ev.fd
                 self._running = ev
                 callback = ev.callback
                 ran += 1  # counted before it runs: one that raises anything still ran (R21)
@@ -530,14 +544,12 @@ class Reactor:
                     drain_at += drain_chunk
                     if self._posts:
                         self._late = False
-                        self._running_fd = -1
-                        self._running = None
+                        self._running = _NOT_RUNNING
                         counters.drain_chunk_drains += 1
                         self._drain_posts()
         finally:
             self._late = False
-            self._running_fd = -1
-            self._running = None  # it holds its callback, and so its owner, alive
+            self._running = _NOT_RUNNING  # the last one holds its callback, and so its owner, alive
             counters.dispatched += ran
         return ran
 
@@ -580,7 +592,7 @@ class Reactor:
         if self._posts:
             self._drain_posts()
         self._closed = True
-        self._running_fd = -1  # an arm from the callback that closed us must not take the hot path
+        self._running = _NOT_RUNNING  # an arm from the callback that closed us must not take the hot path
         if self.probe is not None:
             # CWIST's destroy dumps the probe; ours writes the per-worker report.
             self.probe.finish(self.counters.as_dict())
