@@ -329,3 +329,21 @@ def test_a_callback_that_closes_the_reactor_then_arms_fd_minus_one_leaves_its_ev
     r.arm(a.fileno(), READ, cb)
     r.run_once(1.0)
     assert out == [(DONE, True)]
+
+
+def test_a_nested_round_is_refused_with_a_message_saying_what_to_do(make_reactor, socketpairs):
+    r = make_reactor()
+    (a, b), = socketpairs(1)
+    b.send(b"x")
+    msgs = []
+
+    def cb(ev):
+        for call in (lambda: r.run_once(0), r.run):
+            with pytest.raises(RuntimeError) as info:
+                call()
+            msgs.append(str(info.value))
+
+    r.arm(a.fileno(), READ, cb)
+    assert r.run_once(1.0) == 1
+    assert msgs[0].startswith("run_once() called from a callback") and msgs[1].startswith("run() called")
+    assert all("not re-entrant" in m and "post()" in m for m in msgs)

@@ -5,7 +5,8 @@ Role
 Backend-agnostic core.  A backend (epoll, io_uring, ...) reports readiness;
 everything else -- stamps, timers, posts, the dispatch policy, counters and
 the optional latency probe -- is here, so every backend runs the same policy
-code.  Read :meth:`Reactor.run_once` top to bottom: it is one round.
+code.  Read :meth:`Reactor._round` (what :meth:`Reactor.run_once` runs) top
+to bottom: it is one round.
 
 One round
 ---------
@@ -75,6 +76,11 @@ _NOT_RUNNING = Event(-1, 0, None, None, 0)
 _NOT_RUNNING.state = CANCELLED
 
 
+def _reentered(method: str) -> RuntimeError:
+    return RuntimeError(f"{method}() called from a callback of the round in progress: a round is not "
+                        f"re-entrant (clause R22); return from the callback, or post() the work")
+
+
 def _negative_fd(fd: int) -> OSError:
     return OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor "
                                 f"(a closed socket's fileno() is -1)")
@@ -142,6 +148,7 @@ class Reactor:
         self._stopping = False
         self._late = False
         self._closed = False
+        self._in_round = False  # run_once is running (R22: it must not nest)
         self._arms_since_flush = 0
         # Events of a batch cut short by an escaping exception (R21): still
         # READY, at the head of the next round's batch.
@@ -358,7 +365,10 @@ class Reactor:
 
     # -- the loop ---------------------------------------------------------------
     def run(self) -> None:
-        """Run rounds until :meth:`stop`."""
+        """Run rounds until :meth:`stop`.  Raises ``RuntimeError`` when called
+        from inside a round, as :meth:`run_once` does."""
+        if self._in_round:
+            raise _reentered("run")
         self._thread_ident = threading.get_ident()
         try:
             while not self._stopping:
@@ -370,11 +380,27 @@ class Reactor:
         """Run one round (see the module docstring); return callbacks run.
 
         ``timeout_s`` bounds the wait (``None``: until something happens).
+        Raises ``RuntimeError`` after :meth:`close`, and when called from
+        inside a round (an I/O, timer or posted callback): a round is not
+        re-entrant (clause R22; asyncio refuses a nested ``run_forever`` too).
+        A nested round would deliver events while the outer one holds others
+        taken from the backend, and change what :meth:`dispatch_late` and
+        the hot re-arm say about the callback that called it.
         """
         if self._closed:
             raise RuntimeError("reactor is closed")
+        if self._in_round:
+            raise _reentered("run_once")
         if self._thread_ident is None:
             self._thread_ident = threading.get_ident()
+        self._in_round = True
+        try:
+            return self._round(timeout_s)
+        finally:
+            self._in_round = False
+
+    def _round(self, timeout_s: float | None) -> int:
+        """One round: the five steps of the module docstring, in order."""
         clock = self.clock
         probe = self.probe
 

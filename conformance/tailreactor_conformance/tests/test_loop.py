@@ -1,5 +1,5 @@
 """Reactor loop clauses: posts (R6, R7, R17, R19), stop (R8), callback
-exceptions (R9, R21), I/O re-arm replaces (R18).
+exceptions (R9, R21), I/O re-arm replaces (R18), no re-entrant round (R22).
 
 Cross-thread tests run ``reactor.run()`` on the test thread and act from
 other threads once the reactor is really blocked in its wait (read from
@@ -329,6 +329,55 @@ def test_an_interrupt_right_after_the_wait_loses_no_reaped_event(make_reactor, m
         r.run_once(0)
     assert sorted(ran) == list(range(len(ps)))
     assert r.counters.dispatched == len(ps)
+
+
+# -- R22 -----------------------------------------------------------------------
+@pytest.mark.clause("R22")
+@pytest.mark.parametrize("kind", ["io", "timer", "post"])
+def test_run_once_from_inside_a_round_raises_and_the_round_goes_on(make_reactor, pairs, clock, kind):
+    """A round is not re-entrant: run_once() (or run()) called from a callback raises
+    RuntimeError at once, which that callback sees; the outer round then goes on as if
+    nothing had happened (the other callbacks run, the caller's dispatch_late() and
+    re-arm are unchanged)."""
+    r = make_reactor(clock=clock, tail_us=1000)
+    ps = pairs(2)
+    seen = []
+
+    def nested(_):
+        for call in (lambda: r.run_once(0), r.run):
+            # A reactor that lets run() nest would block in it: the watchdog stops it.
+            with Watchdog(r.stop):
+                try:
+                    call()
+                except RuntimeError as exc:
+                    seen.append(("refused", str(exc)))
+                else:
+                    seen.append("ran a nested round")
+
+    def io(ev):
+        if kind == "io" and not seen:
+            late_before = r.dispatch_late()
+            nested(ev)
+            seen.append(("late unchanged", r.dispatch_late() == late_before))
+        seen.append(("io", ev.data))
+
+    for i, p in enumerate(ps):
+        p.make_readable()
+        r.arm(p.fd, READ, io, i)
+    if kind == "timer":
+        r.call_later_us(0, nested)
+    elif kind == "post":
+        r.post(nested)
+    clock.advance_us(5000)  # aged: the I/O callbacks run elevated
+    run_until(r, lambda: len([x for x in seen if x[0] == "io"]) == 2, max_rounds=50)
+    refusals = [x for x in seen if x[0] == "refused"]
+    assert "ran a nested round" not in seen
+    assert len(refusals) == 2, seen
+    assert all(msg for _, msg in refusals), "RuntimeError without a message saying why"
+    if kind == "io":
+        assert ("late unchanged", True) in seen
+    assert sorted(x[1] for x in seen if x[0] == "io") == [0, 1]
+    r.run_once(0)  # and the reactor still runs rounds afterwards
 
 
 # -- R17 -----------------------------------------------------------------------
