@@ -227,8 +227,9 @@ CLAUSES: tuple[Clause, ...] = (
            "design (a loop must not lose events); asyncio base_events _run_once (the rest stays "
            "in its ready queue)", "reactor"),
     Clause("R22", "a round is not re-entrant",
-           "run_once() or run() called from inside a round (an I/O, timer or posted callback) raises "
-           "RuntimeError at once and runs nothing; the round it was called from goes on unchanged.",
+           "run_once() or run() called from inside a round (an I/O, timer or posted callback, also a "
+           "post that close() drains) raises RuntimeError at once and runs nothing; the round it was "
+           "called from goes on unchanged.",
            "design; asyncio BaseEventLoop.run_forever (\"This event loop is already running\")",
            "reactor"),
     # -- HTTP ----------------------------------------------------------------

@@ -423,15 +423,18 @@ class Reactor:
             if deadline is not None:
                 until = max(0.0, (deadline - clock()) / 1e9)
                 timeout = until if timeout is None else min(timeout, until)
-        reaped = self.backend.wait(timeout)
-        # The backend has forgotten what it reaped (one-shot): from here on an
-        # exception must not lose it.  A signal handler's KeyboardInterrupt can
-        # come at any bytecode, also before the batch is whole (clause R21).
+        # Once the wait returns, the backend has forgotten what it reaped
+        # (one-shot): from then on an exception must not lose it.  A signal
+        # handler's KeyboardInterrupt can come whenever Python code runs, also
+        # before the batch is whole (clause R21), so everything from the wait
+        # on is inside the try.
         carried, self._carried = self._carried, []
         batch: list[Event] = carried  # cut short last round (R21): they keep their stamps and lead
+        reaped = None
         round_start = 0
         stamped = False
         try:
+            reaped = self.backend.wait(timeout)
             self._arms_since_flush = 0  # the wait submitted them
             # 3. Stamp what became ready.  Skip events disarmed since they were
             #    reported (their fd may already belong to someone else).
@@ -449,19 +452,29 @@ class Reactor:
             # 5. Dispatch.
             ran = self._dispatch(batch, round_start) if batch else 0
         except BaseException:
+            if reaped is None:  # the wait itself raised (Ctrl-C while blocked): it took nothing
+                self._carried = carried
+                raise
             # Not an Exception (those are caught per callback): KeyboardInterrupt or
             # SystemExit ends the round here.  What the batch has not delivered is still
             # READY: it leads the next round's batch instead of being lost (clause R21).
             if not stamped:
                 batch = self._stamp_the_rest(len(carried), batch, reaped, round_start)
             self._carried = [ev for ev in batch if ev.state == READY]
+            # A READY event is in its table (disarm and re-arm take it out as they
+            # cancel it), except one interrupted between leaving its table and its
+            # callback's start in _dispatch: only a tracer or debugger can raise
+            # there.  Put it back, or the next round could not dispatch it.
+            for ev in self._carried:
+                self._armed[ev.direction - 1].setdefault(ev.fd, ev)
             raise
         finally:
-            self.counters.rounds += 1
-            if probe is not None:
-                # A round cut short reports the events it took; the carried ones count in the next.
-                end = clock()
-                probe.round(len(batch) - len(self._carried), end - (round_start or end))
+            if reaped is not None:  # a wait that raised ends no round
+                self.counters.rounds += 1
+                if probe is not None:
+                    # A round cut short reports the events it took; the carried ones count in the next.
+                    end = clock()
+                    probe.round(len(batch) - len(self._carried), end - (round_start or end))
         return ran
 
     def _stamp_the_rest(self, n_carried: int, batch: list[Event], reaped, round_start: int) -> list[Event]:
@@ -535,15 +548,18 @@ class Reactor:
                     elevated = False
                 if ev.state != READY:
                     continue  # ran in a run, or disarmed or re-armed by an earlier callback
-                # A READY event is still the one its table holds: disarm and re-arm
-                # both mark it CANCELLED when they take it out.
-                del tables[ev.direction - 1][ev.fd]
-                ev.state = DONE
                 if now > flush_due and budget_ns and self._arms_since_flush:
                     if self.backend.flush():
                         counters.round_budget_flushes += 1
                     self._arms_since_flush = 0
                     flush_due = now + budget_ns
+                # From here to the callback's start nothing calls out, so no signal
+                # handler can run in between (R21): the event is either still READY
+                # (an interrupt keeps it for the next round) or its callback runs.
+                # A READY event is still the one its table holds: disarm and re-arm
+                # both mark it CANCELLED when they take it out.
+                del tables[ev.direction - 1][ev.fd]
+                ev.state = DONE
                 if elevated:
                     counters.tail_elevations += 1
                 if probe is not None:
@@ -616,7 +632,12 @@ class Reactor:
         if self._closed:
             return
         if self._posts:
-            self._drain_posts()
+            # These posts run as in a round: one of them cannot start a round (R22).
+            in_round, self._in_round = self._in_round, True
+            try:
+                self._drain_posts()
+            finally:
+                self._in_round = in_round
         self._closed = True
         self._running = _NOT_RUNNING  # an arm from the callback that closed us must not take the hot path
         if self.probe is not None:

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from tailreactor.backends import READ
+from tailreactor.backends import READ, WRITE
 from tailreactor_conformance.harness import LIVENESS_S, Watchdog, run_until, wait_until_blocked
 
 
@@ -331,6 +331,105 @@ def test_an_interrupt_right_after_the_wait_loses_no_reaped_event(make_reactor, m
     assert r.counters.dispatched == len(ps)
 
 
+def _interrupted_rounds(make_reactor, backend, clock, pairs, interrupt, read_clock=None, arm_write=False,
+                        **knobs):
+    """Arm 4 readable pairs on ``backend``; run rounds until ``interrupt`` (armed by the
+    test) has raised once, then until every event ran.  Callbacks advance ``clock`` (a
+    ManualClock); the reactor reads ``read_clock`` (default ``clock``); with ``arm_write``
+    each arms its fd for WRITE once (so re-arms are queued).  Returns (raised,
+    deliveries by pair index, reactor)."""
+    r = make_reactor(clock=read_clock or clock, backend=backend, **knobs)
+    ps = pairs(4)
+    ran = []
+
+    def io(ev):
+        ran.append(ev.data)
+        clock.advance_us(800)  # a slow callback: the round passes its budget, events age
+        if arm_write:
+            r.arm(ev.fd, WRITE, lambda e: None)
+
+    for i, p in enumerate(ps):
+        p.make_readable()
+        r.arm(p.fd, READ, io, i)
+    raised = False
+    for _ in range(50):
+        try:
+            r.run_once(0)
+        except Escape:
+            raised = True
+        if len(ran) >= len(ps) and not interrupt.get("armed"):
+            break
+    for _ in range(3):
+        r.run_once(0)
+    return raised, ran, r
+
+
+@pytest.mark.clause("R21")
+def test_an_interrupt_at_any_clock_read_of_a_round_loses_nothing(make_reactor, make_backend, pairs, clock):
+    """Signal handlers run when Python code calls out; the clock is one such call the
+    reactor makes all through a round (stamp, age checks, budget).  Raise at the k-th
+    clock read after the wait returned, for every k the round has: each event still
+    runs exactly once, and later rounds run normally."""
+    from tailreactor_conformance.harness import RecordingBackend
+
+    k = 0
+    while True:
+        interrupt = {"armed": False, "reads": 0}
+
+        class Arming(RecordingBackend):
+            """Arms the interrupt for the round whose wait returns the events, that round only."""
+
+            def wait(self, timeout_s):
+                if interrupt["armed"]:  # the round ended with fewer than k+1 reads: no interrupt
+                    interrupt["armed"] = False
+                    interrupt["done"] = True
+                got = super().wait(timeout_s)
+                if got and "done" not in interrupt:
+                    interrupt["armed"] = True
+                return got
+
+        def interrupting_clock(k=k, interrupt=interrupt):
+            if interrupt["armed"]:
+                if interrupt["reads"] == k:
+                    interrupt["armed"] = False
+                    interrupt["done"] = True
+                    raise Escape(f"signal at clock read {k}")
+                interrupt["reads"] += 1
+            return clock()
+
+        raised, ran, r = _interrupted_rounds(make_reactor, Arming(make_backend()), clock, pairs, interrupt,
+                                             read_clock=interrupting_clock, tail_us=1000,
+                                             round_budget_us=1000)
+        assert sorted(ran) == [0, 1, 2, 3], f"interrupt at clock read {k}: ran {ran}"
+        r.close()
+        if not raised:
+            break  # k is past the last read of the round: every read has been tried
+        interrupt["armed"] = False
+        k += 1
+    assert k >= 3, f"precondition: a round of 4 slow callbacks reads the clock more than {k} times"
+
+
+@pytest.mark.clause("R21")
+def test_an_interrupt_in_a_mid_round_flush_loses_nothing(make_reactor, make_backend, pairs, clock):
+    """The round-budget flush calls into the backend between two callbacks; an interrupt
+    there keeps the event that was about to run."""
+    from tailreactor_conformance.harness import RecordingBackend
+
+    interrupt = {"armed": True}
+
+    class InterruptedFlush(RecordingBackend):
+        def flush(self):
+            if interrupt["armed"]:
+                interrupt["armed"] = False
+                raise Escape("signal in flush")
+            return super().flush()
+
+    raised, ran, r = _interrupted_rounds(make_reactor, InterruptedFlush(make_backend()), clock, pairs,
+                                         interrupt, arm_write=True, tail_us=0, round_budget_us=1000)
+    assert raised, "precondition: a mid-round flush (R14: re-arms queued, round past its budget)"
+    assert sorted(ran) == [0, 1, 2, 3]
+
+
 # -- R22 -----------------------------------------------------------------------
 @pytest.mark.clause("R22")
 @pytest.mark.parametrize("kind", ["io", "timer", "post"])
@@ -378,6 +477,30 @@ def test_run_once_from_inside_a_round_raises_and_the_round_goes_on(make_reactor,
         assert ("late unchanged", True) in seen
     assert sorted(x[1] for x in seen if x[0] == "io") == [0, 1]
     r.run_once(0)  # and the reactor still runs rounds afterwards
+
+
+@pytest.mark.clause("R22")
+def test_a_post_that_close_drains_cannot_run_a_round(make_reactor, pairs):
+    """close() runs the posts still queued (R19); one of them calling run_once() gets
+    RuntimeError, and no I/O callback runs inside close()."""
+    r = make_reactor()
+    (p,) = pairs(1)
+    p.make_readable()
+    io = []
+    r.arm(p.fd, READ, lambda ev: io.append(ev.fd))
+    seen = []
+
+    def nested(_):
+        try:
+            r.run_once(0)
+        except RuntimeError as exc:
+            seen.append(("refused", bool(str(exc))))
+        else:
+            seen.append("ran a round inside close()")
+
+    r.post(nested)
+    r.close()
+    assert seen == [("refused", True)] and io == []
 
 
 # -- R17 -----------------------------------------------------------------------
