@@ -219,11 +219,12 @@ CLAUSES: tuple[Clause, ...] = (
            "design (the model in tailreactor_conformance.model)", "reactor"),
     Clause("R21", "an escaping exception loses nothing",
            "An exception that is not an Exception (KeyboardInterrupt, SystemExit) raised by an I/O, "
-           "timer or posted callback, or by a signal handler after the round's wait returned, "
-           "propagates out of run_once(); every other callback that round had taken (the events its "
-           "wait reaped, the rest of the batch, of the timer pass, of the post drain) runs in a later "
+           "timer or posted callback propagates out of run_once(); every other callback that round "
+           "had taken (the rest of the batch, of the timer pass, of the post drain) runs in a later "
            "round, exactly once, in the order it would have run; and the round, with every callback "
-           "that ran, the one that raised included, is counted and probed like any other.",
+           "that ran, the one that raised included, is counted and probed like any other.  The I/O "
+           "events a round's wait reaped are kept the same way when a signal handler raises after "
+           "that wait returned, at a clock read or a backend call of the round.",
            "design (a loop must not lose events); asyncio base_events _run_once (the rest stays "
            "in its ready queue)", "reactor"),
     Clause("R22", "a round is not re-entrant",

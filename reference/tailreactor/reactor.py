@@ -44,6 +44,9 @@ dispatch, while the batch is stamped: the events the wait reaped are then
 stamped and kept the same way (a one-shot backend will not report them
 again).  Inside the backend's own ``wait``, after the kernel handed the
 events over, a signal can still lose them: that window is the backend's.
+Not yet covered against signals: the posts of a drain and the timers of a
+pass already taken off their queue (a signal between two of them can lose
+the rest), and the counters' and probe's bookkeeping.
 
 Clock: ``clock`` returns integer nanoseconds (default ``time.monotonic_ns``,
 CLOCK_MONOTONIC as in CWIST).  Tests inject a fake clock and advance it from
