@@ -44,8 +44,9 @@ dispatch, while the batch is stamped: the events the wait reaped are then
 stamped and kept the same way (a one-shot backend will not report them
 again).  Inside the backend's own ``wait``, after the kernel handed the
 events over, a signal can still lose them: that window is the backend's.
-Not yet covered against signals: the posts of a drain and the timers of a
-pass already taken off their queue (a signal between two of them can lose
+A signal between two posts of a drain puts the posts not started back, as
+a post's own exception does.  Not yet covered against signals: the timers
+of a pass already taken off the heap (a signal between two of them can lose
 the rest), and the counters' and probe's bookkeeping.
 
 Clock: ``clock`` returns integer nanoseconds (default ``time.monotonic_ns``,
@@ -602,21 +603,26 @@ class Reactor:
         probe = self.probe
         items = self._posts.take()
         self.counters.posts_run += len(items)
-        while items:
-            callback, data, posted_ns = items.popleft()
-            if probe is not None:
-                probe.post(self.clock() - posted_ns)
-            try:
-                callback(data)
-            except Exception:
-                self.counters.callback_errors += 1
-                log.exception("posted callback %r raised", callback)
-            except BaseException:
-                # KeyboardInterrupt, SystemExit: the rest of this drain goes back to
-                # the front of the queue, in order, before it propagates (R21).
-                self.counters.posts_run -= len(items)
-                self._posts.put_back(items)
-                raise
+        started = 0  # posts whose callback was called (the last may be the one that raised)
+        try:
+            for callback, data, posted_ns in items:
+                if probe is not None:
+                    probe.post(self.clock() - posted_ns)
+                started += 1  # from here to the call nothing calls out: no signal lands between
+                try:
+                    callback(data)
+                except Exception:
+                    self.counters.callback_errors += 1
+                    log.exception("posted callback %r raised", callback)
+        except BaseException:
+            # KeyboardInterrupt or SystemExit, from a post or from a signal handler
+            # between two posts: the posts not started go back to the front of the
+            # queue, in order, before it propagates (R21).
+            for _ in range(started):
+                items.popleft()
+            self.counters.posts_run -= len(items)
+            self._posts.put_back(items)
+            raise
 
     def _run_timer(self, timer: Timer) -> None:
         self.counters.timers_fired += 1

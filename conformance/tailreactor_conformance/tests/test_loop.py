@@ -430,6 +430,37 @@ def test_an_interrupt_in_a_mid_round_flush_loses_nothing(make_reactor, make_back
     assert sorted(ran) == [0, 1, 2, 3]
 
 
+@pytest.mark.clause("R21")
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_a_signal_between_two_posts_of_a_drain_loses_none(make_reactor, clock, k):
+    """A drain calls out between two posts (the probe, the clock), where a signal handler
+    can raise.  Simulated: the probe raises before the k-th post of four.  The posts not
+    yet started go back to the front of the queue: each post runs once, in order."""
+    from tailreactor_conformance.tests.test_probe_and_model import RecordingProbe
+
+    class InterruptedProbe(RecordingProbe):
+        fired = False
+
+        def post(self, delay_ns):
+            if len(self.posts) == k and not self.fired:
+                self.fired = True
+                raise Escape("signal between posts")
+            super().post(delay_ns)
+
+    probe = InterruptedProbe()
+    r = make_reactor(clock=clock, probe=probe)
+    ran = []
+    for i in range(4):
+        r.post(ran.append, i)
+    with pytest.raises(Escape):
+        r.run_once(0)
+    assert ran == list(range(k))
+    for _ in range(3):
+        r.run_once(0)
+    assert ran == [0, 1, 2, 3]
+    assert r.counters.posts_run == 4
+
+
 # -- R22 -----------------------------------------------------------------------
 @pytest.mark.clause("R22")
 @pytest.mark.parametrize("kind", ["io", "timer", "post"])
