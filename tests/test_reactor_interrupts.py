@@ -98,8 +98,6 @@ def _trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int]:
 
 @pytest.mark.parametrize("tail_us", [0, 1], ids=["backend-order", "aged"])
 def test_an_interrupt_at_any_line_of_a_round_loses_nothing(backend_name, tail_us):
-    if backend_name not in ("epoll", "io_uring"):
-        pytest.skip("the sweep runs on the two backends of the reference")
     k = 0
     while True:
         raised, got, n = _trial(backend_name, k, tail_us)
