@@ -1,4 +1,5 @@
-"""An interrupt at any line of a round, after its wait returned, loses no event (clause R21).
+"""An interrupt at any line of a round, after its wait returned, loses no event, and one at any
+bytecode of a timer pass loses no timer (clause R21).
 
 Signal handlers run only where Python code calls out or jumps back, but a
 tracer or debugger (``sys.settrace``, pdb and its Ctrl-C) can raise at any
@@ -25,6 +26,7 @@ import pytest
 from tailreactor import READ, Reactor
 from tailreactor.config import Config
 from tailreactor import reactor as reactor_mod
+from tailreactor import timers as timers_mod
 
 TRACED = {"_round", "_stamp_the_rest", "_dispatch"}
 
@@ -106,3 +108,92 @@ def test_an_interrupt_at_any_line_of_a_round_loses_nothing(backend_name, tail_us
             break
         k += 1
     assert k > 20, f"precondition: the round executed only {k} traced lines"
+
+
+# -- the timer pass ------------------------------------------------------------
+# A signal handler runs where Python code calls out (a function's start, the
+# return of a C call) or jumps back, so it can land between any two bytecodes
+# of the timer machinery.  This sweep raises at each bytecode (opcode tracing)
+# of the functions that take a pass off the heap, fire it and put it back, one
+# bytecode per trial.  The one window left out is the reactor's, and it says so
+# where it is: from marking a timer's entry fired to its callback's start
+# nothing calls out.
+
+TIMER_TRACED = {"next_deadline", "take_due", "_restore", "fire_due", "_fire_timers", "_run_timer"}
+
+
+def _timer_window() -> range:
+    """Line numbers (in reactor.py) from marking a timer fired to calling its callback."""
+    fire = getattr(Reactor, "_fire_timers", None)
+    if fire is None:
+        return range(0)
+    lines, first = inspect.getsourcelines(fire)
+    start = next(i for i, l in enumerate(lines) if l.strip().startswith("entry[2] = None"))
+    end = next(i for i, l in enumerate(lines) if l.strip() == "timer.callback(timer)")
+    return range(first + start + 1, first + end + 1)
+
+
+def _timer_trial(backend: str, k: int) -> tuple[bool, list, int]:
+    """Raise at the k-th traced bytecode of the first round; (raised, fired, timers_fired)."""
+    now = 10**12
+    r = Reactor(backend, clock=lambda: now, config=Config.default())
+    fired: list = []
+    timers = {}
+
+    def cb(t):
+        fired.append((t.data, r.counters.rounds))
+        if t.data == "B":
+            timers["C"].cancel()  # cancel means it will not fire, also mid-pass
+            timers["F"] = r.call_later_us(0, cb, "F")  # due now, but armed during the pass: a later pass
+
+    for name in "ABCD":
+        timers[name] = r.call_later_us(0, cb, name)
+    r.call_later_us(0, cb, "X").cancel()  # a dead entry on the heap, popped by the pass
+    filenames = {reactor_mod.__file__, timers_mod.__file__}
+    window = _timer_window()
+    state = {"count": 0, "fired": False}
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_name not in TIMER_TRACED or frame.f_code.co_filename not in filenames:
+            return None
+        frame.f_trace_opcodes = True
+
+        def local(frame, event, arg):
+            if event == "opcode" and not state["fired"] and not (
+                    frame.f_code.co_filename == reactor_mod.__file__ and frame.f_lineno in window):
+                if state["count"] == k:
+                    state["fired"] = True
+                    raise KeyboardInterrupt
+                state["count"] += 1
+            return local
+        return local
+
+    raised = False
+    sys.settrace(tracer)
+    try:
+        r.run_once(0)
+    except KeyboardInterrupt:
+        raised = True
+    finally:
+        sys.settrace(None)
+    try:
+        for _ in range(4):
+            r.run_once(0)
+    finally:
+        r.close()
+    return raised, fired, r.counters.timers_fired
+
+
+def test_an_interrupt_at_any_bytecode_of_a_timer_pass_loses_no_timer(backend_name):
+    k = 0
+    while True:
+        raised, fired, counted = _timer_trial(backend_name, k)
+        names = [name for name, _ in fired]
+        assert names == ["A", "B", "D", "F"], f"interrupt at traced bytecode {k}: fired {fired}"
+        rounds = dict(fired)
+        assert rounds["F"] > rounds["B"], f"interrupt at traced bytecode {k}: F fired in B's pass"
+        assert counted == 4, f"interrupt at traced bytecode {k}: timers_fired {counted}"
+        if not raised:
+            break
+        k += 1
+    assert k > 50, f"precondition: the pass executed only {k} traced bytecodes"

@@ -45,9 +45,9 @@ stamped and kept the same way (a one-shot backend will not report them
 again).  Inside the backend's own ``wait``, after the kernel handed the
 events over, a signal can still lose them: that window is the backend's.
 A signal between two posts of a drain puts the posts not started back, as
-a post's own exception does.  Not yet covered against signals: the timers
-of a pass already taken off the heap (a signal between two of them can lose
-the rest), and the counters' and probe's bookkeeping.
+a post's own exception does, and one anywhere in a timer pass loses no timer
+(:mod:`tailreactor.timers`).  Not yet covered against signals: the counters'
+and probe's bookkeeping of I/O events and posts.
 
 Clock: ``clock`` returns integer nanoseconds (default ``time.monotonic_ns``,
 CLOCK_MONOTONIC as in CWIST).  Tests inject a fake clock and advance it from
@@ -452,7 +452,7 @@ class Reactor:
             stamped = True
             # 4. Timers due now (each counted in timers_fired as it runs).
             if self._timers.next_deadline() is not None:
-                self._timers.fire_due(round_start, self._run_timer)
+                self._fire_timers(round_start)
             # 5. Dispatch.
             ran = self._dispatch(batch, round_start) if batch else 0
         except BaseException:
@@ -624,13 +624,29 @@ class Reactor:
             self._posts.put_back(items)
             raise
 
-    def _run_timer(self, timer: Timer) -> None:
-        self.counters.timers_fired += 1
-        try:
-            timer.callback(timer)
-        except Exception:
-            self.counters.callback_errors += 1
-            log.exception("timer callback %r raised", timer.callback)
+    def _fire_timers(self, now_ns: int) -> None:
+        """Fire the timers due at ``now_ns`` (armed before this pass), in deadline order."""
+        counters = self.counters
+        due = self._timers.take_due(now_ns)
+        for entry in due:
+            timer = entry[2]
+            if timer is None:
+                continue  # cancelled or re-armed by an earlier callback of this pass
+            # Fired.  From here to the callback's start nothing calls out, so no
+            # signal handler can run in between (R21): the entry is either still
+            # on the pass list, unfired (an interrupt puts it back on the heap),
+            # or its callback runs.
+            entry[2] = None
+            timer._entry = None
+            counters.timers_fired += 1
+            try:
+                timer.callback(timer)
+            except Exception:
+                counters.callback_errors += 1
+                log.exception("timer callback %r raised", timer.callback)
+        # Done: an exception that escaped above left the pass list as it was, and
+        # the timers' next read (next_deadline) puts what did not fire back on the heap.
+        due.clear()
 
     # -- shutdown -------------------------------------------------------------
     def close(self) -> None:

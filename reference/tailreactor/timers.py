@@ -19,6 +19,15 @@ Cancelled and replaced entries stay in the heap and are skipped when popped
 churn (every closed HTTP connection cancels a 15 s idle timer) cannot fill
 memory with dead entries, the heap is rebuilt from its live entries once dead
 ones are the majority (amortised O(1) per cancel).
+
+A pass is two steps: :meth:`TimerHeap.take_due` moves the due entries from
+the heap to the *pass list*, and the reactor fires them from it, marking each
+entry fired just before its callback starts.  The pass list is the heap's own,
+not a local of the pass, so that an exception that is not an ``Exception``
+(a callback's ``KeyboardInterrupt``, or a signal handler's, which can land
+between any two bytecodes) loses no timer (clause R21): the entries not yet
+fired are still armed, and they go back on the heap, with their deadline and
+sequence, so in the same order, before anything reads the heap again.
 """
 
 from __future__ import annotations
@@ -79,7 +88,12 @@ class TimerHeap:
         # [deadline_ns, seq, timer or None, on_heap]; (deadline, seq) orders them, seq is unique.
         self._heap: list[list] = []
         self._seq = itertools.count()
-        self.dead = 0  # entries in _heap whose timer was cancelled or re-armed
+        # Compaction heuristic: entries in _heap whose timer was cancelled or re-armed
+        # (an interrupt inside a pass can leave it off by one; _compact recounts).
+        self.dead = 0
+        # The pass list: entries taken off the heap by take_due for the pass running now.
+        # Empty between passes, except after a pass an exception cut short (_restore).
+        self._due: list[list] = []
 
     #: Below this many dead entries a rebuild is not worth it.
     COMPACT_MIN = 64
@@ -101,6 +115,8 @@ class TimerHeap:
 
     def next_deadline(self) -> int | None:
         """Earliest live deadline (ns), or None."""
+        if self._due:
+            self._restore()
         heap = self._heap
         while heap and heap[0][2] is None:
             heapq.heappop(heap)
@@ -108,42 +124,47 @@ class TimerHeap:
         return heap[0][0] if heap else None
 
     def __len__(self) -> int:
+        if self._due:
+            self._restore()
         return sum(1 for e in self._heap if e[2] is not None)
 
-    def fire_due(self, now_ns: int, run) -> int:
-        """Fire the timers due at ``now_ns`` by calling ``run(timer)``; return how many ran.
+    def take_due(self, now_ns: int) -> list[list]:
+        """Move the entries due at ``now_ns`` to the pass list and return it.
 
-        The due entries are taken off the heap first and only then run, so a
-        timer armed (or re-armed) by a callback during this pass waits for the
-        next pass.  An entry cancelled or replaced by an earlier callback of the
-        same pass is skipped: cancel means it will not fire.
+        The caller fires them in list order, which is deadline order, ties in
+        arm order: for each entry whose timer is not ``None`` (``None``: it was
+        cancelled or re-armed by an earlier callback of the pass), it sets
+        ``entry[2] = None`` and ``timer._entry = None`` and calls the
+        callback, with nothing in between that calls out, and it empties the
+        list when the pass is done.  A timer armed or re-armed during the pass
+        goes on the heap, so it waits for the next pass.
         """
+        if self._due:
+            self._restore()
         heap = self._heap
-        due: list[list] = []
+        due = self._due
         while heap and heap[0][0] <= now_ns:
-            entry = heapq.heappop(heap)
+            entry = heap[0]
             if entry[2] is not None:
                 entry[3] = False  # off the heap: a cancel during the pass is not a dead entry
-                due.append(entry)
+                due.append(entry)  # listed before it leaves the heap: an interrupt loses neither
             else:
                 self.dead -= 1
-        fired = 0
-        for k, entry in enumerate(due):
-            timer = entry[2]
-            if timer is None:
-                continue  # cancelled by an earlier callback of this pass
-            entry[2] = None
-            timer._entry = None
-            fired += 1
-            try:
-                run(timer)
-            except BaseException:
-                # run() catches Exceptions; this is KeyboardInterrupt or SystemExit.  The
-                # rest of the pass goes back on the heap (same deadline and sequence, so
-                # the same order) and fires in a later pass (clause R21).
-                for rest in due[k + 1:]:
-                    if rest[2] is not None:  # not cancelled meanwhile
-                        rest[3] = True
-                        heapq.heappush(self._heap, rest)  # not `heap`: a callback may have compacted it
-                raise
-        return fired
+            heapq.heappop(heap)
+        return due
+
+    def _restore(self) -> None:
+        """Put the entries of a pass cut short and not fired back on the heap.
+
+        Idempotent, so that a second interrupt during it loses nothing either:
+        an entry already back on the heap (or never off it) is not pushed twice.
+        """
+        heap = self._heap
+        on_heap = {id(e) for e in heap}
+        for entry in self._due:
+            if entry[2] is not None:  # not fired and not cancelled
+                entry[3] = True
+                if id(entry) not in on_heap:
+                    heapq.heappush(heap, entry)
+                    on_heap.add(id(entry))
+        self._due.clear()
