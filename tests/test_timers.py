@@ -142,3 +142,21 @@ def test_dead_count_stays_exact_when_a_pass_cancels_a_due_timer_and_compacts(mak
     r.run_once(0)
     assert ran == ["first", "last"]
     assert heap.dead == sum(1 for entry in heap._heap if entry[2] is None)
+
+
+def test_counting_the_timers_from_a_timer_callback_does_not_disturb_its_pass(make_reactor, clock):
+    """len() of the heap while a pass runs counts the timers not fired yet and leaves the pass
+    alone: the rest of the pass still fires in the same round, in order."""
+    r = make_reactor(clock=clock)
+    fired, seen = [], []
+
+    def cb(t):
+        fired.append(t.data)
+        seen.append(len(r._timers))
+
+    for name in "ABC":
+        r.call_later_us(0, cb, name)
+    r.call_later_us(10_000, cb, "later")
+    r.run_once(0)
+    assert fired == ["A", "B", "C"]
+    assert seen == [3, 2, 1]  # the ones of the pass not yet fired, and "later"

@@ -124,9 +124,12 @@ class TimerHeap:
         return heap[0][0] if heap else None
 
     def __len__(self) -> int:
-        if self._due:
-            self._restore()
-        return sum(1 for e in self._heap if e[2] is not None)
+        """Armed timers: live entries on the heap and on the pass list (not yet fired).
+
+        Reads only: a callback may ask while its pass runs.
+        """
+        on_heap = {id(e) for e in self._heap if e[2] is not None}
+        return len(on_heap) + sum(1 for e in self._due if e[2] is not None and id(e) not in on_heap)
 
     def take_due(self, now_ns: int) -> list[list]:
         """Move the entries due at ``now_ns`` to the pass list and return it.
