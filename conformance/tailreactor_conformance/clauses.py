@@ -91,8 +91,8 @@ CLAUSES: tuple[Clause, ...] = (
            "running makes the next wait return instead of being lost.",
            "CWIST stop and post write the wake fd (PR #37 wake fix, test_reactor_wake.c)", "backend"),
     Clause("B8", "wait timeout",
-           "wait(timeout_s) with nothing ready returns no earlier than timeout_s seconds, measured "
-           "with a monotonic clock around the call.",
+           "wait(timeout_s) with nothing ready returns no earlier than timeout_s seconds, also for "
+           "a fraction of a millisecond, measured with a monotonic clock around the call.",
            "kernel epoll_wait(2), io_uring_enter(2) IORING_ENTER_EXT_ARG timeout", "backend"),
     Clause("B9", "readiness order",
            "Tokens are reported in the order their readiness arose (arm order for fds already ready "
