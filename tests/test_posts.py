@@ -106,3 +106,27 @@ def test_close_runs_queued_posts_once(make_reactor):
     r.close()
     r.close()
     assert out == ["last"]
+
+
+def test_a_post_that_closes_the_reactor_mid_drain_runs_every_other_post_once(make_reactor):
+    """close() from a post drains the posts still queued: those of the running drain
+    after it and those posted meanwhile.  Each runs once, in order, and the drain that
+    was running ends cleanly."""
+    r = make_reactor()
+    out = []
+
+    def closer(_):
+        out.append("close")
+        r.post(out.append, "posted by closer")
+        r.close()
+
+    r.post(out.append, "a")
+    r.post(closer)
+    r.post(out.append, "b")
+    r.post(out.append, "c")
+    rounds = r.counters.rounds
+    assert r.run_once(0) == 0  # the round ends after its posts: no wait on a released backend
+    assert out == ["a", "close", "b", "c", "posted by closer"]
+    assert r.counters.rounds == rounds + 1
+    with pytest.raises(RuntimeError, match="closed"):
+        r.run_once(0)

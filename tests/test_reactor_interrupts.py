@@ -24,6 +24,7 @@ Two windows are left out, and the reactor says where they are:
 
 from __future__ import annotations
 
+import dis
 import inspect
 import socket
 import sys
@@ -35,6 +36,7 @@ from tailreactor import READ, Reactor
 from tailreactor.config import Config
 from tailreactor import reactor as reactor_mod
 from tailreactor import timers as timers_mod
+from tailreactor import posts as posts_mod
 
 TRACED = {"_round", "_stamp_the_rest", "_dispatch"}
 
@@ -212,3 +214,200 @@ def test_an_interrupt_at_any_bytecode_of_a_timer_pass_loses_no_timer(backend_nam
             break
         k += 1
     assert k > 50, f"precondition: the pass executed only {k} traced bytecodes"
+
+
+# -- the post drain ------------------------------------------------------------
+# The same sweep over taking the queued posts and running them.  Left out: from
+# the line that takes a post off the drain list to its callback's start nothing
+# calls out; and the few bytecodes where the queue's lock is held outside its
+# with-block's protection (_lock_held_unprotected): no signal handler runs
+# there, but a tracer that raises there leaves the lock held.
+
+POST_TRACED = {"take", "__bool__", "__len__", "_drain_posts"}
+
+
+def _post_window() -> set[int]:
+    """Line numbers (in reactor.py) from taking a post off the drain list to calling it."""
+    lines, first = inspect.getsourcelines(Reactor._drain_posts)
+    try:
+        start = next(i for i, l in enumerate(lines) if l.strip() == "del items[0]")
+    except StopIteration:
+        return set()
+    end = next(i for i, l in enumerate(lines) if l.strip() == "callback(data)")
+    return set(range(first + start + 1, first + end + 1))
+
+
+def _lock_held_unprotected(code) -> set[int]:
+    """Offsets in ``code`` where the queue's lock is held outside the with-block's protection.
+
+    Between BEFORE_WITH (which calls the lock's ``__enter__``) and the block's
+    exception-table range, and from the end of that range to the call of
+    ``__exit__``, only loads and pops run: no signal handler can run there, and
+    a tracer that raises there leaves the lock held.
+    """
+    entries = dis.Bytecode(code).exception_entries
+    protected = lambda off: any(e.start <= off < e.end for e in entries)  # noqa: E731
+    out, holding = set(), False
+    for x in dis.get_instructions(code):
+        if x.opname == "BEFORE_WITH":
+            holding = True
+        elif holding and not protected(x.offset):
+            out.add(x.offset)
+            if x.opname == "CALL":  # __exit__: the lock is released once it runs
+                holding = False
+    return out
+
+
+def _post_trial(backend: str, k: int, then: str) -> tuple[bool, list, int, bool]:
+    """Raise at the k-th traced bytecode of the first round, then run rounds or close;
+    (raised, ran, posts_run, whether E must have run)."""
+    r = Reactor(backend, config=Config.default())
+    ran: list = []
+
+    def cb(name):
+        ran.append(name)
+        if name == "B":
+            r.post(cb, "E")  # posted during the drain: the next drain runs it
+
+    for name in "ABCD":
+        r.post(cb, name)
+    filenames = {reactor_mod.__file__, posts_mod.__file__}
+    window = _post_window()
+    skip = {posts_mod.PostQueue.take.__code__: _lock_held_unprotected(posts_mod.PostQueue.take.__code__)}
+    state = {"count": 0, "fired": False}
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_name not in POST_TRACED or frame.f_code.co_filename not in filenames:
+            return None
+        frame.f_trace_opcodes = True
+
+        def local(frame, event, arg):
+            if event == "opcode" and not state["fired"] and frame.f_lasti not in skip.get(frame.f_code, ()) \
+                    and not (frame.f_code.co_filename == reactor_mod.__file__ and frame.f_lineno in window):
+                if state["count"] == k:
+                    state["fired"] = True
+                    raise KeyboardInterrupt
+                state["count"] += 1
+            return local
+        return local
+
+    raised = False
+    sys.settrace(tracer)
+    try:
+        r.run_once(0)
+    except KeyboardInterrupt:
+        raised = True
+    finally:
+        sys.settrace(None)
+    try:
+        for _ in range(4 if then == "rounds" else 0):
+            r.run_once(0)
+        e_due = then == "rounds" or "B" in ran  # else B runs in close's drain: E need not run (R19)
+    finally:
+        r.close()  # runs what is still queued (R19)
+    return raised, ran, r.counters.posts_run, e_due
+
+
+@pytest.mark.parametrize("then", ["rounds", "close"])
+def test_an_interrupt_at_any_bytecode_of_a_post_drain_loses_no_post(backend_name, then):
+    k = 0
+    while True:
+        raised, ran, counted, e_due = _post_trial(backend_name, k, then)
+        want = list("ABCDE") if e_due else [list("ABCD"), list("ABCDE")]
+        assert ran == want if e_due else ran in want, f"interrupt at traced bytecode {k}: ran {ran}"
+        assert counted == len(ran), f"interrupt at traced bytecode {k}: posts_run {counted}, ran {ran}"
+        if not raised:
+            break
+        k += 1
+    assert k > 50, f"precondition: the drain executed only {k} traced bytecodes"
+
+
+# -- the backend's wait ----------------------------------------------------------
+# The same sweep inside the backend's wait, which takes events from the kernel
+# and forgets each token it reports (one-shot).  Left out:
+#
+# * io_uring: the completions uring-api took off the ring, from its ``wait``
+#   returning (a C call: a signal handler can run then) to the backend storing
+#   them, which no Python code can close.  (epoll has no such window, and the
+#   sweep keeps its poll: level-triggered, events lost there come again.)
+# * ``return out`` after the backend let go of the list: the reactor's own
+#   window, that of ``reaped = ...`` (module docstring), one line earlier.
+
+WAIT_TRACED = {"wait", "_wait_retrying_eintr", "_register"}
+
+
+def _wait_window(backend) -> set[tuple[str, int]]:
+    """(function name, line) pairs left out of the sweep (see above)."""
+    from tailreactor.backends import io_uring as uring_mod
+
+    fns = [(type(backend).wait, "return out")]
+    if isinstance(backend, uring_mod.IoUringBackend):
+        fns += [(uring_mod.IoUringBackend._wait_retrying_eintr, "return self._ring.wait("),
+                (uring_mod.IoUringBackend.wait, "pending.extend(self._wait_retrying_eintr(")]
+    out = set()
+    for fn, text in fns:
+        lines, first = inspect.getsourcelines(fn)
+        out.add((fn.__name__, first + next(i for i, l in enumerate(lines) if l.strip().startswith(text))))
+    return out
+
+
+def _wait_trial(backend: str, k: int) -> tuple[bool, Counter, int]:
+    """Raise at the k-th traced bytecode of the first wait that reports events."""
+    r = Reactor(backend, config=Config.default())
+    pairs = [socket.socketpair() for _ in range(3)]
+    got: Counter = Counter()
+    state = {"count": 0, "fired": False}
+
+    def cb(ev):
+        got[ev.fd] += 1
+
+    for a, b in pairs:
+        a.setblocking(False)
+        r.arm(a.fileno(), READ, cb)
+        b.send(b"x")
+    backend_file = sys.modules[type(r.backend).__module__].__file__
+    window = _wait_window(r.backend)
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_name not in WAIT_TRACED or frame.f_code.co_filename != backend_file:
+            return None
+        frame.f_trace_opcodes = True
+
+        def local(frame, event, arg):
+            if event == "opcode" and not state["fired"] \
+                    and (frame.f_code.co_name, frame.f_lineno) not in window:
+                if state["count"] == k:
+                    state["fired"] = True
+                    raise KeyboardInterrupt
+                state["count"] += 1
+            return local
+        return local
+
+    raised = False
+    sys.settrace(tracer)
+    try:
+        r.run_once(1.0)
+    except KeyboardInterrupt:
+        raised = True
+    finally:
+        sys.settrace(None)
+    try:
+        for _ in range(5):
+            r.run_once(0)
+    finally:
+        r.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
+    return raised, got, len(pairs)
+
+
+def test_an_interrupt_at_any_bytecode_of_the_backends_wait_loses_no_event(backend_name):
+    k = 0
+    while True:
+        raised, got, n = _wait_trial(backend_name, k)
+        assert len(got) == n and set(got.values()) == {1}, f"interrupt at traced bytecode {k}: deliveries {dict(got)}"
+        if not raised:
+            break
+        k += 1
+    assert k > 50, f"precondition: the wait executed only {k} traced bytecodes"

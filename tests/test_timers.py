@@ -145,14 +145,15 @@ def test_dead_count_stays_exact_when_a_pass_cancels_a_due_timer_and_compacts(mak
 
 
 def test_counting_the_timers_from_a_timer_callback_does_not_disturb_its_pass(make_reactor, clock):
-    """len() of the heap while a pass runs counts the timers not fired yet and leaves the pass
-    alone: the rest of the pass still fires in the same round, in order."""
+    """len() and next_deadline() of the heap while a pass runs read only: len counts the
+    timers not fired yet, and the rest of the pass still fires in the same round, in order."""
     r = make_reactor(clock=clock)
     fired, seen = [], []
 
     def cb(t):
         fired.append(t.data)
         seen.append(len(r._timers))
+        r._timers.next_deadline()  # reads too: the reactor's own question before a wait
 
     for name in "ABC":
         r.call_later_us(0, cb, name)

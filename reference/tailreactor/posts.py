@@ -17,6 +17,14 @@ continuation path.
 Starvation: a drain runs the posts queued when it started.  A post that posts
 itself again runs in the *next* drain, so it cannot keep the reactor from
 waiting for I/O.
+
+Interrupts (clause R21): :meth:`PostQueue.take` moves the queued posts to the
+*drain list*, which belongs to the queue, not to the drain, and the drain
+takes each post off that list only right before calling it.  So a
+``KeyboardInterrupt`` -- a post's own, or a signal handler's, which can run
+wherever Python calls out, also as the lock is released -- leaves the posts
+not started on the drain list, and the next drain runs them, before any
+queued since.
 """
 
 from __future__ import annotations
@@ -34,16 +42,19 @@ class PostQueue:
 
     def __init__(self, wake, owner_ident, clock):
         self._q: deque = deque()
+        # The drain list: posts taken by a drain and not started (reactor thread only).
+        # Empty between drains, except after a drain an exception cut short.
+        self._taken: deque = deque()
         self._lock = threading.Lock()
         self._wake = wake
         self._owner_ident = owner_ident
         self._clock = clock
 
     def __len__(self) -> int:
-        return len(self._q)
+        return len(self._q) + len(self._taken)
 
     def __bool__(self) -> bool:
-        return bool(self._q)
+        return bool(self._q) or bool(self._taken)
 
     def post(self, callback, data=None) -> None:
         if not callable(callback):
@@ -55,18 +66,25 @@ class PostQueue:
         if was_empty and threading.get_ident() != self._owner_ident():
             self._wake()
 
+    @property
+    def cut_short(self) -> bool:
+        """True when a drain cut short (or still running) left posts on the drain
+        list: the next :meth:`take` returns only those."""
+        return bool(self._taken)
+
     def take(self) -> deque:
-        """Take every queued post (oldest first), leaving the queue empty."""
-        with self._lock:
-            items, self._q = self._q, deque()
-        return items
+        """Move every queued post to the drain list and return it (oldest first).
 
-    def put_back(self, items: deque) -> None:
-        """Return posts taken by :meth:`take` and not run, to the front of the queue, in order.
-
-        For a drain cut short by an exception that is not an ``Exception``
-        (clause R21); posts made since the take stay behind them.
+        The caller runs the posts from the front, removing each (``del
+        items[0]``) right before calling it, with nothing in between that
+        calls out.  After a drain cut short, the drain list still holds its
+        posts not started: the next drain runs just those, and the queue
+        waits for the drain after (merging the two would leave a moment where
+        a post is in both, and a signal there would run it twice).  The
+        swap below cannot leave a post in neither: until both names are
+        stored, one deque may serve as both, which loses nothing either.
         """
         with self._lock:
-            items.extend(self._q)
-            self._q = items
+            if not self._taken:
+                self._taken, self._q = self._q, self._taken
+        return self._taken

@@ -35,19 +35,20 @@ propagates out of :meth:`run_once`.  The round loses nothing by it (clause
 R21): the events of the batch not yet delivered are kept and lead the next
 round's batch (that round still drains its posts and fires its due timers
 first, as every round does), the rest of a timer pass goes back on the heap,
-and the rest of a post drain back to the front of the queue.  asyncio's
+and the rest of a post drain runs first in the next drain.  asyncio's
 ``_run_once`` likewise leaves the rest of its ready queue for the next
 iteration.  The round cut short is counted like any other (rounds,
-``dispatched``, the probe), the callback that raised included.  A signal
-handler's ``KeyboardInterrupt`` can also come between the wait and the
-dispatch, while the batch is stamped: the events the wait reaped are then
-stamped and kept the same way (a one-shot backend will not report them
-again).  Inside the backend's own ``wait``, after the kernel handed the
-events over, a signal can still lose them: that window is the backend's.
-A signal between two posts of a drain puts the posts not started back, as
-a post's own exception does, and one anywhere in a timer pass loses no timer
-(:mod:`tailreactor.timers`).  Not yet covered against signals: the counters'
-and probe's bookkeeping of I/O events and posts.
+``dispatched``, the probe), the callback that raised included.
+
+A signal handler's ``KeyboardInterrupt`` can come wherever Python code calls
+out or jumps back, and it loses nothing either: the backend keeps what its
+``wait`` took from the kernel for the next ``wait``, the round stamps and
+keeps what the wait returned, a timer pass and a post drain keep their rest
+(their lists belong to the heap and the queue, not to a local).  A callback
+counts as run once it is called: a signal as it starts is its exception.
+What is left: on io_uring, the completions just taken off the ring before
+the backend stores them; and two spots only a tracer can reach (marked
+below).  ``tests/test_reactor_interrupts.py`` raises at every other bytecode.
 
 Clock: ``clock`` returns integer nanoseconds (default ``time.monotonic_ns``,
 CLOCK_MONOTONIC as in CWIST).  Tests inject a fake clock and advance it from
@@ -417,6 +418,11 @@ class Reactor:
                 if probe is not None:
                     probe.round(0, 0)
                 raise
+            if self._closed:  # a post closed the reactor: the round ends without waiting
+                self.counters.rounds += 1
+                if probe is not None:
+                    probe.round(0, 0)
+                return 0
 
         # 2. Wait.  Never sleep past the earliest timer or over pending posts.
         timeout = timeout_s
@@ -438,6 +444,8 @@ class Reactor:
         round_start = 0
         stamped = False
         try:
+            # Between wait's return and this store nothing calls out: only a tracer
+            # can raise there, and the reaped list would be lost with it.
             reaped = self.backend.wait(timeout)
             self._arms_since_flush = 0  # the wait submitted them
             # 3. Stamp what became ready.  Skip events disarmed since they were
@@ -600,29 +608,27 @@ class Reactor:
         return ran
 
     def _drain_posts(self) -> None:
+        """Run the posts queued so far, oldest first (see :mod:`tailreactor.posts`)."""
         probe = self.probe
+        counters = self.counters
         items = self._posts.take()
-        self.counters.posts_run += len(items)
-        started = 0  # posts whose callback was called (the last may be the one that raised)
-        try:
-            for callback, data, posted_ns in items:
-                if probe is not None:
-                    probe.post(self.clock() - posted_ns)
-                started += 1  # from here to the call nothing calls out: no signal lands between
-                try:
-                    callback(data)
-                except Exception:
-                    self.counters.callback_errors += 1
-                    log.exception("posted callback %r raised", callback)
-        except BaseException:
-            # KeyboardInterrupt or SystemExit, from a post or from a signal handler
-            # between two posts: the posts not started go back to the front of the
-            # queue, in order, before it propagates (R21).
-            for _ in range(started):
-                items.popleft()
-            self.counters.posts_run -= len(items)
-            self._posts.put_back(items)
-            raise
+        # Each post leaves the drain list only as it starts: an exception that is not
+        # an Exception (a post's, or a signal handler's between two posts) leaves the
+        # rest there, and the next drain runs them first (R21).
+        n = len(items)  # posts made meanwhile go to the queue: the next drain runs them
+        while n and items and not self._closed:  # a post's close() ran the rest itself
+            n -= 1
+            callback, data, posted_ns = items[0]
+            if probe is not None:
+                probe.post(self.clock() - posted_ns)
+            # From here to the callback's start nothing calls out.
+            del items[0]
+            counters.posts_run += 1
+            try:
+                callback(data)
+            except Exception:
+                counters.callback_errors += 1
+                log.exception("posted callback %r raised", callback)
 
     def _fire_timers(self, now_ns: int) -> None:
         """Fire the timers due at ``now_ns`` (armed before this pass), in deadline order."""
@@ -644,8 +650,8 @@ class Reactor:
             except Exception:
                 counters.callback_errors += 1
                 log.exception("timer callback %r raised", timer.callback)
-        # Done: an exception that escaped above left the pass list as it was, and
-        # the timers' next read (next_deadline) puts what did not fire back on the heap.
+        # Done.  An exception that escaped above left the pass list as it was: the next
+        # pass (take_due) puts what did not fire back on the heap first.
         due.clear()
 
     # -- shutdown -------------------------------------------------------------
@@ -660,7 +666,12 @@ class Reactor:
             # These posts run as in a round: one of them cannot start a round (R22).
             in_round, self._in_round = self._in_round, True
             try:
+                # A drain cut short, or the one running now if a post calls close(),
+                # left posts on the drain list: a drain runs those first, then another the queue.
+                again = self._posts.cut_short
                 self._drain_posts()
+                if again:
+                    self._drain_posts()
             finally:
                 self._in_round = in_round
         self._closed = True

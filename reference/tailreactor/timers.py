@@ -27,7 +27,7 @@ not a local of the pass, so that an exception that is not an ``Exception``
 (a callback's ``KeyboardInterrupt``, or a signal handler's, which can land
 between any two bytecodes) loses no timer (clause R21): the entries not yet
 fired are still armed, and they go back on the heap, with their deadline and
-sequence, so in the same order, before anything reads the heap again.
+sequence, so in the same order, when the next pass starts.
 """
 
 from __future__ import annotations
@@ -114,14 +114,21 @@ class TimerHeap:
         self.dead = 0
 
     def next_deadline(self) -> int | None:
-        """Earliest live deadline (ns), or None."""
-        if self._due:
-            self._restore()
+        """Earliest live deadline (ns), or None.  Pops dead entries off the top; moves no live one.
+
+        Timers left on the pass list by a pass cut short count too: they are
+        due, so the reactor does not wait before the next pass fires them.
+        """
         heap = self._heap
         while heap and heap[0][2] is None:
             heapq.heappop(heap)
             self.dead -= 1
-        return heap[0][0] if heap else None
+        top = heap[0][0] if heap else None
+        if self._due:  # a pass is running, or was cut short (take_due puts the rest back)
+            for entry in self._due:
+                if entry[2] is not None and (top is None or entry[0] < top):
+                    top = entry[0]
+        return top
 
     def __len__(self) -> int:
         """Armed timers: live entries on the heap and on the pass list (not yet fired).

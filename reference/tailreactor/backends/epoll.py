@@ -111,6 +111,10 @@ class EpollBackend:
         # (None = not armed), the interest the kernel holds (0 = none or
         # disabled), and the number of the latest wait that reported the fd.
         self._fds: dict[int, list] = {}
+        # What the wait running now has taken (tokens forgotten) and not yet returned.
+        # Kept here, not in a local: a wait cut short by a signal handler's
+        # KeyboardInterrupt returns them from the next wait (clause R21).
+        self._reported: list[tuple[object, int]] = []
         self._closed = False
         self.ctl_calls = 0
         self.waits = 0
@@ -203,10 +207,14 @@ class EpollBackend:
         if self._closed:
             raise closed_error(self.name)
         self.waits = seen = self.waits + 1
+        out = self._reported
+        if out:  # a wait cut short took these: hand them over now, with what is ready
+            timeout_s = 0
         # select.epoll.poll retries on EINTR itself (PEP 475) and rounds the
-        # timeout up to whole milliseconds, so it never returns early.
+        # timeout up to whole milliseconds, so it never returns early.  Events
+        # it returns and an interrupt loses before the loop below are not lost:
+        # level-triggered, the next poll reports them again.
         events = self._ep.poll(-1 if timeout_s is None else timeout_s, self._max_batch)
-        out: list[tuple[object, int]] = []
         append = out.append
         fds = self._fds
         for fd, revents in events:
@@ -239,6 +247,10 @@ class EpollBackend:
                     self._register(fd, rec)
                 except OSError:
                     pass
+        # A token is listed before it is forgotten, so an interrupt in between
+        # lists it twice at worst (the reactor runs an event once: it takes only
+        # ARMED ones), never not at all.
+        self._reported = []
         return out
 
     def flush(self) -> int:

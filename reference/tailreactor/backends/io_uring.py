@@ -139,6 +139,11 @@ class IoUringBackend:
         # (None, wait number) once reported.  An int key keeps the per-arm
         # cost to one dict store.
         self._armed: dict[int, tuple[object, object]] = {}
+        # The wait running now: completions taken off the ring and not yet handled,
+        # and what it has to report.  Kept here, not in locals: a wait cut short by
+        # a signal handler's KeyboardInterrupt goes on in the next wait (clause R21).
+        self._pending: list = []
+        self._reported: list[tuple[object, int]] = []
         self._closed = False
         self.flushes = 0
         self.waits = 0
@@ -200,26 +205,32 @@ class IoUringBackend:
         if self._closed:
             raise closed_error(self.name)
         self.waits = waits = self.waits + 1
-        cqes = self._wait_retrying_eintr(timeout_s)
-        out: list[tuple[object, int]] = []
+        out, pending = self._reported, self._pending
+        if out or pending:  # a wait cut short: hand its events over now
+            timeout_s = 0
+        # Completions ring.wait took off the ring are lost if an interrupt lands
+        # before they are stored here: the one window Python cannot close.
+        pending.extend(self._wait_retrying_eintr(timeout_s))
         armed = self._armed
         reported = (None, waits)
-        for cqe in cqes:
+        for cqe in pending:
             key = cqe.user_data
             entry = armed.get(key) if type(key) is int else None
             if entry is None or entry[0] is not cqe:
-                continue  # a wake NOP, a cancelled poll, or one that raced a disarm
-            armed[key] = reported
+                continue  # a wake NOP, a cancelled poll, one that raced a disarm, or handled already
+            # Listed before forgotten: an interrupt in between lists it twice at
+            # worst (the reactor runs only ARMED events), never not at all.
             res = cqe.res
             if len(entry) == 3:  # a receive: bytes, 0 at EOF, or -errno
                 if res != _ECANCELED:
                     out.append((entry[1], res))
-                continue
-            if res < 0:
-                if res == _ECANCELED:
-                    continue
-                res = ERR
-            out.append((entry[1], res))
+            elif res >= 0:
+                out.append((entry[1], res))
+            elif res != _ECANCELED:
+                out.append((entry[1], ERR))
+            armed[key] = reported
+        pending.clear()
+        self._reported = []
         return out
 
     def _wait_retrying_eintr(self, timeout_s: float | None):
