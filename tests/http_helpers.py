@@ -311,11 +311,12 @@ def bench_env(**env: str) -> dict[str, str]:
 
 
 class BenchProcess:
-    """A running ``tailreactor-bench``; ``port``, ``backend``, ``workers``, ``line``."""
+    """A running ``tailreactor-bench``; ``port``, ``backend``, ``workers``, ``line``, ``before``."""
 
-    def __init__(self, proc: subprocess.Popen, match: re.Match, line: str, rest: str):
+    def __init__(self, proc: subprocess.Popen, match: re.Match, line: str, rest: str, before: str = ""):
         self.proc = proc
         self.line = line
+        self.before = before  # stderr before the start line (warnings)
         self.port = int(match["port"])
         self.backend = match["backend"]
         self.workers = int(match["workers"])
@@ -363,7 +364,7 @@ def start_bench(args: list[str] = (), env: dict | None = None, prefix: list[str]
         m = START_RE.search(seen)
         if m and "\n" in seen[m.end():]:
             line_end = seen.index("\n", m.end()) + 1
-            return BenchProcess(proc, m, m.group(0), seen[line_end:])
+            return BenchProcess(proc, m, m.group(0), seen[line_end:], seen[:m.start()])
     proc.kill()
     _, rest = proc.communicate(timeout=IO_TIMEOUT_S)
     raise AssertionError(f"no start line; exit {proc.returncode}; stderr: {seen + rest.decode(errors='replace')!r}")

@@ -100,3 +100,51 @@ def test_python_m_config_runs_without_warnings():
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert "CWIST_REACTOR_TAIL_US" in proc.stdout
+
+
+def test_an_integer_too_long_to_parse_is_a_config_error_not_a_crash():
+    """Python refuses int() of more than 4300 digits with its own ValueError; an operator
+    must still get the one-line ConfigError naming the knob and the range."""
+    with pytest.raises(ConfigError, match=r"CWIST_HTTP_BATCH=.* is invalid: accepted an integer from 1 to 1024"):
+        load({"CWIST_HTTP_BATCH": "1" * 4301})
+
+
+@pytest.mark.parametrize("template, why", [
+    ("/nonexistent-dir/probe.json", "is not"),
+    ("{tmp}/", "not a directory"),  # would write hidden files named .<pid>.<worker> in it
+    ("{tmp}/w{worker}/probe.json", "is not"),  # the directory of worker 1 does not exist
+])
+def test_a_probe_file_that_cannot_be_written_is_rejected_at_load(tmp_path, template, why):
+    """With the probe on, load() checks the probe file of every worker up front, so a bad
+    path stops the server before it forks its workers (one line, exit 2), not in each."""
+    (tmp_path / "w0").mkdir()
+    template = template.replace("{tmp}", str(tmp_path))
+    env = {"CWIST_LATENCY_PROBE": "1", "CWIST_LATENCY_PROBE_FILE": template, "CWIST_WORKERS": "2"}
+    with pytest.raises(ConfigError, match="CWIST_LATENCY_PROBE_FILE") as exc:
+        load(env)
+    assert why in str(exc.value)
+    assert load({**env, "CWIST_LATENCY_PROBE": "0"}).latency_probe_file == template  # unused: not checked
+
+
+def test_a_writable_probe_file_is_accepted(tmp_path):
+    env = {"CWIST_LATENCY_PROBE": "1", "CWIST_LATENCY_PROBE_FILE": str(tmp_path / "p-{worker}.json")}
+    assert load(env).latency_probe_file == str(tmp_path / "p-{worker}.json")
+
+
+def test_warnings_name_a_misspelt_knob_and_the_knob_it_resembles():
+    from tailreactor.config import warnings
+
+    got = warnings({"CWIST_REACTOR_TAILUS": "5", "CWIST_POOL_SHARDS": "4", "PATH": "/bin"})
+    # CWIST's own knobs share the environment (CWIST_POOL_SHARDS): only a near miss is named.
+    assert got == ["CWIST_REACTOR_TAILUS is not a setting of the reference and is ignored; "
+                   "did you mean CWIST_REACTOR_TAIL_US?"]
+
+
+def test_warnings_name_a_probe_file_that_will_not_be_written(tmp_path):
+    from tailreactor.config import warnings
+
+    env = {"CWIST_LATENCY_PROBE_FILE": str(tmp_path / "p.json")}
+    assert warnings(env) == ["CWIST_LATENCY_PROBE_FILE is set but CWIST_LATENCY_PROBE is not 1: "
+                             "no probe runs and no probe file is written"]
+    assert warnings({**env, "CWIST_LATENCY_PROBE": "1"}) == []
+    assert warnings({}) == []

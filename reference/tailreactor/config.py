@@ -78,7 +78,7 @@ class Knob:
             return "one of " + ", ".join(self.choices)
         if self.kind == "bool":
             return "0 or 1"
-        return "a non-empty path"
+        return "a file path in an existing, writable directory (checked with CWIST_LATENCY_PROBE=1)"
 
     def parse(self, raw: str) -> Any:
         """Parse one raw string; raise :class:`ConfigError` if it is not accepted."""
@@ -89,7 +89,10 @@ class Knob:
             # isdigit() alone accepts "²" and Arabic-Indic digits; operators type ASCII.
             if not (body.isascii() and body.isdigit()):
                 raise ConfigError(self.name, raw, self.accepted())
-            value = int(text)
+            try:
+                value = int(text)
+            except ValueError:  # more digits than int() parses (4300): far out of range anyway
+                raise ConfigError(self.name, raw, self.accepted()) from None
             if not (self.lo <= value <= self.hi):
                 raise ConfigError(self.name, raw, self.accepted())
             return value
@@ -328,7 +331,51 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             used[k.name] = raw
     if values["http_yield_batch"] is None:
         values["http_yield_batch"] = values["http_batch"]
+    if values["latency_probe"] and values["latency_probe_file"] is not None:
+        check_probe_file(values["latency_probe_file"], values["workers"])
     return Config(source=used, **values)
+
+
+def warnings(env: Mapping[str, str] | None = None) -> list[str]:
+    """Settings in ``env`` (default ``os.environ``) that are valid but do nothing; one line each.
+
+    A ``CWIST_*`` name that is not a knob but close to one (a typo) is named
+    with the knob it resembles.  Other unknown ``CWIST_*`` names are CWIST's
+    own settings sharing the environment (``CWIST_POOL_SHARDS`` ...) and are
+    left alone, as CWIST leaves ours.  The server logs these at start.
+    """
+    import difflib
+
+    env = os.environ if env is None else env
+    out = []
+    for name in sorted(n for n in env if n.startswith("CWIST_") and n not in _BY_NAME):
+        near = difflib.get_close_matches(name, _BY_NAME, n=1, cutoff=0.85)
+        if near:
+            out.append(f"{name} is not a setting of the reference and is ignored; did you mean {near[0]}?")
+    if (env.get("CWIST_LATENCY_PROBE_FILE") or "").strip() and (env.get("CWIST_LATENCY_PROBE") or "").strip() != "1":
+        out.append("CWIST_LATENCY_PROBE_FILE is set but CWIST_LATENCY_PROBE is not 1: "
+                   "no probe runs and no probe file is written")
+    return out
+
+
+def check_probe_file(template: str, workers: int) -> None:
+    """Raise :class:`ConfigError` unless every worker can write its probe file.
+
+    Checked here, before the server forks its workers, so a bad path is one
+    line and exit status 2, not a traceback per worker.  Each worker checks its
+    own again when its probe starts (``LatencyProbe``).
+    """
+    from .probe import probe_file_path  # here: probe imports this module
+
+    name = "CWIST_LATENCY_PROBE_FILE"
+    if template.endswith(os.sep):
+        raise ConfigError(name, template, "a file path, not a directory (each worker would write a "
+                                          "hidden .<pid>.<worker> file in it)")
+    for worker in range(workers):
+        folder = os.path.dirname(probe_file_path(template, os.getpid(), worker)) or "."
+        if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            raise ConfigError(name, template, f"a path in an existing, writable directory "
+                                              f"({folder!r}, worker {worker}'s, is not)")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .config import KNOBS, ConfigError, Knob
+from .config import KNOBS, ConfigError, Knob, load
 
 __all__ = ["LANGS", "render", "page_path", "check", "main"]
 
@@ -95,7 +95,8 @@ _T: dict[str, dict[str, str]] = {
         "int": "integer", "choice": "choice", "bool": "flag", "path": "path",
         "with_unit": "{type} ({unit})",
         "all": "all",
-        "nonempty": "any non-empty text",
+        "path_accepted": "a file path in an existing, writable directory (checked with "
+                         "`CWIST_LATENCY_PROBE=1`)",
         "zero_error": "not accepted (error)",
         "zero_off": "off",
         "zero_plain": "no special meaning",
@@ -115,7 +116,8 @@ _T: dict[str, dict[str, str]] = {
         "int": "정수", "choice": "선택지", "bool": "플래그", "path": "경로",
         "with_unit": "{type}({unit})",
         "all": "모두",
-        "nonempty": "비어 있지 않은 아무 문자열",
+        "path_accepted": "이미 있고 쓸 수 있는 디렉터리 안의 파일 경로(`CWIST_LATENCY_PROBE=1`일 때 "
+                         "확인)",
         "zero_error": "허용 안 됨(오류)",
         "zero_off": "끔",
         "zero_plain": "특별한 의미 없음",
@@ -150,6 +152,11 @@ by the test suite, so it lists exactly the variables the code reads.
 - CWIST instead falls back **silently** to a default or clamps the value (the "CWIST" line of each knob).
   We do not: a silent fallback makes an A/B run measure something other than what the operator asked
   for, and nothing in its output would tell.
+- Settings that are valid but do nothing get one warning line each when `tailreactor-bench` starts
+  (`tailreactor.config.warnings()`): a `CWIST_*` name that is not a knob but close to one (a typo such
+  as `CWIST_REACTOR_TAILUS`, named with the knob it resembles), `CWIST_LATENCY_PROBE_FILE` without
+  `CWIST_LATENCY_PROBE=1`, and `CWIST_RX_URING=1` on a backend without a receive operation. Other
+  unknown `CWIST_*` names are CWIST's own settings sharing the environment and are left alone.
 """,
     "ko": """\
 레퍼런스 구현은 설정을 `CWIST_*` 환경 변수에서 읽는다. 이름은 CWIST와 같아서 두 프로젝트가 한 벌의
@@ -170,6 +177,11 @@ by the test suite, so it lists exactly the variables the code reads.
 - CWIST는 잘못된 값을 만나면 **조용히** 기본값으로 바꾸거나 범위 안으로 잘라 낸다(각 변수의 "CWIST" 줄).
   여기서는 그렇게 하지 않는다. 조용히 바뀐 값으로 A/B를 돌리면 운영자가 요청한 것과 다른 것을 재게 되고,
   출력 어디에도 그 사실이 드러나지 않기 때문이다.
+- 값은 올바르지만 아무 효과가 없는 설정은 `tailreactor-bench`가 시작할 때 하나마다 경고 한 줄을 남긴다
+  (`tailreactor.config.warnings()`). 변수가 아니지만 어떤 변수와 비슷한 `CWIST_*` 이름(예를 들어
+  `CWIST_REACTOR_TAILUS` 같은 오타. 닮은 변수 이름을 함께 알려 준다), `CWIST_LATENCY_PROBE=1` 없이 설정한
+  `CWIST_LATENCY_PROBE_FILE`, 수신 연산이 없는 백엔드에서의 `CWIST_RX_URING=1`이 그렇다. 그 밖의 모르는
+  `CWIST_*` 이름은 같은 환경을 함께 쓰는 CWIST 자신의 설정이므로 그냥 둔다.
 """,
 }
 
@@ -282,7 +294,7 @@ def _accepted(k: Knob, t: dict[str, str]) -> str:
         return ", ".join(_code(c) for c in k.choices)
     if k.kind == "bool":
         return "`0`, `1`"
-    return t["nonempty"]
+    return t["path_accepted"]
 
 
 def _zero(k: Knob, lang: str, t: dict[str, str]) -> str:
@@ -306,8 +318,16 @@ def invalid_example(k: Knob) -> tuple[str, str] | None:
     """``(bad_value, ConfigError message)`` for one value ``k`` rejects, or None.
 
     The message comes from :meth:`Knob.parse` itself, so the docs show exactly
-    what an operator sees.  ``None`` when no candidate is rejected (``path``).
+    what an operator sees (for ``path``, with the probe on: only then is it
+    checked).  ``None`` when no candidate is rejected.
     """
+    if k.kind == "path":  # checked by load() once the probe is on (config.check_probe_file)
+        raw = "/nonexistent/probe.json"
+        try:
+            load({"CWIST_LATENCY_PROBE": "1", k.name: raw})
+        except ConfigError as exc:
+            return raw, str(exc)
+        return None
     candidates: list[str] = []
     if k.kind == "int":
         candidates.append(str(k.lo - 1) if k.lo is not None else "-1")

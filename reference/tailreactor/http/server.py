@@ -192,6 +192,9 @@ def serve(cfg: _config.Config, host: str, port: int, *, worker: int = 0, on_read
         reactor = Reactor(config=cfg, worker=worker)
     except (IoUringUnavailable, UnknownBackend) as exc:
         raise _backend_error(cfg, exc) from None
+    if cfg.rx_uring == "1" and not reactor.rx_supported and worker == 0:
+        log.warning("CWIST_RX_URING=1, but the %s backend has no receive operation: "
+                    "connections read on readiness + recv", reactor.backend_name)
     try:
         try:
             listener = Listener(reactor, host, port)
@@ -389,7 +392,11 @@ def main(argv=None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{PROG}: %(message)s")
     try:
         cfg = _config.load()
+        for line in _config.warnings():
+            log.warning("%s", line)
         workers = args.workers if args.workers is not None else cfg.workers
+        if cfg.latency_probe and cfg.latency_probe_file is not None and workers != cfg.workers:
+            _config.check_probe_file(cfg.latency_probe_file, workers)  # --workers: every worker's file
         raise_nofile_limit()
         check_port_free(args.host, args.port)
         if workers == 1:
