@@ -83,6 +83,9 @@ def test_suite_catches_mutant(name, tmp_path):
     assert not missed, f"{name}: clauses {sorted(missed)} did not fail{detail}"
     for cid in m.clauses:
         assert f"{cid} on {m.backend}" in proc.stdout.replace("\n", " "), f"table does not name {cid}{detail}"
+    # Caught for the rule it breaks, not because it no longer fits the reference's
+    # internals (fixtures/backends/reactors.py reaches into them).
+    assert "AttributeError" not in proc.stdout + proc.stderr, f"{name}: fails with an AttributeError{detail}"
 
 
 def test_reference_passes_every_clause_the_mutants_break(tmp_path):
@@ -223,3 +226,13 @@ def test_doc_worked_example_passes_and_its_draft_fails_b1(tmp_path):
     draft = run("--backend", "oneshot_draft:OneShotEpoll", "--clause", "B1", "-x")
     assert draft.returncode == 1
     assert "test_both_directions_are_reported_independently" in draft.stdout
+
+
+def test_a_reactor_factory_that_makes_no_reactor_is_one_line_and_exit_2():
+    """A backend class given as --reactor: one line saying what the factory did, not a
+    failure per test."""
+    proc, _ = cli("--backend", "epoll", "--reactor", "tailreactor.backends.epoll:EpollBackend")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--reactor tailreactor.backends.epoll:EpollBackend: " in lines[0] \
+        and "not a reactor" in lines[0], proc.stderr

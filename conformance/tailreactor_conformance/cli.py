@@ -110,21 +110,44 @@ def _check_backends(names: list[str]) -> list[str]:
     return resolved
 
 
-def _check_reactor(spec: str) -> None:
-    """Import the ``--reactor`` factory; raise :class:`StartError` if it cannot be loaded."""
-    import importlib
+#: What the reactor clauses call on every reactor (the rest is optional per clause).
+REACTOR_METHODS = ("arm", "disarm", "run_once", "post", "call_later_us", "close")
 
-    mod_name, sep, attr = spec.partition(":")
-    if not sep or not mod_name or not attr:
-        raise StartError(f"--reactor {spec}: not module:factory (accepted: module:factory, "
-                         f"e.g. tailreactor.reactor:Reactor)")
+
+def _check_reactor(spec: str, backend_name: str) -> None:
+    """Load the ``--reactor`` factory and make one reactor as the tests will.
+
+    Raises :class:`StartError` (one line) if it cannot be loaded, is not
+    callable, raises when called as ``factory(backend, config=..., clock=...)``,
+    or returns something without the reactor methods the clauses call.
+    """
+    import time
+
+    from tailreactor.backends import create_backend, describe, import_factory, missing_methods
+    from tailreactor.config import Config
+
     try:
-        factory = getattr(importlib.import_module(mod_name), attr)
-    except Exception as exc:  # noqa: BLE001 - ImportError, AttributeError or the module's own error
-        raise StartError(f"--reactor {spec}: cannot be loaded: {exc}") from None
+        factory = import_factory(spec)
+    except ValueError as exc:
+        raise StartError(f"--reactor {spec}: {exc} (accepted: module:factory, "
+                         f"e.g. tailreactor.reactor:Reactor)") from None
     if not callable(factory):
         raise StartError(f"--reactor {spec}: {type(factory).__name__} is not callable "
                          f"(accepted: a Reactor class or factory)")
+    backend = create_backend(backend_name)
+    try:
+        reactor = factory(backend, config=Config.default(), clock=time.monotonic_ns)
+    except Exception as exc:  # noqa: BLE001 - any failure is the user's answer
+        backend.close()
+        raise StartError(f"--reactor {spec}: not a reactor factory: factory(backend, config=..., "
+                         f"clock=...) raised {type(exc).__name__}: {exc}") from None
+    missing = missing_methods(reactor, REACTOR_METHODS)
+    if callable(getattr(reactor, "close", None)):
+        reactor.close()
+    backend.close()  # idempotent; a reactor that closed it already is fine
+    if missing:
+        raise StartError(f"--reactor {spec}: factory returned {describe(reactor)}, not a reactor: no "
+                         f"{', '.join(m + '()' for m in missing)} (accepted: a Reactor class or factory)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         if ns.backend:
             ns.backend = _check_backends(ns.backend)
         if ns.reactor:
-            _check_reactor(ns.reactor)
+            _check_reactor(ns.reactor, ns.backend[0] if ns.backend else "epoll")
     except StartError as exc:
         print(f"tailreactor-conformance: {exc}", file=sys.stderr)
         return 2

@@ -33,7 +33,6 @@ is, failed tests (1), so 2 keeps meaning "interrupted" or "cannot start".
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import os
@@ -77,13 +76,12 @@ def resolve(spec: str, option: str = "--reactor"):
     Raises ``pytest.UsageError`` with one line naming the option, the spec and
     the reason (the runner prints the same line and exits 2).
     """
-    mod_name, sep, attr = spec.partition(":")
-    if not sep or not mod_name or not attr:
-        raise pytest.UsageError(f"{option} {spec}: not module:factory")
+    from tailreactor.backends import import_factory
+
     try:
-        return getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise pytest.UsageError(f"{option} {spec}: cannot be loaded: {exc}") from None
+        return import_factory(spec)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{option} {spec}: {exc}") from None
 
 
 _AUTO_KEY = pytest.StashKey[str]()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 
 from .base import ERR, HUP, IN, OUT, RDHUP, READ, WRITE, Backend
 from .epoll import EpollBackend
@@ -45,6 +46,42 @@ SHIPPED = {
 }
 
 
+#: What a backend must have (:class:`~tailreactor.backends.base.Backend`).
+BACKEND_METHODS = ("arm", "disarm", "wait", "flush", "wake", "close")
+
+
+def import_factory(spec: str):
+    """Import ``module:factory`` and return the attribute.
+
+    Raises ``ValueError`` with one line: not ``module:factory``, a file path
+    where a module name belongs, or why the import or attribute failed.
+    """
+    mod_name, sep, attr = spec.partition(":")
+    if not sep or not mod_name or not attr:
+        raise ValueError("not module:factory")
+    if "/" in mod_name or mod_name.endswith(".py") or mod_name.startswith("."):
+        stem = os.path.basename(mod_name).removesuffix(".py").lstrip(".") or "module"
+        raise ValueError(f"{mod_name!r} is a file path; give a module name, not a file path (run from "
+                         f"its directory or put that on PYTHONPATH, then {stem}:{attr})")
+    try:
+        return getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot be loaded: {exc}") from None
+
+
+def missing_methods(obj, names) -> list[str]:
+    """The names in ``names`` that ``obj`` has no callable attribute for."""
+    return [n for n in names if not callable(getattr(obj, n, None))]
+
+
+def describe(obj) -> str:
+    """``None`` or ``a <TypeName>`` (``an`` before a vowel), for error messages."""
+    if obj is None:
+        return "None"
+    name = type(obj).__name__
+    return f"{'an' if name[:1] in 'AEIOUaeiou' else 'a'} {name}"
+
+
 def create_backend(name: str = "auto"):
     """Create a backend by name.
 
@@ -63,11 +100,19 @@ def create_backend(name: str = "auto"):
     if factory is not None:
         return factory()
     if ":" in name:
-        mod_name, _, attr = name.partition(":")
         try:
-            factory = getattr(importlib.import_module(mod_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise UnknownBackend(f"backend {name!r} cannot be loaded: {exc}") from None
-        return factory()
+            factory = import_factory(name)
+        except ValueError as exc:
+            raise UnknownBackend(f"backend {name!r}: {exc}") from None
+        backend = factory()
+        missing = missing_methods(backend, BACKEND_METHODS)
+        if missing:
+            if callable(getattr(backend, "close", None)):
+                backend.close()  # release what it opened
+            raise UnknownBackend(
+                f"backend {name!r}: its factory returned {describe(backend)}, not a backend: no "
+                f"{', '.join(m + '()' for m in missing)} (a backend has {', '.join(BACKEND_METHODS)}: "
+                f"tailreactor.backends.base.Backend)")
+        return backend
     raise UnknownBackend(
         f"unknown backend {name!r}: accepted auto, {', '.join(SHIPPED)}, or module:factory")
