@@ -236,3 +236,19 @@ def test_a_reactor_factory_that_makes_no_reactor_is_one_line_and_exit_2():
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--reactor tailreactor.backends.epoll:EpollBackend: " in lines[0] \
         and "not a reactor" in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--reactor", "fixtures.backends.odd_factories:CloseRaises"], "close() raised RuntimeError: close failed"),
+    (["--reactor", "fixtures.backends.odd_factories:raises_two_lines"], "raised ValueError: 'first line\\nsecond line'"),
+    (["--reactor", "fixtures.backends.odd_factories:exits"], "raised SystemExit: 3"),
+    (["--backend", "fixtures.backends.odd_factories:backend_exits"], "cannot be created: SystemExit: bye"),
+    (["--backend", "fixtures.backends.odd_factories:backend_none"], "returned None, not a backend"),
+])
+def test_a_factory_that_fails_oddly_is_still_one_line_and_exit_2(args, says):
+    if args[0] == "--reactor":
+        args = ["--backend", "epoll", *args]
+    proc, _ = cli(*args)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], proc.stderr

@@ -92,6 +92,14 @@ class StartError(Exception):
     """A backend or reactor under test cannot start: one line, exit status 2."""
 
 
+def _one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line (a message with newlines is shown as its repr)."""
+    text = str(exc)
+    if "\n" in text:
+        text = repr(text)
+    return f"{type(exc).__name__}: {text}"
+
+
 def _check_backends(names: list[str]) -> list[str]:
     """Create and close each backend once; return the names, ``auto`` resolved.
 
@@ -105,8 +113,9 @@ def _check_backends(names: list[str]) -> list[str]:
             b = create_backend(name)
             resolved.append(b.name if name == "auto" else name)
             b.close()
-        except Exception as exc:  # noqa: BLE001 - any failure to start is the user's answer
-            raise StartError(f"--backend {name}: cannot be created: {exc}") from None
+        except BaseException as exc:  # noqa: BLE001 - any failure to start (SystemExit too) is the answer
+            plain = isinstance(exc, Exception) and "\n" not in str(exc)
+            raise StartError(f"--backend {name}: cannot be created: {exc if plain else _one_line(exc)}") from None
     return resolved
 
 
@@ -137,14 +146,18 @@ def _check_reactor(spec: str, backend_name: str) -> None:
     backend = create_backend(backend_name)
     try:
         reactor = factory(backend, config=Config.default(), clock=time.monotonic_ns)
-    except Exception as exc:  # noqa: BLE001 - any failure is the user's answer
+    except BaseException as exc:  # noqa: BLE001 - any failure (SystemExit too) is the user's answer
         backend.close()
         raise StartError(f"--reactor {spec}: not a reactor factory: factory(backend, config=..., "
-                         f"clock=...) raised {type(exc).__name__}: {exc}") from None
+                         f"clock=...) raised {_one_line(exc)}") from None
     missing = missing_methods(reactor, REACTOR_METHODS)
-    if callable(getattr(reactor, "close", None)):
-        reactor.close()
-    backend.close()  # idempotent; a reactor that closed it already is fine
+    try:
+        if callable(getattr(reactor, "close", None)):
+            reactor.close()
+    except BaseException as exc:  # noqa: BLE001
+        raise StartError(f"--reactor {spec}: the reactor's close() raised {_one_line(exc)}") from None
+    finally:
+        backend.close()  # idempotent; a reactor that closed it already is fine
     if missing:
         raise StartError(f"--reactor {spec}: factory returned {describe(reactor)}, not a reactor: no "
                          f"{', '.join(m + '()' for m in missing)} (accepted: a Reactor class or factory)")
