@@ -158,6 +158,8 @@ class Reactor:
         # Events of a batch cut short by an escaping exception (R21): still
         # READY, at the head of the next round's batch.
         self._carried: list[Event] = []
+        # The state of the round running now, or of one cut short: see _round.
+        self._cut: list | None = None
         # Policy knobs, in ns, read once: the hot path must not re-parse config.
         self._tail_ns = self.config.tail_us * 1000
         # The stamp age counts from (dispatch.py), read in C.
@@ -409,6 +411,11 @@ class Reactor:
         clock = self.clock
         probe = self.probe
 
+        # 0. A round that an exception which is not an Exception cut short (R21)
+        #    left its batch in self._cut: what it did not deliver leads this one.
+        if self._cut is not None:
+            self._recover()
+
         # 1. Posts queued so far.
         if self._posts:
             try:
@@ -435,59 +442,69 @@ class Reactor:
                 timeout = until if timeout is None else min(timeout, until)
         # Once the wait returns, the backend has forgotten what it reaped
         # (one-shot): from then on an exception must not lose it.  A signal
-        # handler's KeyboardInterrupt can come whenever Python code runs, also
-        # before the batch is whole (clause R21), so everything from the wait
-        # on is inside the try.
-        carried, self._carried = self._carried, []
-        batch: list[Event] = carried  # cut short last round (R21): they keep their stamps and lead
+        # handler's KeyboardInterrupt can come whenever Python code calls out,
+        # also before the batch is whole, and a second one while the first is
+        # handled.  So the round keeps its state on the reactor, in self._cut,
+        # from the wait until it ends, and handles no exception itself: the
+        # next round takes over what it left (_recover, step 0).
+        batch: list[Event] = self._carried  # cut short last round: they keep their stamps and lead
+        # [batch, how many of it were carried, what the wait reaped, round start, stamped]
+        cut = self._cut = [batch, len(batch), None, 0, False]
+        self._carried = []
         reaped = None
         round_start = 0
-        stamped = False
+        ran = 0
         try:
             # Between wait's return and this store nothing calls out: only a tracer
             # can raise there, and the reaped list would be lost with it.
-            reaped = self.backend.wait(timeout)
+            reaped = cut[2] = self.backend.wait(timeout)
             self._arms_since_flush = 0  # the wait submitted them
             # 3. Stamp what became ready.  Skip events disarmed since they were
             #    reported (their fd may already belong to someone else).
-            round_start = clock()
+            round_start = cut[3] = clock()
             for ev, revents in reaped:
                 if ev.state == ARMED:
                     ev.state = READY
                     ev.revents = revents
                     ev.ready_ns = round_start
                     batch.append(ev)
-            stamped = True
+            cut[4] = True
             # 4. Timers due now (each counted in timers_fired as it runs).
             if self._timers.next_deadline() is not None:
                 self._fire_timers(round_start)
             # 5. Dispatch.
             ran = self._dispatch(batch, round_start) if batch else 0
-        except BaseException:
-            if reaped is None:  # the wait itself raised (Ctrl-C while blocked): it took nothing
-                self._carried = carried
-                raise
-            # Not an Exception (those are caught per callback): KeyboardInterrupt or
-            # SystemExit ends the round here.  What the batch has not delivered is still
-            # READY: it leads the next round's batch instead of being lost (clause R21).
-            if not stamped:
-                batch = self._stamp_the_rest(len(carried), batch, reaped, round_start)
-            self._carried = [ev for ev in batch if ev.state == READY]
-            # A READY event is in its table (disarm and re-arm take it out as they
-            # cancel it), except one interrupted between leaving its table and its
-            # callback's start in _dispatch: only a tracer or debugger can raise
-            # there.  Put it back, or the next round could not dispatch it.
-            for ev in self._carried:
-                self._armed[ev.direction - 1].setdefault(ev.fd, ev)
-            raise
+            self._cut = None  # the round ended: nothing left to take over
         finally:
             if reaped is not None:  # a wait that raised ends no round
                 self.counters.rounds += 1
                 if probe is not None:
-                    # A round cut short reports the events it took; the carried ones count in the next.
+                    # A round cut short reports the events it took; the rest count in the next.
                     end = clock()
-                    probe.round(len(batch) - len(self._carried), end - (round_start or end))
+                    taken = len(batch) if self._cut is None else sum(ev.state != READY for ev in batch)
+                    probe.round(taken, end - (round_start or end))
         return ran
+
+    def _recover(self) -> None:
+        """Take over what a round cut short left in ``_cut`` (clause R21).
+
+        Its events still ``READY`` lead this round's batch, in their order,
+        with their stamps.  Idempotent: an interrupt here leaves ``_cut`` for
+        the next round to try again, and replaces, not adds to, ``_carried``
+        (which, if set, is already part of that batch).
+        """
+        batch, n_carried, reaped, round_start, stamped = self._cut
+        if reaped is not None and not stamped:
+            batch = self._stamp_the_rest(n_carried, batch, reaped, round_start)
+        carried = [ev for ev in batch if ev.state == READY]
+        # A READY event is in its table (disarm and re-arm take it out as they
+        # cancel it), except one interrupted between leaving its table and its
+        # callback's start in _dispatch: only a tracer or debugger can raise
+        # there.  Put it back, or this round could not dispatch it.
+        for ev in carried:
+            self._armed[ev.direction - 1].setdefault(ev.fd, ev)
+        self._carried = carried
+        self._cut = None
 
     def _stamp_the_rest(self, n_carried: int, batch: list[Event], reaped, round_start: int) -> list[Event]:
         """The round was interrupted while stamping: stamp what it had not reached.
@@ -684,6 +701,7 @@ class Reactor:
                 ev.state = CANCELLED
             table.clear()
         self._carried = []
+        self._cut = None
         self.backend.close()
 
     def __enter__(self) -> "Reactor":
