@@ -10,6 +10,8 @@ to bottom: it is one round.
 
 One round
 ---------
+0. (Only after a round that an exception cut short: take over what it left,
+   clause R21, below.)
 1. **Drain posts** queued so far (oldest first).
 2. **Wait** for a batch.  Timeout: 0 if posts are pending or a stop was asked,
    else the time to the earliest timer, else the caller's timeout.  On
