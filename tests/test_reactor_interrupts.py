@@ -41,6 +41,70 @@ from tailreactor import posts as posts_mod
 TRACED = {"_round", "_stamp_the_rest", "_dispatch"}
 
 
+class Interrupter:
+    """A ``sys.settrace`` tracer that raises ``KeyboardInterrupt`` at the k-th bytecode it counts.
+
+    It counts the ``opcode`` events of frames whose function is named in
+    ``names`` and whose file is in ``files``, while ``active()`` is true,
+    except where ``skip(frame)`` is true; it raises once.  ``run(fn)`` calls
+    ``fn`` traced and tells whether a ``KeyboardInterrupt`` left it.
+    """
+
+    def __init__(self, k: int, names: set[str], files: set[str], skip=None, active=None):
+        self.k, self.names, self.files = k, names, files
+        self.skip = skip or (lambda frame: False)
+        self.active = active or (lambda: True)
+        self.count = 0
+        self.fired = False
+
+    def __call__(self, frame, event, arg):
+        if frame.f_code.co_name not in self.names or frame.f_code.co_filename not in self.files:
+            return None
+        frame.f_trace_opcodes = True
+        return self._local
+
+    def _local(self, frame, event, arg):
+        if event == "opcode" and not self.fired and self.active() and not self.skip(frame):
+            if self.count == self.k:
+                self.fired = True
+                raise KeyboardInterrupt
+            self.count += 1
+        return self._local
+
+    def run(self, fn) -> bool:
+        sys.settrace(self)
+        try:
+            fn()
+        except KeyboardInterrupt:
+            return True
+        finally:
+            sys.settrace(None)
+        return False
+
+
+def _readable_pairs(r: Reactor, n: int, cb) -> list:
+    """``n`` socketpairs, each armed READ with ``cb`` on its first end, with a byte queued."""
+    pairs = [socket.socketpair() for _ in range(n)]
+    for a, b in pairs:
+        a.setblocking(False)
+        r.arm(a.fileno(), READ, cb)
+        b.send(b"x")
+    return pairs
+
+
+def _finish(r: Reactor, pairs: list, rounds: int) -> None:
+    """Run ``rounds`` more rounds (nothing interrupts them), then close everything."""
+    try:
+        for _ in range(rounds):
+            r.run_once(0)
+    finally:
+        r.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+
 def _window() -> set[int]:
     """Line numbers (in reactor.py) of the two windows of the module docstring."""
     lines, first = inspect.getsourcelines(Reactor._dispatch)
@@ -54,64 +118,32 @@ def _window() -> set[int]:
 def _trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int]:
     """Raise at the k-th traced bytecode after the wait returned; (raised, deliveries, events)."""
     r = Reactor(backend, config=Config.default().replace(tail_us=tail_us, drain_chunk=1))
-    pairs = [socket.socketpair() for _ in range(3)]
     got: Counter = Counter()
-    state = {"after": False, "count": 0, "fired": False}
+    state = {"after": False}
     window = _window()
 
     def cb(ev):
         got[ev.fd] += 1
         r.post(lambda _: None)  # a drain inside the batch (drain chunk 1)
 
-    for a, b in pairs:
-        a.setblocking(False)
-        r.arm(a.fileno(), READ, cb)
-        b.send(b"x")
+    pairs = _readable_pairs(r, 3, cb)
     wait = r.backend.wait
 
     def traced_wait(timeout):
         out = wait(timeout)
-        if out and not state["fired"]:
-            state["after"] = True
+        if out:
+            state["after"] = True  # count from here: the batch is taken
         return out
 
     r.backend.wait = traced_wait
-
-    def tracer(frame, event, arg):
-        if frame.f_code.co_name not in TRACED or frame.f_code.co_filename != reactor_mod.__file__:
-            return None
-
-        frame.f_trace_opcodes = True
-
-        def local(frame, event, arg):
-            if event == "opcode" and state["after"] and not state["fired"] and frame.f_lineno not in window:
-                if state["count"] == k:
-                    state["fired"] = True
-                    raise KeyboardInterrupt
-                state["count"] += 1
-            return local
-        return local
-
-    raised = False
-    sys.settrace(tracer)
-    try:
-        r.run_once(1.0)
-    except KeyboardInterrupt:
-        raised = True
-    finally:
-        sys.settrace(None)
-        state["after"] = False
+    interrupter = Interrupter(k, TRACED, {reactor_mod.__file__}, skip=lambda frame: frame.f_lineno in window,
+                              active=lambda: state["after"])
+    raised = interrupter.run(lambda: r.run_once(1.0))
+    state["after"] = False
     # Nothing of the callback that ran last is left for code outside callbacks to see.
     assert not r.dispatch_late(), f"interrupt at traced bytecode {k}: dispatch_late() still true"
     assert r._running is reactor_mod._NOT_RUNNING, f"interrupt at traced bytecode {k}: a callback still running"
-    try:
-        for _ in range(5):
-            r.run_once(0)
-    finally:
-        r.close()
-        for a, b in pairs:
-            a.close()
-            b.close()
+    _finish(r, pairs, 5)
     return raised, got, len(pairs)
 
 
@@ -166,33 +198,11 @@ def _timer_trial(backend: str, k: int) -> tuple[bool, list, int]:
     for name in "ABCD":
         timers[name] = r.call_later_us(0, cb, name)
     r.call_later_us(0, cb, "X").cancel()  # a dead entry on the heap, popped by the pass
-    filenames = {reactor_mod.__file__, timers_mod.__file__}
     window = _timer_window()
-    state = {"count": 0, "fired": False}
-
-    def tracer(frame, event, arg):
-        if frame.f_code.co_name not in TIMER_TRACED or frame.f_code.co_filename not in filenames:
-            return None
-        frame.f_trace_opcodes = True
-
-        def local(frame, event, arg):
-            if event == "opcode" and not state["fired"] and not (
-                    frame.f_code.co_filename == reactor_mod.__file__ and frame.f_lineno in window):
-                if state["count"] == k:
-                    state["fired"] = True
-                    raise KeyboardInterrupt
-                state["count"] += 1
-            return local
-        return local
-
-    raised = False
-    sys.settrace(tracer)
-    try:
-        r.run_once(0)
-    except KeyboardInterrupt:
-        raised = True
-    finally:
-        sys.settrace(None)
+    interrupter = Interrupter(k, TIMER_TRACED, {reactor_mod.__file__, timers_mod.__file__},
+                              skip=lambda frame: frame.f_code.co_filename == reactor_mod.__file__
+                              and frame.f_lineno in window)
+    raised = interrupter.run(lambda: r.run_once(0))
     try:
         for _ in range(4):
             r.run_once(0)
@@ -271,34 +281,17 @@ def _post_trial(backend: str, k: int, then: str) -> tuple[bool, list, int, bool]
 
     for name in "ABCD":
         r.post(cb, name)
-    filenames = {reactor_mod.__file__, posts_mod.__file__}
     window = _post_window()
-    skip = {posts_mod.PostQueue.take.__code__: _lock_held_unprotected(posts_mod.PostQueue.take.__code__)}
-    state = {"count": 0, "fired": False}
+    unprotected = _lock_held_unprotected(posts_mod.PostQueue.take.__code__)
+    take_code = posts_mod.PostQueue.take.__code__
 
-    def tracer(frame, event, arg):
-        if frame.f_code.co_name not in POST_TRACED or frame.f_code.co_filename not in filenames:
-            return None
-        frame.f_trace_opcodes = True
+    def skip(frame):
+        if frame.f_code is take_code:
+            return frame.f_lasti in unprotected
+        return frame.f_code.co_filename == reactor_mod.__file__ and frame.f_lineno in window
 
-        def local(frame, event, arg):
-            if event == "opcode" and not state["fired"] and frame.f_lasti not in skip.get(frame.f_code, ()) \
-                    and not (frame.f_code.co_filename == reactor_mod.__file__ and frame.f_lineno in window):
-                if state["count"] == k:
-                    state["fired"] = True
-                    raise KeyboardInterrupt
-                state["count"] += 1
-            return local
-        return local
-
-    raised = False
-    sys.settrace(tracer)
-    try:
-        r.run_once(0)
-    except KeyboardInterrupt:
-        raised = True
-    finally:
-        sys.settrace(None)
+    interrupter = Interrupter(k, POST_TRACED, {reactor_mod.__file__, posts_mod.__file__}, skip=skip)
+    raised = interrupter.run(lambda: r.run_once(0))
     try:
         for _ in range(4 if then == "rounds" else 0):
             r.run_once(0)
@@ -354,51 +347,17 @@ def _wait_window(backend) -> set[tuple[str, int]]:
 def _wait_trial(backend: str, k: int) -> tuple[bool, Counter, int]:
     """Raise at the k-th traced bytecode of the first wait that reports events."""
     r = Reactor(backend, config=Config.default())
-    pairs = [socket.socketpair() for _ in range(3)]
     got: Counter = Counter()
-    state = {"count": 0, "fired": False}
 
     def cb(ev):
         got[ev.fd] += 1
 
-    for a, b in pairs:
-        a.setblocking(False)
-        r.arm(a.fileno(), READ, cb)
-        b.send(b"x")
-    backend_file = sys.modules[type(r.backend).__module__].__file__
+    pairs = _readable_pairs(r, 3, cb)
     window = _wait_window(r.backend)
-
-    def tracer(frame, event, arg):
-        if frame.f_code.co_name not in WAIT_TRACED or frame.f_code.co_filename != backend_file:
-            return None
-        frame.f_trace_opcodes = True
-
-        def local(frame, event, arg):
-            if event == "opcode" and not state["fired"] \
-                    and (frame.f_code.co_name, frame.f_lineno) not in window:
-                if state["count"] == k:
-                    state["fired"] = True
-                    raise KeyboardInterrupt
-                state["count"] += 1
-            return local
-        return local
-
-    raised = False
-    sys.settrace(tracer)
-    try:
-        r.run_once(1.0)
-    except KeyboardInterrupt:
-        raised = True
-    finally:
-        sys.settrace(None)
-    try:
-        for _ in range(5):
-            r.run_once(0)
-    finally:
-        r.close()
-        for a, b in pairs:
-            a.close()
-            b.close()
+    interrupter = Interrupter(k, WAIT_TRACED, {sys.modules[type(r.backend).__module__].__file__},
+                              skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window)
+    raised = interrupter.run(lambda: r.run_once(1.0))
+    _finish(r, pairs, 5)
     return raised, got, len(pairs)
 
 
@@ -428,9 +387,8 @@ RECOVERY_TRACED = TRACED | {"_recover", "<listcomp>", "<genexpr>"}
 def _double_trial(backend: str, j: int) -> tuple[bool, Counter, int]:
     """An I/O callback raises; then raise again at the j-th traced bytecode; (second raised, deliveries, events)."""
     r = Reactor(backend, config=Config.default().replace(tail_us=0))
-    pairs = [socket.socketpair() for _ in range(4)]
     got: Counter = Counter()
-    state = {"first": False, "count": 0, "fired": False}
+    state = {"first": False}
     window = _window()
 
     def cb(ev):
@@ -439,43 +397,21 @@ def _double_trial(backend: str, j: int) -> tuple[bool, Counter, int]:
             state["first"] = True
             raise KeyboardInterrupt  # the first: the rest of the batch must run later
 
-    for a, b in pairs:
-        a.setblocking(False)
-        r.arm(a.fileno(), READ, cb)
-        b.send(b"x")
+    pairs = _readable_pairs(r, 4, cb)
 
-    def tracer(frame, event, arg):
-        if frame.f_code.co_name not in RECOVERY_TRACED or frame.f_code.co_filename != reactor_mod.__file__:
-            return None
-        frame.f_trace_opcodes = True
+    interrupter = Interrupter(j, RECOVERY_TRACED, {reactor_mod.__file__},
+                              skip=lambda frame: frame.f_lineno in window, active=lambda: state["first"])
 
-        def local(frame, event, arg):
-            if event == "opcode" and state["first"] and not state["fired"] and frame.f_lineno not in window:
-                if state["count"] == j:
-                    state["fired"] = True
-                    raise KeyboardInterrupt
-                state["count"] += 1
-            return local
-        return local
-
-    sys.settrace(tracer)
-    try:
-        for _ in range(4):  # the first interrupt, the second, and rounds after them (data is queued)
+    def rounds():  # the first interrupt, the second, and rounds after them (data is queued)
+        for _ in range(4):
             try:
                 r.run_once(0)
             except KeyboardInterrupt:
                 pass
-    finally:
-        sys.settrace(None)
-    try:
-        for _ in range(4):
-            r.run_once(0)
-    finally:
-        r.close()
-        for a, b in pairs:
-            a.close()
-            b.close()
-    return state["fired"], got, len(pairs)
+
+    interrupter.run(rounds)
+    _finish(r, pairs, 4)
+    return interrupter.fired, got, len(pairs)
 
 
 def test_a_second_interrupt_while_the_first_is_handled_loses_nothing(backend_name):
