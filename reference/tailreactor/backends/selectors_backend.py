@@ -31,6 +31,10 @@ class SelectorsBackend:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        # What the wait running now has reported (and dropped), kept here, not in a
+        # local: a wait cut short by a KeyboardInterrupt hands it over from the next
+        # wait (clause R21; the same pattern as epoll and io_uring).
+        self._reported: list[tuple[object, int]] = []
         self._closed = False
 
     def _check_fd(self, fd: int) -> None:
@@ -79,7 +83,9 @@ class SelectorsBackend:
     def wait(self, timeout_s: float | None) -> list[tuple[object, int]]:
         if self._closed:
             raise closed_error(self.name)
-        out: list[tuple[object, int]] = []
+        out = self._reported
+        if out:  # a wait cut short: hand its events over now
+            timeout_s = 0
         for key, mask in self._sel.select(timeout_s):
             if key.fileobj is self._wake_r:
                 try:
@@ -92,8 +98,9 @@ class SelectorsBackend:
             for direction in (READ, WRITE):
                 if mask & _SEL_EVENT[direction] and direction in key.data:
                     revents = IN if direction == READ else OUT
-                    out.append((key.data[direction], revents))
+                    out.append((key.data[direction], revents))  # listed before dropped
                     self._drop(fd, direction)
+        self._reported = []
         return out
 
     def flush(self) -> int:
