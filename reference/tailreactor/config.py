@@ -332,7 +332,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     if values["http_yield_batch"] is None:
         values["http_yield_batch"] = values["http_batch"]
     if values["latency_probe"] and values["latency_probe_file"] is not None:
-        check_probe_file(values["latency_probe_file"], values["workers"])
+        check_probe_file(values["latency_probe_file"], range(values["workers"]))
     return Config(source=used, **values)
 
 
@@ -358,12 +358,12 @@ def warnings(env: Mapping[str, str] | None = None) -> list[str]:
     return out
 
 
-def check_probe_file(template: str, workers: int) -> None:
-    """Raise :class:`ConfigError` unless every worker can write its probe file.
+def check_probe_file(template: str, workers) -> None:
+    """Raise :class:`ConfigError` unless each worker in ``workers`` (indexes) can write its probe file.
 
-    Checked here, before the server forks its workers, so a bad path is one
-    line and exit status 2, not a traceback per worker.  Each worker checks its
-    own again when its probe starts (``LatencyProbe``).
+    ``load()`` checks every worker, before the server forks them, so a bad
+    path is one line and exit status 2, not a traceback per worker; each
+    worker's ``LatencyProbe`` checks its own again when it starts.
     """
     from .probe import probe_file_path  # here: probe imports this module
 
@@ -371,7 +371,7 @@ def check_probe_file(template: str, workers: int) -> None:
     if template.endswith(os.sep):
         raise ConfigError(name, template, "a file path, not a directory (each worker would write a "
                                           "hidden .<pid>.<worker> file in it)")
-    for worker in range(workers):
+    for worker in workers:
         folder = os.path.dirname(probe_file_path(template, os.getpid(), worker)) or "."
         if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
             raise ConfigError(name, template, f"a path in an existing, writable directory "

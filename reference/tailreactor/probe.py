@@ -63,7 +63,7 @@ import sys
 
 from hdrh.histogram import HdrHistogram
 
-from .config import ConfigError
+from .config import check_probe_file
 
 __all__ = ["LatencyProbe", "HISTOGRAMS", "COUNTERS", "FORMAT", "probe_file_path", "probe_file_glob",
            "load_probe_file", "load_probe_files", "merge", "worker_table", "main"]
@@ -205,10 +205,7 @@ class LatencyProbe:
         self.worker = worker
         self.file_template: str | None = getattr(config, "latency_probe_file", None)
         if self.file_template is not None:
-            folder = os.path.dirname(probe_file_path(self.file_template, os.getpid(), worker)) or "."
-            if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
-                raise ConfigError("CWIST_LATENCY_PROBE_FILE", self.file_template,
-                                  f"a path in an existing, writable directory ({folder!r} is not)")
+            check_probe_file(self.file_template, (worker,))
         self._series = {name: _Series(name) for name in HISTOGRAMS}
         # Bound once: the hot path below then costs attribute loads, not dict lookups.
         s = self._series

@@ -396,7 +396,7 @@ def main(argv=None) -> int:
             log.warning("%s", line)
         workers = args.workers if args.workers is not None else cfg.workers
         if cfg.latency_probe and cfg.latency_probe_file is not None and workers != cfg.workers:
-            _config.check_probe_file(cfg.latency_probe_file, workers)  # --workers: every worker's file
+            _config.check_probe_file(cfg.latency_probe_file, range(workers))  # --workers: every worker's file
         raise_nofile_limit()
         check_port_free(args.host, args.port)
         if workers == 1:
