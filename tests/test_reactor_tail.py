@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from tailreactor import READ, Config, Reactor
 from tailreactor.backends import create_backend
+from tailreactor.dispatch import NEVER, AgeOrder
+from tailreactor.events import READY
 from tailreactor_conformance.harness import RecordingBackend
 
 T_US = 1000  # threshold used by these tests (us)
@@ -328,3 +330,49 @@ def test_threshold_is_inclusive(backend_name, clock, socketpairs):
     d.send(b"x")
     run_round(r)
     assert log == [("exact", True), ("younger", False)]
+
+
+class _Ev:
+    """A stand-in for an Event in AgeOrder's unit tests: ``state`` and an arm stamp that counts its reads."""
+
+    reads: list = []
+
+    def __init__(self, name, stamp_ns):
+        self.name, self._stamp, self.state = name, stamp_ns, READY
+
+    @property
+    def armed_ns(self):
+        self.reads.append(self.name)
+        return self._stamp
+
+
+@pytest.mark.parametrize("backend_order", [[0, 1, 2, 3, 4, 5], [1, 3, 4, 0, 5, 2]],
+                         ids=["shuffled", "in-age-order"])
+def test_age_order_reads_each_stamp_once_per_round(backend_order):
+    """AgeOrder's cost at c256 is reading stamps (issue 9): every event ages, so the round
+    builds the whole age order.  It reads each event's stamp once, when the round starts,
+    however many runs it hands out; a stamp that changes later (a re-arm in place, after the
+    event ran) is not read.  Runs are oldest first, ties in backend order, whether or not the
+    batch came in age order."""
+    stamps_us = [500, 0, 900, 0, 300, 700]
+    batch = [_Ev(i, stamps_us[i] * 1000) for i in backend_order]
+    _Ev.reads = []
+    age = AgeOrder(batch, "arm", T_US * 1000)
+    assert age.aged_at == T_US * 1000  # the oldest stamp (0) plus the threshold
+    four = next(ev for ev in batch if ev.name == 4)
+    four._stamp = 10_000_000  # re-stamped after the round started: the order keeps the old stamp
+    runs = [age.take_aged(t * 1000) for t in (1000, 1300, 1300, 1500, 1900)]
+    assert [[ev.name for ev in run] for run in runs] == [[1, 3], [4], [], [0], [5, 2]]
+    assert age.aged_at == NEVER
+    assert sorted(_Ev.reads) == list(range(6)), "each stamp is read exactly once"
+
+
+def test_age_order_from_ready_reads_the_ready_stamp():
+    class Ready:
+        def __init__(self, name, ready_ns):
+            self.name, self.ready_ns, self.armed_ns, self.state = name, ready_ns, 0, READY
+
+    batch = [Ready("b", 2_000_000), Ready("a", 1_000_000)]
+    age = AgeOrder(batch, "ready", T_US * 1000)
+    assert age.aged_at == 2_000_000
+    assert [ev.name for ev in age.take_aged(3_000_000)] == ["a", "b"]

@@ -63,7 +63,6 @@ import errno
 import logging
 import threading
 import time
-from operator import attrgetter
 
 from . import config as _config
 from .backends import READ, WRITE, create_backend
@@ -164,10 +163,9 @@ class Reactor:
         self._cut: list | None = None
         # Policy knobs, in ns, read once: the hot path must not re-parse config.
         self._tail_ns = self.config.tail_us * 1000
-        # The stamp age counts from (dispatch.py), read in C.
-        self._age_stamp = attrgetter("ready_ns" if self.config.age_from == "ready" else "armed_ns")
         self._budget_ns = self.config.round_budget_us * 1000
         self._drain_chunk = self.config.drain_chunk
+        self._age_from = self.config.age_from  # the stamp age counts from (dispatch.py)
         self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
         # A backend may offer rearm(): arm from inside the callback of the event
         # just reported for that fd, which it may do cheaper (epoll: no
@@ -534,7 +532,7 @@ class Reactor:
         age = None
         aged_at = NEVER
         if tail_ns > 0:
-            age = AgeOrder(batch, self._age_stamp, tail_ns)
+            age = AgeOrder(batch, self._age_from, tail_ns)
             aged_at = age.aged_at
         budget_ns = self._budget_ns
         # The first mid-round submit is due once the round has used its budget; after a
