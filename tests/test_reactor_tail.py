@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tailreactor import READ, Config, Reactor
 from tailreactor.backends import create_backend
 from tailreactor.dispatch import NEVER, AgeOrder
-from tailreactor.events import READY
+from tailreactor.events import ARMED, READY
 from tailreactor_conformance.harness import RecordingBackend
 
 T_US = 1000  # threshold used by these tests (us)
@@ -348,25 +348,39 @@ class _Ev:
 
 @pytest.mark.parametrize("backend_order", [[0, 1, 2, 3, 4, 5], [1, 3, 4, 0, 5, 2]],
                          ids=["shuffled", "in-age-order"])
-def test_age_order_reads_each_stamp_once_per_round(backend_order):
-    """AgeOrder's cost at c256 is reading stamps (issue 9): every event ages, so the round
-    builds the whole age order.  It reads each event's stamp once, when the round starts,
-    however many runs it hands out; a stamp that changes later (a re-arm in place, after the
-    event ran) is not read.  Runs are oldest first, ties in backend order, whether or not the
-    batch came in age order."""
+def test_age_order_runs_oldest_first_also_after_a_rearm_in_place(backend_order):
+    """Runs are oldest first, ties in backend order, whether or not the batch came in age
+    order (two code paths, dispatch.py).  Event 4 runs in backend order before anything
+    ages and is re-armed in place, which re-stamps it: the order must still serve the
+    others right (the caller skips 4, no longer READY)."""
     stamps_us = [500, 0, 900, 0, 300, 700]
     batch = [_Ev(i, stamps_us[i] * 1000) for i in backend_order]
-    _Ev.reads = []
     age = AgeOrder(batch, "arm", T_US * 1000)
     assert age.aged_at == T_US * 1000  # the oldest stamp (0) plus the threshold
     four = next(ev for ev in batch if ev.name == 4)
-    four._stamp = 10_000_000  # re-stamped after the round started: the order keeps the old stamp
+    four.state, four._stamp = ARMED, 10_000_000  # ran, then Reactor.arm re-armed it in place
     runs = [age.take_aged(t * 1000) for t in (1000, 1300, 1300, 1500, 1900)]
-    assert [[ev.name for ev in run] for run in runs] == [[1, 3], [4], [], [0], [5, 2]]
-    assert age.aged_at == NEVER
-    assert sorted(_Ev.reads) == list(range(6)), "each stamp is read exactly once"
+    ready = [[ev.name for ev in run if ev.state == READY] for run in runs]
+    assert ready == [[1, 3], [], [], [0], [5, 2]]
+    # Nothing READY is left to hand out (4 may still come, under its new stamp, and is skipped).
+    assert all(ev.state != READY for ev in age.take_aged(NEVER - 1))
 
 
+def test_age_order_reads_stamps_once_unless_it_sorts():
+    """The policy's cost (issue 9): a round where nothing ages reads each stamp once; so does
+    one whose batch came in age order (io_uring's nearly always do), however many runs it
+    hands out.  Only a batch out of age order is sorted, which reads them again."""
+    in_order = [_Ev(i, s * 1000) for i, s in enumerate([0, 0, 300, 500, 700, 900])]
+    _Ev.reads = []
+    age = AgeOrder(in_order, "arm", T_US * 1000)
+    assert len(_Ev.reads) == 6  # nothing aged yet: the reactor does not ask for a run
+    assert [len(age.take_aged(t * 1000)) for t in (1000, 1300, 1900)] == [2, 1, 3]
+    assert sorted(_Ev.reads) == [0, 1, 2, 3, 4, 5], "each stamp read exactly once"
+    shuffled = in_order[::-1]
+    _Ev.reads = []
+    age = AgeOrder(shuffled, "arm", T_US * 1000)
+    # Oldest first; 1 and 0 tie at stamp 0 and keep backend order (1 came first).
+    assert [ev.name for ev in age.take_aged(1_900_000)] == [1, 0, 2, 3, 4, 5]
 def test_age_order_from_ready_reads_the_ready_stamp():
     class Ready:
         def __init__(self, name, ready_ns):

@@ -184,7 +184,8 @@ CLAUSES: tuple[Clause, ...] = (
            "CWIST PR #375 (0 disables)", "reactor"),
     Clause("R13", "AGE_FROM=ready",
            "With CWIST_REACTOR_AGE_FROM=ready age counts from when the reactor first saw the event "
-           "ready: an event armed long ago but ready only now is not aged, and ties keep backend "
+           "ready: an event armed long ago but ready only now is not aged, an event carried over "
+           "from a round cut short keeps the time that round saw it ready, and ties keep backend "
            "order.",
            "design (issue 3)", "reactor"),
     Clause("R14", "round budget",

@@ -250,6 +250,45 @@ def test_age_from_ready_ties_keep_backend_order_when_aged(age_round):
     assert rnd.log == rnd.expected(age_from_ready=True)
 
 
+class Escape(BaseException):
+    """Stands for KeyboardInterrupt: not an Exception, so it leaves run_once (R21)."""
+
+
+@pytest.mark.clause("R13")
+def test_age_from_ready_a_carried_event_keeps_its_ready_stamp(make_reactor, make_backend, pairs, clock):
+    """An event carried over from a round cut short (R21) was first seen ready in that round:
+    under AGE_FROM=ready its age still counts from then.  So in the next round it is aged
+    as soon as the threshold has passed since, and runs elevated, ahead of an event
+    reaped in that round (not aged)."""
+    rec = RecordingBackend(make_backend())
+    r = make_reactor(clock=clock, backend=rec, tail_us=1000, age_from="ready")
+    ps = pairs(3)
+    log = []
+
+    def callback(ev):
+        log.append((ev.data, r.dispatch_late(), ev.ready_ns))
+        if len(log) == 1:
+            raise Escape  # cuts round 1 short: the other event is carried over
+
+    for i in (0, 1):
+        r.arm(ps[i].fd, READ, callback, i)
+    rec.inner.flush()
+    for i in (0, 1):
+        ps[i].make_readable()
+    with pytest.raises(Escape):
+        r.run_once(0)
+    assert rec.batches and len(rec.batches[-1]) == 2, (
+        f"precondition: both events in round 1's batch, got {rec.batches}")
+    first_seen = log[0][2]
+    clock.advance_us(2000)  # round 2 starts 2 ms after round 1
+    r.arm(ps[2].fd, READ, callback, 2)
+    rec.inner.flush()
+    ps[2].make_readable()
+    r.run_once(0)
+    carried = 1 - log[0][0]
+    assert log[1:] == [(carried, True, first_seen), (2, False, first_seen + 2_000_000)], log
+
+
 # -- R14 -----------------------------------------------------------------------
 def _rearming_round(make_reactor, make_backend, pairs, clock, budget_us):
     rec = RecordingBackend(make_backend())
