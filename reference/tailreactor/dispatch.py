@@ -39,20 +39,24 @@ Cost: aged events are always a prefix of the batch sorted by stamp (age only
 grows), so a run is the next slice of that sorted batch, found by a binary
 search over its stamps, and the age-order cursor only moves forward.
 
-* Every round (when the policy is on): one read of the stamps and one
-  ``min``, for :attr:`AgeOrder.aged_at`; then one comparison per delivery.
-  A round where nothing ages costs no more, and no call.
-* The first time an event ages: the age order, built once.  If the stamps
-  already ascend in backend order, the batch is its own age order, found by
-  one pass that stops at the first descent.  Otherwise the batch is sorted by
-  stamp, O(n log n).  (Measured at ``wrk -c256``: io_uring's batches came in
-  age order in 387 of 392 rounds, epoll's in 13 of 497, with about 8
-  ascending runs each.)
+* Every round (when the policy is on): each stamp is read once, and the
+  stamps are sorted, which gives the oldest (for :attr:`AgeOrder.aged_at`)
+  and the sorted stamps; then one comparison per delivery.  A round where
+  nothing ages costs no more, and no call.
+* The first time an event ages: the batch in age order.  If the stamps
+  already ascend in backend order, that is the batch itself.  Otherwise the
+  events are sorted by the stamps read at round start.
 
-At ``wrk -c256`` every event ages, and issue 9 measured the second step
-there: reading stamps through ``operator.attrgetter`` three times per event
-was most of the policy's cost, so stamps are read by list comprehensions
-(about half the cost in CPython 3.11) and the in-order case reads them once.
+Batches usually come nearly in age order: at ``wrk -c256`` io_uring's came
+in age order in 387 of 392 rounds, epoll's in 13 of 497 but in about 8
+ascending runs each, which a sort handles in few passes.  The sort costs most
+for a shuffled batch: for 256 events in random order a round where nothing
+ages costs about 910 instructions per event, against 475 for the ``min`` this
+replaced and about 350 for 8 ascending runs (``benchmarks/age_order_cost.py``
+counts each case).  Issue 9 measured what
+this replaced: reading stamps through ``operator.attrgetter`` three times per
+event (``min``, the sort key, the sorted stamps) was most of the policy's
+cost at c256, where every event ages.
 
 Which stamp is "age"
 --------------------
@@ -77,25 +81,9 @@ once aged.
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import islice
-from operator import attrgetter, le
 
 #: ``aged_at`` when nothing can age: later than any clock value.
 NEVER = 1 << 63
-
-#: The stamp age counts from, by ``CWIST_REACTOR_AGE_FROM``, as a sort key (read in C).
-_STAMP_KEY = {"arm": attrgetter("armed_ns"), "ready": attrgetter("ready_ns")}
-
-
-def _read_stamps(events: list, age_from: str) -> list[int]:
-    """The stamps (ns) age counts from, in the order of ``events``.
-
-    A list comprehension, not ``map(attrgetter)``: in CPython 3.11 its
-    specialised attribute read costs about half.
-    """
-    if age_from == "ready":
-        return [ev.ready_ns for ev in events]
-    return [ev.armed_ns for ev in events]
 
 
 class AgeOrder:
@@ -114,19 +102,27 @@ class AgeOrder:
     event is left to take.
     """
 
-    __slots__ = ("_batch", "_age_from", "_stamps", "_threshold", "_by_age", "_sorted_stamps", "_k",
-                 "aged_at")
+    __slots__ = ("_batch", "_stamps", "_threshold", "_by_age", "_sorted_stamps", "_k", "aged_at")
 
     def __init__(self, batch: list, age_from: str, threshold_ns: int):
         self._batch = batch
-        self._age_from = age_from
         self._threshold = threshold_ns
-        self._stamps = stamps = _read_stamps(batch, age_from)  # as at round start
-        # The batch in age order and its stamps, built the first time an event ages.
-        self._by_age: list | None = None
-        self._sorted_stamps: list[int] = []
+        # Each stamp read once, now: an event that runs may be re-armed in place
+        # (Reactor.arm) with a new stamp, and reading that one later would unsort
+        # the order the binary search relies on.  A list comprehension, not
+        # map(attrgetter): in CPython 3.11 its specialised attribute read is about
+        # half the cost.
+        if age_from == "ready":
+            stamps = [ev.ready_ns for ev in batch]
+        else:
+            stamps = [ev.armed_ns for ev in batch]
+        self._stamps = stamps
+        self._sorted_stamps = ordered = sorted(stamps)
+        # A batch already in age order is its own age order (the == is cheap:
+        # sorted() keeps the same int objects, and == tries identity first).
+        self._by_age: list | None = batch if ordered == stamps else None
         self._k = 0  # cursor in age order: everything before it is taken
-        self.aged_at = min(stamps) + threshold_ns if batch else NEVER
+        self.aged_at = ordered[0] + threshold_ns if batch else NEVER
 
     def take_aged(self, now_ns: int) -> list:
         """Every remaining event aged at ``now_ns`` (ns), oldest first: a run; ``[]`` if none.
@@ -139,30 +135,14 @@ class AgeOrder:
         """
         by_age = self._by_age
         if by_age is None:
-            by_age = self._build()
+            # Sort positions by the stamps read at round start (stable: ties keep
+            # backend order), then take the events in that order.
+            stamps, batch = self._stamps, self._batch
+            order = sorted(range(len(stamps)), key=stamps.__getitem__)
+            by_age = self._by_age = [batch[i] for i in order]
         sorted_stamps, k = self._sorted_stamps, self._k
         # Aged means stamp <= now - threshold; stamps ascend, so the run is a slice.
         end = bisect_right(sorted_stamps, now_ns - self._threshold, k)
         self._k = end
         self.aged_at = sorted_stamps[end] + self._threshold if end < len(sorted_stamps) else NEVER
         return by_age[k:end]
-
-    def _build(self) -> list:
-        """The batch in age order, and beside it its stamps: built once per round.
-
-        The two must agree position by position for the binary search, even
-        though an event that has run may since have been re-armed in place
-        (Reactor.arm) with a new stamp.  A ``READY`` event is never re-stamped,
-        so the events that can still run sort as they did at round start.
-        """
-        batch, stamps = self._batch, self._stamps
-        if all(map(le, stamps, islice(stamps, 1, None))):
-            # Already in age order: the batch and the stamps read at round start.
-            by_age, sorted_stamps = batch, stamps
-        else:
-            # Sort by the stamps as they are now (stable: ties keep backend
-            # order), then read them from the sorted list, so the two agree.
-            by_age = sorted(batch, key=_STAMP_KEY[self._age_from])
-            sorted_stamps = _read_stamps(by_age, self._age_from)
-        self._by_age, self._sorted_stamps = by_age, sorted_stamps
-        return by_age
