@@ -25,7 +25,8 @@ runs, as epoll's batches came), *shuffled*.  Stamps are monotonic-clock ns
 Usage: ``python benchmarks/age_order_cost.py [--events 256] [--loops 200]
 [--shape ascending ...]``.
 Needs ``valgrind`` (``apt-get install valgrind``); says so in one line and
-exits 2 without it.  Prints a Markdown table.
+exits 2 without it.  Prints a Markdown table.  Takes about 20 s on a quiet
+machine (three valgrind runs per shape: Python starts slowly under valgrind).
 """
 
 from __future__ import annotations
@@ -92,15 +93,15 @@ def count(shape: str, case: str, n: int, loops: int) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=256, help="events per batch (default 256, as at c256)")
-    ap.add_argument("--loops", type=int, default=200, help="rounds counted per case (default 200)")
+    ap.add_argument("--events", type=int, default=256, help="events per batch, >= 8 (default 256, as at c256)")
+    ap.add_argument("--loops", type=int, default=200, help="rounds counted per case, >= 1 (default 200)")
     ap.add_argument("--shape", action="append", choices=SHAPES, help="repeatable; default: all")
     ap.add_argument("--child", nargs=2, metavar=("SHAPE", "CASE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.events < 8:
-        ap.error("--events must be >= 8")
+        ap.error(f"--events must be >= 8, got {args.events}")
     if args.loops < 1:
-        ap.error("--loops must be >= 1")
+        ap.error(f"--loops must be >= 1, got {args.loops}")
     if args.child:
         child(*args.child, args.events, args.loops)
         return 0

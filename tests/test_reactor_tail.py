@@ -288,6 +288,23 @@ def test_age_from_ready_still_elevates_behind_slow_callbacks(backend_name, clock
     r.close()
 
 
+def test_age_from_ready_slow_timers_age_the_batch_before_its_first_delivery(backend_name, clock,
+                                                                           socketpairs):
+    """A round's timers run after its batch is stamped ready and before it is dispatched
+    (reactor.py, steps 3-5): timers that take TAIL_US or more age every event of the batch,
+    so under AGE_FROM=ready all of them run elevated, in backend order (docs: "The policy")."""
+    r, rec = make(backend_name, clock, age_from="ready")
+    pairs = socketpairs(2)
+    log = []
+    events = arm_pairs(r, pairs, clock, [0, 0], log)
+    r.call_later_us(0, lambda _timer: clock.advance_us(T_US))  # a slow timer, due this round
+    run_round(r)
+    backend_order = [next(i for i, e in events.items() if e is ev) for ev in rec.batches[-1]]
+    assert log == [(i, True) for i in backend_order]
+    assert r.counters.tail_elevations == 2 and r.counters.timers_fired == 1
+    r.close()
+
+
 def test_dispatch_late_is_false_outside_callbacks(backend_name, clock, socketpairs):
     r, rec = make(backend_name, clock)
     pairs = socketpairs(1)

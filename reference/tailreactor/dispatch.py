@@ -39,21 +39,23 @@ Cost: aged events are always a prefix of the batch sorted by stamp (age only
 grows), so a run is the next slice of that sorted batch, found by a binary
 search over its stamps, and the age-order cursor only moves forward.
 
-* Every round (when the policy is on): each stamp is read once, and the
-  stamps are sorted, which gives the oldest (for :attr:`AgeOrder.aged_at`)
-  and the sorted stamps; then one comparison per delivery.  A round where
-  nothing ages costs no more, and no call.
-* The first time an event ages: the batch in age order.  If the stamps
-  already ascend in backend order, that is the batch itself.  Otherwise the
-  events are sorted by the stamps read at round start.
+* Every round (when the policy is on): each stamp is read once; the stamps
+  are sorted, which gives the oldest (for :attr:`AgeOrder.aged_at`) and the
+  sorted stamps; and the sorted list is compared with the stamps in backend
+  order (cheap: ``sorted`` keeps the same int objects and ``==`` tries
+  identity first), to know whether the batch is already in age order.  Then
+  one comparison per delivery.  That is all a round where nothing ages costs:
+  no call into the age order.
+* The first time an event ages, if the batch was not in age order: the events
+  sorted by the stamps read at round start.
 
 Batches usually come nearly in age order: at ``wrk -c256`` io_uring's came
 in age order in 387 of 392 rounds, epoll's in 13 of 497 but in about 8
-ascending runs each, which a sort handles in few passes.  The sort costs most
-for a shuffled batch: for 256 events in random order a round where nothing
-ages costs about 910 instructions per event, against 475 for the ``min`` this
-replaced and about 350 for 8 ascending runs (``benchmarks/age_order_cost.py``
-counts each case).  Issue 9 measured what
+ascending runs each, which a sort handles in few passes.  Shuffled batches
+cost the most: for 256 events in random order a round where nothing ages
+costs about 900 instructions per event, against about 480 before (eea632b:
+``min`` through ``operator.attrgetter``) and about 360 for 8 ascending runs
+(``benchmarks/age_order_cost.py`` counts each case).  Issue 9 measured what
 this replaced: reading stamps through ``operator.attrgetter`` three times per
 event (``min``, the sort key, the sorted stamps) was most of the policy's
 cost at c256, where every event ages.
@@ -82,7 +84,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-#: ``aged_at`` when nothing can age: later than any clock value.
+#: ``aged_at`` when nothing can age: later than any clock value (2**63, one
+#: more than the largest signed 64-bit value: a C or Rust port uses an unsigned
+#: type or INT64_MAX, which is as good, since the clock never gets there).
 NEVER = 1 << 63
 
 
@@ -97,9 +101,10 @@ class AgeOrder:
     equal stamps keep backend order.
 
     ``aged_at`` (ns, public, read by the reactor between runs): no remaining
-    event that is not yet taken has aged before this clock value.  Exact once
-    :meth:`take_aged` has run, a lower bound before; :data:`NEVER` once no
-    event is left to take.
+    event that is not yet taken has aged before this clock value.  A lower
+    bound, not exact: the event it comes from may have run in backend order
+    since, and then :meth:`take_aged` at that time returns ``[]`` (one wasted
+    call).  :data:`NEVER` once no event is left to take.
     """
 
     __slots__ = ("_batch", "_stamps", "_threshold", "_by_age", "_sorted_stamps", "_k", "aged_at")

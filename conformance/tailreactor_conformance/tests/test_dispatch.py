@@ -286,7 +286,12 @@ def test_age_from_ready_a_carried_event_keeps_its_ready_stamp(make_reactor, make
     ps[2].make_readable()
     r.run_once(0)
     carried = 1 - log[0][0]
-    assert log[1:] == [(carried, True, first_seen), (2, False, first_seen + 2_000_000)], log
+    fields = "(event, dispatch_late(), ready_ns)"
+    assert log[1] == (carried, True, first_seen), (
+        f"the carried event {carried} must keep ready_ns {first_seen} (round 1) and run first, "
+        f"elevated: got {log[1]} {fields}")
+    assert log[2] == (2, False, first_seen + 2_000_000), (
+        f"the event reaped in round 2 is not aged: got {log[2]} {fields}")
 
 
 # -- R14 -----------------------------------------------------------------------
