@@ -57,6 +57,19 @@ def test_report_counts_flagged_runs_and_lists_runs_only_when_asked(synthetic_job
     assert any("| 4/0 | socket-errors |" in r for r in runs)
 
 
+def test_verdict_line_says_when_its_runs_were_flagged(synthetic_job):
+    """Found by a new user: a bold gain from a leg where 13 of 16 runs were polluted read as
+    a result.  The verdict line itself says how many of its runs were flagged."""
+    text = report.render(synthetic_job, runs=False)
+    line = next(ln for ln in text.splitlines() if ln.startswith("- epoll, c64: "))
+    assert line.endswith("; 2 of 16 measured runs flagged (1 polluted, 1 with socket errors): "
+                         "a verdict from flagged runs may reflect the machine, not the arms"), line
+    clean = replace(synthetic_job, legs=[replace(lr, runs=[replace(r, flags=()) for r in lr.runs])
+                                         for lr in synthetic_job.legs])
+    line = next(ln for ln in report.render(clean, runs=False).splitlines() if ln.startswith("- epoll, c64: "))
+    assert "flagged" not in line
+
+
 def test_report_says_1_run_not_1_runs(synthetic_job):
     lr = synthetic_job.legs[0]
     runs = [r for r in lr.runs if r.trial <= 0]  # the warm-up and trial 1

@@ -117,6 +117,22 @@ def flag_summary(lr) -> str:
             + ": " + ("; ".join(other) if other else "none flagged") + ".")
 
 
+def _flagged_note(lr) -> str:
+    """'; 2 of 16 measured runs flagged (1 polluted, ...): ...' for a verdict line, or ''.
+
+    A verdict stays computed over every run (flagged ones included); this puts
+    the warning next to it rather than only under the leg's table.
+    """
+    measured = lr.measured()
+    flagged = sum(bool(r.flags) for r in measured)
+    if not flagged:
+        return ""
+    kinds = ", ".join(f"{n} {FLAG_TEXT[f].split(' (')[0]}"
+                      for f in FLAG_TEXT if (n := sum(f in r.flags for r in measured)))
+    return (f"; {flagged} of {plural(len(measured), 'measured run')} flagged ({kinds}): "
+            "a verdict from flagged runs may reflect the machine, not the arms")
+
+
 def machine_line(pv: dict) -> str:
     """'Machine: CPU, 2 CPUs, Linux .., Python .., wrk ..; commit abc (dirty).' from provenance."""
     commit = pv.get("git_commit", "?")[:12] + (" (dirty)" if pv.get("git_dirty") else "")
@@ -189,7 +205,7 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         f"- {machine_line(pv)}",
         "", "## Verdicts", ""]
     for lr in job.legs:
-        lines.append(f"- {lr.leg.name}: {verdict_summary(lr.comparisons)}")
+        lines.append(f"- {lr.leg.name}: {verdict_summary(lr.comparisons)}{_flagged_note(lr)}")
     for lr in job.legs:
         lines += [""] + _leg_table(job, lr)
     for lr in job.legs:
