@@ -107,11 +107,16 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
     return lines
 
 
+def _flag_counts(measured) -> dict[str, int]:
+    """How many of ``measured`` runs carry each flag that occurs, in :data:`FLAG_TEXT` order."""
+    counts = {flag: sum(flag in r.flags for r in measured) for flag in FLAG_TEXT}
+    return {flag: n for flag, n in counts.items() if n}
+
+
 def flag_summary(lr) -> str:
     """'16 measured runs (+1 warm-up, discarded): 1 polluted ...' for a leg (A/B or peers)."""
     measured = lr.measured()
-    counts = {flag: sum(flag in r.flags for r in measured) for flag in FLAG_TEXT}
-    other = [f"{n} {FLAG_TEXT[f]}" for f, n in counts.items() if n]
+    other = [f"{n} {FLAG_TEXT[f]}" for f, n in _flag_counts(measured).items()]
     return (plural(len(measured), "measured run")
             + (f" (+{len(lr.runs) - len(measured)} warm-up, discarded)" if len(lr.runs) > len(measured) else "")
             + ": " + ("; ".join(other) if other else "none flagged") + ".")
@@ -127,8 +132,8 @@ def _flagged_note(lr) -> str:
     flagged = sum(bool(r.flags) for r in measured)
     if not flagged:
         return ""
-    kinds = ", ".join(f"{n} {FLAG_TEXT[f].split(' (')[0]}"
-                      for f in FLAG_TEXT if (n := sum(f in r.flags for r in measured)))
+    # The flag's text without its explanation in parentheses: the table's summary has that.
+    kinds = ", ".join(f"{n} {FLAG_TEXT[f].split(' (')[0]}" for f, n in _flag_counts(measured).items())
     return (f"; {flagged} of {plural(len(measured), 'measured run')} flagged ({kinds}): "
             "a verdict from flagged runs may reflect the machine, not the arms")
 
