@@ -10,12 +10,17 @@ round over a batch of real :class:`~tailreactor.events.Event` objects, run
 under ``valgrind --tool=callgrind`` in a child process, minus a child that
 builds the same batch and does nothing with it, divided by rounds x events.
 
-Two cases per shape:
+Three cases per shape, by when the batch's events age (a round's start is
+when the reactor stamps the batch, before any callback runs):
 
-* *nothing aged*: the round's constant cost (read the stamps, their ``min``);
-  every round pays it when ``CWIST_REACTOR_TAIL_US`` > 0;
-* *all aged*: the round at ``wrk -c256``, where every event is aged at the
-  first delivery: that cost plus building the age order and taking the run.
+* *nothing aged*: the round's constant cost (sort the events by stamp, copy
+  the sorted stamps); every round pays it when ``CWIST_REACTOR_TAIL_US`` > 0;
+* *aged at round start*: overload, the round at ``wrk -c256``, where every
+  event had aged before the round started: the sort, then the whole batch is
+  one run;
+* *aged after round start*: nothing had aged at round start, every event has
+  at the first delivery (behind slow timers): the constant cost plus one
+  binary search and one slice.
 
 Shapes of the batch's arm stamps in backend order: *ascending* (io_uring's
 batches came so in 387 of 392 rounds at c256), *8 runs* (eight ascending
@@ -25,8 +30,8 @@ runs, as epoll's batches came), *shuffled*.  Stamps are monotonic-clock ns
 Usage: ``python benchmarks/age_order_cost.py [--events 256] [--loops 200]
 [--shape ascending ...]``.
 Needs ``valgrind`` (``apt-get install valgrind``); says so in one line and
-exits 2 without it.  Prints a Markdown table.  Takes about 20 s on a quiet
-machine (three valgrind runs per shape: Python starts slowly under valgrind).
+exits 2 without it.  Prints a Markdown table.  Takes about 30 s on a quiet
+machine (four valgrind runs per shape: Python starts slowly under valgrind).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from tailreactor import READ
 from tailreactor.events import Event
 
 SHAPES = ("ascending", "8 runs", "shuffled")
-CASES = ("nothing aged", "all aged")
+CASES = ("nothing aged", "aged at round start", "aged after round start")
 THRESHOLD_NS = 3_500_000
 #: callgrind's summary line on stderr: "==pid== Collected : <instructions>".
 COLLECTED = re.compile(r"Collected : (\d+)")
@@ -68,16 +73,20 @@ def make_batch(shape: str, n: int) -> list[Event]:
 def child(shape: str, case: str, n: int, loops: int) -> None:
     """The measured loop (``case`` ``baseline``: the same batch, no age order)."""
     batch = make_batch(shape, n)
+    start = min(ev.armed_ns for ev in batch)  # a round start where nothing has aged
     now = max(ev.armed_ns for ev in batch) + THRESHOLD_NS  # every event aged
     if case == "baseline":
         for _ in range(loops):
             pass
     elif case == "nothing aged":
         for _ in range(loops):
-            AgeOrder(batch, "arm", THRESHOLD_NS)
+            AgeOrder(batch, "arm", THRESHOLD_NS, start)
+    elif case == "aged at round start":
+        for _ in range(loops):
+            AgeOrder(batch, "arm", THRESHOLD_NS, now).take_aged(now)
     else:
         for _ in range(loops):
-            AgeOrder(batch, "arm", THRESHOLD_NS).take_aged(now)
+            AgeOrder(batch, "arm", THRESHOLD_NS, start).take_aged(now)
 
 
 def count(shape: str, case: str, n: int, loops: int) -> int:
@@ -111,8 +120,8 @@ def main(argv=None) -> int:
     per_event = args.events * args.loops
     print(f"Instructions per event of `AgeOrder` (callgrind), {args.events} events per batch, "
           f"{args.loops} rounds, Python {sys.version.split()[0]}:\n")
-    print("| Stamps in backend order | nothing aged | all aged |")
-    print("|---|---:|---:|")
+    print("| Stamps in backend order | " + " | ".join(CASES) + " |")
+    print("|---|" + "---:|" * len(CASES))
     for shape in args.shape or SHAPES:
         try:
             base = count(shape, "baseline", args.events, args.loops)
@@ -120,7 +129,7 @@ def main(argv=None) -> int:
         except RuntimeError as exc:
             print(f"age_order_cost: {exc}", file=sys.stderr)
             return 2
-        print(f"| {shape} | {cells[0]:,.0f} | {cells[1]:,.0f} |", flush=True)
+        print(f"| {shape} | " + " | ".join(f"{c:,.0f}" for c in cells) + " |", flush=True)
     return 0
 
 

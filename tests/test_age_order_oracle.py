@@ -4,11 +4,13 @@ The rule: before each delivery, if the oldest remaining ``READY`` event of the
 round's batch has aged (``now - stamp >= CWIST_REACTOR_TAIL_US``), it runs next,
 elevated (ties: backend order); else the next ``READY`` event in backend order
 runs, not elevated.  :class:`tailreactor.dispatch.AgeOrder` computes it faster
-(a binary search over the batch sorted once, or the batch itself when it came
-in age order); these tests evaluate the rule itself at each delivery.
+(the batch sorted by stamp once per round, and a binary search over its stamps,
+or the whole batch as one run when every event had aged at round start); these
+tests evaluate the rule itself at each delivery.
 
 * **Unit oracle**: ``AgeOrder`` alone, driven as ``Reactor._dispatch`` drives it,
-  over batches in age order, reversed, shuffled and nearly sorted, with ties;
+  over batches in age order, reversed, shuffled and nearly sorted, with ties,
+  from round starts where nothing, some or every event has aged;
   taken events are re-stamped in place (the hot re-arm) or cancelled.
 * **Live oracle**: the real reactor on real socketpairs and a ``ManualClock``.
   Each callback checks that it is the event the rule picks now (on a copy of
@@ -19,7 +21,7 @@ in age order); these tests evaluate the rule itself at each delivery.
   ``KeyboardInterrupt`` (so the next round leads with carried events, which
   under ``AGE_FROM=ready`` keep their older ready stamp).
 
-Written from a fresh-eyes review of the age order's two code paths (issue 9).
+Written from a fresh-eyes review of an earlier age order with two code paths (issue 9).
 """
 
 from __future__ import annotations
@@ -84,9 +86,12 @@ def test_age_order_picks_what_the_rule_picks(data):
     batch = [Ev(i, stamps[i] * 1000) for i in idx]
     at_start = {id(e): e.armed_ns for e in batch}  # a READY event is never re-stamped
     stamp = lambda e: at_start[id(e)]  # noqa: E731
-    age = AgeOrder(batch, age_from, T_NS)
+    # The round's start: the first delivery's clock is at least this.  From 6000 us on every
+    # event has aged by then (overload: one run of the whole batch).
+    now = data.draw(st.sampled_from([0, 1000, 2000, 6000, 9000]), label="round_start_us") * 1000
+    age = AgeOrder(batch, age_from, T_NS, now)
     # Walk the batch as Reactor._dispatch does: runs first, then backend order.
-    now, run, r, i = 0, [], 0, 0
+    run, r, i = [], 0, 0
     for _ in range(100):
         now += data.draw(st.sampled_from([0, 0, 1, 300, 1000, 3000]), label="advance_us") * 1000
         if r >= len(run) and now >= age.aged_at:

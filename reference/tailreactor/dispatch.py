@@ -35,30 +35,32 @@ for a run.  A run's events leave ``READY`` when they run (or when an earlier
 callback disarms them), so the backend-order walk skips them; once every
 event is taken, ``aged_at`` is :data:`NEVER` and the reactor ends that walk.
 
-Cost: aged events are always a prefix of the batch sorted by stamp (age only
-grows), so a run is the next slice of that sorted batch, found by a binary
-search over its stamps, and the age-order cursor only moves forward.
+Cost
+----
+Aged events are always a prefix of the batch sorted by stamp (age only
+grows), so a run is the next slice of that sorted batch, and the age-order
+cursor only moves forward.  Every round (when the policy is on):
 
-* Every round (when the policy is on): each stamp is read once; the stamps
-  are sorted, which gives the oldest (for :attr:`AgeOrder.aged_at`) and the
-  sorted stamps; and the sorted list is compared with the stamps in backend
-  order (cheap: ``sorted`` keeps the same int objects and ``==`` tries
-  identity first), to know whether the batch is already in age order.  Then
-  one comparison per delivery.  That is all a round where nothing ages costs:
-  no call into the age order.
-* The first time an event ages, if the batch was not in age order: the events
-  sorted by the stamps read at round start.
+* the events are sorted by stamp once, before any callback runs (stable:
+  ties keep backend order).  Every stamp is read then, and never again: a
+  callback's re-arm in place (``Reactor.arm``) re-stamps its Event, and a
+  stamp read later would unsort the order.
+* **Overload** -- every event had aged when the round started (at ``wrk
+  -c256`` the bench server is a round behind and this is every round): the
+  whole sorted batch is the round's one run, and nothing more is computed.
+* Otherwise the sorted stamps are copied into a list, and each run is found
+  by a binary search over it.  Between runs the reactor pays one comparison
+  per delivery.
 
-Batches usually come nearly in age order: at ``wrk -c256`` io_uring's came
-in age order in 387 of 392 rounds, epoll's in 13 of 497 but in about 8
-ascending runs each, which a sort handles in few passes.  Shuffled batches
-cost the most: for 256 events in random order a round where nothing ages
-costs about 900 instructions per event, against about 480 before (eea632b:
-``min`` through ``operator.attrgetter``) and about 360 for 8 ascending runs
-(``benchmarks/age_order_cost.py`` counts each case).  Issue 9 measured what
-this replaced: reading stamps through ``operator.attrgetter`` three times per
-event (``min``, the sort key, the sorted stamps) was most of the policy's
-cost at c256, where every event ages.
+Measured (``benchmarks/age_order_cost.py``, callgrind, 256 events; issue
+9): about 410 instructions per event under overload when the batch comes in
+age order (io_uring's came so in 387 of 392 rounds at ``wrk -c256``) and
+about 470 when it comes in 8 ascending runs (as epoll's did); about 580 and
+640 in a round where nothing ages.  A shuffled batch costs about 1,050 and
+1,210.  Before (0df781a, the order of 99ff0d1): 340 and 1,020 under
+overload, 315 and 365 when nothing aged, for the same shapes.  Sorting the
+events directly is cheaper than sorting their positions by the stamps and
+gathering, and the overload case needs nothing else.
 
 Which stamp is "age"
 --------------------
@@ -83,11 +85,17 @@ once aged.
 from __future__ import annotations
 
 from bisect import bisect_right
+from operator import attrgetter
 
 #: ``aged_at`` when nothing can age: later than any clock value (2**63, one
 #: more than the largest signed 64-bit value: a C or Rust port uses an unsigned
 #: type or INT64_MAX, which is as good, since the clock never gets there).
 NEVER = 1 << 63
+
+#: The sort keys: CWIST_REACTOR_AGE_FROM=arm and =ready.  attrgetter, a C
+#: callable, is the cheapest key for sorted() in CPython.
+_ARMED_NS = attrgetter("armed_ns")
+_READY_NS = attrgetter("ready_ns")
 
 
 class AgeOrder:
@@ -95,10 +103,12 @@ class AgeOrder:
 
     ``batch`` is the round's events in backend order; ``age_from`` is
     ``"arm"`` (age counts from ``armed_ns``) or ``"ready"`` (from
-    ``ready_ns``), as ``CWIST_REACTOR_AGE_FROM``; ``threshold_ns`` > 0.  An
-    event is *remaining* while its ``state`` is ``READY`` (events.py): once
-    it runs, or an earlier callback disarms it, it is not.  Ties between
-    equal stamps keep backend order.
+    ``ready_ns``), as ``CWIST_REACTOR_AGE_FROM``; ``threshold_ns`` > 0;
+    ``now_ns`` is the clock (ns) when the round started, before any callback
+    of it ran: every later :meth:`take_aged` passes a clock value at least
+    that.  An event is *remaining* while its ``state`` is ``READY``
+    (events.py): once it runs, or an earlier callback disarms it, it is not.
+    Ties between equal stamps keep backend order.
 
     ``aged_at`` (ns, public, read by the reactor between runs): no remaining
     event that is not yet taken has aged before this clock value.  A lower
@@ -107,27 +117,27 @@ class AgeOrder:
     call).  :data:`NEVER` once no event is left to take.
     """
 
-    __slots__ = ("_batch", "_stamps", "_threshold", "_by_age", "_sorted_stamps", "_k", "aged_at")
+    __slots__ = ("_by_age", "_sorted_stamps", "_threshold", "_k", "aged_at")
 
-    def __init__(self, batch: list, age_from: str, threshold_ns: int):
-        self._batch = batch
+    def __init__(self, batch: list, age_from: str, threshold_ns: int, now_ns: int):
         self._threshold = threshold_ns
-        # Each stamp read once, now: an event that runs may be re-armed in place
-        # (Reactor.arm) with a new stamp, and reading that one later would unsort
-        # the order the binary search relies on.  A list comprehension, not
-        # map(attrgetter): in CPython 3.11 its specialised attribute read is about
-        # half the cost.
-        if age_from == "ready":
-            stamps = [ev.ready_ns for ev in batch]
-        else:
-            stamps = [ev.armed_ns for ev in batch]
-        self._stamps = stamps
-        self._sorted_stamps = ordered = sorted(stamps)
-        # A batch already in age order is its own age order (the == is cheap:
-        # sorted() keeps the same int objects, and == tries identity first).
-        self._by_age: list | None = batch if ordered == stamps else None
         self._k = 0  # cursor in age order: everything before it is taken
-        self.aged_at = ordered[0] + threshold_ns if batch else NEVER
+        # Every stamp is read here, before any callback of the round runs (see "Cost").
+        key = _READY_NS if age_from == "ready" else _ARMED_NS
+        self._by_age = by_age = sorted(batch, key=key)
+        if not by_age:
+            self._sorted_stamps = None
+            self.aged_at = NEVER
+            return
+        self.aged_at = key(by_age[0]) + threshold_ns
+        if key(by_age[-1]) <= now_ns - threshold_ns:
+            # Overload: the youngest event had aged at round start, so every event
+            # has, and the first take_aged hands out the whole batch.
+            self._sorted_stamps = None
+        elif age_from == "ready":
+            self._sorted_stamps = [ev.ready_ns for ev in by_age]
+        else:  # a list comprehension: in CPython 3.11 about half the cost of map(attrgetter)
+            self._sorted_stamps = [ev.armed_ns for ev in by_age]
 
     def take_aged(self, now_ns: int) -> list:
         """Every remaining event aged at ``now_ns`` (ns), oldest first: a run; ``[]`` if none.
@@ -138,14 +148,11 @@ class AgeOrder:
         ``READY`` (they ran in backend order, or were disarmed); the caller
         skips those, as it skips them in backend order.
         """
-        by_age = self._by_age
-        if by_age is None:
-            # Sort positions by the stamps read at round start (stable: ties keep
-            # backend order), then take the events in that order.
-            stamps, batch = self._stamps, self._batch
-            order = sorted(range(len(stamps)), key=stamps.__getitem__)
-            by_age = self._by_age = [batch[i] for i in order]
-        sorted_stamps, k = self._sorted_stamps, self._k
+        by_age, sorted_stamps, k = self._by_age, self._sorted_stamps, self._k
+        if sorted_stamps is None:  # overload (or an empty batch): everything, once
+            self._by_age = []
+            self.aged_at = NEVER
+            return by_age
         # Aged means stamp <= now - threshold; stamps ascend, so the run is a slice.
         end = bisect_right(sorted_stamps, now_ns - self._threshold, k)
         self._k = end
