@@ -4,9 +4,8 @@ The rule: before each delivery, if the oldest remaining ``READY`` event of the
 round's batch has aged (``now - stamp >= CWIST_REACTOR_TAIL_US``), it runs next,
 elevated (ties: backend order); else the next ``READY`` event in backend order
 runs, not elevated.  :class:`tailreactor.dispatch.AgeOrder` computes it faster
-(the batch sorted by stamp once per round, and a binary search over its stamps,
-or the whole batch as one run when every event had aged at round start); these
-tests evaluate the rule itself at each delivery.
+(the batch sorted by stamp once per round, and a binary search over its
+stamps); these tests evaluate the rule itself at each delivery.
 
 * **Unit oracle**: ``AgeOrder`` alone, driven as ``Reactor._dispatch`` drives it,
   over batches in age order, reversed, shuffled and nearly sorted, with ties,
@@ -86,10 +85,10 @@ def test_age_order_picks_what_the_rule_picks(data):
     batch = [Ev(i, stamps[i] * 1000) for i in idx]
     at_start = {id(e): e.armed_ns for e in batch}  # a READY event is never re-stamped
     stamp = lambda e: at_start[id(e)]  # noqa: E731
-    # The round's start: the first delivery's clock is at least this.  From 6000 us on every
-    # event has aged by then (overload: one run of the whole batch).
+    # The clock at the round's start: from 6000 us on, every event has aged by the first
+    # delivery (the whole batch is one run).
     now = data.draw(st.sampled_from([0, 1000, 2000, 6000, 9000]), label="round_start_us") * 1000
-    age = AgeOrder(batch, age_from, T_NS, now)
+    age = AgeOrder(batch, age_from, T_NS)
     # Walk the batch as Reactor._dispatch does: runs first, then backend order.
     run, r, i = [], 0, 0
     for _ in range(100):

@@ -32,7 +32,7 @@ def test_a_small_run_prints_a_count_per_shape_and_case():
     rows = re.findall(r"^\| (ascending|8 runs|shuffled) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \|$",
                       res.stdout, re.M)
     assert [row[0] for row in rows] == ["8 runs"], res.stdout
-    assert "| nothing aged | aged at round start | aged after round start |" in res.stdout
+    assert "| nothing aged | all aged at once | aged in 3 runs |" in res.stdout
     for cell in rows[0][1:]:
         # A few list operations per event: tens to a few thousand instructions, never nothing.
         assert 10 < int(cell.replace(",", "")) < 20_000, res.stdout

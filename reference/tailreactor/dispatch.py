@@ -24,8 +24,10 @@ every other remaining event is younger than all of them (it had not aged at
 ``t``).  So the reactor takes ``A`` as one *run* (:meth:`AgeOrder.take_aged`)
 and walks it with no check between deliveries, then asks again.  That
 matters under overload: at ``wrk -c256`` the bench server is a round behind
-and the latency probe counts every delivery as a tail elevation, so most of a
-round is one or two runs.
+and the latency probe counts every delivery as a tail elevation, in about
+three runs per round of about 250 events (events age one after another, as
+they were armed: the first run is taken at the first delivery, the next when
+it ends).
 
 Who does what: the reactor walks the batch in backend order itself (a cursor
 and a state check per delivery).  Between runs, before each delivery, it
@@ -38,29 +40,35 @@ event is taken, ``aged_at`` is :data:`NEVER` and the reactor ends that walk.
 Cost
 ----
 Aged events are always a prefix of the batch sorted by stamp (age only
-grows), so a run is the next slice of that sorted batch, and the age-order
-cursor only moves forward.  Every round (when the policy is on):
+grows), so a run is the next slice of that sorted batch, found by a binary
+search over its stamps, and the age-order cursor only moves forward.  Every
+round (when the policy is on), before any callback runs:
 
-* the events are sorted by stamp once, before any callback runs (stable:
-  ties keep backend order).  Every stamp is read then, and never again: a
-  callback's re-arm in place (``Reactor.arm``) re-stamps its Event, and a
-  stamp read later would unsort the order.
-* **Overload** -- every event had aged when the round started (at ``wrk
-  -c256`` the bench server is a round behind and this is every round): the
-  whole sorted batch is the round's one run, and nothing more is computed.
-* Otherwise the sorted stamps are copied into a list, and each run is found
-  by a binary search over it.  Between runs the reactor pays one comparison
-  per delivery.
+* the events are sorted by stamp (stable: ties keep backend order), and
+* the sorted stamps are copied into a list for the binary search.
 
-Measured (``benchmarks/age_order_cost.py``, callgrind, 256 events; issue
-9): about 410 instructions per event under overload when the batch comes in
-age order (io_uring's came so in 387 of 392 rounds at ``wrk -c256``) and
-about 470 when it comes in 8 ascending runs (as epoll's did); about 580 and
-640 in a round where nothing ages.  A shuffled batch costs about 1,050 and
-1,210.  Before (0df781a, the order of 99ff0d1): 340 and 1,020 under
-overload, 315 and 365 when nothing aged, for the same shapes.  Sorting the
-events directly is cheaper than sorting their positions by the stamps and
-gathering, and the overload case needs nothing else.
+Every stamp is read then and never again: a callback's re-arm in place
+(``Reactor.arm``) gives its Event a new stamp, and a stamp read later would
+unsort the order.  Then one comparison per delivery between runs, and one
+binary search and one slice per run.
+
+Measured with ``benchmarks/age_order_cost.py`` (callgrind, 256 events, issue
+9), in instructions per event, for a round where nothing ages and one where
+every event ages in three runs, as at ``wrk -c256``:
+
+* about 560 and 620 when the batch comes in age order (io_uring's came so
+  in about 99 % of rounds at ``wrk -c256``);
+* about 630 and 700 when it comes in 8 ascending runs (epoll's came so,
+  probably because its level-triggered ready list keeps the order of earlier
+  reports);
+* about 1,220 and 1,280 when it comes shuffled.
+
+The order before (0df781a) sorted the stamps every round, used the batch
+itself when it came in age order, and otherwise sorted positions by stamp at
+the first aging: cheaper for a batch in age order (about 320 and 380), dearer
+once anything aged in any other batch (about 1,060 for 8 ascending runs,
+2,180 shuffled).  Sorting the events themselves costs about the same for
+every backend, and is the one code path.
 
 Which stamp is "age"
 --------------------
@@ -103,12 +111,10 @@ class AgeOrder:
 
     ``batch`` is the round's events in backend order; ``age_from`` is
     ``"arm"`` (age counts from ``armed_ns``) or ``"ready"`` (from
-    ``ready_ns``), as ``CWIST_REACTOR_AGE_FROM``; ``threshold_ns`` > 0;
-    ``now_ns`` is the clock (ns) when the round started, before any callback
-    of it ran: every later :meth:`take_aged` passes a clock value at least
-    that.  An event is *remaining* while its ``state`` is ``READY``
-    (events.py): once it runs, or an earlier callback disarms it, it is not.
-    Ties between equal stamps keep backend order.
+    ``ready_ns``), as ``CWIST_REACTOR_AGE_FROM``; ``threshold_ns`` > 0.  An
+    event is *remaining* while its ``state`` is ``READY`` (events.py): once
+    it runs, or an earlier callback disarms it, it is not.  Ties between
+    equal stamps keep backend order.
 
     ``aged_at`` (ns, public, read by the reactor between runs): no remaining
     event that is not yet taken has aged before this clock value.  A lower
@@ -119,25 +125,19 @@ class AgeOrder:
 
     __slots__ = ("_by_age", "_sorted_stamps", "_threshold", "_k", "aged_at")
 
-    def __init__(self, batch: list, age_from: str, threshold_ns: int, now_ns: int):
+    def __init__(self, batch: list, age_from: str, threshold_ns: int):
         self._threshold = threshold_ns
         self._k = 0  # cursor in age order: everything before it is taken
         # Every stamp is read here, before any callback of the round runs (see "Cost").
-        key = _READY_NS if age_from == "ready" else _ARMED_NS
-        self._by_age = by_age = sorted(batch, key=key)
-        if not by_age:
-            self._sorted_stamps = None
-            self.aged_at = NEVER
-            return
-        self.aged_at = key(by_age[0]) + threshold_ns
-        if key(by_age[-1]) <= now_ns - threshold_ns:
-            # Overload: the youngest event had aged at round start, so every event
-            # has, and the first take_aged hands out the whole batch.
-            self._sorted_stamps = None
-        elif age_from == "ready":
-            self._sorted_stamps = [ev.ready_ns for ev in by_age]
+        # Sorting the events themselves by an attrgetter key is cheaper in CPython
+        # than sorting their positions by the stamps and gathering the events.
+        if age_from == "ready":
+            self._by_age = by_age = sorted(batch, key=_READY_NS)
+            self._sorted_stamps = stamps = [ev.ready_ns for ev in by_age]
         else:  # a list comprehension: in CPython 3.11 about half the cost of map(attrgetter)
-            self._sorted_stamps = [ev.armed_ns for ev in by_age]
+            self._by_age = by_age = sorted(batch, key=_ARMED_NS)
+            self._sorted_stamps = stamps = [ev.armed_ns for ev in by_age]
+        self.aged_at = stamps[0] + threshold_ns if stamps else NEVER
 
     def take_aged(self, now_ns: int) -> list:
         """Every remaining event aged at ``now_ns`` (ns), oldest first: a run; ``[]`` if none.
@@ -148,13 +148,9 @@ class AgeOrder:
         ``READY`` (they ran in backend order, or were disarmed); the caller
         skips those, as it skips them in backend order.
         """
-        by_age, sorted_stamps, k = self._by_age, self._sorted_stamps, self._k
-        if sorted_stamps is None:  # overload (or an empty batch): everything, once
-            self._by_age = []
-            self.aged_at = NEVER
-            return by_age
+        sorted_stamps, k = self._sorted_stamps, self._k
         # Aged means stamp <= now - threshold; stamps ascend, so the run is a slice.
         end = bisect_right(sorted_stamps, now_ns - self._threshold, k)
         self._k = end
         self.aged_at = sorted_stamps[end] + self._threshold if end < len(sorted_stamps) else NEVER
-        return by_age[k:end]
+        return self._by_age[k:end]

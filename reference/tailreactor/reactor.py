@@ -532,7 +532,7 @@ class Reactor:
         age = None
         aged_at = NEVER
         if tail_ns > 0:
-            age = AgeOrder(batch, self._age_from, tail_ns, round_start)
+            age = AgeOrder(batch, self._age_from, tail_ns)
             aged_at = age.aged_at
         budget_ns = self._budget_ns
         # The first mid-round submit is due once the round has used its budget; after a
