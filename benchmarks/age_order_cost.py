@@ -16,20 +16,22 @@ Three cases per shape:
   the sorted stamps); every round pays it when ``CWIST_REACTOR_TAIL_US`` > 0;
 * *all aged at once*: every event aged at the first delivery, one run;
 * *aged in 3 runs*: the round at ``wrk -c256``, where events age one after
-  another as they were armed and the reactor takes about three runs per round
-  of about 250 (counted in real 4 s runs: epoll 3.2 runs per round, io_uring
-  2.7; a round with every event aged at its start was rare, 6 in about 500).
+  another as they were armed and the reactor takes two or three runs per
+  round of about 250 (counted in eight real 4 s runs, four per backend: 1.7
+  to 3.2 runs per round; 1 to 26 % of rounds had every event aged at their
+  start, the case above).
 
 Shapes of the batch's arm stamps in backend order: *ascending* (io_uring's
-batches came so in 387 of 392 rounds at c256), *8 runs* (eight ascending
+batches came so in 1,439 of 1,458 rounds in four 4 s runs at c256), *8 runs* (eight ascending
 runs, as epoll's batches came), *shuffled*.  Stamps are monotonic-clock ns
 (two-digit ints in CPython, as in the reactor).
 
 Usage: ``python benchmarks/age_order_cost.py [--events 256] [--loops 200]
 [--shape ascending ...]``.
 Needs ``valgrind`` (``apt-get install valgrind``); says so in one line and
-exits 2 without it.  Prints a Markdown table.  Takes about 30 s on a quiet
-machine (four valgrind runs per shape: Python starts slowly under valgrind).
+exits 2 without it.  Prints a Markdown table.  Takes one to one and a half
+minutes (four valgrind runs per shape, twelve in all: Python starts slowly
+under valgrind).
 """
 
 from __future__ import annotations
