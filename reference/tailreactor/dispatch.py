@@ -161,7 +161,11 @@ class AgeOrder:
             self._sorted_stamps = stamps = [ev.ready_ns for ev in by_age]
         else:
             raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
-        self.aged_at = min(stamps[0] + threshold_ns, LAST) if stamps else NEVER
+        if stamps:
+            at = stamps[0] + threshold_ns
+            self.aged_at = at if at < NEVER else LAST  # saturate (LAST); cheaper than min()
+        else:
+            self.aged_at = NEVER
 
     def take_aged(self, now_ns: int) -> list:
         """Every remaining event aged at ``now_ns`` (ns), oldest first: a run; ``[]`` if none.
@@ -176,5 +180,9 @@ class AgeOrder:
         # Aged means stamp <= now - threshold; stamps ascend, so the run is a slice.
         end = bisect_right(sorted_stamps, now_ns - self._threshold, k)
         self._k = end
-        self.aged_at = min(sorted_stamps[end] + self._threshold, LAST) if end < len(sorted_stamps) else NEVER
+        if end < len(sorted_stamps):
+            at = sorted_stamps[end] + self._threshold
+            self.aged_at = at if at < NEVER else LAST
+        else:
+            self.aged_at = NEVER
         return self._by_age[k:end]
