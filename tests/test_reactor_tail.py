@@ -366,6 +366,33 @@ def test_an_event_whose_aging_time_is_at_the_end_of_the_clock_is_not_lost(backen
     r.close()
 
 
+def test_with_the_policy_off_a_clock_past_the_end_is_still_served(backend_name, socketpairs):
+    """With CWIST_REACTOR_TAIL_US=0 there is no age order: a clock at or past NEVER (an
+    injected one) must not make the walk ask for runs.  It raised AttributeError every
+    round and never delivered the event (second review, issue 9)."""
+    clock = ManualClock(NEVER)
+    r, _ = make(backend_name, clock, tail_us=0)
+    (a, b), = socketpairs(1)
+    log = []
+    r.arm(a.fileno(), READ, lambda ev: log.append(r.dispatch_late()))
+    b.send(b"x")
+    assert run_round(r) == 1
+    assert log == [False]
+    r.close()
+
+
+def test_an_unknown_age_from_is_refused_when_the_reactor_is_built(backend_name):
+    """Config.replace does not re-validate, so the reactor checks CWIST_REACTOR_AGE_FROM
+    itself, once: raised from inside every round it stuck the reactor (second review)."""
+    cfg = Config.default().replace(tail_us=T_US, age_from="armed")
+    backend = create_backend(backend_name)
+    try:
+        with pytest.raises(ValueError, match="CWIST_REACTOR_AGE_FROM='armed' is invalid: accepted arm, ready"):
+            Reactor(backend, config=cfg)
+    finally:
+        backend.close()
+
+
 class _Ev:
     """A stand-in for an Event in AgeOrder's unit tests: ``state`` and an arm stamp that counts its reads."""
 

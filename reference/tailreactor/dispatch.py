@@ -48,8 +48,8 @@ What a port must keep
 * Aged events are a prefix of the batch sorted by stamp, so the cursor only
   moves forward (below).
 * ``now - threshold`` and ``stamp + threshold``: with an unsigned clock the
-  first wraps while ``now < threshold``; the second can pass the type's
-  maximum, so saturate it below :data:`NEVER` (:data:`LAST`).
+  first wraps while ``now < threshold``; any value of the second at or past
+  :data:`NEVER` must become :data:`LAST` (saturate the add, then clamp).
 
 Cost
 ----
@@ -69,14 +69,14 @@ binary search and one slice per run.
 Measured with ``benchmarks/age_order_cost.py`` (callgrind, 256 events, issue
 9), in instructions per event, for a round where nothing ages and one where
 every event ages in three runs, as at ``wrk -c256`` (a round aged whole at
-once costs about 30 fewer):
+once costs about 40 fewer):
 
-* about 560 and 620 when the batch comes in age order (io_uring's came so
+* about 560 and 630 when the batch comes in age order (io_uring's came so
   in 1,439 of 1,458 rounds, in four 4 s runs at ``wrk -c256``);
-* about 630 and 700 when it comes in 8 ascending runs (epoll's came so,
+* about 630 and 690 when it comes in 8 ascending runs (epoll's came so,
   probably because its level-triggered ready list keeps the order of earlier
   reports);
-* about 1,220 and 1,280 when it comes shuffled.
+* about 1,220 and 1,290 when it comes shuffled.
 
 The order before (0df781a) sorted the stamps every round, used the batch
 itself when it came in age order, and otherwise sorted positions by stamp at
@@ -114,10 +114,11 @@ from operator import attrgetter
 #: round on it.  2**63, one more than the largest signed 64-bit value.
 NEVER = 1 << 63
 #: The latest ``aged_at`` while an event is left: an aging time at or past
-#: NEVER (only an injected clock gets there) saturates here, so that it is not
+#: NEVER (only an injected clock gets there) is clamped here, so that it is not
 #: read as "nothing left" (a fresh-eyes review found an event lost that way).
-#: A C or Rust port can use INT64_MAX for NEVER and INT64_MAX - 1 here, with a
-#: saturating add for ``stamp + threshold``.
+#: A C or Rust port can use INT64_MAX for NEVER and INT64_MAX - 1 here: a
+#: saturating add for ``stamp + threshold``, then ``at >= NEVER ? LAST : at``
+#: (a saturated sum lands on NEVER itself).
 LAST = NEVER - 1
 
 #: The sort keys: CWIST_REACTOR_AGE_FROM=arm and =ready.  attrgetter, a C

@@ -142,6 +142,10 @@ class Reactor:
 
     def __init__(self, backend=None, *, config=None, clock=time.monotonic_ns, probe=None, worker=0):
         self.config = config if config is not None else _config.load()
+        if self.config.age_from not in ("arm", "ready"):
+            # Config.replace() does not re-validate, and from inside a round this
+            # would raise every round (dispatch.AgeOrder): refuse it here, once.
+            raise ValueError(f"CWIST_REACTOR_AGE_FROM={self.config.age_from!r} is invalid: accepted arm, ready")
         if backend is None or isinstance(backend, str):
             backend = create_backend(backend or self.config.backend)
         self.backend = backend
@@ -559,7 +563,9 @@ class Reactor:
             while True:
                 if timed:
                     now = clock()
-                if r >= m and now >= aged_at:  # between runs, and some event may have aged
+                # Between runs, and some event may have aged.  `age is not None` comes
+                # last: only a clock at or past NEVER reaches it with the policy off.
+                if r >= m and now >= aged_at and age is not None:
                     run = age.take_aged(now)
                     r, m = 0, len(run)
                     aged_at = age.aged_at
