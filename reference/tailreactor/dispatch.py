@@ -82,8 +82,8 @@ The order before (0df781a) sorted the stamps every round, used the batch
 itself when it came in age order, and otherwise sorted positions by stamp at
 the first aging: cheaper for a batch in age order (about 320 and 380), dearer
 once anything aged in any other batch (about 1,060 for 8 ascending runs,
-2,180 shuffled).  Sorting the events themselves costs about the same for
-every backend, and is the one code path.
+2,180 shuffled).  Sorting the events themselves costs about the same on
+both backends, and is the one code path.
 
 Which stamp is "age"
 --------------------
@@ -153,8 +153,10 @@ class AgeOrder:
         self._k = 0  # cursor in age order: everything before it is taken
         # Every stamp is read here, before any callback of the round runs (see "Cost").
         # Sorting the events themselves by an attrgetter key is cheaper in CPython
-        # than sorting their positions by the stamps and gathering the events.
-        if age_from == "arm":  # a list comprehension: in CPython 3.11 about half the cost of map(attrgetter)
+        # than sorting their positions by the stamps and gathering the events; the
+        # stamps are then copied by a list comprehension, in CPython 3.11 about half
+        # the cost of map(attrgetter).
+        if age_from == "arm":
             self._by_age = by_age = sorted(batch, key=_ARMED_NS)
             self._sorted_stamps = stamps = [ev.armed_ns for ev in by_age]
         elif age_from == "ready":
