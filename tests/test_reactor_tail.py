@@ -387,7 +387,7 @@ def test_an_unknown_age_from_is_refused_when_the_reactor_is_built(backend_name):
     cfg = Config.default().replace(tail_us=T_US, age_from="armed")
     backend = create_backend(backend_name)
     try:
-        with pytest.raises(ValueError, match="CWIST_REACTOR_AGE_FROM='armed' is invalid: accepted arm, ready"):
+        with pytest.raises(ValueError, match="CWIST_REACTOR_AGE_FROM='armed' is invalid: accepted one of arm, ready"):
             Reactor(backend, config=cfg)
     finally:
         backend.close()
