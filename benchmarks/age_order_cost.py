@@ -44,8 +44,8 @@ import subprocess
 import sys
 import time
 
-from tailreactor.dispatch import AgeOrder
 from tailreactor import READ
+from tailreactor.dispatch import AgeOrder
 from tailreactor.events import Event
 
 SHAPES = ("ascending", "8 runs", "shuffled")
