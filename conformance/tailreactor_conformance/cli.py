@@ -5,6 +5,7 @@ Usage::
     tailreactor-conformance --backend epoll
     tailreactor-conformance --backend io_uring --backend selectors -n auto
     tailreactor-conformance --backend mypkg.fast:make_backend      # a third-party backend
+    tailreactor-conformance --backend cabi:path/to/libfoo.so       # a backend in C, Rust, Go (cabi.py)
     tailreactor-conformance --backend epoll --reactor mypkg.r:MyReactor
     tailreactor-conformance --backend epoll --clause B7 --clause R10 -x
     tailreactor-conformance --profile deep --seed 1234
@@ -45,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the tailreactor conformance suite and print a per-clause table.",
         epilog="Arguments after -- are passed to pytest.")
     p.add_argument("--backend", action="append", metavar="NAME",
-                   help="auto, epoll, io_uring, selectors or module:factory (repeatable; "
+                   help="auto, epoll, io_uring, selectors, module:factory or cabi:PATH.so "
+                        "(a shared library with the C ABI of tailreactor_backend.h) (repeatable; "
                         "default: the three shipped backends; auto runs and is shown as "
                         "io_uring, or epoll when the kernel refuses io_uring)")
     p.add_argument("--reactor", metavar="MODULE:FACTORY",
@@ -105,13 +107,13 @@ def _check_backends(names: list[str]) -> list[str]:
 
     Raises :class:`StartError` naming the first backend that cannot be created.
     """
-    from tailreactor.backends import create_backend
+    from .cabi import canonical, create_backend  # cabi:PATH, or a name tailreactor.backends knows
 
     resolved = []
     for name in names:
         try:
             b = create_backend(name)
-            resolved.append(b.name if name == "auto" else name)
+            resolved.append(b.name if name == "auto" else canonical(name))
             b.close()
         except BaseException as exc:  # noqa: BLE001 - any failure to start (SystemExit too) is the answer
             plain = isinstance(exc, Exception) and "\n" not in str(exc)
@@ -132,8 +134,10 @@ def _check_reactor(spec: str, backend_name: str) -> None:
     """
     import time
 
-    from tailreactor.backends import create_backend, describe, import_factory, missing_methods
+    from tailreactor.backends import describe, import_factory, missing_methods
     from tailreactor.config import Config
+
+    from .cabi import create_backend
 
     try:
         factory = import_factory(spec)

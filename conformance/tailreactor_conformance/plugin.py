@@ -10,7 +10,9 @@ its Hypothesis profile would clash with a backend author's own.  Outside
 conformance tests it stays inert.  What it does for conformance tests:
 
 * ``--backend NAME`` (repeatable; ``auto``, ``epoll``, ``io_uring``,
-  ``selectors`` or ``module:factory``) parametrizes every test over the
+  ``selectors``, ``module:factory`` or ``cabi:PATH``, a shared library with
+  the C ABI of ``tailreactor_backend.h``, shown as ``cabi:libname``; see
+  :mod:`.cabi`) parametrizes every test over the
   backends under test (default: the three shipped ones, io_uring skipped when
   the kernel refuses it); ``auto`` is replaced by the backend it resolves to
   (io_uring, or epoll when the kernel refuses io_uring), so the table names it;
@@ -104,6 +106,13 @@ def backend_names(config) -> list[str]:
     return [_auto_backend(config) if n == "auto" else n for n in names]
 
 
+def _label(spec: str) -> str:
+    """The table's name for a backend spec (``cabi:dir/libfoo.so`` -> ``cabi:libfoo``)."""
+    from .cabi import label  # imports tailreactor: not before pytest's assert rewriting is set up
+
+    return label(spec)
+
+
 def reactor_spec(config) -> str:
     return config.getoption("conformance_reactor") or DEFAULT_REACTOR
 
@@ -185,7 +194,8 @@ def _is_conformance_item(item) -> bool:
 def pytest_generate_tests(metafunc):
     if "conformance_backend" in metafunc.fixturenames:
         names = backend_names(metafunc.config)
-        metafunc.parametrize("conformance_backend", names, ids=[n.replace(":", "-") for n in names])
+        metafunc.parametrize("conformance_backend", names,
+                             ids=[_label(n).replace(":", "-") for n in names])
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -209,7 +219,7 @@ def pytest_collection_modifyitems(session, config, items):
             continue
         backend = getattr(item, "callspec", None) and item.callspec.params.get("conformance_backend")
         item.user_properties.append(("clause", cid))
-        item.user_properties.append(("backend", backend or "-"))
+        item.user_properties.append(("backend", _label(backend) if backend else "-"))
         state.collected[cid] = state.collected.get(cid, 0) + 1
         keep.append(item)
     if drop:
@@ -264,7 +274,7 @@ class _Recorder:
     def summary(self) -> dict:
         """The results as a JSON-able dict (also what ``--conformance-json`` writes)."""
         config, state = self.config, self.state
-        backends = backend_names(config)
+        backends = [_label(b) for b in backend_names(config)]  # cabi:dir/libfoo.so -> cabi:libfoo
         chosen = selected_clauses(config)
         rows = {}
         for c in CLAUSES:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 
 from tailreactor import Config
-from tailreactor.backends import IoUringUnavailable, create_backend
+from tailreactor.backends import IoUringUnavailable
 from tailreactor.clock import ManualClock
 
+from tailreactor_conformance.cabi import create_backend  # cabi:PATH too
 from tailreactor_conformance.harness import Pair
 from tailreactor_conformance.plugin import reactor_spec, resolve
 

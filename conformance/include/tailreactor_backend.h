@@ -1,0 +1,148 @@
+/*
+ * tailreactor_backend.h -- the C ABI of a tailreactor backend (ABI version 1).
+ *
+ * A backend written in C, Rust, Go or anything else that can export C
+ * functions from a shared library is checked with
+ *
+ *     tailreactor-conformance --backend cabi:path/to/libfoo.so
+ *
+ * The suite loads the library with ctypes, runs every backend clause (B1-B16)
+ * on it, and runs the reactor (R) and HTTP (H) clauses through the Python
+ * reference reactor on top of it.  See docs/en/conformance.md, "Checking a
+ * backend written in C, Rust or Go", and examples/c-backend/tr_epoll.c.
+ *
+ * The contract is the one of reference/tailreactor/backends/base.py; the
+ * clause each rule is checked by is named beside it.  In short: a backend
+ * knows file descriptors, two directions and opaque 64-bit tokens.  It arms
+ * one-shot readiness interest, reports what became ready, can be woken from
+ * another thread, and can be closed.  Timers, posts, stamps and the dispatch
+ * policy live in the reactor above it.
+ *
+ * Errors: every function that can fail returns an int, >= 0 on success and a
+ * negative errno value on failure (-EBADF, -ENOMEM, ...), as the kernel and
+ * liburing do.  Nothing is reported through the global errno.  A call on a
+ * closed backend returns -ESHUTDOWN.
+ *
+ * Threads: every function is called from one thread at a time (the reactor's
+ * thread), except tr_backend_wake, which any thread may call at any time,
+ * also while another thread is inside tr_backend_wait and while
+ * tr_backend_close runs.
+ */
+#ifndef TAILREACTOR_BACKEND_H
+#define TAILREACTOR_BACKEND_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version this header describes.  A library returns it from
+ * tr_backend_abi_version(); the suite refuses any other (exit status 2). */
+#define TR_BACKEND_ABI_VERSION 1u
+
+/* Directions: what an arming waits for. */
+#define TR_READ 1  /* readable (POLLIN) */
+#define TR_WRITE 2 /* writable (POLLOUT) */
+
+/* revents bits, equal to Linux's POLL* and EPOLL* values, so epoll events and
+ * io_uring poll results pass through untranslated. */
+#define TR_IN 0x001    /* POLLIN */
+#define TR_OUT 0x004   /* POLLOUT */
+#define TR_ERR 0x008   /* POLLERR */
+#define TR_HUP 0x010   /* POLLHUP */
+#define TR_RDHUP 0x2000 /* POLLRDHUP */
+
+/* The bits that satisfy a direction.  HUP and ERR satisfy both, so a peer's
+ * close or a socket error reaches whichever token is armed (B6). */
+#define TR_SATISFIES_READ (TR_IN | TR_ERR | TR_HUP | TR_RDHUP)
+#define TR_SATISFIES_WRITE (TR_OUT | TR_ERR | TR_HUP)
+
+/* One report of tr_backend_wait. */
+typedef struct tr_event {
+    uint64_t token;   /* the token given to tr_backend_arm */
+    uint32_t revents; /* TR_* bits seen; never 0, and satisfies the armed direction */
+    uint32_t reserved; /* 0 */
+} tr_event;
+
+/* Capability flags: what a backend claims beyond the core contract.  The
+ * suite checks a clause that needs a capability only on backends that claim
+ * it (a clause the backend does not claim is skipped, with the reason). */
+#define TR_CAP_ORDERED 0x1u /* B9: tokens are reported in the order their readiness arose */
+
+typedef struct tr_capabilities {
+    uint32_t flags;     /* TR_CAP_* bits */
+    uint32_t max_batch; /* most reports one wait returns; 0 = no bound but the caller's capacity (B10) */
+} tr_capabilities;
+
+/* The opaque backend handle. */
+typedef struct tr_backend tr_backend;
+
+/* TR_BACKEND_ABI_VERSION of the header the library was built with. */
+uint32_t tr_backend_abi_version(void);
+
+/* Create a backend: store its handle in *out and return 0, or return
+ * -errno (*out untouched). */
+int tr_backend_create(tr_backend **out);
+
+/* Fill *out with what the backend claims.  0, or -errno. */
+int tr_backend_capabilities(tr_backend *b, tr_capabilities *out);
+
+/* One-shot interest in `direction` (TR_READ or TR_WRITE) on `fd`.
+ * - When the fd becomes ready, or is ready already, a later wait reports
+ *   (token, revents) exactly once; the interest is then gone until armed
+ *   again (B1, B2).  Both directions of one fd are independent (B1).
+ * - Arming a direction that is armed replaces its token (R18).
+ * - A closed or invalid fd returns -EBADF (B16); another direction value
+ *   returns -EINVAL.
+ * - At least 1024 fds can be armed at once (B11).
+ * - Arming right after a report, before the next wait, is honoured (B12).
+ * - An arm costs no file descriptor (B14). */
+int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token);
+
+/* After it returns, the token armed for that direction of `fd` is never
+ * reported by a later wait (B3), also when the fd was ready already, and
+ * also after the fd number is closed and reused for another file (B5).
+ * Disarming what is not armed does nothing and returns 0.  The reactor calls
+ * it before an fd is closed, also when the token was already reported, so a
+ * backend that keeps a registration across arms drops it here.  0, or -errno. */
+int tr_backend_disarm(tr_backend *b, int fd, int direction);
+
+/* Block up to timeout_ns nanoseconds (< 0: no limit, 0: poll) and write up
+ * to `capacity` reports to events[0..n); return n (0 = timed out or woken),
+ * or -errno.
+ * - Never returns earlier than timeout_ns with nothing ready, also for a
+ *   fraction of a millisecond: round up, never down (B8).
+ * - HUP and ERR are reported to the READ token and to a WRITE token (B6).
+ * - Reports only readiness that existed at some moment since the arming (B15).
+ * - What it does not return now it returns in a later wait: no ready token
+ *   starves (B10).  With TR_CAP_ORDERED, reports come in the order readiness
+ *   arose, arm order for fds ready when armed (B9).
+ * - A signal may end it early with -EINTR; the caller retries with the time
+ *   left. */
+int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_t capacity);
+
+/* Make queued arms visible to the kernel now; return how many were submitted
+ * (0 for a backend that arms synchronously), or -errno (R14). */
+int tr_backend_flush(tr_backend *b);
+
+/* From any thread: make a blocked tr_backend_wait, or the next one if none
+ * is blocked, return soon (B7, R7, R8).  Harmless after and during close.
+ * 0, or -errno. */
+int tr_backend_wake(tr_backend *b);
+
+/* Release every kernel resource, every fd the backend opened included (B14).
+ * Afterwards arm, disarm, wait and flush return -ESHUTDOWN (B13); close again
+ * and wake do nothing and return 0.  The handle stays valid until
+ * tr_backend_destroy. */
+int tr_backend_close(tr_backend *b);
+
+/* Free the handle (closing it first if needed).  Called once, when no thread
+ * can call into the backend any more. */
+void tr_backend_destroy(tr_backend *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TAILREACTOR_BACKEND_H */

@@ -1,0 +1,322 @@
+/*
+ * tr_epoll.c -- a tailreactor backend in C over Linux epoll, libc only.
+ *
+ * Implements the ABI of conformance/include/tailreactor_backend.h and is
+ * checked with
+ *
+ *     make -C examples/c-backend
+ *     tailreactor-conformance --backend cabi:examples/c-backend/libtr_epoll.so
+ *
+ * The model
+ * ---------
+ * One epoll registration per fd carries both directions, with EPOLLONESHOT:
+ * the kernel reports the fd once and then disables it until the next
+ * EPOLL_CTL_MOD.  That is the one-shot contract (B1) with no bookkeeping in
+ * the kernel's way: arming is one epoll_ctl, and epoll_ctl re-checks the
+ * readiness the fd has now, so readiness present at arm time is reported (B2).
+ * Because ONESHOT disables the whole fd, a report for one direction
+ * re-enables the other direction if it is still armed (B1, both directions
+ * independent).  The reference's Python epoll backend keeps level-triggered
+ * registrations instead, to save the epoll_ctl of a keep-alive re-arm; this
+ * file chooses the simpler model, the one CWIST uses.
+ *
+ * Per fd the backend keeps, in a table indexed by fd number, the two armed
+ * tokens and whether the kernel holds a registration.  disarm drops a token;
+ * with nothing left armed it removes the registration (EPOLL_CTL_DEL), so a
+ * closed-then-reused fd number starts clean (B3, B5).  An fd closed without
+ * disarm loses its registration in the kernel silently; arming its reused
+ * number finds ENOENT and registers afresh.
+ *
+ * wake() writes an eventfd that is registered level-triggered, so a wake made
+ * while nobody waits is seen by the next wait (B7).  Any thread may call it,
+ * also while close() runs: close waits until no wake is inside before it
+ * closes the eventfd, so a wake never writes to a reused fd number.
+ *
+ * Broken variants (for tests/test_conformance_cabi.py; each breaks one rule):
+ *   -DTR_BUG_NO_ONESHOT        a reported token stays armed          (B1)
+ *   -DTR_BUG_IGNORE_DISARM     disarm changes nothing                (B3)
+ *   -DTR_BUG_DROP_HUP          HUP/ERR alone satisfy no direction    (B6)
+ *   -DTR_BUG_NO_WAKE           wake does nothing                     (B7)
+ *   -DTR_BUG_TRUNCATE_TIMEOUT  timeout rounded down to milliseconds  (B8)
+ *   -DTR_BUG_LEAK_FD           close leaves the eventfd open         (B14)
+ *   -DTR_BUG_OMIT_FLUSH        tr_backend_flush is not exported      (refused at load)
+ *   -DTR_BUG_ABI_VERSION=N     reports ABI version N                 (refused at load)
+ *
+ * Sources: epoll_ctl(2), epoll_wait(2), epoll(7), eventfd(2).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "tailreactor_backend.h"
+
+/* Most reports one wait returns (CWIST's epoll_wait uses 1024 events). */
+#define MAX_BATCH 1024
+
+/* Kernel interest and the revents that satisfy each direction, by index
+ * direction - 1.  HUP and ERR satisfy both: epoll reports them unasked, and a
+ * peer's close must reach whichever token is armed (B6). */
+static const uint32_t INTEREST[2] = {EPOLLIN | EPOLLRDHUP, EPOLLOUT};
+#ifdef TR_BUG_DROP_HUP
+static const uint32_t SATISFIES[2] = {TR_IN | TR_RDHUP, TR_OUT};
+#else
+static const uint32_t SATISFIES[2] = {TR_SATISFIES_READ, TR_SATISFIES_WRITE};
+#endif
+
+struct fd_rec {
+    uint64_t token[2];  /* the armed token per direction */
+    uint8_t armed[2];   /* 1 while that token waits to be reported */
+    uint8_t registered; /* the kernel holds a registration for this fd number */
+};
+
+struct tr_backend {
+    int epfd;
+    int wake_fd;           /* eventfd, level-triggered in epfd */
+    atomic_int closed;     /* set once by close */
+    atomic_int waking;     /* threads inside tr_backend_wake now */
+    struct fd_rec *fds;    /* indexed by fd number, grown on demand */
+    size_t nfds;
+    struct epoll_event kernel[MAX_BATCH];
+};
+
+uint32_t tr_backend_abi_version(void) {
+#ifdef TR_BUG_ABI_VERSION
+    return TR_BUG_ABI_VERSION;
+#else
+    return TR_BACKEND_ABI_VERSION;
+#endif
+}
+
+int tr_backend_create(tr_backend **out) {
+    tr_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return -ENOMEM;
+    b->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (b->epfd < 0)
+        goto fail;
+    b->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (b->wake_fd < 0)
+        goto fail_ep;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = b->wake_fd};
+    if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, b->wake_fd, &ev) < 0)
+        goto fail_wake;
+    *out = b;
+    return 0;
+fail_wake:;
+    int err = errno;
+    close(b->wake_fd);
+    errno = err;
+fail_ep:
+    err = errno;
+    close(b->epfd);
+    errno = err;
+fail:
+    err = errno;
+    free(b);
+    return -err;
+}
+
+int tr_backend_capabilities(tr_backend *b, tr_capabilities *out) {
+    (void)b;
+    out->flags = TR_CAP_ORDERED; /* epoll's ready list is in the order readiness arose */
+    out->max_batch = MAX_BATCH;
+    return 0;
+}
+
+/* The record of fd, growing the table to hold it; NULL when out of memory. */
+static struct fd_rec *record(tr_backend *b, int fd) {
+    if ((size_t)fd >= b->nfds) {
+        size_t n = b->nfds ? b->nfds : 64;
+        while (n <= (size_t)fd)
+            n *= 2;
+        struct fd_rec *grown = realloc(b->fds, n * sizeof *grown);
+        if (!grown)
+            return NULL;
+        memset(grown + b->nfds, 0, (n - b->nfds) * sizeof *grown);
+        b->fds = grown;
+        b->nfds = n;
+    }
+    return &b->fds[fd];
+}
+
+/* Make the kernel watch exactly the armed directions of fd, one-shot.  With
+ * nothing armed the registration is left as it is (ONESHOT disabled it). */
+static int apply(tr_backend *b, int fd, struct fd_rec *r) {
+    uint32_t want = (r->armed[0] ? INTEREST[0] : 0) | (r->armed[1] ? INTEREST[1] : 0);
+    if (!want)
+        return 0;
+    struct epoll_event ev = {.events = want | EPOLLONESHOT, .data.fd = fd};
+    if (r->registered) {
+        if (epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+            return 0;
+        if (errno != ENOENT)
+            return -errno;
+        /* Closed without disarm and the number reused: the kernel dropped the
+         * registration with the old file.  Register the new one. */
+        r->registered = 0;
+    }
+    if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ||
+        (errno == EEXIST && epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)) {
+        r->registered = 1;
+        return 0;
+    }
+    return -errno;
+}
+
+int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token) {
+    if (atomic_load(&b->closed))
+        return -ESHUTDOWN;
+    if (direction != TR_READ && direction != TR_WRITE)
+        return -EINVAL;
+    if (fd < 0)
+        return -EBADF;
+    struct fd_rec *r = record(b, fd);
+    if (!r)
+        return -ENOMEM;
+    int d = direction - 1;
+    struct fd_rec old = *r;
+    r->token[d] = token; /* an armed direction is replaced (R18) */
+    r->armed[d] = 1;
+    int rc = apply(b, fd, r); /* a closed fd: epoll_ctl says EBADF (B16) */
+    if (rc < 0) {
+        old.registered = r->registered;
+        *r = old;
+    }
+    return rc;
+}
+
+int tr_backend_disarm(tr_backend *b, int fd, int direction) {
+    if (atomic_load(&b->closed))
+        return -ESHUTDOWN;
+    if (direction != TR_READ && direction != TR_WRITE)
+        return -EINVAL;
+#ifdef TR_BUG_IGNORE_DISARM
+    return 0;
+#endif
+    if (fd < 0 || (size_t)fd >= b->nfds)
+        return 0;
+    struct fd_rec *r = &b->fds[fd];
+    r->armed[direction - 1] = 0;
+    if (r->armed[0] || r->armed[1]) {
+        /* Narrow the registration to the direction still armed.  A failure
+         * is harmless: wait reports only tokens that are armed. */
+        (void)apply(b, fd, r);
+        return 0;
+    }
+    if (r->registered) {
+        /* Also when the token was reported already: disarm is the owner's
+         * "done with this fd" before a close.  ENOENT/EBADF: already gone. */
+        epoll_ctl(b->epfd, EPOLL_CTL_DEL, fd, NULL);
+        r->registered = 0;
+    }
+    return 0;
+}
+
+/* timeout_ns as epoll_wait's milliseconds: rounded up, so a wait never ends
+ * before its timeout with nothing ready (B8). */
+static int timeout_ms(int64_t timeout_ns) {
+    if (timeout_ns < 0)
+        return -1;
+    if (timeout_ns >= (int64_t)INT_MAX * 1000000)
+        return INT_MAX;
+#ifdef TR_BUG_TRUNCATE_TIMEOUT
+    return (int)(timeout_ns / 1000000);
+#else
+    return (int)((timeout_ns + 999999) / 1000000);
+#endif
+}
+
+int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_t capacity) {
+    if (atomic_load(&b->closed))
+        return -ESHUTDOWN;
+    if (!events || capacity == 0)
+        return -EINVAL;
+    uint32_t limit = capacity < MAX_BATCH ? capacity : MAX_BATCH;
+    int k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns));
+    if (k < 0)
+        return -errno; /* EINTR: the caller retries with the time left */
+    uint32_t n = 0;
+    for (int i = 0; i < k; i++) {
+        int fd = b->kernel[i].data.fd;
+        uint32_t revents = b->kernel[i].events;
+        if (fd == b->wake_fd) {
+            uint64_t count;
+            ssize_t got = read(fd, &count, sizeof count); /* EAGAIN: another wait took it */
+            (void)got;
+            continue;
+        }
+        if ((size_t)fd >= b->nfds)
+            continue;
+        struct fd_rec *r = &b->fds[fd];
+        for (int d = 0; d < 2; d++) {
+            /* A full array leaves the token armed: apply() below re-enables
+             * it and the next wait reports it (B10). */
+            if (r->armed[d] && (revents & SATISFIES[d]) && n < limit) {
+                events[n].token = r->token[d];
+                events[n].revents = revents;
+                events[n].reserved = 0;
+                n++;
+#ifndef TR_BUG_NO_ONESHOT
+                r->armed[d] = 0;
+#endif
+            }
+        }
+        apply(b, fd, r); /* ONESHOT disabled the whole fd: re-enable what is still armed */
+    }
+    return (int)n;
+}
+
+#ifndef TR_BUG_OMIT_FLUSH
+int tr_backend_flush(tr_backend *b) {
+    if (atomic_load(&b->closed))
+        return -ESHUTDOWN;
+    return 0; /* arming is synchronous: nothing is ever queued */
+}
+#endif
+
+int tr_backend_wake(tr_backend *b) {
+#ifndef TR_BUG_NO_WAKE
+    atomic_fetch_add(&b->waking, 1);
+    if (!atomic_load(&b->closed)) {
+        uint64_t one = 1;
+        ssize_t put = write(b->wake_fd, &one, sizeof one); /* EAGAIN: a wake is pending anyway */
+        (void)put;
+    }
+    atomic_fetch_sub(&b->waking, 1);
+#else
+    (void)b;
+#endif
+    return 0;
+}
+
+int tr_backend_close(tr_backend *b) {
+    if (atomic_exchange(&b->closed, 1))
+        return 0;
+    close(b->epfd);
+    /* A wake that saw closed == 0 may be writing the eventfd: let it finish
+     * before the number can be reused.  Seq-cst atomics: a wake that starts
+     * later sees closed == 1 and writes nothing. */
+    while (atomic_load(&b->waking))
+        sched_yield();
+#ifndef TR_BUG_LEAK_FD
+    close(b->wake_fd);
+#endif
+    free(b->fds);
+    b->fds = NULL;
+    b->nfds = 0;
+    return 0;
+}
+
+void tr_backend_destroy(tr_backend *b) {
+    if (!b)
+        return;
+    tr_backend_close(b);
+    free(b);
+}

@@ -1,0 +1,111 @@
+"""A backend written in C passes the suite, and the suite bites it: ``--backend cabi:PATH``.
+
+The example backend ``examples/c-backend/tr_epoll.c`` is built with the real
+``cc`` (through its Makefile) into this test's temporary directory, then the
+real ``tailreactor-conformance`` CLI runs on the shared library: every clause
+on the correct build, and one clause on each broken variant built from the
+same file with a ``-DTR_BUG_...`` flag.  A library that lacks a symbol of
+``conformance/include/tailreactor_backend.h`` or speaks another ABI version
+is one line and exit status 2.  Without a C compiler (or make) the tests that
+need one skip with the reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from test_conformance_meta import ROOT, cli
+
+EXAMPLE = ROOT / "examples" / "c-backend"
+HAVE_CC = shutil.which("cc") is not None and shutil.which("make") is not None
+needs_cc = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: `cc` or `make` is not on PATH")
+
+#: Broken variants of tr_epoll.c: the -D flag -> the clause that must catch it.
+VARIANTS = {
+    "TR_BUG_NO_ONESHOT": "B1",        # a reported token stays armed: reported again
+    "TR_BUG_IGNORE_DISARM": "B3",     # disarm returns 0 and changes nothing
+    "TR_BUG_DROP_HUP": "B6",          # HUP/ERR without IN/OUT reach no token
+    "TR_BUG_NO_WAKE": "B7",           # wake returns 0 and writes nothing
+    "TR_BUG_TRUNCATE_TIMEOUT": "B8",  # ns -> ms rounded down: 0.5 ms polls
+    "TR_BUG_LEAK_FD": "B14",          # close leaves the wake eventfd open
+}
+
+
+def build(out: Path, name: str, *defs: str) -> Path:
+    """``make -C examples/c-backend`` into ``out``: returns ``out/lib<name>.so``."""
+    proc = subprocess.run(["make", "-s", "-C", str(EXAMPLE), f"OUT={out}", f"NAME={name}",
+                           f"DEFS={' '.join(defs)}"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lib = out / f"lib{name}.so"
+    assert lib.is_file(), proc.stdout + proc.stderr
+    return lib
+
+
+@needs_cc
+def test_c_example_passes_every_clause(tmp_path):
+    lib = build(tmp_path, "tr_epoll")
+    proc, data = cli("--backend", f"cabi:{lib}", "-n", "0", json_path=tmp_path / "result.json")
+    detail = proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, detail
+    assert data["backends"] == ["cabi:libtr_epoll"], detail
+    assert data["failed_clauses"] == [], detail
+    cells = {cid: row["cabi:libtr_epoll"]["status"] for cid, row in data["clauses"].items()}
+    # Every clause ran and passed; B17 (receive arming) is optional and not in the ABI.
+    assert cells.pop("B17") == "skip", detail
+    assert set(cells.values()) == {"pass"}, cells
+    assert "cabi:libtr_epoll" in proc.stdout and "no clause failed" in proc.stdout, detail
+
+
+@needs_cc
+@pytest.mark.parametrize("flag", sorted(VARIANTS))
+def test_suite_catches_broken_c_variant(flag, tmp_path):
+    cid = VARIANTS[flag]
+    name = "tr_epoll_" + flag.removeprefix("TR_BUG_").lower()
+    lib = build(tmp_path, name, f"-D{flag}")
+    proc, data = cli("--backend", f"cabi:{lib}", "--clause", cid, "-n", "0", "-x",
+                     json_path=tmp_path / "result.json", liveness_s=1.0)
+    detail = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 1, f"{flag}: exit status {proc.returncode}, expected 1\n{detail}"
+    assert data["failed_clauses"] == [cid], detail
+    assert f"{cid} on cabi:lib{name}" in proc.stdout.replace("\n", " "), detail
+
+
+@needs_cc
+@pytest.mark.parametrize("flag, says", [
+    ("-DTR_BUG_OMIT_FLUSH", "does not export tr_backend_flush"),
+    ("-DTR_BUG_ABI_VERSION=2", "ABI version 2"),
+])
+def test_a_library_that_does_not_fit_the_abi_is_one_line_and_exit_2(flag, says, tmp_path):
+    lib = build(tmp_path, "tr_epoll_misfit", flag)
+    proc, _ = cli("--backend", f"cabi:{lib}")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"--backend cabi:{lib}: " in lines[0] and says in lines[0], proc.stderr
+    assert "tailreactor_backend.h" in lines[0], proc.stderr  # says where the ABI is written down
+
+
+def test_a_missing_library_is_one_line_and_exit_2(tmp_path):
+    missing = tmp_path / "libnothing.so"
+    proc, _ = cli("--backend", f"cabi:{missing}")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(missing) in lines[0] and "no such file" in lines[0], proc.stderr
+
+
+def test_cabi_without_a_path_is_one_line_and_exit_2():
+    proc, _ = cli("--backend", "cabi:")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cabi:PATH" in lines[0], proc.stderr
+
+
+def test_build_outputs_are_ignored_by_git():
+    for output in ("examples/c-backend/libtr_epoll.so", "examples/c-backend/libtr_epoll_no_wake.so"):
+        proc = subprocess.run(["git", "check-ignore", "-q", output], cwd=ROOT)
+        if proc.returncode == 128:
+            pytest.skip("not a git checkout")
+        assert proc.returncode == 0, f"{output} (a build output) is not in .gitignore"
