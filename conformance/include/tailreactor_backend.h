@@ -72,7 +72,8 @@ typedef struct tr_event {
 
 typedef struct tr_capabilities {
     uint32_t flags;     /* TR_CAP_* bits */
-    uint32_t max_batch; /* most reports one wait returns; 0 = no bound but the caller's capacity (B10) */
+    uint32_t max_batch; /* most reports one wait returns, a promise (B10); 0 = no cap declared
+                         * (a wait still returns at most its capacity) */
 } tr_capabilities;
 
 /* The opaque backend handle. */

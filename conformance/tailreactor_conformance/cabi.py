@@ -32,9 +32,12 @@ code, not this module:
   is the library's to make harmless; ``tr_backend_destroy`` runs when the
   adapter is garbage-collected.
 
-Capabilities (``tr_backend_capabilities``) become attributes: ``ordered``
-(``TR_CAP_ORDERED``: readiness order, clause B9) and ``max_batch`` (the most
-reports one wait returns).  The table names the backend ``cabi:`` and the
+Capabilities (``tr_backend_capabilities``) become the attributes that
+``tailreactor.backends.base`` names: ``ordered`` (``TR_CAP_ORDERED``:
+readiness order, clause B9) and ``max_batch`` (the most reports one wait
+returns, ``None`` for 0: no cap declared; the adapter then offers an array of
+``MAX_BATCH`` reports).  Unknown flag bits are ignored (a later ABI minor may
+add some).  The table names the backend ``cabi:`` and the
 library's file name without ``.so`` (``cabi:libtr_epoll``).
 """
 
@@ -177,8 +180,8 @@ class CabiBackend:
             self._finalizer()
             raise
         self.ordered = bool(caps.flags & CAP_ORDERED)
-        self.max_batch = caps.max_batch or MAX_BATCH
-        self._events = (Event * self.max_batch)()
+        self.max_batch = caps.max_batch or None  # 0: no cap declared
+        self._events = (Event * (caps.max_batch or MAX_BATCH))()
         self._ids = itertools.count(1)
         self._live: dict[int, tuple[int, int, object]] = {}  # number -> (fd, direction, token)
         self._armed: dict[tuple[int, int], int] = {}         # (fd, direction) -> number
