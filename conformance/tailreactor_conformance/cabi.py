@@ -25,8 +25,9 @@ code, not this module:
 * **wait**: the timeout goes over in nanoseconds (``None`` -> -1), and
   ``-EINTR`` is retried with the time left, after Python's signal handlers ran
   (PEP 475).  A signal handler that raises after the library returned loses
-  nothing: the reports stay in the adapter's array (a report's ``revents`` is
-  never 0, and the array is zeroed as it is read) and the next wait returns them.
+  nothing: the reports stay in the adapter's array until they are listed (a
+  report's ``revents`` is never 0, and the array is cleared once they are) and
+  the next wait returns them.
 * **close** calls ``tr_backend_close`` and keeps the handle, so calls after it
   reach the library (which must refuse them, B13) and a wake racing the close
   is the library's to make harmless; ``tr_backend_destroy`` runs when the
@@ -36,8 +37,7 @@ Capabilities (``tr_backend_capabilities``) become the attributes that
 ``tailreactor.backends.base`` names: ``ordered`` (``TR_CAP_ORDERED``:
 readiness order, clause B9) and ``max_batch`` (the most reports one wait
 returns, ``None`` for 0: no cap declared; the adapter then offers an array of
-``MAX_BATCH`` reports).  Unknown flag bits are ignored (a later ABI minor may
-add some).  The table names the backend ``cabi:`` and the
+``MAX_BATCH`` reports).  Flag bits the adapter does not know are ignored.  The table names the backend ``cabi:`` and the
 library's file name without ``.so`` (``cabi:libtr_epoll``).
 """
 
@@ -230,35 +230,34 @@ class CabiBackend:
         if number is not None:
             self._retire(number)
 
-    def _take(self, out: list, n: int | None) -> None:
-        """Move the reports in the array to ``out``: the first ``n``, or (after a
-        wait cut short, ``n`` unknown) every leading one with ``revents`` set."""
-        events = self._events
-        for i in range(len(events) if n is None else n):
-            ev = events[i]
-            if n is None and not ev.revents:
-                return
-            out.append((self._token(ev.token), ev.revents))
-            ev.revents = 0  # listed before cleared: a signal in between lists it twice at worst
-
     def wait(self, timeout_s: float | None) -> list[tuple[object, int]]:
-        out = self._reported
-        self._take(out, None)  # what a wait cut short by a signal handler left in the array
-        if out:
-            timeout_s = 0
+        # The array is the record until its reports are listed: a signal handler
+        # that raises after the library returned, or while they are listed,
+        # leaves them there and this wait returns them (revents is never 0, so
+        # the listed ones are the leading entries that are not zero).
+        out = self._reported  # listed and the array cleared, but never returned
+        events = self._events
+        if out or events[0].revents:
+            n = 0 if out else next((i for i, ev in enumerate(events) if not ev.revents), len(events))
+        else:
+            n = self._wait(timeout_s)
+        for ev in events[:n]:
+            out.append((self._token(ev.token), ev.revents))
+        ctypes.memset(events, 0, n * ctypes.sizeof(Event))  # a signal before it: listed twice at worst
+        self._reported = []
+        return out
+
+    def _wait(self, timeout_s: float | None) -> int:
+        """``tr_backend_wait`` into the array, retried on EINTR; the number of reports."""
         timeout_ns = -1 if timeout_s is None else max(0, math.ceil(timeout_s * 1e9))
         deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
         while True:
             rc = self._lib.tr_backend_wait(self._h, timeout_ns, self._events, len(self._events))
             if rc != -errno.EINTR:
-                break
+                return min(self._check("tr_backend_wait", rc), len(self._events))
             # PEP 475: Python's signal handlers have run; retry with the time left.
             if deadline is not None:
                 timeout_ns = max(0, deadline - time.monotonic_ns())
-        self._check("tr_backend_wait", rc)
-        self._take(out, min(rc, len(self._events)))
-        self._reported = []
-        return out
 
     def flush(self) -> int:
         return self._check("tr_backend_flush", self._lib.tr_backend_flush(self._h))

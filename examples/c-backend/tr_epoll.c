@@ -46,6 +46,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -177,6 +178,10 @@ int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token) {
         return -EINVAL;
     if (fd < 0)
         return -EBADF;
+    /* Grow the table only for an open fd (its number is below RLIMIT_NOFILE),
+     * never for an arbitrary number that is not (B16). */
+    if ((size_t)fd >= b->nfds && fcntl(fd, F_GETFD) < 0)
+        return -errno;
     struct fd_rec *r = record(b, fd);
     if (!r)
         return -ENOMEM;
