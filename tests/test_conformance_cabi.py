@@ -58,6 +58,8 @@ def test_c_example_passes_every_clause(tmp_path):
     assert cells.pop("B17") == "skip", detail
     assert set(cells.values()) == {"pass"}, cells
     assert "cabi:libtr_epoll" in proc.stdout and "no clause failed" in proc.stdout, detail
+    if "capabilities" in data:  # the table's capability row (base.capabilities), where it exists
+        assert data["capabilities"]["cabi:libtr_epoll"] == {"ordered": True, "max_batch": 1024}, detail
 
 
 @needs_cc
