@@ -20,8 +20,8 @@
  *
  * Errors: every function that can fail returns an int, >= 0 on success and a
  * negative errno value on failure (-EBADF, -ENOMEM, ...), as the kernel and
- * liburing do.  Nothing is reported through the global errno.  A call on a
- * closed backend returns -ESHUTDOWN.
+ * liburing do.  Nothing is reported through the global errno.  arm, disarm,
+ * wait and flush on a closed backend return -ESHUTDOWN.
  *
  * Threads: every function is called from one thread at a time (the reactor's
  * thread), except tr_backend_wake, which any thread may call at any time,
