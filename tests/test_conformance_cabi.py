@@ -30,6 +30,7 @@ VARIANTS = {
     "TR_BUG_IGNORE_DISARM": "B3",     # disarm returns 0 and changes nothing
     "TR_BUG_DROP_HUP": "B6",          # HUP/ERR without IN/OUT reach no token
     "TR_BUG_NO_WAKE": "B7",           # wake returns 0 and writes nothing
+    "TR_BUG_NO_LIMIT_IS_POLL": "B7",  # a wait with no limit (-1 ns) polls: returns 0 at once
     "TR_BUG_TRUNCATE_TIMEOUT": "B8",  # ns -> ms rounded down: 0.5 ms polls
     "TR_BUG_LEAK_FD": "B14",          # close leaves the wake eventfd open
 }
@@ -130,6 +131,14 @@ def test_reports_the_library_returned_survive_a_wait_cut_short(example_lib):
             p.close()
 
 
+def test_a_directory_is_one_line_saying_so_and_exit_2(tmp_path):
+    proc, _ = cli("--backend", f"cabi:{tmp_path}")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{tmp_path} is a directory" in lines[0], proc.stderr
+    assert "no such file" not in lines[0], proc.stderr
+
+
 def test_a_missing_library_is_one_line_and_exit_2(tmp_path):
     missing = tmp_path / "libnothing.so"
     proc, _ = cli("--backend", f"cabi:{missing}")
@@ -151,3 +160,76 @@ def test_build_outputs_are_ignored_by_git():
         if proc.returncode == 128:
             pytest.skip("not a git checkout")
         assert proc.returncode == 0, f"{output} (a build output) is not in .gitignore"
+
+
+# -- a library that breaks the ABI's own rules: a clear error naming the values -----------
+#: -D flag -> (the call that meets it, what the error says).  Each is an error the
+#: adapter raises in the test that made the call (a failing clause), not a value it
+#: passes on to the reactor.
+MISBEHAVIOURS = {
+    "TR_BUG_OVER_CAPACITY": ("wait", "tr_backend_wait returned 1025 reports, more than its capacity 1024"),
+    "TR_BUG_UNKNOWN_TOKEN": ("wait", f"tr_backend_wait reported token {1 + (1 << 40)}, never given by arm"),
+    "TR_BUG_ZERO_REVENTS": ("wait", "revents 0"),
+    "TR_BUG_RESERVED": ("wait", "reserved 7"),
+    "TR_BUG_ODD_REVENTS": ("wait", "0x40000000"),
+    "TR_BUG_INT_MIN": ("arm", "tr_backend_arm returned -2147483648, not a negative errno"),
+    "TR_BUG_FLUSH_COUNT": ("flush", "tr_backend_flush returned 1000"),
+}
+
+
+@needs_cc
+@pytest.mark.parametrize("flag", sorted(MISBEHAVIOURS))
+def test_a_report_or_return_value_outside_the_abi_is_a_clear_error(flag, tmp_path):
+    from tailreactor.backends import READ
+    from tailreactor_conformance.cabi import CabiBackend, ContractError
+    from tailreactor_conformance.harness import Pair
+
+    call, says = MISBEHAVIOURS[flag]
+    lib = build(tmp_path, "tr_epoll_" + flag.removeprefix("TR_BUG_").lower(), f"-D{flag}")
+    b = CabiBackend(lib)
+    p = Pair()
+    try:
+        p.make_readable()
+        with pytest.raises(ContractError) as info:
+            b.arm(p.fd, READ, "ready")  # the first arm gets token number 1
+            if call == "flush":
+                b.flush()
+            for _ in range(100):  # the ready fd is reported by the first wait
+                b.wait(0.01)
+        assert says in str(info.value) and b.name in str(info.value), str(info.value)
+    finally:
+        b.close()
+        p.close()
+
+
+@needs_cc
+def test_create_returning_a_positive_value_is_quoted(tmp_path):
+    from tailreactor_conformance.cabi import CabiBackend, CabiError
+
+    lib = build(tmp_path, "tr_epoll_create_positive", "-DTR_BUG_CREATE_POSITIVE")
+    with pytest.raises(CabiError, match=r"tr_backend_create returned 7 \(accepted: 0, or a negative errno"):
+        CabiBackend(lib)
+
+
+@needs_cc
+def test_a_failure_the_adapter_finds_is_a_failing_clause(tmp_path):
+    # Through the real CLI: the token the library made up fails the clause that met it.
+    lib = build(tmp_path, "tr_epoll_unknown_token", "-DTR_BUG_UNKNOWN_TOKEN")
+    proc, data = cli("--backend", f"cabi:{lib}", "--clause", "B2", "-n", "0", "-x",
+                     json_path=tmp_path / "result.json", liveness_s=1.0)
+    detail = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 1 and data["failed_clauses"] == ["B2"], detail
+    assert "never given by arm" in proc.stdout, detail
+
+
+@needs_cc
+def test_a_wait_that_never_returns_ends_the_run_with_one_line(tmp_path):
+    """A tr_backend_wait that ignores its timeout (it pause()s) would hang the run:
+    the adapter's watchdog prints one line and ends the process."""
+    lib = build(tmp_path, "tr_epoll_wait_pauses", "-DTR_BUG_WAIT_PAUSES")
+    proc, _ = cli("--backend", f"cabi:{lib}", "--clause", "B8", "-n", "0", liveness_s=0.5)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if "did not return" in line]
+    assert len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("cabi:libtr_epoll_wait_pauses: tr_backend_wait(timeout 500000 ns) did not "
+                               "return within "), lines[0]

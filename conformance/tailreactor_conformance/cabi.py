@@ -48,6 +48,8 @@ import errno
 import itertools
 import math
 import os
+import sys
+import threading
 import time
 import weakref
 from collections import OrderedDict
@@ -56,8 +58,10 @@ from pathlib import Path
 
 from tailreactor.backends.base import MAX_BATCH, check_direction, closed_error
 
-__all__ = ["PREFIX", "ABI_VERSION", "CabiError", "CabiBackend", "UnknownToken", "create_backend",
-           "is_cabi", "canonical", "label", "load_library"]
+from .harness import LIVENESS_S
+
+__all__ = ["PREFIX", "ABI_VERSION", "CabiError", "ContractError", "CabiBackend", "UnknownToken",
+           "create_backend", "is_cabi", "canonical", "label", "load_library", "WAIT_GRACE_S"]
 
 PREFIX = "cabi:"
 HEADER = "conformance/include/tailreactor_backend.h"
@@ -67,11 +71,26 @@ ABI_VERSION = 1
 CAP_ORDERED = 0x1
 #: How many reported, disarmed or replaced token numbers are still mapped back.
 RETIRED_KEPT = 1 << 16
+#: Every revents bit of the header (TR_IN, TR_OUT, TR_ERR, TR_HUP, TR_RDHUP).
+TR_REVENTS = 0x001 | 0x004 | 0x008 | 0x010 | 0x2000
+#: The errno range of a negative return (-4095..-1, as the kernel's).
+MAX_ERRNO = 4095
+#: How late (s) past its timeout a tr_backend_wait may return before the watchdog
+#: takes it as hung; a wait with no limit gets LIVENESS_S + WAIT_GRACE_S, since the
+#: suite wakes or rescues every such wait within LIVENESS_S.
+WAIT_GRACE_S = 2 * LIVENESS_S
+#: The exit status of a process whose tr_backend_wait hung (the runner's "interrupted").
+HUNG_EXIT = 2
 
 
 class CabiError(ValueError):
     """A ``cabi:`` library that cannot be used: no such file, not loadable, a
     missing symbol or another ABI version (the runner prints it, exit 2)."""
+
+
+class ContractError(AssertionError):
+    """The library broke a rule the adapter can see in a return value or a report
+    (an AssertionError: the test that made the call fails, naming the value)."""
 
 
 class Event(ctypes.Structure):
@@ -139,6 +158,9 @@ def load_library(path: Path) -> ctypes.CDLL:
     Raises :class:`CabiError` (one line) if the file is missing or cannot be
     loaded, lacks a function of the header, or reports another ABI version.
     """
+    if path.is_dir():
+        raise CabiError(f"{path} is a directory, not a shared library (accepted: cabi:PATH to a "
+                        f"shared library that exports the functions of {HEADER})")
     if not path.is_file():
         raise CabiError(f"no such file {path} (accepted: cabi:PATH to a shared library that exports "
                         f"the functions of {HEADER})")
@@ -168,7 +190,10 @@ class CabiBackend:
         self.name = label(PREFIX + str(self.path))
         lib = self._lib = load_library(self.path)
         handle = _P()
-        self._check("tr_backend_create", lib.tr_backend_create(ctypes.byref(handle)))
+        rc = lib.tr_backend_create(ctypes.byref(handle))
+        if rc > 0:
+            raise CabiError(f"tr_backend_create returned {rc} (accepted: 0, or a negative errno)")
+        self._check("tr_backend_create", rc)
         if not handle.value:
             raise CabiError("tr_backend_create returned 0 but no handle")
         self._h = handle
@@ -182,16 +207,22 @@ class CabiBackend:
         self.ordered = bool(caps.flags & CAP_ORDERED)
         self.max_batch = caps.max_batch or None  # 0: no cap declared
         self._events = (Event * (caps.max_batch or MAX_BATCH))()
+        _WATCH.ensure_started()
         self._ids = itertools.count(1)
+        self._next = 1  # the next token number arm gives
         self._live: dict[int, tuple[int, int, object]] = {}  # number -> (fd, direction, token)
         self._armed: dict[tuple[int, int], int] = {}         # (fd, direction) -> number
         self._retired: OrderedDict[int, object] = OrderedDict()
         self._reported: list[tuple[object, int]] = []  # taken by a wait cut short, not yet returned
+        self._calls_since_flush = 0  # arms and disarms: what a flush can have submitted
 
     def _check(self, call: str, rc: int) -> int:
         if rc >= 0:
             return rc
         err = -rc
+        if err > MAX_ERRNO:
+            raise ContractError(f"{self.name}: {call} returned {rc}, not a negative errno "
+                                f"(accepted: >= 0, or -{MAX_ERRNO}..-1)")
         if err == errno.ESHUTDOWN:
             raise closed_error(self.name)
         raise OSError(err, f"{self.name}: {call} failed: {os.strerror(err)}")
@@ -210,13 +241,29 @@ class CabiBackend:
             self._retire(number)
             return token
         token = self._retired.get(number, self._retired)
-        return UnknownToken(number) if token is self._retired else token
+        if token is not self._retired:
+            return token
+        if not 0 < number < self._next:
+            raise ContractError(f"{self.name}: tr_backend_wait reported token {number}, never given by arm")
+        return UnknownToken(number)  # given, but retired longer ago than RETIRED_KEPT numbers
+
+    def _listed(self, ev: Event) -> tuple[object, int]:
+        """One report as ``(token, revents)``; a report outside the ABI raises :class:`ContractError`."""
+        if ev.revents == 0 or ev.revents & ~TR_REVENTS or ev.reserved:
+            what = (f"revents 0 (a report has at least one TR_* bit)" if not ev.revents else
+                    f"revents {ev.revents:#x}, bits {ev.revents & ~TR_REVENTS:#x} outside the TR_* set "
+                    f"{TR_REVENTS:#x}" if ev.revents & ~TR_REVENTS else
+                    f"reserved {ev.reserved} (accepted: 0)")
+            raise ContractError(f"{self.name}: tr_backend_wait reported token {ev.token} with {what}")
+        return self._token(ev.token), ev.revents
 
     # -- the Backend methods ----------------------------------------------------
     def arm(self, fd: int, direction: int, token: object) -> None:
         check_direction(direction)
         number = next(self._ids)
+        self._next = number + 1
         self._check("tr_backend_arm", self._lib.tr_backend_arm(self._h, fd, direction, number))
+        self._calls_since_flush += 1
         old = self._armed.get((fd, direction))
         if old is not None:
             self._retire(old)  # replaced
@@ -226,6 +273,7 @@ class CabiBackend:
     def disarm(self, fd: int, direction: int) -> None:
         check_direction(direction)
         self._check("tr_backend_disarm", self._lib.tr_backend_disarm(self._h, fd, direction))
+        self._calls_since_flush += 1
         number = self._armed.get((fd, direction))
         if number is not None:
             self._retire(number)
@@ -242,7 +290,7 @@ class CabiBackend:
         else:
             n = self._wait(timeout_s)
         for ev in events[:n]:
-            out.append((self._token(ev.token), ev.revents))
+            out.append(self._listed(ev))
         ctypes.memset(events, 0, n * ctypes.sizeof(Event))  # a signal before it: listed twice at worst
         self._reported = []
         return out
@@ -251,22 +299,109 @@ class CabiBackend:
         """``tr_backend_wait`` into the array, retried on EINTR; the number of reports."""
         timeout_ns = -1 if timeout_s is None else max(0, math.ceil(timeout_s * 1e9))
         deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
+        capacity = len(self._events)
         while True:
-            rc = self._lib.tr_backend_wait(self._h, timeout_ns, self._events, len(self._events))
+            bound = (LIVENESS_S if timeout_ns < 0 else timeout_ns / 1e9) + WAIT_GRACE_S
+            key = _WATCH.start(bound, f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"
+                                      f"{', no limit' if timeout_ns < 0 else ''}) did not return within "
+                                      f"{bound:g} s")
+            try:
+                rc = self._lib.tr_backend_wait(self._h, timeout_ns, self._events, capacity)
+            finally:
+                _WATCH.stop(key)
+            if rc > capacity:
+                raise ContractError(f"{self.name}: tr_backend_wait returned {rc} reports, more than its "
+                                    f"capacity {capacity}")
             if rc != -errno.EINTR:
-                return min(self._check("tr_backend_wait", rc), len(self._events))
+                return self._check("tr_backend_wait", rc)
             # PEP 475: Python's signal handlers have run; retry with the time left.
             if deadline is not None:
                 timeout_ns = max(0, deadline - time.monotonic_ns())
 
     def flush(self) -> int:
-        return self._check("tr_backend_flush", self._lib.tr_backend_flush(self._h))
+        n = self._check("tr_backend_flush", self._lib.tr_backend_flush(self._h))
+        calls, self._calls_since_flush = self._calls_since_flush, 0
+        if n > 2 * calls + 1:
+            raise ContractError(f"{self.name}: tr_backend_flush returned {n}, but {calls} arms and "
+                                f"disarms were made since the last flush (accepted: at most "
+                                f"{2 * calls + 1}: two submissions per arm or disarm, one replacing "
+                                f"another, and one of the backend's own)")
+        return n
 
     def wake(self) -> None:
         self._check("tr_backend_wake", self._lib.tr_backend_wake(self._h))
 
     def close(self) -> None:
         self._check("tr_backend_close", self._lib.tr_backend_close(self._h))
+
+
+class _WaitWatch:
+    """One daemon thread that ends the process when a ``tr_backend_wait`` overruns its bound.
+
+    A call into C cannot be interrupted from Python: a wait that ignores its
+    timeout would hang the run forever.  Each wait registers its deadline; the
+    thread sleeps until the earliest one and, if that wait is still inside the
+    library, writes one line to stderr and exits the process (a pytest-xdist
+    worker: the controller reports that test as crashed).  Registering costs a
+    lock and, only when the deadline is the earliest, a notify.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._waits: dict[int, tuple[int, str]] = {}  # key -> (deadline_ns, what to print)
+        self._keys = itertools.count()
+        self._sleep_until = math.inf
+        self._thread: threading.Thread | None = None
+
+    def start(self, bound_s: float, message: str) -> int:
+        deadline = time.monotonic_ns() + int(bound_s * 1e9)
+        with self._cond:
+            key = next(self._keys)
+            self._waits[key] = (deadline, message)
+            if deadline < self._sleep_until:
+                self._cond.notify()
+        return key
+
+    def ensure_started(self) -> None:
+        """Start the thread (once, with the first backend: not inside a wait's timing)."""
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="cabi-wait-watchdog", daemon=True)
+                self._thread.start()
+
+    def stop(self, key: int) -> None:
+        with self._cond:
+            del self._waits[key]
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic_ns()
+                due = min(self._waits.values(), default=None)
+                if due is not None and due[0] <= now:
+                    break
+                self._sleep_until = math.inf if due is None else due[0]
+                self._cond.wait(None if due is None else (due[0] - now) / 1e9)
+        _uncapture()
+        os.write(2, f"{due[1]}; exiting: a call into the library cannot be interrupted (a wait may "
+                    f"take its timeout + {WAIT_GRACE_S:g} s, {LIVENESS_S + WAIT_GRACE_S:g} s with no "
+                    f"limit)\n".encode())
+        os._exit(HUNG_EXIT)
+
+
+_WATCH = _WaitWatch()
+
+
+def _uncapture() -> None:
+    """Give fd 2 back to the terminal if pytest captures it (it would lose the line at exit)."""
+    plugin = sys.modules.get("tailreactor_conformance.plugin")
+    config = getattr(plugin, "CONFIG", None)
+    capman = config and config.pluginmanager.getplugin("capturemanager")
+    try:
+        if capman:
+            capman.suspend_global_capture(in_=False)
+    except Exception:  # noqa: BLE001 - the line goes to the captured fd then; the exit still happens
+        pass
 
 
 def create_backend(name: str):

@@ -146,9 +146,13 @@ class _State:
 
 
 _STATE_KEY = pytest.StashKey[_State]()
+#: This session's config: cabi.py's wait watchdog suspends its output capture before it exits.
+CONFIG = None
 
 
 def pytest_configure(config):
+    global CONFIG
+    CONFIG = config
     config.addinivalue_line("markers", "clause(id): the conformance clause this test checks")
     profiles.register()
     profiles.select(config.getoption("conformance_profile"))

@@ -37,10 +37,21 @@
  *   -DTR_BUG_IGNORE_DISARM     disarm changes nothing                (B3)
  *   -DTR_BUG_DROP_HUP          HUP/ERR alone satisfy no direction    (B6)
  *   -DTR_BUG_NO_WAKE           wake does nothing                     (B7)
+ *   -DTR_BUG_NO_LIMIT_IS_POLL  a wait with no limit polls            (B7)
  *   -DTR_BUG_TRUNCATE_TIMEOUT  timeout rounded down to milliseconds  (B8)
  *   -DTR_BUG_LEAK_FD           close leaves the eventfd open         (B14)
  *   -DTR_BUG_OMIT_FLUSH        tr_backend_flush is not exported      (refused at load)
  *   -DTR_BUG_ABI_VERSION=N     reports ABI version N                 (refused at load)
+ * and, refused by the suite's adapter with an error naming the value:
+ *   -DTR_BUG_WAIT_PAUSES       wait never returns (the adapter's watchdog ends the run)
+ *   -DTR_BUG_OVER_CAPACITY     wait returns more reports than its capacity
+ *   -DTR_BUG_UNKNOWN_TOKEN     wait reports a token never given by arm
+ *   -DTR_BUG_ZERO_REVENTS      a report with revents 0
+ *   -DTR_BUG_RESERVED          a report with reserved != 0
+ *   -DTR_BUG_ODD_REVENTS       a report with a revents bit outside TR_*
+ *   -DTR_BUG_INT_MIN           arm returns INT_MIN, not a negative errno
+ *   -DTR_BUG_CREATE_POSITIVE   create returns 7
+ *   -DTR_BUG_FLUSH_COUNT       flush claims 1000 submissions
  *
  * Sources: epoll_ctl(2), epoll_wait(2), epoll(7), eventfd(2).
  */
@@ -96,6 +107,10 @@ uint32_t tr_backend_abi_version(void) {
 }
 
 int tr_backend_create(tr_backend **out) {
+#ifdef TR_BUG_CREATE_POSITIVE
+    (void)out;
+    return 7;
+#endif
     tr_backend *b = calloc(1, sizeof *b);
     if (!b)
         return -ENOMEM;
@@ -172,6 +187,9 @@ static int apply(tr_backend *b, int fd, struct fd_rec *r) {
 }
 
 int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token) {
+#ifdef TR_BUG_INT_MIN
+    return INT_MIN;
+#endif
     if (atomic_load(&b->closed))
         return -ESHUTDOWN;
     if (direction != TR_READ && direction != TR_WRITE)
@@ -228,7 +246,11 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction) {
  * before its timeout with nothing ready (B8). */
 static int timeout_ms(int64_t timeout_ns) {
     if (timeout_ns < 0)
+#ifdef TR_BUG_NO_LIMIT_IS_POLL
+        return 0;
+#else
         return -1;
+#endif
     if (timeout_ns >= (int64_t)INT_MAX * 1000000)
         return INT_MAX;
 #ifdef TR_BUG_TRUNCATE_TIMEOUT
@@ -243,6 +265,10 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
         return -ESHUTDOWN;
     if (!events || capacity == 0)
         return -EINVAL;
+#ifdef TR_BUG_WAIT_PAUSES
+    for (;;)
+        pause();
+#endif
     uint32_t limit = capacity < MAX_BATCH ? capacity : MAX_BATCH;
     int k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns));
     if (k < 0)
@@ -267,6 +293,18 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
                 events[n].token = r->token[d];
                 events[n].revents = revents;
                 events[n].reserved = 0;
+#ifdef TR_BUG_UNKNOWN_TOKEN
+                events[n].token += (uint64_t)1 << 40;
+#endif
+#ifdef TR_BUG_ZERO_REVENTS
+                events[n].revents = 0;
+#endif
+#ifdef TR_BUG_RESERVED
+                events[n].reserved = 7;
+#endif
+#ifdef TR_BUG_ODD_REVENTS
+                events[n].revents |= 0x40000000u;
+#endif
                 n++;
 #ifndef TR_BUG_NO_ONESHOT
                 r->armed[d] = 0;
@@ -275,6 +313,10 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
         }
         apply(b, fd, r); /* ONESHOT disabled the whole fd: re-enable what is still armed */
     }
+#ifdef TR_BUG_OVER_CAPACITY
+    if (n)
+        return (int)capacity + 1;
+#endif
     return (int)n;
 }
 
@@ -282,6 +324,9 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
 int tr_backend_flush(tr_backend *b) {
     if (atomic_load(&b->closed))
         return -ESHUTDOWN;
+#ifdef TR_BUG_FLUSH_COUNT
+    return 1000;
+#endif
     return 0; /* arming is synchronous: nothing is ever queued */
 }
 #endif

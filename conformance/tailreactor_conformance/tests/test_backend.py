@@ -272,6 +272,35 @@ def test_wake_from_the_creating_thread_ends_a_wait_on_another(make_backend, pair
     assert "rescue" not in [tok for tok, _ in result["got"]]
 
 
+@pytest.mark.clause("B7")
+def test_wait_without_a_limit_returns_only_after_the_wake(make_backend, pairs):
+    # wait(None) with nothing ready has no timeout to end it: only the wake may.
+    # The waker records that it sends the wake before it does, so a wait that
+    # returned with the record unset returned before any wake (a backend that
+    # treats "no limit" as a poll: a reactor on it spins).
+    b = make_backend()
+    rescue, idle = pairs(2)
+    b.arm(idle.fd, READ, "never ready")
+    waiter = threading.get_native_id()
+    sent, stop = threading.Event(), threading.Event()
+
+    def wake_when_blocked():
+        wait_until_blocked(waiter, stop)
+        if not stop.is_set():
+            sent.set()
+            b.wake()
+
+    t = threading.Thread(target=wake_when_blocked)
+    t.start()
+    try:
+        _blocking_wait(b, rescue)
+        early = not sent.is_set()
+    finally:
+        stop.set()
+        t.join()
+    assert not early, "wait(None) with nothing ready returned before wake() was called"
+
+
 # -- B8 ------------------------------------------------------------------------
 @pytest.mark.clause("B8")
 # Fractions of a millisecond too: the reactor passes the time to the next timer as is,
