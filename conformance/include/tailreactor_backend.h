@@ -19,8 +19,10 @@
  * policy live in the reactor above it.
  *
  * Errors: every function that can fail returns an int, >= 0 on success and a
- * negative errno value on failure (-EBADF, -ENOMEM, ...), as the kernel and
- * liburing do.  Nothing is reported through the global errno.  arm, disarm,
+ * negative errno value on failure (-EBADF, -ENOMEM, ...: -4095..-1), as the
+ * kernel and liburing do.  Nothing is reported through the global errno.  The
+ * suite refuses any other negative value, and a positive one from create,
+ * with an error that names it.  arm, disarm,
  * wait and flush on a closed backend return -ESHUTDOWN.
  *
  * Threads: every function is called from one thread at a time (the reactor's
@@ -61,8 +63,10 @@ extern "C" {
 /* One report of tr_backend_wait. */
 typedef struct tr_event {
     uint64_t token;   /* the token given to tr_backend_arm */
-    uint32_t revents; /* TR_* bits seen; never 0, and satisfies the armed direction */
+    uint32_t revents; /* TR_* bits seen, no other bit; never 0, and satisfies the armed direction */
     uint32_t reserved; /* 0 */
+    /* The suite refuses a report with revents 0, a bit outside TR_IN, TR_OUT,
+     * TR_ERR, TR_HUP and TR_RDHUP, reserved != 0, or a token no arm gave. */
 } tr_event;
 
 /* Capability flags: what a backend claims beyond the core contract.  The
@@ -95,7 +99,8 @@ int tr_backend_capabilities(tr_backend *b, tr_capabilities *out);
  *   again (B1, B2).  Both directions of one fd are independent (B1).
  * - Arming a direction that is armed replaces its token (R18).
  * - A closed or invalid fd returns -EBADF (B16); another direction value
- *   returns -EINVAL.
+ *   returns -EINVAL (the suite's adapter checks the direction itself, so the
+ *   suite never passes one).
  * - At least 1024 fds can be armed at once (B11).
  * - Arming right after a report, before the next wait, is honoured (B12).
  * - An arm costs no file descriptor (B14). */
@@ -110,8 +115,9 @@ int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token);
 int tr_backend_disarm(tr_backend *b, int fd, int direction);
 
 /* Block up to timeout_ns nanoseconds (< 0: no limit, 0: poll) and write up
- * to `capacity` reports to events[0..n); return n (0 = timed out or woken),
- * or -errno.
+ * to `capacity` reports to events[0..n); return n (0 = timed out or woken,
+ * never more than capacity), or -errno.
+ * - With no limit and nothing ready it returns only when woken (B7).
  * - Never returns earlier than timeout_ns with nothing ready, also for a
  *   fraction of a millisecond: round up, never down (B8).
  * - HUP and ERR are reported to the READ token and to a WRITE token (B6).
@@ -120,11 +126,15 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   starves (B10).  With TR_CAP_ORDERED, reports come in the order readiness
  *   arose, arm order for fds ready when armed (B9).
  * - A signal may end it early with -EINTR; the caller retries with the time
- *   left. */
+ *   left.
+ * A call into C cannot be interrupted: the suite takes a wait that has not
+ * returned within its timeout plus twice its liveness bound (6 s by default;
+ * 9 s with no limit) as hung, prints one line and ends the run. */
 int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_t capacity);
 
 /* Make queued arms visible to the kernel now; return how many were submitted
- * (0 for a backend that arms synchronously), or -errno (R14). */
+ * (0 for a backend that arms synchronously), or -errno (R14).  The suite
+ * refuses a count above two per arm or disarm since the last flush, plus one. */
 int tr_backend_flush(tr_backend *b);
 
 /* From any thread: make a blocked tr_backend_wait, or the next one if none

@@ -16,15 +16,29 @@ code, not this module:
   it back when the library reports it.  A number the library reports after it
   was reported, disarmed or replaced maps back to the token it stood for (up
   to :data:`RETIRED_KEPT` of them), so a library that reports twice or ignores
-  disarm fails B1 or B3 exactly as a Python backend would; a number it was
-  never given comes back as an :class:`UnknownToken`.
+  disarm fails B1 or B3 exactly as a Python backend would; one retired longer
+  ago comes back as an :class:`UnknownToken`.
 * **errors**: a negative return is ``-errno``.  ``-ESHUTDOWN`` (the backend is
   closed) raises ``RuntimeError`` (B13); any other raises ``OSError`` with that
   errno (``EBADF`` for a closed fd, B16).  A bad direction raises ``ValueError``
-  here, before the call, as the Python backends do.
+  here, before the call, as the Python backends do: it never reaches the
+  library.
+* **what only the adapter can see** raises :class:`ContractError` naming the
+  value, in the test that made the call (so its clause fails): a negative
+  return outside ``-4095..-1``; a wait that returns more reports than its
+  capacity; a report with a token number ``arm`` never gave, ``revents`` 0 or
+  with a bit outside the ``TR_*`` set, or ``reserved`` not 0; a flush that
+  claims more than two submissions per arm or disarm since the last flush,
+  plus one (a replacing arm may submit a cancel and a new poll; one for the
+  backend's own wake).  ``tr_backend_create`` returning a positive value is a
+  :class:`CabiError`.
 * **wait**: the timeout goes over in nanoseconds (``None`` -> -1), and
   ``-EINTR`` is retried with the time left, after Python's signal handlers ran
-  (PEP 475).  A signal handler that raises after the library returned loses
+  (PEP 475).  A call into C cannot be interrupted, so a watchdog thread ends
+  the process (one line on stderr, exit status :data:`HUNG_EXIT`) when a call
+  has not returned :data:`WAIT_GRACE_S` after its timeout, or
+  ``LIVENESS_S + WAIT_GRACE_S`` after it started with no limit (the suite wakes
+  or rescues every such wait within ``LIVENESS_S``).  A signal handler that raises after the library returned loses
   nothing: the reports stay in the adapter's array until they are listed (a
   report's ``revents`` is never 0, and the array is cleared once they are) and
   the next wait returns them.
