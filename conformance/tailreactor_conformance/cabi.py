@@ -47,12 +47,13 @@ code, not this module:
   is the library's to make harmless; ``tr_backend_destroy`` runs when the
   adapter is garbage-collected.
 
-Capabilities (``tr_backend_capabilities``) become the attributes that
-``tailreactor.backends.base`` names: ``ordered`` (``TR_CAP_ORDERED``:
-readiness order, clause B9) and ``max_batch`` (the most reports one wait
-returns, ``None`` for 0: no cap declared; the adapter then offers an array of
-``MAX_BATCH`` reports).  Flag bits the adapter does not know are ignored.  The table names the backend ``cabi:`` and the
-library's file name without ``.so`` (``cabi:libtr_epoll``).
+Capabilities (``tr_backend_capabilities``) become the backend attributes
+``ordered`` (``TR_CAP_ORDERED``: the readiness-order claim of clause B9) and
+``max_batch`` (the most reports one wait returns, the cap of clause B10;
+``None`` for 0: no cap declared, and the adapter then offers an array of
+``MAX_BATCH`` reports).  Flag bits the adapter does not know are ignored.  The
+table names the backend ``cabi:`` and the library's file name without ``.so``
+(``cabi:libtr_epoll``).
 """
 
 from __future__ import annotations
