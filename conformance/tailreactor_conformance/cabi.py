@@ -339,8 +339,9 @@ class CabiBackend:
         if n > 2 * calls + 1:
             raise ContractError(f"{self.name}: tr_backend_flush returned {n}, but {calls} arms and "
                                 f"disarms were made since the last flush (accepted: at most "
-                                f"{2 * calls + 1}: two submissions per arm or disarm, one replacing "
-                                f"another, and one of the backend's own)")
+                                f"{2 * calls + 1}: two submissions per arm or disarm, as an arm that "
+                                f"replaces one may submit a cancel and a new poll, plus one of the "
+                                f"backend's own)")
         return n
 
     def wake(self) -> None:
