@@ -90,22 +90,31 @@ def test_higher_latency_or_cpu_is_a_regression_and_lower_a_gain():
         assert compare(metric(key), a, lower, seed=1).verdict == "gain"
 
 
-def test_identical_arms_are_neutral_because_the_ci_includes_one():
+def test_identical_arms_are_equivalent_because_the_ci_is_within_the_minimum_effect():
     a = A8
     c = compare(metric("p99"), a, list(a), seed=1)
     assert (c.ratio, c.ci) == (1.0, (1.0, 1.0))
-    assert c.verdict == "neutral"
-    assert c.reason == "CI includes 1"
+    assert c.verdict == "equivalent"
+    assert c.reason == "CI within +-10%"
+    assert (c.detectable, c.pairs_needed) == (0.0, stats.MIN_PAIRS)
 
 
-def test_an_effect_below_the_minimum_is_neutral_even_when_the_ci_excludes_one():
+def test_a_certain_effect_below_the_minimum_is_equivalent_not_a_gain():
     a = A8
     b = [x * 1.02 for x in a]  # a certain but tiny +2 %
     c = compare(metric("rps"), a, b, seed=1, min_effect=0.05)
     assert c.ci[0] > 1.0
-    assert c.verdict == "neutral"
-    assert "minimum" in c.reason
+    assert c.verdict == "equivalent"
     assert compare(metric("rps"), a, b, seed=1, min_effect=0.01).verdict == "gain"
+
+
+def test_noisy_identical_arms_are_inconclusive_not_no_effect():
+    a = A8
+    b = [x * f for x, f in zip(a, (0.6, 1.7, 0.9, 1.3, 1.0, 0.7, 1.5, 1.1))]
+    c = compare(metric("p99"), a, b, seed=1)
+    assert c.ci[0] < 1 < c.ci[1]
+    assert c.verdict == "inconclusive"
+    assert c.detectable > 0.10 and c.pairs_needed > 8
 
 
 def test_too_few_pairs_give_no_verdict():
@@ -143,5 +152,5 @@ def test_zero_baseline_gives_no_ratio():
 
 
 def test_the_gate_fails_only_on_a_regression():
-    assert stats.is_regression(["neutral", "gain", "regression", "n/a"])
-    assert not stats.is_regression(["neutral", "gain", "n/a"])
+    assert stats.is_regression(["equivalent", "gain", "regression", "n/a"])
+    assert not stats.is_regression(["equivalent", "inconclusive", "gain", "n/a"])

@@ -12,11 +12,21 @@ Turn the per-run figures of two arms into one verdict per metric:
   median(B*) / median(A*).  Resampling pairs keeps what a trial shares (a
   neighbour stealing CPU slows both arms of that trial).  The random generator
   is seeded, so a job's verdicts are reproducible from its runs;
-* **verdict**: ``neutral`` when the CI includes 1 or the effect
-  ``|ratio - 1|`` is below the metric's minimum effect; otherwise ``gain`` or
-  ``regression`` by the metric's direction (more requests/s is better; more
-  latency or CPU per request is worse).  ``n/a`` when there is no ratio or
-  fewer than :data:`MIN_PAIRS` paired runs.
+* **verdict** (:func:`verdict`, e the metric's minimum effect):
+
+  - ``gain`` / ``regression``: the interval excludes 1 and the effect
+    ``|ratio - 1|`` is at least e; which of the two by the metric's direction
+    (more requests/s is better; more latency or CPU per request is worse);
+  - ``equivalent``: the whole interval lies within [1 - e, 1 + e] -- an
+    equivalence test at the same joint confidence (the same interval, so it
+    is the conservative form of two one-sided tests);
+  - ``inconclusive``: anything else -- typically an interval that includes 1
+    but is wider than +-e: this run cannot tell an effect from no effect;
+  - ``n/a`` when there is no ratio or fewer than :data:`MIN_PAIRS` paired runs.
+
+  Each comparison also gives the **detectable effect** of the run, the
+  interval's half-width (:func:`detectable_effect`), and about how many
+  paired runs would bring it down to e (:func:`pairs_needed`).
 
 The intervals are 95 % *simultaneous* over the seven metrics of a leg
 (Bonferroni: each is a 1 - 0.05/7 = 99.29 % interval), and a verdict needs
@@ -42,7 +52,9 @@ from typing import Iterable, Sequence
 
 __all__ = ["Metric", "METRICS", "metric", "Comparison", "MIN_PAIRS", "CONFIDENCE",
            "FAMILY_CONFIDENCE", "median", "quantile",
-           "median_ratio", "bootstrap_ratio_ci", "compare", "is_regression"]
+           "median_ratio", "bootstrap_ratio_ci", "compare", "decided", "is_regression",
+           "GAIN", "REGRESSION", "EQUIVALENT", "INCONCLUSIVE", "NO_VERDICT", "VERDICTS",
+           "Verdict", "verdict", "detectable_effect", "pairs_needed"]
 
 MIN_PAIRS = 8
 """Fewest paired runs for a gain/regression verdict (see the module docstring)."""
@@ -149,13 +161,86 @@ def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], *, seed: int,
     return quantile(ratios, tail), quantile(ratios, 1 - tail)
 
 
+GAIN = "gain"
+REGRESSION = "regression"
+EQUIVALENT = "equivalent"
+INCONCLUSIVE = "inconclusive"
+NO_VERDICT = "n/a"
+VERDICTS = (REGRESSION, GAIN, INCONCLUSIVE, EQUIVALENT, NO_VERDICT)
+"""Every verdict word, in the order a report counts them (what needs attention first)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`verdict` decided: one of :data:`VERDICTS` and why, in a few words."""
+
+    verdict: str
+    reason: str
+
+
+def verdict(ratio: float, ci: tuple[float, float], *, min_effect: float,
+            higher_is_better: bool) -> Verdict:
+    """The verdict on a B/A ``ratio`` with interval ``ci`` = (low, high) and minimum effect e.
+
+    * gain / regression: ``low > 1`` or ``high < 1`` (the interval excludes 1;
+      an end exactly at 1 does not) and ``|ratio - 1| >= e``; gain when the
+      change goes the metric's better way;
+    * equivalent: ``1 - e <= low`` and ``high <= 1 + e`` (ends on a bound count
+      as inside);
+    * inconclusive: anything else.
+
+    Raises ``ValueError`` for ``low > high`` or ``min_effect <= 0``.  The
+    other parts of the job -- and other load shapes -- decide with this one
+    function, so every verdict in a table follows from its row.
+    """
+    low, high = ci
+    if low > high:
+        raise ValueError(f"interval with low {low} > high {high}: expected (low, high)")
+    if not min_effect > 0:
+        raise ValueError(f"min_effect {min_effect!r}: accepted a fraction above 0, e.g. 0.05")
+    bound = f"+-{min_effect:.0%}"
+    excludes_one = low > 1 or high < 1
+    effect = ratio - 1
+    if excludes_one and abs(effect) >= min_effect:
+        better = (ratio > 1) == higher_is_better
+        return Verdict(GAIN if better else REGRESSION, f"CI excludes 1, effect {effect:+.1%}")
+    if 1 - min_effect <= low and high <= 1 + min_effect:
+        return Verdict(EQUIVALENT, f"CI within {bound}")
+    if excludes_one:
+        return Verdict(INCONCLUSIVE, f"CI excludes 1 but effect {effect:+.1%} is under {min_effect:.0%} "
+                                     f"and the CI reaches past {bound}")
+    return Verdict(INCONCLUSIVE, f"CI includes 1 and reaches past {bound}")
+
+
+def detectable_effect(ci: tuple[float, float]) -> float:
+    """Half the width of the interval: the smallest effect this run could have told from none."""
+    return (ci[1] - ci[0]) / 2
+
+
+def pairs_needed(n_pairs: int, ci: tuple[float, float], min_effect: float, *,
+                 floor: int = MIN_PAIRS) -> int:
+    """About how many paired runs would shrink the detectable effect to ``min_effect``.
+
+    An interval's width falls as 1/sqrt(pairs), so ``n * (half-width / e)^2``,
+    rounded up, and never below ``floor`` (the fewest pairs for a verdict).
+    An estimate from one run's interval: the noise of the next run decides.
+    """
+    return max(floor, math.ceil(n_pairs * (detectable_effect(ci) / min_effect) ** 2 - 1e-9))
+
+
 @dataclass(frozen=True)
 class Comparison:
     """The A/B comparison of one metric.
 
     Medians in the metric's unit; ``ratio`` = B/A; ``ci`` its bootstrap CI
-    (``None`` when not computed); ``verdict`` is ``gain``, ``regression``,
-    ``neutral`` or ``n/a`` and ``reason`` says why in a few words.
+    (``None`` when not computed); ``verdict`` is one of :data:`VERDICTS` and
+    ``reason`` says why in a few words.  ``detectable`` is the interval's
+    half-width and ``pairs_needed`` about how many pairs would bring it to the
+    minimum effect (both ``None`` without an interval).  ``estimator`` says
+    how each arm's figure was made: ``median`` (of the runs' values) or
+    ``pooled`` (of the runs' merged latency histograms, :mod:`tailjob.pooled`);
+    ``samples_a`` / ``samples_b``: with ``pooled``, the samples at or beyond
+    the percentile's rank in each arm's merged histogram.
     """
 
     metric: Metric
@@ -167,12 +252,19 @@ class Comparison:
     min_effect: float
     verdict: str
     reason: str
+    detectable: float | None = None
+    pairs_needed: int | None = None
+    estimator: str = "median"
+    samples_a: int | None = None
+    samples_b: int | None = None
 
     def as_dict(self) -> dict:
         return {"metric": self.metric.key, "n_pairs": self.n_pairs, "median_a": self.median_a,
                 "median_b": self.median_b, "ratio": self.ratio,
                 "ci": list(self.ci) if self.ci else None, "min_effect": self.min_effect,
-                "verdict": self.verdict, "reason": self.reason}
+                "verdict": self.verdict, "reason": self.reason, "detectable": self.detectable,
+                "pairs_needed": self.pairs_needed, "estimator": self.estimator,
+                "samples_a": self.samples_a, "samples_b": self.samples_b}
 
 
 def compare(m: Metric, a: Sequence[float | None], b: Sequence[float | None], *, seed: int,
@@ -205,16 +297,20 @@ def compare(m: Metric, a: Sequence[float | None], b: Sequence[float | None], *, 
     if any(x == 0 for x in pa):
         return result(ratio, None, "n/a", "A has zero values")
     ci = bootstrap_ratio_ci(pa, pb, seed=seed, resamples=resamples, confidence=confidence)
-    if ci[0] <= 1 <= ci[1]:
-        return result(ratio, ci, "neutral", "CI includes 1")
-    if abs(ratio - 1) < effect_floor:
-        return result(ratio, ci, "neutral",
-                      f"|effect| {abs(ratio - 1):.1%} < minimum {effect_floor:.0%}")
-    better = (ratio > 1) == m.higher_is_better
-    return result(ratio, ci, "gain" if better else "regression",
-                  f"CI excludes 1, effect {ratio - 1:+.1%}")
+    return decided(m, n, median(pa), median(pb), ratio, ci, effect_floor)
+
+
+def decided(m: Metric, n: int, value_a: float, value_b: float, ratio: float, ci: tuple[float, float],
+            min_effect: float, **extra) -> Comparison:
+    """The :class:`Comparison` of a metric with an interval: :func:`verdict`, detectable effect and
+    pairs needed filled in from ``ratio``, ``ci`` and ``min_effect``; ``extra`` sets the estimator
+    fields."""
+    v = verdict(ratio, ci, min_effect=min_effect, higher_is_better=m.higher_is_better)
+    return Comparison(m, n, value_a, value_b, ratio, ci, min_effect, v.verdict, v.reason,
+                      detectable=detectable_effect(ci), pairs_needed=pairs_needed(n, ci, min_effect),
+                      **extra)
 
 
 def is_regression(verdicts: Iterable[str]) -> bool:
-    """True if any verdict is ``regression`` (what ``--gate`` fails on)."""
-    return any(v == "regression" for v in verdicts)
+    """True if any verdict is ``regression`` (what ``--gate`` fails on; ``inconclusive`` is not)."""
+    return any(v == REGRESSION for v in verdicts)
