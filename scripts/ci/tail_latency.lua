@@ -1,7 +1,8 @@
 -- tail_latency.lua: wrk's done() hook for the tail-latency job.
 --
 -- Role: after a wrk run, print the latency spectrum wrk measured and one
--- machine-readable line for scripts/ci/tail_latency.py:
+-- machine-readable line for scripts/ci/tail_latency.py (with wrk's whole
+-- histogram as [us,count] buckets, so the job can pool runs):
 --
 --   TAILREACTOR_METRICS {"requests":...,"percentiles":[{"p":50,"us":...,"samples":...},...],...}
 --
@@ -23,6 +24,43 @@
 -- all) prints 0 with 0 samples instead of wrk's UINT64_MAX minimum.
 
 local NAMED = { 50, 75, 90, 99, 99.9, 99.99, 99.999 }
+
+-- wrk's latency histogram itself, for pooling runs (tailjob/pooled.py).
+--
+-- wrk's Lua API offers only latency(i), which rescans from the minimum on
+-- every call; Debian's wrk is built with LuaJIT, whose ffi reads the
+-- histogram directly.  The `latency` userdata holds a pointer to wrk's
+-- `stats` struct (stats.h, wrk 4.x): count, limit, min, max, then one
+-- counter per microsecond.  The buckets are printed only if what ffi reads
+-- agrees with what the API says (min, max, and the counters adding up to
+-- count); otherwise "histogram" is null and the job falls back to medians of
+-- the runs' own percentiles.
+local has_ffi, ffi = pcall(require, "ffi")
+if has_ffi then
+   has_ffi = pcall(ffi.cdef, [[
+      typedef struct { uint64_t count; uint64_t limit; uint64_t min; uint64_t max; uint64_t data[]; }
+         tailreactor_wrk_stats;
+   ]])
+end
+
+-- The non-empty buckets as JSON pairs "[us,count]", or nil (see above).
+local function histogram_buckets(latency)
+   if not has_ffi or latency.max < latency.min then return nil end
+   local ok, s = pcall(function() return ffi.cast("tailreactor_wrk_stats **", latency)[0] end)
+   if not ok then return nil end
+   local lo, hi = tonumber(s.min), tonumber(s.max)
+   if lo ~= latency.min or hi ~= latency.max or hi >= tonumber(s.limit) then return nil end
+   local out, total = {}, 0
+   for v = lo, hi do
+      local c = tonumber(s.data[v])
+      if c > 0 then
+         out[#out + 1] = "[" .. string.format("%d", v) .. "," .. string.format("%d", c) .. "]"
+         total = total + c
+      end
+   end
+   if total ~= tonumber(s.count) then return nil end
+   return out
+end
 
 -- Spectrum points for the plot: 0 to 5 "nines" in steps of 0.1
 -- (percentile = 100 * (1 - 10^-nines)), i.e. 50 points from p0 to p99.999.
@@ -122,6 +160,7 @@ done = function(summary, latency, requests)
       spectrum[#spectrum + 1] = "[" .. string.format("%.6f", p) .. "," .. int(us) .. "]"
    end
 
+   local buckets = histogram_buckets(latency)
    local json = "{"
       .. '"requests":' .. int(summary.requests)
       .. ',"duration_us":' .. int(summary.duration)
@@ -131,6 +170,7 @@ done = function(summary, latency, requests)
       .. ',"mean":' .. num(mean_us) .. ',"stdev":' .. num(stdev_us) .. "}"
       .. ',"percentiles":[' .. table.concat(named, ",") .. "]"
       .. ',"spectrum":[' .. table.concat(spectrum, ",") .. "]"
+      .. ',"histogram":' .. (buckets and ("[" .. table.concat(buckets, ",") .. "]") or "null")
       .. ',"errors":{"connect":' .. int(e.connect) .. ',"read":' .. int(e.read)
       .. ',"write":' .. int(e.write) .. ',"status":' .. int(e.status)
       .. ',"timeout":' .. int(e.timeout) .. "}"

@@ -11,6 +11,8 @@ import sys
 import pytest
 from tailjob_testdata import CI_DIR
 
+from tailjob import pooled
+
 pytestmark = [pytest.mark.wrk,
               pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")]
 
@@ -43,6 +45,16 @@ def test_tiny_tail_job_on_both_backends_writes_report_plot_and_history(tmp_path)
             assert r["wrk"]["requests"] > 0
             assert r["metrics"]["cpu_us_per_req"] > 0
             assert r["wrk"]["errors"] == {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
+            # wrk's whole histogram came through (LuaJIT ffi) and agrees with wrk's own figures
+            h = pooled.decode(r["wrk"]["histogram"])
+            assert abs(h.get_total_count() - r["wrk"]["latency_samples"]) <= 1
+            assert h.get_max_value() == pytest.approx(r["wrk"]["latency_us"]["max"], rel=1e-3)
+            # to p99 the rank rules of wrk and HdrHistogram (off by one) land in the same bucket
+            for q in r["wrk"]["percentiles"][:4]:
+                assert h.get_value_at_percentile(q["p"]) == pytest.approx(q["us"], rel=5e-3, abs=2)
+        estimators = {c["metric"]: c["estimator"] for c in leg["comparisons"]}
+        assert estimators == {"rps": "median", "cpu_us_per_req": "median", "p50": "median",
+                              "p99": "median", "p99.9": "pooled", "p99.99": "pooled", "p99.999": "pooled"}
 
 
 def test_probe_leg_gathers_every_workers_file_on_both_backends(tmp_path):

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from . import probeleg, procstat, stats
+from . import pooled, probeleg, procstat, stats
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer, ServerError, ServerProcess
 from .wrk import WrkOutputError, parse_wrk_output, wrk_command
@@ -258,18 +258,31 @@ class LegResult:
                 "comparisons": [c.as_dict() for c in self.comparisons], "probe": self.probe}
 
 
-def compare_leg(runs: list[RunRecord], *, seed: int, min_effect: float | None = None) -> list[stats.Comparison]:
-    """Per-metric comparison of arm B against arm A, runs paired by trial."""
+def compare_leg(runs: list[RunRecord], *, seed: int, min_effect: float | None = None,
+                resamples: int = stats.RESAMPLES) -> list[stats.Comparison]:
+    """Per-metric comparison of arm B against arm A, runs paired by trial.
+
+    The percentiles of :data:`tailjob.pooled.POOLED_KEYS` are compared on the
+    arms' pooled histograms when every paired run has one
+    (:func:`tailjob.pooled.compare_pooled`); the other metrics, and those
+    when a histogram is missing, on the medians of the runs' values.
+    """
     by_trial: dict[int, dict[str, RunRecord]] = {}
     for r in runs:
         if not r.warmup:
             by_trial.setdefault(r.trial, {})[r.arm] = r
     trials = [t for t in sorted(by_trial) if {"A", "B"} <= set(by_trial[t])]
     out = []
+    hist = {arm: [by_trial[t][arm].wrk.get("histogram") for t in trials] for arm in "AB"}
+    poolable = bool(trials) and all(h is not None for arm in "AB" for h in hist[arm])
     for m in stats.METRICS:
+        if poolable and m.key in pooled.POOLED_KEYS:
+            out.append(pooled.compare_pooled(m, hist["A"], hist["B"], seed=seed, min_effect=min_effect,
+                                             resamples=resamples))
+            continue
         a = [by_trial[t]["A"].metrics.get(m.key) for t in trials]
         b = [by_trial[t]["B"].metrics.get(m.key) for t in trials]
-        out.append(stats.compare(m, a, b, seed=seed, min_effect=min_effect))
+        out.append(stats.compare(m, a, b, seed=seed, min_effect=min_effect, resamples=resamples))
     return out
 
 

@@ -25,6 +25,8 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from . import pooled
+
 __all__ = ["PERCENTILES", "Percentile", "WrkResult", "WrkOutputError", "parse_wrk_output",
            "wrk_command", "wrk_version", "METRICS_PREFIX"]
 
@@ -63,7 +65,10 @@ class WrkResult:
     ``percentiles`` at :data:`PERCENTILES`; ``spectrum`` is ``(percentile,
     us)`` from p0 to p99.999 for plots; ``errors`` has the five wrk counters
     (``connect``, ``read``, ``write``, ``status`` = non-2xx/3xx, ``timeout``);
-    ``text_rps`` is wrk's own ``Requests/sec`` line.
+    ``text_rps`` is wrk's own ``Requests/sec`` line; ``histogram`` the run's
+    whole latency histogram as an encoded HdrHistogram (:mod:`tailjob.pooled`),
+    ``None`` when the script could not read it (wrk without LuaJIT's ffi, or a
+    recorded output from before it was printed).
     """
 
     requests: int
@@ -75,6 +80,7 @@ class WrkResult:
     spectrum: tuple[tuple[float, int], ...]
     errors: dict
     text_rps: float | None = None
+    histogram: str | None = None
 
     @property
     def rps(self) -> float:
@@ -104,7 +110,8 @@ class WrkResult:
                 "latency_samples": self.latency_samples, "latency_us": self.latency_us,
                 "percentiles": [{"p": q.p, "us": q.us, "samples": q.samples}
                                 for q in self.percentiles],
-                "spectrum": [list(x) for x in self.spectrum], "errors": self.errors}
+                "spectrum": [list(x) for x in self.spectrum], "errors": self.errors,
+                "histogram": self.histogram}
 
 
 def parse_wrk_output(text: str) -> WrkResult:
@@ -135,7 +142,7 @@ def parse_wrk_output(text: str) -> WrkResult:
             percentiles=percentiles,
             spectrum=tuple((float(p), int(us)) for p, us in m["spectrum"]),
             errors={k: int(m["errors"][k]) for k in ERROR_KINDS},
-            text_rps=_text_rps(text))
+            text_rps=_text_rps(text), histogram=_histogram(m.get("histogram")))
     except (KeyError, TypeError, ValueError) as e:
         raise WrkOutputError(f"TAILREACTOR_METRICS line lacks or mangles a field: {e!r}") from None
     if [q.p for q in result.percentiles] != list(PERCENTILES):
@@ -143,6 +150,13 @@ def parse_wrk_output(text: str) -> WrkResult:
                              f"expected {list(PERCENTILES)}")
     _check_text_agrees(text, result)
     return result
+
+
+def _histogram(buckets) -> str | None:
+    """wrk's ``[[us, count], ...]`` buckets as an encoded HdrHistogram (None stays None)."""
+    if buckets is None:
+        return None
+    return pooled.encode(pooled.histogram_of((int(v), int(c)) for v, c in buckets))
 
 
 def _text_rps(text: str) -> float | None:

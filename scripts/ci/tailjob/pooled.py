@@ -1,0 +1,176 @@
+"""Tail percentiles of an arm from its runs pooled: merged latency histograms.
+
+Role
+----
+A 2 s run at c64 has a few dozen samples beyond its p99.9 and one or two
+beyond its p99.999, so a run's own p99.99 is close to its maximum, and the
+median of eight such near-maxima is still one run's near-maximum.  For the
+percentiles in :data:`POOLED_KEYS` the job therefore estimates each arm's
+figure from **all its runs' samples**: every run's wrk histogram (kept as an
+HdrHistogram, 1 us .. 60 s, 3 significant digits) is added into one per arm --
+HdrHistogram merges exactly, so the merged histogram is the one a single
+long run with those samples would have had -- and the percentile is read from
+it, with the number of samples at or beyond its rank.
+
+The interval still resamples **whole trials**: a resample draws n trials with
+replacement, merges the drawn trials' histograms in each arm (a trial drawn
+twice counts twice), and takes the ratio of the two merged percentiles.  So
+what a trial shares (a neighbour slowing both arms of it) stays paired, and a
+run that was slow from start to end weighs as one trial, not as thousands of
+independent samples.
+
+Percentile rule (HdrHistogram's ``get_value_at_percentile``): the rank is
+``max(1, int(p * count / 100 + 0.5))`` and the value is the highest value
+equivalent to the bucket where the cumulative count reaches the rank.  The
+bootstrap evaluates that rule for 10,000 resamples at once with numpy
+(cumulative counts are additive, so a resample's are a weighted sum of the
+runs'); :func:`pooled_percentile` reads the point estimate through hdrh
+itself, and the tests check that both agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+from . import stats
+
+__all__ = ["POOLED_KEYS", "LOWEST_US", "HIGHEST_US", "DIGITS", "histogram_of", "encode", "decode",
+           "Pooled", "pooled_percentile", "PooledArms", "compare_pooled"]
+
+POOLED_KEYS = {"p99.9": 99.9, "p99.99": 99.99, "p99.999": 99.999}
+"""Metrics whose arm figure is the pooled percentile (p50 and p99 rest on hundreds of samples per run
+and stay medians of the runs)."""
+
+LOWEST_US, HIGHEST_US, DIGITS = 1, 60_000_000, 3
+
+
+def histogram_of(buckets: Iterable[Sequence[int]]) -> HdrHistogram:
+    """An HdrHistogram (us) of ``(value_us, count)`` buckets, e.g. wrk's non-empty 1-us buckets."""
+    h = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
+    for value, count in buckets:
+        if value < 0 or count < 0:
+            raise ValueError(f"histogram bucket ({value}, {count}): value and count must be >= 0")
+        if count:
+            h.record_value(min(int(value), HIGHEST_US), int(count))
+    return h
+
+
+def encode(h: HdrHistogram) -> str:
+    """HdrHistogram's standard compressed base64 form (what the result JSON keeps)."""
+    blob = h.encode()
+    return blob.decode("ascii") if isinstance(blob, bytes) else blob
+
+
+def decode(text: str) -> HdrHistogram:
+    """The histogram of :func:`encode`'s text."""
+    return HdrHistogram.decode(text)
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """A pooled percentile: ``us``, and ``samples`` at or beyond its rank out of ``total``."""
+
+    us: int
+    samples: int
+    total: int
+
+
+def pooled_percentile(encoded: Sequence[str], p: float) -> Pooled:
+    """Percentile ``p`` of the runs' histograms merged (through hdrh's own add and percentile)."""
+    if not encoded:
+        raise ValueError("pooled percentile of no runs")
+    merged = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
+    for text in encoded:
+        merged.add(decode(text))
+    total = merged.get_total_count()
+    if total == 0:
+        raise ValueError("pooled percentile of empty histograms")
+    rank = merged.get_target_count_at_percentile(p)
+    return Pooled(merged.get_value_at_percentile(p), total - rank + 1, total)
+
+
+class PooledArms:
+    """Both arms' runs of a leg on one bucket grid: ``a[i]`` and ``b[i]`` are trial ``i``'s runs."""
+
+    def __init__(self, a: Sequence[str], b: Sequence[str]):
+        if len(a) != len(b) or not a:
+            raise ValueError(f"pooled comparison needs paired, non-empty arms: got {len(a)} A and "
+                             f"{len(b)} B histograms")
+        hists = [decode(t) for t in (*a, *b)]
+        counts = np.array([np.ctypeslib.as_array(h.counts)[:h.counts_len] for h in hists], dtype=np.int64)
+        used = np.flatnonzero(counts.sum(axis=0))  # the grid: buckets some run used
+        ref = hists[0]
+        self.values = np.array([ref.get_highest_equivalent_value(ref.get_value_from_index(int(i)))
+                                for i in used], dtype=np.int64)
+        cum = np.cumsum(counts[:, used], axis=1)
+        self.n = len(a)
+        self.cum_a, self.cum_b = cum[:self.n], cum[self.n:]
+
+    def _percentile(self, cum: np.ndarray, p: float) -> np.ndarray:
+        """HdrHistogram's percentile rule on each row of cumulative counts."""
+        total = cum[:, -1]
+        rank = np.maximum(np.floor(p * total / 100 + 0.5), 1)
+        index = (cum < rank[:, None]).sum(axis=1)
+        return self.values[np.minimum(index, len(self.values) - 1)]
+
+    def point(self, p: float) -> tuple[int, int]:
+        """Percentile ``p`` of every A run merged and of every B run merged (the vectorised rule)."""
+        a = self._percentile(self.cum_a.sum(axis=0, keepdims=True), p)[0]
+        b = self._percentile(self.cum_b.sum(axis=0, keepdims=True), p)[0]
+        return int(a), int(b)
+
+    def ratio_ci(self, p: float, *, seed: int, resamples: int = stats.RESAMPLES,
+                 confidence: float = stats.CONFIDENCE, chunk: int = 1000) -> tuple[float, float]:
+        """Percentile-bootstrap interval of pooled(B)/pooled(A) at ``p``, resampling whole trials."""
+        rng = np.random.default_rng(seed)
+        ratios = []
+        for start in range(0, resamples, chunk):
+            k = min(chunk, resamples - start)
+            picks = rng.integers(0, self.n, size=(k, self.n))
+            weights = np.zeros((k, self.n), dtype=np.int64)
+            np.add.at(weights, (np.arange(k)[:, None], picks), 1)
+            va = self._percentile(weights @ self.cum_a, p)
+            vb = self._percentile(weights @ self.cum_b, p)
+            if (va == 0).any():
+                raise ValueError("bootstrap resample with pooled A percentile 0: ratio undefined")
+            ratios.append(vb / va)
+        r = np.sort(np.concatenate(ratios))
+        tail = (1 - confidence) / 2
+        return (stats.quantile(r.tolist(), tail), stats.quantile(r.tolist(), 1 - tail))
+
+
+def compare_pooled(m: stats.Metric, a: Sequence[str | None], b: Sequence[str | None], *, seed: int,
+                   min_effect: float | None = None, resamples: int = stats.RESAMPLES,
+                   confidence: float = stats.CONFIDENCE,
+                   min_pairs: int = stats.MIN_PAIRS) -> stats.Comparison:
+    """:func:`tailjob.stats.compare` for a metric of :data:`POOLED_KEYS`, from per-trial histograms.
+
+    ``a[i]`` / ``b[i]`` are the encoded histograms of trial ``i``'s runs
+    (``None``: missing, the pair is dropped).  The arms' figures are the
+    pooled percentiles, ``ratio`` their quotient, the interval
+    :meth:`PooledArms.ratio_ci`; the verdict is :func:`tailjob.stats.verdict`.
+    """
+    effect = m.min_effect if min_effect is None else min_effect
+    p = POOLED_KEYS[m.key]
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    n = len(pairs)
+    if n == 0:
+        return stats.Comparison(m, 0, None, None, None, None, effect, stats.NO_VERDICT, "no paired runs",
+                                estimator="pooled")
+    pa, pb = [x for x, _ in pairs], [y for _, y in pairs]
+    qa, qb = pooled_percentile(pa, p), pooled_percentile(pb, p)
+    extra = {"estimator": "pooled", "samples_a": qa.samples, "samples_b": qb.samples}
+    if qa.us == 0:
+        return stats.Comparison(m, n, qa.us, qb.us, None, None, effect, stats.NO_VERDICT,
+                                "pooled A is 0", **extra)
+    ratio = qb.us / qa.us
+    if n < min_pairs:
+        return stats.Comparison(m, n, qa.us, qb.us, ratio, None, effect, stats.NO_VERDICT,
+                                f"{n} paired run{'s' if n != 1 else ''}; a verdict needs {min_pairs}",
+                                **extra)
+    ci = PooledArms(pa, pb).ratio_ci(p, seed=seed, resamples=resamples, confidence=confidence)
+    return stats.decided(m, n, qa.us, qb.us, ratio, ci, effect, **extra)
