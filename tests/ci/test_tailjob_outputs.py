@@ -10,7 +10,7 @@ import pytest
 
 from tailjob_testdata import ROOT
 
-from tailjob import history, plot, report, runner
+from tailjob import history, plot, report, runner, stats
 from tailreactor.config import KNOBS
 
 
@@ -22,18 +22,27 @@ def test_verdicts_of_the_synthetic_slowdown(synthetic_job):
 def test_report_table_has_the_seed_shape_with_ratio_ci_and_verdict(synthetic_job):
     text = report.render(synthetic_job, runs=False)
     lines = text.splitlines()
-    header = "| Metric | A: A | B: B | B/A | Joint 95% CI | Min. effect | Verdict |"
+    header = ("| Metric | A: A | B: B | B/A | Joint 95% CI | Min. effect | Detectable | Pairs needed "
+              "| Verdict |")
     i = lines.index(header)
     rows = lines[i + 2:i + 9]
     assert [r.split(" | ")[0] for r in rows] == [
         "| Requests/s", "| Server CPU us/request", "| p50 ms", "| p99 ms", "| p99.9 ms",
         "| p99.99 ms", "| p99.999 ms"]
-    assert all(r.endswith("| regression |") for r in rows)
+    assert all(r.endswith("| **regression** |") for r in rows)  # bold: what fails --gate
     assert "## epoll, c64: `wrk -t2 -c64 -d2s`, medians over 8 runs per arm" in lines
+    for row in rows:  # the verdict follows from the row's own ratio, interval and minimum effect
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        ratio, (lo, hi) = float(cells[3]), map(float, cells[4].split("–"))
+        e = float(cells[5].rstrip("%")) / 100
+        better_up = cells[0] == "Requests/s"
+        assert cells[8].strip("*") == stats.verdict(ratio, (lo, hi), min_effect=e, higher_is_better=better_up).verdict
+        assert cells[6].startswith("±") and cells[6].endswith("%")
+        assert int(cells[7]) >= stats.MIN_PAIRS
     # median p50 of A: runs 1000 + 10 t + position over t = 0..7 -> about 1035 us
     assert 1.030 <= float(rows[2].split(" | ")[1]) <= 1.040
     assert rows[0].split(" | ")[1] == "40,350"            # median A req/s: 40000 + 100 x 3.5
-    assert rows[5].split(" | ")[1].endswith("(6)")       # samples behind p99.99
+    assert rows[5].split(" | ")[1].endswith("(6)")       # samples behind p99.99 (median of the runs)
     assert rows[6].split(" | ")[2].endswith("(1)")
 
 
@@ -42,7 +51,39 @@ def test_report_header_names_the_arms_schedule_and_machine(synthetic_job):
     assert "**A = A** `(defaults)`; **B = B** `CWIST_BENCH_DELAY_US=200`" in text
     assert "RMIT, seed 1" in text and "not pinned" in text
     assert "Test CPU, 2 CPUs" in text and "commit 000000000000." in text
-    assert "- epoll, c64: **regression** on Requests/s (-49.6%), Server CPU us/request (+98.6%)" in text
+    assert "- epoll, c64: **regression** on 7: Requests/s (-49.6%), Server CPU us/request (+98.6%)" in text
+
+
+def _c(key, v, ratio=1.0, ci=(0.9, 1.1), reason="", detectable=0.1):
+    return stats.Comparison(stats.metric(key), 8, 1.0, ratio, ratio, ci, stats.metric(key).min_effect, v,
+                            reason, detectable=detectable, pairs_needed=8)
+
+
+def test_verdict_summary_counts_metrics_per_verdict_worst_first():
+    cs = [_c("rps", "equivalent"), _c("cpu_us_per_req", "gain", 0.9), _c("p50", "equivalent"),
+          _c("p99", "regression", 1.25), _c("p99.9", "inconclusive", detectable=0.42),
+          _c("p99.99", "inconclusive", detectable=0.815), _c("p99.999", "n/a", reason="x")]
+    assert report.verdict_summary(cs) == (
+        "**regression** on 1: p99 ms (+25.0%); gain on 1: Server CPU us/request (-10.0%); "
+        "**inconclusive** on 2: p99.9 ms (detectable ±42%), p99.99 ms (detectable ±82%); "
+        "equivalent on 2: Requests/s, p50 ms; n/a on 1: p99.999 ms")
+    assert report.verdict_counts(cs) == {"regression": 1, "gain": 1, "inconclusive": 2, "equivalent": 2,
+                                         "n/a": 1}
+    every = [_c(k, "equivalent") for k in ("rps", "p50")]
+    assert report.verdict_summary(every) == "equivalent on 2: Requests/s, p50 ms"
+    none = [_c(k, "n/a", reason="3 paired runs; a verdict needs 8") for k in ("rps", "p50")]
+    assert report.verdict_summary(none) == "no verdict (3 paired runs; a verdict needs 8)"
+
+
+def test_the_report_never_says_neutral(synthetic_job):
+    assert "neutral" not in report.render(synthetic_job, runs=True).lower()
+
+
+def test_a_seed_profile_report_says_how_many_runs_the_seed_pr_used_and_a_verdict_needs(synthetic_job):
+    seed = replace(synthetic_job, profile="seed")
+    text = report.render(seed, runs=False)
+    assert "the seed PR used 3 runs on epoll; a verdict needs 8" in text
+    assert "the seed PR used" not in report.render(synthetic_job, runs=False)
 
 
 def test_report_counts_flagged_runs_and_lists_runs_only_when_asked(synthetic_job):
@@ -100,6 +141,8 @@ def test_history_line_has_provenance_knobs_and_verdicts(synthetic_job, tmp_path)
     assert leg["knobs"]["A"]["CWIST_BENCH_DELAY_US"] == 0
     assert leg["knobs"]["A"]["CWIST_REACTOR_BACKEND"] == "epoll"
     assert leg["metrics"]["rps"]["verdict"] == "regression"
+    assert set(leg["metrics"]["p99.9"]) >= {"detectable", "pairs_needed", "estimator", "samples_a"}
+    assert leg["verdict_counts"] == {"regression": 7}
     assert leg["metrics"]["rps"]["ratio"] < 1
     assert leg["flagged_runs"] == {"polluted": 1, "socket-errors": 1, "non-2xx": 0}
     assert leg["backends"] == {"A": "epoll", "B": "epoll"}  # each arm's backend, as asked
@@ -108,6 +151,33 @@ def test_history_line_has_provenance_knobs_and_verdicts(synthetic_job, tmp_path)
     history.append_history(line, tmp_path)
     stored = path.read_text().splitlines()
     assert len(stored) == 2 and json.loads(stored[1]) == json.loads(json.dumps(line))
+
+
+def test_history_reads_old_lines_and_maps_neutral_by_the_new_rule(synthetic_job, tmp_path):
+    line = history.history_line(synthetic_job, result_file="results/x.json")
+    old = json.loads(json.dumps(line))
+    old["schema"] = 1
+    m = old["legs"][0]["metrics"]
+    m["rps"].update(ratio=1.02, ci=[0.99, 1.04], verdict="neutral")       # within +-5 %: equivalent
+    m["p99"].update(ratio=1.4, ci=[0.5, 2.8], verdict="neutral")          # wide, includes 1
+    m["p50"].update(ratio=1.03, ci=[1.01, 1.06], verdict="neutral")       # excluded 1, small effect
+    m["p99.9"].update(ci=None, verdict="n/a")
+    for k in ("detectable", "pairs_needed", "estimator", "samples_a", "samples_b"):
+        for v in m.values():
+            v.pop(k, None)
+    path = tmp_path / "tail-latency.jsonl"
+    path.write_text(json.dumps(old) + "\n" + json.dumps(line) + "\n")
+    first, second = history.read_history(path)
+    got = first["legs"][0]["metrics"]
+    assert got["rps"]["verdict"] == "equivalent" and got["rps"]["verdict_recorded"] == "neutral"
+    assert got["p99"]["verdict"] == "inconclusive"
+    assert got["p50"]["verdict"] == "inconclusive"
+    assert got["p99.9"]["verdict"] == "n/a" and "verdict_recorded" not in got["p99.9"]
+    assert got["p99"]["detectable"] == pytest.approx(1.15)
+    assert second == json.loads(json.dumps(line))
+    path.write_text("{not json\n")
+    with pytest.raises(ValueError, match="line 1"):
+        history.read_history(path)
 
 
 def test_result_json_keeps_every_run(synthetic_job, tmp_path):

@@ -8,7 +8,17 @@ Role
   ``<out>/results/``;
 * :func:`history_line` / :func:`append_history` -- one compact line per job
   appended to ``<out>/tail-latency.jsonl``: provenance, profile, pinning,
-  every knob's value per arm and leg, the medians, ratios, CIs and verdicts.
+  every knob's value per arm and leg, the arms' figures, ratios, CIs, detectable
+  effects, pairs needed and verdicts, and each leg's count per verdict;
+* :func:`read_history` -- the lines back, old ones included.
+
+Schema 1 lines (before the four verdicts) may say ``neutral``, which meant
+"the CI includes 1, or the effect is under the minimum effect" and so mixed
+"no effect" with "cannot tell".  Reading one, the verdict is decided again by
+:func:`tailjob.stats.verdict` from the line's own ratio, CI and minimum
+effect -- ``equivalent`` when the CI lay within +-e, else ``inconclusive`` --
+and the recorded word is kept as ``verdict_recorded``.  A ``neutral`` without
+a CI becomes ``inconclusive``.  Schema 2 lines are returned as written.
 
 ``<out>`` is ``benchmarks/`` unless ``--out`` says otherwise; see
 benchmarks/README.md for which results are committed.
@@ -25,14 +35,17 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from . import stats
 from .runner import JobResult
 
 __all__ = ["provenance", "package_version", "stem", "result_stem", "write_result", "history_line",
-           "append_history",
+           "append_history", "read_history", "upgrade_line",
            "HISTORY_FILE", "SCHEMA"]
 
 HISTORY_FILE = "tail-latency.jsonl"
-SCHEMA = 1
+SCHEMA = 2
+"""2: four verdicts (gain, regression, equivalent, inconclusive) with detectable effect and pairs needed;
+1: verdicts gain, regression, neutral."""
 
 
 def _git(repo: Path, *args: str) -> str | None:
@@ -123,8 +136,13 @@ def history_line(job: JobResult, *, result_file: str) -> dict:
             "knobs": lr.knobs, "env": lr.env,
             "metrics": {c.metric.key: {"a": c.median_a, "b": c.median_b, "ratio": c.ratio,
                                        "ci": list(c.ci) if c.ci else None, "n_pairs": c.n_pairs,
-                                       "min_effect": c.min_effect, "verdict": c.verdict}
+                                       "min_effect": c.min_effect, "verdict": c.verdict,
+                                       "detectable": c.detectable, "pairs_needed": c.pairs_needed,
+                                       "estimator": c.estimator, "samples_a": c.samples_a,
+                                       "samples_b": c.samples_b}
                         for c in lr.comparisons},
+            "verdict_counts": {v: n for v in stats.VERDICTS
+                               if (n := sum(c.verdict == v for c in lr.comparisons))},
             "flagged_runs": {flag: sum(flag in r.flags for r in measured)
                              for flag in ("polluted", "socket-errors", "non-2xx")},
         })
@@ -149,3 +167,46 @@ def append_history(line: dict, out_dir: Path, *, name: str = HISTORY_FILE) -> Pa
     with open(path, "a") as f:
         f.write(json.dumps(line, separators=(",", ":")) + "\n")
     return path
+
+
+def upgrade_line(line: dict) -> dict:
+    """A history line in the current vocabulary: schema 1's ``neutral`` decided again (module docstring)."""
+    if line.get("schema", 1) >= 2:
+        return line
+    for leg in line.get("legs", []):
+        for key, m in leg.get("metrics", {}).items():
+            if m.get("verdict") != "neutral":
+                continue
+            m["verdict_recorded"] = "neutral"
+            ci, ratio = m.get("ci"), m.get("ratio")
+            if ci is None or ratio is None:
+                m["verdict"] = stats.INCONCLUSIVE
+                continue
+            try:
+                better_up = stats.metric(key).higher_is_better
+            except KeyError:
+                better_up = False
+            m["verdict"] = stats.verdict(ratio, tuple(ci), min_effect=m["min_effect"],
+                                         higher_is_better=better_up).verdict
+            m["detectable"] = stats.detectable_effect(ci)
+        leg["verdict_counts"] = {v: n for v in stats.VERDICTS
+                                 if (n := sum(m.get("verdict") == v for m in leg.get("metrics", {}).values()))}
+    return line
+
+
+def read_history(path: Path) -> list[dict]:
+    """Every line of a history file, upgraded by :func:`upgrade_line`.
+
+    Raises ``ValueError`` naming the file and line number of a line that is
+    not JSON.
+    """
+    lines = []
+    with open(path) as f:
+        for number, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                lines.append(upgrade_line(json.loads(text)))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: line {number} is not JSON ({e})") from None
+    return lines

@@ -6,10 +6,12 @@ Role
 
 1. a header saying exactly what ran (wrk command, arms, pinning, schedule,
    statistics, machine, commit);
-2. the verdicts, one line per leg;
+2. the verdicts, one line per leg, counting the metrics per verdict;
 3. per leg, the table in the seed PR's shape -- arms side by side, medians over
-   N runs -- extended with the B/A ratio, its joint 95 % CI, the minimum effect
-   and the verdict; p99.99 and p99.999 carry the number of samples behind them;
+   N runs -- extended with the B/A ratio, its joint 95 % CI, the minimum effect,
+   the detectable effect (the CI's half-width), about how many pairs would bring
+   it to the minimum effect, and the verdict; p99.9 and beyond are pooled over
+   the arm's runs and carry the samples behind them;
 4. with ``--probe``, per leg the latency probe's figures per arm and worker
    (medians over the runs, :mod:`tailjob.probeleg`);
 5. per leg, every run (``runs=True``), with its flags;
@@ -20,12 +22,15 @@ Latencies are printed in ms (recorded in us), CPU per request in us.
 
 from __future__ import annotations
 
+from .plan import PROFILES
+from .pooled import POOLED_KEYS
 from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
-from .stats import CONFIDENCE, METRICS, MIN_PAIRS, RESAMPLES, Comparison, median
+from .stats import CONFIDENCE, INCONCLUSIVE, METRICS, MIN_PAIRS, NO_VERDICT, RESAMPLES, REGRESSION, \
+    VERDICTS, Comparison, median
 
-__all__ = ["render", "plural", "verdict_summary", "probe_table", "run_rows", "flag_summary", "machine_line",
-           "format_value"]
+__all__ = ["render", "plural", "verdict_summary", "verdict_counts", "runs_line", "probe_table", "run_rows",
+           "flag_summary", "machine_line", "format_value"]
 
 FLAG_TEXT = {
     "polluted": "polluted (other processes used more CPU than the limit)",
@@ -55,35 +60,63 @@ def format_value(key: str, v: float | None) -> str:
     return _ms(v)
 
 
-def _samples(runs: list[RunRecord], key: str) -> str:
-    """Median number of samples behind a percentile over ``runs``, as ' (n)'."""
-    if key not in ("p99.99", "p99.999"):
+def _samples(c: Comparison, runs: list[RunRecord], arm: str) -> str:
+    """The samples behind a tail figure, as ' (n)': the pooled count, or the runs' median count."""
+    if c.estimator == "pooled":
+        n = c.samples_a if arm == "A" else c.samples_b
+        return "" if n is None else f" ({n:,})"
+    if c.metric.key not in POOLED_KEYS:
         return ""
-    p = float(key[1:])
+    p = float(c.metric.key[1:])
     counts = [q["samples"] for r in runs for q in r.wrk["percentiles"] if q["p"] == p]
     return f" ({median(counts):.0f})" if counts else ""
 
 
+def verdict_counts(c_list: list[Comparison]) -> dict[str, int]:
+    """How many metrics got each verdict, in :data:`tailjob.stats.VERDICTS` order (only those that occur)."""
+    counts = {v: sum(c.verdict == v for c in c_list) for v in VERDICTS}
+    return {v: n for v, n in counts.items() if n}
+
+
+def _item(c: Comparison) -> str:
+    if c.verdict in ("gain", REGRESSION):
+        return f"{c.metric.label} ({c.ratio - 1:+.1%})"
+    if c.verdict == INCONCLUSIVE:
+        return f"{c.metric.label} (detectable ±{c.detectable:.0%})"
+    return c.metric.label
+
+
 def verdict_summary(c_list: list[Comparison]) -> str:
-    """'neutral on every metric' or 'regression on p99 (+23.0%); gain on Requests/s (+8.1%)'."""
-    called = [c for c in c_list if c.verdict in ("gain", "regression")]
-    missing = [c for c in c_list if c.verdict == "n/a"]
+    """One leg's metrics counted per verdict, worst first:
+    '**regression** on 1: p99 ms (+25.0%); **inconclusive** on 2: ...; equivalent on 3: ...'.
+
+    ``regression`` and ``inconclusive`` are bold: the first fails ``--gate``,
+    the second means this run could not tell an effect from none.
+    """
+    if c_list and all(c.verdict == NO_VERDICT for c in c_list):
+        return f"no verdict ({c_list[0].reason})"
     parts = []
-    for word in ("regression", "gain"):
-        hits = [c for c in called if c.verdict == word]
-        if hits:
-            parts.append(f"**{word}** on " + ", ".join(
-                f"{c.metric.label} ({c.ratio - 1:+.1%})" for c in hits))
-    if not called and not missing:
-        return "neutral on every metric"
-    if missing and not called and len(missing) == len(c_list):
-        return f"no verdict ({missing[0].reason})"
-    rest = len(c_list) - len(called) - len(missing)
-    if rest:
-        parts.append(f"neutral on {rest} other metric{'s' if rest != 1 else ''}")
-    if missing:
-        parts.append("n/a on " + ", ".join(c.metric.label for c in missing))
+    for word, n in verdict_counts(c_list).items():
+        shown = f"**{word}**" if word in (REGRESSION, INCONCLUSIVE) else word
+        parts.append(f"{shown} on {n}: " + ", ".join(_item(c) for c in c_list if c.verdict == word))
     return "; ".join(parts)
+
+
+def runs_line(job: JobResult, lr: LegResult) -> str | None:
+    """For the seed PR's profiles: 'Runs: the seed PR used 3 runs on epoll; a verdict needs 8; ...'."""
+    profile = PROFILES.get(job.profile)
+    if profile is None or not profile.seed_pr_runs or lr.leg.backend is None:
+        return None
+    used = profile.seed_pr_runs.get(lr.leg.backend, profile.seed_pr_runs.get("*"))
+    if used is None:
+        return None
+    needed = [c.pairs_needed for c in lr.comparisons if c.pairs_needed is not None]
+    text = (f"Runs: the seed PR used {plural(used, 'run')} on {lr.leg.backend}; a verdict needs {MIN_PAIRS}; "
+            f"this leg ran {plural(min(len(lr.measured('A')), len(lr.measured('B'))), 'pair')}")
+    if needed:
+        text += (f", and at its noise every metric would reach its minimum effect with about "
+                 f"{max(needed)} pairs")
+    return text + "."
 
 
 def _ci(c: Comparison) -> str:
@@ -94,16 +127,26 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
     a, b = job.arms
     runs_a, runs_b = lr.measured("A"), lr.measured("B")
     n_runs = min(len(runs_a), len(runs_b))
-    lines = [f"## {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {plural(n_runs, 'run')} per arm", "",
-             f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Verdict |",
-             "|---|---:|---:|---:|:---:|---:|---|"]
+    pooled = [c.metric.label for c in lr.comparisons if c.estimator == "pooled"]
+    how = f"; {', '.join(pooled)} pooled over each arm's runs" if pooled else ""
+    lines = [f"## {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {plural(n_runs, 'run')} per arm{how}",
+             "",
+             f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Detectable "
+             "| Pairs needed | Verdict |",
+             "|---|---:|---:|---:|:---:|---:|---:|---:|---|"]
     for c in lr.comparisons:
         key = c.metric.key
         ratio = "-" if c.ratio is None else f"{c.ratio:.3f}"
-        lines.append(f"| {c.metric.label} | {format_value(key, c.median_a)}{_samples(runs_a, key)} "
-                     f"| {format_value(key, c.median_b)}{_samples(runs_b, key)} | {ratio} | {_ci(c)} "
-                     f"| {c.min_effect:.0%} | {c.verdict} |")
+        detectable = "-" if c.detectable is None else f"±{c.detectable:.1%}"
+        needed = "-" if c.pairs_needed is None else str(c.pairs_needed)
+        verdict = f"**{c.verdict}**" if c.verdict in (REGRESSION, INCONCLUSIVE) else c.verdict
+        lines.append(f"| {c.metric.label} | {format_value(key, c.median_a)}{_samples(c, runs_a, 'A')} "
+                     f"| {format_value(key, c.median_b)}{_samples(c, runs_b, 'B')} | {ratio} | {_ci(c)} "
+                     f"| {c.min_effect:.0%} | {detectable} | {needed} | {verdict} |")
     lines += ["", flag_summary(lr)]
+    seed = runs_line(job, lr)
+    if seed:
+        lines += ["", seed]
     return lines
 
 
@@ -204,9 +247,12 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
         f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
         f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "
-        f"{CONFIDENCE:.2%}); **neutral** when the CI includes 1 or the effect is under the minimum effect; "
-        "**gain**/**regression** by direction (more req/s is better, more latency or CPU is worse); "
-        f"**n/a** with fewer than {MIN_PAIRS} paired runs.",
+        f"{CONFIDENCE:.2%}). **gain**/**regression** when the CI excludes 1 and the effect is at least the "
+        "minimum effect, by direction (more req/s is better, more latency or CPU is worse); **equivalent** "
+        "when the whole CI lies within ±the minimum effect; **inconclusive** otherwise (this run cannot "
+        f"tell an effect of the minimum size from none); **n/a** with fewer than {MIN_PAIRS} paired runs. "
+        "Detectable: the CI's half-width; pairs needed: about how many paired runs would bring it to the "
+        "minimum effect (width falls as 1/sqrt(pairs)).",
         f"- {machine_line(pv)}",
         "", "## Verdicts", ""]
     for lr in job.legs:
@@ -233,8 +279,11 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         "next request only after the response), so a stalled server is sent fewer requests and the tail "
         "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "
         "partial correction. Responses slower than wrk's timeout are counted as errors, not latencies.",
-        "- (n) after p99.99 and p99.999: samples behind that percentile in the median run; with a "
-        "handful of samples the figure is close to the run's maximum.",
+        "- p99.9, p99.99 and p99.999 are each arm's runs pooled: the runs' wrk histograms merged "
+        "(HdrHistogram, exact), the percentile read from the merged one; (n) is the samples at or beyond "
+        "its rank. The interval still resamples whole trials (a resample merges the drawn trials' "
+        "histograms). Without histograms (wrk lacking LuaJIT's ffi) they are medians of the runs, and "
+        "(n) is the median run's count.",
         "- Server CPU us/request: utime+stime of the server's process tree from /proc, sampled before "
         "and after the wrk run, divided by the requests wrk completed.",
         f"- Other CPU: machine busy time (/proc/stat user+nice+system+irq+softirq+steal) minus server, wrk and this "
