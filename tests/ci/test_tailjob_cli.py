@@ -14,6 +14,9 @@ from tailjob.cli import main
     (["--threads", "8", "--connections", "4"], "at least as many connections as threads"),
     (["--ab", "backend", "--backend", "epoll"], "--backend epoll: both arms set CWIST_REACTOR_BACKEND"),
     (["--pin", "--server-cpus", "4096"], "--server-cpus '4096': CPUs [4096] are not available"),
+    (["--calibrate", "2", "--ab", "aa"], "--calibrate chooses its own arms"),
+    (["--calibrate", "2", "--gate"], "--gate applies to an A/B, not to --calibrate"),
+    (["--calibrate", "2", "--peers"], "--calibrate and --peers are different jobs"),
 ])
 def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
     assert main([*argv, "--out", str(tmp_path)]) == 2
@@ -44,6 +47,7 @@ def test_an_invalid_ambient_knob_is_refused_even_when_every_arm_overrides_it(arg
 
 
 @pytest.mark.parametrize("argv", [["--duration", "3x"], ["--runs", "0"], ["--min-effect", "150%"],
+                                  ["--calibrate", "0"],
                                   ["--connections", "64,"], ["--profile", "huge"]])
 def test_malformed_values_are_argparse_errors(argv, capsys):
     with pytest.raises(SystemExit) as e:

@@ -57,6 +57,26 @@ def test_tiny_tail_job_on_both_backends_writes_report_plot_and_history(tmp_path)
                               "p99": "median", "p99.9": "pooled", "p99.99": "pooled", "p99.999": "pooled"}
 
 
+def test_calibrate_runs_aa_and_slowdown_legs_and_writes_the_table(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(CI_DIR / "tail_latency.py"), "--calibrate", "1", "--backend", "epoll",
+         "--threads", "1", "--connections", "8", "--duration", "1", "--runs", "1", "--no-warmup",
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Calibration: K = 1 rounds, profile `quick` (`wrk -t1 -c8 -d1s`)" in out.stdout
+    rows = [ln for ln in out.stdout.splitlines() if ln.startswith("| epoll, c8 |")]
+    assert len(rows) == 7
+    assert all(" | 0/1 | 0/1 | - | 0/1 | 0/1 |" in r for r in rows)  # 1 pair: n/a everywhere
+    data = json.loads(next((tmp_path / "results").glob("*-quick-calibrate.json")).read_text())
+    assert [leg["kind"] for leg in data["legs"]] == ["aa", "slow10", "slow25"]
+    delays = [leg["delay_us"] for leg in data["legs"]]
+    assert delays[0] is None and 1 <= delays[1] <= delays[2]
+    b_env = data["legs"][2]["leg"]["env"]["B"]
+    assert b_env["CWIST_BENCH_DELAY_US"] == str(delays[2])
+    assert len(list((tmp_path / "results").glob("*-quick-calibrate.md"))) == 1
+
+
 def test_probe_leg_gathers_every_workers_file_on_both_backends(tmp_path):
     out = subprocess.run(
         [sys.executable, str(CI_DIR / "tail_latency.py"), "--ab", "tail", "--probe", "--workers", "2",

@@ -218,3 +218,21 @@ def test_every_output_of_the_job_is_ignored_by_git():
     kept = subprocess.run(["git", "check-ignore", "--no-index", "benchmarks/results/.gitkeep"], cwd=ROOT,
                           capture_output=True, text=True, check=False)
     assert kept.returncode == 1  # not ignored
+
+
+def _with_verdicts(job, verdicts):
+    lr = job.legs[0]
+    cs = [replace(c, verdict=verdicts.get(c.metric.key, "equivalent")) for c in lr.comparisons]
+    return replace(job, legs=[replace(lr, comparisons=cs)])
+
+
+def test_the_gate_fails_on_a_regression_only_and_names_inconclusive_metrics_prominently(synthetic_job):
+    mixed = _with_verdicts(synthetic_job, {"p99.9": "inconclusive", "p99.99": "inconclusive"})
+    code, lines = report.gate(mixed)
+    assert code == 0
+    assert lines[0].startswith("INCONCLUSIVE: 2 metrics")
+    assert "epoll, c64: p99.9 ms" in lines[0] and "not a pass" in lines[0]
+    code, lines = report.gate(_with_verdicts(synthetic_job, {"p99": "regression", "p50": "inconclusive"}))
+    assert code == 1
+    assert lines[0].startswith("REGRESSION: 1 metric ") and lines[1].startswith("INCONCLUSIVE: 1 metric ")
+    assert report.gate(_with_verdicts(synthetic_job, {})) == (0, [])

@@ -6,7 +6,8 @@ Parse options, plan the legs, check the tools, run the job with progress,
 then write the report (Markdown), the plot (SVG, PNG), the per-job JSON and
 the history line, print the summary, and exit:
 
-* 0 -- done (any verdicts), or no regression with ``--gate``;
+* 0 -- done (any verdicts), or no regression with ``--gate`` (an
+  ``inconclusive`` metric is printed prominently at the end, and exits 0);
 * 1 -- ``--gate`` and some metric is a ``regression``;
 * 2 -- bad options or environment (one-line error naming what failed);
 * 3 -- a run failed (server or wrk), so the job has no result.
@@ -18,30 +19,34 @@ bench server on each backend beside the asyncio, uvloop and nginx peers
 (:mod:`tailjob.peers`, :mod:`tailjob.peersjob`), pinned by default; it writes
 ``<out>/results/<stem>-peers.*`` and ``<out>/peers.jsonl``, and with
 ``--write-readme`` the table in ``<out>/README.md``.
+
+``--calibrate K`` runs K rounds of an A/A leg and two legs with an injected
+slowdown on every leg of the plan (:mod:`tailjob.calibrate`) and writes
+``<out>/results/<stem>-calibrate.md`` and ``.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
 import signal
 import sys
 import threading
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
 from tailreactor import config as _config
 
-from . import history, peers, peersjob, peersreport, plot, report
+from . import calibrate, history, peers, peersjob, peersreport, plot, report
 from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knobs, arms_for, \
     peer_legs, plan_legs, server_env
 from .progress import JobProgress
 from .runner import JobError, JobResult, Settings, run_job
-from .stats import is_regression
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]
@@ -132,7 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     verdict.add_argument("--min-effect", type=_fraction,
                          help="minimum effect for every metric, e.g. 5%% (default: per metric, "
                               "5%% for req/s, CPU and p50, 10%% for p99/p99.9, 20%% beyond)")
-    verdict.add_argument("--gate", action="store_true", help="exit 1 if any metric is a regression")
+    verdict.add_argument("--gate", action="store_true",
+                         help="exit 1 if any metric is a regression (inconclusive metrics are printed "
+                              "prominently and exit 0)")
+    verdict.add_argument("--calibrate", type=_positive, metavar="K",
+                         help="instead of one A/B: K rounds of an A/A leg and legs with about +10%% and "
+                              "+25%% server CPU per request injected (CWIST_BENCH_DELAY_US) on each leg of "
+                              "the profile; prints per metric the false gain/regression rate, the detection "
+                              "rates and the median detectable effect")
     verdict.add_argument("--out", type=Path, default=REPO / "benchmarks",
                          help="output directory: <out>/results/ and <out>/tail-latency.jsonl "
                               "(default: benchmarks/)")
@@ -168,6 +180,14 @@ def _error(message: str, code: int) -> int:
 
 def _check_mode(args: argparse.Namespace) -> None:
     """Options that belong to the other mode (A/B or --peers) are refused with one line."""
+    if args.calibrate is not None:
+        if args.peers:
+            raise PlanError("--calibrate and --peers are different jobs: choose one")
+        if args.ab or args.a is not None or args.b is not None:
+            raise PlanError("--calibrate chooses its own arms (A/A and injected slowdowns): leave out --ab/--a/--b")
+        for flag, name in ((args.gate, "--gate"), (args.probe, "--probe")):
+            if flag:
+                raise PlanError(f"{name} applies to an A/B, not to --calibrate")
     if not args.peers:
         for flag, name in ((args.write_readme, "--write-readme"), (args.no_pin, "--no-pin")):
             if flag:
@@ -222,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         return _error(str(e), 2)
     if args.peers:
         return main_peers(args, argv)
+    if args.calibrate is not None:
+        return main_calibrate(args, argv)
     try:
         if args.ab and (args.a is not None or args.b is not None):
             raise PlanError("--ab cannot be combined with --a/--b")
@@ -277,9 +299,70 @@ def main(argv: list[str] | None = None) -> int:
     if settings.probe_dir:
         print(f"- {settings.probe_dir}/ (every worker's latency probe file, per run)")
     print(f"- {jsonl} (one line appended)")
-    if args.gate and is_regression(job.verdicts()):
+    code, lines = report.gate(job)
+    if lines:
+        print("\n" + "\n".join(f"!!! {line}" for line in lines))
+    if args.gate and code:
         return _error("--gate: a metric regressed (see the verdicts above)", 1)
     return 0
+
+
+def main_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--calibrate K``: plan, run K rounds per leg, write and print the table (exit codes as main)."""
+    try:
+        profile = PROFILES[args.profile]
+        overrides = Overrides(backend=args.backend, threads=args.threads, connections=args.connections,
+                              duration_s=args.duration, runs=args.runs, pin=args.pin)
+        arms = AB_PRESETS["aa"]
+        legs = plan_legs(profile, arms, overrides)
+        for leg in legs:
+            arm_knobs(server_env(os.environ, leg, arms[0]))
+        settings = Settings(seed=args.seed, warmup=not args.no_warmup, workers=args.workers,
+                            server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if args.pin else None,
+                            wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if args.pin else None,
+                            pollution_limit=args.pollution_limit, min_effect=args.min_effect)
+        if args.pin and not shutil.which("taskset"):
+            raise PlanError("--pin needs taskset (util-linux), which is not on PATH")
+        wrk = wrk_version()
+    except (PlanError, FileNotFoundError) as e:
+        return _error(str(e), 2)
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    k = args.calibrate
+    try:
+        with JobProgress(legs * (k * len(calibrate.KINDS)), warmup=settings.warmup) as progress:
+            results = calibrate.run_calibration(legs, k, settings, ambient=os.environ, progress=progress)
+    except (JobError, ValueError) as e:
+        return _error(str(e), 3)
+    provenance = history.provenance(REPO, wrk_version=wrk)
+    finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    table = calibrate.render_table(results, profile=profile.name, k=k, wrk=legs[0].wrk_args())
+    measured = [r for c in results if c.result for r in c.result.measured()]
+    polluted = sum("polluted" in r.flags for r in measured)
+    text = (f"# Tail-latency job: `--calibrate {k}`, profile `{profile.name}`\n\n"
+            f"- Command: `scripts/tail-latency.sh {' '.join(argv)}`; started {started}, finished {finished}.\n"
+            f"- {report.machine_line(provenance)}\n"
+            f"- {polluted} of {plural_runs(len(measured))} flagged `polluted` (other processes used more "
+            f"than {settings.pollution_limit:.2f} cores).\n\n" + table)
+    out = args.out
+    stem = history.stem(started, profile.name, "calibrate")
+    results_dir = out / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    md = results_dir / f"{stem}.md"
+    md.write_text(text)
+    data = {"schema": history.SCHEMA, "argv": argv, "profile": profile.name, "k": k, "started_at": started,
+            "finished_at": finished, "provenance": provenance, "settings": asdict(settings),
+            "legs": [c.as_dict() for c in results]}
+    js = results_dir / f"{stem}.json"
+    js.write_text(json.dumps(data, indent=1) + "\n")
+    print(text)
+    print("Files:")
+    for path in (md, js):
+        print(f"- {path}")
+    return 0
+
+
+def plural_runs(n: int) -> str:
+    return report.plural(n, "measured run")
 
 
 def main_peers(args: argparse.Namespace, argv: list[str]) -> int:

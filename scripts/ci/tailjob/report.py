@@ -29,7 +29,7 @@ from .runner import JobResult, LegResult, RunRecord
 from .stats import CONFIDENCE, INCONCLUSIVE, METRICS, MIN_PAIRS, NO_VERDICT, RESAMPLES, REGRESSION, \
     VERDICTS, Comparison, median
 
-__all__ = ["render", "plural", "verdict_summary", "verdict_counts", "runs_line", "probe_table", "run_rows",
+__all__ = ["render", "plural", "verdict_summary", "verdict_counts", "runs_line", "gate", "probe_table", "run_rows",
            "flag_summary", "machine_line", "format_value"]
 
 FLAG_TEXT = {
@@ -100,6 +100,28 @@ def verdict_summary(c_list: list[Comparison]) -> str:
         shown = f"**{word}**" if word in (REGRESSION, INCONCLUSIVE) else word
         parts.append(f"{shown} on {n}: " + ", ".join(_item(c) for c in c_list if c.verdict == word))
     return "; ".join(parts)
+
+
+def gate(job: JobResult) -> tuple[int, list[str]]:
+    """``--gate``'s exit code and its lines: 1 on any ``regression``, else 0.
+
+    ``inconclusive`` never fails the gate -- it is not evidence of a
+    regression -- but it is not a pass either, so it gets a line of its own
+    naming each metric and its detectable effect.
+    """
+    lines = []
+    for word in (REGRESSION, INCONCLUSIVE):
+        hits = [(lr, c) for lr in job.legs for c in lr.comparisons if c.verdict == word]
+        if not hits:
+            continue
+        named = "; ".join(f"{lr.leg.name}: {_item(c)}" for lr, c in hits)
+        if word == REGRESSION:
+            lines.append(f"REGRESSION: {plural(len(hits), 'metric')} ({named}).")
+        else:
+            lines.append(f"INCONCLUSIVE: {plural(len(hits), 'metric')} ({named}): this run cannot tell an "
+                         "effect of the minimum size from none -- not a pass; more pairs (see 'Pairs needed') "
+                         "or a quieter machine.")
+    return (1 if any(c.verdict == REGRESSION for lr in job.legs for c in lr.comparisons) else 0), lines
 
 
 def runs_line(job: JobResult, lr: LegResult) -> str | None:
