@@ -114,7 +114,8 @@ def gate(job: JobResult) -> tuple[int, list[str]]:
         hits = [(lr, c) for lr in job.legs for c in lr.comparisons if c.verdict == word]
         if not hits:
             continue
-        named = "; ".join(f"{lr.leg.name}: {_item(c)}" for lr, c in hits)
+        named = "; ".join(f"{lr.leg.name}: " + ", ".join(_item(c) for c in lr.comparisons if c.verdict == word)
+                          for lr in job.legs if any(c.verdict == word for c in lr.comparisons))
         if word == REGRESSION:
             lines.append(f"REGRESSION: {plural(len(hits), 'metric')} ({named}).")
         else:
