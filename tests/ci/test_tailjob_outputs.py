@@ -236,3 +236,21 @@ def test_the_gate_fails_on_a_regression_only_and_names_inconclusive_metrics_prom
     assert code == 1
     assert lines[0].startswith("REGRESSION: 1 metric ") and lines[1].startswith("INCONCLUSIVE: 1 metric ")
     assert report.gate(_with_verdicts(synthetic_job, {})) == (0, [])
+
+
+def test_the_plots_bold_curve_is_the_arms_runs_pooled_when_they_have_histograms(synthetic_job):
+    from tailjob import pooled
+
+    runs = synthetic_job.legs[0].measured("A")
+    what, points = plot.arm_curve(runs)
+    assert what == "median of 8 runs"  # the synthetic runs carry no histogram
+    with_hist = []
+    for i, r in enumerate(runs):
+        h = pooled.encode(pooled.histogram_of([(1000 + i, 90), (5000 + 100 * i, 10)]))
+        with_hist.append(replace(r, wrk={**r.wrk, "histogram": h}))
+    what, points = plot.arm_curve(with_hist)
+    assert what == "pooled over 8 runs"
+    hists = [r.wrk["histogram"] for r in with_hist]
+    for p, us in points:
+        assert us == pooled.pooled_percentile(hists, p).us
+    assert points[0][1] < points[-1][1]

@@ -5,8 +5,10 @@ Role
 One panel per leg.  The x axis is the percentile on a log scale of
 1 / (1 - p) -- 50 %, 90 %, 99 %, ... 99.999 % equally spaced -- so the tail
 gets as much room as the body; the y axis is latency in ms, log scale.  Every
-measured run is drawn faintly, and one bold curve per arm is the point-wise
-median of its runs (with ``--peers``: one curve per server).  Data: the ``spectrum`` wrk's done() printed (51 points
+measured run is drawn faintly, and one bold curve per arm (with ``--peers``:
+per server) is its runs pooled -- the percentiles of their merged latency
+histograms, as the report's tail figures are (:mod:`tailjob.pooled`) -- or,
+when a run has no histogram, the point-wise median of its runs.  Data: the ``spectrum`` wrk's done() printed (51 points
 from p0 to p99.999, see tail_latency.lua).
 
 matplotlib runs with the Agg backend: no display needed.
@@ -24,9 +26,10 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from .runner import JobResult  # noqa: E402  (or a peersjob.PeersJobResult: same shape)
+from . import pooled  # noqa: E402
 from .stats import median  # noqa: E402
 
-__all__ = ["plot_job"]
+__all__ = ["plot_job", "arm_curve"]
 
 COLORS = {"A": "#1f77b4", "B": "#d62728"}
 #: Colours of --peers servers, in server order (matplotlib's tab10).
@@ -42,6 +45,25 @@ def _x(p: float) -> float:
     return 1 / (1 - p / 100)
 
 
+def arm_curve(runs) -> tuple[str, list[tuple[float, float]]] | None:
+    """The bold curve of an arm: ``(what, [(percentile, us), ...])`` at the spectrum's percentiles.
+
+    ``what`` is ``pooled over N runs`` when every run has a histogram, else
+    ``median of N runs`` (``1 run`` for one); None without latencies.
+    """
+    runs = [r for r in runs if r.wrk["latency_samples"]]
+    if not runs:
+        return None
+    ps = [p for p, _ in runs[0].wrk["spectrum"]]
+    hists = [r.wrk.get("histogram") for r in runs]
+    if all(h is not None for h in hists):
+        merged = pooled.PooledArms(hists, hists)
+        points = [(p, float(merged.point(p)[0])) for p in ps]
+        return (f"pooled over {len(runs)} runs" if len(runs) > 1 else "1 run"), points
+    points = [(p, float(median([r.wrk["spectrum"][i][1] for r in runs]))) for i, p in enumerate(ps)]
+    return (f"median of {len(runs)} runs" if len(runs) > 1 else "1 run"), points
+
+
 def plot_job(job: JobResult, stem: Path) -> list[Path]:
     """Draw the job and save ``<stem>.svg`` and ``<stem>.png``; return both paths."""
     n = max(1, len(job.legs))
@@ -54,13 +76,12 @@ def plot_job(job: JobResult, stem: Path) -> list[Path]:
             for curve in curves:
                 ax.plot([_x(p) for p, _ in curve], [max(us, 1) / 1000 for _, us in curve],
                         color=color, alpha=0.22, linewidth=0.8)
-            if curves:
-                xs = [_x(p) for p, _ in curves[0]]
-                med = [median([c[i][1] for c in curves]) for i in range(len(xs))]
-                what = f"median of {len(curves)} runs" if len(curves) > 1 else "1 run"
+            bold = arm_curve(runs)
+            if bold:
+                what, points = bold
                 name = arm.label if arm.key not in COLORS else f"{arm.key}: {arm.label}"
-                ax.plot(xs, [max(us, 1) / 1000 for us in med], color=color, linewidth=2.2,
-                        label=f"{name} ({what})")
+                ax.plot([_x(p) for p, _ in points], [max(us, 1) / 1000 for _, us in points], color=color,
+                        linewidth=2.2, label=f"{name} ({what})")
         ax.set_xscale("log")
         ax.set_yscale("log")
         # 0.5, 2, 10 rather than 5x10^-1; minor labels only at 2x and 5x a power of ten
@@ -75,7 +96,7 @@ def plot_job(job: JobResult, stem: Path) -> list[Path]:
         ax.legend(fontsize=8, loc="upper left")
     mode = "--peers" if job.ab == "peers" else f"--ab {job.ab}"
     fig.suptitle(f"wrk latency by percentile: {mode}, profile {job.profile} "
-                 "(faint: each run; bold: median)", fontsize=11)
+                 "(faint: each run; bold: each arm, pooled or median as its label says)", fontsize=11)
     fig.tight_layout()
     paths = [stem.with_suffix(".svg"), stem.with_suffix(".png")]
     stem.parent.mkdir(parents=True, exist_ok=True)
