@@ -31,7 +31,13 @@ estimator and percentile the samples behind the figure, the A/A legs with a
 false call, the A/A legs called equivalent, the median detectable effect, and
 the share of 1.25x legs called a regression.
 
+``--part real --result benchmarks/results/<stem>.json`` makes the same
+comparison on a real job's runs: per leg and tail percentile, each arm's
+figure (with the samples behind it), the ratio, the interval, the detectable
+effect and the verdict, by both estimators.
+
 Usage: python scripts/ci/simulate_aa.py [--part verdicts|tail|all] [--jobs 200] [--resamples 2000] [--seed 2]
+       python scripts/ci/simulate_aa.py --part real --result RESULT.json
 The verdicts part takes a couple of minutes at the defaults; tail about as long with --jobs 100.
 """
 
@@ -152,15 +158,54 @@ def part_tail(args, rng: random.Random) -> None:
                   flush=True)
 
 
+def part_real(args) -> None:
+    import json
+
+    from tailjob.runner import RunRecord, compare_leg
+
+    data = json.loads(Path(args.result).read_text())
+    print(f"{args.result}: `{' '.join(data['argv'])}`, profile {data['profile']}")
+    print()
+    print("| leg | estimator | metric | A (samples) | B (samples) | B/A | interval | detectable | verdict |")
+    print("|---|---|---|---:|---:|---:|:---:|---:|---|")
+    for leg in data["legs"]:
+        runs = [RunRecord(**r) for r in leg["runs"]]
+        pooled_cs = {c.metric.key: c for c in compare_leg(runs, seed=data["settings"]["seed"])}
+        plain = [replace_histogram(r) for r in runs]
+        median_cs = {c.metric.key: c for c in compare_leg(plain, seed=data["settings"]["seed"])}
+        for est, cs in (("median", median_cs), ("pooled", pooled_cs)):
+            for key in TAIL:
+                c = cs[key]
+                sa = "" if c.samples_a is None else f" ({c.samples_a:,})"
+                sb = "" if c.samples_b is None else f" ({c.samples_b:,})"
+                ci = "-" if c.ci is None else f"{c.ci[0]:.3f}-{c.ci[1]:.3f}"
+                det = "-" if c.detectable is None else f"±{c.detectable:.0%}"
+                print(f"| {leg['name']} | {c.estimator} | {key} | {c.median_a / 1000:.3f}{sa} "
+                      f"| {c.median_b / 1000:.3f}{sb} | {c.ratio:.3f} | {ci} | {det} | {c.verdict} |")
+
+
+def replace_histogram(record):
+    """The run without its histogram: what the job compares when no run has one (medians of the runs)."""
+    from dataclasses import replace
+
+    return replace(record, wrk={**record.wrk, "histogram": None})
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--part", choices=("verdicts", "tail", "all"), default="all")
+    p.add_argument("--part", choices=("verdicts", "tail", "all", "real"), default="all")
+    p.add_argument("--result", help="with --part real: a job's result JSON (benchmarks/results/<stem>.json)")
     p.add_argument("--jobs", type=int, default=200, help="simulated legs per cell (200)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
     p.add_argument("--samples", type=int, default=20_000, help="latency samples per run, --part tail (20,000)")
     p.add_argument("--seed", type=int, default=2)
     args = p.parse_args()
     rng = random.Random(args.seed)
+    if args.part == "real":
+        if not args.result:
+            p.error("--part real needs --result RESULT.json")
+        part_real(args)
+        return
     if args.part in ("verdicts", "all"):
         part_verdicts(args, rng)
     if args.part in ("tail", "all"):
