@@ -87,3 +87,32 @@ def test_wrk_command_line():
     pinned = wrk_command("http://127.0.0.1:3000/", threads=1, connections=64, duration_s=3,
                          script="x.lua", cpus="1")
     assert pinned[:3] == ["taskset", "-c", "1"]
+
+
+def _with_histogram(buckets) -> str:
+    """normal.txt with a ``histogram`` field in its metrics line (what tail_latency.lua prints with ffi)."""
+    import json
+
+    lines = load("normal.txt").splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("TAILREACTOR_METRICS "))
+    m = json.loads(lines[i][len("TAILREACTOR_METRICS "):])
+    m["histogram"] = buckets
+    lines[i] = "TAILREACTOR_METRICS " + json.dumps(m)
+    return "\n".join(lines) + "\n"
+
+
+def test_the_histogram_buckets_become_an_encoded_hdrhistogram():
+    from tailjob import pooled
+
+    assert parse_wrk_output(load("normal.txt")).histogram is None  # recorded before the buckets were printed
+    r = parse_wrk_output(_with_histogram([[170, 3], [1450, 5], [8098, 1]]))
+    h = pooled.decode(r.histogram)
+    assert h.get_total_count() == 9
+    assert h.get_value_at_percentile(50) == 1450 and h.get_max_value() == pytest.approx(8098, rel=1e-3)
+    assert r.as_dict()["histogram"] == r.histogram
+
+
+@pytest.mark.parametrize("buckets", [[[170, -1]], [["x", 1]], [[170]]])
+def test_a_mangled_histogram_is_an_error_not_a_silent_gap(buckets):
+    with pytest.raises(WrkOutputError, match="lacks or mangles"):
+        parse_wrk_output(_with_histogram(buckets))

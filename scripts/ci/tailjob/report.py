@@ -26,7 +26,7 @@ from .plan import PROFILES
 from .pooled import POOLED_KEYS
 from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
-from .stats import CONFIDENCE, INCONCLUSIVE, METRICS, MIN_PAIRS, NO_VERDICT, RESAMPLES, REGRESSION, \
+from .stats import CONFIDENCE, GAIN, INCONCLUSIVE, METRICS, MIN_PAIRS, NO_VERDICT, RESAMPLES, REGRESSION, \
     VERDICTS, Comparison, median
 
 __all__ = ["render", "plural", "verdict_summary", "verdict_counts", "runs_line", "gate", "probe_table", "run_rows",
@@ -79,7 +79,7 @@ def verdict_counts(c_list: list[Comparison]) -> dict[str, int]:
 
 
 def _item(c: Comparison) -> str:
-    if c.verdict in ("gain", REGRESSION):
+    if c.verdict in (GAIN, REGRESSION):
         return f"{c.metric.label} ({c.ratio - 1:+.1%})"
     if c.verdict == INCONCLUSIVE:
         return f"{c.metric.label} (detectable ±{c.detectable:.0%})"
