@@ -44,11 +44,40 @@ Contract (the conformance suite checks every point; see docs/en/conformance.md)
 
 ``revents`` uses the portable bits below (values equal to ``select.POLL*`` so
 io_uring poll results and epoll events map without translation).
+
+Capabilities (what a backend promises beyond the contract)
+----------------------------------------------------------
+A backend declares them as two attributes, read by :func:`capabilities` (the
+reactor, the conformance suite and its table read them the same way).  A
+backend that declares nothing promises nothing beyond the contract above.
+
+* ``ordered`` (bool, default ``False``): tokens are reported in the order
+  their readiness arose, and in arm order for fds already ready when armed
+  (clause B9).  epoll's ready list and io_uring's completion ring keep that
+  order; poll(2) and select(2) cannot: they say *that* an fd is ready, never
+  *when* it became ready.
+* ``max_batch`` (int >= 1, or ``None``, the default): the most reports one
+  ``wait`` returns.  A declared cap is a promise (clause B10 checks it);
+  ``None`` declares no cap.  Either way a backend may return fewer than are
+  ready, and what it does not return now it returns in a later wait.
+
+What the reactor promises on a backend that is not ``ordered``: every ready
+armed event still runs, within a bounded number of rounds (B10), exactly once
+per arming.  Age-based dispatch keeps its rule, because ages come from the
+reactor's own stamps (arm time, or the round that first saw the event ready
+under ``CWIST_REACTOR_AGE_FROM=ready``), never from the backend's order: with
+``CWIST_REACTOR_TAIL_US=T > 0`` an event aged past ``T`` still runs before
+the events of its batch that are not, oldest first.  What it loses is the
+order of everything else: the events that are not aged, ties, and every
+event with ``TAIL_US=0``, run in the order the backend returned them, which
+is then only the backend's scan order (poll(2): the order of its fd array),
+not first-come first-served.
 """
 
 from __future__ import annotations
 
 import select
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 READ = 1   # direction: readable (POLLIN)
@@ -67,6 +96,32 @@ SATISFIES = {READ: IN | ERR | HUP | RDHUP, WRITE: OUT | ERR | HUP}
 
 #: A default cap on one wait's batch (CWIST's epoll uses 1024 events).
 MAX_BATCH = 1024
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend declares (see "Capabilities" above): ``ordered``, ``max_batch``."""
+
+    ordered: bool = False
+    max_batch: int | None = None
+
+
+def capabilities(backend: object) -> Capabilities:
+    """The capabilities ``backend`` declares; an attribute it lacks promises nothing.
+
+    Raises ``ValueError`` naming the attribute, its value and what is accepted
+    when a declaration is malformed (``ordered`` not a bool, ``max_batch``
+    not ``None`` or an int >= 1).
+    """
+    ordered = getattr(backend, "ordered", False)
+    if not isinstance(ordered, bool):
+        raise ValueError(f"backend capability ordered={ordered!r}: accepted True or False")
+    max_batch = getattr(backend, "max_batch", None)
+    if max_batch is not None and (isinstance(max_batch, bool) or not isinstance(max_batch, int)
+                                  or max_batch < 1):
+        raise ValueError(f"backend capability max_batch={max_batch!r}: accepted None (no cap) "
+                         f"or an int >= 1")
+    return Capabilities(ordered=ordered, max_batch=max_batch)
 
 
 def direction_name(direction: int) -> str:
@@ -88,6 +143,7 @@ class Backend(Protocol):
     """Structural type of a backend.  ``name`` is what the server prints at start."""
 
     name: str
+    # Capabilities (optional, see above): ``ordered: bool``, ``max_batch: int | None``.
 
     def arm(self, fd: int, direction: int, token: object) -> None: ...
 

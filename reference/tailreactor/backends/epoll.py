@@ -99,10 +99,13 @@ class EpollBackend:
     """
 
     name = "epoll"
+    #: Capability (base.py): the kernel's ready list keeps readiness order (epoll(7)).
+    ordered = True
 
     def __init__(self, max_batch: int = MAX_BATCH):
         self._ep = select.epoll()
         self._max_batch = max_batch
+        self.max_batch = max_batch  # capability (base.py): epoll_wait's maxevents
         # The wake fd is level-triggered and always registered: a wake that
         # lands while we are not waiting is still seen by the next wait.
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)

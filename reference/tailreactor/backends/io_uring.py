@@ -132,6 +132,10 @@ class IoUringBackend:
     """
 
     name = "io_uring"
+    #: Capabilities (base.py): completions are reaped in completion-ring order, and
+    #: one wait returns every completion the ring holds (no cap of its own).
+    ordered = True
+    max_batch = None
 
     def __init__(self, entries: int = DEFAULT_ENTRIES, ring_factory=None):
         self._ring = (ring_factory or _open_ring)(entries)

@@ -5,7 +5,23 @@ Role
 A third backend written only against the public :mod:`tailreactor.backends.base`
 contract, to show the plug-in path: ``selectors`` has no one-shot mode, so the
 backend unregisters a direction when it reports it.  It runs wherever Python
-does (``DefaultSelector`` is epoll on Linux, kqueue on BSD/macOS).
+does (``DefaultSelector`` is epoll on Linux, kqueue on BSD/macOS, poll or
+select elsewhere; ``SelectorsBackend(selectors.PollSelector)`` picks one).
+
+Capabilities (base.py) per selector
+-----------------------------------
+``ordered`` (readiness order, clause B9) is what the selector underneath can
+keep, so it is declared per selector class in :data:`ORDERED_SELECTORS`:
+
+* ``EpollSelector``: ordered.  ``epoll_wait`` returns the kernel's ready list,
+  which is in the order readiness arose; the conformance suite checks it here.
+* ``PollSelector``, ``SelectSelector``, ``DevpollSelector``: not ordered.
+  They scan an fd array or set and say *that* an fd is ready, never *when*.
+* ``KqueueSelector``: not claimed.  kqueue queues activated events in order,
+  but this project's CI runs on Linux only, and a claim no run has checked
+  is not made.
+
+``max_batch`` is ``None``: one ``select()`` returns every ready fd.
 
 Wake-ups use a non-blocking socketpair (portable, unlike eventfd).
 """
@@ -22,11 +38,20 @@ from .base import ERR, HUP, IN, OUT, READ, WRITE, check_direction, closed_error
 _SEL_EVENT = {READ: selectors.EVENT_READ, WRITE: selectors.EVENT_WRITE}
 
 
-class SelectorsBackend:
-    name = "selectors"
+#: The selector classes that keep readiness order (the ``ordered`` capability).
+ORDERED_SELECTORS = frozenset({"EpollSelector"})
 
-    def __init__(self):
-        self._sel = selectors.DefaultSelector()
+
+class SelectorsBackend:
+    """One-shot readiness on a :mod:`selectors` selector (``DefaultSelector`` unless given)."""
+
+    name = "selectors"
+    max_batch = None  # capability (base.py): no cap of its own
+
+    def __init__(self, selector_class: type[selectors.BaseSelector] | None = None):
+        self._sel = (selector_class or selectors.DefaultSelector)()
+        self.selector = type(self._sel).__name__
+        self.ordered = self.selector in ORDERED_SELECTORS  # capability (base.py)
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
