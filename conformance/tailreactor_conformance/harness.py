@@ -25,9 +25,14 @@ import threading
 import time
 from collections import Counter
 
+import pytest
+
+from tailreactor.backends.base import capabilities
+
 __all__ = [
     "LIVENESS_S", "Pair", "make_pair", "RecordingBackend", "collect", "open_fd_count",
-    "wait_until_blocked", "Watchdog", "fill_send_buffer", "run_until",
+    "wait_until_blocked", "Watchdog", "fill_send_buffer", "run_until", "require_capability",
+    "require_batch", "backend_label", "reports_until",
 ]
 
 #: Upper bound (s) for anything the suite waits for; reached only on failure.
@@ -84,6 +89,22 @@ def fill_send_buffer(sock: socket.socket) -> None:
             return
 
 
+def backend_label(backend) -> str:
+    return getattr(backend, "name", type(backend).__name__)
+
+
+def require_capability(backend, capability: str, clause_id: str) -> None:
+    """Skip, with the reason, a test that needs a capability ``backend`` does not declare.
+
+    ``capability`` is an attribute of :class:`tailreactor.backends.base.Capabilities`
+    (``ordered``); a backend that declares it False or not at all skips.
+    """
+    if not getattr(capabilities(backend), capability):
+        pytest.skip(f"{backend_label(backend)} does not declare {capability}=True: clause {clause_id} "
+                    f"applies only to a backend that claims it (tailreactor/backends/base.py, "
+                    f"Capabilities)")
+
+
 class RecordingBackend:
     """Wraps a backend and records what it returned, so tests can compare the
     reactor's dispatch order with the backend's own order.
@@ -92,14 +113,27 @@ class RecordingBackend:
     ``flushes``: ``(callbacks_seen_so_far, returned)`` per ``flush`` call, where
     the first item is set by the test through :meth:`note_callback`.
     Every other attribute is the wrapped backend's.
+
+    Building a batch: a clause that needs ``n`` events in one batch cannot ask
+    the backend for it (a backend may bound its batch, or split one, B10).
+    ``gather=n`` makes the first ``wait`` that returns something keep calling
+    the wrapped ``wait`` until it holds ``n`` reports (bounded by
+    :data:`LIVENESS_S`), and return them together, as a backend without a cap
+    could have; later waits pass through.  :meth:`preload` queues reports the
+    test collected itself (to choose their order) for the next wait.
     """
 
-    def __init__(self, inner):
+    def __init__(self, inner, gather: int = 0):
         self.inner = inner
         self.name = getattr(inner, "name", type(inner).__name__)
         self.batches: list[list] = []
         self.flushes: list[tuple[int, int]] = []
         self.callbacks = 0
+        self.gather = gather
+        self._preloaded: list = []
+
+    def preload(self, got: list) -> None:
+        self._preloaded += got
 
     def note_callback(self) -> None:
         self.callbacks += 1
@@ -111,7 +145,15 @@ class RecordingBackend:
         return self.inner.disarm(fd, direction)
 
     def wait(self, timeout_s):
-        got = self.inner.wait(timeout_s)
+        if self._preloaded:
+            got, self._preloaded = self._preloaded + self.inner.wait(0), []
+        else:
+            got = self.inner.wait(timeout_s)
+        if got and self.gather:
+            deadline = time.monotonic() + LIVENESS_S
+            while len(got) < self.gather and time.monotonic() < deadline:
+                got += self.inner.wait(0.01)
+            self.gather = 0
         if got:
             self.batches.append([tok for tok, _ in got])
         return got
@@ -131,6 +173,20 @@ class RecordingBackend:
         return getattr(self.inner, name)
 
 
+def require_batch(rec: RecordingBackend, n: int, which: int = -1) -> None:
+    """Skip unless batch ``which`` (default the latest) ``rec`` returned holds ``n`` reports.
+
+    Called after a round built with ``gather=n``: a batch still short of ``n``
+    means the backend did not report every ready armed fd within
+    :data:`LIVENESS_S`, which is clause B1's and B10's failure, not this
+    clause's, so the test skips naming them.
+    """
+    got = len(rec.batches[which]) if rec.batches else 0
+    if got != n:
+        pytest.skip(f"precondition not met: {n} ready fds gave a batch of {got} within "
+                    f"{LIVENESS_S} s of waits; every ready armed fd must be reported (clauses B1, B10)")
+
+
 def reports(backend, expected: int, *, extra_waits: int = 2, wait_s: float = 0.01) -> list:
     """Call ``backend.wait`` until ``expected`` reports arrived (bounded by
     :data:`LIVENESS_S`), then ``extra_waits`` more times with timeout 0 to catch
@@ -142,6 +198,16 @@ def reports(backend, expected: int, *, extra_waits: int = 2, wait_s: float = 0.0
         got += backend.wait(wait_s)
     for _ in range(extra_waits):
         got += backend.wait(0)
+    return got
+
+
+def reports_until(backend, done, *, wait_s: float = 0.01) -> list:
+    """Call ``backend.wait`` until ``done(reports so far)`` is true (bounded by
+    :data:`LIVENESS_S`); returns every ``(token, value)`` reported, in order."""
+    got: list = []
+    deadline = time.monotonic() + LIVENESS_S
+    while not done(got) and time.monotonic() < deadline:
+        got += backend.wait(wait_s)
     return got
 
 

@@ -314,7 +314,7 @@ def test_an_interrupt_right_after_the_wait_loses_no_reaped_event(make_reactor, m
             raise Escape("signal")
         return clock()
 
-    rec = InterruptedAfterWait(make_backend())
+    rec = InterruptedAfterWait(make_backend(), gather=4)
     r = make_reactor(clock=interrupting_clock, backend=rec, tail_us=0)
     ps = pairs(4)
     ran = []
