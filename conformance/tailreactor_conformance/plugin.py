@@ -243,6 +243,45 @@ def status(cell: dict | None) -> str:
     return "skip"
 
 
+def skip_reason(report) -> str | None:
+    """The reason of a skipped test's report (``pytest.skip``'s message)."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return None
+
+
+def backend_capabilities(config) -> dict[str, dict | str]:
+    """What each backend under test declares (base.capabilities), by name, made once.
+
+    A backend that cannot be created here (io_uring refused) is the reason,
+    as a string; a malformed declaration is its error message.
+    """
+    from tailreactor.backends import create_backend
+    from tailreactor.backends.base import capabilities
+
+    if _CAPS_KEY not in config.stash:
+        caps: dict[str, dict | str] = {}
+        for name in backend_names(config):
+            try:
+                b = create_backend(name)
+            except Exception as exc:  # noqa: BLE001 - reported in the table, the tests say the rest
+                caps[name] = f"unavailable: {exc}"
+                continue
+            try:
+                c = capabilities(b)
+                caps[name] = {"ordered": c.ordered, "max_batch": c.max_batch}
+            except ValueError as exc:
+                caps[name] = str(exc)
+            finally:
+                b.close()
+        config.stash[_CAPS_KEY] = caps
+    return config.stash[_CAPS_KEY]
+
+
+_CAPS_KEY = pytest.StashKey[dict]()
+
+
 class _Recorder:
     """Folds test reports into clause x backend cells; prints and writes them."""
 
@@ -264,16 +303,19 @@ class _Recorder:
             if report.when == "teardown" and report.skipped:
                 return
             outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
-            self._record(cid, props.get("backend", "-"), outcome, report.nodeid)
+            self._record(cid, props.get("backend", "-"), outcome, report.nodeid,
+                         skip_reason(report) if report.skipped else None)
 
-    def _record(self, cid: str, backend: str, outcome: str, nodeid: str) -> None:
+    def _record(self, cid: str, backend: str, outcome: str, nodeid: str, reason: str | None = None) -> None:
         state = self.state
         cell = state.results.setdefault((cid, backend), {"passed": 0, "failed": 0, "skipped": 0,
-                                                          "failures": [], "skips": []})
+                                                          "failures": [], "skips": [], "skip_reasons": []})
         cell[outcome] += 1
         names = cell["failures"] if outcome == "failed" else cell["skips"] if outcome == "skipped" else None
         if names is not None and nodeid not in names:
             names.append(nodeid)
+        if reason and reason not in cell["skip_reasons"]:
+            cell["skip_reasons"].append(reason)
 
     def summary(self) -> dict:
         """The results as a JSON-able dict (also what ``--conformance-json`` writes)."""
@@ -289,7 +331,8 @@ class _Recorder:
         order = [c.id for c in CLAUSES]
         failed = sorted({cid for (cid, _), cell in state.results.items() if cell["failed"]},
                         key=order.index)
-        return {"backends": backends, "reactor": reactor_spec(config), "profile": profiles.name(),
+        return {"backends": backends, "capabilities": backend_capabilities(config),
+                "reactor": reactor_spec(config), "profile": profiles.name(),
                 "seed": hypothesis_seed(config), "clauses": rows, "failed_clauses": failed, "collected": dict(state.collected)}
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from .clauses import CLAUSES, clause
 
-__all__ = ["render", "render_registry"]
+__all__ = ["render", "render_registry", "capability_text"]
 
 _STYLE = {"pass": "green", "FAIL": "bold red", "skip": "yellow", "not run": "dim"}
 
@@ -32,9 +32,12 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
                   f"profile {summary['profile']}, seed {summary['seed']}")
     table = Table()
     table.add_column("clause", no_wrap=True)
-    table.add_column("requirement", overflow="fold")
+    table.add_column("requirement", overflow="fold", min_width=24)
     for b in backends:
-        table.add_column(b, no_wrap=True)
+        table.add_column(b, overflow="fold")
+    caps = summary.get("capabilities") or {}
+    table.add_row("caps", "declared capabilities",
+                  *[f"[dim]{capability_text(caps.get(b))}[/]" for b in backends], end_section=True)
     for cid, cells in summary["clauses"].items():
         row = [cid, clause(cid).title]
         for b in backends:
@@ -52,6 +55,21 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
                 console.print(f"      {nodeid}")
     else:
         console.print("[green]no clause failed[/]")
+    skipped = [(cid, b, cells[b].get("skip_reasons") or []) for cid, cells in summary["clauses"].items()
+               for b in backends if cells[b]["status"] == "skip"]
+    if skipped:
+        console.print("[yellow]skipped clauses[/]")
+        for cid, b, reasons in skipped:
+            console.print(f"  {cid} on {b}: " + ("; ".join(reasons) or "skipped"), markup=False)
+
+
+def capability_text(caps) -> str:
+    """``ordered, batch <= 16`` / ``unordered, no batch cap``; a string is shown as is."""
+    if not isinstance(caps, dict):
+        return str(caps or "-")
+    order = "ordered" if caps["ordered"] else "unordered"
+    cap = "no batch cap" if caps["max_batch"] is None else f"batch <= {caps['max_batch']}"
+    return f"{order}, {cap}"
 
 
 def render_registry(out, *, width: int = 120, color: bool = False) -> None:

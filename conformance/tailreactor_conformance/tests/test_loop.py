@@ -573,6 +573,38 @@ def test_arming_an_armed_direction_replaces_the_event(make_reactor, pairs):
     assert ran == ["second"]
 
 
+@pytest.mark.clause("R18")
+def test_rearming_an_event_already_in_the_batch_replaces_it(make_reactor, make_backend, pairs):
+    """Two events in one batch; the first callback arms the other fd's direction again:
+    the event it replaces must not run, in this round or later, and the new one runs
+    once, in a later round (the fd is still readable)."""
+    from tailreactor_conformance.harness import RecordingBackend, require_batch
+
+    rec = RecordingBackend(make_backend(), gather=2)
+    r = make_reactor(backend=rec, tail_us=0)
+    x, y = pairs(2)
+    other = {"x": y, "y": x}
+    ran = []
+
+    def callback(ev):
+        ran.append(ev.data)
+        if len(ran) == 1:
+            victim = other[ev.data]
+            r.arm(victim.fd, READ, lambda e: ran.append("replacement"))
+
+    for name, p in (("x", x), ("y", y)):
+        p.make_readable()
+        r.arm(p.fd, READ, callback, name)
+    r.run_once(0)
+    require_batch(rec, 2, which=0)
+    in_round = list(ran)
+    run_until(r, lambda: len(ran) >= 2, max_rounds=50)
+    for _ in range(3):
+        r.run_once(0)
+    assert len(in_round) == 1, f"the replaced event ran in the batch: {in_round}"
+    assert ran[1:] == ["replacement"], ran
+
+
 # -- R19 -----------------------------------------------------------------------
 @pytest.mark.clause("R19")
 def test_close_runs_the_posts_still_queued(make_reactor):

@@ -31,6 +31,21 @@ def test_due_timers_fire_in_deadline_order_ties_in_arm_order(make_reactor, clock
     assert [name for name, _ in fired] == [5, 10, "tie-1", "tie-2", 20, 30, 40]
 
 
+@pytest.mark.clause("R1")
+def test_a_rearmed_timer_ties_after_a_timer_armed_before_its_rearm(make_reactor, clock):
+    # Ties fire in arm order, and a re-arm is an arm: a timer re-armed to a deadline
+    # another timer already holds fires after that one, not in its first arm's place.
+    r = make_reactor(clock=clock)
+    fired = []
+    first = r.timer(_recorder(fired, clock), "re-armed")
+    first.arm_us(15_000)
+    r.timer(_recorder(fired, clock), "armed once").arm_us(15_000)
+    first.arm_us(15_000)  # same clock: the same deadline, armed last
+    clock.advance_us(15_000)
+    r.run_once(0)
+    assert [name for name, _ in fired] == ["armed once", "re-armed"]
+
+
 # -- R2 ------------------------------------------------------------------------
 @pytest.mark.clause("R2")
 def test_timer_does_not_fire_one_microsecond_early(make_reactor, clock):
