@@ -95,20 +95,24 @@ CLAUSES: tuple[Clause, ...] = (
            "a fraction of a millisecond, measured with a monotonic clock around the call.",
            "kernel epoll_wait(2), io_uring_enter(2) IORING_ENTER_EXT_ARG timeout", "backend"),
     Clause("B9", "readiness order",
-           "Tokens are reported in the order their readiness arose (arm order for fds already ready "
-           "when armed), so equal ages and TAIL_US=0 dispatch first-come first-served.",
+           "A backend that declares ordered reports tokens in the order their readiness arose (arm "
+           "order for fds already ready when armed), so equal ages and TAIL_US=0 dispatch first-come "
+           "first-served; a backend that does not declare it skips this clause, and the reactor then "
+           "promises what base.py says (every event runs, aged events still first, oldest first).",
            "design (ties keep backend order); kernel epoll(7) ready list, io_uring CQ ring order",
            "backend"),
     Clause("B10", "bounded batches, no starvation",
            "A backend may bound one wait's batch, but every ready armed token is reported within a "
-           "bounded number of waits even while other tokens are re-armed and ready again.",
+           "bounded number of waits even while other tokens are re-armed and ready again; a backend "
+           "that declares max_batch=N never returns more than N reports from one wait.",
            "design (backend contract); CWIST epoll_wait with 1024 events", "backend"),
     Clause("B11", ">= 1024 fds armed at once",
            "At least 1024 fds can be armed at the same time, and each is reported exactly once.",
            "CWIST (epoll_wait batches of 1024 events, C1M mode)", "backend"),
     Clause("B12", "re-arm inside dispatch",
            "An fd re-armed from inside dispatch (after its report, before the next wait) is "
-           "reported again by a later wait; through the reactor its new callback runs in a later "
+           "reported again by a later wait, and the re-arm of one direction leaves the other "
+           "direction's arming as it was; through the reactor its new callback runs in a later "
            "round.",
            "CWIST deferred re-arms (one io_uring_enter per round)", "backend"),
     Clause("B13", "use after close",
@@ -121,8 +125,9 @@ CLAUSES: tuple[Clause, ...] = (
            "design (a long-running server arms millions of times)", "backend"),
     Clause("B15", "no spurious reports",
            "A READ token is reported only if its fd had data, EOF or error at some moment since it "
-           "was armed, and a WRITE token only if its send buffer had room (a report may be stale: "
-           "callbacks still handle EAGAIN).",
+           "was armed, and a WRITE token only if its send buffer had room, also while the other "
+           "direction of the same fd is armed and ready (a report may be stale: callbacks still "
+           "handle EAGAIN).",
            "kernel poll(2) readiness semantics; io_uring_enter(2) POLL_ADD completes with the mask "
            "seen at wake-up", "backend"),
     Clause("B16", "closed fd rejected",
@@ -139,7 +144,8 @@ CLAUSES: tuple[Clause, ...] = (
            "CWIST PR #187 RX-uring (CWIST_RX_URING); io_uring_enter(2) IORING_OP_RECV", "backend"),
     # -- reactor -------------------------------------------------------------
     Clause("R1", "timer order",
-           "Timers due in the same pass fire in deadline order, ties in arm order.",
+           "Timers due in the same pass fire in deadline order, ties in arm order (a re-arm is an "
+           "arm).",
            "CWIST test_reactor_timer.c (40, 10, 30, 5, 20 ms fire sorted)", "reactor"),
     Clause("R2", "timers never early",
            "A timer never fires before the reactor clock reaches its deadline.",
@@ -179,8 +185,9 @@ CLAUSES: tuple[Clause, ...] = (
            "past TAIL_US, and tail_elevations counts those callbacks.",
            "CWIST PR #375 (cwist_reactor_dispatch_late, tail_elevations)", "reactor"),
     Clause("R12", "TAIL_US=0",
-           "With CWIST_REACTOR_TAIL_US=0 dispatch order is the backend's order, nothing is "
-           "elevated and dispatch_late() stays false, however old the events are.",
+           "With CWIST_REACTOR_TAIL_US=0 dispatch order is the backend's order (readiness order "
+           "only on a backend that declares ordered), nothing is elevated and dispatch_late() stays "
+           "false, however old the events are.",
            "CWIST PR #375 (0 disables)", "reactor"),
     Clause("R13", "AGE_FROM=ready",
            "With CWIST_REACTOR_AGE_FROM=ready age counts from when the reactor first saw the event "
@@ -194,8 +201,9 @@ CLAUSES: tuple[Clause, ...] = (
            "flushes mid-round.",
            "CWIST round-budget flush (flush_deferred)", "reactor"),
     Clause("R15", "drain chunk",
-           "With CWIST_REACTOR_DRAIN_CHUNK=N a post made during a batch runs after at most N more "
-           "callbacks; with 0 it runs only at the next round start.",
+           "With CWIST_REACTOR_DRAIN_CHUNK=N the reactor runs the queued posts after every N-th "
+           "callback of a batch (after callbacks N, 2N, ...), so a post made by a callback runs "
+           "after at most N-1 more callbacks; with 0 posts run only at the next round start.",
            "CWIST PR #70, test_reactor_drain_chunk.c", "reactor"),
     Clause("R16", "probe counts",
            "With a latency probe the reactor reports one dispatch per I/O callback (elevated ones "
@@ -207,8 +215,8 @@ CLAUSES: tuple[Clause, ...] = (
            "timers run in the next round.",
            "CWIST post drain (the stack is taken once per drain)", "reactor"),
     Clause("R18", "I/O re-arm replaces",
-           "Arming a direction that is already armed replaces the earlier event: only the latest "
-           "callback runs, once.",
+           "Arming a direction that is already armed replaces the earlier event, also one already "
+           "in the batch being dispatched: only the latest callback runs, once.",
            "design (Reactor.arm); CWIST cwist_reactor_mod", "reactor"),
     Clause("R19", "close drains posts",
            "Reactor.close() runs the posts still queued, exactly once, before releasing the "

@@ -86,6 +86,20 @@ def test_timer_on_the_real_clock_never_runs_before_its_deadline(make_reactor):
     assert fired[0] - armed_at >= 20_000_000, f"fired {(fired[0] - armed_at) / 1e6:.3f} ms after arming"
 
 
+@pytest.mark.clause("R2")
+def test_timer_does_not_fire_one_nanosecond_early(make_reactor, clock):
+    r = make_reactor(clock=clock)
+    fired = []
+    deadline = clock() + 1_000_000
+    r.timer(_recorder(fired, clock), "t").arm_at_ns(deadline)
+    clock.set_ns(deadline - 1)
+    r.run_once(0)
+    assert fired == []
+    clock.set_ns(deadline)
+    r.run_once(0)
+    assert fired == [("t", deadline)]
+
+
 # -- R3 ------------------------------------------------------------------------
 @pytest.mark.clause("R3")
 def test_cancelled_timer_never_fires(make_reactor, clock):
@@ -133,7 +147,11 @@ def test_rearming_replaces_the_deadline(make_reactor, clock, first_us, second_us
     for _ in range(60):
         clock.advance_us(1000)
         r.run_once(0)
-    assert fired == [("t", start + second_us * 1000)]
+    # Once, at the new deadline: its round is the first at or after it.  Exactly
+    # when, to the microsecond, is R2's business; here it must not be the old one.
+    assert [name for name, _ in fired] == ["t"], fired
+    assert t.deadline_ns == start + second_us * 1000
+    assert abs(fired[0][1] - t.deadline_ns) < abs(first_us - second_us) * 1000 // 2, fired
     assert not t.armed
 
 
