@@ -17,7 +17,9 @@ Hypothesis tests collected in the same session.
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
+import os
+
+from hypothesis import HealthCheck, Phase, settings
 
 __all__ = ["PROFILES", "register", "select", "current", "name"]
 
@@ -28,7 +30,12 @@ _ACTIVE = "ci"
 
 
 def register() -> None:
-    """Register both profiles with Hypothesis (idempotent)."""
+    """Register both profiles with Hypothesis (idempotent).
+
+    ``TAILREACTOR_CONFORMANCE_SHRINK=0`` skips shrinking a failing example (the
+    meta-test, which only needs to know that a mutant fails, sets it).
+    """
+    shrink = os.environ.get("TAILREACTOR_CONFORMANCE_SHRINK", "1") != "0"
     common = dict(
         deadline=None,  # real sockets and a shared 2-core box: time per example varies
         database=None,
@@ -36,6 +43,8 @@ def register() -> None:
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                HealthCheck.data_too_large],
     )
+    if not shrink:
+        common["phases"] = [p for p in Phase if p is not Phase.shrink]
     for prof, (examples, steps) in PROFILES.items():
         settings.register_profile(
             f"tailreactor-{prof}", max_examples=examples, stateful_step_count=steps,
