@@ -257,22 +257,24 @@ def backend_capabilities(config) -> dict[str, dict | str]:
     A backend that cannot be created here (io_uring refused) is the reason,
     as a string; a malformed declaration is its error message.
     """
-    from tailreactor.backends import create_backend
     from tailreactor.backends.base import capabilities
+
+    from .cabi import create_backend  # cabi:PATH too
 
     if _CAPS_KEY not in config.stash:
         caps: dict[str, dict | str] = {}
         for name in backend_names(config):
+            label = _label(name)
             try:
                 b = create_backend(name)
             except Exception as exc:  # noqa: BLE001 - reported in the table, the tests say the rest
-                caps[name] = f"unavailable: {exc}"
+                caps[label] = f"unavailable: {exc}"
                 continue
             try:
                 c = capabilities(b)
-                caps[name] = {"ordered": c.ordered, "max_batch": c.max_batch}
+                caps[label] = {"ordered": c.ordered, "max_batch": c.max_batch}
             except ValueError as exc:
-                caps[name] = str(exc)
+                caps[label] = str(exc)
             finally:
                 b.close()
         config.stash[_CAPS_KEY] = caps
