@@ -21,6 +21,10 @@ conformance tests it stays inert.  What it does for conformance tests:
 * ``--clause ID`` (repeatable, or comma-separated; a letter ``B``/``R``/``H``
   selects an area) deselects every other clause;
 * ``--conformance-profile ci|deep`` picks the Hypothesis profile;
+* each backend's declared capabilities (``tailreactor.backends.base.capabilities``:
+  ``ordered``, ``max_batch``) head the table as its ``caps`` row, and every
+  clause whose tests all skipped is listed under the table with the reasons
+  (a clause needing a capability the backend does not claim skips that way);
 * every test must carry exactly one ``@pytest.mark.clause("ID")`` naming a
   registered clause (a missing or unknown one is a collection error), and the
   outcome of each test is folded into a clause x backend table printed at the
