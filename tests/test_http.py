@@ -345,10 +345,67 @@ def test_bench_delay_busy_waits_per_request(backend_name):
     assert elapsed >= 2 * delay_us / 1e6
 
 
+def test_bench_stall_runs_once_per_period_on_the_reactor_clock(make_reactor, clock):
+    """CWIST_BENCH_STALL_US / _EVERY_MS: a timer blocks the loop once per period, start to start."""
+    from tailreactor.http import Listener
+
+    reactor = make_reactor(clock=clock, bench_stall_us=1, bench_stall_every_ms=200)
+    srv = Listener(reactor, "127.0.0.1", 0)
+    try:
+        reactor.run_once(0)
+        assert srv.stats.stalls == 0                 # none before the first period ends
+        clock.advance_us(199_999)
+        reactor.run_once(0)
+        assert srv.stats.stalls == 0
+        clock.advance_us(1)
+        reactor.run_once(0)
+        assert srv.stats.stalls == 1
+        clock.advance_us(400_000)                    # two periods late: one stall, the next due at 600 ms
+        reactor.run_once(0)
+        assert srv.stats.stalls == 2
+        clock.advance_us(200_000)
+        reactor.run_once(0)
+        assert srv.stats.stalls == 3
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("attrs", [{"bench_stall_us": 0, "bench_stall_every_ms": 200},
+                                   {"bench_stall_us": 1000, "bench_stall_every_ms": 0}])
+def test_bench_stall_off_unless_both_knobs_are_set(make_reactor, clock, attrs):
+    from tailreactor.http import Listener
+
+    reactor = make_reactor(clock=clock, **attrs)
+    srv = Listener(reactor, "127.0.0.1", 0)
+    try:
+        clock.advance_us(10_000_000)
+        reactor.run_once(0)
+        assert srv.stats.stalls == 0
+        assert reactor.counters.timers_fired == 0
+    finally:
+        srv.close()
+
+
+def test_bench_stall_blocks_requests_for_its_length(backend_name):
+    stall_us = 50_000
+    with ServerThread(backend_name, bench_stall_us=stall_us, bench_stall_every_ms=1) as srv:
+        with connect(srv.port) as c:
+            t0 = time.perf_counter()
+            c.sendall(get("/"))
+            assert [r.status for r in read_responses(c, 1)] == [200]
+            c.sendall(get("/"))
+            assert [r.status for r in read_responses(c, 1)] == [200]
+            elapsed = time.perf_counter() - t0
+    # A stall starts every ms and lasts 50 ms, so the second answer waits behind at least one
+    # whole stall. A lower bound only: a busy-wait cannot finish early.
+    assert elapsed >= stall_us / 1e6
+
+
 # -- the real entry point -----------------------------------------------------
 @pytest.mark.parametrize("name,value", [
     ("CWIST_REACTOR_BACKEND", "bogus"), ("CWIST_HTTP_BATCH", "0"), ("CWIST_HTTP_BATCH", "abc"),
     ("CWIST_WORKERS", "0"), ("CWIST_BENCH_DELAY_US", "-1"),
+    ("CWIST_BENCH_STALL_US", "-1"), ("CWIST_BENCH_STALL_EVERY_MS", "x"),
 ])
 def test_config_error_exits_2_naming_the_knob(name, value):
     done = run_bench(["--port", "0"], env=bench_env(**{name: value}))

@@ -268,6 +268,32 @@ KNOBS: tuple[Knob, ...] = (
         cwist_invalid_en="CWIST: no such variable.",
         cwist_invalid_ko="CWIST: 이 변수가 없다.",
     ),
+    Knob(
+        name="CWIST_BENCH_STALL_US", attr="bench_stall_us", kind="int", default=0, lo=0, hi=1_000_000,
+        area="bench", test_only=True,
+        zero_en="no stall",
+        zero_ko="멈춤 없음",
+        help_en="With CWIST_BENCH_STALL_EVERY_MS, the bench server busy-waits this many microseconds "
+                "once per period on a reactor timer, blocking every connection at once: a stall "
+                "that open-loop load must see in the requests scheduled during it.",
+        help_ko="CWIST_BENCH_STALL_EVERY_MS와 함께 쓰면, 벤치 서버가 리액터 타이머로 주기마다 한 번 이 "
+                "시간(us)만큼 바쁜 대기를 해서 모든 연결을 한꺼번에 막는다. 개루프 부하라면 그동안 "
+                "보내기로 예정된 요청에서 이 멈춤이 보여야 한다.",
+        cwist_invalid_en="CWIST: no such variable.",
+        cwist_invalid_ko="CWIST: 이 변수가 없다.",
+    ),
+    Knob(
+        name="CWIST_BENCH_STALL_EVERY_MS", attr="bench_stall_every_ms", kind="int", default=0, lo=0,
+        hi=3_600_000, area="bench", test_only=True,
+        zero_en="no stall",
+        zero_ko="멈춤 없음",
+        help_en="Period of the CWIST_BENCH_STALL_US stall, in milliseconds from one stall's start to "
+                "the next's; a stall longer than the period makes every round start with one.",
+        help_ko="CWIST_BENCH_STALL_US 멈춤의 주기(ms). 한 멈춤의 시작부터 다음 멈춤의 시작까지를 잰다. "
+                "멈춤이 주기보다 길면 라운드마다 멈춤으로 시작한다.",
+        cwist_invalid_en="CWIST: no such variable.",
+        cwist_invalid_ko="CWIST: 이 변수가 없다.",
+    ),
 )
 
 _BY_NAME = {k.name: k for k in KNOBS}
@@ -299,6 +325,8 @@ class Config:
     http_keep_alive_timeout_s: int = 15
     workers: int = 1
     bench_delay_us: int = 0
+    bench_stall_us: int = 0
+    bench_stall_every_ms: int = 0
     source: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod

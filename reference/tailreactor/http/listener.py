@@ -31,6 +31,13 @@ left unarmed and a reactor timer re-arms it after :data:`ACCEPT_BACKOFF_US`.
 The first time this happens a warning is logged (once per listener: under
 sustained overload a log line per back-off would be its own problem).
 
+An injected stall (test knobs)
+------------------------------
+With ``CWIST_BENCH_STALL_US`` and ``CWIST_BENCH_STALL_EVERY_MS`` both set, a
+reactor timer busy-waits the stall's length once per period (start to start),
+blocking every connection at once, as a slow callback or a page fault would.
+It is how the tail-latency job checks that its open-loop load sees a stall.
+
 A recycled fd number
 --------------------
 If an accepted socket's fd is still in the table, the connection there had
@@ -51,7 +58,7 @@ import logging
 import socket
 
 from ..backends import READ
-from .connection import HEADERS_TIMEOUT_US, RECV_BYTES, Connection
+from .connection import HEADERS_TIMEOUT_US, RECV_BYTES, Connection, busy_wait_ns
 
 log = logging.getLogger("tailreactor.http")
 
@@ -67,12 +74,13 @@ _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 class ListenerStats:
     """``accepts``: connections accepted; ``accept_callbacks``: readiness
-    callbacks of the listening socket; ``accept_backoffs``: EMFILE/ENFILE pauses."""
+    callbacks of the listening socket; ``accept_backoffs``: EMFILE/ENFILE pauses;
+    ``stalls``: injected stalls run (``CWIST_BENCH_STALL_US``)."""
 
-    __slots__ = ("accepts", "accept_callbacks", "accept_backoffs")
+    __slots__ = ("accepts", "accept_callbacks", "accept_backoffs", "stalls")
 
     def __init__(self):
-        self.accepts = self.accept_callbacks = self.accept_backoffs = 0
+        self.accepts = self.accept_callbacks = self.accept_backoffs = self.stalls = 0
 
 
 class Listener:
@@ -115,6 +123,14 @@ class Listener:
         self.fd = self.sock.fileno()
         self.host, self.port = self.sock.getsockname()[:2]
         self._backoff = reactor.timer(self._on_backoff_over)
+        # The injected stall (test knobs): a timer that blocks the whole loop once per period.
+        self._stall = None
+        if cfg.bench_stall_us and cfg.bench_stall_every_ms:
+            self._stall_ns = cfg.bench_stall_us * 1000
+            self._stall_every_ns = cfg.bench_stall_every_ms * 1_000_000
+            self._stall_due_ns = reactor.clock() + self._stall_every_ns
+            self._stall = reactor.timer(self._on_stall)
+            self._stall.arm_at_ns(self._stall_due_ns)
         reactor.arm(self.fd, READ, self._on_acceptable)
 
     def _on_acceptable(self, event) -> None:
@@ -155,6 +171,19 @@ class Listener:
                         exc.strerror, ACCEPT_BACKOFF_US)
         self._backoff.arm_us(ACCEPT_BACKOFF_US)
 
+    def _on_stall(self, timer) -> None:
+        """Block the loop for the stall's length; the next is due one period after this one was.
+
+        A stall that came late (the loop was busy) does not make up for the
+        periods it missed: the next is due one period after the last due time
+        that has passed.
+        """
+        busy_wait_ns(self._stall_ns)
+        self.stats.stalls += 1
+        late_ns = max(self.reactor.clock() - self._stall_due_ns, 0)
+        self._stall_due_ns += (late_ns // self._stall_every_ns + 1) * self._stall_every_ns
+        self._stall.arm_at_ns(self._stall_due_ns)
+
     def _on_backoff_over(self, timer) -> None:
         if not self.closed:
             self.reactor.arm(self.fd, READ, self._on_acceptable)
@@ -178,6 +207,8 @@ class Listener:
             return
         self.closed = True
         self._backoff.cancel()
+        if self._stall is not None:
+            self._stall.cancel()
         self.reactor.disarm(self.fd)
         # io_uring: the pending POLL_ADD holds the listening socket open until
         # its cancel reaches the kernel (normally with the next wait); until

@@ -1,0 +1,503 @@
+"""The job's own load client: open-loop (and closed-loop) HTTP load, latency per client class.
+
+Role
+----
+wrk is closed-loop: a connection sends its next request only when the last
+response arrived, so a stalled server receives fewer requests and the stall
+hides itself (coordinated omission).  This client sends on a **schedule**
+instead and measures every latency from the request's **intended** send time
+(wrk2's method): a request scheduled during a stall waits for it, and the wait
+is in its latency even if the client could only send it after the stall.
+
+A run is a :class:`LoadSpec`: a duration and one or more **client classes**
+(:class:`ClientClass`), each a number of keep-alive connections driven one of
+two ways:
+
+* ``open`` -- the class offers ``rate`` requests/s, split evenly over its
+  connections; each connection has its own schedule (``poisson``: exponential
+  gaps, the default; ``constant``: even gaps, the connections staggered so the
+  class's sends are even too).  A connection holds one request in flight; a
+  request whose time comes while the previous one is unanswered is sent when
+  that answer arrives, and its latency still counts from its intended time.
+* ``closed`` -- each connection sends ``depth`` requests in one write
+  (pipelining), waits for all their answers, optionally "thinks" (exponential,
+  mean ``think_ms``), then sends the next batch.  The intended time of a batch
+  is the end of the previous batch plus the think time.
+
+Every request is ``GET <path><seq>``: the bench server's ``/user/:id`` (and
+``/slow/:id``) answer with the id, so each response is matched to its request
+by its body; a mismatch is counted as an error.  Requests whose intended time
+falls inside the run are *offered*; after the run the client waits up to
+``drain_s`` for the answers still owed, and what is still missing then counts
+as ``timeout``.
+
+Output: one line ``TAILREACTOR_LOAD {json}`` with, per class and for all
+classes merged: offered/sent/answered counts, offered and achieved rates
+(achieved = answers that arrived inside the run, per second), the latency
+percentiles (us, HdrHistogram, 3 significant digits) with the samples behind
+each, and the **send lag** -- how late the client itself sent requests whose
+connection was idle at their time.  The lag is the client's own error: the
+event loop's timers have millisecond resolution, so a request is sent up to
+about 1 ms after its time, and that is in its latency, as in wrk2.
+
+Run: ``python -m tailjob.loadgen --url http://127.0.0.1:3000/ --spec JSON``
+(:func:`command` builds the argv).  Exit 0 with the line, 1 when a connection
+cannot be made or the run fails, 2 for a bad spec (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit
+
+__all__ = ["ClientClass", "LoadSpec", "SpecError", "LoadOutputError", "intended_times", "saturated",
+           "command", "client_env", "parse_output", "PERCENTILES", "ERROR_KINDS", "OUTPUT_PREFIX",
+           "SATURATION_SHORTFALL", "main"]
+
+OUTPUT_PREFIX = "TAILREACTOR_LOAD "
+PERCENTILES: tuple[float, ...] = (50, 75, 90, 99, 99.9, 99.99, 99.999)
+ERROR_KINDS = ("connect", "read", "write", "status", "timeout", "mismatch")
+LOOPS = ("open", "closed")
+SCHEDULES = ("poisson", "constant")
+SATURATION_SHORTFALL = 0.02
+"""An open-loop class whose achieved rate falls more than this short of the offered rate is flagged:
+the server did not keep up, so its latencies grow with the run's length rather than describe it."""
+
+_CI_DIR = Path(__file__).resolve().parents[1]
+_US_MAX = 60_000_000
+
+
+class SpecError(ValueError):
+    """A load spec the client cannot run; the message is one line."""
+
+
+class LoadOutputError(ValueError):
+    """The client's output has no readable ``TAILREACTOR_LOAD`` line."""
+
+
+@dataclass(frozen=True)
+class ClientClass:
+    """One class of clients (see the module docstring).  ``rate`` in requests/s over the class."""
+
+    name: str
+    connections: int
+    loop: str
+    rate: float = 0.0
+    schedule: str = "poisson"
+    depth: int = 1
+    think_ms: float = 0.0
+    path: str = "/user/"
+
+    def check(self) -> None:
+        """Raise :class:`SpecError` naming the field, the value and what is accepted."""
+        def bad(field, value, accepted):
+            raise SpecError(f"class {self.name!r}: {field}={value!r} is invalid: accepted {accepted}")
+        if not self.name or not isinstance(self.name, str):
+            bad("name", self.name, "a non-empty name")
+        if not isinstance(self.connections, int) or self.connections < 1:
+            bad("connections", self.connections, "a positive integer")
+        if self.loop not in LOOPS:
+            bad("loop", self.loop, " or ".join(LOOPS))
+        if self.loop == "open" and not self.rate > 0:
+            bad("rate", self.rate, "requests/s above 0 for an open-loop class")
+        if self.schedule not in SCHEDULES:
+            bad("schedule", self.schedule, " or ".join(SCHEDULES))
+        if not isinstance(self.depth, int) or self.depth < 1 or (self.loop == "open" and self.depth != 1):
+            bad("depth", self.depth, "a positive integer (1 for an open-loop class)")
+        if not self.think_ms >= 0:
+            bad("think_ms", self.think_ms, "0 or more milliseconds")
+        if not self.path.startswith("/"):
+            bad("path", self.path, "a path starting with /, e.g. /user/")
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """A run: its classes, ``duration_s``, the schedules' ``seed`` and ``drain_s`` (see the module)."""
+
+    classes: tuple[ClientClass, ...]
+    duration_s: float
+    seed: int = 1
+    drain_s: float = 10.0
+
+    def check(self) -> None:
+        if not self.classes:
+            raise SpecError("classes: a load spec needs at least one client class")
+        names = [c.name for c in self.classes]
+        for name in names:
+            if names.count(name) > 1:
+                raise SpecError(f"classes: {name!r} named twice")
+        for c in self.classes:
+            c.check()
+        if not self.duration_s > 0:
+            raise SpecError(f"duration_s={self.duration_s!r} is invalid: accepted seconds above 0")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "LoadSpec":
+        """Parse and check a spec; :class:`SpecError` (one line) for anything wrong."""
+        try:
+            raw = json.loads(text)
+            classes = tuple(ClientClass(**c) for c in raw.pop("classes"))
+            spec = cls(classes=classes, **raw)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise SpecError(f"spec is not a load spec ({type(e).__name__}: {e}); expected JSON "
+                            "{\"classes\": [{\"name\", \"connections\", \"loop\", ...}], \"duration_s\"}") \
+                from None
+        spec.check()
+        return spec
+
+
+def intended_times(schedule: str, *, rate: float, connections: int, index: int, rng: random.Random,
+                   start_ns: int, end_ns: int) -> Iterator[int]:
+    """Intended send times (ns) of connection ``index`` of an open-loop class, in ``[start, end)``.
+
+    Each connection carries ``rate / connections`` requests/s.  ``poisson``:
+    exponential gaps drawn from ``rng`` (the class's sends are then a Poisson
+    process of ``rate``).  ``constant``: a gap of ``connections / rate``
+    seconds, connection ``index`` starting ``index / rate`` seconds in.
+    """
+    gap_ns = connections / rate * 1e9
+    if schedule == "constant":
+        t = start_ns + index * 1e9 / rate
+        k = 0
+        while (at := round(t + k * gap_ns)) < end_ns:
+            yield at
+            k += 1
+        return
+    t = float(start_ns)
+    while True:
+        t += rng.expovariate(1.0) * gap_ns
+        if t >= end_ns:
+            return
+        yield round(t)
+
+
+def saturated(*, offered: float | None, achieved: float) -> bool:
+    """True when an open-loop class achieved more than :data:`SATURATION_SHORTFALL` less than offered."""
+    return offered is not None and offered > 0 and achieved < offered * (1 - SATURATION_SHORTFALL)
+
+
+# -- the client ------------------------------------------------------------------
+class _Stats:
+    """One class's counters and histograms (latency from intended time; send lag)."""
+
+    def __init__(self, cls: ClientClass):
+        from hdrh.histogram import HdrHistogram
+        self.cls = cls
+        self.latency = HdrHistogram(1, _US_MAX, 3)
+        self.lag = HdrHistogram(1, _US_MAX, 3)
+        self.offered = self.sent = self.answered = self.in_window = 0
+        self.errors = dict.fromkeys(ERROR_KINDS, 0)
+        self.latency_sum_us = 0
+
+    def record(self, us: int) -> None:
+        us = min(max(us, 1), _US_MAX)
+        self.latency.record_value(us)
+        self.latency_sum_us += us
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection of a class; requests in flight are answered in order."""
+
+    def __init__(self, run: "_Run", stats: _Stats, index: int):
+        import httptools
+        self.run, self.stats, self.index = run, stats, index
+        self.cls = stats.cls
+        self.transport = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.in_flight: collections.deque[tuple[bytes, int]] = collections.deque()  # (seq, intended ns)
+        self.body = bytearray()
+        self.lost = False
+        self.done = asyncio.get_running_loop().create_future()
+        self.timer = None
+        self.schedule: Iterator[int] | None = None
+        self.next_ns: int | None = None   # open loop: the next intended time not yet sent
+
+    # asyncio callbacks
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except Exception:  # httptools.HttpParserError: the stream is no longer HTTP
+            self.stats.errors["read"] += 1
+            self._lose()
+
+    def connection_lost(self, exc) -> None:
+        if not self.done.done():
+            if self.in_flight or not self._finished():
+                self.stats.errors["read"] += 1
+            self._lose()
+
+    # httptools callbacks
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        now = time.monotonic_ns()
+        seq, intended = self.in_flight.popleft()
+        st = self.stats
+        st.answered += 1
+        if now <= self.run.end_ns:
+            st.in_window += 1
+        st.record((now - intended + 999) // 1000)
+        if self.parser.get_status_code() >= 400:
+            st.errors["status"] += 1
+        elif bytes(self.body) != seq:
+            st.errors["mismatch"] += 1
+        self.body.clear()
+        if self.cls.loop == "open":
+            self._next_open(now)
+        elif not self.in_flight:
+            self._next_batch(now)
+
+    # sending
+    def _send(self, intended_ns: int, count: int) -> None:
+        seqs = [self.run.next_seq() for _ in range(count)]
+        path = self.cls.path
+        wire = b"".join(b"GET %s%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % (path.encode(), s) for s in seqs)
+        for s in seqs:
+            self.in_flight.append((s, intended_ns))
+        self.stats.sent += count
+        self.transport.write(wire)
+
+    def _fire(self, intended_ns: int, count: int) -> None:
+        """A timer went off for a request due at ``intended_ns`` on an idle connection."""
+        self.timer = None
+        lag = time.monotonic_ns() - intended_ns
+        self.stats.lag.record_value(min(max((lag + 999) // 1000, 1), _US_MAX))
+        if self.cls.loop == "open":
+            self.next_ns = next(self.schedule, None)
+        self._send(intended_ns, count)
+
+    def _at(self, intended_ns: int, count: int, now: int) -> None:
+        delay = (intended_ns - now) / 1e9
+        if delay <= 0:
+            self._fire(intended_ns, count)
+        else:
+            self.timer = asyncio.get_running_loop().call_later(delay, self._fire, intended_ns, count)
+
+    def start(self) -> None:
+        now = time.monotonic_ns()
+        if self.cls.loop == "open":
+            rng = random.Random(f"{self.run.spec.seed}/{self.cls.name}/{self.index}")
+            self.schedule = intended_times(self.cls.schedule, rate=self.cls.rate,
+                                           connections=self.cls.connections, index=self.index,
+                                           rng=rng, start_ns=self.run.start_ns, end_ns=self.run.end_ns)
+            self.next_ns = next(self.schedule, None)
+            self._next_open(now)
+        else:
+            self.rng = random.Random(f"{self.run.spec.seed}/{self.cls.name}/{self.index}")
+            self._next_batch(self.run.start_ns if now < self.run.start_ns else now)
+
+    def _next_open(self, now: int) -> None:
+        if self.in_flight:
+            return
+        if self.next_ns is None:
+            self._finish()
+            return
+        if self.next_ns <= now:  # its time came while the last one was in flight: send it now
+            intended, self.next_ns = self.next_ns, next(self.schedule, None)
+            self._send(intended, 1)
+        else:
+            self._at(self.next_ns, 1, now)
+
+    def _next_batch(self, now: int) -> None:
+        if now >= self.run.end_ns:
+            self._finish()
+            return
+        think = self.rng.expovariate(1.0) * self.cls.think_ms * 1e6 if self.cls.think_ms else 0
+        intended = round(now + think)
+        if intended >= self.run.end_ns:
+            self._finish()
+            return
+        self.stats.offered += self.cls.depth
+        self._at(intended, self.cls.depth, now) if think else self._send(intended, self.cls.depth)
+
+    def _finished(self) -> bool:
+        return self.cls.loop == "open" and self.next_ns is None and not self.in_flight
+
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def _lose(self) -> None:
+        self.lost = True
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.transport is not None:
+            self.transport.abort()
+        self._finish()
+
+    def owed(self) -> int:
+        """Requests offered to this connection and never answered (in flight, or never sent)."""
+        unsent = 0
+        if self.cls.loop == "open" and self.next_ns is not None:
+            unsent = 1 + sum(1 for _ in self.schedule)
+        return len(self.in_flight) + unsent
+
+
+class _Run:
+    def __init__(self, spec: LoadSpec, host: str, port: int):
+        self.spec, self.host, self.port = spec, host, port
+        self._seq = 0
+        self.start_ns = self.end_ns = 0
+
+    def next_seq(self) -> bytes:
+        self._seq += 1
+        return b"%d" % self._seq
+
+    async def go(self) -> dict:
+        loop = asyncio.get_running_loop()
+        stats = [_Stats(c) for c in self.spec.classes]
+        conns: list[_Connection] = []
+        for st in stats:
+            for i in range(st.cls.connections):
+                try:
+                    _, proto = await loop.create_connection(lambda st=st, i=i: _Connection(self, st, i),
+                                                            self.host, self.port)
+                except OSError as e:
+                    raise ConnectionError(f"connect to {self.host}:{self.port} failed ({e})") from None
+                conns.append(proto)
+        # Offered counts of open-loop classes come from their schedules, drawn up front per connection
+        # with the same seeds as the connections use (a copy: the connection draws its own).
+        self.start_ns = time.monotonic_ns() + 20_000_000  # 20 ms to get every connection going
+        self.end_ns = self.start_ns + round(self.spec.duration_s * 1e9)
+        for st in stats:
+            if st.cls.loop == "open":
+                st.offered = sum(
+                    1 for i in range(st.cls.connections) for _ in intended_times(
+                        st.cls.schedule, rate=st.cls.rate, connections=st.cls.connections, index=i,
+                        rng=random.Random(f"{self.spec.seed}/{st.cls.name}/{i}"),
+                        start_ns=self.start_ns, end_ns=self.end_ns))
+        for c in conns:
+            c.start()
+        waits = [c.done for c in conns]
+        deadline = (self.end_ns - time.monotonic_ns()) / 1e9 + self.spec.drain_s
+        await asyncio.wait(waits, timeout=max(deadline, 0.1))
+        for c in conns:
+            owed = c.owed()
+            if owed and not c.lost:
+                c.stats.errors["timeout"] += owed
+            if c.timer is not None:
+                c.timer.cancel()
+            if c.transport is not None:
+                c.transport.close()
+        return report(stats, self.spec.duration_s)
+
+
+def _histogram_summary(h, total_sum_us: int | None = None) -> dict:
+    n = h.get_total_count()
+    pct = []
+    for p in PERCENTILES:
+        rank = math.floor(p / 100 * n + 1)
+        pct.append({"p": p, "us": h.get_value_at_percentile(p) if n else None,
+                    "samples": max(n - rank + 1, 0) if n else 0})
+    return {"count": n, "min": h.get_min_value() if n else None, "max": h.get_max_value() if n else None,
+            "mean": (total_sum_us / n if total_sum_us is not None else h.get_mean_value()) if n else None,
+            "percentiles": pct}
+
+
+def _class_report(sts: list[_Stats], duration_s: float, name: str, loop: str) -> dict:
+    from hdrh.histogram import HdrHistogram
+    lat, lag = HdrHistogram(1, _US_MAX, 3), HdrHistogram(1, _US_MAX, 3)
+    for st in sts:
+        lat.add(st.latency)
+        lag.add(st.lag)
+    offered = sum(st.offered for st in sts)
+    achieved = sum(st.in_window for st in sts) / duration_s
+    out = {"name": name, "loop": loop, "connections": sum(st.cls.connections for st in sts),
+           "offered": offered, "sent": sum(st.sent for st in sts),
+           "answered": sum(st.answered for st in sts), "answered_in_window": sum(st.in_window for st in sts),
+           "duration_us": round(duration_s * 1e6),
+           "offered_rps": offered / duration_s if loop == "open" else None,
+           "achieved_rps": achieved,
+           "errors": {k: sum(st.errors[k] for st in sts) for k in ERROR_KINDS},
+           "latency": _histogram_summary(lat, sum(st.latency_sum_us for st in sts)),
+           "lag": _histogram_summary(lag)}
+    out["saturated"] = saturated(offered=out["offered_rps"], achieved=achieved)
+    return out
+
+
+def report(stats: list[_Stats], duration_s: float) -> dict:
+    """The output document: per class, and all classes merged (``all``; open if every class is)."""
+    classes = {st.cls.name: _class_report([st], duration_s, st.cls.name, st.cls.loop) for st in stats}
+    loops = {st.cls.loop for st in stats}
+    merged = _class_report(stats, duration_s, "all", loops.pop() if len(loops) == 1 else "mixed")
+    if merged["loop"] != "open":
+        merged["offered_rps"] = None
+        merged["saturated"] = any(c["saturated"] for c in classes.values())
+    return {"classes": classes, "all": merged}
+
+
+# -- the process around it ---------------------------------------------------------
+def command(url: str, spec: LoadSpec | None, *, cpus: str | None = None,
+            python: str = sys.executable) -> list[str]:
+    """argv of one client run (``spec`` None: without ``--spec``); ``cpus`` pins it with taskset."""
+    cmd = [python, "-m", "tailjob.loadgen", "--url", url]
+    if spec is not None:
+        cmd += ["--spec", spec.to_json()]
+    return ["taskset", "-c", cpus, *cmd] if cpus is not None else cmd
+
+
+def client_env(base: dict | None = None) -> dict:
+    """The client's environment: ``base`` (default ``os.environ``) with ``scripts/ci`` on PYTHONPATH."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_CI_DIR), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def parse_output(text: str) -> dict:
+    """The document of the last ``TAILREACTOR_LOAD`` line; :class:`LoadOutputError` if none is readable."""
+    lines = [ln for ln in text.splitlines() if ln.startswith(OUTPUT_PREFIX)]
+    if not lines:
+        raise LoadOutputError("no TAILREACTOR_LOAD line in the load client's output")
+    try:
+        return json.loads(lines[-1][len(OUTPUT_PREFIX):])
+    except json.JSONDecodeError as e:
+        raise LoadOutputError(f"TAILREACTOR_LOAD line is not valid JSON ({e})") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="tailjob.loadgen", description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", required=True, help="http://127.0.0.1:PORT/")
+    p.add_argument("--spec", required=True, help="the LoadSpec as JSON")
+    args = p.parse_args(argv)
+    try:
+        spec = LoadSpec.from_json(args.spec)
+        where = urlsplit(args.url)
+        if where.scheme != "http" or not where.hostname or not where.port:
+            raise SpecError(f"--url {args.url!r}: accepted http://HOST:PORT/")
+    except SpecError as e:
+        print(f"tailjob.loadgen: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:  # the bench extra is missing: the stdlib loop works too, a little slower
+        runner = asyncio.run
+    try:
+        doc = runner(_Run(spec, where.hostname, where.port).go())
+    except ConnectionError as e:
+        print(f"tailjob.loadgen: error: {e}", file=sys.stderr)
+        return 1
+    print(OUTPUT_PREFIX + json.dumps(doc, separators=(",", ":")), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
