@@ -41,6 +41,7 @@ ROUTES = [
     (get("/"), 200, b"", {"content-length": "0"}),
     (get("/user/42"), 200, b"42", {"content-length": "2"}),
     (get("/user/abc?x=1"), 200, b"abc", {}),
+    (get("/slow/42"), 200, b"42", {"content-length": "2"}),  # CWIST_BENCH_SLOW_US=0: not slow
     (b"POST /user HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello", 200, b"", {"content-length": "0"}),
     (b"POST /user HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 200, b"", {}),
     (b"POST /user HTTP/1.1\r\nHost: t\r\n\r\n", 200, b"", {}),
@@ -360,12 +361,16 @@ def test_bench_stall_runs_once_per_period_on_the_reactor_clock(make_reactor, clo
         clock.advance_us(1)
         reactor.run_once(0)
         assert srv.stats.stalls == 1
-        clock.advance_us(400_000)                    # two periods late: one stall, the next due at 600 ms
+        clock.advance_us(400_000)                    # at 600 ms, two periods late: one stall ...
         reactor.run_once(0)
         assert srv.stats.stalls == 2
+        reactor.run_once(0)                          # ... the next (due at 600) in the next round,
+        assert srv.stats.stalls == 3
+        reactor.run_once(0)
+        assert srv.stats.stalls == 3                 # then one per period again: due at 800 ms
         clock.advance_us(200_000)
         reactor.run_once(0)
-        assert srv.stats.stalls == 3
+        assert srv.stats.stalls == 4
     finally:
         srv.close()
 
@@ -387,25 +392,40 @@ def test_bench_stall_off_unless_both_knobs_are_set(make_reactor, clock, attrs):
 
 
 def test_bench_stall_blocks_requests_for_its_length(backend_name):
+    from tailreactor.clock import ManualClock
+
     stall_us = 50_000
-    with ServerThread(backend_name, bench_stall_us=stall_us, bench_stall_every_ms=1) as srv:
+    clock = ManualClock()
+    with ServerThread(backend_name, clock=clock, bench_stall_us=stall_us, bench_stall_every_ms=1) as srv:
+        clock.advance_us(1000)  # the first stall is due; the clock then stands still, so every
+        with connect(srv.port) as c:  # round from now on starts with one (it is longer than the period)
+            t0 = time.perf_counter()
+            for _ in range(2):
+                c.sendall(get("/"))
+                assert [r.status for r in read_responses(c, 1)] == [200]
+            elapsed = time.perf_counter() - t0
+    # The two answers come from different rounds, with a whole stall between them.
+    # A lower bound only: a busy-wait (on the real clock) cannot finish early.
+    assert elapsed >= stall_us / 1e6
+
+
+def test_bench_slow_route_busy_waits_only_there(backend_name):
+    slow_us = 50_000
+    with ServerThread(backend_name, bench_slow_us=slow_us) as srv:
         with connect(srv.port) as c:
             t0 = time.perf_counter()
-            c.sendall(get("/"))
-            assert [r.status for r in read_responses(c, 1)] == [200]
-            c.sendall(get("/"))
-            assert [r.status for r in read_responses(c, 1)] == [200]
+            c.sendall(get("/slow/7") + get("/user/8"))
+            answers = read_responses(c, 2)
             elapsed = time.perf_counter() - t0
-    # A stall starts every ms and lasts 50 ms, so the second answer waits behind at least one
-    # whole stall. A lower bound only: a busy-wait cannot finish early.
-    assert elapsed >= stall_us / 1e6
+    assert [(r.status, r.body) for r in answers] == [(200, b"7"), (200, b"8")]
+    assert elapsed >= slow_us / 1e6  # a lower bound only: a busy-wait cannot finish early
 
 
 # -- the real entry point -----------------------------------------------------
 @pytest.mark.parametrize("name,value", [
     ("CWIST_REACTOR_BACKEND", "bogus"), ("CWIST_HTTP_BATCH", "0"), ("CWIST_HTTP_BATCH", "abc"),
     ("CWIST_WORKERS", "0"), ("CWIST_BENCH_DELAY_US", "-1"),
-    ("CWIST_BENCH_STALL_US", "-1"), ("CWIST_BENCH_STALL_EVERY_MS", "x"),
+    ("CWIST_BENCH_STALL_US", "-1"), ("CWIST_BENCH_STALL_EVERY_MS", "x"), ("CWIST_BENCH_SLOW_US", "-1"),
 ])
 def test_config_error_exits_2_naming_the_knob(name, value):
     done = run_bench(["--port", "0"], env=bench_env(**{name: value}))

@@ -269,6 +269,18 @@ KNOBS: tuple[Knob, ...] = (
         cwist_invalid_ko="CWIST: 이 변수가 없다.",
     ),
     Knob(
+        name="CWIST_BENCH_SLOW_US", attr="bench_slow_us", kind="int", default=0, lo=0, hi=1_000_000,
+        area="bench", test_only=True,
+        zero_en="/slow/:id is as fast as /user/:id",
+        zero_ko="/slow/:id도 /user/:id만큼 빠름",
+        help_en="The bench server busy-waits this many microseconds for each `GET /slow/:id` it serves "
+                "(answered like `/user/:id`): the slow route of the tail-latency job's slow-route workload.",
+        help_ko="벤치 서버가 `GET /slow/:id`를 처리할 때마다 이 시간(us)만큼 바쁜 대기를 한다(응답은 "
+                "`/user/:id`와 같다). 꼬리 지연 작업의 slow-route 워크로드가 쓰는 느린 경로다.",
+        cwist_invalid_en="CWIST: no such variable.",
+        cwist_invalid_ko="CWIST: 이 변수가 없다.",
+    ),
+    Knob(
         name="CWIST_BENCH_STALL_US", attr="bench_stall_us", kind="int", default=0, lo=0, hi=1_000_000,
         area="bench", test_only=True,
         zero_en="no stall",
@@ -325,6 +337,7 @@ class Config:
     http_keep_alive_timeout_s: int = 15
     workers: int = 1
     bench_delay_us: int = 0
+    bench_slow_us: int = 0
     bench_stall_us: int = 0
     bench_stall_every_ms: int = 0
     source: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

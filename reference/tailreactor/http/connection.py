@@ -129,7 +129,7 @@ from . import routes
 from .request import (  # noqa: F401 -- the limits are re-exported: tests and docs name them here
     HEAD, IDLE, MAX_HEAD_BYTES, MAX_HEADER_BYTES, MAX_HEADERS, MAX_TARGET_BYTES, RECV_BYTES,
     RequestPipeline)
-from .routes import BAD_REQUEST, respond
+from .routes import BAD_REQUEST, SLOW_PREFIX, respond
 
 #: Bytes of a connection's own RX-uring buffer (``CWIST_RX_URING``): a receive
 #: in flight needs a buffer of its own, and an idle keep-alive connection
@@ -311,6 +311,7 @@ class Connection(RequestPipeline):
         listener = self._listener
         pipeline, out = self._pipeline, self._out
         batch, yield_every, delay_ns = listener.batch, listener.yield_batch, listener.delay_ns
+        slow_ns = listener.slow_ns
         probe = self._reactor.probe
         served = 0
         while pipeline and served < batch:
@@ -326,6 +327,8 @@ class Connection(RequestPipeline):
                     keep_alive = False  # no path we serve: that answer says close
             if delay_ns:
                 busy_wait_ns(delay_ns)
+            if slow_ns and target.startswith(SLOW_PREFIX):
+                busy_wait_ns(slow_ns)
             served += 1
             if not keep_alive:
                 self._closing = True

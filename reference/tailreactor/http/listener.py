@@ -10,7 +10,7 @@ keeps the table of live :class:`~tailreactor.http.connection.Connection`
 objects so shutdown can close them all.
 
 It also holds what every connection of this reactor shares: the knob values
-read once (``batch``, ``yield_batch``, ``delay_ns``, ``keep_alive_ns``), the
+read once (``batch``, ``yield_batch``, ``delay_ns``, ``slow_ns``, ``keep_alive_ns``), the
 head deadline (``headers_timeout_ns``, from
 :data:`~tailreactor.http.connection.HEADERS_TIMEOUT_US`) and one receive
 buffer (callbacks run one at a time on the reactor thread, and the parser
@@ -98,6 +98,7 @@ class Listener:
         self.batch = cfg.http_batch
         self.yield_batch = cfg.http_yield_batch
         self.delay_ns = cfg.bench_delay_us * 1000
+        self.slow_ns = cfg.bench_slow_us * 1000
         self.keep_alive_ns = cfg.http_keep_alive_timeout_s * 1_000_000_000  # 0: never
         self.headers_timeout_ns = HEADERS_TIMEOUT_US * 1000
         self.recv_buffer = bytearray(RECV_BYTES)
@@ -174,14 +175,13 @@ class Listener:
     def _on_stall(self, timer) -> None:
         """Block the loop for the stall's length; the next is due one period after this one was.
 
-        A stall that came late (the loop was busy) does not make up for the
-        periods it missed: the next is due one period after the last due time
-        that has passed.
+        If that time has already passed (the stall, or the loop before it, took
+        longer than the period), the next is due at once: it runs in the next
+        round, and missed periods are not made up.
         """
         busy_wait_ns(self._stall_ns)
         self.stats.stalls += 1
-        late_ns = max(self.reactor.clock() - self._stall_due_ns, 0)
-        self._stall_due_ns += (late_ns // self._stall_every_ns + 1) * self._stall_every_ns
+        self._stall_due_ns = max(self._stall_due_ns + self._stall_every_ns, self.reactor.clock())
         self._stall.arm_at_ns(self._stall_due_ns)
 
     def _on_backoff_over(self, timer) -> None:

@@ -11,6 +11,7 @@ path          method    answer
 ============  ========  =============================================
 ``/``         GET       200, empty body
 ``/user/:id`` GET       200, body is the id (bytes as sent, no decoding)
+``/slow/:id`` GET       as ``/user/:id``, after ``CWIST_BENCH_SLOW_US`` (test knob)
 ``/user``     POST      200, empty body (a request body is discarded)
 ``/plaintext`` GET      200, ``Hello, World!`` (text/plain)
 ``/__probe``  GET       200 JSON of ``reactor.probe.snapshot()``, or 404
@@ -72,6 +73,7 @@ FIXED = {
     b"/user": (b"POST", OK_EMPTY, ALLOW_POST),
 }
 USER_PREFIX = b"/user/"
+SLOW_PREFIX = b"/slow/"  # answered as /user/:id; the connection busy-waits CWIST_BENCH_SLOW_US for it
 PROBE_PATH = b"/__probe"
 
 _USER_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + _CONNECTION[0],
@@ -114,8 +116,8 @@ def respond(method: bytes, target: bytes, keep_alive: bool, probe=None) -> bytes
     if route is not None:
         allowed, ok, not_allowed = route
         return ok[keep_alive] if method == allowed else not_allowed[keep_alive]
-    if path.startswith(USER_PREFIX):
-        user_id = path[len(USER_PREFIX):]
+    if path.startswith((USER_PREFIX, SLOW_PREFIX)):
+        user_id = path[len(USER_PREFIX):]  # /slow/ is as long as /user/
         if user_id and b"/" not in user_id:
             if method != b"GET":
                 return ALLOW_GET[keep_alive]
