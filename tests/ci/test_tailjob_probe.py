@@ -15,11 +15,14 @@ from tailreactor import Config
 from tailreactor.probe import LatencyProbe
 
 
-def write_worker(template: str, worker: int, *, delays_us: list[int], elevated: int) -> None:
-    """One worker's probe file: one dispatch per delay (queue delay since arm = since ready = delay)."""
+def write_worker(template: str, worker: int, *, delays_us: list[int], elevated: int,
+                 round_us: int = 1000) -> None:
+    """One worker's probe file: one dispatch per delay (queue delay since arm = since ready = delay),
+    all in one round of ``round_us``."""
     probe = LatencyProbe("epoll", worker=worker, config=Config.default().replace(latency_probe_file=template))
     for i, us in enumerate(delays_us):
         probe.dispatch(us * 1000, us * 1000, 5_000, i < elevated)
+    probe.round(len(delays_us), round_us * 1000)
     probe.finish({"rounds": len(delays_us)})
 
 
@@ -27,7 +30,7 @@ def write_worker(template: str, worker: int, *, delays_us: list[int], elevated: 
 def two_workers(tmp_path):
     template = probeleg.probe_env(tmp_path)["CWIST_LATENCY_PROBE_FILE"]
     write_worker(template, 0, delays_us=[100] * 98 + [6000, 7000], elevated=2)
-    write_worker(template, 1, delays_us=[200] * 10, elevated=0)
+    write_worker(template, 1, delays_us=[200] * 10, elevated=0, round_us=5000)
     return template
 
 
@@ -45,6 +48,8 @@ def test_gather_reads_every_worker_and_merges_them(two_workers):
     assert (w0["arm_p50_us"], w0["ready_p50_us"]) == (100, 100)
     assert w0["arm_p99_us"] == 6000 or w0["arm_p99_us"] == pytest.approx(6000, rel=1e-3)
     assert (w1["dispatched"], w1["arm_p50_us"], w1["arm_p99_us"], w1["over_5ms"]) == (10, 200, 200, 0)
+    assert (w0["round_p50_us"], w0["round_p99_us"]) == (1000, 1000)  # round time: is a round > TAIL_US?
+    assert w1["round_p50_us"] == pytest.approx(5000, rel=1e-3)
     merged = got["all"]
     assert merged["worker"] == "all"
     assert (merged["dispatched"], merged["tail_elevations"], merged["over_5ms"]) == (110, 2, 2)
@@ -72,7 +77,8 @@ def _with_probe(record, *, scale: int):
         k = scale * (1 if worker == 0 else 10)
         return {"pid": 100 + worker, "worker": worker, "backend": "epoll", "tail_elevations": k,
                 "over_5ms": 2 * k, "over_5ms_ready": k, "arm_p50_us": 3 * k, "arm_p99_us": 4 * k,
-                "ready_p50_us": 5 * k, "ready_p99_us": 6 * k, "dispatched": 1000 * k}
+                "ready_p50_us": 5 * k, "ready_p99_us": 6 * k, "round_p50_us": 7 * k, "round_p99_us": 8 * k,
+                "dispatched": 1000 * k}
     merged = {**figures(0), "worker": "all", "pid": None, "dispatched": 11000 * scale}
     return replace(record, probe={"template": "t", "files": [], "workers": [figures(0), figures(1)],
                                   "all": merged})
@@ -106,7 +112,7 @@ def test_report_has_a_probe_table_with_one_row_per_arm_and_worker(probe_job):
     rows = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith("| Arm ")]
     assert [r.split(" | ")[:2] for r in rows] == [
         ["| A: A", "0"], ["| A: A", "1"], ["| A: A", "all"], ["| B: B", "0"], ["| B: B", "1"], ["| B: B", "all"]]
-    assert rows[0].split(" | ")[2:] == ["4.5", "9", "4.5", "13.5", "18", "22.5", "27", "4,500 |"]
+    assert rows[0].split(" | ")[2:] == ["4.5", "9", "4.5", "13.5", "18", "22.5", "27", "31.5", "36", "4,500 |"]
 
 
 def test_job_without_probe_has_no_probe_section(synthetic_job):

@@ -42,7 +42,7 @@ from typing import Mapping
 
 from tailreactor import config as _config
 
-from . import calibrate, history, peers, peersjob, peersreport, plot, report
+from . import calibrate, history, openloop, peers, peersjob, peersreport, plot, report, workloads
 from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knobs, arms_for, \
     peer_legs, plan_legs, server_env
 from .progress import JobProgress
@@ -111,6 +111,18 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--duration", type=_duration, help="seconds per run: 3, 3s, 1m")
     w.add_argument("--runs", type=_positive, help="measured runs per arm in each leg")
     w.add_argument("--workers", type=_positive, help="bench server --workers (default: CWIST_WORKERS)")
+    w.add_argument("--workload", choices=list(workloads.WORKLOADS), default="uniform",
+                   help="; ".join(f"{k}: {v.description}" for k, v in workloads.WORKLOADS.items())
+                        + ". Every workload but closed-loop uniform runs on the job's load client "
+                          "(tailjob.loadgen) and is reported per client class, with the latency probe on")
+    w.add_argument("--load", choices=("closed", "open"),
+                   help="uniform only: closed (wrk, the default) or open (the load client: requests sent "
+                        "on a schedule, latency from each request's intended send time)")
+    w.add_argument("--rate", help="open-loop rate: requests/s (2000) or a fraction of the capacity measured "
+                                  "by a short closed-loop run first (0.7x); default: uniform 0.7x, "
+                                  "mixed 200 (interactive class), slow-route 0.5x")
+    w.add_argument("--schedule", choices=("poisson", "constant"),
+                   help="send times of open-loop classes: poisson (default) or constant gaps")
     arms = p.add_argument_group("arms (A is the baseline, B the treatment; ratios are B/A)")
     arms.add_argument("--ab", choices=sorted(AB_PRESETS),
                       help="tail: CWIST_REACTOR_TAIL_US 3600000 (A, off) vs 3500 (B, on); "
@@ -195,6 +207,10 @@ def _check_mode(args: argparse.Namespace) -> None:
         return
     if args.ab:
         raise PlanError("--peers compares servers, not arms: leave out --ab")
+    for given, name in ((args.workload != "uniform", "--workload"), (args.load, "--load"),
+                        (args.rate, "--rate"), (args.schedule, "--schedule")):
+        if given:
+            raise PlanError(f"{name} applies to the A/B job; --peers runs wrk's uniform closed loop")
     if args.a is not None or args.b is not None:
         raise PlanError("--peers compares servers, not arms: leave out --a/--b")
     if args.backend:
@@ -254,13 +270,18 @@ def main(argv: list[str] | None = None) -> int:
         overrides = Overrides(backend=args.backend, threads=args.threads, connections=args.connections,
                               duration_s=args.duration, runs=args.runs, pin=args.pin)
         legs = plan_legs(profile, arms, overrides)
+        load = openloop.plan_load(args.workload, args.load, args.rate, args.schedule)
+        if load is not None and args.probe is False and args.workload != "uniform":
+            args.probe = True  # the per-class figures come with the probe's, which cannot tell classes apart
         for leg in legs:  # every arm's whole environment must parse before anything runs
             for arm in arms:
-                arm_knobs(server_env(os.environ, leg, arm))
+                arm_knobs({**server_env(os.environ, leg, arm), **(load.server_env() if load else {})})
+            if load is not None and not load.relative:
+                load.spec(leg, capacity_rps=None, seed=args.seed)  # the client's spec must be valid too
         settings = Settings(seed=args.seed, warmup=not args.no_warmup, workers=args.workers,
                             server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if args.pin else None,
                             wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if args.pin else None,
-                            pollution_limit=args.pollution_limit, min_effect=args.min_effect)
+                            pollution_limit=args.pollution_limit, min_effect=args.min_effect, load=load)
         for name in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE"):
             if args.probe and any(name in arm.env for arm in arms):
                 raise PlanError(f"--probe sets {name} for every run; leave it out of --a/--b")

@@ -400,16 +400,22 @@ class _Run:
         return report(stats, self.spec.duration_s)
 
 
-def _histogram_summary(h, total_sum_us: int | None = None) -> dict:
+def _histogram_summary(h, total_sum_us: int | None = None, *, spectrum: bool = False) -> dict:
+    """Count, min/max/mean and :data:`PERCENTILES` (each with the samples at or beyond its rank);
+    ``spectrum``: also (percentile, us) from p0 to p99.999 in steps of 0.1 "nines", for plots."""
     n = h.get_total_count()
     pct = []
     for p in PERCENTILES:
         rank = math.floor(p / 100 * n + 1)
         pct.append({"p": p, "us": h.get_value_at_percentile(p) if n else None,
                     "samples": max(n - rank + 1, 0) if n else 0})
-    return {"count": n, "min": h.get_min_value() if n else None, "max": h.get_max_value() if n else None,
-            "mean": (total_sum_us / n if total_sum_us is not None else h.get_mean_value()) if n else None,
-            "percentiles": pct}
+    out = {"count": n, "min": h.get_min_value() if n else None, "max": h.get_max_value() if n else None,
+           "mean": (total_sum_us / n if total_sum_us is not None else h.get_mean_value()) if n else None,
+           "percentiles": pct}
+    if spectrum:
+        points = [100 * (1 - 10 ** (-k / 10)) for k in range(51)]
+        out["spectrum"] = [[p, h.get_value_at_percentile(p)] for p in points] if n else []
+    return out
 
 
 def _class_report(sts: list[_Stats], duration_s: float, name: str, loop: str) -> dict:
@@ -427,7 +433,7 @@ def _class_report(sts: list[_Stats], duration_s: float, name: str, loop: str) ->
            "offered_rps": offered / duration_s if loop == "open" else None,
            "achieved_rps": achieved,
            "errors": {k: sum(st.errors[k] for st in sts) for k in ERROR_KINDS},
-           "latency": _histogram_summary(lat, sum(st.latency_sum_us for st in sts)),
+           "latency": _histogram_summary(lat, sum(st.latency_sum_us for st in sts), spectrum=name == "all"),
            "lag": _histogram_summary(lag)}
     out["saturated"] = saturated(offered=out["offered_rps"], achieved=achieved)
     return out

@@ -43,6 +43,8 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("arm_p99_us", "queue_delay_arm p99 us"),
     ("ready_p50_us", "queue_delay_ready p50 us"),
     ("ready_p99_us", "queue_delay_ready p99 us"),
+    ("round_p50_us", "round_time p50 us"),
+    ("round_p99_us", "round_time p99 us"),
     ("dispatched", "dispatched"),
 )
 
@@ -64,11 +66,13 @@ def probe_env(directory: Path) -> dict[str, str]:
 def figures(doc: dict) -> dict:
     """The :data:`FIGURES` of one probe document (or a :func:`tailreactor.probe.merge` result)."""
     qa, qr = doc["histograms"]["queue_delay_arm"], doc["histograms"]["queue_delay_ready"]
+    rt = doc["histograms"]["round_time"]
     c = doc["counters"]
     return {"pid": doc["pid"], "worker": doc["worker"], "backend": doc["backend"],
             "tail_elevations": c["tail_elevations"], "over_5ms": c["over_5ms"],
             "over_5ms_ready": c["over_5ms_ready"], "arm_p50_us": qa["p50"], "arm_p99_us": qa["p99"],
-            "ready_p50_us": qr["p50"], "ready_p99_us": qr["p99"], "dispatched": c["dispatched"]}
+            "ready_p50_us": qr["p50"], "ready_p99_us": qr["p99"], "round_p50_us": rt["p50"],
+            "round_p99_us": rt["p99"], "dispatched": c["dispatched"]}
 
 
 def gather(template: str, *, workers: int) -> dict:

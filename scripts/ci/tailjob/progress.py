@@ -52,6 +52,12 @@ class JobProgress:
 
     def __call__(self, event: str, info: dict) -> None:
         leg, arm = info["leg"], info["arm"]
+        if event == "capacity":
+            cap = info["capacity"]
+            self.console.print(f"capacity [{leg.name}] arm {arm.key}, closed loop ({' '.join(cap['wrk_argv'])}): "
+                               f"{cap['rps']:,.0f} req/s" + (f"  [{', '.join(cap['flags'])}]" if cap["flags"] else ""),
+                               highlight=False, markup=False, soft_wrap=True)
+            return
         what = "warm-up" if info["warmup"] else f"trial {info['trial'] + 1}/{leg.runs}"
         if event == "run-start":
             self._started = time.monotonic()
@@ -67,6 +73,10 @@ class JobProgress:
         p99 = f"{m['p99'] / 1000:.2f}" if m["p99"] is not None else "-"
         cpu = f"{m['cpu_us_per_req']:.1f}" if m["cpu_us_per_req"] is not None else "-"
         flags = f"  [{', '.join(r.flags)}]" if r.flags else ""
+        if r.classes:  # the load client: each class's achieved rate and p99
+            flags = "; " + ", ".join(
+                f"{name} {c['rps']:,.0f} req/s p99 " + (f"{c['p99'] / 1000:.2f} ms" if c["p99"] is not None else "-")
+                for name, c in r.classes.items()) + flags
         self.console.print(
             f"run {self.done}/{self.total} [{leg.name}] {what} {arm.key} ({arm.label}): "
             f"{m['rps']:,.0f} req/s, p99 {p99} ms, server CPU {cpu} us/req, "

@@ -22,6 +22,7 @@ Latencies are printed in ms (recorded in us), CPU per request in us.
 
 from __future__ import annotations
 
+from . import classreport
 from .plan import PROFILES
 from .pooled import POOLED_KEYS
 from .probeleg import FIGURES
@@ -36,6 +37,8 @@ FLAG_TEXT = {
     "polluted": "polluted (other processes used more CPU than the limit)",
     "socket-errors": "with socket errors",
     "non-2xx": "with non-2xx responses",
+    "saturated": "saturated (an open-loop class achieved over 2% less than offered)",
+    "generator-bound": "generator-bound (the load generator was busy, the server was not)",
 }
 
 
@@ -170,6 +173,8 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
     seed = runs_line(job, lr)
     if seed:
         lines += ["", seed]
+    if lr.load_spec:
+        lines += [""] + classreport.class_tables(job, lr)
     return lines
 
 
@@ -259,7 +264,11 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
         workers = f"CWIST_WORKERS={n}"
     lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
-    if leg0:
+    if leg0 and s.load is not None:
+        lines.append(f"- Workload: {s.load.describe()}, on the job's load client against `tailreactor-bench` "
+                     f"({workers}), {leg0.duration_s} s per run; the server is restarted for every run"
+                     + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."))
+    elif leg0:
         lines.append(f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s "
                      f"scripts/ci/tail_latency.lua http://{s.host}:<port>/` against `tailreactor-bench` "
                      f"({workers}); the server is restarted for every run"
@@ -279,7 +288,10 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         f"- {machine_line(pv)}",
         "", "## Verdicts", ""]
     for lr in job.legs:
-        lines.append(f"- {lr.leg.name}: {verdict_summary(lr.comparisons)}{_flagged_note(lr)}")
+        lines.append(f"- {lr.leg.name}" + (", all classes" if lr.class_comparisons else "")
+                     + f": {verdict_summary(lr.comparisons)}{_flagged_note(lr)}")
+        for name, comps in lr.class_comparisons.items():
+            lines.append(f"  - class `{name}`: {verdict_summary(comps)}")
     for lr in job.legs:
         lines += [""] + _leg_table(job, lr)
     for lr in job.legs:
@@ -298,11 +310,12 @@ def render(job: JobResult, *, runs: bool = True) -> str:
            "in us (HdrHistogram, 3 significant digits); over 5 ms counts the callbacks whose queue "
            "delay exceeded 5 ms; tail_elevations the callbacks age-based dispatch moved ahead."]
           if s.probe_dir else []),
-        "- Latencies are wrk's histogram of its own requests. wrk is closed-loop (a connection sends its "
-        "next request only after the response), so a stalled server is sent fewer requests and the tail "
-        "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "
-        "partial correction. Responses slower than wrk's timeout are counted as errors, not latencies.",
-        "- p99.9, p99.99 and p99.999 are each arm's runs pooled: the runs' wrk histograms merged "
+        *(classreport.NOTES if s.load is not None else [
+            "- Latencies are wrk's histogram of its own requests. wrk is closed-loop (a connection sends its "
+            "next request only after the response), so a stalled server is sent fewer requests and the tail "
+            "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "
+            "partial correction. Responses slower than wrk's timeout are counted as errors, not latencies."]),
+        "- p99.9, p99.99 and p99.999 are each arm's runs pooled: the runs' latency histograms merged "
         "(HdrHistogram, exact), the percentile read from the merged one; (n) is the samples at or beyond "
         "its rank. The interval still resamples whole trials (a resample merges the drawn trials' "
         "histograms). Without histograms (wrk lacking LuaJIT's ffi) they are medians of the runs, and "

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from . import pooled, probeleg, procstat, stats
+from . import openloop, pooled, probeleg, procstat, stats
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer, ServerError, ServerProcess
 from .wrk import WrkOutputError, parse_wrk_output, wrk_command
@@ -67,6 +67,7 @@ class Settings:
     server_module: str = "tailreactor.http.server"
     min_effect: float | None = None  # None: each metric's own minimum
     probe_dir: str | None = None
+    load: openloop.LoadPlan | None = None  # None: wrk, closed loop (tailjob.openloop)
 
     @property
     def pinned(self) -> bool:
@@ -103,6 +104,7 @@ class RunRecord:
     metrics: dict
     flags: list[str] = field(default_factory=list)
     probe: dict | None = None
+    classes: dict | None = None  # load client: per class, LoadRunResult.class_metrics()
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -114,7 +116,8 @@ def _expected_backend(env: Mapping[str, str]) -> str | None:
 
 
 def measure_run(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings, *,
-                trial: int, position: int, warmup: bool = False) -> RunRecord:
+                trial: int, position: int, warmup: bool = False,
+                load: openloop.Load | None = None) -> RunRecord:
     """One run of ``arm`` in ``leg``: fresh bench server, one wrk run, CPU accounting.
 
     With ``settings.probe_dir`` the server writes its latency probe files into
@@ -141,7 +144,7 @@ def measure_run(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings, 
             raise JobError(f"{where}: asked for backend {expected}, server reports {srv.backend}")
 
     record = measure_server(server, leg, where, settings, arm=arm.key, trial=trial, position=position,
-                            warmup=warmup, check=check)
+                            warmup=warmup, check=check, load=load)
     if template is not None:
         try:
             record.probe = probeleg.gather(template, workers=server.workers or 1)
@@ -153,8 +156,9 @@ def measure_run(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings, 
 
 def measure_server(server: ServerProcess, leg: Leg, where: str, settings: Settings, *, arm: str,
                    trial: int, position: int, warmup: bool = False,
-                   check: Callable[[ServerProcess], None] | None = None) -> RunRecord:
-    """One run against ``server`` (not yet started): start, wrk, CPU accounting, stop.
+                   check: Callable[[ServerProcess], None] | None = None,
+                   load: openloop.Load | None = None) -> RunRecord:
+    """One run against ``server`` (not yet started): start, wrk (or ``load``'s client), CPU accounting, stop.
 
     ``where`` starts every error message; ``arm`` names the arm or server in
     the record; ``check(server)`` runs once it is ready (may raise
@@ -170,18 +174,21 @@ def measure_server(server: ServerProcess, leg: Leg, where: str, settings: Settin
     try:
         if check is not None:
             check(server)
-        argv = wrk_command(f"http://{settings.host}:{server.port}/", threads=leg.threads,
-                           connections=leg.connections, duration_s=leg.duration_s,
-                           script=settings.script, cpus=settings.wrk_cpus)
+        url = f"http://{settings.host}:{server.port}/"
+        if load is None:
+            argv = wrk_command(url, threads=leg.threads, connections=leg.connections,
+                               duration_s=leg.duration_s, script=settings.script, cpus=settings.wrk_cpus)
+            tool, timeout_s, tool_env = "wrk", leg.duration_s + 60, None
+        else:
+            argv, tool, timeout_s, tool_env = load.command(url, settings.wrk_cpus), "the load client", \
+                load.timeout_s, load.env()
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         sys0, srv0 = procstat.system_cpu(), procstat.tree_cpu_s(server.pid)
         kids0, self0, t0 = procstat.children_cpu_s(), procstat.self_cpu_s(), time.monotonic()
         try:
-            out = subprocess.run(argv, capture_output=True, text=True,
-                                 timeout=leg.duration_s + 60)
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=tool_env)
         except subprocess.TimeoutExpired:
-            raise JobError(f"{where}: wrk did not finish within "
-                           f"{leg.duration_s + 60} s") from None
+            raise JobError(f"{where}: {tool} did not finish within {timeout_s:.0f} s") from None
         t1 = time.monotonic()
         srv1, sys1 = procstat.tree_cpu_s(server.pid), procstat.system_cpu()
         kids1, self1 = procstat.children_cpu_s(), procstat.self_cpu_s()
@@ -192,16 +199,16 @@ def measure_server(server: ServerProcess, leg: Leg, where: str, settings: Settin
         raise JobError(f"{where}: {server.WHAT} died during the run"
                        + server.last_stderr())
     if out.returncode != 0:
-        raise JobError(f"{where}: wrk exited {out.returncode}: "
+        raise JobError(f"{where}: {tool} exited {out.returncode}: "
                        f"{(out.stderr or out.stdout).strip()[-300:]}")
     try:
-        result = parse_wrk_output(out.stdout)
-    except WrkOutputError as e:
+        result = parse_wrk_output(out.stdout) if load is None else load.parse(out.stdout)
+    except (WrkOutputError, openloop.loadgen.LoadOutputError) as e:
         raise JobError(f"{where}: {e}") from None
     if result.requests == 0:
         # wrk does not count requests that are never answered, so a server that
         # accepts connections but never serves looks like a quiet, error-free run.
-        raise JobError(f"{where}: wrk completed no request in {leg.duration_s} s "
+        raise JobError(f"{where}: {tool} completed no request in {leg.duration_s} s "
                        f"(errors {result.errors}); the server used {srv1 - srv0:.2f} s of CPU"
                        + server.last_stderr())
     wall = t1 - t0
@@ -221,12 +228,29 @@ def measure_server(server: ServerProcess, leg: Leg, where: str, settings: Settin
         flags.append("socket-errors")
     if result.non_2xx:
         flags.append("non-2xx")
+    if load is not None and result.saturated:
+        flags.append("saturated")
+    gen_cores = load.cores if load is not None else min(leg.threads, _cpus(settings.wrk_cpus))
+    if openloop.generator_bound(generator_cpu_s=wrk_cpu, generator_cores=gen_cores, server_cpu_s=server_cpu,
+                                server_cores=min(server.workers or 1, _cpus(settings.server_cpus)),
+                                wall_s=wall):
+        flags.append("generator-bound")
     return RunRecord(leg=leg.index, trial=trial, position=position, arm=arm, warmup=warmup,
                      backend=server.backend or "?", port=server.port or 0, started_at=started_at,
                      wall_s=wall, wrk_argv=argv, wrk=result.as_dict(), server_cpu_s=server_cpu,
                      wrk_cpu_s=wrk_cpu, self_cpu_s=self_cpu, machine_busy_s=busy,
                      steal_s=sys1.steal_s - sys0.steal_s, other_cpu_s=other,
-                     other_cores=other_cores, metrics=metrics, flags=flags)
+                     other_cores=other_cores, metrics=metrics, flags=flags,
+                     classes=result.class_metrics() if load is not None else None)
+
+
+def _cpus(cpu_list: str | None) -> int:
+    """How many CPUs a taskset list names (None: every CPU this process may use)."""
+    import os
+    if cpu_list is None:
+        return len(os.sched_getaffinity(0))
+    return sum(int(b) - int(a) + 1 if "-" in part else 1
+               for part in cpu_list.split(",") for a, _, b in [part.partition("-")])
 
 
 @dataclass
@@ -242,6 +266,11 @@ class LegResult:
     runs: list[RunRecord]
     comparisons: list[stats.Comparison] = field(default_factory=list)
     probe: dict | None = None
+    # With the load client (Settings.load): the capacity run (for a rate like 0.7x), the spec
+    # every run of the leg got, and per class the comparisons of CLASS_METRICS.
+    capacity: dict | None = None
+    load_spec: dict | None = None
+    class_comparisons: dict[str, list[stats.Comparison]] = field(default_factory=dict)
 
     def measured(self, arm: str | None = None) -> list[RunRecord]:
         return [r for r in self.runs if not r.warmup and (arm is None or r.arm == arm)]
@@ -255,35 +284,52 @@ class LegResult:
                 "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
                 "env": self.env, "knobs": self.knobs, "schedule": self.schedule,
                 "runs": [r.as_dict() for r in self.runs],
-                "comparisons": [c.as_dict() for c in self.comparisons], "probe": self.probe}
+                "comparisons": [c.as_dict() for c in self.comparisons], "probe": self.probe,
+                "capacity": self.capacity, "load_spec": self.load_spec,
+                "class_comparisons": {k: [c.as_dict() for c in v] for k, v in self.class_comparisons.items()}}
 
 
 def compare_leg(runs: list[RunRecord], *, seed: int, min_effect: float | None = None,
-                resamples: int = stats.RESAMPLES) -> list[stats.Comparison]:
+                resamples: int = stats.RESAMPLES, klass: str | None = None) -> list[stats.Comparison]:
     """Per-metric comparison of arm B against arm A, runs paired by trial.
 
     The percentiles of :data:`tailjob.pooled.POOLED_KEYS` are compared on the
     arms' pooled histograms when every paired run has one
     (:func:`tailjob.pooled.compare_pooled`); the other metrics, and those
     when a histogram is missing, on the medians of the runs' values.
+    ``klass``: compare that client class's figures (``RunRecord.classes``) on
+    :data:`tailjob.openloop.CLASS_METRICS` instead of the run's.
     """
     by_trial: dict[int, dict[str, RunRecord]] = {}
     for r in runs:
         if not r.warmup:
             by_trial.setdefault(r.trial, {})[r.arm] = r
     trials = [t for t in sorted(by_trial) if {"A", "B"} <= set(by_trial[t])]
+
+    def figures(r: RunRecord) -> dict:
+        return r.metrics if klass is None else (r.classes or {}).get(klass, {})
+    metrics = stats.METRICS if klass is None else [stats.metric(k) for k in openloop.CLASS_METRICS]
     out = []
-    hist = {arm: [by_trial[t][arm].wrk.get("histogram") for t in trials] for arm in "AB"}
+    hist = {arm: [(by_trial[t][arm].wrk if klass is None else figures(by_trial[t][arm])).get("histogram")
+                  for t in trials] for arm in "AB"}
     poolable = bool(trials) and all(h is not None for arm in "AB" for h in hist[arm])
-    for m in stats.METRICS:
+    for m in metrics:
         if poolable and m.key in pooled.POOLED_KEYS:
             out.append(pooled.compare_pooled(m, hist["A"], hist["B"], seed=seed, min_effect=min_effect,
                                              resamples=resamples))
             continue
-        a = [by_trial[t]["A"].metrics.get(m.key) for t in trials]
-        b = [by_trial[t]["B"].metrics.get(m.key) for t in trials]
+        a = [figures(by_trial[t]["A"]).get(m.key) for t in trials]
+        b = [figures(by_trial[t]["B"]).get(m.key) for t in trials]
         out.append(stats.compare(m, a, b, seed=seed, min_effect=min_effect, resamples=resamples))
     return out
+
+
+def measure_capacity(leg: Leg, arm: Arm, env: Mapping[str, str], settings: Settings) -> dict:
+    """The server's closed-loop capacity for a rate like ``0.7x``: one wrk run of
+    :data:`tailjob.openloop.CAPACITY_S` s with the leg's threads and connections, on arm ``arm``."""
+    short = replace(leg, duration_s=openloop.CAPACITY_S)
+    r = measure_run(short, arm, env, replace(settings, probe_dir=None), trial=-1, position=0, warmup=True)
+    return {"arm": arm.key, "wrk_argv": r.wrk_argv, "rps": r.metrics["rps"], "flags": r.flags}
 
 
 Progress = Callable[[str, dict], None]
@@ -299,29 +345,45 @@ def run_job(legs: list[Leg], arms: tuple[Arm, Arm], settings: Settings, *,
 
     ``progress(event, info)`` is called with ``"run-start"`` / ``"run-end"``
     (``info`` has ``leg``, ``arm``, ``trial``, ``warmup`` and, at the end,
-    ``record``).
+    ``record``), and with ``"capacity"`` (``leg``, ``arm``, ``capacity``) after
+    a leg's capacity run.
     """
     notify = progress or (lambda event, info: None)
     by_key = {a.key: a for a in arms}
     results = []
     for leg in legs:
         envs = {a.key: server_env(ambient, leg, a) for a in arms}
+        if settings.load is not None:  # what the workload needs of the server, unless an arm says otherwise
+            for a in arms:
+                envs[a.key].update({k: v for k, v in settings.load.server_env().items() if k not in a.env})
         if settings.probe_dir is not None:  # the per-run file is added by measure_run
             for e in envs.values():
                 e["CWIST_LATENCY_PROBE"] = "1"
         lr = LegResult(leg=leg, arms=arms, env={k: _cwist_env(e) for k, e in envs.items()},
                        knobs={k: arm_knobs(e) for k, e in envs.items()},
                        schedule=rmit_schedule(leg.runs, seed=settings.seed + leg.index), runs=[])
+        load = None
+        if settings.load is not None:
+            if settings.load.relative:
+                lr.capacity = measure_capacity(leg, arms[0], envs[arms[0].key], settings)
+                notify("capacity", {"leg": leg, "arm": arms[0], "capacity": lr.capacity})
+            spec = settings.load.spec(leg, capacity_rps=lr.capacity["rps"] if lr.capacity else None,
+                                      seed=settings.seed + leg.index)
+            lr.load_spec = asdict(spec)
+            load = openloop.Load(spec)
         plan = ([(-1, 0, arms[0].key, True)] if settings.warmup else []) + [
             (t, pos, key, False) for t, order in enumerate(lr.schedule) for pos, key in enumerate(order)]
         for trial, pos, key, warmup in plan:
             info = {"leg": leg, "arm": by_key[key], "trial": trial, "warmup": warmup}
             notify("run-start", info)
             record = measure_run(leg, by_key[key], envs[key], settings, trial=trial, position=pos,
-                                 warmup=warmup)
+                                 warmup=warmup, load=load)
             lr.runs.append(record)
             notify("run-end", {**info, "record": record})
         lr.comparisons = compare_leg(lr.runs, seed=settings.seed, min_effect=settings.min_effect)
+        if load is not None:
+            lr.class_comparisons = {c.name: compare_leg(lr.runs, seed=settings.seed, min_effect=settings.min_effect,
+                                                        klass=c.name) for c in load.spec.classes}
         if settings.probe_dir is not None:
             lr.probe = probeleg.summarize(lr.runs)
         results.append(lr)
@@ -347,7 +409,8 @@ class JobResult:
     finished_at: str
 
     def verdicts(self) -> list[str]:
-        return [c.verdict for lr in self.legs for c in lr.comparisons]
+        return [c.verdict for lr in self.legs
+                for c in [*lr.comparisons, *(c for cs in lr.class_comparisons.values() for c in cs)]]
 
     def as_dict(self) -> dict:
         return {"argv": self.argv, "profile": self.profile, "ab": self.ab,

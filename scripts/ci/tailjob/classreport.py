@@ -1,0 +1,126 @@
+"""The report's sections for runs on the load client: the load, the capacity, and each client class.
+
+Role
+----
+With ``--workload`` or ``--load open`` (:mod:`tailjob.openloop`) each leg gets,
+after its table of the whole run:
+
+* one line with the capacity run (for a rate like ``0.7x``) and the load
+  offered;
+* per client class, a table in the shape of the leg's: medians per arm over
+  the runs, B/A, interval and verdict (:func:`tailjob.runner.compare_leg` with
+  the class), preceded by what the class is (loop, connections, offered rate)
+  and followed by what checks it: achieved against offered, runs flagged
+  ``saturated``, the client's send lag.
+
+Verdicts come from :mod:`tailjob.stats`, as the leg's.
+"""
+
+from __future__ import annotations
+
+from .openloop import CAPACITY_S
+from .stats import Comparison, median
+
+__all__ = ["load_line", "class_tables", "NOTES"]
+
+
+def _ms(us) -> str:
+    return "-" if us is None else f"{us / 1000:.3f}"
+
+
+def _value(key: str, v) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.0f}" if key == "rps" else _ms(v)
+
+
+def _ci(c: Comparison) -> str:
+    return "-" if c.ci is None else f"{c.ci[0]:.3f}–{c.ci[1]:.3f}"
+
+
+def load_line(lr) -> str:
+    """'Load: ... Capacity (closed loop, wrk ..., arm A): N req/s.' for a leg run on the load client."""
+    parts = []
+    if lr.capacity:
+        parts.append(f"capacity measured first, closed loop `wrk -t{lr.leg.threads} -c{lr.leg.connections} "
+                     f"-d{CAPACITY_S}s` "
+                     f"on arm {lr.capacity['arm']}: **{lr.capacity['rps']:,.0f} req/s**"
+                     + (f" (flagged {', '.join(lr.capacity['flags'])})" if lr.capacity["flags"] else ""))
+    for c in lr.load_spec["classes"]:
+        what = (f"open loop, {c['schedule']}, {c['rate']:,.0f} req/s offered" if c["loop"] == "open" else
+                f"closed loop, depth {c['depth']}" + (f", think {c['think_ms']:g} ms" if c["think_ms"] else ""))
+        parts.append(f"`{c['name']}`: {c['connections']} connections, {what}, `GET {c['path']}<seq>`")
+    return "Load (tailjob.loadgen, " + f"{lr.load_spec['duration_s']:g} s per run): " + "; ".join(parts) + "."
+
+
+def class_tables(job, lr) -> list[str]:
+    """Per client class: what it is, its comparison table, and its checks."""
+    a, b = job.arms
+    lines: list[str] = [load_line(lr)]
+    for c in lr.load_spec["classes"]:
+        name = c["name"]
+        comps = lr.class_comparisons.get(name, [])
+        figs = {arm: [r.classes[name] for r in lr.measured(arm) if r.classes and name in r.classes]
+                for arm in ("A", "B")}
+        n = min(len(figs["A"]), len(figs["B"]))
+        lines += ["", f"### Class `{name}` ({c['loop']} loop): medians over {n} runs per arm", "",
+                  f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Verdict |",
+                  "|---|---:|---:|---:|:---:|---:|---|"]
+        for cmp in comps:
+            key = cmp.metric.key
+            label = "Achieved req/s" if key == "rps" else cmp.metric.label
+            samples = ""
+            if key in ("p99.99", "p99.999"):
+                sa = [f[f"{key}_samples"] for f in figs["A"]]
+                sb = [f[f"{key}_samples"] for f in figs["B"]]
+                samples = (f" ({median(sa):.0f})", f" ({median(sb):.0f})") if sa and sb else ("", "")
+            sa_txt, sb_txt = samples if samples else ("", "")
+            ratio = "-" if cmp.ratio is None else f"{cmp.ratio:.3f}"
+            lines.append(f"| {label} | {_value(key, cmp.median_a)}{sa_txt} | {_value(key, cmp.median_b)}{sb_txt} "
+                         f"| {ratio} | {_ci(cmp)} | {cmp.min_effect:.0%} | {cmp.verdict} |")
+        lines += ["", _checks(c, figs)]
+    return lines
+
+
+def _checks(c: dict, figs: dict) -> str:
+    out = []
+    for arm in ("A", "B"):
+        fs = figs[arm]
+        if not fs:
+            continue
+        sat = sum(bool(f["saturated"]) for f in fs)
+        errors = sum(sum(f["errors"].values()) for f in fs)
+        part = f"arm {arm}: "
+        if c["loop"] == "open":
+            offered = median([f["offered_rps"] for f in fs])
+            achieved = median([f["rps"] for f in fs])
+            part += f"achieved {achieved:,.0f} of {offered:,.0f} req/s offered (median)"
+            part += f", {sat} of {len(fs)} runs saturated" if sat else ", none saturated"
+        else:
+            part += f"{median([f['rps'] for f in fs]):,.0f} req/s (median)"
+        lag50 = median([f["lag_p50"] for f in fs if f["lag_p50"] is not None] or [0])
+        lag99 = median([f["lag_p99"] for f in fs if f["lag_p99"] is not None] or [0])
+        if c["loop"] == "open" or c["think_ms"]:
+            part += f", client send lag p50 {_ms(lag50)} / p99 {_ms(lag99)} ms"
+        part += f", {errors} errors" if errors else ""
+        out.append(part)
+    return "Checks: " + "; ".join(out) + "."
+
+
+NOTES = [
+    "- Load client (`--workload`, `--load open`): `tailjob.loadgen` on uvloop, one process. Open-loop "
+    "classes send on a schedule and every latency runs from the request's *intended* send time (wrk2's "
+    "method), so a stall shows in every request scheduled during it; closed-loop classes measure from "
+    "the batch's send (or, with think time, from the end of the think time). Each response is matched to "
+    "its request by the echoed `<seq>`. Latencies are HdrHistogram values (3 significant digits).",
+    "- Achieved req/s of a class: its answers that arrived inside the run, per second. An open-loop class "
+    "achieving more than 2% less than offered is flagged `saturated`: the server did not keep up and the "
+    "latencies grow with the run's length.",
+    "- Client send lag: how late the client sent requests whose connection was idle at their time (its "
+    "timers have millisecond resolution, and it shares the machine); the lag is inside the latencies, as "
+    "in wrk2. A run whose load generator (wrk or the client) used >= 90% of the CPU it can use while the "
+    "server used less is flagged `generator-bound`: its figures describe the generator.",
+    "- The latency probe's figures are per worker and blind to client classes: queue delays and "
+    "tail_elevations cover every callback, and round time p50/p99 says how long a round takes (age-based "
+    "dispatch can only reorder events inside a round longer than CWIST_REACTOR_TAIL_US).",
+]
