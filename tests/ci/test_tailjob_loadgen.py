@@ -107,6 +107,8 @@ def test_every_offered_request_is_answered_and_matched(bench):
         assert c["errors"] == dict.fromkeys(loadgen.ERROR_KINDS, 0)
         assert c["latency"]["count"] == c["answered"]
     assert out["all"]["latency"]["count"] == inter["answered"] + bulk["answered"]
+    # one process per class (a busy class cannot delay another's timers), merged into one document
+    assert [p["classes"] for p in out["processes"]] == [["interactive"], ["bulk"]]
     assert inter["offered_rps"] == pytest.approx(inter["offered"] / 1.0)
     assert [q["p"] for q in inter["latency"]["percentiles"]] == list(loadgen.PERCENTILES)
 

@@ -302,7 +302,8 @@ class _Connection(asyncio.Protocol):
             self._next_open(now)
         else:
             self.rng = random.Random(f"{self.run.spec.seed}/{self.cls.name}/{self.index}")
-            self._next_batch(self.run.start_ns if now < self.run.start_ns else now)
+            self.stats.offered += self.cls.depth
+            self._at(self.run.start_ns, self.cls.depth, now)  # the first batch at the run's start
 
     def _next_open(self, now: int) -> None:
         if self.in_flight:
@@ -352,9 +353,13 @@ class _Connection(asyncio.Protocol):
 
 
 class _Run:
-    def __init__(self, spec: LoadSpec, host: str, port: int):
+    """One process's share of a run: its classes' connections, from ``start_ns`` (monotonic, shared by
+    every process of the run) for the spec's duration.  ``start_ns`` None: 20 ms after connecting."""
+
+    def __init__(self, spec: LoadSpec, host: str, port: int, start_ns: int | None = None):
         self.spec, self.host, self.port = spec, host, port
         self._seq = 0
+        self._start = start_ns
         self.start_ns = self.end_ns = 0
 
     def next_seq(self) -> bytes:
@@ -375,7 +380,7 @@ class _Run:
                 conns.append(proto)
         # Offered counts of open-loop classes come from their schedules, drawn up front per connection
         # with the same seeds as the connections use (a copy: the connection draws its own).
-        self.start_ns = time.monotonic_ns() + 20_000_000  # 20 ms to get every connection going
+        self.start_ns = self._start or time.monotonic_ns() + 20_000_000  # 20 ms to get every connection going
         self.end_ns = self.start_ns + round(self.spec.duration_s * 1e9)
         for st in stats:
             if st.cls.loop == "open":
@@ -387,8 +392,10 @@ class _Run:
         for c in conns:
             c.start()
         waits = [c.done for c in conns]
+        cpu0 = time.process_time()
         deadline = (self.end_ns - time.monotonic_ns()) / 1e9 + self.spec.drain_s
         await asyncio.wait(waits, timeout=max(deadline, 0.1))
+        busy = (time.process_time() - cpu0) / max((time.monotonic_ns() - self.start_ns) / 1e9, 1e-3)
         for c in conns:
             owed = c.owed()
             if owed and not c.lost:
@@ -397,7 +404,40 @@ class _Run:
                 c.timer.cancel()
             if c.transport is not None:
                 c.transport.close()
-        return report(stats, self.spec.duration_s)
+        doc = report(stats, self.spec.duration_s)
+        doc["processes"] = [{"classes": [st.cls.name for st in stats], "busy": busy}]
+        doc["parts"] = [_part(st) for st in stats]
+        return doc
+
+
+_COUNTERS = ("offered", "sent", "answered", "in_window", "latency_sum_us")
+
+
+def _part(st: _Stats) -> dict:
+    """A class's raw figures, for merging the classes of several processes (histograms encoded)."""
+    return {"class": asdict(st.cls), **{k: getattr(st, k) for k in _COUNTERS}, "errors": st.errors,
+            "latency": st.latency.encode().decode(), "lag": st.lag.encode().decode()}
+
+
+def _stats_of(part: dict) -> _Stats:
+    from hdrh.histogram import HdrHistogram
+    st = _Stats(ClientClass(**part["class"]))
+    for k in _COUNTERS:
+        setattr(st, k, part[k])
+    st.errors = dict(part["errors"])
+    st.latency.add(HdrHistogram.decode(part["latency"]))
+    st.lag.add(HdrHistogram.decode(part["lag"]))
+    return st
+
+
+def merge(docs: list[dict], spec: LoadSpec) -> dict:
+    """One document from the documents of the processes of one run (one process per class)."""
+    stats = [_stats_of(part) for d in docs for part in d["parts"]]
+    order = [c.name for c in spec.classes]
+    stats.sort(key=lambda st: order.index(st.cls.name))
+    doc = report(stats, spec.duration_s)
+    doc["processes"] = [p for d in docs for p in d["processes"]]
+    return doc
 
 
 def _histogram_summary(h, total_sum_us: int | None = None, *, spectrum: bool = False) -> dict:
@@ -450,6 +490,29 @@ def report(stats: list[_Stats], duration_s: float) -> dict:
     return {"classes": classes, "all": merged}
 
 
+def _supervise(spec: LoadSpec, url: str) -> tuple[int, dict | str]:
+    """Run each class in a process of its own, all from one start time; merge their documents.
+
+    One process per class, so that a busy class (bulk pipelining) cannot delay
+    the timers of another (interactive): each process's send lag is its own.
+    Returns ``(0, document)`` or ``(exit status, the failing process's stderr)``.
+    """
+    import subprocess
+    start_ns = time.monotonic_ns() + 1_000_000_000  # a second to start the processes and connect
+    procs = []
+    for cls in spec.classes:
+        one = LoadSpec(classes=(cls,), duration_s=spec.duration_s, seed=spec.seed, drain_s=spec.drain_s)
+        procs.append(subprocess.Popen([sys.executable, "-m", "tailjob.loadgen", "--url", url, "--spec",
+                                       one.to_json(), "--start-ns", str(start_ns)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=client_env()))
+    results = [p.communicate() for p in procs]
+    for p, (_, err) in zip(procs, results):
+        if p.returncode != 0:
+            return p.returncode, err.strip().splitlines()[-1] if err.strip() else f"exit {p.returncode}"
+    return 0, merge([parse_output(out) for out, _ in results], spec)
+
+
 # -- the process around it ---------------------------------------------------------
 def command(url: str, spec: LoadSpec | None, *, cpus: str | None = None,
             python: str = sys.executable) -> list[str]:
@@ -482,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tailjob.loadgen", description=__doc__.split("\n\n")[0])
     p.add_argument("--url", required=True, help="http://127.0.0.1:PORT/")
     p.add_argument("--spec", required=True, help="the LoadSpec as JSON")
+    p.add_argument("--start-ns", type=int, help="(one process of several) the run's start, monotonic ns")
     args = p.parse_args(argv)
     try:
         spec = LoadSpec.from_json(args.spec)
@@ -491,16 +555,23 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"tailjob.loadgen: error: {e}", file=sys.stderr)
         return 2
-    try:
-        import uvloop
-        runner = uvloop.run
-    except ImportError:  # the bench extra is missing: the stdlib loop works too, a little slower
-        runner = asyncio.run
-    try:
-        doc = runner(_Run(spec, where.hostname, where.port).go())
-    except ConnectionError as e:
-        print(f"tailjob.loadgen: error: {e}", file=sys.stderr)
-        return 1
+    if len(spec.classes) > 1:
+        code, doc = _supervise(spec, args.url)
+        if code:
+            print(doc if doc.startswith("tailjob.loadgen") else f"tailjob.loadgen: error: {doc}",
+                  file=sys.stderr)
+            return code
+    else:
+        try:
+            import uvloop
+            runner = uvloop.run
+        except ImportError:  # the bench extra is missing: the stdlib loop works too, a little slower
+            runner = asyncio.run
+        try:
+            doc = runner(_Run(spec, where.hostname, where.port, args.start_ns).go())
+        except ConnectionError as e:
+            print(f"tailjob.loadgen: error: {e}", file=sys.stderr)
+            return 1
     print(OUTPUT_PREFIX + json.dumps(doc, separators=(",", ":")), flush=True)
     return 0
 

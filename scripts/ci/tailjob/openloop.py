@@ -120,15 +120,11 @@ def plan_load(workload: str, load: str | None, rate: str | None, schedule: str |
     return LoadPlan(workload=workload, rate=rate, schedule=schedule or "poisson")
 
 
-def generator_bound(*, generator_cpu_s: float, generator_cores: float, server_cpu_s: float,
-                    server_cores: float, wall_s: float) -> bool:
-    """True when the load generator was busy (>= :data:`BUSY_FRACTION` of the cores it can use)
-    and the server was not: the run's figures then describe the generator."""
-    if wall_s <= 0:
-        return False
-    gen = generator_cpu_s / wall_s / generator_cores
-    srv = server_cpu_s / wall_s / server_cores
-    return gen >= BUSY_FRACTION and srv < BUSY_FRACTION
+def generator_bound(*, generator_busy: float, server_busy: float) -> bool:
+    """True when the load generator was busy (>= :data:`BUSY_FRACTION` of the CPU it can use: for wrk,
+    its threads' cores; for the load client, the busiest of its one-thread processes) and the server
+    was not: the run's figures then describe the generator."""
+    return generator_busy >= BUSY_FRACTION and server_busy < BUSY_FRACTION
 
 
 @dataclass(frozen=True)
@@ -168,6 +164,11 @@ class LoadRunResult:
     @property
     def non_2xx(self) -> int:
         return self.errors["status"]
+
+    @property
+    def generator_busy(self) -> float:
+        """The busiest client process's CPU over its run, as a share of one core."""
+        return max((p["busy"] for p in self.doc.get("processes", [])), default=0.0)
 
     @property
     def saturated(self) -> bool:
@@ -211,7 +212,6 @@ class Load:
     """One leg's load-client run, for :func:`tailjob.runner.measure_server`."""
 
     spec: LoadSpec
-    cores: float = 1.0   # the client is one process with one thread
 
     @property
     def timeout_s(self) -> float:

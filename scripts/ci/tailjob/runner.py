@@ -230,11 +230,12 @@ def measure_server(server: ServerProcess, leg: Leg, where: str, settings: Settin
         flags.append("non-2xx")
     if load is not None and result.saturated:
         flags.append("saturated")
-    gen_cores = load.cores if load is not None else min(leg.threads, _cpus(settings.wrk_cpus))
-    if openloop.generator_bound(generator_cpu_s=wrk_cpu, generator_cores=gen_cores, server_cpu_s=server_cpu,
-                                server_cores=min(server.workers or 1, _cpus(settings.server_cpus)),
-                                wall_s=wall):
-        flags.append("generator-bound")
+    if wall > 0:
+        gen_busy = (result.generator_busy if load is not None
+                    else wrk_cpu / wall / min(leg.threads, _cpus(settings.wrk_cpus)))
+        server_busy = server_cpu / wall / min(server.workers or 1, _cpus(settings.server_cpus))
+        if openloop.generator_bound(generator_busy=gen_busy, server_busy=server_busy):
+            flags.append("generator-bound")
     return RunRecord(leg=leg.index, trial=trial, position=position, arm=arm, warmup=warmup,
                      backend=server.backend or "?", port=server.port or 0, started_at=started_at,
                      wall_s=wall, wrk_argv=argv, wrk=result.as_dict(), server_cpu_s=server_cpu,

@@ -11,12 +11,14 @@ with ``--load open``, run on the job's own load client (:mod:`tailjob.loadgen`).
 ``uniform``    ``GET /`` style requests on ``C`` connections (the profile's): wrk
                closed loop (today's, the seed's), or with ``--load open`` one
                open-loop class ``all`` offering ``--rate`` (default ``0.7x``).
-``mixed``      ``bulk``: ``C/2`` keep-alive connections pipelining 16 requests per
+``mixed``      ``bulk``: ``C/4`` keep-alive connections pipelining 16 requests per
                write, closed loop, keeping the server busy; ``interactive``: 8
                keep-alive connections sending single requests open loop at a low
                rate (``--rate``, default 200 req/s over the class, so each client
-               thinks ~40 ms between requests).  Sized so that a round of the
-               bench server (every bulk connection's batch of 16) lasts longer
+               thinks ~40 ms between requests).  Every request costs
+               :data:`MIXED_SERVICE_US` of service time (``CWIST_BENCH_DELAY_US``,
+               both arms), so the bulk class saturates the server and a round of
+               it (16 bulk connections x 16 requests at c64, ~6 ms) lasts longer
                than the default ``CWIST_REACTOR_TAIL_US`` (3.5 ms): the probe's
                round time shows it.  ``interactive`` is the class that matters.
 ``slow-route`` open loop at ``--rate`` (default ``0.5x``): ``fast`` (``C``
@@ -39,9 +41,10 @@ from typing import Mapping
 
 from .loadgen import ClientClass
 
-__all__ = ["Workload", "WORKLOADS", "classes_for", "SLOW_FRACTION", "SLOW_US", "THINK_MS",
+__all__ = ["Workload", "WORKLOADS", "classes_for", "MIXED_SERVICE_US", "SLOW_FRACTION", "SLOW_US", "THINK_MS",
            "BULK_DEPTH", "INTERACTIVE_CONNECTIONS"]
 
+MIXED_SERVICE_US = 20
 SLOW_FRACTION = 0.01
 SLOW_US = 2000
 THINK_MS = 50.0
@@ -67,8 +70,10 @@ class Workload:
 WORKLOADS: dict[str, Workload] = {
     "uniform": Workload("uniform", "every connection alike (wrk closed loop; one open-loop class with "
                         "--load open)", open_classes=False, default_rate="0.7x"),
-    "mixed": Workload("mixed", f"bulk pipelining depth {BULK_DEPTH} (closed loop) + {INTERACTIVE_CONNECTIONS} "
-                      "interactive clients (open loop, low rate)", open_classes=True, default_rate="200"),
+    "mixed": Workload("mixed", f"C/4 bulk connections pipelining depth {BULK_DEPTH} (closed loop) + "
+                      f"{INTERACTIVE_CONNECTIONS} interactive clients (open loop, low rate), "
+                      f"{MIXED_SERVICE_US} us of service per request", open_classes=True, default_rate="200",
+                      server_env={"CWIST_BENCH_DELAY_US": str(MIXED_SERVICE_US)}),
     "slow-route": Workload("slow-route", f"open loop; {SLOW_FRACTION:.0%} of requests to /slow/ at "
                            f"{SLOW_US} us", open_classes=True, default_rate="0.5x",
                            server_env={"CWIST_BENCH_SLOW_US": str(SLOW_US)}),
@@ -91,7 +96,7 @@ def classes_for(workload: str, *, connections: int, rate_rps: float | None,
     if workload == "mixed":
         return (ClientClass("interactive", INTERACTIVE_CONNECTIONS, "open", rate=rate_rps,
                             schedule=schedule),
-                ClientClass("bulk", max(connections // 2, 1), "closed", depth=BULK_DEPTH))
+                ClientClass("bulk", max(connections // 4, 1), "closed", depth=BULK_DEPTH))
     if workload == "slow-route":
         return (ClientClass("fast", connections, "open", rate=rate_rps * (1 - SLOW_FRACTION),
                             schedule=schedule),
