@@ -440,7 +440,8 @@ def merge(docs: list[dict], spec: LoadSpec) -> dict:
     return doc
 
 
-def _histogram_summary(h, total_sum_us: int | None = None, *, spectrum: bool = False) -> dict:
+def _histogram_summary(h, total_sum_us: int | None = None, *, spectrum: bool = False,
+                       histogram: bool = False) -> dict:
     """Count, min/max/mean and :data:`PERCENTILES` (each with the samples at or beyond its rank);
     ``spectrum``: also (percentile, us) from p0 to p99.999 in steps of 0.1 "nines", for plots."""
     n = h.get_total_count()
@@ -452,6 +453,9 @@ def _histogram_summary(h, total_sum_us: int | None = None, *, spectrum: bool = F
     out = {"count": n, "min": h.get_min_value() if n else None, "max": h.get_max_value() if n else None,
            "mean": (total_sum_us / n if total_sum_us is not None else h.get_mean_value()) if n else None,
            "percentiles": pct}
+    if histogram:  # the whole histogram, for pooling runs (tailjob.pooled: same range and precision)
+        blob = h.encode()
+        out["histogram"] = blob.decode("ascii") if isinstance(blob, bytes) else blob
     if spectrum:
         points = [100 * (1 - 10 ** (-k / 10)) for k in range(51)]
         out["spectrum"] = [[p, h.get_value_at_percentile(p)] for p in points] if n else []
@@ -473,7 +477,8 @@ def _class_report(sts: list[_Stats], duration_s: float, name: str, loop: str) ->
            "offered_rps": offered / duration_s if loop == "open" else None,
            "achieved_rps": achieved,
            "errors": {k: sum(st.errors[k] for st in sts) for k in ERROR_KINDS},
-           "latency": _histogram_summary(lat, sum(st.latency_sum_us for st in sts), spectrum=name == "all"),
+           "latency": _histogram_summary(lat, sum(st.latency_sum_us for st in sts), spectrum=name == "all",
+                                         histogram=True),
            "lag": _histogram_summary(lag)}
     out["saturated"] = saturated(offered=out["offered_rps"], achieved=achieved)
     return out

@@ -189,7 +189,7 @@ class LoadRunResult:
             m = {"rps": c["achieved_rps"], "offered_rps": c["offered_rps"], "loop": c["loop"],
                  "connections": c["connections"], "answered": c["answered"],
                  "saturated": c["saturated"], "errors": c["errors"],
-                 "lag_p50": lag[50], "lag_p99": lag[99]}
+                 "lag_p50": lag[50], "lag_p99": lag[99], "histogram": c["latency"].get("histogram")}
             for key, p in (("p50", 50), ("p99", 99), ("p99.9", 99.9), ("p99.99", 99.99), ("p99.999", 99.999)):
                 m[key] = pct[p]["us"]
                 m[f"{key}_samples"] = pct[p]["samples"]
@@ -204,6 +204,7 @@ class LoadRunResult:
                 "latency_us": {k: merged["latency"][k] for k in ("min", "max", "mean")},
                 "percentiles": merged["latency"]["percentiles"],
                 "spectrum": merged["latency"].get("spectrum", []), "errors": self.errors,
+                "histogram": merged["latency"].get("histogram"),
                 "classes": self.doc["classes"]}
 
 
