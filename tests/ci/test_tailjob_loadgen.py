@@ -111,6 +111,7 @@ def test_every_offered_request_is_answered_and_matched(bench):
     assert [p["classes"] for p in out["processes"]] == [["interactive"], ["bulk"]]
     assert inter["offered_rps"] == pytest.approx(inter["offered"] / 1.0)
     assert [q["p"] for q in inter["latency"]["percentiles"]] == list(loadgen.PERCENTILES)
+    assert inter["saturated"] is False and bulk["saturated"] is False
 
 
 def test_a_stall_shows_in_requests_scheduled_during_it(bench):
@@ -123,6 +124,16 @@ def test_a_stall_shows_in_requests_scheduled_during_it(bench):
     p99 = {q["p"]: q["us"] for q in c["latency"]["percentiles"]}[99]
     assert p99 >= 10_000, c["latency"]
     assert c["latency"]["max"] >= 15_000  # a request scheduled at a stall's start waits ~all of it
+
+
+def test_an_overloaded_server_is_flagged_saturated(bench):
+    # 1 ms of service per request: the server answers at most ~1000 req/s; 3000 are offered.
+    srv = bench(CWIST_BENCH_DELAY_US="1000")
+    spec = LoadSpec(classes=(ClientClass("all", 4, "open", rate=3000.0),), duration_s=1.0, seed=2)
+    c = _run(srv, spec)["classes"]["all"]
+    assert c["saturated"] is True
+    assert c["answered_in_window"] < 0.7 * c["offered"]
+    assert c["answered"] + c["errors"]["timeout"] == c["offered"]  # owed answers counted, none lost
 
 
 def test_client_exits_2_with_one_line_on_a_bad_spec():

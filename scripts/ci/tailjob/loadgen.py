@@ -29,7 +29,9 @@ Every request is ``GET <path><seq>``: the bench server's ``/user/:id`` (and
 by its body; a mismatch is counted as an error.  Requests whose intended time
 falls inside the run are *offered*; after the run the client waits up to
 ``drain_s`` for the answers still owed, and what is still missing then counts
-as ``timeout``.
+as ``timeout``.  A class is ``saturated`` when the answers that arrived inside
+the run fall more than 2 % short of the requests offered up to one median
+latency (at most a tenth of the run) before its end (:func:`saturated`).
 
 Output: one line ``TAILREACTOR_LOAD {json}`` with, per class and for all
 classes merged: offered/sent/answered counts, offered and achieved rates
@@ -186,7 +188,10 @@ def intended_times(schedule: str, *, rate: float, connections: int, index: int, 
 
 
 def saturated(*, offered: float | None, achieved: float) -> bool:
-    """True when an open-loop class achieved more than :data:`SATURATION_SHORTFALL` less than offered."""
+    """True when ``achieved`` is more than :data:`SATURATION_SHORTFALL` short of ``offered`` (counts or
+    rates).  The client compares the answers that arrived inside the run with the requests offered up
+    to one median latency (at most a tenth of the run) before its end: the rest could not have been
+    answered inside it even by a server that keeps up."""
     return offered is not None and offered > 0 and achieved < offered * (1 - SATURATION_SHORTFALL)
 
 
@@ -199,7 +204,7 @@ class _Stats:
         self.cls = cls
         self.latency = HdrHistogram(1, _US_MAX, 3)
         self.lag = HdrHistogram(1, _US_MAX, 3)
-        self.offered = self.sent = self.answered = self.in_window = 0
+        self.offered = self.sent = self.answered = self.in_window = self.offered_due = 0
         self.errors = dict.fromkeys(ERROR_KINDS, 0)
         self.latency_sum_us = 0
 
@@ -362,6 +367,13 @@ class _Run:
         self._start = start_ns
         self.start_ns = self.end_ns = 0
 
+    def _offered(self, cls: ClientClass, end_ns: int) -> int:
+        """Requests the schedules of ``cls`` offer from the run's start to ``end_ns`` (the same seeds as
+        its connections: a copy of what they draw)."""
+        return sum(1 for i in range(cls.connections) for _ in intended_times(
+            cls.schedule, rate=cls.rate, connections=cls.connections, index=i,
+            rng=random.Random(f"{self.spec.seed}/{cls.name}/{i}"), start_ns=self.start_ns, end_ns=end_ns))
+
     def next_seq(self) -> bytes:
         self._seq += 1
         return b"%d" % self._seq
@@ -384,11 +396,7 @@ class _Run:
         self.end_ns = self.start_ns + round(self.spec.duration_s * 1e9)
         for st in stats:
             if st.cls.loop == "open":
-                st.offered = sum(
-                    1 for i in range(st.cls.connections) for _ in intended_times(
-                        st.cls.schedule, rate=st.cls.rate, connections=st.cls.connections, index=i,
-                        rng=random.Random(f"{self.spec.seed}/{st.cls.name}/{i}"),
-                        start_ns=self.start_ns, end_ns=self.end_ns))
+                st.offered = self._offered(st.cls, self.end_ns)
         for c in conns:
             c.start()
         waits = [c.done for c in conns]
@@ -396,6 +404,14 @@ class _Run:
         deadline = (self.end_ns - time.monotonic_ns()) / 1e9 + self.spec.drain_s
         await asyncio.wait(waits, timeout=max(deadline, 0.1))
         busy = (time.process_time() - cpu0) / max((time.monotonic_ns() - self.start_ns) / 1e9, 1e-3)
+        for st in stats:
+            # What the saturation check compares the answers inside the run with: the requests
+            # offered up to a median latency before its end (one sent later is not due inside the run
+            # even from a server that keeps up), at most a tenth of the run before it (a saturated
+            # server's median latency grows with the run, and would excuse it).
+            if st.cls.loop == "open" and st.latency.get_total_count():
+                margin_ns = min(st.latency.get_value_at_percentile(50) * 1000, (self.end_ns - self.start_ns) // 10)
+                st.offered_due = self._offered(st.cls, self.end_ns - margin_ns)
         for c in conns:
             owed = c.owed()
             if owed and not c.lost:
@@ -410,7 +426,7 @@ class _Run:
         return doc
 
 
-_COUNTERS = ("offered", "sent", "answered", "in_window", "latency_sum_us")
+_COUNTERS = ("offered", "offered_due", "sent", "answered", "in_window", "latency_sum_us")
 
 
 def _part(st: _Stats) -> dict:
@@ -480,7 +496,8 @@ def _class_report(sts: list[_Stats], duration_s: float, name: str, loop: str) ->
            "latency": _histogram_summary(lat, sum(st.latency_sum_us for st in sts), spectrum=name == "all",
                                          histogram=True),
            "lag": _histogram_summary(lag)}
-    out["saturated"] = saturated(offered=out["offered_rps"], achieved=achieved)
+    out["offered_due"] = sum(st.offered_due for st in sts)
+    out["saturated"] = loop == "open" and saturated(offered=out["offered_due"], achieved=out["answered_in_window"])
     return out
 
 
