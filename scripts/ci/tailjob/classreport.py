@@ -63,21 +63,30 @@ def class_tables(job, lr) -> list[str]:
         figs = {arm: [r.classes[name] for r in lr.measured(arm) if r.classes and name in r.classes]
                 for arm in ("A", "B")}
         n = min(len(figs["A"]), len(figs["B"]))
-        lines += ["", f"### Class `{name}` ({c['loop']} loop): medians over {n} runs per arm", "",
-                  f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Verdict |",
-                  "|---|---:|---:|---:|:---:|---:|---|"]
+        pooled = any(getattr(x, "estimator", "median") == "pooled" for x in comps)
+        lines += ["", f"### Class `{name}` ({c['loop']} loop): medians over {n} runs per arm"
+                  + ("; p99.9 and beyond pooled over each arm's runs" if pooled else ""), "",
+                  f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Detectable "
+                  "| Pairs needed | Verdict |",
+                  "|---|---:|---:|---:|:---:|---:|---:|---:|---|"]
         for cmp in comps:
             key = cmp.metric.key
             label = "Achieved req/s" if key == "rps" else cmp.metric.label
-            samples = ""
-            if key in ("p99.99", "p99.999"):
+            sa_txt = sb_txt = ""
+            if getattr(cmp, "estimator", "median") == "pooled":  # the samples of each arm's merged histogram
+                sa_txt = "" if cmp.samples_a is None else f" ({cmp.samples_a:,})"
+                sb_txt = "" if cmp.samples_b is None else f" ({cmp.samples_b:,})"
+            elif key in ("p99.9", "p99.99", "p99.999"):  # the median run's
                 sa = [f[f"{key}_samples"] for f in figs["A"]]
                 sb = [f[f"{key}_samples"] for f in figs["B"]]
-                samples = (f" ({median(sa):.0f})", f" ({median(sb):.0f})") if sa and sb else ("", "")
-            sa_txt, sb_txt = samples if samples else ("", "")
+                if sa and sb:
+                    sa_txt, sb_txt = f" ({median(sa):.0f})", f" ({median(sb):.0f})"
             ratio = "-" if cmp.ratio is None else f"{cmp.ratio:.3f}"
+            detectable = "-" if getattr(cmp, "detectable", None) is None else f"±{cmp.detectable:.1%}"
+            needed = "-" if getattr(cmp, "pairs_needed", None) is None else str(cmp.pairs_needed)
+            verdict = f"**{cmp.verdict}**" if cmp.verdict in ("regression", "inconclusive") else cmp.verdict
             lines.append(f"| {label} | {_value(key, cmp.median_a)}{sa_txt} | {_value(key, cmp.median_b)}{sb_txt} "
-                         f"| {ratio} | {_ci(cmp)} | {cmp.min_effect:.0%} | {cmp.verdict} |")
+                         f"| {ratio} | {_ci(cmp)} | {cmp.min_effect:.0%} | {detectable} | {needed} | {verdict} |")
         lines += ["", _checks(c, figs)]
     return lines
 
