@@ -148,6 +148,7 @@ def test_per_class_comparison_finds_the_interactive_gain_and_leaves_bulk_alone(m
 def test_report_has_a_table_per_class_with_its_checks(mixed_job):
     text = report.render(mixed_job, runs=False)
     assert "- Workload: workload `mixed`" in text
+    assert "## epoll, c64: the load client, 2 s per run, all classes together, medians over 8 runs" in text
     assert "  - class `interactive`: gain on 4: p99 ms (-49.7%)" in text
     assert "  - class `bulk`: equivalent on 6:" in text
     assert "### Class `interactive` (open loop): medians over 8 runs per arm" in text

@@ -37,7 +37,7 @@ FLAG_TEXT = {
     "polluted": "polluted (other processes used more CPU than the limit)",
     "socket-errors": "with socket errors",
     "non-2xx": "with non-2xx responses",
-    "saturated": "saturated (an open-loop class achieved over 2% less than offered)",
+    "saturated": "saturated (an open-loop class's answers fell over 2% short of the requests due in the run)",
     "generator-bound": "generator-bound (the load generator was busy, the server was not)",
 }
 
@@ -155,7 +155,9 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
     n_runs = min(len(runs_a), len(runs_b))
     pooled = [c.metric.label for c in lr.comparisons if c.estimator == "pooled"]
     how = f"; {', '.join(pooled)} pooled over each arm's runs" if pooled else ""
-    lines = [f"## {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {plural(n_runs, 'run')} per arm{how}",
+    what = (f"the load client, {lr.leg.duration_s} s per run, all classes together" if lr.load_spec
+            else f"`wrk {lr.leg.wrk_args()}`")
+    lines = [f"## {lr.leg.name}: {what}, medians over {plural(n_runs, 'run')} per arm{how}",
              "",
              f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Detectable "
              "| Pairs needed | Verdict |",

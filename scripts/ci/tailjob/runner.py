@@ -21,6 +21,7 @@ no probe file stops the job too.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -247,7 +248,6 @@ def measure_server(server: ServerProcess, leg: Leg, where: str, settings: Settin
 
 def _cpus(cpu_list: str | None) -> int:
     """How many CPUs a taskset list names (None: every CPU this process may use)."""
-    import os
     if cpu_list is None:
         return len(os.sched_getaffinity(0))
     return sum(int(b) - int(a) + 1 if "-" in part else 1
