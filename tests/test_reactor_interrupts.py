@@ -8,8 +8,8 @@ raise at any of them.  These sweeps raise ``KeyboardInterrupt`` at one
 bytecode per trial (opcode tracing), on both backends, and check that every
 armed event (or timer) then runs exactly once, that no callback's state
 (``dispatch_late()``, the hot re-arm) is left behind, and that later rounds
-run normally.  The I/O sweep covers ``Reactor._round``, ``_stamp_the_rest``
-and ``_dispatch`` once the wait has returned a batch.
+run normally.  The I/O sweep covers ``Reactor._round``, ``_stamp``,
+``_dispatch`` and ``_end_round`` once the wait has returned a batch.
 
 Two windows are left out, and the reactor says where they are:
 
@@ -17,7 +17,7 @@ Two windows are left out, and the reactor says where they are:
   so no signal handler can run there; a tracer that raises there loses that
   one event (it is DONE, and its callback never ran);
 * between the backend's ``wait`` returning and the round storing its result
-  (``reaped = ...``): the reaped events are only on the stack.  A return from
+  (``...reaped = self.backend.wait(...)``): the reaped events are only on the stack.  A return from
   a Python ``wait`` runs no signal handler; with a backend whose ``wait`` is
   C code a signal can land there, which the docs count as the backend's window.
 """
@@ -34,11 +34,12 @@ import pytest
 
 from tailreactor import READ, Reactor
 from tailreactor.config import Config
+from tailreactor import interrupts as interrupts_mod
 from tailreactor import reactor as reactor_mod
 from tailreactor import timers as timers_mod
 from tailreactor import posts as posts_mod
 
-TRACED = {"_round", "_stamp_the_rest", "_dispatch"}
+TRACED = {"_round", "_stamp", "_dispatch", "_end_round"}
 
 
 class Interrupter:
@@ -111,7 +112,7 @@ def _window() -> set[int]:
     start = next(i for i, l in enumerate(lines) if l.strip() == "ev.state = DONE")
     end = next(i for i, l in enumerate(lines) if l.strip() == "callback(ev)")
     lines_r, first_r = inspect.getsourcelines(Reactor._round)
-    wait = next(i for i, l in enumerate(lines_r) if l.strip().startswith("reaped = ") and "self.backend.wait(" in l)
+    wait = next(i for i, l in enumerate(lines_r) if "reaped = self.backend.wait(" in l)
     return set(range(first + start + 1, first + end + 1)) | {first_r + wait}
 
 
@@ -142,7 +143,7 @@ def _trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int]:
     state["after"] = False
     # Nothing of the callback that ran last is left for code outside callbacks to see.
     assert not r.dispatch_late(), f"interrupt at traced bytecode {k}: dispatch_late() still true"
-    assert r._running is reactor_mod._NOT_RUNNING, f"interrupt at traced bytecode {k}: a callback still running"
+    assert r._running is None, f"interrupt at traced bytecode {k}: a callback still running"
     _finish(r, pairs, 5)
     return raised, got, len(pairs)
 
@@ -177,7 +178,7 @@ def _timer_window() -> range:
     if fire is None:
         return range(0)
     lines, first = inspect.getsourcelines(fire)
-    start = next(i for i, l in enumerate(lines) if l.strip().startswith("entry[2] = None"))
+    start = next(i for i, l in enumerate(lines) if l.strip().startswith("entry.timer = None"))
     end = next(i for i, l in enumerate(lines) if l.strip() == "timer.callback(timer)")
     return range(first + start + 1, first + end + 1)
 
@@ -383,7 +384,7 @@ def test_an_interrupt_at_any_bytecode_of_the_backends_wait_loses_no_event(backen
 
 # run_once is left out: between its flag store and its try, and in its finally,
 # nothing calls out (tracer-only), and a raise there would leave the R22 flag set.
-RECOVERY_TRACED = TRACED | {"_recover", "<listcomp>", "<genexpr>"}
+RECOVERY_TRACED = TRACED | {"carried_over", "<listcomp>", "<genexpr>"}
 
 
 def _double_trial(backend: str, j: int) -> tuple[bool, Counter, int]:
@@ -401,7 +402,7 @@ def _double_trial(backend: str, j: int) -> tuple[bool, Counter, int]:
 
     pairs = _readable_pairs(r, 4, cb)
 
-    interrupter = Interrupter(j, RECOVERY_TRACED, {reactor_mod.__file__},
+    interrupter = Interrupter(j, RECOVERY_TRACED, {reactor_mod.__file__, interrupts_mod.__file__},
                               skip=lambda frame: frame.f_lineno in window, active=lambda: state["first"])
 
     def rounds():  # the first interrupt, the second, and rounds after them (data is queued)

@@ -141,7 +141,7 @@ def test_dead_count_stays_exact_when_a_pass_cancels_a_due_timer_and_compacts(mak
     r.call_later_us(0, lambda t: ran.append("last"))
     r.run_once(0)
     assert ran == ["first", "last"]
-    assert heap.dead == sum(1 for entry in heap._heap if entry[2] is None)
+    assert heap.dead == sum(1 for item in heap._heap if item[2].timer is None)
 
 
 def test_counting_the_timers_from_a_timer_callback_does_not_disturb_its_pass(make_reactor, clock):

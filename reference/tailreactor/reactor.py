@@ -5,19 +5,21 @@ Role
 Backend-agnostic core.  A backend (epoll, io_uring, ...) reports readiness;
 everything else -- stamps, timers, posts, the dispatch policy, counters and
 the optional latency probe -- is here, so every backend runs the same policy
-code.  Read :meth:`Reactor._round` (what :meth:`Reactor.run_once` runs) top
-to bottom: it is one round.
+code.
 
 One round
 ---------
-0. (Only after a round that an exception cut short: take over what it left,
-   clause R21, below.)
+:meth:`Reactor._round` (what :meth:`Reactor.run_once` runs) is these five
+steps, in this order:
+
 1. **Drain posts** queued so far (oldest first).
-2. **Wait** for a batch.  Timeout: 0 if posts are pending or a stop was asked,
-   else the time to the earliest timer, else the caller's timeout.  On
-   io_uring this wait also submits the re-arms queued in the previous round
-   (one ``io_uring_enter`` per round).
-3. **Stamp** every reaped event with ``ready_ns`` (one clock read per round).
+2. **Wait** for a batch.  Timeout: 0 if posts are pending, a stop was asked
+   or events are left over from a round cut short (below), else the time to
+   the earliest timer, else the caller's timeout.  On io_uring this wait also
+   submits the re-arms queued in the previous round (one ``io_uring_enter``
+   per round).
+3. **Stamp** every reaped event with ``ready_ns`` (one clock read per round)
+   and append it to the round's batch.
 4. **Fire due timers** (those armed before this pass).
 5. **Dispatch** the batch in the order :mod:`tailreactor.dispatch` chooses
    (backend order, or age-based with ``CWIST_REACTOR_TAIL_US`` > 0).  Between
@@ -26,6 +28,12 @@ One round
    every budget after that) and the drain chunk (run posts every
    ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).
 
+The batch belongs to the reactor (:class:`RoundState`), not to the round's
+stack.  An event in it is the round's while it is ``READY``; the dispatch
+*takes* it (marks it ``DONE`` and removes it from its table) as its callback
+starts.  A round that ends early leaves the events not taken in the batch,
+and they lead the next round's batch.
+
 Threading: every method runs on the reactor thread except :meth:`post` and
 :meth:`stop`, which any thread may call.  Callbacks run inline on the reactor
 thread ("readiness + synchronous completion", as in CWIST); an exception in a
@@ -33,24 +41,9 @@ callback is logged with its fd and callback and the loop goes on.
 
 An exception that is not an ``Exception`` (``KeyboardInterrupt``,
 ``SystemExit``) is not the callback's failure but a request to stop: it
-propagates out of :meth:`run_once`.  The round loses nothing by it (clause
-R21): the events of the batch not yet delivered are kept and lead the next
-round's batch (that round still drains its posts and fires its due timers
-first, as every round does), the rest of a timer pass goes back on the heap,
-and the rest of a post drain runs first in the next drain.  asyncio's
-``_run_once`` likewise leaves the rest of its ready queue for the next
-iteration.  The round cut short is counted like any other (rounds,
-``dispatched``, the probe), the callback that raised included.
-
-A signal handler's ``KeyboardInterrupt`` can come wherever Python code calls
-out or jumps back, and it loses nothing either: the backend keeps what its
-``wait`` took from the kernel for the next ``wait``, the round stamps and
-keeps what the wait returned, a timer pass and a post drain keep their rest
-(their lists belong to the heap and the queue, not to a local).  A callback
-counts as run once it is called: a signal as it starts is its exception.
-What is left: on io_uring, the completions just taken off the ring before
-the backend stores them; and two spots only a tracer can reach (marked
-below).  ``tests/test_reactor_interrupts.py`` raises at every other bytecode.
+propagates out of :meth:`run_once`, and the round loses nothing by it
+(clause R21).  What that takes in Python, and why a port in C, Rust or Go
+needs almost none of it, is :mod:`tailreactor.interrupts`.
 
 Clock: ``clock`` returns integer nanoseconds (default ``time.monotonic_ns``,
 CLOCK_MONOTONIC as in CWIST).  Tests inject a fake clock and advance it from
@@ -69,18 +62,11 @@ from .backends import READ, WRITE, create_backend
 from .backends.base import direction_name
 from .dispatch import NEVER, AgeOrder
 from .events import ARMED, CANCELLED, DONE, READY, Event
+from .interrupts import carried_over
 from .posts import PostQueue
 from .timers import Timer, TimerHeap
 
 log = logging.getLogger("tailreactor")
-
-#: ``Reactor._running`` while no callback runs.  An arm is the hot re-arm when
-#: its fd and direction are those of ``_running`` and ``_running`` is DONE; this
-#: one never is, whatever the fd (-1 is a closed socket's ``fileno()``, so the
-#: fd alone could not say "none").
-_NOT_RUNNING = Event(-1, 0, None, None, 0)
-_NOT_RUNNING.state = CANCELLED
-
 
 def _reentered(method: str) -> RuntimeError:
     return RuntimeError(f"{method}() called from a callback of the round in progress: a round is not "
@@ -116,6 +102,24 @@ class Counters:
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__}
+
+
+class RoundState:
+    """What the round in progress holds, kept on the reactor (see the module docstring).
+
+    ``batch``: the round's events, those carried over from a round cut short
+    first, then the ones this round stamped, in backend order; an event is
+    the round's while it is ``READY``.  ``reaped``: what this round's wait
+    returned, until all of it is stamped into ``batch`` (then empty).
+    ``start_ns``: the round's stamp, the clock read of step 3 (0 before it).
+    """
+
+    __slots__ = ("batch", "reaped", "start_ns")
+
+    def __init__(self):
+        self.batch: list[Event] = []
+        self.reaped = ()
+        self.start_ns = 0
 
 
 class Reactor:
@@ -163,12 +167,8 @@ class Reactor:
         self._closed = False
         self._in_round = False  # run_once is running (R22: it must not nest)
         self._arms_since_flush = 0
-        # Events of a batch cut short by an escaping exception (R21): still
-        # READY, at the head of the next round's batch.
-        self._carried: list[Event] = []
-        # The state of the round running now, or of one cut short: see _round.
-        self._cut: list | None = None
-        # Policy knobs, in ns, read once: the hot path must not re-parse config.
+        self._state = RoundState()
+        # Policy knobs, in ns, read once: the round does not re-parse config.
         self._tail_ns = self.config.tail_us * 1000
         self._budget_ns = self.config.round_budget_us * 1000
         self._drain_chunk = self.config.drain_chunk
@@ -178,9 +178,8 @@ class Reactor:
         # just reported for that fd, which it may do cheaper (epoll: no
         # epoll_ctl).
         self._rearm = getattr(backend, "rearm", None) or backend.arm
-        # The event whose callback runs now (arm re-arms it in place), or
-        # _NOT_RUNNING, which no arm can take for it.
-        self._running: Event = _NOT_RUNNING
+        # The event whose callback runs now, or None: arm() re-arms it in place.
+        self._running: Event | None = None
         if probe is None and self.config.latency_probe:
             from .probe import LatencyProbe
             probe = LatencyProbe(backend=self.backend_name, worker=worker, config=self.config)
@@ -213,48 +212,14 @@ class Reactor:
         delivered Event itself, re-armed: new callback and data, a fresh
         ``armed_ns``, ``ready_ns`` and ``revents`` 0 -- one allocation less
         per request (CWIST likewise recycles a fired event's slot through a
-        pool); read the event before re-arming.  Every other arm returns a new Event.  Arming a direction
-        that is armed already replaces the earlier event (it will not run).  Raises
-        ``OSError(EBADF)`` for a closed fd, ``ValueError`` for a bad direction,
-        ``RuntimeError`` after :meth:`close`.
+        pool); read the event before re-arming.  Every other arm returns a new
+        Event.  Arming a direction that is armed already replaces the earlier
+        event (it will not run).  Raises ``OSError(EBADF)`` for a closed fd,
+        ``ValueError`` for a bad direction, ``RuntimeError`` after :meth:`close`.
         """
-        ev = self._running
-        if fd == ev.fd and ev.direction == direction and ev.state == DONE:
-            # The hot re-arm, from the callback of the event just delivered for
-            # this fd and direction: re-arm that Event, re-stamped, instead of
-            # allocating one (CWIST recycles fired event slots through a pool).
-            # Nothing else can be armed for it: the Event left its table when it
-            # was delivered, and every arm of it since would have come here.
-            # Outside callbacks and after close() _running is _NOT_RUNNING, so
-            # the checks below are not needed here (a bad direction never
-            # equals ev.direction).
-            ev.callback = callback
-            ev.data = data
-            ev.armed_ns = self.clock()
-            ev.ready_ns = ev.revents = 0
-            ev.state = ARMED
-            self._rearm(fd, direction, ev)
-            self._armed[direction - 1][fd] = ev
-            self._arms_since_flush += 1
-            return ev
-        if self._closed:
-            raise RuntimeError("reactor is closed")
         if direction != READ and direction != WRITE:
             raise ValueError(f"direction must be READ (1) or WRITE (2), got {direction!r}")
-        if fd < 0:
-            raise _negative_fd(fd)
-        ev = Event(fd, direction, callback, data, self.clock())
-        if fd == self._running.fd:  # its own callback, another direction or a second arm
-            self._rearm(fd, direction, ev)
-        else:
-            self.backend.arm(fd, direction, ev)
-        table = self._armed[direction - 1]
-        old = table.get(fd)
-        if old is not None:
-            old.state = CANCELLED
-        table[fd] = ev
-        self._arms_since_flush += 1
-        return ev
+        return self._arm(fd, direction, callback, data, None)
 
     @property
     def rx_supported(self) -> bool:
@@ -270,9 +235,10 @@ class Reactor:
         ``buffer``, 0 at EOF, or ``-errno``.  It is the READ direction of
         ``fd``: arming READ replaces it and ``disarm(fd, READ)`` cancels it;
         the event is stamped, ordered, counted, and re-armed from its own
-        callback (the same Event, ``result`` 0 again), like any other.  Raises
-        ``RuntimeError`` when :attr:`rx_supported` is false, ``ValueError`` for
-        an empty buffer, ``OSError(EBADF)`` for a closed fd.  A receive that is
+        callback (the same Event, ``result`` 0 again), like any other: it
+        takes the same arming path as :meth:`arm`.  Raises ``RuntimeError``
+        when :attr:`rx_supported` is false, ``ValueError`` for an empty
+        buffer, ``OSError(EBADF)`` for a closed fd.  A receive that is
         replaced or disarmed before the kernel processes its cancel may still
         take bytes, already queued or arriving, and they are lost with it: do
         that only when closing.  Source: CWIST PR #187 (``CWIST_RX_URING``).
@@ -285,29 +251,43 @@ class Reactor:
             raise RuntimeError("reactor is closed")
         if not len(buffer):
             raise ValueError("arm_recv needs a non-empty buffer: its result 0 would read as EOF")
-        # The rest mirrors arm() with the backend's arm_recv.  They share no
-        # helper on purpose: arm is the hot path, and a Python call costs
-        # about 1 % of an HTTP request here (benchmarks/README.md).
-        ev = self._running
-        if fd == ev.fd and ev.direction == READ and ev.state == DONE:
-            ev.callback = callback  # the hot re-arm of the Event just delivered, as in arm()
+        return self._arm(fd, READ, callback, data, buffer)
+
+    def _arm(self, fd: int, direction: int, callback, data, buffer) -> Event:
+        """The one arming path of :meth:`arm` (``buffer`` None) and :meth:`arm_recv`.
+
+        From the callback of the event just delivered for this fd and
+        direction, that Event is re-armed in place: nothing else can be armed
+        for it (it left its table when it was taken, and every arm of it
+        since would have come here).  Any other arm makes a new Event and
+        replaces what its table holds, once the backend has accepted it.
+        """
+        if self._closed:
+            raise RuntimeError("reactor is closed")
+        if fd < 0:
+            raise _negative_fd(fd)
+        running = self._running
+        own_fd = running is not None and running.fd == fd
+        if own_fd and running.direction == direction and running.state == DONE:
+            ev = running
+            ev.callback = callback
             ev.data = data
             ev.armed_ns = self.clock()
             ev.ready_ns = ev.revents = 0
             ev.state = ARMED
+            old = None
+        else:
+            ev = Event(fd, direction, callback, data, self.clock())
+            old = self._armed[direction - 1].get(fd)
+        if buffer is not None:
             self.backend.arm_recv(fd, buffer, ev)
-            self._armed[READ - 1][fd] = ev
-            self._arms_since_flush += 1
-            return ev
-        if fd < 0:
-            raise _negative_fd(fd)
-        ev = Event(fd, READ, callback, data, self.clock())
-        self.backend.arm_recv(fd, buffer, ev)
-        table = self._armed[READ - 1]
-        old = table.get(fd)
+        elif own_fd:  # from this fd's own callback: the backend may skip work (backends/base.py)
+            self._rearm(fd, direction, ev)
+        else:
+            self.backend.arm(fd, direction, ev)
         if old is not None:
             old.state = CANCELLED
-        table[fd] = ev
+        self._armed[direction - 1][fd] = ev
         self._arms_since_flush += 1
         return ev
 
@@ -409,166 +389,108 @@ class Reactor:
             self._thread_ident = threading.get_ident()
         self._in_round = True
         try:
+            if self._state.reaped:
+                self._stamp(self._state.start_ns or self.clock())  # what a round cut short reaped
+            self._state.start_ns = 0
             return self._round(timeout_s)
         finally:
             self._in_round = False
+            self._end_round()
 
     def _round(self, timeout_s: float | None) -> int:
         """One round: the five steps of the module docstring, in order."""
-        clock = self.clock
-        probe = self.probe
-
-        # 0. A round that an exception which is not an Exception cut short (R21)
-        #    left its batch in self._cut: what it did not deliver leads this one.
-        if self._cut is not None:
-            self._recover()
-
         # 1. Posts queued so far.
-        if self._posts:
-            try:
-                self._drain_posts()
-            except BaseException:  # cut short before its wait (R21): still a round, of no events
-                self.counters.rounds += 1
-                if probe is not None:
-                    probe.round(0, 0)
-                raise
-            if self._closed:  # a post closed the reactor: the round ends without waiting
-                self.counters.rounds += 1
-                if probe is not None:
-                    probe.round(0, 0)
-                return 0
+        self._drain_posts()
+        if self._closed:
+            return 0  # a post closed the reactor
+        # 2. Wait, never past the earliest timer, nor at all with work pending.
+        self._state.reaped = self.backend.wait(self._wait_timeout(timeout_s))
+        self._arms_since_flush = 0  # the wait submitted them
+        # 3. Stamp what became ready: one clock read for the whole batch.
+        now = self._state.start_ns = self.clock()
+        batch = self._stamp(now)
+        # 4. Timers due now.
+        self._fire_timers(now)
+        # 5. Dispatch.
+        return self._dispatch(batch, now)
 
-        # 2. Wait.  Never sleep past the earliest timer or over pending posts.
-        timeout = timeout_s
-        if self._posts or self._stopping or self._carried:
-            timeout = 0
-        else:
-            deadline = self._timers.next_deadline()
-            if deadline is not None:
-                until = max(0.0, (deadline - clock()) / 1e9)
-                timeout = until if timeout is None else min(timeout, until)
-        # Once the wait returns, the backend has forgotten what it reaped
-        # (one-shot): from then on an exception must not lose it.  A signal
-        # handler's KeyboardInterrupt can come whenever Python code calls out,
-        # also before the batch is whole, and a second one while the first is
-        # handled.  So the round keeps its state on the reactor, in self._cut,
-        # from the wait until it ends, and handles no exception itself: the
-        # next round takes over what it left (_recover, step 0).
-        batch: list[Event] = self._carried  # cut short last round: they keep their stamps and lead
-        # [batch, how many of it were carried, what the wait reaped, round start, stamped]
-        cut = self._cut = [batch, len(batch), None, 0, False]
-        self._carried = []
-        reaped = None
-        round_start = 0
-        ran = 0
-        try:
-            # Between wait's return and this store nothing calls out: only a tracer
-            # can raise there, and the reaped list would be lost with it.
-            reaped = cut[2] = self.backend.wait(timeout)
-            self._arms_since_flush = 0  # the wait submitted them
-            # 3. Stamp what became ready.  Skip events disarmed since they were
-            #    reported (their fd may already belong to someone else).
-            round_start = cut[3] = clock()
-            for ev, revents in reaped:
-                if ev.state == ARMED:
-                    ev.state = READY
-                    ev.revents = revents
-                    ev.ready_ns = round_start
-                    batch.append(ev)
-            cut[4] = True
-            # 4. Timers due now (each counted in timers_fired as it runs).
-            if self._timers.next_deadline() is not None:
-                self._fire_timers(round_start)
-            # 5. Dispatch.
-            ran = self._dispatch(batch, round_start) if batch else 0
-            self._cut = None  # the round ended: nothing left to take over
-        finally:
-            if reaped is not None:  # a wait that raised ends no round
-                self.counters.rounds += 1
-                if probe is not None:
-                    # A round cut short reports the events it took; the rest count in the next.
-                    end = clock()
-                    taken = len(batch) if self._cut is None else sum(ev.state != READY for ev in batch)
-                    probe.round(taken, end - (round_start or end))
-        return ran
+    def _wait_timeout(self, timeout_s: float | None) -> float | None:
+        """Step 2's timeout: 0 with work pending, else until the earliest timer, at most ``timeout_s``."""
+        if self._posts or self._stopping or self._state.batch:
+            return 0
+        deadline = self._timers.next_deadline()
+        if deadline is None:
+            return timeout_s
+        until = max(0.0, (deadline - self.clock()) / 1e9)
+        return until if timeout_s is None else min(timeout_s, until)
 
-    def _recover(self) -> None:
-        """Take over what a round cut short left in ``_cut`` (clause R21).
+    def _stamp(self, now: int) -> list[Event]:
+        """Step 3: stamp the reaped events still ``ARMED`` and append them to the batch.
 
-        Its events still ``READY`` lead this round's batch, in their order,
-        with their stamps.  Idempotent: an interrupt here leaves ``_cut`` for
-        the next round to try again, and replaces, not adds to, ``_carried``
-        (which, if set, is already part of that batch).
+        An event disarmed since it was reported is skipped: its fd may
+        already belong to someone else.
         """
-        batch, n_carried, reaped, round_start, stamped = self._cut
-        if reaped is not None and not stamped:
-            batch = self._stamp_the_rest(n_carried, batch, reaped, round_start)
-        carried = [ev for ev in batch if ev.state == READY]
-        # A READY event is in its table (disarm and re-arm take it out as they
-        # cancel it), except one interrupted between leaving its table and its
-        # callback's start in _dispatch: only a tracer or debugger can raise
-        # there.  Put it back, or this round could not dispatch it.
-        for ev in carried:
-            self._armed[ev.direction - 1].setdefault(ev.fd, ev)
-        self._carried = carried
-        self._cut = None
-
-    def _stamp_the_rest(self, n_carried: int, batch: list[Event], reaped, round_start: int) -> list[Event]:
-        """The round was interrupted while stamping: stamp what it had not reached.
-
-        No callback has run yet, so the reaped events still ``ARMED`` are the
-        ones not reached, and those ``READY`` the ones stamped (an interrupt
-        between stamping one and appending it leaves it out of ``batch``, so
-        the batch is rebuilt: the carried events, then the reaped ones in
-        backend order).
-        """
-        now = round_start or self.clock()
-        for ev, revents in reaped:
+        state = self._state
+        batch = state.batch
+        for ev, revents in state.reaped:
             if ev.state == ARMED:
-                ev.state = READY
                 ev.revents = revents
                 ev.ready_ns = now
-        return batch[:n_carried] + [ev for ev, _ in reaped if ev.state == READY]
+                batch.append(ev)
+                ev.state = READY  # last: READY means "in the batch" (interrupts.py)
+        state.reaped = ()
+        return batch
+
+    def _end_round(self) -> None:
+        """Count the round, report it to the probe, and keep what it did not take for the next.
+
+        Every round counts, however it ended; one cut short reports the
+        events it took, and those it left count in the round that takes them.
+        """
+        self.counters.rounds += 1
+        state = self._state
+        batch = state.batch
+        left = carried_over(batch)
+        if self.probe is not None:
+            start = state.start_ns
+            self.probe.round(len(batch) - len(left), self.clock() - start if start else 0)
+        state.batch = left
 
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
-        # The order (dispatch.py): backend order, walked here with a cursor,
-        # except that runs of aged events go first.  Between runs, `aged_at`
-        # is the clock value before which no remaining event can have aged,
-        # so the check is one comparison; NEVER when age-based dispatch is off.
+        """Step 5: run the callbacks of the batch in the order of dispatch.py; return how many ran.
+
+        The order: backend order, walked with the cursor ``i``, except that
+        runs of aged events go first (``run``, walked with ``r``).  Between
+        runs, ``aged_at`` is the clock value before which no remaining event
+        can have aged, so the check is one comparison; NEVER with the policy
+        off, or once every event is taken.
+        """
         tail_ns = self._tail_ns
-        age = None
-        aged_at = NEVER
-        if tail_ns > 0:
-            age = AgeOrder(batch, self._age_from, tail_ns)
-            aged_at = age.aged_at
+        age = AgeOrder(batch, self._age_from, tail_ns) if tail_ns > 0 and batch else None
+        aged_at = age.aged_at if age is not None else NEVER
+        # The first mid-round submit is due once the round has used its budget, the
+        # next a budget after that: one extra io_uring_enter per budget interval.
         budget_ns = self._budget_ns
-        # The first mid-round submit is due once the round has used its budget; after a
-        # submit the next is due a budget later, so a long round costs one extra
-        # io_uring_enter per budget interval, not one per callback.
         flush_due = round_start + budget_ns
         # Posts run after every drain_chunk-th callback: at ran == drain_at (-1: never).
         drain_chunk = self._drain_chunk
         drain_at = drain_chunk or -1
         probe = self.probe
         clock = self.clock
-        # Read the clock per delivery only when something needs it.
-        timed = tail_ns > 0 or budget_ns > 0 or probe is not None
+        timed = tail_ns > 0 or budget_ns > 0 or probe is not None  # something reads the clock per delivery
         counters = self.counters
         tables = self._armed
         n = len(batch)
-        i = 0  # the backend-order cursor
+        i = 0
         run: list[Event] = []  # the run of aged events being walked, oldest first
         r = m = 0  # its cursor and length
         ran = 0
         now = round_start
-        # try/finally: a round cut short by an escaping exception (R21) counts what it ran.
         try:
             while True:
                 if timed:
                     now = clock()
-                # Between runs, and some event may have aged.  `age is not None` comes
-                # last: only a clock at or past NEVER reaches it with the policy off.
-                if r >= m and now >= aged_at and age is not None:
+                if r == m and age is not None and now >= aged_at:
                     run = age.take_aged(now)
                     r, m = 0, len(run)
                     aged_at = age.aged_at
@@ -578,45 +500,37 @@ class Reactor:
                     ev = run[r]
                     r += 1
                     elevated = True
-                else:
-                    if i >= n:
-                        break
+                elif i < n:
                     ev = batch[i]
                     i += 1
                     elevated = False
+                else:
+                    break
                 if ev.state != READY:
                     continue  # ran in a run, or disarmed or re-armed by an earlier callback
-                if now > flush_due and budget_ns and self._arms_since_flush:
+                if budget_ns and now > flush_due and self._arms_since_flush:
                     if self.backend.flush():
                         counters.round_budget_flushes += 1
                     self._arms_since_flush = 0
                     flush_due = now + budget_ns
-                # From here to the callback's start nothing calls out, so no signal
-                # handler can run in between (R21): the event is either still READY
-                # (an interrupt keeps it for the next round) or its callback runs.
-                # A READY event is still the one its table holds: disarm and re-arm
-                # both mark it CANCELLED when they take it out.
-                del tables[ev.direction - 1][ev.fd]
+                # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                 ev.state = DONE
+                del tables[ev.direction - 1][ev.fd]
                 if elevated:
                     counters.tail_elevations += 1
                 if probe is not None:
                     # Before the callback: a re-arm from it re-stamps this Event.
                     queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
-                # What arm() and dispatch_late() read about the callback running
-                # now.  Nothing else runs between two deliveries, so they are
-                # cleared only where other code runs: before a drain of posts
-                # and when the walk ends (below).
+                # What arm() and dispatch_late() read about the callback running now.
                 self._late = elevated
                 self._running = ev
                 callback = ev.callback
-                ran += 1  # counted before it runs: one that raises anything still ran (R21)
+                ran += 1
                 try:
                     callback(ev)
                 except Exception:
-                    counters.callback_errors += 1
-                    log.exception("callback %r for fd %d (%s) raised", callback, ev.fd,
-                                  direction_name(ev.direction))
+                    self._callback_failed("callback %r for fd %d (%s)", callback, ev.fd,
+                                          direction_name(ev.direction))
                 finally:
                     if probe is not None:
                         probe.dispatch(queued_ns, ready_for_ns, clock() - now, elevated)
@@ -624,61 +538,66 @@ class Reactor:
                     drain_at += drain_chunk
                     if self._posts:
                         self._late = False
-                        self._running = _NOT_RUNNING
+                        self._running = None
                         counters.drain_chunk_drains += 1
                         self._drain_posts()
         finally:
             self._late = False
-            self._running = _NOT_RUNNING  # the last one holds its callback, and so its owner, alive
+            self._running = None  # the last one holds its callback, and so its owner, alive
             counters.dispatched += ran
         return ran
 
+    def _callback_failed(self, what: str, *args) -> None:
+        """Count and log the ``Exception`` a callback just raised (``what % args`` names it).
+
+        The loop goes on (clause R9).  Called from the ``except`` of each
+        of the three places that run callbacks: I/O, timers and posts.
+        """
+        self.counters.callback_errors += 1
+        log.exception(what + " raised", *args)
+
     def _drain_posts(self) -> None:
-        """Run the posts queued so far, oldest first (see :mod:`tailreactor.posts`)."""
+        """Run the posts queued so far, oldest first (see :mod:`tailreactor.posts`).
+
+        Each post leaves the drain list as it starts (interrupts.py); posts
+        made meanwhile go to the queue, for the next drain.
+        """
+        if not self._posts:
+            return
         probe = self.probe
         counters = self.counters
         items = self._posts.take()
-        # Each post leaves the drain list only as it starts: an exception that is not
-        # an Exception (a post's, or a signal handler's between two posts) leaves the
-        # rest there, and the next drain runs them first (R21).
-        n = len(items)  # posts made meanwhile go to the queue: the next drain runs them
+        n = len(items)
         while n and items and not self._closed:  # a post's close() ran the rest itself
             n -= 1
             callback, data, posted_ns = items[0]
             if probe is not None:
                 probe.post(self.clock() - posted_ns)
-            # From here to the callback's start nothing calls out.
             del items[0]
             counters.posts_run += 1
             try:
                 callback(data)
             except Exception:
-                counters.callback_errors += 1
-                log.exception("posted callback %r raised", callback)
+                self._callback_failed("posted callback %r", callback)
 
     def _fire_timers(self, now_ns: int) -> None:
         """Fire the timers due at ``now_ns`` (armed before this pass), in deadline order."""
+        if self._timers.next_deadline() is None:
+            return
         counters = self.counters
         due = self._timers.take_due(now_ns)
         for entry in due:
-            timer = entry[2]
+            timer = entry.timer
             if timer is None:
                 continue  # cancelled or re-armed by an earlier callback of this pass
-            # Fired.  From here to the callback's start nothing calls out, so no
-            # signal handler can run in between (R21): the entry is either still
-            # on the pass list, unfired (an interrupt puts it back on the heap),
-            # or its callback runs.
-            entry[2] = None
+            entry.timer = None  # fired (interrupts.py: nothing calls out from here to the callback)
             timer._entry = None
             counters.timers_fired += 1
             try:
                 timer.callback(timer)
             except Exception:
-                counters.callback_errors += 1
-                log.exception("timer callback %r raised", timer.callback)
-        # Done.  An exception that escaped above left the pass list as it was: the next
-        # pass (take_due) puts what did not fire back on the heap first.
-        due.clear()
+                self._callback_failed("timer callback %r", timer.callback)
+        due.clear()  # the pass is over (an interrupt leaves the list for take_due to restore)
 
     # -- shutdown -------------------------------------------------------------
     def close(self) -> None:
@@ -701,7 +620,7 @@ class Reactor:
             finally:
                 self._in_round = in_round
         self._closed = True
-        self._running = _NOT_RUNNING  # an arm from the callback that closed us must not take the hot path
+        self._running = None
         if self.probe is not None:
             # CWIST's destroy dumps the probe; ours writes the per-worker report.
             self.probe.finish(self.counters.as_dict())
@@ -709,8 +628,8 @@ class Reactor:
             for ev in table.values():
                 ev.state = CANCELLED
             table.clear()
-        self._carried = []
-        self._cut = None
+        self._state.batch = []
+        self._state.reaped = ()
         self.backend.close()
 
     def __enter__(self) -> "Reactor":

@@ -36,6 +36,25 @@ import heapq
 import itertools
 
 
+class TimerEntry:
+    """One arming of a :class:`Timer` on the heap: ``(deadline_ns, seq)`` orders it.
+
+    ``timer`` is None once the timer fired, was cancelled or was re-armed
+    (the entry is then dead: skipped when popped).  ``on_heap`` is False
+    while a pass holds the entry on its pass list.  The heap itself holds
+    ``(deadline_ns, seq, entry)`` tuples: ``seq`` is unique, so entries are
+    never compared.
+    """
+
+    __slots__ = ("deadline_ns", "seq", "timer", "on_heap")
+
+    def __init__(self, deadline_ns: int, seq: int, timer: "Timer"):
+        self.deadline_ns = deadline_ns
+        self.seq = seq
+        self.timer = timer
+        self.on_heap = True
+
+
 class Timer:
     """A one-shot timer.  ``callback(timer)`` runs on the reactor thread.
 
@@ -74,9 +93,9 @@ class Timer:
     def cancel(self) -> None:
         entry = self._entry
         if entry is not None:
-            entry[2] = None  # lazy deletion: the popped entry is skipped
+            entry.timer = None  # lazy deletion: the popped entry is skipped
             self._entry = None
-            if entry[3]:  # still on the heap (not taken by the pass running now): one more dead entry
+            if entry.on_heap:  # not taken by the pass running now: one more dead entry
                 self._heap.dead += 1
 
 
@@ -85,15 +104,15 @@ class TimerHeap:
 
     def __init__(self, clock):
         self.clock = clock
-        # [deadline_ns, seq, timer or None, on_heap]; (deadline, seq) orders them, seq is unique.
-        self._heap: list[list] = []
+        # (deadline_ns, seq, TimerEntry) tuples.
+        self._heap: list[tuple] = []
         self._seq = itertools.count()
         # Compaction heuristic: entries in _heap whose timer was cancelled or re-armed
         # (an interrupt inside a pass can leave it off by one; _compact recounts).
         self.dead = 0
         # The pass list: entries taken off the heap by take_due for the pass running now.
         # Empty between passes, except after a pass an exception cut short (_restore).
-        self._due: list[list] = []
+        self._due: list[TimerEntry] = []
 
     #: Below this many dead entries a rebuild is not worth it.
     COMPACT_MIN = 64
@@ -102,14 +121,14 @@ class TimerHeap:
         timer.cancel()
         if self.dead > self.COMPACT_MIN and self.dead * 2 > len(self._heap):
             self._compact()
-        entry = [deadline_ns, next(self._seq), timer, True]
+        entry = TimerEntry(deadline_ns, next(self._seq), timer)
         timer.deadline_ns = deadline_ns
         timer._entry = entry
-        heapq.heappush(self._heap, entry)
+        heapq.heappush(self._heap, (deadline_ns, entry.seq, entry))
 
     def _compact(self) -> None:
         """Drop dead entries and restore the heap property (order is kept by (deadline, seq))."""
-        self._heap = [e for e in self._heap if e[2] is not None]
+        self._heap = [item for item in self._heap if item[2].timer is not None]
         heapq.heapify(self._heap)
         self.dead = 0
 
@@ -120,14 +139,14 @@ class TimerHeap:
         due, so the reactor does not wait before the next pass fires them.
         """
         heap = self._heap
-        while heap and heap[0][2] is None:
+        while heap and heap[0][2].timer is None:
             heapq.heappop(heap)
             self.dead -= 1
         top = heap[0][0] if heap else None
         if self._due:  # a pass is running, or was cut short (take_due puts the rest back)
             for entry in self._due:
-                if entry[2] is not None and (top is None or entry[0] < top):
-                    top = entry[0]
+                if entry.timer is not None and (top is None or entry.deadline_ns < top):
+                    top = entry.deadline_ns
         return top
 
     def __len__(self) -> int:
@@ -135,16 +154,16 @@ class TimerHeap:
 
         Reads only: a callback may ask while its pass runs.
         """
-        on_heap = {id(e) for e in self._heap if e[2] is not None}
-        return len(on_heap) + sum(1 for e in self._due if e[2] is not None and id(e) not in on_heap)
+        on_heap = {id(item[2]) for item in self._heap if item[2].timer is not None}
+        return len(on_heap) + sum(1 for e in self._due if e.timer is not None and id(e) not in on_heap)
 
-    def take_due(self, now_ns: int) -> list[list]:
+    def take_due(self, now_ns: int) -> list[TimerEntry]:
         """Move the entries due at ``now_ns`` to the pass list and return it.
 
         The caller fires them in list order, which is deadline order, ties in
         arm order: for each entry whose timer is not ``None`` (``None``: it was
         cancelled or re-armed by an earlier callback of the pass), it sets
-        ``entry[2] = None`` and ``timer._entry = None`` and calls the
+        ``entry.timer = None`` and ``timer._entry = None`` and calls the
         callback, with nothing in between that calls out, and it empties the
         list when the pass is done.  A timer armed or re-armed during the pass
         goes on the heap, so it waits for the next pass.
@@ -154,9 +173,9 @@ class TimerHeap:
         heap = self._heap
         due = self._due
         while heap and heap[0][0] <= now_ns:
-            entry = heap[0]
-            if entry[2] is not None:
-                entry[3] = False  # off the heap: a cancel during the pass is not a dead entry
+            entry = heap[0][2]
+            if entry.timer is not None:
+                entry.on_heap = False  # off the heap: a cancel during the pass is not a dead entry
                 due.append(entry)  # listed before it leaves the heap: an interrupt loses neither
             else:
                 self.dead -= 1
@@ -170,11 +189,11 @@ class TimerHeap:
         an entry already back on the heap (or never off it) is not pushed twice.
         """
         heap = self._heap
-        on_heap = {id(e) for e in heap}
+        on_heap = {id(item[2]) for item in heap}
         for entry in self._due:
-            if entry[2] is not None:  # not fired and not cancelled
-                entry[3] = True
+            if entry.timer is not None:  # not fired and not cancelled
+                entry.on_heap = True
                 if id(entry) not in on_heap:
-                    heapq.heappush(heap, entry)
+                    heapq.heappush(heap, (entry.deadline_ns, entry.seq, entry))
                     on_heap.add(id(entry))
         self._due.clear()
