@@ -86,8 +86,23 @@ _BIT = {READ: _IN, WRITE: _OUT}
 _READY_READ = SATISFIES[READ]
 _READY_WRITE = SATISFIES[WRITE]
 
-# Fields of an fd's record (a list, for speed on the hot path).
-_RTOK, _WTOK, _MASK, _SEEN = 0, 1, 2, 3
+
+
+class _FdRecord:
+    """What the backend holds for one registered fd.
+
+    ``tokens``: the token armed for READ and for WRITE (by ``direction -
+    1``; None = not armed).  ``mask``: the interest the kernel holds (0 =
+    none, or disabled).  ``seen``: the number of the latest wait that
+    reported the fd.
+    """
+
+    __slots__ = ("tokens", "mask", "seen")
+
+    def __init__(self):
+        self.tokens = [None, None]
+        self.mask = 0
+        self.seen = 0
 
 
 class EpollBackend:
@@ -110,10 +125,7 @@ class EpollBackend:
         # lands while we are not waiting is still seen by the next wait.
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._ep.register(self._wake_fd, select.EPOLLIN)
-        # fd -> [read_token, write_token, kernel_mask, seen]: the armed tokens
-        # (None = not armed), the interest the kernel holds (0 = none or
-        # disabled), and the number of the latest wait that reported the fd.
-        self._fds: dict[int, list] = {}
+        self._fds: dict[int, _FdRecord] = {}
         # What the wait running now has taken (tokens forgotten) and not yet returned.
         # Kept here, not in a local: a wait cut short by a signal handler's
         # KeyboardInterrupt returns them from the next wait (clause R21).
@@ -132,8 +144,8 @@ class EpollBackend:
         it since.  A bad direction has no bit and takes the checked path.
         """
         rec = self._fds.get(fd)
-        if rec is not None and rec[_SEEN] == self.waits and rec[_MASK] & _BIT.get(direction, 0):
-            rec[direction - 1] = token
+        if rec is not None and rec.seen == self.waits and rec.mask & _BIT.get(direction, 0):
+            rec.tokens[direction - 1] = token
             return
         self.arm(fd, direction, token)
 
@@ -147,26 +159,27 @@ class EpollBackend:
         rec = self._fds.get(fd)
         new = rec is None
         if new:
-            rec = [None, None, 0, 0]
-        old = rec[direction - 1]
-        rec[direction - 1] = token
+            rec = _FdRecord()
+        old = rec.tokens[direction - 1]
+        rec.tokens[direction - 1] = token
         try:
             self._register(fd, rec, new)
         except OSError as exc:
-            rec[direction - 1] = old
+            rec.tokens[direction - 1] = old
             if exc.errno == errno.EBADF:
                 raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
             raise OSError(exc.errno, f"cannot arm fd {fd} for epoll: {exc.strerror}") from None
         if new:
             self._fds[fd] = rec
 
-    def _register(self, fd: int, rec: list, new: bool = False) -> None:
+    def _register(self, fd: int, rec: _FdRecord, new: bool = False) -> None:
         """Make the kernel watch exactly the armed directions: one ``epoll_ctl``.
 
         With nothing armed the registration stays, disabled: ``EPOLLONESHOT``
         with no events, so HUP or ERR (which epoll always reports) come once.
         """
-        mask = (_IN if rec[_RTOK] is not None else 0) | (_OUT if rec[_WTOK] is not None else 0)
+        read, write = rec.tokens
+        mask = (_IN if read is not None else 0) | (_OUT if write is not None else 0)
         kernel = mask if mask else _ONESHOT
         self.ctl_calls += 1
         if new:
@@ -181,7 +194,7 @@ class EpollBackend:
                 # The fd was closed without disarm (the kernel dropped its
                 # registration) and the number reused: register afresh.
                 self._ep.register(fd, kernel)
-        rec[_MASK] = mask
+        rec.mask = mask
 
     def disarm(self, fd: int, direction: int) -> None:
         if self._closed:
@@ -190,10 +203,10 @@ class EpollBackend:
         rec = self._fds.get(fd)
         if rec is None:
             return
-        rec[direction - 1] = None
+        rec.tokens[direction - 1] = None
         # Also when the token was already reported: disarm is the owner's
         # "done with this fd" before a close, and the registration must go.
-        if rec[_RTOK] is None and rec[_WTOK] is None:
+        if rec.tokens == [None, None]:
             # Nothing wanted: remove the registration so a closed-then-reused
             # fd number starts clean.  ENOENT/EBADF mean it is already gone.
             del self._fds[fd]
@@ -229,19 +242,20 @@ class EpollBackend:
                     except BlockingIOError:
                         pass
                 continue
-            rec[_SEEN] = seen
+            rec.seen = seen
+            tokens = rec.tokens
             wanted = False
-            tok = rec[_RTOK]
+            tok = tokens[0]
             if tok is not None and revents & _READY_READ:
                 append((tok, revents))
-                rec[_RTOK] = None
+                tokens[0] = None
                 wanted = True
-            tok = rec[_WTOK]
+            tok = tokens[1]
             if tok is not None and revents & _READY_WRITE:
                 append((tok, revents))
-                rec[_WTOK] = None
+                tokens[1] = None
                 wanted = True
-            if not wanted and (rec[_MASK] or rec[_RTOK] is not None or rec[_WTOK] is not None):
+            if not wanted and (rec.mask or tokens != [None, None]):
                 # Nobody wanted this report: narrow the registration to what
                 # is armed, so a ready fd is not reported round after round.
                 # (Mask 0 with nothing armed: the disabled registration fired

@@ -61,7 +61,26 @@ from .base import ERR, IN, OUT, RDHUP, READ, WRITE, check_direction, closed_erro
 DEFAULT_ENTRIES = 4096
 _MASK = {READ: IN | RDHUP, WRITE: OUT}
 _ECANCELED = -errno.ECANCELED
-_RECV = "recv"
+
+
+class _Operation:
+    """What the backend holds for one ``(fd, direction)`` key.
+
+    While armed, ``completion`` is the prepared request (uring-api's handle:
+    its CQE carries it) and ``token`` what to report; ``receive`` tells an
+    ``IORING_OP_RECV`` (its result is reported as is) from a POLL_ADD.  Once
+    reported, ``completion`` is None and ``reported_in`` is the number of
+    the wait that reported it: a re-arm from that round is the hot re-arm
+    (module docstring).  A re-arm of the key reuses its record.
+    """
+
+    __slots__ = ("completion", "token", "receive", "reported_in")
+
+    def __init__(self):
+        self.completion = None
+        self.token = None
+        self.receive = False
+        self.reported_in = 0
 
 
 class IoUringUnavailable(OSError):
@@ -139,10 +158,8 @@ class IoUringBackend:
 
     def __init__(self, entries: int = DEFAULT_ENTRIES, ring_factory=None):
         self._ring = (ring_factory or _open_ring)(entries)
-        # (fd * 2 + direction - 1) -> (completion, token) while armed, and
-        # (None, wait number) once reported.  An int key keeps the per-arm
-        # cost to one dict store.
-        self._armed: dict[int, tuple[object, object]] = {}
+        # fd * 2 + direction - 1 -> its operation, armed or reported.
+        self._ops: dict[int, _Operation] = {}
         # The wait running now: completions taken off the ring and not yet handled,
         # and what it has to report.  Kept here, not in locals: a wait cut short by
         # a signal handler's KeyboardInterrupt goes on in the next wait (clause R21).
@@ -160,22 +177,32 @@ class IoUringBackend:
         if mask is None:
             check_direction(direction)  # raises ValueError
         key = fd * 2 + direction - 1
-        old = self._armed.get(key)
-        if old is None or old[0] is not None or old[1] != self.waits:
-            self._before_arm(fd, old)  # not the hot re-arm of a just-reported direction
-        completion = self._ring.prepare_poll(fd, mask, key)
-        self._armed[key] = (completion, token)
+        op = self._operation(fd, key)
+        op.completion = self._ring.prepare_poll(fd, mask, key)
+        op.token = token
+        op.receive = False
 
-    def _before_arm(self, fd: int, old) -> None:
-        """Cancel what is armed for this key, or check that ``fd`` is open (module docstring)."""
-        if old is not None and old[0] is not None:
-            self._ring.prepare_cancel_nowait(old[0])  # re-armed while armed: replace
-            return
+    def _operation(self, fd: int, key: int) -> _Operation:
+        """The record to arm ``key`` with, once what it held is cancelled or ``fd`` is checked open.
+
+        No check for the hot re-arm: a direction the latest wait reported
+        (module docstring).
+        """
+        op = self._ops.get(key)
+        if op is not None and op.completion is None and op.reported_in == self.waits:
+            return op
+        if op is not None and op.completion is not None:
+            self._ring.prepare_cancel_nowait(op.completion)  # re-armed while armed: replace
+            return op
+        if op is None:
+            op = _Operation()
         self.fd_checks += 1
         try:
             fcntl.fcntl(fd, fcntl.F_GETFD)
         except OSError:
             raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
+        self._ops[key] = op
+        return op
 
     def arm_recv(self, fd: int, buffer, token: object) -> None:
         """One-shot ``IORING_OP_RECV`` into ``buffer``: RX-uring (CWIST PR #187).
@@ -190,20 +217,18 @@ class IoUringBackend:
         if self._closed:
             raise closed_error(self.name)
         key = fd * 2  # the READ key
-        old = self._armed.get(key)
-        if old is None or old[0] is not None or old[1] != self.waits:
-            self._before_arm(fd, old)
-        completion = self._ring.prepare_recv(fd, buffer, 0, key)
-        # A third field marks a receive: its result is reported as is.
-        self._armed[key] = (completion, token, _RECV)
+        op = self._operation(fd, key)
+        op.completion = self._ring.prepare_recv(fd, buffer, 0, key)
+        op.token = token
+        op.receive = True
 
     def disarm(self, fd: int, direction: int) -> None:
         if self._closed:
             raise closed_error(self.name)
         check_direction(direction)
-        entry = self._armed.pop(fd * 2 + direction - 1, None)
-        if entry is not None and entry[0] is not None:
-            self._ring.prepare_cancel_nowait(entry[0])
+        op = self._ops.pop(fd * 2 + direction - 1, None)
+        if op is not None and op.completion is not None:
+            self._ring.prepare_cancel_nowait(op.completion)
 
     def wait(self, timeout_s: float | None) -> list[tuple[object, int]]:
         if self._closed:
@@ -215,24 +240,24 @@ class IoUringBackend:
         # Completions ring.wait took off the ring are lost if an interrupt lands
         # before they are stored here: the one window Python cannot close.
         pending.extend(self._wait_retrying_eintr(timeout_s))
-        armed = self._armed
-        reported = (None, waits)
+        ops = self._ops
         for cqe in pending:
             key = cqe.user_data
-            entry = armed.get(key) if type(key) is int else None
-            if entry is None or entry[0] is not cqe:
+            op = ops.get(key) if type(key) is int else None
+            if op is None or op.completion is not cqe:
                 continue  # a wake NOP, a cancelled poll, one that raced a disarm, or handled already
             # Listed before forgotten: an interrupt in between lists it twice at
             # worst (the reactor runs only ARMED events), never not at all.
             res = cqe.res
-            if len(entry) == 3:  # a receive: bytes, 0 at EOF, or -errno
+            if op.receive:  # bytes, 0 at EOF, or -errno
                 if res != _ECANCELED:
-                    out.append((entry[1], res))
+                    out.append((op.token, res))
             elif res >= 0:
-                out.append((entry[1], res))
+                out.append((op.token, res))
             elif res != _ECANCELED:
-                out.append((entry[1], ERR))
-            armed[key] = reported
+                out.append((op.token, ERR))
+            op.reported_in = waits
+            op.completion = None
         pending.clear()
         self._reported = []
         return out
@@ -270,7 +295,7 @@ class IoUringBackend:
         if self._closed:
             return
         self._closed = True
-        self._armed.clear()
+        self._ops.clear()
         self._ring.close()
 
     def stats(self) -> dict[str, int]:
