@@ -388,14 +388,17 @@ class Reactor:
         if self._thread_ident is None:
             self._thread_ident = threading.get_ident()
         self._in_round = True
+        cut_short = True
         try:
             if self._state.reaped:
                 self._stamp(self._state.start_ns or self.clock())  # what a round cut short reaped
             self._state.start_ns = 0
-            return self._round(timeout_s)
+            ran = self._round(timeout_s)
+            cut_short = False
+            return ran
         finally:
             self._in_round = False
-            self._end_round()
+            self._end_round(cut_short)
 
     def _round(self, timeout_s: float | None) -> int:
         """One round: the five steps of the module docstring, in order."""
@@ -441,16 +444,17 @@ class Reactor:
         state.reaped = ()
         return batch
 
-    def _end_round(self) -> None:
+    def _end_round(self, cut_short: bool) -> None:
         """Count the round, report it to the probe, and keep what it did not take for the next.
 
-        Every round counts, however it ended; one cut short reports the
-        events it took, and those it left count in the round that takes them.
+        Every round counts, however it ended.  A round that ran to its end
+        took its whole batch; one cut short reports the events it took, and
+        those it left count in the round that takes them.
         """
         self.counters.rounds += 1
         state = self._state
         batch = state.batch
-        left = carried_over(batch)
+        left = carried_over(batch) if cut_short else []
         if self.probe is not None:
             start = state.start_ns
             self.probe.round(len(batch) - len(left), self.clock() - start if start else 0)
