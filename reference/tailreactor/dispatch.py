@@ -23,12 +23,9 @@ all of ``A``, oldest first, before anything else: each of them stays aged, and
 every other remaining event is younger than all of them (it had not aged at
 ``t``).  So the reactor takes ``A`` as one *run* (:meth:`AgeOrder.take_aged`)
 and walks it with no check between deliveries, then asks again.  That
-matters under overload: at ``wrk -c256`` the bench server is a round behind
-and the latency probe counts every delivery as a tail elevation, in two or
-three runs per round of about 250 events (events age one after another, as
-they were armed: the first run is taken at the first delivery, the next when
-it ends; 1.7 to 3.2 runs per round in eight 4 s runs, and 1 to 26 % of rounds
-had every event aged at their start).
+matters under overload: when the server is a round behind, every event of a
+batch ages, one after another as they were armed, and a round is a few runs
+rather than one check per delivery.
 
 Who does what: the reactor walks the batch in backend order itself (a cursor
 and a state check per delivery).  Between runs, before each delivery, it
@@ -66,24 +63,10 @@ Every stamp is read then and never again: a callback's re-arm in place
 unsort the order.  Then one comparison per delivery between runs, and one
 binary search and one slice per run.
 
-Measured with ``benchmarks/age_order_cost.py`` (callgrind, 256 events, issue
-9), in instructions per event, for a round where nothing ages and one where
-every event ages in three runs, as at ``wrk -c256`` (a round aged whole at
-once costs about 40 fewer):
-
-* about 560 and 630 when the batch comes in age order (io_uring's came so
-  in 1,439 of 1,458 rounds, in four 4 s runs at ``wrk -c256``);
-* about 630 and 690 when it comes in 8 ascending runs (epoll's came so,
-  probably because its level-triggered ready list keeps the order of earlier
-  reports);
-* about 1,220 and 1,290 when it comes shuffled.
-
-The order before (0df781a) sorted the stamps every round, used the batch
-itself when it came in age order, and otherwise sorted positions by stamp at
-the first aging: cheaper for a batch in age order (about 320 and 380), dearer
-once anything aged in any other batch (about 1,060 for 8 ascending runs,
-2,180 shuffled).  Sorting the events themselves costs about the same on
-both backends, and is the one code path.
+What this costs per event, by the order the stamps come in (io_uring's
+batches mostly come in age order, epoll's in a few ascending runs), is
+measured by ``benchmarks/age_order_cost.py`` and recorded in
+``benchmarks/README.md``.
 
 Which stamp is "age"
 --------------------
@@ -115,26 +98,19 @@ from operator import attrgetter
 NEVER = 1 << 63
 #: The latest ``aged_at`` while an event is left: an aging time at or past
 #: NEVER (only an injected clock gets there) is clamped here, so that it is not
-#: read as "nothing left" (a fresh-eyes review found an event lost that way).
+#: read as "nothing left", which would end the walk with an event not run.
 #: A C or Rust port can use INT64_MAX for NEVER and INT64_MAX - 1 here: a
 #: saturating add for ``stamp + threshold``, then ``at >= NEVER ? LAST : at``
 #: (a saturated sum lands on NEVER itself).
 LAST = NEVER - 1
 
-#: The sort keys: CWIST_REACTOR_AGE_FROM=arm and =ready.  attrgetter, a C
-#: callable, is the cheapest key for sorted() in CPython.
-_ARMED_NS = attrgetter("armed_ns")
-_READY_NS = attrgetter("ready_ns")
+#: The stamp each CWIST_REACTOR_AGE_FROM value counts age from.
+_STAMP = {"arm": attrgetter("armed_ns"), "ready": attrgetter("ready_ns")}
 
 
 def _aging_time(stamp_ns: int, threshold_ns: int) -> int:
-    """When an event stamped ``stamp_ns`` ages (ns), at most :data:`LAST`: never read as NEVER.
-
-    A comparison, not ``min()``: in CPython 3.11 a ``min`` call costs about
-    1,800 instructions, and this runs once per round and once per run.
-    """
-    at = stamp_ns + threshold_ns
-    return at if at < NEVER else LAST
+    """When an event stamped ``stamp_ns`` ages (ns), at most :data:`LAST`: never read as NEVER."""
+    return min(stamp_ns + threshold_ns, LAST)
 
 
 class AgeOrder:
@@ -161,19 +137,12 @@ class AgeOrder:
     def __init__(self, batch: list, age_from: str, threshold_ns: int):
         self._threshold = threshold_ns
         self._k = 0  # cursor in age order: everything before it is taken
-        # Every stamp is read here, before any callback of the round runs (see "Cost").
-        # Sorting the events themselves by an attrgetter key is cheaper in CPython
-        # than sorting their positions by the stamps and gathering the events; the
-        # stamps are then copied by a list comprehension, in CPython 3.11 about half
-        # the cost of map(attrgetter).
-        if age_from == "arm":
-            self._by_age = by_age = sorted(batch, key=_ARMED_NS)
-            self._sorted_stamps = stamps = [ev.armed_ns for ev in by_age]
-        elif age_from == "ready":
-            self._by_age = by_age = sorted(batch, key=_READY_NS)
-            self._sorted_stamps = stamps = [ev.ready_ns for ev in by_age]
-        else:
+        stamp = _STAMP.get(age_from)
+        if stamp is None:
             raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
+        # Every stamp is read here, before any callback of the round runs (see "Cost").
+        self._by_age = sorted(batch, key=stamp)
+        self._sorted_stamps = stamps = list(map(stamp, self._by_age))
         self.aged_at = _aging_time(stamps[0], threshold_ns) if stamps else NEVER
 
     def take_aged(self, now_ns: int) -> list:

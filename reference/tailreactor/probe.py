@@ -1,4 +1,4 @@
-"""Latency probe: where the time goes between readiness and callback, per worker (issue 4).
+"""Latency probe: where the time goes between readiness and callback, per worker.
 
 Role
 ----

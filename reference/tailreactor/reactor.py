@@ -68,6 +68,9 @@ from .timers import Timer, TimerHeap
 
 log = logging.getLogger("tailreactor")
 
+_DIRECTIONS = (READ, WRITE)
+
+
 def _reentered(method: str) -> RuntimeError:
     return RuntimeError(f"{method}() called from a callback of the round in progress: a round is not "
                         f"re-entrant (clause R22); return from the callback, or post() the work")
@@ -217,7 +220,7 @@ class Reactor:
         event (it will not run).  Raises ``OSError(EBADF)`` for a closed fd,
         ``ValueError`` for a bad direction, ``RuntimeError`` after :meth:`close`.
         """
-        if direction != READ and direction != WRITE:
+        if direction not in _DIRECTIONS:
             raise ValueError(f"direction must be READ (1) or WRITE (2), got {direction!r}")
         return self._arm(fd, direction, callback, data, None)
 
@@ -256,37 +259,43 @@ class Reactor:
     def _arm(self, fd: int, direction: int, callback, data, buffer) -> Event:
         """The one arming path of :meth:`arm` (``buffer`` None) and :meth:`arm_recv`.
 
-        From the callback of the event just delivered for this fd and
-        direction, that Event is re-armed in place: nothing else can be armed
-        for it (it left its table when it was taken, and every arm of it
-        since would have come here).  Any other arm makes a new Event and
-        replaces what its table holds, once the backend has accepted it.
+        Two cases.  From the callback of the event just delivered for this
+        fd and direction, that Event is re-armed in place: nothing else can
+        be armed for it (it left its table when it was taken, and every arm
+        of it since would have come here), and the reactor is open (close()
+        clears ``_running``).  Any other arm makes a new Event and replaces
+        what its table holds, once the backend has accepted it.  An arm from
+        the fd's own callback tells the backend so (``rearm``, which may skip
+        work: backends/base.py).
         """
-        if self._closed:
-            raise RuntimeError("reactor is closed")
-        if fd < 0:
-            raise _negative_fd(fd)
         running = self._running
-        own_fd = running is not None and running.fd == fd
-        if own_fd and running.direction == direction and running.state == DONE:
+        if running is not None and running.fd == fd and running.direction == direction \
+                and running.state == DONE:
             ev = running
             ev.callback = callback
             ev.data = data
             ev.armed_ns = self.clock()
             ev.ready_ns = ev.revents = 0
             ev.state = ARMED
-            old = None
+            if buffer is None:
+                self._rearm(fd, direction, ev)
+            else:
+                self.backend.arm_recv(fd, buffer, ev)
         else:
+            if self._closed:
+                raise RuntimeError("reactor is closed")
+            if fd < 0:
+                raise _negative_fd(fd)
             ev = Event(fd, direction, callback, data, self.clock())
+            if buffer is not None:
+                self.backend.arm_recv(fd, buffer, ev)
+            elif running is not None and running.fd == fd:
+                self._rearm(fd, direction, ev)
+            else:
+                self.backend.arm(fd, direction, ev)
             old = self._armed[direction - 1].get(fd)
-        if buffer is not None:
-            self.backend.arm_recv(fd, buffer, ev)
-        elif own_fd:  # from this fd's own callback: the backend may skip work (backends/base.py)
-            self._rearm(fd, direction, ev)
-        else:
-            self.backend.arm(fd, direction, ev)
-        if old is not None:
-            old.state = CANCELLED
+            if old is not None:
+                old.state = CANCELLED
         self._armed[direction - 1][fd] = ev
         self._arms_since_flush += 1
         return ev

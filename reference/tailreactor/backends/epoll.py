@@ -16,8 +16,8 @@ asyncio and libuv keep an fd registered while it is watched and pay nothing
 to keep watching it.  Here the common cycle -- report READ, the callback
 reads, answers and re-arms READ -- costs no ``epoll_ctl`` at all: the re-arm
 only stores the token, because the kernel still watches the fd for reading.
-Measured in issue 9 (c256 keep-alive, pinned): one ``epoll_ctl`` per request
-was about 10 % of the server's CPU time per request.
+One ``epoll_ctl`` per request would be a syscall on every request's path, as
+costly as its ``recv`` or ``send``.
 
 The registration follows the tokens lazily:
 
@@ -47,10 +47,10 @@ call raises it, and on a number that was closed without disarm and reused it
 fails with ``ENOENT``, so the arm registers the new file afresh.  The re-arm
 that skips the call is taken only from inside the fd's own callback, for an fd
 the latest ``wait`` reported: its registration was alive a moment ago, and
-only that callback could have closed it since.  An earlier draft skipped the
-call for any arm of a just-reported fd; a fresh-eyes user test found that a
-new socket reusing the number of one closed without disarm, armed in the same
-round, was then never reported (``tests/test_backend_syscalls.py``).  The one
+only that callback could have closed it since.  Any other arm makes the
+call even for a just-reported fd: a new socket that reuses the number of one
+closed without disarm, armed in the same round, must be registered afresh
+or it is never reported (``tests/test_backend_syscalls.py``).  The one
 case left unseen is a callback that closes its own fd without disarm and then
 arms that number again; closing before disarming is the caller's bug
 (below), as in asyncio and libuv.

@@ -39,8 +39,8 @@ Why a ``fcntl(F_GETFD)`` check in ``arm``: epoll rejects a closed fd at arm
 time, io_uring only in a later CQE.  One cheap syscall keeps "arming a closed
 fd raises EBADF" identical on both backends (clause B16).  It is skipped for
 the hot re-arm, of a direction the latest wait reported: that fd was open a
-moment ago, in this round (issue 9: the check was one extra syscall per
-request, about as costly as epoll's ``epoll_ctl``).  An fd closed without
+moment ago, in this round (the check would be one more syscall per
+request, as costly as the ``epoll_ctl`` epoll avoids).  An fd closed without
 disarm by a callback of the same round still fails, only later: its POLL_ADD
 completes with ``-EBADF`` and the token is reported as ``ERR``.
 

@@ -40,7 +40,7 @@ The batch rules of a pass (CWIST ``app.c``; knobs in :mod:`tailreactor.config`)
   armed for read: the pipeline must drain before more input is parsed.
   (CWIST breaks when ``served + 1`` is a multiple of the yield batch; we break
   after ``served`` is, which is what the knob's documentation says.)
-* **Late bypass** (issue 3): when the pass runs inside a callback the reactor
+* **Late bypass**: when the pass runs inside a callback the reactor
   dispatched because its event aged past ``CWIST_REACTOR_TAIL_US``
   (``reactor.dispatch_late()``), the pass does not yield every YIELD_BATCH: the
   connection already waited too long, so it gets its whole batch now.  It

@@ -14,14 +14,14 @@ asyncio and uvloop peers in ``benchmarks/peers/``) pops entries from the
 front and turns them into response bytes with
 :func:`~tailreactor.http.routes.respond`.
 
-Why a class of its own: issue 9 compares the bench server with peers built on
-asyncio and uvloop, and asks for "the same routes and responses".  The peers
+Why a class of its own: the ``--peers`` comparison sets the bench server
+against peers built on asyncio and uvloop, with "the same routes and responses".  The peers
 inherit this class, so they answer bad input exactly as the bench server does
 (``tests/test_peers_parity.py``) and do the same parsing work per request;
 the comparison then measures the event loops, not two HTTP apps.  It is a
 base class rather than an object the connection holds because httptools
-calls these methods on every request: one attribute hop more per call is
-measurable here (``benchmarks/README.md``).
+calls these methods on every request, and an object in between would add
+an attribute hop to every call.
 
 Errors (each queued in order behind the requests received before it; all close)
 ----------------------------------------------------------------------------------
