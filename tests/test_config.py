@@ -92,10 +92,10 @@ def test_non_ascii_digits_are_rejected_with_config_error(value):
         load({"CWIST_HTTP_BATCH": value})
 
 
-def test_python_m_config_runs_without_warnings():
+def test_python_m_config_docs_runs_without_warnings():
     import subprocess
     import sys
-    proc = subprocess.run([sys.executable, "-W", "error", "-m", "tailreactor.config", "docs", "--lang", "en"],
+    proc = subprocess.run([sys.executable, "-W", "error", "-m", "tailreactor.config_docs", "--lang", "en"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
@@ -148,3 +148,34 @@ def test_warnings_name_a_probe_file_that_will_not_be_written(tmp_path):
                              "no probe runs and no probe file is written"]
     assert warnings({**env, "CWIST_LATENCY_PROBE": "1"}) == []
     assert warnings({}) == []
+
+
+# -- Config is the registry's: its fields and defaults, and replace() checks like load() --------------
+
+def test_config_fields_and_defaults_are_the_registrys():
+    fields = Config.__dataclass_fields__
+    assert [name for name in fields if name != "source"] == [k.attr for k in KNOBS]
+    for k in KNOBS:
+        assert fields[k.attr].default == k.default, k.name
+
+
+@pytest.mark.parametrize("attr, value", [
+    ("tail_us", -1), ("tail_us", "3500"), ("tail_us", True), ("drain_chunk", 10**9),
+    ("age_from", "armed"), ("backend", "kqueue"), ("latency_probe", 1), ("latency_probe_file", ""),
+])
+def test_replace_refuses_what_load_would_refuse(attr, value):
+    k = next(k for k in KNOBS if k.attr == attr)
+    with pytest.raises(ConfigError) as info:
+        Config.default().replace(**{attr: value})
+    assert info.value.name == k.name and info.value.accepted == k.accepted()
+
+
+def test_replace_refuses_an_unknown_attribute():
+    with pytest.raises(TypeError, match="tail_ms"):
+        Config.default().replace(tail_ms=1)
+
+
+def test_replace_keeps_the_rest_and_derives_like_load():
+    cfg = Config.default().replace(tail_us=0, age_from="ready", latency_probe_file=None)
+    assert (cfg.tail_us, cfg.age_from, cfg.drain_chunk) == (0, "ready", 8)
+    assert Config.default().replace(http_batch=4, http_yield_batch=None).http_yield_batch == 4

@@ -10,7 +10,7 @@ Role
   ``#anchor`` to a heading of the target page (GitHub's anchor rules, which
   keep Korean letters).
 * **Generated pages**: both runtime-config pages equal the generator's output
-  (``python -m tailreactor.config docs --lang en|ko --check``).
+  (``python -m tailreactor.config_docs --lang en|ko --check``).
 * **Knob coverage**: every ``CWIST_*`` name in ``reference/``, ``conformance/``
   and ``scripts/`` is a registry row, unless whitelisted with a reason.
 
@@ -239,7 +239,7 @@ def test_runtime_config_page_is_generated(lang):
 
 
 def test_check_command_passes_and_fails_with_the_regenerate_command(tmp_path):
-    cmd = [sys.executable, "-m", "tailreactor.config", "docs"]
+    cmd = [sys.executable, "-m", "tailreactor.config_docs"]
     for lang in config_docs.LANGS:
         done = subprocess.run(cmd + ["--lang", lang, "--check"], capture_output=True, text=True,
                               timeout=60)
@@ -249,7 +249,7 @@ def test_check_command_passes_and_fails_with_the_regenerate_command(tmp_path):
     done = subprocess.run(cmd + ["--lang", "ko", "--check", "--file", str(stale)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert f"python -m tailreactor.config docs --lang ko > {stale}" in done.stderr
+    assert f"python -m tailreactor.config_docs --lang ko > {stale}" in done.stderr
     diff_line = next(line for line in done.stderr.splitlines()
                      if line.startswith("-| [`CWIST_REACTOR_TAIL_US`]"))
     assert "`3000`" in diff_line
@@ -394,3 +394,31 @@ def test_python_examples_run(page):
     done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], capture_output=True, text=True,
                           timeout=60, env=env)
     assert done.returncode == 0, done.stderr
+
+
+_ONCE_WITHOUT_HDRH = """
+import runpy, sys
+
+class NoHdrh:  # the generator must not need the probe's histogram library
+    def find_spec(self, name, path=None, target=None):
+        if name == "hdrh" or name.startswith("hdrh."):
+            raise ImportError("hdrh is blocked by the test")
+
+sys.meta_path.insert(0, NoHdrh())
+sys.argv = ["config_docs", "--lang", sys.argv[1]]
+try:
+    runpy.run_module("tailreactor.config_docs", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    assert not exc.code, exc.code
+import tailreactor.config as config
+copies = sorted(name for name, m in list(sys.modules.items()) if getattr(m, "__file__", None) == config.__file__)
+print("config.py ran as:", copies, file=sys.stderr)
+assert copies == ["tailreactor.config"], copies
+"""
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_the_generator_runs_config_once_and_without_hdrhistogram(lang):
+    done = subprocess.run([sys.executable, "-c", _ONCE_WITHOUT_HDRH, lang], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert "CWIST_LATENCY_PROBE_FILE" in done.stdout.decode("utf-8")

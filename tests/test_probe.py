@@ -17,17 +17,9 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from tailreactor import Config, ConfigError, Reactor
-from tailreactor.config import load
-from tailreactor.probe import (
-    HISTOGRAMS,
-    LatencyProbe,
-    load_probe_file,
-    main,
-    merge,
-    probe_file_glob,
-    probe_file_path,
-    worker_table,
-)
+from tailreactor.config import load, probe_file_path
+from tailreactor.probe import HISTOGRAMS, LatencyProbe
+from tailreactor.probe_files import load_probe_file, main, merge, probe_file_glob, worker_table
 
 PCTS = ("p50", "p90", "p99", "p99.9")
 

@@ -23,10 +23,10 @@ naming the variable, the value, and what is accepted.  Unset or empty means
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Mapping
 
-__all__ = ["ConfigError", "Knob", "KNOBS", "Config", "load", "knob"]
+__all__ = ["ConfigError", "Knob", "KNOBS", "Config", "load", "knob", "probe_file_path", "check_probe_file"]
 
 
 class ConfigError(ValueError):
@@ -107,6 +107,23 @@ class Knob:
         if not text:
             raise ConfigError(self.name, raw, self.accepted())
         return text
+
+    def check(self, value: Any) -> Any:
+        """Return ``value`` if :meth:`parse` could have given it (or it is a ``None``
+        default); raise :class:`ConfigError` otherwise.  What ``Config.replace`` checks."""
+        if value is None:
+            ok = self.default is None
+        elif self.kind == "int":
+            ok = type(value) is int and self.lo <= value <= self.hi
+        elif self.kind == "choice":
+            ok = value in self.choices
+        elif self.kind == "bool":
+            ok = type(value) is bool
+        else:
+            ok = isinstance(value, str) and value.strip() != ""
+        if not ok:
+            raise ConfigError(self.name, value, self.accepted())
+        return value
 
 
 # The registry.  Order is the order of the generated docs within each area.
@@ -316,41 +333,53 @@ def knob(name: str) -> Knob:
     return _BY_NAME[name]
 
 
-@dataclass(frozen=True)
-class Config:
-    """Parsed knob values, one attribute per :attr:`Knob.attr`.
+_BY_ATTR = {k.attr: k for k in KNOBS}
+_TYPES = {"int": int, "choice": str, "bool": bool, "path": "str | None"}
+
+
+class _ConfigMethods:
+    """Parsed knob values, one attribute per :attr:`Knob.attr`, in registry order.
 
     Build with :func:`load` (from an environment mapping) or :meth:`Config.default`.
-    Times are in microseconds (``*_us``) as in CWIST.
+    Times are in microseconds (``*_us``) as in CWIST.  ``source`` holds the
+    variables the environment set.  The class is made from :data:`KNOBS`
+    (below), so its fields and defaults are the registry's.
     """
-
-    backend: str = "auto"
-    tail_us: int = 3500
-    age_from: str = "arm"
-    round_budget_us: int = 2000
-    drain_chunk: int = 8
-    rx_uring: str = "auto"
-    latency_probe: bool = False
-    latency_probe_file: str | None = None
-    http_batch: int = 16
-    http_yield_batch: int = 16
-    http_keep_alive_timeout_s: int = 15
-    workers: int = 1
-    bench_delay_us: int = 0
-    bench_slow_us: int = 0
-    bench_stall_us: int = 0
-    bench_stall_every_ms: int = 0
-    source: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def default(cls) -> "Config":
         return load({})
 
     def replace(self, **changes: Any) -> "Config":
-        """A copy with some attributes changed (values are not re-validated)."""
-        values = {k.attr: getattr(self, k.attr) for k in KNOBS}
-        values.update(changes)
-        return Config(source=self.source, **values)
+        """A copy with some attributes changed, each checked as :func:`load` checks it.
+
+        Raises :class:`ConfigError` for a value ``load`` would not give (the
+        probe file's directory is checked when a probe opens it, not here)
+        and ``TypeError`` for a name that is not an attribute.
+        """
+        unknown = sorted(set(changes) - set(_BY_ATTR))
+        if unknown:
+            raise TypeError(f"Config has no attribute {', '.join(unknown)}; "
+                            f"accepted: {', '.join(_BY_ATTR)}")
+        values = {attr: getattr(self, attr) for attr in _BY_ATTR}
+        for attr, value in changes.items():
+            values[attr] = _BY_ATTR[attr].check(value)
+        return Config(source=self.source, **_derived(values))
+
+
+Config = make_dataclass(
+    "Config",
+    [(k.attr, _TYPES[k.kind], field(default=k.default)) for k in KNOBS]
+    + [("source", Mapping[str, str], field(default_factory=dict, compare=False, repr=False))],
+    bases=(_ConfigMethods,), frozen=True,
+    namespace={"__module__": __name__, "__doc__": _ConfigMethods.__doc__})
+
+
+def _derived(values: dict[str, Any]) -> dict[str, Any]:
+    """Fill the knobs whose default is derived: ``CWIST_HTTP_YIELD_BATCH`` follows the batch."""
+    if values["http_yield_batch"] is None:
+        values["http_yield_batch"] = values["http_batch"]
+    return values
 
 
 def load(env: Mapping[str, str] | None = None) -> Config:
@@ -370,8 +399,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         else:
             values[k.attr] = k.parse(raw)
             used[k.name] = raw
-    if values["http_yield_batch"] is None:
-        values["http_yield_batch"] = values["http_batch"]
+    _derived(values)
     if values["latency_probe"] and values["latency_probe_file"] is not None:
         check_probe_file(values["latency_probe_file"], range(values["workers"]))
     return Config(source=used, **values)
@@ -399,6 +427,21 @@ def warnings(env: Mapping[str, str] | None = None) -> list[str]:
     return out
 
 
+def probe_file_path(template: str, pid: int, worker: int) -> str:
+    """The file one worker writes for ``CWIST_LATENCY_PROBE_FILE=template``.
+
+    ``{pid}`` and ``{worker}`` are replaced; a placeholder the template lacks
+    is appended (``.{pid}`` then ``.{worker}``), so workers -- forked
+    processes or reactors in one process -- never overwrite each other.
+    """
+    path = template.replace("{pid}", str(pid)).replace("{worker}", str(worker))
+    if "{pid}" not in template:
+        path += f".{pid}"
+    if "{worker}" not in template:
+        path += f".{worker}"
+    return path
+
+
 def check_probe_file(template: str, workers) -> None:
     """Raise :class:`ConfigError` unless each worker in ``workers`` (indexes) can write its probe file.
 
@@ -406,8 +449,6 @@ def check_probe_file(template: str, workers) -> None:
     path is one line and exit status 2, not a traceback per worker; each
     worker's ``LatencyProbe`` checks its own again when it starts.
     """
-    from .probe import probe_file_path  # here: probe imports this module
-
     name = "CWIST_LATENCY_PROBE_FILE"
     if template.endswith(os.sep):
         raise ConfigError(name, template, "a file path, not a directory (each worker would write a "
@@ -417,10 +458,3 @@ def check_probe_file(template: str, workers) -> None:
         if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
             raise ConfigError(name, template, f"a path in an existing, writable directory "
                                               f"({folder!r}, worker {worker}'s, is not)")
-
-
-if __name__ == "__main__":
-    # `python -m tailreactor.config docs --lang en|ko [--check]`; the generator lives in config_docs.
-    from tailreactor.config_docs import main
-
-    raise SystemExit(main())

@@ -137,9 +137,7 @@ class Reactor:
         :func:`tailreactor.backends.create_backend` raises.
     config:
         A :class:`tailreactor.config.Config`; ``None`` loads it from the
-        environment (raises :class:`~tailreactor.config.ConfigError`).  An
-        ``age_from`` that is not one of ``CWIST_REACTOR_AGE_FROM``'s choices
-        (``Config.replace`` does not check) raises ``ConfigError`` too.
+        environment (raises :class:`~tailreactor.config.ConfigError`).
     clock:
         Callable returning monotonic nanoseconds.
     probe:
@@ -151,11 +149,6 @@ class Reactor:
 
     def __init__(self, backend=None, *, config=None, clock=time.monotonic_ns, probe=None, worker=0):
         self.config = config if config is not None else _config.load()
-        age_from = _config.knob("CWIST_REACTOR_AGE_FROM")
-        if self.config.age_from not in age_from.choices:
-            # Config.replace() does not re-validate, and from inside a round this
-            # would raise every round (dispatch.AgeOrder): refuse it here, once.
-            raise _config.ConfigError(age_from.name, self.config.age_from, age_from.accepted())
         if backend is None or isinstance(backend, str):
             backend = create_backend(backend or self.config.backend)
         self.backend = backend

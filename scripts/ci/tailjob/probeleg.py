@@ -8,7 +8,7 @@ output (:func:`probe_env`).  Each worker writes one JSON file when the server
 stops gracefully (``tailreactor.probe.LatencyProbe.finish``); after the stop,
 :func:`gather` reads every worker's file -- a missing one stops the job, since
 the run's figures would silently cover only some workers -- merges them
-(``tailreactor.probe.merge``: HdrHistograms added, counters summed) and keeps
+(``tailreactor.probe_files.merge``: HdrHistograms added, counters summed) and keeps
 the figures CWIST PR #375 quoted, per worker and merged (:data:`FIGURES`).
 
 :func:`summarize` turns a leg's measured runs into one row per arm and worker
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tailreactor import probe as _probe
+from tailreactor import probe_files as _probe
 
 from .stats import median
 
@@ -64,7 +64,7 @@ def probe_env(directory: Path) -> dict[str, str]:
 
 
 def figures(doc: dict) -> dict:
-    """The :data:`FIGURES` of one probe document (or a :func:`tailreactor.probe.merge` result)."""
+    """The :data:`FIGURES` of one probe document (or a :func:`tailreactor.probe_files.merge` result)."""
     qa, qr = doc["histograms"]["queue_delay_arm"], doc["histograms"]["queue_delay_ready"]
     rt = doc["histograms"]["round_time"]
     c = doc["counters"]
