@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import threading
 import time
 
@@ -468,16 +469,16 @@ class Reactor:
         The order: backend order, walked with the cursor ``i``, except that
         runs of aged events go first (``run``, walked with ``r``).  Between
         runs, ``aged_at`` is the clock value before which no remaining event
-        can have aged, so the check is one comparison; NEVER with the policy
-        off, or once every event is taken.
+        can have aged, so the check is one comparison: infinite with the
+        policy off (no event ever ages), NEVER once every event is taken.
         """
         tail_ns = self._tail_ns
-        age = AgeOrder(batch, self._age_from, tail_ns) if tail_ns > 0 and batch else None
-        aged_at = age.aged_at if age is not None else NEVER
+        age = AgeOrder(batch, self._age_from, tail_ns) if tail_ns > 0 else None
+        aged_at = age.aged_at if age is not None else math.inf
         # The first mid-round submit is due once the round has used its budget, the
         # next a budget after that: one extra io_uring_enter per budget interval.
         budget_ns = self._budget_ns
-        flush_due = round_start + budget_ns
+        flush_due = round_start + budget_ns if budget_ns else math.inf
         # Posts run after every drain_chunk-th callback: at ran == drain_at (-1: never).
         drain_chunk = self._drain_chunk
         drain_at = drain_chunk or -1
@@ -496,7 +497,7 @@ class Reactor:
             while True:
                 if timed:
                     now = clock()
-                if r == m and age is not None and now >= aged_at:
+                if r == m and now >= aged_at:
                     run = age.take_aged(now)
                     r, m = 0, len(run)
                     aged_at = age.aged_at
@@ -514,7 +515,7 @@ class Reactor:
                     break
                 if ev.state != READY:
                     continue  # ran in a run, or disarmed or re-armed by an earlier callback
-                if budget_ns and now > flush_due and self._arms_since_flush:
+                if now > flush_due and self._arms_since_flush:
                     if self.backend.flush():
                         counters.round_budget_flushes += 1
                     self._arms_since_flush = 0
