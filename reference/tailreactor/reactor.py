@@ -391,10 +391,10 @@ class Reactor:
         if self._thread_ident is None:
             self._thread_ident = threading.get_ident()
         self._in_round = True
-        cut_short = True
+        cut_short = True  # until the round returns (interrupts.py: what a round cut short leaves)
         try:
-            if self._state.reaped:
-                self._stamp(self._state.start_ns or self.clock())  # what a round cut short reaped
+            if self._state.reaped:  # reaped by a round cut short before it stamped them all
+                self._stamp(self._state.start_ns or self.clock())
             self._state.start_ns = 0
             ran = self._round(timeout_s)
             cut_short = False
