@@ -2,7 +2,9 @@
 
 A measurement is a stem ``<UTC time>-<profile>-<kind>`` with its report, plot
 and whole-job files; the job's history files (``peers.jsonl``,
-``tail-latency.jsonl``) and git's log keep the earlier ones.
+``tail-latency.jsonl``) and git's log keep the earlier ones.  A study (a set of
+different experiments run together, each with its command in the docs) lives in
+a subfolder of its own, such as ``benchmarks/results/study/``, and is not counted.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def test_one_committed_measurement_of_each_kind():
     files = subprocess.run(["git", "ls-files", "benchmarks/results"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.split()
     times: dict[str, set[str]] = defaultdict(set)
-    for name in (Path(f).name for f in files):
+    for name in (Path(f).name for f in files if Path(f).parent == Path("benchmarks/results")):
         m = STEM.match(name)
         if m:
             times[m["kind"]].add(m["time"])
