@@ -19,11 +19,27 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-apt_install() {  # apt_install PACKAGE: install one Debian package quietly
+# System tools come from apt-get, as root or through sudo without a password.  Where that is not
+# possible (no apt, not root, or apt-get fails) bootstrap says so in one line and goes on: the tests
+# that need the tool are skipped with how to install it; the tail-latency job stops with the same hint.
+apt_prefix() {  # prints the command prefix that runs apt-get as root; fails when there is none
+  command -v apt-get >/dev/null 2>&1 || return 1
+  if [ "$(id -u)" -eq 0 ]; then echo ""; return 0; fi
+  command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1 && echo "sudo -n"
+}
+apt_install() {  # apt_install PACKAGE: install one Debian package quietly, or say why not
+  local sudo
+  if ! sudo="$(apt_prefix)"; then
+    echo "bootstrap: $1 not found and cannot install it here (needs apt-get as root or passwordless sudo);" \
+         "going on without it, what needs it is skipped; install it: sudo apt-get install $1" >&2
+    return 0
+  fi
   echo "bootstrap: installing $1 with apt-get" >&2
-  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
-  $sudo apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$1" >/dev/null
+  if ! { $sudo apt-get update -qq >/dev/null && \
+         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$1" >/dev/null; }; then
+    echo "bootstrap: apt-get could not install $1; going on without it, what needs it is skipped;" \
+         "install it: sudo apt-get install $1" >&2
+  fi
 }
 for arg in "$@"; do
   case "$arg" in

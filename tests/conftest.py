@@ -1,15 +1,90 @@
-"""Shared fixtures: every reactor-level test runs on each real backend."""
+"""Shared fixtures: every reactor-level test runs on each real backend.
+
+What cannot run here is skipped with a one-line reason, never failed:
+
+* a test marked ``io_uring`` (``IO_URING``, the io_uring entry of
+  ``BACKENDS``, carries the mark) when the kernel refuses a ring -- the
+  reason names the errno.  ``TAILREACTOR_REQUIRE_IO_URING=1`` (CWIST's
+  ``CWIST_TEST_REQUIRE_IO_URING``) makes that a failure instead: ``.ci/run``
+  sets it where io_uring works.
+* a test marked ``wrk`` when wrk is not on PATH;
+* a test marked ``bench_extras`` without the bench extras (uvloop, py-spy).
+
+pytest groups skips by reason and place, so each reason is one line of the
+summary however many tests it skipped.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
+import shutil
 import socket
+import sys
+from pathlib import Path
 
 import pytest
 
 from tailreactor import Config, Reactor
+from tailreactor.backends import IoUringBackend, IoUringUnavailable
 from tailreactor.clock import ManualClock
 
-BACKENDS = ["epoll", "io_uring"]
+REQUIRE_IO_URING = "TAILREACTOR_REQUIRE_IO_URING"
+#: The io_uring parameter of a backend-parametrized test: skipped when the kernel refuses io_uring.
+IO_URING = pytest.param("io_uring", marks=pytest.mark.io_uring)
+BACKENDS = ["epoll", IO_URING]
+
+WRK_MISSING = ("wrk not found on PATH; install it: scripts/bootstrap.sh --wrk "
+               "(as root or with sudo: apt-get install wrk)")
+BENCH_EXTRAS_MISSING = "needs the bench extras ({}); install them: pip install -e '.[bench]'"
+
+
+@functools.cache
+def io_uring_unavailable() -> str | None:
+    """None if this process can set up an io_uring ring, else why not (one line naming the errno)."""
+    try:
+        IoUringBackend().close()
+    except IoUringUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def require_io_uring() -> bool:
+    """``TAILREACTOR_REQUIRE_IO_URING``: ``1`` true, ``0`` or unset false; anything else a usage error."""
+    value = os.environ.get(REQUIRE_IO_URING, "0")
+    if value not in ("0", "1"):
+        raise pytest.UsageError(f"{REQUIRE_IO_URING}={value!r}: accepted: 0, 1 or unset")
+    return value == "1"
+
+
+def missing_bench_extras() -> list[str]:
+    """The bench extras not installed: uvloop (importable) and py-spy (next to python or on PATH)."""
+    missing = []
+    if importlib.util.find_spec("uvloop") is None:
+        missing.append("uvloop")
+    if not (Path(sys.executable).parent / "py-spy").exists() and shutil.which("py-spy") is None:
+        missing.append("py-spy")
+    return missing
+
+
+def pytest_configure(config):
+    require_io_uring()  # a bad value stops the run before any test
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("io_uring") is not None:
+        reason = io_uring_unavailable()
+        if reason is not None:
+            if require_io_uring():
+                pytest.fail(f"{REQUIRE_IO_URING}=1 but {reason}", pytrace=False)
+            pytest.skip(reason)
+    if item.get_closest_marker("wrk") is not None and shutil.which("wrk") is None:
+        pytest.skip(WRK_MISSING)
+    if item.get_closest_marker("bench_extras") is not None:
+        missing = missing_bench_extras()
+        if missing:
+            pytest.skip(BENCH_EXTRAS_MISSING.format(", ".join(missing)))
 
 
 @pytest.fixture(params=BACKENDS)

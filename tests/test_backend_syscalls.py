@@ -148,6 +148,7 @@ def test_epoll_disarm_of_a_reported_fd_drops_its_registration(epoll):
 
 
 # -- io_uring: no fcntl check for a re-arm of a just-reported fd ------------------------
+@pytest.mark.io_uring
 def test_io_uring_rearm_of_a_reported_fd_skips_the_fd_check(uring):
     a, b = _pair()
     with a, b:
@@ -161,6 +162,7 @@ def test_io_uring_rearm_of_a_reported_fd_skips_the_fd_check(uring):
         assert uring.fd_checks == 1, "a re-arm of a just-reported fd made an fcntl"
 
 
+@pytest.mark.io_uring
 def test_io_uring_arm_in_a_later_round_still_rejects_a_closed_fd(uring):
     a, b = _pair()
     number = a.fileno()
@@ -181,7 +183,7 @@ def _reactor(backend_name):
     return Reactor(backend_name, config=Config.default())
 
 
-@pytest.mark.parametrize("backend_name", ["epoll", "io_uring", "selectors"])
+@pytest.mark.parametrize("backend_name", ["epoll", pytest.param("io_uring", marks=pytest.mark.io_uring), "selectors"])
 def test_a_reused_number_armed_outside_the_old_callback_is_reported(backend_name):
     """Found by a fresh-eyes user test: READ reported (so nothing is armed), the
     owner closes the socket without disarm, a new socket gets the same number

@@ -26,7 +26,7 @@ def run(*args: str, env=None, timeout=240) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("wrk") is None,
-                    reason="needs valgrind and wrk")
+                    reason="needs valgrind and wrk; install them: apt-get install valgrind wrk")
 def test_a_short_real_run_of_the_bench_server_is_counted():
     res = run("--server", "bench-epoll", "--connections", "8", "--duration", "2", "--warmup", "1")
     assert res.returncode == 0, res.stderr

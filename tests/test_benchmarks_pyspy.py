@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,11 +47,8 @@ def blocks(text: str) -> dict[str, dict]:
     return out
 
 
-needs_tools = pytest.mark.skipif(not PY_SPY.exists() or shutil.which("wrk") is None,
-                                 reason="needs py-spy (the bench extra) and wrk")
-
-
-@needs_tools
+@pytest.mark.bench_extras  # py-spy; without it, or without wrk, skipped with how to install it
+@pytest.mark.wrk
 def test_a_short_real_run_profiles_the_bench_server_and_the_asyncio_peer():
     res = run("--server", "bench-epoll", "--server", "asyncio", "--connections", "16", "--duration", "2",
               "--warmup", "1", "--top", "5")

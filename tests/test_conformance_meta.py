@@ -63,7 +63,8 @@ def cli(*args: str, json_path: Path | None = None, liveness_s: float | None = No
     return proc, data
 
 
-@pytest.mark.parametrize("name", sorted(MUTANTS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.io_uring) if MUTANTS[n].needs == "io_uring"
+                                  else n for n in sorted(MUTANTS)])
 def test_suite_catches_mutant(name, tmp_path):
     m = MUTANTS[name]
     if m.needs:

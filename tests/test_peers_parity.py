@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PEER = ROOT / "benchmarks" / "peers" / "asyncio_server.py"
 PEER_START_RE = re.compile(r"(?:asyncio|uvloop)-peer: listening on [\d.]+:(?P<port>\d+)")
 BAD_INPUTS = json.loads((FIXTURES / "bad-inputs.json").read_text())
+pytestmark = pytest.mark.bench_extras  # the uvloop peer; skipped without the bench extras (tests/conftest.py)
 
 
 class Peer:
@@ -69,7 +70,6 @@ class Peer:
 @pytest.fixture(scope="module")
 def servers():
     """{name: port} of the bench server and the peers, for the whole module."""
-    pytest.importorskip("uvloop")  # the bench extra; scripts/test.sh installs it
     bench = start_bench(env=bench_env(CWIST_REACTOR_BACKEND="epoll"))
     peers = {"asyncio": Peer(), "uvloop": Peer("--uvloop")}
     try:

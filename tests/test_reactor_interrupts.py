@@ -363,7 +363,7 @@ def _wait_trial(backend: str, k: int) -> tuple[bool, Counter, int]:
 
 
 # selectors too: it is the example backend authors start from (docs/en/conformance.md).
-@pytest.mark.parametrize("backend", ["epoll", "io_uring", "selectors"])
+@pytest.mark.parametrize("backend", ["epoll", pytest.param("io_uring", marks=pytest.mark.io_uring), "selectors"])
 def test_an_interrupt_at_any_bytecode_of_the_backends_wait_loses_no_event(backend):
     k = 0
     while True:

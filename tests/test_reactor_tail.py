@@ -318,6 +318,7 @@ def test_dispatch_late_is_false_outside_callbacks(backend_name, clock, socketpai
     r.close()
 
 
+@pytest.mark.io_uring
 def test_both_backends_same_order_for_same_stamps(socketpairs):
     """Distinct stamps, all aged: the order is fully decided by the policy, on any backend."""
     orders = {}

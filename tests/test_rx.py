@@ -5,7 +5,8 @@ On io_uring, ``Reactor.arm_recv(fd, buffer, callback)`` prepares one
 so the callback does not call ``recv`` (CWIST PR #187).  ``event.result`` is
 the byte count, 0 at EOF, or ``-errno``.  Backends without a receive
 operation (epoll, selectors) or ``CWIST_RX_URING=0`` leave ``rx_supported``
-false; the HTTP server then uses readiness plus ``recv``.
+false; the HTTP server then uses readiness plus ``recv``.  Tests of the receive path
+are marked ``io_uring``: skipped with the reason where the kernel refuses it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def test_config_accepts_0_1_auto_and_nothing_else():
     assert "CWIST_RX_URING" in str(info.value) and "'yes'" in str(info.value)
 
 
+@pytest.mark.io_uring
 def test_rx_supported_on_io_uring_unless_turned_off():
     with _reactor() as r:
         assert r.rx_supported
@@ -66,6 +68,7 @@ def test_arm_recv_without_support_raises_a_clear_error(pair):
             r.arm_recv(pair[0].fileno(), bytearray(16), lambda ev: None)
 
 
+@pytest.mark.io_uring
 def test_completion_carries_the_data_and_runs_once(pair):
     a, b = pair
     buf = bytearray(64)
@@ -83,6 +86,7 @@ def test_completion_carries_the_data_and_runs_once(pair):
             a.recv(1)
 
 
+@pytest.mark.io_uring
 def test_eof_completes_with_zero(pair):
     a, b = pair
     got = []
@@ -93,6 +97,7 @@ def test_eof_completes_with_zero(pair):
         assert got == [0]
 
 
+@pytest.mark.io_uring
 def test_rearm_from_the_callback_receives_the_next_message(pair):
     a, b = pair
     buf = bytearray(64)
@@ -109,6 +114,7 @@ def test_rearm_from_the_callback_receives_the_next_message(pair):
         assert got == [b"m0", b"m1", b"m2"]
 
 
+@pytest.mark.io_uring
 def test_rearm_from_the_callback_reuses_the_delivered_event(pair):
     """As Reactor.arm does: a receive armed from the callback of the receive
     just delivered on that fd re-arms the same Event, result reset to 0."""
@@ -130,6 +136,7 @@ def test_rearm_from_the_callback_reuses_the_delivered_event(pair):
     assert seen == [(first, 3), (first, 0, ARMED), (first, 5)]
 
 
+@pytest.mark.io_uring
 def test_disarm_cancels_a_pending_receive(pair):
     a, b = pair
     got = []
@@ -145,6 +152,7 @@ def test_disarm_cancels_a_pending_receive(pair):
         assert a.recv(8) == b"late"  # the cancelled receive took nothing
 
 
+@pytest.mark.io_uring
 def test_arm_recv_on_a_closed_fd_raises_ebadf():
     with _reactor() as r:
         s = socket.socket()  # after the ring, so the ring cannot take the closed number
@@ -155,6 +163,7 @@ def test_arm_recv_on_a_closed_fd_raises_ebadf():
         assert info.value.errno == errno.EBADF
 
 
+@pytest.mark.io_uring
 def test_received_events_are_stamped_and_counted_like_others(pair):
     a, b = pair
     seen = []
@@ -168,6 +177,7 @@ def test_received_events_are_stamped_and_counted_like_others(pair):
 
 # -- the HTTP server on both read paths ---------------------------------------------------
 @pytest.mark.parametrize("rx", ["auto", "0"])
+@pytest.mark.io_uring
 def test_http_keep_alive_and_pipelining_on_both_read_paths(rx):
     from http_helpers import ServerThread, connect, get, read_responses
 
@@ -185,6 +195,7 @@ def test_http_keep_alive_and_pipelining_on_both_read_paths(rx):
             assert conn.stats.requests == 25
 
 
+@pytest.mark.io_uring
 def test_arm_recv_refuses_an_empty_buffer(pair):
     # Its completion would say 0, which means EOF (found by a fresh-eyes user test).
     with _reactor() as r:
@@ -193,6 +204,7 @@ def test_arm_recv_refuses_an_empty_buffer(pair):
         assert r.armed(pair[0].fileno(), READ) is None
 
 
+@pytest.mark.io_uring
 def test_a_pipeline_longer_than_the_rx_buffer_is_read_as_one_readiness_read_would():
     from http_helpers import ServerThread, connect, get, read_responses
     from tailreactor.http.connection import RX_BYTES
@@ -207,6 +219,7 @@ def test_a_pipeline_longer_than_the_rx_buffer_is_read_as_one_readiness_read_woul
             assert conn._rx and conn.stats.requests == 200
 
 
+@pytest.mark.io_uring
 def test_second_arm_recv_from_the_callback_replaces_the_rearmed_receive(pair):
     """As for arm(): the first arm_recv from the callback re-arms the delivered
     Event, a second replaces it (the first is cancelled and never runs).  The
@@ -233,6 +246,7 @@ def test_second_arm_recv_from_the_callback_replaces_the_rearmed_receive(pair):
     assert calls == [("cb", b"one"), ("second", b"two")]
 
 
+@pytest.mark.io_uring
 def test_arm_recv_after_close_raises_runtimeerror_whatever_the_buffer():
     r = _reactor()
     r.close()

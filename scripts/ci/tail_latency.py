@@ -14,7 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tailjob.cli import main  # noqa: E402
-
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        # Help needs only the standard library (scripts/tail-latency.sh --help installs nothing).
+        from tailjob.options import build_parser
+        build_parser().parse_args(["--help"])
+    from tailjob.cli import main
     sys.exit(main())

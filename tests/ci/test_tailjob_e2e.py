@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -13,10 +12,10 @@ from tailjob_testdata import CI_DIR
 
 from tailjob import pooled
 
-pytestmark = [pytest.mark.wrk,
-              pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")]
+pytestmark = pytest.mark.wrk  # skipped without wrk (tests/conftest.py)
 
 
+@pytest.mark.io_uring
 def test_tiny_tail_job_on_both_backends_writes_report_plot_and_history(tmp_path):
     out = subprocess.run(
         [sys.executable, str(CI_DIR / "tail_latency.py"), "--ab", "tail", "--threads", "1",
@@ -77,6 +76,7 @@ def test_calibrate_runs_aa_and_slowdown_legs_and_writes_the_table(tmp_path):
     assert len(list((tmp_path / "results").glob("*-quick-calibrate.md"))) == 1
 
 
+@pytest.mark.io_uring
 def test_probe_leg_gathers_every_workers_file_on_both_backends(tmp_path):
     out = subprocess.run(
         [sys.executable, str(CI_DIR / "tail_latency.py"), "--ab", "tail", "--probe", "--workers", "2",
@@ -107,6 +107,8 @@ def test_probe_leg_gathers_every_workers_file_on_both_backends(tmp_path):
     assert line["probe"] is True and line["legs"][0]["probe"]["B"]["worker"] == "all"
 
 
+@pytest.mark.io_uring
+@pytest.mark.bench_extras
 def test_peers_comparison_runs_every_server_and_writes_the_readme_table(tmp_path):
     from tailjob import peers
 

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tailreactor import Config
@@ -22,10 +24,12 @@ def make_backend(conformance_backend, request):
     """``make_backend()`` -> a fresh backend of the kind under test (closed at teardown).
 
     io_uring that the kernel refuses is skipped when it was not asked for
-    explicitly, and an error when it was (never silently another backend).
+    explicitly, and an error when it was (never silently another backend) or
+    when ``TAILREACTOR_REQUIRE_IO_URING=1`` says this machine must have it.
     """
     made = []
-    explicit = bool(request.config.getoption("conformance_backends"))
+    explicit = bool(request.config.getoption("conformance_backends")) or \
+        os.environ.get("TAILREACTOR_REQUIRE_IO_URING") == "1"
 
     def make():
         try:

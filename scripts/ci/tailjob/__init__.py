@@ -15,5 +15,6 @@ One module per job:
 * :mod:`tailjob.plot` -- percentile-spectrum plot (SVG, PNG);
 * :mod:`tailjob.history` -- provenance, per-job JSON, the JSONL history line;
 * :mod:`tailjob.progress` -- progress display (rich);
+* :mod:`tailjob.options` -- the options (``--help`` without the job's dependencies);
 * :mod:`tailjob.cli` -- command-line interface.
 """

@@ -30,14 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import sys
 import threading
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Mapping
 
 from tailreactor import config as _config
@@ -46,130 +44,11 @@ from . import calibrate, history, openloop, peers, peersjob, peersreport, plot, 
 from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knobs, arms_for, \
     peer_legs, plan_legs, server_env
 from .progress import JobProgress
+from .options import PROG, REPO, build_parser
 from .runner import JobError, JobResult, Settings, run_job
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]
-
-REPO = Path(__file__).resolve().parents[3]
-PROG = "tail_latency"
-
-
-def _duration(text: str) -> int:
-    m = re.fullmatch(r"(\d+)([smh]?)", text.strip())
-    if not m or int(m.group(1)) == 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive duration like 3, 3s, 2m")
-    return int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
-
-
-def _positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive integer")
-    return int(text)
-
-
-def _connections(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(_positive(x) for x in text.split(","))
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted positive integers separated by commas, "
-                                         "e.g. 64 or 512,1024") from None
-
-
-def _fraction(text: str) -> float:
-    t = text.strip()
-    try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a fraction like 0.05 or a percentage like 5%")
-    return value
-
-
-def _cores(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a non-negative number of cores, e.g. 0.1")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description="Interleaved A/B of the bench server under wrk, with a bootstrap verdict per metric. "
-                    "No arguments: quick profile, --ab tail, on io_uring then epoll. "
-                    "--peers: the bench server beside asyncio, uvloop and nginx instead.")
-    w = p.add_argument_group("workload")
-    w.add_argument("--profile", choices=sorted(PROFILES), default="quick",
-                   help="; ".join(f"{k}: {v.description}" for k, v in PROFILES.items()))
-    w.add_argument("--threads", type=_positive, help="wrk threads (default: the profile's; 1 with --pin)")
-    w.add_argument("--connections", type=_connections, help="wrk connections, e.g. 64 or 512,1024")
-    w.add_argument("--duration", type=_duration, help="seconds per run: 3, 3s, 1m")
-    w.add_argument("--runs", type=_positive, help="measured runs per arm in each leg")
-    w.add_argument("--workers", type=_positive, help="bench server --workers (default: CWIST_WORKERS)")
-    w.add_argument("--workload", choices=list(workloads.WORKLOADS), default="uniform",
-                   help="; ".join(f"{k}: {v.description}" for k, v in workloads.WORKLOADS.items())
-                        + ". Every workload but closed-loop uniform runs on the job's load client "
-                          "(tailjob.loadgen) and is reported per client class, with the latency probe on")
-    w.add_argument("--load", choices=("closed", "open"),
-                   help="uniform only: closed (wrk, the default) or open (the load client: requests sent "
-                        "on a schedule, latency from each request's intended send time)")
-    w.add_argument("--rate", help="open-loop rate: requests/s (2000) or a fraction of the capacity measured "
-                                  "by a short closed-loop run first (0.7x); default: uniform 0.7x, "
-                                  "mixed 200 (interactive class), slow-route 0.5x")
-    w.add_argument("--schedule", choices=("poisson", "constant"),
-                   help="send times of open-loop classes: poisson (default) or constant gaps")
-    arms = p.add_argument_group("arms (A is the baseline, B the treatment; ratios are B/A)")
-    arms.add_argument("--ab", choices=sorted(AB_PRESETS),
-                      help="tail: CWIST_REACTOR_TAIL_US 3600000 (A, off) vs 3500 (B, on); "
-                           "backend: epoll (A) vs io_uring (B); aa: identical arms (control). "
-                           "Default: tail")
-    arms.add_argument("--a", metavar="'K=V ...'", help="arm A's CWIST_* variables (custom A/B)")
-    arms.add_argument("--b", metavar="'K=V ...'", help="arm B's CWIST_* variables (custom A/B)")
-    arms.add_argument("--backend", choices=BACKENDS,
-                      help="backend for arms that do not set it (default: each backend in turn)")
-    run = p.add_argument_group("runs")
-    run.add_argument("--pin", action="store_true",
-                     help="pin server and wrk to separate CPUs with taskset (wrk -t1 unless --threads)")
-    run.add_argument("--server-cpus", default="0", help="taskset CPU list for the server with --pin or --peers (0)")
-    run.add_argument("--wrk-cpus", default="1", help="taskset CPU list for wrk with --pin or --peers (1)")
-    run.add_argument("--no-warmup", action="store_true", help="skip the discarded warm-up run per leg")
-    run.add_argument("--seed", type=int, default=1, help="seed of the run order and the bootstrap (1)")
-    run.add_argument("--pollution-limit", type=_cores, default=0.10,
-                     help="CPU of other processes (cores) above which a run is flagged (0.10)")
-    run.add_argument("--probe", action="store_true",
-                     help="run every server with CWIST_LATENCY_PROBE=1, gather each worker's probe file "
-                          "(under <out>/results/<stem>-probe/) and report the probe's figures per arm "
-                          "and worker")
-    verdict = p.add_argument_group("verdict and outputs")
-    verdict.add_argument("--min-effect", type=_fraction,
-                         help="minimum effect for every metric, e.g. 5%% (default: per metric, "
-                              "5%% for req/s, CPU and p50, 10%% for p99/p99.9, 20%% beyond)")
-    verdict.add_argument("--gate", action="store_true",
-                         help="exit 1 if any metric is a regression (inconclusive metrics are printed "
-                              "prominently and exit 0)")
-    verdict.add_argument("--calibrate", type=_positive, metavar="K",
-                         help="instead of one A/B: K rounds of an A/A leg and legs with about +10%% and "
-                              "+25%% server CPU per request injected (CWIST_BENCH_DELAY_US) on each leg of "
-                              "the profile; prints per metric the false gain/regression rate, the detection "
-                              "rates and the median detectable effect")
-    verdict.add_argument("--out", type=Path, default=REPO / "benchmarks",
-                         help="output directory: <out>/results/ and <out>/tail-latency.jsonl "
-                              "(default: benchmarks/)")
-    cmp = p.add_argument_group("peers comparison (instead of an A/B)")
-    cmp.add_argument("--peers", action="store_true",
-                     help="run the bench server on io_uring and on epoll, the asyncio and uvloop peers "
-                          "(benchmarks/peers/) and nginx as the ceiling if installed, interleaved in random "
-                          "order per trial; pinned (server CPU 0, wrk CPU 1, wrk -t1) unless --no-pin")
-    cmp.add_argument("--no-pin", action="store_true", help="with --peers: do not pin")
-    cmp.add_argument("--write-readme", action="store_true",
-                     help="with --peers: write the comparison's tables into <out>/README.md "
-                          "(between its peers-table markers)")
-    return p
 
 
 def _cpu_list(text: str, option: str) -> str:
