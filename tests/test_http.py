@@ -20,7 +20,8 @@ import pytest
 
 from http_helpers import (
     FIXTURES, Pump, ServerThread, bench_env, connect, DENY_IO_URING, exchange, get,
-    IO_TIMEOUT_S, only_connection, read_responses, read_to_eof, run_bench, start_bench,
+    IO_TIMEOUT_S, only_connection, parse_responses, read_responses, read_to_eof, read_to_eof_raw, run_bench,
+    start_bench,
 )
 from tailreactor import READ, WRITE
 from tailreactor.http import Listener
@@ -51,10 +52,9 @@ ROUTES = [
     (get("/user/"), 404, b"", {}),
     (get("/user/1/2"), 404, b"", {}),
     (get("/__probe"), 404, b"", {}),  # no probe on this reactor
-    (b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", 405, b"", {"allow": "GET"}),
+    (b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", 405, b"", {"allow": "GET, HEAD"}),
     (get("/user"), 405, b"", {"allow": "POST"}),
-    (b"DELETE /user/1 HTTP/1.1\r\nHost: t\r\n\r\n", 405, b"", {"allow": "GET"}),
-    (b"HEAD /plaintext HTTP/1.1\r\nHost: t\r\n\r\n", 405, b"", {"allow": "GET"}),
+    (b"DELETE /user/1 HTTP/1.1\r\nHost: t\r\n\r\n", 405, b"", {"allow": "GET, HEAD"}),
 ]
 
 
@@ -68,6 +68,71 @@ def test_every_route(server):
             for name, value in headers.items():
                 assert resp.headers.get(name) == value, (raw, name)
             assert "connection" not in resp.headers or resp.headers["connection"] == "keep-alive"
+
+
+def head(path: str, *, headers: str = "") -> bytes:
+    """A HEAD request in wire form."""
+    return f"HEAD {path} HTTP/1.1\r\nHost: t\r\n{headers}\r\n".encode()
+
+
+#: Every route and answer kind: GET's 200s, a POST-only path (405), no such path (404).
+HEAD_PATHS = ["/", "/plaintext", "/user/42", "/user/abc?x=1", "http://t/plaintext", "/user", "/nope",
+              "/user/1/2", "/__probe"]
+
+
+def head_fields(raw: bytes) -> tuple[bytes, dict[str, str]]:
+    """(status line, {lower-case name: value}) of one response head ending in a blank line."""
+    status, *lines = raw.decode().split("\r\n")[:-2]
+    return status.encode(), {n.lower(): v.strip() for n, _, v in (ln.partition(":") for ln in lines)}
+
+
+def read_head_then_responses(sock, n: int) -> tuple[bytes, bytes]:
+    """Read a HEAD's answer (the head alone) and then ``n`` complete responses: (head, the rest)."""
+    raw = b""
+    while True:
+        end = raw.find(b"\r\n\r\n")
+        if end >= 0 and len(parse_responses(raw[end + 4:])[0]) >= n:
+            return raw[:end + 4], raw[end + 4:]
+        data = sock.recv(65536)
+        assert data, f"closed early: {raw!r}"
+        raw += data
+
+
+@pytest.mark.parametrize("path", HEAD_PATHS)
+def test_head_answers_as_get_without_the_body_and_the_connection_goes_on(server, path):
+    # RFC 9110 9.3.2: the same status and headers as GET (Content-Length included), no content.
+    # HEAD then GET in one write: answered in order, and the GET's answer starts right after the
+    # head, so no body was sent; then the connection still serves.
+    with connect(server.port) as c:
+        c.sendall(head(path) + get(path))
+        head_raw, rest = read_head_then_responses(c, 1)
+        (after,) = parse_responses(rest)[0]
+        c.sendall(head(path, headers="Connection: close\r\n"))
+        closing, eof = read_to_eof_raw(c)
+    status, fields = head_fields(head_raw)
+    assert int(status.split()[1]) == after.status
+    assert fields == after.headers, (fields, after.headers)
+    assert fields["content-length"] == str(len(after.body))
+    assert after.headers.get("connection", "keep-alive") == "keep-alive"
+    assert closing.endswith(b"\r\n\r\n") and closing.count(b"\r\n\r\n") == 1 and eof == "eof"
+    assert head_fields(closing) == (status, {**fields, "connection": "close"})
+
+
+def test_head_and_get_pipelined_alternately_are_answered_in_order(server):
+    with connect(server.port) as c:
+        c.sendall((head("/plaintext") + get("/user/7")) * 20 + get("/user/end", headers="Connection: close\r\n"))
+        raw, end = read_to_eof_raw(c)
+    assert end == "eof"
+    for _ in range(20):
+        h = raw.index(b"\r\n\r\n") + 4
+        assert head_fields(raw[:h])[1]["content-length"] == "13"
+        raw = raw[h:]
+        g = raw.index(b"\r\n\r\n") + 4 + 1  # "7"
+        (resp,), cut = parse_responses(raw[:g])
+        assert resp.body == b"7" and not cut
+        raw = raw[g:]
+    (last,), cut = parse_responses(raw)
+    assert last.body == b"end" and not cut
 
 
 def test_long_target_gets_414_and_close(server):
@@ -330,8 +395,14 @@ def test_probe_route_serves_the_probe_snapshot(backend_name):
         assert isinstance(srv.reactor.probe, probe_mod.LatencyProbe)
         exchange(srv.port, get("/plaintext"))
         (resp,) = exchange(srv.port, get("/__probe"))
+        with connect(srv.port) as c:  # HEAD: the head alone, and the connection goes on
+            c.sendall(head("/__probe") + get("/plaintext"))
+            head_raw, rest = read_head_then_responses(c, 1)
     assert resp.status == 200 and resp.headers["content-type"] == "application/json"
     assert isinstance(json.loads(resp.body), dict)
+    status, fields = head_fields(head_raw)
+    assert status == b"HTTP/1.1 200 OK" and fields["content-type"] == "application/json"
+    assert int(fields["content-length"]) > 2 and parse_responses(rest)[0][0].body == b"Hello, World!"
 
 
 def test_bench_delay_busy_waits_per_request(backend_name):

@@ -116,6 +116,11 @@ ROUTES = {
     "http-1.0-keep-alive": _req("GET / HTTP/1.0", "Connection: keep-alive"),
     "expect-with-content": _req("POST /user HTTP/1.1", "Host: t", "Content-Length: 2",
                                 "Expect: 100-continue", body=b"hi"),
+    "head-root": _req("HEAD / HTTP/1.1", "Host: t"),
+    "head-plaintext": _req("HEAD /plaintext HTTP/1.1", "Host: t"),
+    "head-user-id": _req("HEAD /user/42 HTTP/1.1", "Host: t"),
+    "head-post-only": _req("HEAD /user HTTP/1.1", "Host: t"),
+    "head-not-found": _req("HEAD /nope HTTP/1.1", "Host: t"),
 }
 
 
@@ -136,6 +141,18 @@ def test_a_pipeline_longer_than_one_read_answers_the_same_bytes(servers):
     # not count as one oversized head (the 431 bound allows for one read of earlier requests).
     raw = _same_everywhere(servers, ROUTES["get-root"] * 6000 + CLOSE)
     assert raw.count(b"HTTP/1.1 200 OK") == 6001
+
+
+def test_head_gets_the_head_without_the_body_everywhere(servers):
+    # HEAD then GET of /plaintext, then a closing HEAD: the GET's answer follows the HEAD's head
+    # directly (no body in between) and the last answer is a head alone.
+    head = _req("HEAD /plaintext HTTP/1.1", "Host: t")
+    raw = _same_everywhere(servers, head + ROUTES["plaintext"] + _req("HEAD / HTTP/1.1", "Host: t",
+                                                                          "Connection: close"))
+    first, second, third, empty = raw.split(b"\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 200 OK") and b"Content-Length: 13" in first
+    assert second.startswith(b"HTTP/1.1 200 OK") and third.startswith(b"Hello, World!HTTP/1.1 200 OK")
+    assert b"Connection: close" in third and empty == b""
 
 
 def test_http_1_0_without_keep_alive_closes_the_same_way(servers):

@@ -4,7 +4,8 @@ Role
 ----
 Maps one parsed request (method, request-target, keep-alive) to the bytes of
 its response.  The routes are those of CWIST's bench app
-(``benchmarks/web-frameworks``, ``cwist_bench``) plus ``/plaintext``:
+(``benchmarks/web-frameworks``, ``cwist_bench``) plus ``/plaintext``; every
+GET route also answers HEAD (below):
 
 ============  ========  =============================================
 path          method    answer
@@ -16,8 +17,14 @@ path          method    answer
 ``/plaintext`` GET      200, ``Hello, World!`` (text/plain)
 ``/__probe``  GET       200 JSON of ``reactor.probe.snapshot()``, or 404
 other paths   any       404
-known path    other     405 with ``Allow``
+known path    other     405 with ``Allow`` (``GET, HEAD`` or ``POST``)
 ============  ========  =============================================
+
+HEAD (RFC 9110 9.3.2; 9.1: a general-purpose server MUST support it) gets
+exactly the head GET would get -- status, ``Content-Length`` of the body GET
+would send, every other header -- and no content.  So it is answered as GET
+and cut after the blank line that ends the head; the client frames the next
+response by knowing it sent HEAD, and the connection goes on as after GET.
 
 Every response exists in two forms, indexed by ``keep_alive``: ``[0]`` ends
 with ``Connection: close``, ``[1]`` with ``Connection: keep-alive`` (sent on
@@ -54,7 +61,7 @@ def build(status: str, body: bytes = b"", content_type: str | None = None,
 OK_EMPTY = build("200 OK")
 OK_PLAINTEXT = build("200 OK", b"Hello, World!", "text/plain")
 NOT_FOUND = build("404 Not Found")
-ALLOW_GET = build("405 Method Not Allowed", extra="Allow: GET\r\n")
+ALLOW_GET = build("405 Method Not Allowed", extra="Allow: GET, HEAD\r\n")
 ALLOW_POST = build("405 Method Not Allowed", extra="Allow: POST\r\n")
 # Errors that end the connection: only the close form is ever sent.
 BAD_REQUEST = build("400 Bad Request")[0]
@@ -66,7 +73,8 @@ VERSION_NOT_SUPPORTED = build("505 HTTP Version Not Supported")[0]
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _SCHEMES_SERVED = (b"http", b"https")
 
-#: Fixed routes: path -> (the one allowed method, its response, the 405 for others).
+#: Fixed routes: path -> (the one allowed method, its response, the 405 for others).  HEAD is
+#: answered as GET (see :func:`respond`).
 FIXED = {
     b"/": (b"GET", OK_EMPTY, ALLOW_GET),
     b"/plaintext": (b"GET", OK_PLAINTEXT, ALLOW_GET),
@@ -109,6 +117,10 @@ def respond(method: bytes, target: bytes, keep_alive: bool, probe=None) -> bytes
     :data:`BAD_REQUEST`, which says ``Connection: close``: the caller must
     then close the connection (it checks ``answer is BAD_REQUEST``).
     """
+    if method == b"HEAD":
+        answer = respond(b"GET", target, keep_alive, probe)
+        end = answer.index(b"\r\n\r\n") + 4
+        return answer if end == len(answer) else answer[:end]  # no body: BAD_REQUEST stays itself
     path = path_of(target)
     if path is None:
         return BAD_REQUEST
