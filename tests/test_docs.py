@@ -258,9 +258,81 @@ def test_check_command_passes_and_fails_with_the_regenerate_command(tmp_path):
 @pytest.mark.parametrize("lang", config_docs.LANGS)
 def test_every_knob_has_a_table_row_and_a_section(lang):
     s = shape(DOCS / lang / "runtime-config.md")
-    in_tables = [cell for _, first in s.tables for cell in first]
+    in_tables = [cell for _, first in s.tables for cell in first
+                 if _NAME.fullmatch(cell)]  # the knob tables; the symptom table is numbered
     assert sorted(in_tables) == sorted(k.name for k in KNOBS)
     assert {k.name for k in KNOBS} <= set(s.headings)
+
+
+# -- operator guidance on the runtime-config pages (issue 21) ------------------------
+SYMPTOMS = {"en": "Tuning by symptom", "ko": "증상별 조정"}
+WHEN = {"en": "**When to change it:**", "ko": "**언제 바꾸나:**"}
+UNITS = {"en": "Units: `us` = microseconds", "ko": "단위: `us` = 마이크로초"}
+
+
+def _sections(text: str) -> dict[str, str]:
+    """``{knob name: its ### section's text}`` of a runtime-config page."""
+    parts = re.split(r"(?m)^### `(CWIST_[A-Z0-9_]+)`\n", text)
+    return {name: body.split("\n## ")[0] for name, body in zip(parts[1::2], parts[2::2])}
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_the_symptom_table_comes_first_and_names_real_knobs(lang):
+    s = shape(DOCS / lang / "runtime-config.md")
+    assert s.headings[1] == SYMPTOMS[lang], s.headings[:3]  # right after the page title
+    text = (DOCS / lang / "runtime-config.md").read_text(encoding="utf-8")
+    table = text.split(f"## {SYMPTOMS[lang]}\n")[1].split("\n## ")[0]
+    rows = [ln for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith("| #")]
+    assert len(rows) >= 6
+    names = {k.name for k in KNOBS}
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        assert len(cells) == 5 and all(cells), row  # #, symptom, knob, what to try, what it costs
+        assert set(_NAME.findall(cells[2])) and set(_NAME.findall(cells[2])) <= names, row
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_every_knob_says_when_to_change_it(lang):
+    sections = _sections((DOCS / lang / "runtime-config.md").read_text(encoding="utf-8"))
+    assert set(sections) == {k.name for k in KNOBS}
+    for name, body in sections.items():
+        lines = [ln for ln in body.splitlines() if ln.startswith("- " + WHEN[lang])]
+        assert len(lines) == 1 and len(lines[0]) > len(WHEN[lang]) + 10, (name, lines)
+    for k in KNOBS:
+        assert k.when_en.strip() and k.when_ko.strip(), k.name
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_units_are_defined_once_and_given_in_every_integer_type_cell(lang):
+    text = (DOCS / lang / "runtime-config.md").read_text(encoding="utf-8")
+    assert text.count(UNITS[lang]) == 1
+    cells = {}
+    for ln in text.splitlines():
+        m = re.match(r"\| \[`(CWIST_[A-Z0-9_]+)`\]\(#[a-z0-9_]+\) \| ([^|]+) \|", ln)
+        if m:
+            cells[m[1]] = m[2].strip()
+    for k in KNOBS:
+        if k.kind == "int":
+            assert re.search(r"\(.+\)$", cells[k.name]), (k.name, cells[k.name])
+    assert cells["CWIST_HTTP_KEEP_ALIVE_TIMEOUT"].endswith("(s)")
+    assert cells["CWIST_REACTOR_TAIL_US"].endswith("(us)")
+
+
+def test_what_the_pages_say_about_the_defaults_is_true():
+    from tailreactor.config import load
+    from tailreactor.probe import probe_file_path
+
+    cfg = load({})
+    en = (DOCS / "en" / "runtime-config.md").read_text(encoding="utf-8")
+    ko = (DOCS / "ko" / "runtime-config.md").read_text(encoding="utf-8")
+    # The late bypass skips the yield; at the defaults the yield point is the batch's end.
+    assert cfg.http_yield_batch == cfg.http_batch
+    assert "the late bypass changes nothing" in en and "늦은 우회는 아무것도 바꾸지 않는다" in ko
+    # The probe file's name pattern, as the page shows it, is the one the workers write.
+    example = probe_file_path("/tmp/probe.json", 4242, 0)
+    assert f"`{example}`" in en and f"`{example}`" in ko
+    for page in (en, ko):
+        assert "GET /__probe" in page and "[latency-probe]" in page and "CWIST_RX_URING=1" in page
 
 
 def test_generator_renders_any_row():

@@ -17,9 +17,15 @@ Command line::
 ``--check`` exits 1 when the committed page differs from the generator's
 output and prints the command that regenerates it; the test suite runs it.
 
+The page opens with the "Tuning by symptom" table (:data:`SYMPTOMS`: symptom,
+knob, what to try, what it costs) and a few facts that are true today and
+easy to get wrong; each knob's section has its "when to change it" line
+(``Knob.when_en``/``when_ko``) and its type cell names its unit.
+
 Any registry row renders: an area without a hand-written title gets a section
 named after the area, ``test_only`` rows go to the bench/test section, and a
-knob without a recorded CWIST behaviour says so instead of being skipped.
+knob without a recorded CWIST behaviour or "when" line says so instead of
+being skipped.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -94,6 +101,16 @@ _T: dict[str, dict[str, str]] = {
         "cols": "| Variable | Type | Default | Accepted | 0 means | Backends |",
         "int": "integer", "choice": "choice", "bool": "flag", "path": "path",
         "with_unit": "{type} ({unit})",
+        "units": {"us": "us", "s": "s", "requests": "requests", "callbacks": "callbacks",
+                  "processes": "processes"},
+        "when": "**When to change it:**",
+        "no_when": "not written yet.",
+        "symptoms_title": "Tuning by symptom",
+        "symptoms_intro": "Start from what you see. Change one knob at a time and compare side by side "
+                          "with the tail-latency job (`scripts/tail-latency.sh --a '...' --b '...'`): "
+                          "on a shared machine only ratios measured in one run count.",
+        "symptoms_cols": "| # | Symptom | Knob | What to try | What it costs |",
+        "truths_title": "Worth knowing",
         "all": "all",
         "path_accepted": "a file path in an existing, writable directory (checked with "
                          "`CWIST_LATENCY_PROBE=1`)",
@@ -115,6 +132,16 @@ _T: dict[str, dict[str, str]] = {
         "cols": "| 변수 | 형식 | 기본값 | 허용 값 | 0의 의미 | 적용 백엔드 |",
         "int": "정수", "choice": "선택지", "bool": "플래그", "path": "경로",
         "with_unit": "{type}({unit})",
+        "units": {"us": "us", "s": "s", "requests": "요청 수", "callbacks": "콜백 수",
+                  "processes": "프로세스 수"},
+        "when": "**언제 바꾸나:**",
+        "no_when": "아직 쓰지 않았다.",
+        "symptoms_title": "증상별 조정",
+        "symptoms_intro": "보이는 증상에서 출발한다. 변수는 한 번에 하나만 바꾸고, 꼬리 지연 작업으로 나란히 "
+                          "비교한다(`scripts/tail-latency.sh --a '...' --b '...'`). 함께 쓰는 머신에서는 한 "
+                          "번의 실행 안에서 잰 비율만 믿을 수 있다.",
+        "symptoms_cols": "| # | 증상 | 변수 | 해 볼 것 | 대가 |",
+        "truths_title": "알아 둘 사실",
         "all": "모두",
         "path_accepted": "이미 있고 쓸 수 있는 디렉터리 안의 파일 경로(`CWIST_LATENCY_PROBE=1`일 때 "
                          "확인)",
@@ -138,7 +165,17 @@ The reference reads its settings from `CWIST_*` environment variables. The names
 set of names serves both projects; a few knobs exist only here and say so. This page is generated from
 the registry in [`reference/tailreactor/config.py`](../../reference/tailreactor/config.py) and checked
 by the test suite, so it lists exactly the variables the code reads.
+""",
+    "ko": """\
+레퍼런스 구현은 설정을 `CWIST_*` 환경 변수에서 읽는다. 이름은 CWIST와 같아서 두 프로젝트가 한 벌의
+이름을 함께 쓴다. 여기에만 있는 변수는 그렇다고 따로 적었다. 이 페이지는
+[`reference/tailreactor/config.py`](../../reference/tailreactor/config.py)의 레지스트리에서 생성되고
+테스트가 검사하므로, 코드가 읽는 변수가 빠짐없이 그대로 실린다.
+""",
+}
 
+_READING = {
+    "en": """\
 ## How values are read
 
 - A variable that is unset, empty or only spaces takes its default. Spaces around a value are ignored.
@@ -146,6 +183,8 @@ by the test suite, so it lists exactly the variables the code reads.
   before it forks its workers, and so does a `Reactor` created without an explicit `config`; nothing
   re-reads the environment later, so set variables before you start the process.
 - Integers are plain decimal digits with an optional leading `-`: no `_`, no `+`, no `0x`, no units.
+- Units: `us` = microseconds (1 s = 1000000 us), `s` = seconds. The unit of every integer, a time or
+  what it counts, is in its type cell: `integer (us)`.
 - Parsing is **strict**. An invalid value raises `ConfigError`, whose message is one line naming the
   variable, the value and what is accepted; `tailreactor-bench` prints that line and exits with status 2.
   Each knob below shows the exact message for one bad value.
@@ -159,11 +198,6 @@ by the test suite, so it lists exactly the variables the code reads.
   unknown `CWIST_*` names are CWIST's own settings sharing the environment and are left alone.
 """,
     "ko": """\
-레퍼런스 구현은 설정을 `CWIST_*` 환경 변수에서 읽는다. 이름은 CWIST와 같아서 두 프로젝트가 한 벌의
-이름을 함께 쓴다. 여기에만 있는 변수는 그렇다고 따로 적었다. 이 페이지는
-[`reference/tailreactor/config.py`](../../reference/tailreactor/config.py)의 레지스트리에서 생성되고
-테스트가 검사하므로, 코드가 읽는 변수가 빠짐없이 그대로 실린다.
-
 ## 값을 읽는 방식
 
 - 설정하지 않았거나 비어 있거나 공백뿐인 변수는 기본값을 쓴다. 값 앞뒤의 공백은 무시한다.
@@ -171,6 +205,8 @@ by the test suite, so it lists exactly the variables the code reads.
   포크하기 전에 한 번 이 함수를 부르고, `config`를 따로 넘기지 않고 만든 `Reactor`도 이 함수를 부른다.
   그 뒤에는 아무도 환경 변수를 다시 읽지 않으므로, 프로세스를 띄우기 전에 설정해야 한다.
 - 정수는 십진 숫자로만 쓴다. 맨 앞의 `-`만 허용하고 `_`, `+`, `0x`, 단위는 받지 않는다.
+- 단위: `us` = 마이크로초(1 s = 1000000 us), `s` = 초. 정수 변수마다 그 단위(시간이든 세는 대상이든)를
+  형식 칸에 적었다: `정수(us)`.
 - 파싱은 **엄격**하다. 잘못된 값이면 `ConfigError`가 나고, 메시지 한 줄에 변수 이름, 값, 허용 범위가
   모두 들어 있다. `tailreactor-bench`는 그 한 줄을 출력하고 종료 코드 2로 끝난다. 아래 각 변수 항목에
   잘못된 값 하나에 대한 실제 메시지를 실었다.
@@ -182,6 +218,111 @@ by the test suite, so it lists exactly the variables the code reads.
   `CWIST_REACTOR_TAILUS` 같은 오타. 닮은 변수 이름을 함께 알려 준다), `CWIST_LATENCY_PROBE=1` 없이 설정한
   `CWIST_LATENCY_PROBE_FILE`, 수신 연산이 없는 백엔드에서의 `CWIST_RX_URING=1`이 그렇다. 그 밖의 모르는
   `CWIST_*` 이름은 같은 환경을 함께 쓰는 CWIST 자신의 설정이므로 그냥 둔다.
+""",
+}
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """One row of the "Tuning by symptom" table: what an operator sees, the knobs, what to try, the cost."""
+
+    knobs: tuple[str, ...]
+    seen: dict[str, str]
+    try_: dict[str, str]
+    cost: dict[str, str]
+
+
+#: The "Tuning by symptom" table, in page order.  Every knob named must be a registry row
+#: (tests/test_docs.py).  Costs are what the change does, not measured gains: those are A/B questions.
+SYMPTOMS: tuple[Symptom, ...] = (
+    Symptom(("CWIST_REACTOR_TAIL_US",),
+            {"en": "p99 and above high while p50 is fine; some connections wait behind busy ones",
+             "ko": "p50은 괜찮은데 p99 이상이 높다. 일부 연결이 바쁜 연결 뒤에서 기다린다"},
+            {"en": "lower it (e.g. 1000) and A/B it against the default with `--ab tail`",
+             "ko": "낮춰 보고(예: 1000) `--ab tail`로 기본값과 A/B 비교한다"},
+            {"en": "more rounds reorder their aged events; CWIST's A/B found no gain at 3500",
+             "ko": "더 많은 라운드가 오래 기다린 이벤트를 재정렬한다. CWIST의 A/B는 3500에서 이득을 찾지 못했다"}),
+    Symptom(("CWIST_HTTP_YIELD_BATCH", "CWIST_HTTP_BATCH"),
+            {"en": "one pipelining connection delays the other connections",
+             "ko": "파이프라이닝하는 연결 하나가 다른 연결을 늦춘다"},
+            {"en": "set CWIST_HTTP_YIELD_BATCH below CWIST_HTTP_BATCH (e.g. 4 with 16), or lower the batch",
+             "ko": "CWIST_HTTP_YIELD_BATCH를 CWIST_HTTP_BATCH보다 작게(예: 16에 4) 주거나 배치를 낮춘다"},
+            {"en": "a send and a posted continuation per yield: more CPU per request",
+             "ko": "양보할 때마다 전송 한 번과 포스트 한 번: 요청당 CPU가 는다"}),
+    Symptom(("CWIST_REACTOR_AGE_FROM",),
+            {"en": "idle keep-alive connections are elevated (many tail_elevations, few slow requests)",
+             "ko": "유휴 keep-alive 연결이 승격된다(tail_elevations는 많은데 느린 요청은 적다)"},
+            {"en": "`ready`: age counts only the wait after readiness",
+             "ko": "`ready`: 준비된 뒤의 대기만 나이로 센다"},
+            {"en": "no longer CWIST's definition: results stop comparing with CWIST's",
+             "ko": "CWIST의 정의가 아니게 되어 CWIST의 결과와 비교할 수 없다"}),
+    Symptom(("CWIST_REACTOR_DRAIN_CHUNK",),
+            {"en": "posts from other threads are late (the probe's post delay is high)",
+             "ko": "다른 스레드가 보낸 포스트가 늦다(프로브의 포스트 지연이 높다)"},
+            {"en": "lower it (e.g. 1)", "ko": "낮춘다(예: 1)"},
+            {"en": "a look at the post queue every N callbacks", "ko": "콜백 N개마다 포스트 큐를 한 번 본다"}),
+    Symptom(("CWIST_REACTOR_ROUND_BUDGET_US",),
+            {"en": "on io_uring, queue delay since arm grows in long rounds",
+             "ko": "io_uring에서 긴 라운드일수록 등록 이후 큐 지연이 커진다"},
+            {"en": "lower it", "ko": "낮춘다"},
+            {"en": "one more `io_uring_enter` per interval", "ko": "간격마다 `io_uring_enter` 한 번 더"}),
+    Symptom(("CWIST_HTTP_KEEP_ALIVE_TIMEOUT",),
+            {"en": "descriptors run out with many idle clients",
+             "ko": "유휴 클라이언트가 많아 디스크립터가 모자란다"},
+            {"en": "lower it", "ko": "낮춘다"},
+            {"en": "clients that pause reconnect more often", "ko": "쉬었다 오는 클라이언트가 더 자주 다시 연결한다"}),
+    Symptom(("CWIST_WORKERS",),
+            {"en": "one core saturated by the server, others idle",
+             "ko": "서버가 코어 하나만 다 쓰고 나머지는 논다"},
+            {"en": "one worker per core you can give the server",
+             "ko": "서버에 내줄 수 있는 코어마다 워커 하나"},
+            {"en": "a process (memory, a reactor) per worker; an uneven spread with few connections",
+             "ko": "워커마다 프로세스(메모리, 리액터) 하나. 연결이 적으면 고르게 나뉘지 않는다"}),
+    Symptom(("CWIST_LATENCY_PROBE",),
+            {"en": "you cannot tell queue delay from service time",
+             "ko": "큐 지연과 서비스 시간을 구별할 수 없다"},
+            {"en": "`1`, then read the report (below)", "ko": "`1`로 켜고 보고를 읽는다(아래)"},
+            {"en": "more clock reads per callback", "ko": "콜백마다 시계를 더 읽는다"}),
+    Symptom(("CWIST_REACTOR_BACKEND",),
+            {"en": "the start line says `backend epoll` where you expected io_uring",
+             "ko": "io_uring을 기대했는데 시작 줄에 `backend epoll`이 나온다"},
+            {"en": "read the warning's errno; allow `io_uring_setup` (seccomp, io_uring_disabled) or keep epoll",
+             "ko": "경고의 errno를 본다. `io_uring_setup`을 허용하거나(seccomp, io_uring_disabled) epoll을 그대로 쓴다"},
+            {"en": "none: `io_uring` makes a refused ring an error instead of a fallback",
+             "ko": "없음: `io_uring`을 명시하면 거부된 링은 대체 대신 오류가 된다"}),
+)
+
+#: "Worth knowing": true today and easy to get wrong.  tests/test_docs.py checks the claims
+#: against the code (the defaults, the probe file name).
+_TRUTHS = {
+    "en": """\
+- At the defaults `CWIST_HTTP_YIELD_BATCH` equals `CWIST_HTTP_BATCH` (16), so a pass yields exactly where
+  its batch ends anyway, and the late bypass changes nothing: skipping the yield while `dispatch_late()`
+  is true matters only with a yield batch below the batch.
+- `CWIST_RX_URING=1` behaves as `auto`: both use the receive operation where the backend has one
+  (io_uring) and readiness plus `recv` elsewhere; `1` only adds a start-up warning where there is none.
+  Neither chooses io_uring: `CWIST_REACTOR_BACKEND` does.
+- Where the probe report goes: at shutdown each worker writes one block to stderr, every line tagged
+  `[latency-probe] pid=.. worker=.. backend=..`; while the server runs, `GET /__probe` answers the
+  snapshot of the worker that took the connection as JSON (404 with the probe off); with
+  `CWIST_LATENCY_PROBE_FILE`, each worker also writes a JSON file at shutdown. In its name `{pid}` and
+  `{worker}` are replaced and a placeholder left out is appended, so `/tmp/probe.json` becomes
+  `/tmp/probe.json.4242.0` for pid 4242, worker 0; `python -m tailreactor.probe /tmp/probe.json`
+  prints a table of every worker's files and of all of them merged.
+""",
+    "ko": """\
+- 기본값에서는 `CWIST_HTTP_YIELD_BATCH`가 `CWIST_HTTP_BATCH`(16)와 같다. 그래서 처리 단위는 어차피 배치가
+  끝나는 자리에서 양보하고, 늦은 우회는 아무것도 바꾸지 않는다. `dispatch_late()`가 참일 때 양보를
+  건너뛰는 것은 양보 배치가 배치보다 작을 때만 의미가 있다.
+- `CWIST_RX_URING=1`은 `auto`와 똑같이 동작한다. 둘 다 백엔드에 수신 연산이 있으면(io_uring) 그것을 쓰고,
+  없으면 준비 상태 확인 뒤 `recv`를 쓴다. `1`은 수신 연산이 없을 때 시작 경고를 하나 더할 뿐이다. 어느
+  쪽도 io_uring을 고르지 않는다. 백엔드는 `CWIST_REACTOR_BACKEND`가 정한다.
+- 프로브 보고가 가는 곳: 종료할 때 워커마다 stderr에 한 덩어리를 쓰고, 모든 줄에
+  `[latency-probe] pid=.. worker=.. backend=..` 꼬리표가 붙는다. 서버가 도는 동안에는 `GET /__probe`가
+  그 연결을 받은 워커의 스냅숏을 JSON으로 돌려준다(프로브가 꺼져 있으면 404). `CWIST_LATENCY_PROBE_FILE`을
+  주면 워커마다 종료할 때 JSON 파일도 쓴다. 파일 이름에서 `{pid}`와 `{worker}`는 실제 값으로 바뀌고 빠진
+  자리표시자는 끝에 붙으므로, pid 4242, 워커 0이면 `/tmp/probe.json`은 `/tmp/probe.json.4242.0`이 된다.
+  `python -m tailreactor.probe /tmp/probe.json`은 워커별 파일과 그 전부를 합친 결과를 표로 보여 준다.
 """,
 }
 
@@ -261,8 +402,11 @@ def area_of(k: Knob) -> str:
 
 
 def _unit(k: Knob) -> str:
+    """The row's ``unit``, else the time unit its name or attribute ends with (``_US``, ``_s``), else ""."""
+    if k.unit:
+        return k.unit
     for suffix, unit in (("_US", "us"), ("_MS", "ms"), ("_NS", "ns"), ("_S", "s")):
-        if k.name.endswith(suffix):
+        if k.name.endswith(suffix) or k.attr.upper().endswith(suffix):
             return unit
     return ""
 
@@ -270,6 +414,7 @@ def _unit(k: Knob) -> str:
 def _type(k: Knob, t: dict[str, str]) -> str:
     text = t.get(k.kind, k.kind)
     unit = _unit(k) if k.kind == "int" else ""
+    unit = t["units"].get(unit, unit)
     return t["with_unit"].format(type=text, unit=unit) if unit else text
 
 
@@ -356,6 +501,15 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _symptom_table(lang: str, t: dict[str, str]) -> list[str]:
+    out = [f"## {t['symptoms_title']}", "", t["symptoms_intro"], "", t["symptoms_cols"], "|---|---|---|---|---|"]
+    for n, row in enumerate(SYMPTOMS, 1):
+        knobs = ", ".join(f"[`{name}`](#{name.lower()})" for name in row.knobs)
+        cells = [str(n), row.seen[lang], knobs, row.try_[lang], row.cost[lang]]
+        out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return out + ["", f"## {t['truths_title']}", "", _TRUTHS[lang].rstrip("\n"), ""]
+
+
 # -- the page ---------------------------------------------------------------
 def _grouped(knobs: Sequence[Knob]) -> list[tuple[str, list[Knob]]]:
     order = [a for a in AREA_TITLES]
@@ -405,6 +559,9 @@ def render(lang: str, knobs: Iterable[Knob] | None = None) -> str:
         "",
         _INTRO[lang].rstrip("\n"),
         "",
+        *_symptom_table(lang, t),
+        _READING[lang].rstrip("\n"),
+        "",
     ]
     for area, rows in _grouped(knobs):
         title = AREA_TITLES.get(area, {}).get(lang) or area.capitalize()
@@ -424,6 +581,8 @@ def render(lang: str, knobs: Iterable[Knob] | None = None) -> str:
             if k.test_only:
                 help_text = f"**{t['test_only']}** {help_text}"
             out += [help_text, ""]
+            when = (k.when_en if lang == "en" else k.when_ko).strip() or t["no_when"]
+            out.append(f"- {t['when']} {when}")
             bad = invalid_example(k)
             if bad:
                 out.append("- " + t["invalid"].format(name=k.name, value=bad[0], message=bad[1]))
