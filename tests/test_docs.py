@@ -264,6 +264,29 @@ def test_every_knob_has_a_table_row_and_a_section(lang):
     assert {k.name for k in KNOBS} <= set(s.headings)
 
 
+# -- one Korean term per concept (the glossary in docs/README.md) ---------------------
+#: Variants the glossary rejects: (pattern, the glossary's term).  "암" alone (an A/B arm) reads as 癌.
+KO_VARIANTS = [(r"노브", "변수"), (r"수확", "거둬들이다"), (r"계정", "집계"), (r"(?<![가-힣])암(?![가-힣호])", "비교군"),
+               (r"(?<![가-힣])암(?=[이을은의과에별마])", "비교군"), (r"신뢰 구간", "신뢰구간"),
+               (r"late 우회", "늦은 우회"), (r"조용히 (정상 )?종료", "우아한 종료")]
+
+
+def test_the_glossary_lists_each_term_once_with_what_it_replaces():
+    readme = (DOCS / "README.md").read_text(encoding="utf-8")
+    assert "## Terms / 용어" in readme
+    table = readme.split("## Terms / 용어")[1]
+    for _, term in KO_VARIANTS:
+        assert f"| {term}" in table or f", {term}" in table or f" {term} |" in table, term
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (DOCS / "ko").glob("*.md")))
+def test_korean_pages_use_the_glossary_terms(page):
+    text = (DOCS / "ko" / page).read_text(encoding="utf-8")
+    for pattern, term in KO_VARIANTS:
+        found = re.findall(r".{0,12}" + pattern + r".{0,12}", text)
+        assert not found, f"{page}: {found} -- the glossary's term is {term!r} (docs/README.md)"
+
+
 # -- operator guidance on the runtime-config pages (issue 21) ------------------------
 SYMPTOMS = {"en": "Tuning by symptom", "ko": "증상별 조정"}
 WHEN = {"en": "**When to change it:**", "ko": "**언제 바꾸나:**"}
