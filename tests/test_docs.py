@@ -287,6 +287,35 @@ def test_korean_pages_use_the_glossary_terms(page):
         assert not found, f"{page}: {found} -- the glossary's term is {term!r} (docs/README.md)"
 
 
+def _header_cells(path: Path) -> list[list[str]]:
+    """The header row of every table of a page, cell texts in order."""
+    tokens, out = _MD.parse(path.read_text(encoding="utf-8")), []
+    for i, tok in enumerate(tokens):
+        if tok.type == "thead_open":
+            row, j = [], i
+            while tokens[j].type != "thead_close":
+                if tokens[j].type == "th_open":
+                    row.append(tokens[j + 1].content)
+                j += 1
+            out.append(row)
+    return out
+
+
+#: Header words that are names, not English to translate.
+HEADER_NAMES = {"wrk"}
+
+
+@pytest.mark.parametrize("page", EN_PAGES)
+def test_korean_table_headers_are_korean(page):
+    untranslated = []
+    for en_row, ko_row in zip(_header_cells(EN / page), _header_cells(DOCS / "ko" / page)):
+        for en_cell, ko_cell in zip(en_row, ko_row):
+            words = re.findall(r"[A-Za-z]{3,}", re.sub(r"`[^`]*`", "", ko_cell))
+            if ko_cell == en_cell and set(w.lower() for w in words) - HEADER_NAMES:
+                untranslated.append(ko_cell)
+    assert not untranslated, f"{page}: table headers still in English: {untranslated}"
+
+
 # -- operator guidance on the runtime-config pages (issue 21) ------------------------
 SYMPTOMS = {"en": "Tuning by symptom", "ko": "증상별 조정"}
 WHEN = {"en": "**When to change it:**", "ko": "**언제 바꾸나:**"}
