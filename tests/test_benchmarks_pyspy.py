@@ -79,6 +79,7 @@ def test_missing_tools_are_named_with_how_to_install():
     assert "wrk is not installed; install it: scripts/bootstrap.sh --wrk" in res.stderr
 
 
+@pytest.mark.wrk  # the tool looks for wrk before it checks --py-spy
 def test_bad_arguments_get_one_clear_error():
     res = run("--duration", "0", timeout=60)
     assert res.returncode == 2 and "must be >= 1" in res.stderr
