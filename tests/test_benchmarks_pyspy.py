@@ -72,6 +72,7 @@ def test_a_short_real_run_profiles_the_bench_server_and_the_asyncio_peer():
         assert source, where
 
 
+@pytest.mark.bench_extras  # py-spy must be there for the missing wrk to be the one named
 def test_missing_tools_are_named_with_how_to_install():
     env = {**os.environ, "PATH": "/nonexistent"}  # no wrk (py-spy is found next to python)
     res = run("--server", "asyncio", env=env, timeout=60)
