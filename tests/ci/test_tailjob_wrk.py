@@ -116,3 +116,12 @@ def test_the_histogram_buckets_become_an_encoded_hdrhistogram():
 def test_a_mangled_histogram_is_an_error_not_a_silent_gap(buckets):
     with pytest.raises(WrkOutputError, match="lacks or mangles"):
         parse_wrk_output(_with_histogram(buckets))
+
+
+def test_a_missing_wrk_is_named_with_how_to_install_it(tmp_path):
+    from tailjob.wrk import wrk_version
+
+    with pytest.raises(FileNotFoundError) as info:
+        wrk_version(str(tmp_path / "wrk"))
+    assert "not found; install it: scripts/bootstrap.sh --wrk" in str(info.value)
+    assert "apt-get install wrk" in str(info.value)

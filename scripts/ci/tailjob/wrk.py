@@ -196,8 +196,8 @@ def wrk_version(wrk: str = "wrk") -> str:
     try:
         out = subprocess.run([wrk, "-v"], capture_output=True, text=True, timeout=10)
     except FileNotFoundError:
-        raise FileNotFoundError(f"{wrk!r} not found: install wrk (apt-get install wrk) "
-                                "or run scripts/tail-latency.sh, which does") from None
+        raise FileNotFoundError(f"{wrk!r} not found; install it: scripts/bootstrap.sh --wrk "
+                                "(as root or with sudo: apt-get install wrk)") from None
     lines = (out.stdout or out.stderr).splitlines()
     # "wrk debian/4.1.0-3+b2 [epoll] Copyright (C) 2012 Will Glozer" -> up to the copyright
     return lines[0].split(" Copyright")[0].strip() if lines else "unknown"
