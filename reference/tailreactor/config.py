@@ -287,7 +287,7 @@ KNOBS: tuple[Knob, ...] = (
         when_en="Lower it when one pipelining connection holds the reactor and the others' p99 rises; "
                 "raise it when pipelines are long and the cost of each pass (one send, one re-arm or "
                 "post) shows in CPU per request.",
-        when_ko="파이프라이닝하는 연결 하나가 리액터를 붙잡아 다른 연결의 p99가 오를 때는 낮춘다. 파이프라인이 길고 처리 단위마다 드는 비용(전송 한 번, 재등록이나 "
+        when_ko="파이프라이닝하는 연결 하나가 리액터를 붙잡아 다른 연결의 p99가 오를 때는 낮춘다. 파이프라인이 길고 패스마다 드는 비용(전송 한 번, 재등록이나 "
                 "포스트 한 번)이 요청당 CPU에 드러날 때는 올린다.",
         cwist_invalid_en="CWIST: values below 1 give 16; values above 1024 are clamped.",
         cwist_invalid_ko="CWIST: 1보다 작으면 16이 되고, 1024보다 크면 1024로 잘린다.",

@@ -311,7 +311,7 @@ _TRUTHS = {
   prints a table of every worker's files and of all of them merged.
 """,
     "ko": """\
-- 기본값에서는 `CWIST_HTTP_YIELD_BATCH`가 `CWIST_HTTP_BATCH`(16)와 같다. 그래서 처리 단위는 어차피 배치가
+- 기본값에서는 `CWIST_HTTP_YIELD_BATCH`가 `CWIST_HTTP_BATCH`(16)와 같다. 그래서 패스는 어차피 배치가
   끝나는 자리에서 양보하고, 늦은 우회는 아무것도 바꾸지 않는다. `dispatch_late()`가 참일 때 양보를
   건너뛰는 것은 양보 배치가 배치보다 작을 때만 의미가 있다.
 - `CWIST_RX_URING=1`은 `auto`와 똑같이 동작한다. 둘 다 백엔드에 수신 연산이 있으면(io_uring) 그것을 쓰고,
