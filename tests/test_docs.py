@@ -268,7 +268,7 @@ def test_every_knob_has_a_table_row_and_a_section(lang):
 #: Variants the glossary rejects: (pattern, the glossary's term).  "암" alone (an A/B arm) reads as 癌.
 KO_VARIANTS = [(r"노브", "변수"), (r"수확", "거둬들이다"), (r"계정", "집계"), (r"(?<![가-힣])암(?![가-힣호])", "비교군"),
                (r"(?<![가-힣])암(?=[이을은의과에별마])", "비교군"), (r"신뢰 구간", "신뢰구간"),
-               (r"late 우회", "늦은 우회"), (r"처리 단위", "패스"), (r"조용히 (정상 )?종료", "우아한 종료")]
+               (r"late 우회", "늦은 우회"), (r"처리 단위", "패스"), (r"열린 루프|닫힌 루프", "개루프, 폐루프"), (r"조용히 (정상 )?종료", "우아한 종료")]
 
 
 def test_the_glossary_lists_each_term_once_with_what_it_replaces():

@@ -371,6 +371,10 @@ KNOBS: tuple[Knob, ...] = (
                 "(answered like `/user/:id`): the slow route of the tail-latency job's slow-route workload.",
         help_ko="벤치 서버가 `GET /slow/:id`를 처리할 때마다 이 시간(us)만큼 바쁜 대기를 한다(응답은 "
                 "`/user/:id`와 같다). 꼬리 지연 작업의 slow-route 워크로드가 쓰는 느린 경로다.",
+        unit="us",
+        when_en="Never for a real measurement: only for the tail-latency job's slow-route workload, "
+                "which needs some requests slower than the rest.",
+        when_ko="실제 측정에는 절대 쓰지 않는다. 일부 요청이 나머지보다 느려야 하는 꼬리 지연 작업의 slow-route 부하에만 쓴다.",
         cwist_invalid_en="CWIST: no such variable.",
         cwist_invalid_ko="CWIST: 이 변수가 없다.",
     ),
@@ -385,6 +389,10 @@ KNOBS: tuple[Knob, ...] = (
         help_ko="CWIST_BENCH_STALL_EVERY_MS와 함께 쓰면, 벤치 서버가 리액터 타이머로 주기마다 한 번 이 "
                 "시간(us)만큼 바쁜 대기를 해서 모든 연결을 한꺼번에 막는다. 개루프 부하라면 그동안 "
                 "보내기로 예정된 요청에서 이 멈춤이 보여야 한다.",
+        unit="us",
+        when_en="Never for a real measurement: only to check that open-loop load sees a stall that "
+                "closed-loop load hides (coordinated omission).",
+        when_ko="실제 측정에는 절대 쓰지 않는다. 폐루프 부하가 감추는 멈춤을 개루프 부하는 보는지(coordinated omission) 확인할 때만 쓴다.",
         cwist_invalid_en="CWIST: no such variable.",
         cwist_invalid_ko="CWIST: 이 변수가 없다.",
     ),
@@ -397,6 +405,9 @@ KNOBS: tuple[Knob, ...] = (
                 "the next's; a stall longer than the period makes every round start with one.",
         help_ko="CWIST_BENCH_STALL_US 멈춤의 주기(ms). 한 멈춤의 시작부터 다음 멈춤의 시작까지를 잰다. "
                 "멈춤이 주기보다 길면 라운드마다 멈춤으로 시작한다.",
+        unit="ms",
+        when_en="With CWIST_BENCH_STALL_US only: how often the injected stall comes.",
+        when_ko="CWIST_BENCH_STALL_US와 함께일 때만: 일부러 넣는 멈춤이 얼마나 자주 오는지 정한다.",
         cwist_invalid_en="CWIST: no such variable.",
         cwist_invalid_ko="CWIST: 이 변수가 없다.",
     ),

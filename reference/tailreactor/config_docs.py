@@ -183,7 +183,7 @@ _READING = {
   before it forks its workers, and so does a `Reactor` created without an explicit `config`; nothing
   re-reads the environment later, so set variables before you start the process.
 - Integers are plain decimal digits with an optional leading `-`: no `_`, no `+`, no `0x`, no units.
-- Units: `us` = microseconds (1 s = 1000000 us), `s` = seconds. The unit of every integer, a time or
+- Units: `us` = microseconds (1 s = 1000000 us), `ms` = milliseconds, `s` = seconds. The unit of every integer, a time or
   what it counts, is in its type cell: `integer (us)`.
 - Parsing is **strict**. An invalid value raises `ConfigError`, whose message is one line naming the
   variable, the value and what is accepted; `tailreactor-bench` prints that line and exits with status 2.
@@ -205,7 +205,7 @@ _READING = {
   포크하기 전에 한 번 이 함수를 부르고, `config`를 따로 넘기지 않고 만든 `Reactor`도 이 함수를 부른다.
   그 뒤에는 아무도 환경 변수를 다시 읽지 않으므로, 프로세스를 띄우기 전에 설정해야 한다.
 - 정수는 십진 숫자로만 쓴다. 맨 앞의 `-`만 허용하고 `_`, `+`, `0x`, 단위는 받지 않는다.
-- 단위: `us` = 마이크로초(1 s = 1000000 us), `s` = 초. 정수 변수마다 그 단위(시간이든 세는 대상이든)를
+- 단위: `us` = 마이크로초(1 s = 1000000 us), `ms` = 밀리초, `s` = 초. 정수 변수마다 그 단위(시간이든 세는 대상이든)를
   형식 칸에 적었다: `정수(us)`.
 - 파싱은 **엄격**하다. 잘못된 값이면 `ConfigError`가 나고, 메시지 한 줄에 변수 이름, 값, 허용 범위가
   모두 들어 있다. `tailreactor-bench`는 그 한 줄을 출력하고 종료 코드 2로 끝난다. 아래 각 변수 항목에

@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--runs", type=_positive, help="measured runs per arm in each leg")
     w.add_argument("--workers", type=_positive, help="bench server --workers (default: CWIST_WORKERS)")
     w.add_argument("--workload", choices=list(workloads.WORKLOADS), default="uniform",
-                   help="; ".join(f"{k}: {v.description}" for k, v in workloads.WORKLOADS.items())
+                   help="; ".join(f"{k}: {v.description}".replace("%", "%%")  # argparse formats help with %
+                                  for k, v in workloads.WORKLOADS.items())
                         + ". Every workload but closed-loop uniform runs on the job's load client "
                           "(tailjob.loadgen) and is reported per client class, with the latency probe on")
     w.add_argument("--load", choices=("closed", "open"),
