@@ -184,6 +184,7 @@ def test_mixed_ab_reports_interactive_and_bulk_separately_with_the_probe(tmp_pat
         assert r["probe"]["all"]["dispatched"] > 0
 
 
+@pytest.mark.io_uring  # runs the job with --backend io_uring
 def test_open_loop_at_a_fraction_of_capacity_measures_the_capacity_first(tmp_path):
     out = _job(tmp_path, "--load", "open", "--rate", "0.3x", "--ab", "aa", "--backend", "io_uring",
                "--connections", "4", "--schedule", "constant")
