@@ -17,6 +17,7 @@ def test_defaults_match_cwist_and_issue():
     assert cfg.age_from == "arm"
     assert cfg.drain_chunk == 8
     assert cfg.latency_probe is False
+    assert cfg.harvest_us == 0  # harvesting mid-round is off unless asked for (issue 24)
 
 
 def test_every_knob_has_a_config_field_and_both_languages():
@@ -52,6 +53,9 @@ def test_empty_value_means_default():
     ("CWIST_REACTOR_AGE_FROM", "queue"),
     ("CWIST_REACTOR_ROUND_BUDGET_US", "x"),
     ("CWIST_REACTOR_DRAIN_CHUNK", "-1"),
+    ("CWIST_REACTOR_HARVEST_US", "-1"),
+    ("CWIST_REACTOR_HARVEST_US", "1ms"),
+    ("CWIST_REACTOR_HARVEST_US", "60000001"),
     ("CWIST_LATENCY_PROBE", "yes"),
     ("CWIST_LATENCY_PROBE", "2"),
 ])
@@ -75,6 +79,8 @@ def test_invalid_value_names_knob_value_and_accepted(name, value):
     ("CWIST_REACTOR_BACKEND", "io_uring", "backend", "io_uring"),
     ("CWIST_REACTOR_AGE_FROM", "ready", "age_from", "ready"),
     ("CWIST_REACTOR_DRAIN_CHUNK", "0", "drain_chunk", 0),
+    ("CWIST_REACTOR_HARVEST_US", "500", "harvest_us", 500),
+    ("CWIST_REACTOR_HARVEST_US", "0", "harvest_us", 0),
     ("CWIST_LATENCY_PROBE", "1", "latency_probe", True),
 ])
 def test_valid_values(name, value, attr, expected):

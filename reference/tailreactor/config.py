@@ -211,6 +211,27 @@ KNOBS: tuple[Knob, ...] = (
                          "파싱하는지는 기록이 없다.",
     ),
     Knob(
+        name="CWIST_REACTOR_HARVEST_US", attr="harvest_us", kind="int", default=0, lo=0,
+        hi=60_000_000, area="dispatch", backends=("epoll", "io_uring", "selectors"),
+        zero_en="off: a round runs only the events its wait returned",
+        zero_ko="끔: 라운드는 대기가 돌려준 이벤트만 실행한다",
+        help_en="When a round has run this long (us), and again every this long after that, the "
+                "reactor takes the events that became ready since its wait, without blocking, and "
+                "adds them to the round, stamped ready then: with age-based dispatch on, those already "
+                "aged run before every event of the round not yet aged; with it off, after the round's "
+                "events. At most as many events as the round's wait returned join one round. io_uring "
+                "peeks its completion queue (no system call unless re-arms are queued); epoll and "
+                "selectors poll with timeout 0.",
+        help_ko="라운드가 이 시간(us)만큼 돌았을 때, 그리고 그 뒤로 이 시간마다, 리액터가 대기 이후에 "
+                "준비된 이벤트를 블로킹 없이 가져와 라운드에 더하고, 그 시각을 준비 시각으로 찍는다. 나이 "
+                "기반 디스패치가 켜져 있으면 이미 오래된 것은 라운드에서 아직 오래되지 않은 모든 이벤트보다 "
+                "먼저 돌고, 꺼져 있으면 라운드의 이벤트 뒤에 돈다. 한 라운드에 더해지는 이벤트는 그 라운드의 "
+                "대기가 돌려준 수를 넘지 않는다. io_uring은 완료 큐를 들여다보고(쌓인 재등록이 없으면 시스템 "
+                "호출 없음), epoll과 selectors는 타임아웃 0으로 폴링한다.",
+        cwist_invalid_en="CWIST: no such variable; a round runs only the batch its wait returned.",
+        cwist_invalid_ko="CWIST: 이 변수가 없고, 라운드는 대기가 돌려준 배치만 실행한다.",
+    ),
+    Knob(
         name="CWIST_REACTOR_DRAIN_CHUNK", attr="drain_chunk", kind="int", default=8, lo=0, hi=1_000_000,
         area="dispatch",
         zero_en="posts are drained only at round start",
