@@ -327,7 +327,7 @@ def test_an_interrupt_at_any_bytecode_of_a_post_drain_loses_no_post(backend_name
 # * ``return out`` after the backend let go of the list: the reactor's own
 #   window, that of ``reaped = ...`` (module docstring), one line earlier.
 
-WAIT_TRACED = {"wait", "_wait_retrying_eintr", "_register", "_drop"}
+WAIT_TRACED = {"wait", "_wait_retrying_eintr", "_report", "_register", "_drop"}
 
 
 def _wait_window(backend) -> set[tuple[str, int]]:

@@ -35,6 +35,14 @@ Contract (the conformance suite checks every point; see docs/en/conformance.md)
   event the latest ``wait`` reported for ``fd``, so a backend may skip work
   there (epoll keeps the registration and stores the token).  Without it the
   reactor calls ``arm``.
+* ``harvest(max_events)`` (optional): take what is ready *now*, without
+  blocking, for the round in progress (``CWIST_REACTOR_HARVEST_US``).  It
+  makes queued arms visible first (as ``flush``), then reports as ``wait``
+  does -- each armed token once, then forgotten, so it is not in the next
+  wait's batch -- but at most ``max_events`` reports; what it leaves, and any
+  wake-up, the next ``wait`` returns.  Its reports belong to the round of the
+  latest ``wait``: the reactor may call ``rearm`` from their callbacks.  A
+  backend without it is never harvested (the knob does nothing on it).
 * ``flush()``: make queued arms visible to the kernel now; returns how many
   were submitted (0 for backends that arm synchronously).
 * ``wake()``: thread-safe; makes a blocked or the next ``wait`` return soon.

@@ -270,6 +270,39 @@ class EpollBackend:
         self._reported = []
         return out
 
+    def harvest(self, max_events: int) -> list[tuple[object, int]]:
+        """What is ready now, without blocking (``epoll_wait(..., 0)``): at most ``max_events`` reports.
+
+        Part of the round of the latest wait (the reactor merges it into that
+        round): it keeps that wait's number, so a harvested fd's own callback
+        takes the cheap :meth:`rearm`.  It changes no registration: an fd the
+        round's wait reported whose callback has not run yet is still ready
+        and shows here unwanted, and narrowing it would cost two
+        ``epoll_ctl`` calls when that callback re-arms; any other unwanted
+        report the next wait narrows.  The wake fd stays set for the next
+        wait, and a wanted report past ``max_events`` stays armed
+        (level-triggered: the next wait reports it).
+        """
+        if self._closed:
+            raise closed_error(self.name)
+        seen = self.waits
+        out = self._reported  # as in wait: kept here until returned (clause R21)
+        append = out.append
+        fds = self._fds
+        for fd, revents in self._ep.poll(0, self._max_batch):
+            rec = fds.get(fd)
+            if rec is None:
+                continue  # the wake fd (left for the next wait) or an fd disarmed since
+            tokens = rec.tokens
+            for d, ready in ((0, _READY_READ), (1, _READY_WRITE)):
+                tok = tokens[d]
+                if tok is not None and revents & ready and len(out) < max_events:
+                    append((tok, revents))
+                    tokens[d] = None
+                    rec.seen = seen
+        self._reported = []
+        return out
+
     def flush(self) -> int:
         if self._closed:
             raise closed_error(self.name)

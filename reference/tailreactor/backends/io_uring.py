@@ -240,8 +240,41 @@ class IoUringBackend:
         # Completions ring.wait took off the ring are lost if an interrupt lands
         # before they are stored here: the one window Python cannot close.
         pending.extend(self._wait_retrying_eintr(timeout_s))
+        self._report(waits, None)
+        self._reported = []
+        return out
+
+    def harvest(self, max_events: int) -> list[tuple[object, int]]:
+        """What is ready now, without blocking: at most ``max_events`` reports.
+
+        uring-api's ``Ring.wait(0)`` first submits the SQEs queued since the
+        round's wait (one ``io_uring_enter``, as :meth:`flush`; none when
+        nothing is queued), then *peeks* the completion queue: liburing's
+        ``io_uring_peek_cqe`` reads the shared CQ ring, no system call unless
+        the kernel flags a CQ overflow to flush.  Completions past
+        ``max_events`` stay pending for the next wait, which then does not
+        block.  A wake is not consumed: uring-api latches a ``break_wait``
+        made outside a blocking wait, and a peek leaves the latch for the next
+        wait.  Part of the round of the latest wait: its reports keep that
+        wait's number, so a harvested fd's re-arm skips the ``fcntl`` check.
+        """
+        if self._closed:
+            raise closed_error(self.name)
+        self._pending.extend(self._ring.wait(0) or ())
+        out = self._report(self.waits, max_events)
+        self._reported = []
+        return out
+
+    def _report(self, waits: int, limit: int | None) -> list[tuple[object, int]]:
+        """Turn the pending completions into reports (``_reported``), at most ``limit``;
+        the rest stay pending.  A reported operation forgets its completion."""
+        out, pending = self._reported, self._pending
         ops = self._ops
+        handled = 0
         for cqe in pending:
+            if limit is not None and len(out) >= limit:
+                break
+            handled += 1
             key = cqe.user_data
             op = ops.get(key) if type(key) is int else None
             if op is None or op.completion is not cqe:
@@ -258,8 +291,7 @@ class IoUringBackend:
                 out.append((op.token, ERR))
             op.reported_in = waits
             op.completion = None
-        pending.clear()
-        self._reported = []
+        del pending[:handled]
         return out
 
     def _wait_retrying_eintr(self, timeout_s: float | None):

@@ -128,6 +128,26 @@ class SelectorsBackend:
         self._reported = []
         return out
 
+    def harvest(self, max_events: int) -> list[tuple[object, int]]:
+        """What is ready now, without blocking (``select(0)``): at most ``max_events`` reports.
+
+        Reports as :meth:`wait` does; the wake socket stays readable for the
+        next wait, and a direction past ``max_events`` stays registered (the
+        next wait reports it).
+        """
+        if self._closed:
+            raise closed_error(self.name)
+        out = self._reported  # as in wait: kept here until returned (clause R21)
+        for key, mask in self._sel.select(0):
+            if key.fileobj is self._wake_r:
+                continue
+            for direction in (READ, WRITE):
+                if mask & _SEL_EVENT[direction] and direction in key.data and len(out) < max_events:
+                    out.append((key.data[direction], IN if direction == READ else OUT))
+                    self._drop(key.fd, direction)
+        self._reported = []
+        return out
+
     def flush(self) -> int:
         if self._closed:
             raise closed_error(self.name)
