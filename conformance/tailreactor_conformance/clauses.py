@@ -242,6 +242,24 @@ CLAUSES: tuple[Clause, ...] = (
            "called from goes on unchanged.",
            "design; asyncio BaseEventLoop.run_forever (\"This event loop is already running\")",
            "reactor"),
+    Clause("R23", "harvest joins the round (optional)",
+           "With CWIST_REACTOR_HARVEST_US=H > 0 on a backend with harvest(), once a round has run H "
+           "and again every H after, before the next callback the reactor takes the events ready "
+           "then, stamps them ready at that clock value and runs them in the same round: with "
+           "TAIL_US on, one already aged runs before every event of the round not yet aged; with "
+           "TAIL_US=0 they follow the round's events in backend order; with H=0 nothing joins a "
+           "round after its wait. Backends without harvest() skip this clause.",
+           "design (issue 24, beyond CWIST); kernel epoll_wait(2) timeout 0, io_uring CQ ring peek",
+           "reactor"),
+    Clause("R24", "a harvesting round ends",
+           "Harvesting adds at most as many events to a round as its wait returned, so a round "
+           "whose callbacks keep events ready still ends; a timer that becomes due during it fires "
+           "at the next round's start, before that round's I/O, and posts run as without it.",
+           "design (issue 24)", "reactor"),
+    Clause("R25", "harvest loses and duplicates nothing",
+           "Every event a harvest takes runs exactly once: it is not reported again by the next "
+           "wait, and events ready beyond the harvest's bound run in a later round.",
+           "design (issue 24); backend contract (one-shot)", "reactor"),
     # -- HTTP ----------------------------------------------------------------
     Clause("H1", "fairness across connections",
            "A request on a second connection is answered before 256 requests pipelined earlier on "

@@ -110,6 +110,7 @@ class RecordingBackend:
     reactor's dispatch order with the backend's own order.
 
     ``batches``: one list of tokens per ``wait`` that returned something;
+    ``harvests``: one list of tokens per ``harvest`` call (empty ones too);
     ``flushes``: ``(callbacks_seen_so_far, returned)`` per ``flush`` call, where
     the first item is set by the test through :meth:`note_callback`.
     Every other attribute is the wrapped backend's.
@@ -127,6 +128,9 @@ class RecordingBackend:
         self.inner = inner
         self.name = getattr(inner, "name", type(inner).__name__)
         self.batches: list[list] = []
+        self.harvests: list[list] = []
+        if callable(getattr(inner, "harvest", None)):  # optional: only where the inner has it
+            self.harvest = self._harvest
         self.flushes: list[tuple[int, int]] = []
         self.callbacks = 0
         self.gather = gather
@@ -156,6 +160,11 @@ class RecordingBackend:
             self.gather = 0
         if got:
             self.batches.append([tok for tok, _ in got])
+        return got
+
+    def _harvest(self, max_events):
+        got = self.inner.harvest(max_events)
+        self.harvests.append([tok for tok, _ in got])
         return got
 
     def flush(self):

@@ -562,6 +562,40 @@ def test_self_reposting_post_cannot_starve_io_or_timers(make_reactor, pairs):
         f"the post ran {seen} times before the I/O callback and the timer")
 
 
+@pytest.mark.clause("R17")
+def test_with_harvesting_a_self_rearming_ready_fd_cannot_starve_timers(make_reactor, make_backend, pairs, clock):
+    """With CWIST_REACTOR_HARVEST_US on, a round whose callback re-arms an fd that stays
+    ready finds it again at every harvest: the round must still end, so that a timer that
+    became due in it fires in the next round.  A self-re-posting post runs beside it."""
+    backend = make_backend()
+    if not callable(getattr(backend, "harvest", None)):
+        pytest.skip(f"backend {getattr(backend, 'name', '?')} has no harvest() (optional)")
+    r = make_reactor(clock=clock, backend=backend, harvest_us=100)
+    (p,) = pairs(1)
+    cap = 2_000  # only a reactor whose round never ends gets here; keeps the test finite
+    io = [0]
+    seen = {}
+
+    def again(_):
+        if io[0] < cap:
+            r.post(again)
+
+    def on_io(ev):
+        io[0] += 1
+        clock.advance_us(200)
+        if io[0] == 1:
+            r.call_later_us(0, lambda t: seen.setdefault("timer", io[0]))
+        if io[0] < cap:
+            r.arm(ev.fd, READ, on_io)
+
+    r.post(again)
+    p.make_readable()
+    r.arm(p.fd, READ, on_io)
+    rounds = run_until(r, lambda: "timer" in seen, max_rounds=10)
+    assert "timer" in seen, f"after {rounds} rounds the timer has not fired; I/O ran {io[0]} times"
+    assert seen["timer"] <= 2, f"the timer waited for {seen['timer']} I/O callbacks (a batch of 1, one harvested)"
+
+
 # -- R18 -----------------------------------------------------------------------
 @pytest.mark.clause("R18")
 def test_arming_an_armed_direction_replaces_the_event(make_reactor, pairs):
