@@ -10,7 +10,9 @@ stamps); these tests evaluate the rule itself at each delivery.
 * **Unit oracle**: ``AgeOrder`` alone, driven as ``Reactor._dispatch`` drives it,
   over batches in age order, reversed, shuffled and nearly sorted, with ties,
   from round starts where nothing, some or every event has aged;
-  taken events are re-stamped in place (the hot re-arm) or cancelled.
+  taken events are re-stamped in place (the hot re-arm) or cancelled, and
+  events join the batch as a harvest adds them (new ones, and ones re-armed
+  in place), with ``AgeOrder.add``.
 * **Live oracle**: the real reactor on real socketpairs and a ``ManualClock``.
   Each callback checks that it is the event the rule picks now (on a copy of
   the batch, with the events' current states and stamps) and that
@@ -66,6 +68,10 @@ class Ev:
         return f"Ev({self.name}, {self.armed_ns}, state {self.state})"
 
 
+_GONE = Ev("placeholder", 0)  # what Reactor._harvest leaves where a re-joining event was
+_GONE.state = CANCELLED
+
+
 @settings(max_examples=1000, deadline=None)
 @given(data=st.data())
 def test_age_order_picks_what_the_rule_picks(data):
@@ -91,6 +97,7 @@ def test_age_order_picks_what_the_rule_picks(data):
     age = AgeOrder(batch, age_from, T_NS)
     # Walk the batch as Reactor._dispatch does: runs first, then backend order.
     run, r, i = [], 0, 0
+    joins = 0
     for _ in range(100):
         now += data.draw(st.sampled_from([0, 0, 1, 300, 1000, 3000]), label="advance_us") * 1000
         if r >= len(run) and now >= age.aged_at:
@@ -109,7 +116,7 @@ def test_age_order_picks_what_the_rule_picks(data):
             continue
         assert (ev, late) == rule(batch, stamp, now), (shape, batch, now)
         ev.state = DONE
-        act = data.draw(st.sampled_from(["none", "rearm_in_place", "cancel_another"]), label="act")
+        act = data.draw(st.sampled_from(["none", "rearm_in_place", "cancel_another", "join"]), label="act")
         if act == "rearm_in_place":  # Reactor.arm from its own callback: ARMED, stamped now
             ev.armed_ns = ev.ready_ns = now + data.draw(st.sampled_from([0, 1, 400]), label="in_cb_us") * 1000
             ev.state = ARMED
@@ -117,6 +124,25 @@ def test_age_order_picks_what_the_rule_picks(data):
             others = [e for e in batch if e.state == READY]
             if others:
                 data.draw(st.sampled_from(others), label="victim").state = CANCELLED
+        elif act == "join" and joins < 3:
+            # A harvest (Reactor._harvest): new events armed earlier, and events re-armed in
+            # place, join at the end of the batch, stamped ready now; an earlier entry of an
+            # event re-armed in place gives way to a placeholder.
+            joins += 1
+            k = data.draw(st.integers(0, 3), label="joining")
+            new = [Ev(f"h{joins}.{j}", now - data.draw(st.sampled_from([0, 1, 999, 1000, 5000]),
+                                                        label="armed_ago_us") * 1000) for j in range(k)]
+            again = [e for e in batch if e.state == ARMED][:data.draw(st.integers(0, 2), label="again")]
+            joined = new + again
+            for e in joined:
+                e.state, e.ready_ns = READY, now
+                at_start[id(e)] = e.armed_ns if age_from == "arm" else e.ready_ns
+            if joined:
+                ids = {id(e) for e in joined}
+                batch[:] = [_GONE if id(e) in ids else e for e in batch] + joined
+                n = len(batch)
+                age.add(joined)
+                run, r = [], 0
     assert all(e.state != READY for e in batch), "an event was never handed out"
 
 

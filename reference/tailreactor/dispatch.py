@@ -68,6 +68,20 @@ batches mostly come in age order, epoll's in a few ascending runs), is
 measured by ``benchmarks/age_order_cost.py`` and recorded in
 ``benchmarks/README.md``.
 
+Events that join the round (harvesting)
+---------------------------------------
+With ``CWIST_REACTOR_HARVEST_US`` on, the reactor may add events to the round
+between two deliveries: those ready since its wait, stamped ready then
+(``Reactor._harvest``).  They join the batch at its end, so in backend order
+they follow the round's events, and the rule above holds over the batch so
+grown: :meth:`AgeOrder.add` rebuilds the age order of the events still
+``READY`` -- the run being walked, the ones not yet taken, and the new ones --
+and the reactor drops the run it was walking and asks for a new one.  An event
+armed long ago and ready only now is then aged at once and runs before every
+event of the round not yet aged; under ``AGE_FROM=ready`` a joined event is
+the youngest of the round.  The stamps of the events already in the order are
+the ones read at round start (kept in the sorted list), never read again.
+
 Which stamp is "age"
 --------------------
 ``CWIST_REACTOR_AGE_FROM=arm`` (default, CWIST's definition) measures from the
@@ -91,7 +105,9 @@ once aged.
 from __future__ import annotations
 
 from bisect import bisect_right
-from operator import attrgetter
+from operator import attrgetter, itemgetter
+
+from .events import READY
 
 #: ``aged_at`` when no event is left to take: the reactor ends its walk of the
 #: round on it.  2**63, one more than the largest signed 64-bit value.
@@ -106,6 +122,7 @@ LAST = NEVER - 1
 
 #: The stamp each CWIST_REACTOR_AGE_FROM value counts age from.
 _STAMP = {"arm": attrgetter("armed_ns"), "ready": attrgetter("ready_ns")}
+_FIRST = itemgetter(0)
 
 
 def _aging_time(stamp_ns: int, threshold_ns: int) -> int:
@@ -132,12 +149,13 @@ class AgeOrder:
     ``ValueError`` for an ``age_from`` other than ``"arm"`` or ``"ready"``.
     """
 
-    __slots__ = ("_by_age", "_sorted_stamps", "_threshold", "_k", "aged_at")
+    __slots__ = ("_by_age", "_sorted_stamps", "_threshold", "_k", "_run_start", "_stamp", "aged_at")
 
     def __init__(self, batch: list, age_from: str, threshold_ns: int):
         self._threshold = threshold_ns
         self._k = 0  # cursor in age order: everything before it is taken
-        stamp = _STAMP.get(age_from)
+        self._run_start = 0  # where the latest run began: add() puts its rest back
+        self._stamp = stamp = _STAMP.get(age_from)
         if stamp is None:
             raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
         # Every stamp is read here, before any callback of the round runs (see "Cost").
@@ -157,6 +175,30 @@ class AgeOrder:
         sorted_stamps, k = self._sorted_stamps, self._k
         # Aged means stamp <= now - threshold; stamps ascend, so the run is a slice.
         end = bisect_right(sorted_stamps, now_ns - self._threshold, k)
+        self._run_start = k
         self._k = end
         self.aged_at = _aging_time(sorted_stamps[end], self._threshold) if end < len(sorted_stamps) else NEVER
         return self._by_age[k:end]
+
+    def add(self, events: list) -> None:
+        """Merge ``events``, which joined the round's batch at its end, into the age order.
+
+        Rebuilds the order from the events still ``READY`` of the latest run
+        on (the caller drops that run and asks :meth:`take_aged` again) plus
+        ``events``, by stamp; ties keep backend order, the round's own events
+        before the joined ones.  The joined events' stamps are read now, the
+        others' are the ones read at round start ("Events that join the
+        round" in the module docstring).
+        """
+        start = self._run_start
+        # An event re-armed in place (Reactor.arm) and joining again is a new arming:
+        # its entry from the earlier one goes.
+        joining = {id(ev) for ev in events}
+        kept = [(stamp, ev) for stamp, ev in zip(self._sorted_stamps[start:], self._by_age[start:])
+                if ev.state == READY and id(ev) not in joining]
+        stamp = self._stamp
+        merged = sorted(kept + [(stamp(ev), ev) for ev in events], key=_FIRST)  # stable
+        self._by_age = [ev for _, ev in merged]
+        self._sorted_stamps = stamps = [s for s, _ in merged]
+        self._k = self._run_start = 0
+        self.aged_at = _aging_time(stamps[0], self._threshold) if stamps else NEVER

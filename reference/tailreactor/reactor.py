@@ -25,8 +25,27 @@ steps, in this order:
    (backend order, or age-based with ``CWIST_REACTOR_TAIL_US`` > 0).  Between
    callbacks: the round-budget check (once the round has run longer than
    ``CWIST_REACTOR_ROUND_BUDGET_US``, submit the queued re-arms, and again
-   every budget after that) and the drain chunk (run posts every
-   ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).
+   every budget after that), the harvest (below) and the drain chunk (run
+   posts every ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).
+
+Harvesting mid-round (``CWIST_REACTOR_HARVEST_US`` > 0, beyond CWIST)
+--------------------------------------------------------------------
+Age-based dispatch reorders only the events of the round's batch: an event
+that becomes ready just after the wait returned waits for the whole round,
+however long ago it was armed.  With harvesting on, once the round has run
+``HARVEST_US`` and again every ``HARVEST_US`` after that, before the next
+delivery (while the round has events left) the reactor takes what is ready
+now without blocking (``backend.harvest``: io_uring peeks its completion
+queue, epoll and selectors poll with timeout 0) and stamps it into the batch
+as step 3 does, ready at that clock value: in backend order those events
+follow the round's own, and the age order is rebuilt over the events left
+(:meth:`tailreactor.dispatch.AgeOrder.add`), so one armed long ago runs
+before every event of the round not yet aged.  Bounds: a round takes at most
+as many events by harvesting as its wait returned (it at most doubles, so
+callbacks that keep events ready cannot keep it alive); timers still fire
+once per round, in step 4, and posts drain as above.  A harvested event has
+left the backend (one-shot): the next wait does not report it again.  A
+backend without ``harvest`` is never harvested.
 
 The batch belongs to the reactor (:class:`RoundState`), not to the round's
 stack.  An event in it is the round's while it is ``READY``; the dispatch
@@ -83,6 +102,11 @@ def _negative_fd(fd: int) -> OSError:
 
 __all__ = ["Reactor", "Counters", "READ", "WRITE"]
 
+#: Takes the place of a batch entry whose Event joined the batch again (a
+#: harvest found it re-armed in place and ready): never dispatched, never carried.
+_GONE = Event(-1, 0, None, None, 0)
+_GONE.state = CANCELLED
+
 
 class Counters:
     """Always-on, cheap counters of one reactor (plain ints).
@@ -92,13 +116,16 @@ class Counters:
     ``CWIST_REACTOR_TAIL_US`` (the seed's probe counter); ``timers_fired``;
     ``posts_run``; ``round_budget_flushes``: mid-round submits of queued
     re-arms; ``drain_chunk_drains``: post drains inside a batch;
-    ``callback_errors``: callbacks that raised.  A round cut short by an
+    ``callback_errors``: callbacks that raised; ``harvests``: mid-round
+    harvests (``CWIST_REACTOR_HARVEST_US``) and ``harvested``: the events
+    they added to rounds.  A round cut short by an
     exception that escapes a callback (clause R21) is counted like any
     other: its round, and every callback that ran, the one that raised too.
     """
 
     __slots__ = ("rounds", "dispatched", "tail_elevations", "timers_fired", "posts_run",
-                 "round_budget_flushes", "drain_chunk_drains", "callback_errors")
+                 "round_budget_flushes", "drain_chunk_drains", "callback_errors", "harvests",
+                 "harvested")
 
     def __init__(self):
         for name in self.__slots__:
@@ -169,6 +196,9 @@ class Reactor:
         self._tail_ns = self.config.tail_us * 1000
         self._budget_ns = self.config.round_budget_us * 1000
         self._drain_chunk = self.config.drain_chunk
+        # Harvesting mid-round: only on a backend that can take what is ready now.
+        self._harvest_from = getattr(backend, "harvest", None)
+        self._harvest_ns = self.config.harvest_us * 1000 if callable(self._harvest_from) else 0
         self._age_from = self.config.age_from  # the stamp age counts from (dispatch.py)
         self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
         # A backend may offer rearm(): arm from inside the callback of the event
@@ -431,7 +461,7 @@ class Reactor:
         return until if timeout_s is None else min(timeout_s, until)
 
     def _stamp(self, now: int) -> list[Event]:
-        """Step 3: stamp the reaped events still ``ARMED`` and append them to the batch.
+        """Step 3 (and each harvest): stamp the reaped events still ``ARMED`` and append them to the batch.
 
         An event disarmed since it was reported is skipped: its fd may
         already belong to someone else.
@@ -479,12 +509,18 @@ class Reactor:
         # next a budget after that: one extra io_uring_enter per budget interval.
         budget_ns = self._budget_ns
         flush_due = round_start + budget_ns if budget_ns else math.inf
+        # Harvests: the first once the round has run HARVEST_US, then every HARVEST_US,
+        # while fewer events than the wait returned have joined (infinite: no more).
+        harvest_ns = self._harvest_ns
+        harvest_left = len(batch) if harvest_ns else 0
+        harvest_due = round_start + harvest_ns if harvest_ns else math.inf
         # Posts run after every drain_chunk-th callback: at ran == drain_at (-1: never).
         drain_chunk = self._drain_chunk
         drain_at = drain_chunk or -1
         probe = self.probe
         clock = self.clock
-        timed = tail_ns > 0 or budget_ns > 0 or probe is not None  # something reads the clock per delivery
+        # Something reads the clock per delivery.
+        timed = tail_ns > 0 or budget_ns > 0 or harvest_ns > 0 or probe is not None
         counters = self.counters
         tables = self._armed
         n = len(batch)
@@ -497,6 +533,14 @@ class Reactor:
             while True:
                 if timed:
                     now = clock()
+                if now >= harvest_due and (i < n or r < m):
+                    harvest_left -= self._harvest(age, now, harvest_left)
+                    harvest_due = now + harvest_ns if harvest_left > 0 else math.inf
+                    if len(batch) != n:  # events joined
+                        n = len(batch)
+                        if age is not None:
+                            run, r, m = [], 0, 0  # its rest is back in the age order, with the new events
+                            aged_at = age.aged_at
                 if r == m and now >= aged_at:
                     run = age.take_aged(now)
                     r, m = 0, len(run)
@@ -553,6 +597,35 @@ class Reactor:
             self._running = None  # the last one holds its callback, and so its owner, alive
             counters.dispatched += ran
         return ran
+
+    def _harvest(self, age: AgeOrder | None, now: int, limit: int) -> int:
+        """Take what the backend has ready now (at most ``limit`` reports) into the round's batch.
+
+        Returns how many reports the backend gave.  They are stamped ready
+        ``now`` and appended as step 3 does (``RoundState.reaped`` holds them
+        until then: interrupts.py); with age-based dispatch on, ``age``
+        merges the new events into its order.  An event re-armed in place
+        (:meth:`arm`) earlier in this round and ready again is the same
+        object as an entry of the batch: that entry, of its earlier arming,
+        gives way to :data:`_GONE`, so the walk meets the event only at its
+        new place.
+        """
+        state = self._state
+        batch = state.batch
+        n = len(batch)
+        state.reaped = reaped = self._harvest_from(limit)
+        self._stamp(now)
+        if len(batch) > n:
+            joined = batch[n:]
+            joining = {id(ev) for ev in joined}
+            for j in range(n):
+                if id(batch[j]) in joining:
+                    batch[j] = _GONE
+            if age is not None:
+                age.add(joined)
+            self.counters.harvested += len(joined)
+        self.counters.harvests += 1
+        return len(reaped)
 
     def _callback_failed(self, what: str, *args) -> None:
         """Count and log the ``Exception`` a callback just raised (``what % args`` names it).
