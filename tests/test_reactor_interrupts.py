@@ -9,7 +9,9 @@ bytecode per trial (opcode tracing), on both backends, and check that every
 armed event (or timer) then runs exactly once, that no callback's state
 (``dispatch_late()``, the hot re-arm) is left behind, and that later rounds
 run normally.  The I/O sweep covers ``Reactor._round``, ``_stamp``,
-``_dispatch`` and ``_end_round`` once the wait has returned a batch.
+``_dispatch`` and ``_end_round`` once the wait has returned a batch, and in a
+round that harvests (``CWIST_REACTOR_HARVEST_US``) ``_harvest`` and
+``AgeOrder.add`` too.
 
 Two windows are left out, and the reactor says where they are:
 
@@ -158,6 +160,80 @@ def test_an_interrupt_at_any_bytecode_of_a_round_loses_nothing(backend_name, tai
             break
         k += 1
     assert k > 300, f"precondition: the round executed only {k} traced bytecodes"
+
+
+# -- a harvesting round (CWIST_REACTOR_HARVEST_US) ----------------------------------
+# The same sweep over a round that harvests: the first callback makes two more
+# armed fds ready and every callback takes 10 us of a ManualClock, so a harvest
+# (every 1 us) runs before each later delivery.  One more window is left out, as
+# for the wait: between the backend's harvest returning and the round storing it.
+HARVEST_TRACED = TRACED | {"_harvest", "add", "<listcomp>", "<setcomp>"}
+
+
+def _harvest_window() -> set[tuple[str, int]]:
+    lines, first = inspect.getsourcelines(Reactor._harvest)
+    take = next(i for i, l in enumerate(lines) if "= self._harvest_from(" in l)
+    return {("_harvest", first + take)} | {("_dispatch", line) for line in _window()} \
+        | {("_round", line) for line in _window()}
+
+
+def _harvest_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int]:
+    from tailreactor import dispatch as dispatch_mod
+    from tailreactor.clock import ManualClock
+
+    clock = ManualClock()
+    r = Reactor(backend, config=Config.default().replace(tail_us=tail_us, harvest_us=1), clock=clock)
+    got: Counter = Counter()
+    state = {"after": False}
+    window = _harvest_window()
+    pairs = [socket.socketpair() for _ in range(4)]
+
+    def cb(ev):
+        got[ev.fd] += 1
+        clock.advance_us(10)
+        if sum(got.values()) == 1:
+            for _, b in pairs[2:]:
+                b.send(b"x")
+
+    for i, (a, b) in enumerate(pairs):
+        a.setblocking(False)
+        r.arm(a.fileno(), READ, cb)
+        if i < 2:
+            b.send(b"x")
+    r.backend.flush()
+    clock.advance_us(5000)  # all aged with tail_us=1000
+    wait = r.backend.wait
+
+    def traced_wait(timeout):
+        out = wait(timeout)
+        if out:
+            state["after"] = True
+        return out
+
+    r.backend.wait = traced_wait
+    interrupter = Interrupter(k, HARVEST_TRACED, {reactor_mod.__file__, dispatch_mod.__file__},
+                              skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
+                              active=lambda: state["after"])
+    raised = interrupter.run(lambda: r.run_once(1.0))
+    state["after"] = False
+    harvested = r.counters.harvested
+    _finish(r, pairs, 5)
+    return raised, got, len(pairs), harvested
+
+
+@pytest.mark.parametrize("tail_us", [0, 1000], ids=["backend-order", "aged"])
+def test_an_interrupt_at_any_bytecode_of_a_harvesting_round_loses_nothing(backend_name, tail_us):
+    k = 0
+    harvested_once = False
+    while True:
+        raised, got, n, harvested = _harvest_trial(backend_name, k, tail_us)
+        assert len(got) == n and set(got.values()) == {1}, f"interrupt at traced bytecode {k}: deliveries {dict(got)}"
+        harvested_once |= harvested > 0
+        if not raised:
+            break
+        k += 1
+    assert harvested_once and harvested == 2, f"precondition: the uninterrupted round harvested {harvested}"
+    assert k > 200, f"precondition: the round executed only {k} traced bytecodes"
 
 
 # -- the timer pass ------------------------------------------------------------

@@ -39,6 +39,9 @@ by *ownership*, not by handling the exception:
   its start counts as the callback's own exception.  That is also why the
   three places call their callback inline rather than through a shared
   helper: a Python helper's start is a place a handler can run.
+* **A harvest is a second, smaller wait.**  What ``backend.harvest`` returns
+  mid-round goes to ``RoundState.reaped`` and is stamped into the batch the
+  same way (by the next round, with that round's stamp, if cut short).
 * **Stamping stores the state last.**  ``READY`` means "in the batch", so
   an event is appended to the batch before it is marked ``READY``; one
   interrupted in between is still ``ARMED`` and is stamped again from
@@ -53,7 +56,8 @@ What is left
 ------------
 Two windows only a tracer or debugger can reach (``sys.settrace``, pdb),
 because no signal handler runs there: from the backend's ``wait`` returning
-to ``RoundState.reaped`` being stored, and from taking an item to its
+to ``RoundState.reaped`` being stored (and likewise from its ``harvest``
+returning, in a round that harvests), and from taking an item to its
 callback's call.  One window a signal can reach, and Python cannot close:
 on io_uring, the completions uring-api has just taken off the ring before
 the backend stores them.  ``tests/test_reactor_interrupts.py`` raises at
