@@ -213,6 +213,16 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         name="CWIST_REACTOR_HARVEST_US", attr="harvest_us", kind="int", default=0, lo=0,
         hi=60_000_000, area="dispatch", backends=("epoll", "io_uring", "selectors"),
+        unit="us",
+        when_en="Experimental; leave it off. Try it only when the probe's queue delay since ready stays "
+                "near a round's length for connections armed long ago although CWIST_REACTOR_TAIL_US is "
+                "on: set it below TAIL_US (500-1000) and A/B it with `--workload mixed`. It can lengthen "
+                "rounds up to twice (the study measured 17 to 34 ms at the round's p50) for no "
+                "measured gain.",
+        when_ko="실험용이므로 꺼 둔다. 오래전에 등록된 연결의 준비 이후 큐 지연이 CWIST_REACTOR_TAIL_US를 "
+                "켰는데도 라운드 길이 가까이 머물 때만 시도한다. TAIL_US보다 작게(500-1000) 주고 "
+                "`--workload mixed`로 A/B 해 본다. 라운드가 최대 두 배까지 길어질 수 있고(연구에서 라운드 "
+                "p50이 17 ms에서 34 ms로), 측정된 이득은 없었다.",
         zero_en="off: a round runs only the events its wait returned",
         zero_ko="끔: 라운드는 대기가 돌려준 이벤트만 실행한다",
         help_en="When a round has run this long (us), and again every this long after that, the "
