@@ -69,6 +69,35 @@ def _error(message: str, code: int) -> int:
     return code
 
 
+def _io_uring_refused() -> str | None:
+    """None if this machine can set up an io_uring ring, else the reason (one line naming the errno)."""
+    from tailreactor.backends import IoUringBackend, IoUringUnavailable
+    try:
+        IoUringBackend().close()
+    except IoUringUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def _without_refused_io_uring(legs: list, arms, asked: str | None) -> list:
+    """``legs`` less those on io_uring where the kernel refuses it (Docker's default seccomp profile).
+
+    Unasked (each backend in turn, the default), the io_uring legs are skipped with one line naming
+    the reason; asked for (``--backend io_uring``, or an arm that sets it), it is a
+    :class:`PlanError`: a measurement of io_uring cannot quietly become one of epoll.
+    """
+    on_io_uring = [leg for leg in legs if any(leg.backend_for(arm.key) == "io_uring" for arm in arms)]
+    if not on_io_uring:
+        return legs
+    refused = _io_uring_refused()
+    if refused is None:
+        return legs
+    if asked == "io_uring" or any(leg.backend is None for leg in on_io_uring):
+        raise PlanError(f"io_uring asked for but unavailable here: {refused}")
+    print(f"{PROG}: io_uring skipped: {refused}; measuring epoll only", file=sys.stderr, flush=True)
+    return [replace(leg, index=i) for i, leg in enumerate(l for l in legs if l not in on_io_uring)]
+
+
 def _check_mode(args: argparse.Namespace) -> None:
     """Options that belong to the other mode (A/B or --peers) are refused with one line."""
     if args.calibrate is not None:
@@ -148,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = PROFILES[args.profile]
         overrides = Overrides(backend=args.backend, threads=args.threads, connections=args.connections,
                               duration_s=args.duration, runs=args.runs, pin=args.pin)
-        legs = plan_legs(profile, arms, overrides)
+        legs = _without_refused_io_uring(plan_legs(profile, arms, overrides), arms, args.backend)
         load = openloop.plan_load(args.workload, args.load, args.rate, args.schedule)
         if load is not None and args.probe is False and args.workload != "uniform":
             args.probe = True  # the per-class figures come with the probe's, which cannot tell classes apart
@@ -214,7 +243,7 @@ def main_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
         overrides = Overrides(backend=args.backend, threads=args.threads, connections=args.connections,
                               duration_s=args.duration, runs=args.runs, pin=args.pin)
         arms = AB_PRESETS["aa"]
-        legs = plan_legs(profile, arms, overrides)
+        legs = _without_refused_io_uring(plan_legs(profile, arms, overrides), arms, args.backend)
         for leg in legs:
             arm_knobs(server_env(os.environ, leg, arms[0]))
         settings = Settings(seed=args.seed, warmup=not args.no_warmup, workers=args.workers,
@@ -292,6 +321,10 @@ def main_peers(args: argparse.Namespace, argv: list[str]) -> int:
     if ceiling_note:
         print(f"{PROG}: {ceiling_note}", file=sys.stderr, flush=True)
     servers = peers.servers(nginx=nginx)
+    refused = _io_uring_refused()
+    if refused:  # the comparison goes on without the bench server on io_uring, saying why
+        servers = [server for server in servers if server.backend != "io_uring"]
+        print(f"{PROG}: tailreactor (io_uring) skipped: {refused}", file=sys.stderr, flush=True)
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     try:
