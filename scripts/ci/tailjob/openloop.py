@@ -27,6 +27,7 @@ from . import loadgen
 from .loadgen import LoadSpec
 from .plan import Leg, PlanError
 from .workloads import WORKLOADS, classes_for
+from .wrk import Percentile, RunCounts
 
 __all__ = ["LoadPlan", "plan_load", "parse_rate", "Load", "LoadRunResult", "generator_bound",
            "CAPACITY_S", "BUSY_FRACTION", "CLASS_METRICS"]
@@ -127,14 +128,7 @@ def generator_bound(*, generator_busy: float, server_busy: float) -> bool:
     return generator_busy >= BUSY_FRACTION and server_busy < BUSY_FRACTION
 
 
-@dataclass(frozen=True)
-class _Percentile:
-    p: float
-    us: int | None
-    samples: int
-
-
-class LoadRunResult:
+class LoadRunResult(RunCounts):
     """One run of the load client, answering like :class:`tailjob.wrk.WrkResult` for the job.
 
     ``requests``: answers inside the run's window, all classes; ``rps`` their
@@ -154,18 +148,6 @@ class LoadRunResult:
                        "status": e["status"], "timeout": e["timeout"]}
 
     @property
-    def rps(self) -> float:
-        return self.requests / (self.duration_us / 1e6) if self.duration_us else 0.0
-
-    @property
-    def socket_errors(self) -> int:
-        return sum(self.errors[k] for k in ("connect", "read", "write", "timeout"))
-
-    @property
-    def non_2xx(self) -> int:
-        return self.errors["status"]
-
-    @property
     def generator_busy(self) -> float:
         """The busiest client process's CPU over its run, as a share of one core."""
         return max((p["busy"] for p in self.doc.get("processes", [])), default=0.0)
@@ -174,10 +156,10 @@ class LoadRunResult:
     def saturated(self) -> bool:
         return any(c["saturated"] for c in self.doc["classes"].values())
 
-    def percentile(self, p: float) -> _Percentile:
+    def percentile(self, p: float) -> Percentile:
         for q in self.doc["all"]["latency"]["percentiles"]:
             if q["p"] == p:
-                return _Percentile(q["p"], q["us"], q["samples"])
+                return Percentile(q["p"], q["us"], q["samples"])
         raise KeyError(f"percentile {p} not recorded")
 
     def class_metrics(self) -> dict[str, dict]:

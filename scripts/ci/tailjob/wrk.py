@@ -56,8 +56,30 @@ class Percentile:
     samples: int
 
 
+class RunCounts:
+    """What the job reads of a run's counts, from ``requests``, ``duration_us`` and ``errors``.
+
+    Shared by :class:`WrkResult` and the load client's result (:mod:`tailjob.openloop`).
+    """
+
+    @property
+    def rps(self) -> float:
+        """Requests per second over the run's measured duration."""
+        return self.requests / (self.duration_us / 1e6) if self.duration_us else 0.0
+
+    @property
+    def socket_errors(self) -> int:
+        """connect + read + write + timeout errors (what wrk prints as "Socket errors")."""
+        return sum(self.errors[k] for k in ("connect", "read", "write", "timeout"))
+
+    @property
+    def non_2xx(self) -> int:
+        """Responses with a status above 399 (wrk: "Non-2xx or 3xx responses")."""
+        return self.errors["status"]
+
+
 @dataclass(frozen=True)
-class WrkResult:
+class WrkResult(RunCounts):
     """One wrk run.
 
     ``requests`` completed in ``duration_us``; ``latency_samples`` in wrk's
@@ -81,21 +103,6 @@ class WrkResult:
     errors: dict
     text_rps: float | None = None
     histogram: str | None = None
-
-    @property
-    def rps(self) -> float:
-        """Requests per second over wrk's measured duration."""
-        return self.requests / (self.duration_us / 1e6) if self.duration_us else 0.0
-
-    @property
-    def socket_errors(self) -> int:
-        """connect + read + write + timeout errors (what wrk prints as "Socket errors")."""
-        return sum(self.errors[k] for k in ("connect", "read", "write", "timeout"))
-
-    @property
-    def non_2xx(self) -> int:
-        """Responses with a status above 399 (wrk: "Non-2xx or 3xx responses")."""
-        return self.errors["status"]
 
     def percentile(self, p: float) -> Percentile:
         """The :class:`Percentile` for ``p``; ``KeyError`` if ``p`` is not in :data:`PERCENTILES`."""
