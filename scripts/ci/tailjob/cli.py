@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = PROFILES[args.profile]
         overrides = Overrides(backend=args.backend, threads=args.threads, connections=args.connections,
                               duration_s=args.duration, runs=args.runs, pin=args.pin)
-        legs = _without_refused_io_uring(plan_legs(profile, arms, overrides), arms, args.backend)
+        legs = plan_legs(profile, arms, overrides)
         load = openloop.plan_load(args.workload, args.load, args.rate, args.schedule)
         if load is not None and args.probe is False and args.workload != "uniform":
             args.probe = True  # the per-class figures come with the probe's, which cannot tell classes apart
@@ -196,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.pin and not shutil.which("taskset"):
             raise PlanError("--pin needs taskset (util-linux), which is not on PATH")
         wrk = wrk_version()
+        legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
     except (PlanError, FileNotFoundError) as e:
         return _error(str(e), 2)
 
@@ -243,7 +244,7 @@ def main_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
         overrides = Overrides(backend=args.backend, threads=args.threads, connections=args.connections,
                               duration_s=args.duration, runs=args.runs, pin=args.pin)
         arms = AB_PRESETS["aa"]
-        legs = _without_refused_io_uring(plan_legs(profile, arms, overrides), arms, args.backend)
+        legs = plan_legs(profile, arms, overrides)
         for leg in legs:
             arm_knobs(server_env(os.environ, leg, arms[0]))
         settings = Settings(seed=args.seed, warmup=not args.no_warmup, workers=args.workers,
@@ -253,6 +254,7 @@ def main_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
         if args.pin and not shutil.which("taskset"):
             raise PlanError("--pin needs taskset (util-linux), which is not on PATH")
         wrk = wrk_version()
+        legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
     except (PlanError, FileNotFoundError) as e:
         return _error(str(e), 2)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
