@@ -11,7 +11,6 @@ which it submits first.  Counted, not timed.
 
 from __future__ import annotations
 
-import socket
 from collections import Counter
 
 import pytest
@@ -33,32 +32,13 @@ def backend(request):
     b.close()
 
 
-@pytest.fixture
-def pairs():
-    made = []
-
-    def make(n=1):
-        out = []
-        for _ in range(n):
-            a, b = socket.socketpair()
-            a.setblocking(False)
-            b.setblocking(False)
-            made.extend((a, b))
-            out.append((a, b))
-        return out
-
-    yield make
-    for s in made:
-        s.close()
-
-
 def _settled(backend):
     """Every wait of a backend's own: nothing left to report."""
     return [tok for tok, _ in backend.wait(0) + backend.wait(0)]
 
 
-def test_harvest_reports_an_armed_fd_ready_now_and_forgets_it(backend, pairs):
-    (a, b), = pairs(1)
+def test_harvest_reports_an_armed_fd_ready_now_and_forgets_it(backend, socketpairs):
+    (a, b), = socketpairs(1)
     backend.arm(a.fileno(), READ, "r")
     assert backend.wait(0) == []  # the round's wait: nothing ready yet (io_uring: submits the poll)
     b.send(b"x")
@@ -68,17 +48,17 @@ def test_harvest_reports_an_armed_fd_ready_now_and_forgets_it(backend, pairs):
     assert _settled(backend) == [], "a harvested token must leave the next wait's batch"
 
 
-def test_harvest_submits_queued_arms_first(backend, pairs):
+def test_harvest_submits_queued_arms_first(backend, socketpairs):
     """A re-arm made during the round (queued on io_uring) is harvestable in that round."""
-    (a, b), = pairs(1)
+    (a, b), = socketpairs(1)
     b.send(b"x")
     backend.arm(a.fileno(), READ, "r")  # no flush, no wait: queued on io_uring
     assert [tok for tok, _ in backend.harvest(16)] == ["r"]
     assert _settled(backend) == []
 
 
-def test_harvest_with_nothing_ready_returns_nothing_and_keeps_the_arming(backend, pairs):
-    (a, b), = pairs(1)
+def test_harvest_with_nothing_ready_returns_nothing_and_keeps_the_arming(backend, socketpairs):
+    (a, b), = socketpairs(1)
     backend.arm(a.fileno(), READ, "r")
     backend.flush()
     assert backend.harvest(16) == []
@@ -91,8 +71,8 @@ def test_harvest_with_nothing_ready_returns_nothing_and_keeps_the_arming(backend
     assert [tok for tok, _ in got] == ["r"]
 
 
-def test_harvest_takes_at_most_max_events_and_the_next_wait_the_rest(backend, pairs):
-    ps = pairs(5)
+def test_harvest_takes_at_most_max_events_and_the_next_wait_the_rest(backend, socketpairs):
+    ps = socketpairs(5)
     for i, (a, b) in enumerate(ps):
         b.send(b"x")
         backend.arm(a.fileno(), READ, i)
@@ -109,8 +89,8 @@ def test_harvest_takes_at_most_max_events_and_the_next_wait_the_rest(backend, pa
     assert counts == Counter([*range(5), *(f"w{i}" for i in range(5))]), counts
 
 
-def test_harvest_leaves_a_wake_for_the_next_wait(backend, pairs):
-    (a, b), = pairs(1)
+def test_harvest_leaves_a_wake_for_the_next_wait(backend, socketpairs):
+    (a, b), = socketpairs(1)
 
     def on_rescue():
         b.send(b"rescue")  # a wait the wake no longer ends returns for this instead
@@ -126,12 +106,12 @@ def test_harvest_leaves_a_wake_for_the_next_wait(backend, pairs):
 
 
 # -- the round of the latest wait: a harvested fd's re-arm stays cheap -----------------
-def test_epoll_harvested_fd_rearm_costs_no_epoll_ctl(pairs):
+def test_epoll_harvested_fd_rearm_costs_no_epoll_ctl(socketpairs):
     from tailreactor.backends.epoll import EpollBackend
 
     b = EpollBackend()
     try:
-        (a, peer), = pairs(1)
+        (a, peer), = socketpairs(1)
         b.arm(a.fileno(), READ, "r")
         assert b.wait(0) == []
         peer.send(b"x")
@@ -144,14 +124,14 @@ def test_epoll_harvested_fd_rearm_costs_no_epoll_ctl(pairs):
         b.close()
 
 
-def test_epoll_harvest_leaves_the_registration_of_a_batch_fd_alone(pairs):
+def test_epoll_harvest_leaves_the_registration_of_a_batch_fd_alone(socketpairs):
     """An fd the round's wait reported, whose callback has not run yet, is still ready:
     the harvest sees it unwanted but must not narrow it (its callback re-arms it)."""
     from tailreactor.backends.epoll import EpollBackend
 
     b = EpollBackend()
     try:
-        (a, peer), = pairs(1)
+        (a, peer), = socketpairs(1)
         peer.send(b"x")
         b.arm(a.fileno(), READ, "r")
         assert [tok for tok, _ in b.wait(0)] == ["r"]
@@ -163,7 +143,7 @@ def test_epoll_harvest_leaves_the_registration_of_a_batch_fd_alone(pairs):
         b.close()
 
 
-def test_io_uring_harvest_peeks_without_a_system_call_when_nothing_is_queued(pairs):
+def test_io_uring_harvest_peeks_without_a_system_call_when_nothing_is_queued(socketpairs):
     """uring-api's ``Ring.wait(0)`` submits only when waitable SQEs are queued, then peeks
     the CQ (liburing ``io_uring_peek_cqe``, shared memory); its submit counter shows it."""
     from tailreactor.backends.io_uring import IoUringBackend
@@ -173,7 +153,7 @@ def test_io_uring_harvest_peeks_without_a_system_call_when_nothing_is_queued(pai
     except IoUringUnavailable as exc:
         pytest.skip(f"io_uring unavailable here: {exc}")
     try:
-        (a, peer), = pairs(1)
+        (a, peer), = socketpairs(1)
         b.arm(a.fileno(), READ, "r")
         assert b.wait(0) == []
         submits = b.stats()["submit_main_events"]

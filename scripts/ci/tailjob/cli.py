@@ -69,6 +69,14 @@ def _error(message: str, code: int) -> int:
     return code
 
 
+def _ab_settings(args: argparse.Namespace, load=None) -> Settings:
+    """The run settings of an A/B or a calibration from its options (PlanError for a bad CPU list)."""
+    return Settings(seed=args.seed, warmup=not args.no_warmup, workers=args.workers,
+                    server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if args.pin else None,
+                    wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if args.pin else None,
+                    pollution_limit=args.pollution_limit, min_effect=args.min_effect, load=load)
+
+
 def _io_uring_refused() -> str | None:
     """None if this machine can set up an io_uring ring, else the reason (one line naming the errno)."""
     from tailreactor.backends import IoUringBackend, IoUringUnavailable
@@ -186,10 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 arm_knobs({**server_env(os.environ, leg, arm), **(load.server_env() if load else {})})
             if load is not None and not load.relative:
                 load.spec(leg, capacity_rps=None, seed=args.seed)  # the client's spec must be valid too
-        settings = Settings(seed=args.seed, warmup=not args.no_warmup, workers=args.workers,
-                            server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if args.pin else None,
-                            wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if args.pin else None,
-                            pollution_limit=args.pollution_limit, min_effect=args.min_effect, load=load)
+        settings = _ab_settings(args, load=load)
         for name in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE"):
             if args.probe and any(name in arm.env for arm in arms):
                 raise PlanError(f"--probe sets {name} for every run; leave it out of --a/--b")
@@ -247,10 +252,7 @@ def main_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
         legs = plan_legs(profile, arms, overrides)
         for leg in legs:
             arm_knobs(server_env(os.environ, leg, arms[0]))
-        settings = Settings(seed=args.seed, warmup=not args.no_warmup, workers=args.workers,
-                            server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if args.pin else None,
-                            wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if args.pin else None,
-                            pollution_limit=args.pollution_limit, min_effect=args.min_effect)
+        settings = _ab_settings(args)
         if args.pin and not shutil.which("taskset"):
             raise PlanError("--pin needs taskset (util-linux), which is not on PATH")
         wrk = wrk_version()
