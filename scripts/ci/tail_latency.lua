@@ -6,7 +6,10 @@
 --
 --   TAILREACTOR_METRICS {"requests":...,"percentiles":[{"p":50,"us":...,"samples":...},...],...}
 --
--- Usage: wrk -t2 -c64 -d3s -s scripts/ci/tail_latency.lua http://127.0.0.1:3000/
+-- Usage: TAILREACTOR_PERCENTILES=50,99,99.9 wrk -t2 -c64 -d3s -s scripts/ci/tail_latency.lua http://127.0.0.1:3000/
+--
+-- The percentiles printed come from TAILREACTOR_PERCENTILES (comma-separated); the job sets it from
+-- its metric table (scripts/ci/tailjob/metrics.py, tailjob.wrk.wrk_env).
 --
 -- What the numbers are: wrk's own latency histogram (one bucket per
 -- microsecond, up to --timeout).  wrk is closed-loop, so a stalled server
@@ -23,7 +26,14 @@
 -- is rounded before it is printed, and an empty histogram (no responses at
 -- all) prints 0 with 0 samples instead of wrk's UINT64_MAX minimum.
 
-local NAMED = { 50, 75, 90, 99, 99.9, 99.99, 99.999 }
+local NAMED = {}
+for p in string.gmatch(os.getenv("TAILREACTOR_PERCENTILES") or "", "[^,%s]+") do
+   NAMED[#NAMED + 1] = tonumber(p)
+end
+if #NAMED == 0 then
+   io.stderr:write("tail_latency.lua: set TAILREACTOR_PERCENTILES, e.g. 50,99,99.9\n")
+   os.exit(2)
+end
 
 -- wrk's latency histogram itself, for pooling runs (tailjob/pooled.py).
 --

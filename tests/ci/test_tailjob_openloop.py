@@ -14,8 +14,9 @@ from dataclasses import replace
 import pytest
 
 from tailjob_testdata import CI_DIR, record
-from tailjob import openloop, report, runner, workloads
-from tailjob.openloop import LoadPlan, LoadRunResult, generator_bound, parse_rate, plan_load
+from tailjob import metrics, report, runner, workloads
+from tailjob.measure import generator_bound
+from tailjob.workloads import LoadPlan, LoadRunResult, parse_rate, plan_load
 from tailjob.plan import Leg, PlanError
 
 
@@ -137,7 +138,7 @@ def mixed_job(synthetic_job):
 
 def test_per_class_comparison_finds_the_interactive_gain_and_leaves_bulk_alone(mixed_job):
     comps = {name: {c.metric.key: c for c in cs} for name, cs in mixed_job.legs[0].class_comparisons.items()}
-    assert list(comps["interactive"]) == list(openloop.CLASS_METRICS)
+    assert list(comps["interactive"]) == list(metrics.CLASS_METRICS)
     assert comps["interactive"]["p99"].verdict == "gain"
     assert comps["interactive"]["p99"].ratio == pytest.approx(0.5, rel=0.01)
     assert comps["bulk"]["p99"].ratio == pytest.approx(1.0)

@@ -18,24 +18,11 @@ Verdicts come from :mod:`tailjob.stats`, as the leg's.
 
 from __future__ import annotations
 
-from .openloop import CAPACITY_S
-from .stats import Comparison, median
+from .metrics import POOLED_KEYS, ci_text, format_value, ms
+from .stats import median
+from .workloads import CAPACITY_S
 
 __all__ = ["load_line", "class_tables", "NOTES"]
-
-
-def _ms(us) -> str:
-    return "-" if us is None else f"{us / 1000:.3f}"
-
-
-def _value(key: str, v) -> str:
-    if v is None:
-        return "-"
-    return f"{v:,.0f}" if key == "rps" else _ms(v)
-
-
-def _ci(c: Comparison) -> str:
-    return "-" if c.ci is None else f"{c.ci[0]:.3f}–{c.ci[1]:.3f}"
 
 
 def load_line(lr) -> str:
@@ -76,7 +63,7 @@ def class_tables(job, lr) -> list[str]:
             if getattr(cmp, "estimator", "median") == "pooled":  # the samples of each arm's merged histogram
                 sa_txt = "" if cmp.samples_a is None else f" ({cmp.samples_a:,})"
                 sb_txt = "" if cmp.samples_b is None else f" ({cmp.samples_b:,})"
-            elif key in ("p99.9", "p99.99", "p99.999"):  # the median run's
+            elif key in POOLED_KEYS:  # the median run's
                 sa = [f[f"{key}_samples"] for f in figs["A"]]
                 sb = [f[f"{key}_samples"] for f in figs["B"]]
                 if sa and sb:
@@ -85,8 +72,8 @@ def class_tables(job, lr) -> list[str]:
             detectable = "-" if getattr(cmp, "detectable", None) is None else f"±{cmp.detectable:.1%}"
             needed = "-" if getattr(cmp, "pairs_needed", None) is None else str(cmp.pairs_needed)
             verdict = f"**{cmp.verdict}**" if cmp.verdict in ("regression", "inconclusive") else cmp.verdict
-            lines.append(f"| {label} | {_value(key, cmp.median_a)}{sa_txt} | {_value(key, cmp.median_b)}{sb_txt} "
-                         f"| {ratio} | {_ci(cmp)} | {cmp.min_effect:.0%} | {detectable} | {needed} | {verdict} |")
+            lines.append(f"| {label} | {format_value(key, cmp.median_a)}{sa_txt} | {format_value(key, cmp.median_b)}{sb_txt} "
+                         f"| {ratio} | {ci_text(cmp)} | {cmp.min_effect:.0%} | {detectable} | {needed} | {verdict} |")
         lines += ["", _checks(c, figs)]
     return lines
 
@@ -110,7 +97,7 @@ def _checks(c: dict, figs: dict) -> str:
         lag50 = median([f["lag_p50"] for f in fs if f["lag_p50"] is not None] or [0])
         lag99 = median([f["lag_p99"] for f in fs if f["lag_p99"] is not None] or [0])
         if c["loop"] == "open" or c["think_ms"]:
-            part += f", client send lag p50 {_ms(lag50)} / p99 {_ms(lag99)} ms"
+            part += f", client send lag p50 {ms(lag50)} / p99 {ms(lag99)} ms"
         part += f", {errors} errors" if errors else ""
         out.append(part)
     return "Checks: " + "; ".join(out) + "."

@@ -34,18 +34,19 @@ import shutil
 import signal
 import sys
 import threading
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
-from typing import Mapping
+from pathlib import Path
+from typing import Callable, Mapping
 
 from tailreactor import config as _config
 
-from . import calibrate, history, openloop, peers, peersjob, peersreport, plot, report, workloads
+from . import calibrate, history, peers, peersjob, peersreport, plot, report, workloads
 from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knobs, arms_for, \
     peer_legs, plan_legs, server_env
 from .progress import JobProgress
 from .options import PROG, REPO, build_parser
-from .runner import JobError, JobResult, Settings, run_job
+from .runner import ABDesign, JobError, JobResult, Settings, run_trials
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]
@@ -69,12 +70,8 @@ def _error(message: str, code: int) -> int:
     return code
 
 
-def _ab_settings(args: argparse.Namespace, load=None) -> Settings:
-    """The run settings of an A/B or a calibration from its options (PlanError for a bad CPU list)."""
-    return Settings(seed=args.seed, warmup=not args.no_warmup, workers=args.workers,
-                    server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if args.pin else None,
-                    wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if args.pin else None,
-                    pollution_limit=args.pollution_limit, min_effect=args.min_effect, load=load)
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _io_uring_refused() -> str | None:
@@ -162,6 +159,46 @@ def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
+@dataclass
+class Job:
+    """A planned job (an A/B, a calibration or a peers comparison), as :func:`main` runs it.
+
+    ``legs`` and ``arms`` size the progress display; ``run(settings, progress)`` is the trial loop;
+    ``finish(results, Outputs)`` writes the files and returns what is printed (:class:`Printed`).
+    """
+
+    name: str  # the file stem's last part: the --ab name, "calibrate" or "peers"
+    profile: str
+    legs: list
+    arms: int
+    settings: Settings
+    wrk: str
+    run: Callable
+    finish: Callable
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What every job's ``finish`` gets: the final settings, times, provenance and where to write."""
+
+    settings: Settings
+    started: str
+    finished: str
+    provenance: dict
+    results_dir: Path
+    stem: str
+
+
+@dataclass(frozen=True)
+class Printed:
+    """What a job prints at the end: the report, the files' lines, the lines after them, the gate."""
+
+    text: str
+    files: list
+    after: str | None = None
+    failed: str | None = None  # --gate's one-line error (exit 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():  # signal.signal works only there
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -170,156 +207,150 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _check_mode(args)
         _check_environment(os.environ)
-    except PlanError as e:
-        return _error(str(e), 2)
-    if args.peers:
-        return main_peers(args, argv)
-    if args.calibrate is not None:
-        return main_calibrate(args, argv)
-    try:
-        if args.ab and (args.a is not None or args.b is not None):
-            raise PlanError("--ab cannot be combined with --a/--b")
-        custom = args.a is not None or args.b is not None
-        ab = "custom" if custom else (args.ab or "tail")
-        arms = arms_for(None if custom else ab, a=args.a, b=args.b)
-        profile = PROFILES[args.profile]
-        overrides = Overrides(backend=args.backend, threads=args.threads, connections=args.connections,
-                              duration_s=args.duration, runs=args.runs, pin=args.pin)
-        legs = plan_legs(profile, arms, overrides)
-        load = openloop.plan_load(args.workload, args.load, args.rate, args.schedule)
-        if load is not None and args.probe is False and args.workload != "uniform":
-            args.probe = True  # the per-class figures come with the probe's, which cannot tell classes apart
-        for leg in legs:  # every arm's whole environment must parse before anything runs
-            for arm in arms:
-                arm_knobs({**server_env(os.environ, leg, arm), **(load.server_env() if load else {})})
-            if load is not None and not load.relative:
-                load.spec(leg, capacity_rps=None, seed=args.seed)  # the client's spec must be valid too
-        settings = _ab_settings(args, load=load)
-        for name in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE"):
-            if args.probe and any(name in arm.env for arm in arms):
-                raise PlanError(f"--probe sets {name} for every run; leave it out of --a/--b")
-        if args.pin and not shutil.which("taskset"):
-            raise PlanError("--pin needs taskset (util-linux), which is not on PATH")
-        wrk = wrk_version()
-        legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
+        plan = _plan_peers if args.peers else _plan_calibrate if args.calibrate is not None else _plan_ab
+        job = plan(args, argv)
     except (PlanError, FileNotFoundError) as e:
         return _error(str(e), 2)
-
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    out = args.out
-    stem = history.stem(started, profile.name, ab)
-    results_dir = out / "results"
+    started = _now()
+    stem = history.stem(started, job.profile, job.name)
+    results_dir = args.out / "results"
+    settings = job.settings
     if args.probe:
         settings = replace(settings, probe_dir=str(results_dir / f"{stem}-probe"))
     try:
-        with JobProgress(legs, warmup=settings.warmup) as progress:
-            results = run_job(legs, arms, settings, ambient=os.environ, progress=progress)
-    except JobError as e:
-        return _error(str(e), 3)
-    job = JobResult(argv=argv, profile=profile.name, ab=ab, arms=arms, settings=settings, legs=results,
-                    provenance=history.provenance(REPO, wrk_version=wrk), started_at=started,
-                    finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-
-    results_dir.mkdir(parents=True, exist_ok=True)
-    md = results_dir / f"{stem}.md"
-    md.write_text(report.render(job, runs=True))
-    images = plot.plot_job(job, results_dir / stem)
-    result_json = history.write_result(job, results_dir, stem)
-    jsonl = history.append_history(history.history_line(job, result_file=f"results/{result_json.name}"), out)
-
-    print(report.render(job, runs=False))
-    print("Files:")
-    for path in (md, *images, result_json):
-        print(f"- {path}")
-    if settings.probe_dir:
-        print(f"- {settings.probe_dir}/ (every worker's latency probe file, per run)")
-    print(f"- {jsonl} (one line appended)")
-    code, lines = report.gate(job)
-    if lines:
-        print("\n" + "\n".join(f"!!! {line}" for line in lines))
-    if args.gate and code:
-        return _error("--gate: a metric regressed (see the verdicts above)", 1)
-    return 0
-
-
-def main_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
-    """``--calibrate K``: plan, run K rounds per leg, write and print the table (exit codes as main)."""
-    try:
-        profile = PROFILES[args.profile]
-        overrides = Overrides(backend=args.backend, threads=args.threads, connections=args.connections,
-                              duration_s=args.duration, runs=args.runs, pin=args.pin)
-        arms = AB_PRESETS["aa"]
-        legs = plan_legs(profile, arms, overrides)
-        for leg in legs:
-            arm_knobs(server_env(os.environ, leg, arms[0]))
-        settings = _ab_settings(args)
-        if args.pin and not shutil.which("taskset"):
-            raise PlanError("--pin needs taskset (util-linux), which is not on PATH")
-        wrk = wrk_version()
-        legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
-    except (PlanError, FileNotFoundError) as e:
-        return _error(str(e), 2)
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    k = args.calibrate
-    try:
-        with JobProgress(legs * (k * len(calibrate.KINDS)), warmup=settings.warmup) as progress:
-            results = calibrate.run_calibration(legs, k, settings, ambient=os.environ, progress=progress)
+        with JobProgress(job.legs, warmup=settings.warmup, arms=job.arms) as progress:
+            results = job.run(settings, progress)
     except (JobError, ValueError) as e:
         return _error(str(e), 3)
-    provenance = history.provenance(REPO, wrk_version=wrk)
-    finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    table = calibrate.render_table(results, profile=profile.name, k=k, wrk=legs[0].wrk_args())
-    measured = [r for c in results if c.result for r in c.result.measured()]
-    polluted = sum("polluted" in r.flags for r in measured)
-    text = (f"# Tail-latency job: `--calibrate {k}`, profile `{profile.name}`\n\n"
-            f"- Command: `scripts/tail-latency.sh {' '.join(argv)}`; started {started}, finished {finished}.\n"
-            f"- {report.machine_line(provenance)}\n"
-            f"- {polluted} of {plural_runs(len(measured))} flagged `polluted` (other processes used more "
-            f"than {settings.pollution_limit:.2f} cores).\n\n" + table)
-    out = args.out
-    stem = history.stem(started, profile.name, "calibrate")
-    results_dir = out / "results"
+    provenance = history.provenance(REPO, wrk_version=job.wrk)
     results_dir.mkdir(parents=True, exist_ok=True)
-    md = results_dir / f"{stem}.md"
-    md.write_text(text)
-    data = {"schema": history.SCHEMA, "argv": argv, "profile": profile.name, "k": k, "started_at": started,
-            "finished_at": finished, "provenance": provenance, "settings": asdict(settings),
-            "legs": [c.as_dict() for c in results]}
-    js = results_dir / f"{stem}.json"
-    js.write_text(json.dumps(data, indent=1) + "\n")
-    print(text)
+    printed = job.finish(results, Outputs(settings, started, _now(), provenance, results_dir, stem))
+    print(printed.text)
     print("Files:")
-    for path in (md, js):
-        print(f"- {path}")
-    return 0
+    for line in printed.files:
+        print(f"- {line}")
+    if printed.after:
+        print(printed.after)
+    return _error(printed.failed, 1) if printed.failed else 0
 
 
-def plural_runs(n: int) -> str:
-    return report.plural(n, "measured run")
+def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:
+    """An A/B's or a peers job's report (Markdown), plot, whole job (JSON) and history line.
+
+    Returns the report and plot paths, the JSON's and the history file's."""
+    md = o.results_dir / f"{o.stem}.md"
+    md.write_text(render(job, runs=True))
+    images = plot.plot_job(job, o.results_dir / o.stem)
+    result_json = history.write_result(job, o.results_dir, o.stem)
+    line = history.history_line(job, result_file=f"results/{result_json.name}")
+    jsonl = history.append_history(line, o.results_dir.parent, name=history.history_file(job))
+    return [md, *images, result_json], result_json, jsonl
 
 
-def main_peers(args: argparse.Namespace, argv: list[str]) -> int:
-    """``--peers``: plan, check the tools, run every server, write the outputs (exit codes as main)."""
+def _settings(args: argparse.Namespace, *, pin: bool, **kw) -> Settings:
+    """The run settings from the options (:class:`PlanError` for a bad CPU list)."""
+    return Settings(seed=args.seed, warmup=not args.no_warmup, pollution_limit=args.pollution_limit,
+                    server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if pin else None,
+                    wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if pin else None, **kw)
+
+
+def _tools(pin: bool, taskset: str = "--pin needs taskset (util-linux), which is not on PATH") -> str:
+    """wrk's version, after checking taskset when pinned (PlanError, FileNotFoundError)."""
+    if pin and not shutil.which("taskset"):
+        raise PlanError(taskset)
+    return wrk_version()
+
+
+def _overrides(args: argparse.Namespace, pin: bool, backend: str | None = None) -> Overrides:
+    return Overrides(backend=backend, threads=args.threads, connections=args.connections,
+                     duration_s=args.duration, runs=args.runs, pin=pin)
+
+
+def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
+    """The A/B: arms, legs and load, every arm's environment checked before anything runs."""
+    if args.ab and (args.a is not None or args.b is not None):
+        raise PlanError("--ab cannot be combined with --a/--b")
+    custom = args.a is not None or args.b is not None
+    ab = "custom" if custom else (args.ab or "tail")
+    arms = arms_for(None if custom else ab, a=args.a, b=args.b)
+    profile = PROFILES[args.profile]
+    legs = plan_legs(profile, arms, _overrides(args, args.pin, args.backend))
+    load = workloads.plan_load(args.workload, args.load, args.rate, args.schedule)
+    if load is not None and args.probe is False and args.workload != "uniform":
+        args.probe = True  # the per-class figures come with the probe's, which cannot tell classes apart
+    for leg in legs:  # every arm's whole environment must parse before anything runs
+        for arm in arms:
+            arm_knobs({**server_env(os.environ, leg, arm), **(load.server_env() if load else {})})
+        if load is not None and not load.relative:
+            load.spec(leg, capacity_rps=None, seed=args.seed)  # the client's spec must be valid too
+    settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect, load=load)
+    for name in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE"):
+        if args.probe and any(name in arm.env for arm in arms):
+            raise PlanError(f"--probe sets {name} for every run; leave it out of --a/--b")
+    wrk = _tools(args.pin)
+    legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
+
+    def run(s: Settings, progress) -> list:
+        return run_trials(legs, ABDesign(arms, s, os.environ), s, progress=progress)
+
+    def finish(results, o: Outputs) -> Printed:
+        job = JobResult(argv=argv, profile=profile.name, ab=ab, arms=arms, settings=o.settings, legs=results,
+                        provenance=o.provenance, started_at=o.started, finished_at=o.finished)
+        files, _, jsonl = _write(job, o, report.render)
+        if o.settings.probe_dir:
+            files.append(f"{o.settings.probe_dir}/ (every worker's latency probe file, per run)")
+        code, lines = report.gate(job)
+        return Printed(report.render(job, runs=False), [*files, f"{jsonl} (one line appended)"],
+                       after="\n" + "\n".join(f"!!! {line}" for line in lines) if lines else None,
+                       failed="--gate: a metric regressed (see the verdicts above)" if args.gate and code else None)
+    return Job(ab, profile.name, legs, 2, settings, wrk, run, finish)
+
+
+def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
+    """``--calibrate K``: K rounds of an A/A leg and two injected slowdowns on every leg of the plan."""
+    profile, arms, k = PROFILES[args.profile], AB_PRESETS["aa"], args.calibrate
+    legs = plan_legs(profile, arms, _overrides(args, args.pin, args.backend))
+    for leg in legs:
+        arm_knobs(server_env(os.environ, leg, arms[0]))
+    settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect)
+    wrk = _tools(args.pin)
+    legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
+
+    def run(s: Settings, progress) -> list:
+        return calibrate.run_calibration(legs, k, s, ambient=os.environ, progress=progress)
+
+    def finish(results, o: Outputs) -> Printed:
+        table = calibrate.render_table(results, profile=profile.name, k=k, wrk=legs[0].wrk_args())
+        measured = [r for c in results if c.result for r in c.result.measured()]
+        polluted = sum("polluted" in r.flags for r in measured)
+        text = (f"# Tail-latency job: `--calibrate {k}`, profile `{profile.name}`\n\n"
+                f"- Command: `scripts/tail-latency.sh {' '.join(argv)}`; started {o.started}, finished {o.finished}.\n"
+                f"- {report.machine_line(o.provenance)}\n"
+                f"- {polluted} of {report.plural(len(measured), 'measured run')} flagged `polluted` (other "
+                f"processes used more than {o.settings.pollution_limit:.2f} cores).\n\n" + table)
+        md, js = o.results_dir / f"{o.stem}.md", o.results_dir / f"{o.stem}.json"
+        md.write_text(text)
+        data = {"schema": history.SCHEMA, "argv": argv, "profile": profile.name, "k": k, "started_at": o.started,
+                "finished_at": o.finished, "provenance": o.provenance, "settings": asdict(o.settings),
+                "legs": [c.as_dict() for c in results]}
+        js.write_text(json.dumps(data, indent=1) + "\n")
+        return Printed(text, [md, js])
+    n_kinds = len(calibrate.KINDS)
+    return Job("calibrate", profile.name, legs * (k * n_kinds), 2, settings, wrk, run, finish)
+
+
+def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
+    """``--peers``: the bench server on each backend beside the peers, pinned unless ``--no-pin``."""
     pin = not args.no_pin
-    try:
-        profile = PROFILES[args.profile]
-        legs = peer_legs(profile, Overrides(threads=args.threads, connections=args.connections,
-                                            duration_s=args.duration, runs=args.runs, pin=pin))
-        for backend in BACKENDS:  # ambient CWIST_* knobs reach the bench servers: they must parse
-            arm_knobs({**os.environ, "CWIST_REACTOR_BACKEND": backend})
-        settings = peersjob.peers_settings(
-            seed=args.seed, warmup=not args.no_warmup, pin=pin,
-            server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if pin else "0",
-            wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if pin else "1",
-            pollution_limit=args.pollution_limit)
-        if pin and not shutil.which("taskset"):
-            raise PlanError("--peers pins with taskset (util-linux), which is not on PATH; or use --no-pin")
-        missing = peers.uvloop_missing()
-        if missing:
-            raise PlanError(missing)
-        wrk = wrk_version()
-    except (PlanError, FileNotFoundError) as e:
-        return _error(str(e), 2)
+    profile = PROFILES[args.profile]
+    legs = peer_legs(profile, _overrides(args, pin))
+    for backend in BACKENDS:  # ambient CWIST_* knobs reach the bench servers: they must parse
+        arm_knobs({**os.environ, "CWIST_REACTOR_BACKEND": backend})
+    settings = _settings(args, pin=pin, workers=1)
+    missing = peers.uvloop_missing()
+    if missing:
+        raise PlanError(missing)
+    wrk = _tools(pin, "--peers pins with taskset (util-linux), which is not on PATH; or use --no-pin")
     nginx = peers.find_nginx()
     ceiling_note = None if nginx else peers.NGINX_MISSING
     if ceiling_note:
@@ -330,39 +361,18 @@ def main_peers(args: argparse.Namespace, argv: list[str]) -> int:
         servers = [server for server in servers if server.backend != "io_uring"]
         print(f"{PROG}: tailreactor (io_uring) skipped: {refused}", file=sys.stderr, flush=True)
 
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    try:
-        with JobProgress(legs, warmup=settings.warmup, arms=len(servers)) as progress:
-            results = peersjob.run_peers(legs, servers, settings, ambient=os.environ, nginx=nginx,
-                                         progress=progress)
-    except JobError as e:
-        return _error(str(e), 3)
-    provenance = history.provenance(REPO, wrk_version=wrk)
-    provenance["packages"]["uvloop"] = history.package_version("uvloop")
-    provenance["nginx"] = peers.nginx_version(nginx) if nginx else None
-    job = peersjob.PeersJobResult(argv=argv, profile=profile.name, servers=servers, settings=settings,
-                                  legs=results, provenance=provenance, started_at=started,
-                                  finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                  ceiling_note=ceiling_note)
+    def run(s: Settings, progress) -> list:
+        return run_trials(legs, peersjob.PeersDesign(servers, s, os.environ, nginx), s, progress=progress)
 
-    out = args.out
-    stem = history.stem(started, profile.name, "peers")
-    results_dir = out / "results"
-    results_dir.mkdir(parents=True, exist_ok=True)
-    md = results_dir / f"{stem}.md"
-    md.write_text(peersreport.render(job, runs=True))
-    images = plot.plot_job(job, results_dir / stem)
-    result_json = history.write_result(job, results_dir, stem)
-    jsonl = history.append_history(peersjob.history_line(job, result_file=f"results/{result_json.name}"),
-                                   out, name=peersjob.HISTORY_FILE)
-    files = [md, *images, result_json]
-    if args.write_readme:
-        files.append(peersreport.write_readme(job, out / "README.md",
-                                              result_file=f"results/{result_json.name}"))
-
-    print(peersreport.render(job, runs=False))
-    print("Files:")
-    for path in files:
-        print(f"- {path}")
-    print(f"- {jsonl} (one line appended)")
-    return 0
+    def finish(results, o: Outputs) -> Printed:
+        o.provenance["packages"]["uvloop"] = history.package_version("uvloop")
+        o.provenance["nginx"] = peers.nginx_version(nginx) if nginx else None
+        job = peersjob.PeersJobResult(argv=argv, profile=profile.name, servers=servers, settings=o.settings,
+                                      legs=results, provenance=o.provenance, started_at=o.started,
+                                      finished_at=o.finished, ceiling_note=ceiling_note)
+        files, result_json, jsonl = _write(job, o, peersreport.render)
+        if args.write_readme:
+            files.append(peersreport.write_readme(job, o.results_dir.parent / "README.md",
+                                                  result_file=f"results/{result_json.name}"))
+        return Printed(peersreport.render(job, runs=False), [*files, f"{jsonl} (one line appended)"])
+    return Job("peers", profile.name, legs, len(servers), settings, wrk, run, finish)

@@ -7,7 +7,8 @@ Role
 * :func:`write_result` -- the whole job (every run) as one JSON file under
   ``<out>/results/``;
 * :func:`history_line` / :func:`append_history` -- one compact line per job
-  appended to ``<out>/tail-latency.jsonl``: provenance, profile, pinning,
+  appended to ``<out>/tail-latency.jsonl`` (``--peers``: ``<out>/peers.jsonl``,
+  each server's medians and ratios per leg): provenance, profile, pinning,
   every knob's value per arm and leg, the arms' figures, ratios, CIs, detectable
   effects, pairs needed and verdicts, and each leg's count per verdict;
 * :func:`read_history` -- the lines back, old ones included.
@@ -36,13 +37,15 @@ from importlib import metadata
 from pathlib import Path
 
 from . import stats
-from .runner import JobResult
 
 __all__ = ["provenance", "package_version", "stem", "result_stem", "write_result", "history_line",
-           "append_history", "read_history", "upgrade_line",
-           "HISTORY_FILE", "SCHEMA"]
+           "append_history", "read_history", "upgrade_line", "history_file",
+           "HISTORY_FILE", "PEERS_HISTORY_FILE", "SCHEMA"]
 
 HISTORY_FILE = "tail-latency.jsonl"
+PEERS_HISTORY_FILE = "peers.jsonl"
+FLAGS = ("polluted", "socket-errors", "non-2xx")
+"""The flags a history line counts per leg."""
 SCHEMA = 2
 """2: four verdicts (gain, regression, equivalent, inconclusive) with detectable effect and pairs needed;
 1: verdicts gain, regression, neutral."""
@@ -110,12 +113,12 @@ def stem(started_at: str, profile: str, ab: str) -> str:
     return f"{started:%Y%m%dT%H%M%SZ}-{profile}-{ab}"
 
 
-def result_stem(job: JobResult) -> str:
+def result_stem(job) -> str:
     """File name stem shared by a job's JSON, Markdown, SVG and PNG: ``20261129T210501Z-quick-tail``."""
     return stem(job.started_at, job.profile, job.ab)
 
 
-def write_result(job: JobResult, results_dir: Path, stem: str) -> Path:
+def write_result(job, results_dir: Path, stem: str) -> Path:
     """Write the whole job as ``<results_dir>/<stem>.json``; return the path."""
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / f"{stem}.json"
@@ -123,12 +126,31 @@ def write_result(job: JobResult, results_dir: Path, stem: str) -> Path:
     return path
 
 
-def history_line(job: JobResult, *, result_file: str) -> dict:
-    """The compact history record of a job (one JSON object)."""
+def history_file(job) -> str:
+    """The history file of ``job`` under ``<out>``: :data:`PEERS_HISTORY_FILE` for ``--peers``."""
+    return PEERS_HISTORY_FILE if job.ab == "peers" else HISTORY_FILE
+
+
+def _flagged(lr) -> dict[str, int]:
+    return {flag: sum(flag in r.flags for r in lr.measured()) for flag in FLAGS}
+
+
+def history_line(job, *, result_file: str) -> dict:
+    """The compact history record of a job (one JSON object), an A/B's or a ``--peers`` job's."""
     s = job.settings
+    if job.ab == "peers":
+        return {
+            "schema": 1, "started_at": job.started_at, "finished_at": job.finished_at, "result": result_file,
+            "profile": job.profile, "argv": job.argv, "servers": [p.key for p in job.servers],
+            "ceiling_note": job.ceiling_note, "pinned": s.pinned, "server_cpus": s.server_cpus,
+            "wrk_cpus": s.wrk_cpus, "seed": s.seed, "warmup": s.warmup, "provenance": job.provenance,
+            "legs": [{"name": lr.leg.name, "threads": lr.leg.threads, "connections": lr.leg.connections,
+                      "duration_s": lr.leg.duration_s, "runs": lr.leg.runs, "summary": lr.summary,
+                      "ratios": lr.ratios, "intervals": lr.intervals, "flagged_runs": _flagged(lr)}
+                     for lr in job.legs],
+        }
     legs = []
     for lr in job.legs:
-        measured = lr.measured()
         legs.append({
             "name": lr.leg.name, "backend": lr.leg.backend, "backends": lr.backends(),
             "threads": lr.leg.threads,
@@ -143,8 +165,7 @@ def history_line(job: JobResult, *, result_file: str) -> dict:
                         for c in lr.comparisons},
             "verdict_counts": {v: n for v in stats.VERDICTS
                                if (n := sum(c.verdict == v for c in lr.comparisons))},
-            "flagged_runs": {flag: sum(flag in r.flags for r in measured)
-                             for flag in ("polluted", "socket-errors", "non-2xx")},
+            "flagged_runs": _flagged(lr),
         })
         if lr.probe:  # --probe: each arm's merged-worker medians (the "all" row)
             legs[-1]["probe"] = {arm: next(r for r in v["rows"] if r["worker"] == "all")

@@ -63,12 +63,13 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
+from .metrics import PERCENTILES
+
 __all__ = ["ClientClass", "LoadSpec", "SpecError", "LoadOutputError", "intended_times", "saturated",
            "command", "client_env", "parse_output", "PERCENTILES", "ERROR_KINDS", "OUTPUT_PREFIX",
            "SATURATION_SHORTFALL", "main"]
 
 OUTPUT_PREFIX = "TAILREACTOR_LOAD "
-PERCENTILES: tuple[float, ...] = (50, 75, 90, 99, 99.9, 99.99, 99.999)
 ERROR_KINDS = ("connect", "read", "write", "status", "timeout", "mismatch")
 LOOPS = ("open", "closed")
 SCHEDULES = ("poisson", "constant")

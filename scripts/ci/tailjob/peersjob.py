@@ -2,11 +2,11 @@
 
 Role
 ----
-:func:`run_peers` runs each leg (one wrk connection count) as trials: a trial
-runs every server once, in an order drawn at random
-(:func:`tailjob.plan.shuffled_schedule`), each run on a freshly started
-server (:func:`tailjob.runner.measure_server`: the same CPU accounting, wrk
-script and failure rules as the A/B job).  An optional warm-up run (the
+:class:`PeersDesign` runs each leg (one wrk connection count) as trials of
+:func:`tailjob.runner.run_trials`: a trial runs every server once, in an
+order drawn at random (:func:`tailjob.plan.shuffled_schedule`), each run on a
+freshly started server (the same tier, :data:`tailjob.measure.WRK`, as the
+A/B job: the same CPU accounting, wrk script and failure rules).  An optional warm-up run (the
 first server of the first trial) is discarded.
 
 Per leg it then gives, per server, the median over its measured runs of
@@ -24,20 +24,17 @@ trusted.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Mapping
+from typing import Mapping
 
+from .measure import WRK, Measure, RunPlan, RunRecord, Settings
+from .metrics import PEER_METRICS
 from .peers import REFERENCES, Peer, make_server
 from .plan import Leg, shuffled_schedule
-from .runner import JobError, RunRecord, Settings, measure_server
-from .server import ServerProcess
 from .stats import MIN_PAIRS, bootstrap_ratio_ci, median
 
-__all__ = ["PEER_METRICS", "PeersLegResult", "PeersJobResult", "peers_settings", "run_peers",
-           "summarize", "ratios", "ratio_intervals", "history_line", "HISTORY_FILE", "INTERVAL_METRIC"]
+__all__ = ["PEER_METRICS", "PeersLegResult", "PeersJobResult", "PeersDesign", "peers_settings",
+           "summarize", "ratios", "ratio_intervals", "INTERVAL_METRIC"]
 
-#: The compared figures (keys of RunRecord.metrics): req/s, server CPU us/request, latencies in us.
-PEER_METRICS = ("rps", "cpu_us_per_req", "p50", "p99", "p99.9")
-HISTORY_FILE = "peers.jsonl"
 #: The metric whose ratios get an interval: issue 9's target, server CPU per request.
 INTERVAL_METRIC = "cpu_us_per_req"
 
@@ -161,60 +158,36 @@ def ratio_intervals(runs: list[RunRecord], servers: list[str], *, seed: int) -> 
     return out
 
 
-Progress = Callable[[str, dict], None]
+@dataclass
+class PeersDesign:
+    """The ``--peers`` comparison as a design of :func:`tailjob.runner.run_trials`: every server once
+    per trial, in an order drawn at random, each freshly started; medians and ratios per leg."""
 
+    servers: list[Peer]
+    settings: Settings
+    ambient: Mapping[str, str]
+    nginx: str | None
+    measure: Measure = WRK
 
-def run_peers(legs: list[Leg], servers: list[Peer], settings: Settings, *, ambient: Mapping[str, str],
-              nginx: str | None, progress: Progress | None = None) -> list[PeersLegResult]:
-    """Run every leg; :class:`tailjob.runner.JobError` if a run fails (see the module docstring).
+    def arm(self, key: str) -> Peer:
+        return next(p for p in self.servers if p.key == key)
 
-    ``progress(event, info)`` as in :func:`tailjob.runner.run_job`, with the
-    :class:`Peer` as ``info["arm"]``.
-    """
-    notify = progress or (lambda event, info: None)
-    by_key = {s.key: s for s in servers}
-    results = []
-    for leg in legs:
-        keys = [s.key for s in servers]
-        lr = PeersLegResult(leg=leg, servers=keys, runs=[],
-                            schedule=shuffled_schedule(keys, leg.runs, seed=settings.seed + leg.index))
-        plan = ([(-1, 0, lr.schedule[0][0], True)] if settings.warmup else []) + [
-            (t, pos, key, False) for t, order in enumerate(lr.schedule) for pos, key in enumerate(order)]
-        for trial, pos, key, warmup in plan:
-            peer = by_key[key]
-            info = {"leg": leg, "arm": peer, "trial": trial, "warmup": warmup}
-            notify("run-start", info)
-            server = make_server(peer, ambient=ambient, host=settings.host, cpus=settings.server_cpus,
-                                 nginx=nginx)
-            where = f"{leg.name}, {peer.label}"
+    def warmup_arm(self, lr: PeersLegResult) -> str:
+        return lr.schedule[0][0]
 
-            def check(srv: ServerProcess, peer=peer, where=where) -> None:
-                if peer.backend and srv.backend != peer.backend:
-                    raise JobError(f"{where}: asked for backend {peer.backend}, server reports {srv.backend}")
+    def plan(self, leg: Leg, notify) -> PeersLegResult:
+        keys = [p.key for p in self.servers]
+        return PeersLegResult(leg=leg, servers=keys, runs=[],
+                              schedule=shuffled_schedule(keys, leg.runs, seed=self.settings.seed + leg.index))
 
-            record = measure_server(server, leg, where, settings, arm=key, trial=trial, position=pos,
-                                    warmup=warmup, check=check)
-            lr.runs.append(record)
-            notify("run-end", {**info, "record": record})
-        lr.summary = summarize(lr.runs, keys)
+    def run_plan(self, lr: PeersLegResult, key: str, *, trial: int, position: int, warmup: bool) -> RunPlan:
+        peer, s = self.arm(key), self.settings
+        return RunPlan(leg=lr.leg, arm=key, env=self.ambient, settings=s, trial=trial, position=position,
+                       warmup=warmup, where=f"{lr.leg.name}, {peer.label}", backend=peer.backend,
+                       server=lambda env: make_server(peer, ambient=env, host=s.host, cpus=s.server_cpus,
+                                                      nginx=self.nginx))
+
+    def decide(self, lr: PeersLegResult) -> None:
+        lr.summary = summarize(lr.runs, lr.servers)
         lr.ratios = ratios(lr.summary)
-        lr.intervals = ratio_intervals(lr.runs, keys, seed=settings.seed + leg.index)
-        results.append(lr)
-    return results
-
-
-def history_line(job: PeersJobResult, *, result_file: str) -> dict:
-    """One compact JSON object per peers job (for ``<out>/peers.jsonl``)."""
-    s = job.settings
-    return {
-        "schema": 1, "started_at": job.started_at, "finished_at": job.finished_at, "result": result_file,
-        "profile": job.profile, "argv": job.argv, "servers": [p.key for p in job.servers],
-        "ceiling_note": job.ceiling_note, "pinned": s.pinned, "server_cpus": s.server_cpus,
-        "wrk_cpus": s.wrk_cpus, "seed": s.seed, "warmup": s.warmup, "provenance": job.provenance,
-        "legs": [{"name": lr.leg.name, "threads": lr.leg.threads, "connections": lr.leg.connections,
-                  "duration_s": lr.leg.duration_s, "runs": lr.leg.runs, "summary": lr.summary,
-                  "ratios": lr.ratios, "intervals": lr.intervals,
-                  "flagged_runs": {flag: sum(flag in r.flags for r in lr.measured())
-                                   for flag in ("polluted", "socket-errors", "non-2xx")}}
-                 for lr in job.legs],
-    }
+        lr.intervals = ratio_intervals(lr.runs, lr.servers, seed=self.settings.seed + lr.leg.index)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .metrics import PEER_METRICS, metric
 from .peers import REFERENCES
 from .peersjob import PeersJobResult, PeersLegResult
 from .report import flag_summary, format_value, machine_line, plural, run_rows
@@ -27,8 +28,7 @@ __all__ = ["render", "leg_tables", "readme_section", "write_readme", "BEGIN", "E
 BEGIN = "<!-- peers-table:begin -->"
 END = "<!-- peers-table:end -->"
 
-_COLUMNS = (("rps", "Requests/s"), ("cpu_us_per_req", "Server CPU us/request"), ("p50", "p50 ms"),
-            ("p99", "p99 ms"), ("p99.9", "p99.9 ms"))
+_COLUMNS = tuple((k, metric(k).label) for k in PEER_METRICS)
 _RATIO_METRICS = (("rps", "Req/s"), ("cpu_us_per_req", "CPU us/req"))
 
 

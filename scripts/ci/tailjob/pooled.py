@@ -51,13 +51,10 @@ from hdrh.histogram import HdrHistogram
 from scipy.stats import t as student_t
 
 from . import stats
+from .metrics import POOLED_KEYS
 
 __all__ = ["POOLED_KEYS", "LOWEST_US", "HIGHEST_US", "DIGITS", "histogram_of", "encode", "decode",
            "Pooled", "pooled_percentile", "PooledArms", "compare_pooled"]
-
-POOLED_KEYS = {"p99.9": 99.9, "p99.99": 99.99, "p99.999": 99.999}
-"""Metrics whose arm figure is the pooled percentile (p50 and p99 rest on hundreds of samples per run
-and stay medians of the runs)."""
 
 LOWEST_US, HIGHEST_US, DIGITS = 1, 60_000_000, 3
 
@@ -183,7 +180,7 @@ def compare_pooled(m: stats.Metric, a: Sequence[str | None], b: Sequence[str | N
     :meth:`PooledArms.ratio_ci`; the verdict is :func:`tailjob.stats.verdict`.
     """
     effect = m.min_effect if min_effect is None else min_effect
-    p = POOLED_KEYS[m.key]
+    p = m.percentile
     pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
     n = len(pairs)
     if n == 0:

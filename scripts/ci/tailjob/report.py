@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from . import classreport
 from .plan import PROFILES
-from .pooled import POOLED_KEYS
+from .metrics import LATENCY_KEYS, POOLED_KEYS, ci_text, format_value, metric
 from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
 from .stats import CONFIDENCE, GAIN, INCONCLUSIVE, METRICS, MIN_PAIRS, NO_VERDICT, RESAMPLES, REGRESSION, \
@@ -47,22 +47,6 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _ms(us: float | None) -> str:
-    """Microseconds as ms with three decimals ("-" for None)."""
-    return "-" if us is None else f"{us / 1000:.3f}"
-
-
-def format_value(key: str, v: float | None) -> str:
-    """A metric's value as printed: req/s with thousands separators, CPU us with one decimal, ms."""
-    if v is None:
-        return "-"
-    if key == "rps":
-        return f"{v:,.0f}"
-    if key == "cpu_us_per_req":
-        return f"{v:.1f}"
-    return _ms(v)
-
-
 def _samples(c: Comparison, runs: list[RunRecord], arm: str) -> str:
     """The samples behind a tail figure, as ' (n)': the pooled count, or the runs' median count."""
     if c.estimator == "pooled":
@@ -70,8 +54,7 @@ def _samples(c: Comparison, runs: list[RunRecord], arm: str) -> str:
         return "" if n is None else f" ({n:,})"
     if c.metric.key not in POOLED_KEYS:
         return ""
-    p = float(c.metric.key[1:])
-    counts = [q["samples"] for r in runs for q in r.wrk["percentiles"] if q["p"] == p]
+    counts = [q["samples"] for r in runs for q in r.wrk["percentiles"] if q["p"] == c.metric.percentile]
     return f" ({median(counts):.0f})" if counts else ""
 
 
@@ -145,10 +128,6 @@ def runs_line(job: JobResult, lr: LegResult) -> str | None:
     return text + "."
 
 
-def _ci(c: Comparison) -> str:
-    return "-" if c.ci is None else f"{c.ci[0]:.3f}–{c.ci[1]:.3f}"
-
-
 def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
     a, b = job.arms
     runs_a, runs_b = lr.measured("A"), lr.measured("B")
@@ -169,7 +148,7 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
         needed = "-" if c.pairs_needed is None else str(c.pairs_needed)
         verdict = f"**{c.verdict}**" if c.verdict in (REGRESSION, INCONCLUSIVE) else c.verdict
         lines.append(f"| {c.metric.label} | {format_value(key, c.median_a)}{_samples(c, runs_a, 'A')} "
-                     f"| {format_value(key, c.median_b)}{_samples(c, runs_b, 'B')} | {ratio} | {_ci(c)} "
+                     f"| {format_value(key, c.median_b)}{_samples(c, runs_b, 'B')} | {ratio} | {ci_text(c)} "
                      f"| {c.min_effect:.0%} | {detectable} | {needed} | {verdict} |")
     lines += ["", flag_summary(lr)]
     seed = runs_line(job, lr)
@@ -237,19 +216,21 @@ def probe_table(job: JobResult, lr: LegResult) -> list[str]:
     return lines
 
 
+_RUN_COLUMNS = (("rps", "Req/s"), *((k, metric(k).label) for k in LATENCY_KEYS), ("cpu_us_per_req", "CPU us/req"))
+
+
 def run_rows(lr: LegResult, who: str = "Arm") -> list[str]:
     """Every run of a leg, warm-up first, with its flags; ``who`` heads the arm (or server) column."""
-    lines = [f"| Trial.order | {who} | Backend | Req/s | p50 ms | p99 ms | p99.9 ms | p99.99 ms | p99.999 ms "
-             "| CPU us/req | Other CPU (cores) | Errors (sock/non-2xx) | Flags |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [f"| Trial.order | {who} | Backend | " + " | ".join(label for _, label in _RUN_COLUMNS)
+             + " | Other CPU (cores) | Errors (sock/non-2xx) | Flags |",
+             "|---|---|---|" + "---:|" * (len(_RUN_COLUMNS) + 2) + "---|"]
     for r in lr.runs:
         m, e = r.metrics, r.wrk["errors"]
         sock = e["connect"] + e["read"] + e["write"] + e["timeout"]
         trial = "warm-up" if r.warmup else f"{r.trial + 1}.{r.position + 1}"
-        lines.append(f"| {trial} | {r.arm} | {r.backend} | {format_value('rps', m['rps'])} | {_ms(m['p50'])} "
-                     f"| {_ms(m['p99'])} | {_ms(m['p99.9'])} | {_ms(m['p99.99'])} | {_ms(m['p99.999'])} "
-                     f"| {format_value('cpu_us_per_req', m['cpu_us_per_req'])} | {r.other_cores:.2f} "
-                     f"| {sock}/{e['status']} | {', '.join(r.flags) or '-'} |")
+        lines.append(f"| {trial} | {r.arm} | {r.backend} | "
+                     + " | ".join(format_value(k, m.get(k)) for k, _ in _RUN_COLUMNS)
+                     + f" | {r.other_cores:.2f} | {sock}/{e['status']} | {', '.join(r.flags) or '-'} |")
     return lines
 
 

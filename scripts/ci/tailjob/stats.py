@@ -50,6 +50,8 @@ import random
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from .metrics import METRICS, Metric, metric
+
 __all__ = ["Metric", "METRICS", "metric", "Comparison", "MIN_PAIRS", "CONFIDENCE",
            "FAMILY_CONFIDENCE", "median", "quantile",
            "median_ratio", "bootstrap_ratio_ci", "compare", "decided", "is_regression",
@@ -64,48 +66,8 @@ FAMILY_CONFIDENCE = 0.95
 """Confidence that all seven metric intervals of a leg hold at once."""
 
 
-@dataclass(frozen=True)
-class Metric:
-    """One compared metric.
-
-    ``key`` names it in run records (``rps``, ``cpu_us_per_req``, ``p50`` ...
-    ``p99.999``; latencies in microseconds).  ``min_effect`` is the smallest
-    relative change (0.05 = 5 %) the job calls a gain or regression.
-    """
-
-    key: str
-    label: str
-    unit: str
-    higher_is_better: bool
-    min_effect: float
-
-
-# The metrics of the verdict, in report order.  Minimum effects: 5 % for the
-# body of the distribution and CPU; the extreme percentiles rest on a handful
-# of samples per run (p99.999 of a 3 s run is about its maximum) and move by
-# tens of per cent between identical runs, so only a larger effect is called.
-METRICS: tuple[Metric, ...] = (
-    Metric("rps", "Requests/s", "req/s", True, 0.05),
-    Metric("cpu_us_per_req", "Server CPU us/request", "us", False, 0.05),
-    Metric("p50", "p50 ms", "us", False, 0.05),
-    Metric("p99", "p99 ms", "us", False, 0.10),
-    Metric("p99.9", "p99.9 ms", "us", False, 0.10),
-    Metric("p99.99", "p99.99 ms", "us", False, 0.20),
-    Metric("p99.999", "p99.999 ms", "us", False, 0.20),
-)
-
-_BY_KEY = {m.key: m for m in METRICS}
-
 CONFIDENCE = 1 - (1 - FAMILY_CONFIDENCE) / len(METRICS)
 """Confidence of each metric's interval (Bonferroni over :data:`METRICS`): 0.99286."""
-
-
-def metric(key: str) -> Metric:
-    """The :class:`Metric` named ``key``; ``KeyError`` naming the known keys otherwise."""
-    try:
-        return _BY_KEY[key]
-    except KeyError:
-        raise KeyError(f"unknown metric {key!r}: known {', '.join(_BY_KEY)}") from None
 
 
 def median(xs: Sequence[float]) -> float:

@@ -1,4 +1,4 @@
-"""The job's workloads (``--workload NAME``) and their client classes.
+"""The job's workloads (``--workload NAME``): each one definition, its client classes and server settings.
 
 Role
 ----
@@ -32,18 +32,38 @@ with ``--load open``, run on the job's own load client (:mod:`tailjob.loadgen`).
                (since it was armed, before the think time) and its ready age
                (since the reactor reaped it) differ.
 =============  ==================================================================
+
+A workload is one entry of :data:`WORKLOADS`: its description (``--help``),
+whether it has an open-loop class (then ``--rate`` applies, with its
+default), the bench server variables it sets for both arms, and its client
+classes for a leg's connection count and the resolved rate.
+
+The rest is the job's side of the load client: :class:`LoadPlan` (what
+``--workload``, ``--load``, ``--rate`` and ``--schedule`` asked for, checked
+once by :func:`plan_load`; ``None`` is wrk's closed loop), the **rate** as
+requests/s (``2000``) or a fraction of the server's capacity (``0.7x``,
+measured per leg by a :data:`CAPACITY_S` s closed-loop wrk run against arm A),
+and :class:`LoadRunResult`, a run's output read like
+:class:`tailjob.wrk.WrkResult`, with the per-class figures.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
-from .loadgen import ClientClass
+from . import loadgen
+from .loadgen import ClientClass, LoadSpec
+from .metrics import LATENCY_KEYS, Percentile, RunCounts
+from .plan import Leg, PlanError
 
-__all__ = ["Workload", "WORKLOADS", "classes_for", "MIXED_SERVICE_US", "SLOW_FRACTION", "SLOW_US", "THINK_MS",
-           "BULK_DEPTH", "INTERACTIVE_CONNECTIONS"]
+__all__ = ["Workload", "WORKLOADS", "classes_for", "LoadPlan", "plan_load", "parse_rate", "LoadRunResult",
+           "CAPACITY_S", "MIXED_SERVICE_US", "SLOW_FRACTION", "SLOW_US", "THINK_MS", "BULK_DEPTH",
+           "INTERACTIVE_CONNECTIONS"]
 
+CAPACITY_S = 2
+"""Seconds of the closed-loop run that measures capacity for a ``0.7x`` rate."""
 MIXED_SERVICE_US = 20
 SLOW_FRACTION = 0.01
 SLOW_US = 2000
@@ -51,35 +71,54 @@ THINK_MS = 50.0
 BULK_DEPTH = 16
 INTERACTIVE_CONNECTIONS = 8
 
+#: ``classes(connections, rate_rps, schedule)`` of a workload (rate: None without an open-loop class).
+Classes = Callable[[int, "float | None", str], tuple[ClientClass, ...]]
+
 
 @dataclass(frozen=True)
 class Workload:
-    """``open_classes``: whether it has an open-loop class (then ``--rate`` applies, default
-    ``default_rate``); ``server_env``: bench server variables it needs, for both arms."""
+    """One workload: ``open_classes``: whether it has an open-loop class (then ``--rate`` applies,
+    default ``default_rate``); ``server_env``: bench server variables it needs, for both arms;
+    ``classes``: its client classes (see :data:`Classes`)."""
 
     name: str
     description: str
+    classes: Classes
     open_classes: bool
     default_rate: str | None = None
-    server_env: Mapping[str, str] = None  # type: ignore[assignment]
+    server_env: Mapping[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
-        return dict(self.server_env or {})
+        return dict(self.server_env)
 
 
-WORKLOADS: dict[str, Workload] = {
-    "uniform": Workload("uniform", "every connection alike (wrk closed loop; one open-loop class with "
-                        "--load open)", open_classes=False, default_rate="0.7x"),
-    "mixed": Workload("mixed", f"C/4 bulk connections pipelining depth {BULK_DEPTH} (closed loop) + "
-                      f"{INTERACTIVE_CONNECTIONS} interactive clients (open loop, low rate), "
-                      f"{MIXED_SERVICE_US} us of service per request", open_classes=True, default_rate="200",
-                      server_env={"CWIST_BENCH_DELAY_US": str(MIXED_SERVICE_US)}),
-    "slow-route": Workload("slow-route", f"open loop; {SLOW_FRACTION:.0%} of requests to /slow/ at "
-                           f"{SLOW_US} us", open_classes=True, default_rate="0.5x",
-                           server_env={"CWIST_BENCH_SLOW_US": str(SLOW_US)}),
-    "think-time": Workload("think-time", f"4C keep-alive connections, think time {THINK_MS:g} ms mean "
-                           "between requests (closed loop)", open_classes=False),
-}
+def _uniform(connections: int, rate: float | None, schedule: str) -> tuple[ClientClass, ...]:
+    if rate is None:
+        raise ValueError("uniform without a rate is wrk's closed loop, not the load client")
+    return (ClientClass("all", connections, "open", rate=rate, schedule=schedule),)
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    Workload("uniform", "every connection alike (wrk closed loop; one open-loop class with --load open)",
+             _uniform, open_classes=False, default_rate="0.7x"),
+    Workload("mixed", f"C/4 bulk connections pipelining depth {BULK_DEPTH} (closed loop) + "
+             f"{INTERACTIVE_CONNECTIONS} interactive clients (open loop, low rate), "
+             f"{MIXED_SERVICE_US} us of service per request",
+             lambda c, rate, sched: (
+                 ClientClass("interactive", INTERACTIVE_CONNECTIONS, "open", rate=rate, schedule=sched),
+                 ClientClass("bulk", max(c // 4, 1), "closed", depth=BULK_DEPTH)),
+             open_classes=True, default_rate="200", server_env={"CWIST_BENCH_DELAY_US": str(MIXED_SERVICE_US)}),
+    Workload("slow-route", f"open loop; {SLOW_FRACTION:.0%} of requests to /slow/ at {SLOW_US} us",
+             lambda c, rate, sched: (
+                 ClientClass("fast", c, "open", rate=rate * (1 - SLOW_FRACTION), schedule=sched),
+                 ClientClass("slow", max(c // 16, 2), "open", rate=rate * SLOW_FRACTION, schedule=sched,
+                             path="/slow/")),
+             open_classes=True, default_rate="0.5x", server_env={"CWIST_BENCH_SLOW_US": str(SLOW_US)}),
+    Workload("think-time", f"4C keep-alive connections, think time {THINK_MS:g} ms mean between requests "
+             "(closed loop)",
+             lambda c, rate, sched: (ClientClass("all", 4 * c, "closed", think_ms=THINK_MS),),
+             open_classes=False),
+)}
 
 
 def classes_for(workload: str, *, connections: int, rate_rps: float | None,
@@ -89,19 +128,155 @@ def classes_for(workload: str, *, connections: int, rate_rps: float | None,
     ``rate_rps`` is the resolved ``--rate`` (None for workloads without an open-loop class);
     uniform with a rate is the open-loop ``all`` class.
     """
+    if workload not in WORKLOADS:
+        raise ValueError(f"workload {workload!r}: accepted {', '.join(WORKLOADS)}")
+    return WORKLOADS[workload].classes(connections, rate_rps, schedule)
+
+
+_RATE = re.compile(r"(\d+(?:\.\d+)?)(x?)")
+
+
+def parse_rate(text: str) -> tuple[float, bool]:
+    """``"2000"`` -> (2000.0, False); ``"0.7x"`` -> (0.7, True).  :class:`PlanError` otherwise."""
+    m = _RATE.fullmatch(text.strip())
+    value = float(m.group(1)) if m else 0.0
+    if not m or value <= 0 or (m.group(2) and value > 10):
+        raise PlanError(f"--rate {text!r}: accepted requests/s above 0 (e.g. 2000) or a fraction of "
+                        "the measured capacity (e.g. 0.7x, at most 10x)")
+    return value, bool(m.group(2))
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """The load of every run of a job (``rate``: as given, e.g. ``0.7x``; None without open classes)."""
+
+    workload: str
+    rate: str | None
+    schedule: str = "poisson"
+
+    @property
+    def relative(self) -> bool:
+        return self.rate is not None and parse_rate(self.rate)[1]
+
+    def server_env(self) -> dict[str, str]:
+        """Variables the workload sets for the server of both arms."""
+        return WORKLOADS[self.workload].env()
+
+    def resolve_rate(self, capacity_rps: float | None) -> float | None:
+        if self.rate is None:
+            return None
+        value, relative = parse_rate(self.rate)
+        if not relative:
+            return value
+        if not capacity_rps:
+            raise PlanError(f"--rate {self.rate}: the capacity run completed no request")
+        return value * capacity_rps
+
+    def spec(self, leg: Leg, *, capacity_rps: float | None, seed: int) -> LoadSpec:
+        """The client's spec for ``leg`` (one spec per leg: every run of the leg offers the same load)."""
+        rate = self.resolve_rate(capacity_rps)
+        spec = LoadSpec(classes=classes_for(self.workload, connections=leg.connections, rate_rps=rate,
+                                            schedule=self.schedule),
+                        duration_s=float(leg.duration_s), seed=seed)
+        spec.check()
+        return spec
+
+    def describe(self) -> str:
+        w = WORKLOADS[self.workload]
+        rate = f", rate {self.rate}" + (" of capacity" if self.relative else " req/s") if self.rate else ""
+        sched = f", {self.schedule} schedule" if self.rate else ""
+        return f"workload `{self.workload}` ({w.description}){rate}{sched}"
+
+
+def plan_load(workload: str, load: str | None, rate: str | None, schedule: str | None) -> LoadPlan | None:
+    """Check the load options together; None for today's job (uniform under wrk)."""
+    if workload not in WORKLOADS:
+        raise PlanError(f"--workload {workload!r}: accepted {', '.join(WORKLOADS)}")
+    w = WORKLOADS[workload]
     if workload == "uniform":
-        if rate_rps is None:
-            raise ValueError("uniform without a rate is wrk's closed loop, not the load client")
-        return (ClientClass("all", connections, "open", rate=rate_rps, schedule=schedule),)
-    if workload == "mixed":
-        return (ClientClass("interactive", INTERACTIVE_CONNECTIONS, "open", rate=rate_rps,
-                            schedule=schedule),
-                ClientClass("bulk", max(connections // 4, 1), "closed", depth=BULK_DEPTH))
-    if workload == "slow-route":
-        return (ClientClass("fast", connections, "open", rate=rate_rps * (1 - SLOW_FRACTION),
-                            schedule=schedule),
-                ClientClass("slow", max(connections // 16, 2), "open", rate=rate_rps * SLOW_FRACTION,
-                            schedule=schedule, path="/slow/"))
-    if workload == "think-time":
-        return (ClientClass("all", 4 * connections, "closed", think_ms=THINK_MS),)
-    raise ValueError(f"workload {workload!r}: accepted {', '.join(WORKLOADS)}")
+        if load in (None, "closed"):
+            for given, name in ((rate, "--rate"), (schedule, "--schedule")):
+                if given is not None:
+                    raise PlanError(f"{name} needs open-loop load: add --load open")
+            return None
+        rate = rate or w.default_rate
+    else:
+        if load is not None:
+            raise PlanError(f"--load {load}: workload {workload} sets its own load (see --help); "
+                            "leave out --load")
+        if not w.open_classes:
+            for given, name in ((rate, "--rate"), (schedule, "--schedule")):
+                if given is not None:
+                    raise PlanError(f"{name}: workload {workload} has no open-loop class")
+        else:
+            rate = rate or w.default_rate
+    if rate is not None:
+        parse_rate(rate)
+    return LoadPlan(workload=workload, rate=rate, schedule=schedule or "poisson")
+
+
+class LoadRunResult(RunCounts):
+    """One run of the load client, answering like :class:`tailjob.wrk.WrkResult` for the job.
+
+    ``requests``: answers inside the run's window, all classes; ``rps`` their
+    rate; percentiles of all classes merged.  The wrk-style ``errors`` map the
+    client's ``timeout`` (owed answers missing at the end) and ``mismatch``
+    (a body that is not its request's echo) to wrk's ``timeout`` and ``read``.
+    """
+
+    @classmethod
+    def parse(cls, stdout: str) -> "LoadRunResult":
+        """The result of the last ``TAILREACTOR_LOAD`` line of the client's output."""
+        return cls(loadgen.parse_output(stdout))
+
+    def __init__(self, doc: dict):
+        self.doc = doc
+        merged = doc["all"]
+        self.requests = merged["answered_in_window"]
+        self.duration_us = merged["duration_us"]
+        self.latency_samples = merged["latency"]["count"]
+        e = merged["errors"]
+        self.errors = {"connect": e["connect"], "read": e["read"] + e["mismatch"], "write": e["write"],
+                       "status": e["status"], "timeout": e["timeout"]}
+
+    @property
+    def generator_busy(self) -> float:
+        """The busiest client process's CPU over its run, as a share of one core."""
+        return max((p["busy"] for p in self.doc.get("processes", [])), default=0.0)
+
+    @property
+    def saturated(self) -> bool:
+        return any(c["saturated"] for c in self.doc["classes"].values())
+
+    def percentile(self, p: float) -> Percentile:
+        for q in self.doc["all"]["latency"]["percentiles"]:
+            if q["p"] == p:
+                return Percentile(q["p"], q["us"], q["samples"])
+        raise KeyError(f"percentile {p} not recorded")
+
+    def class_metrics(self) -> dict[str, dict]:
+        """Per class: the compared metrics (``rps`` = achieved) and what the report shows beside them."""
+        out = {}
+        for name, c in self.doc["classes"].items():
+            pct = {q["p"]: q for q in c["latency"]["percentiles"]}
+            lag = {q["p"]: q["us"] for q in c["lag"]["percentiles"]}
+            m = {"rps": c["achieved_rps"], "offered_rps": c["offered_rps"], "loop": c["loop"],
+                 "connections": c["connections"], "answered": c["answered"],
+                 "saturated": c["saturated"], "errors": c["errors"],
+                 "lag_p50": lag[50], "lag_p99": lag[99], "histogram": c["latency"].get("histogram")}
+            for key, p in LATENCY_KEYS.items():
+                m[key] = pct[p]["us"]
+                m[f"{key}_samples"] = pct[p]["samples"]
+            out[name] = m
+        return out
+
+    def as_dict(self) -> dict:
+        """The run's record (``RunRecord.wrk``): wrk's keys where they mean the same, plus ``classes``."""
+        merged = self.doc["all"]
+        return {"tool": "tailjob.loadgen", "requests": self.requests, "duration_us": self.duration_us,
+                "rps": self.rps, "latency_samples": self.latency_samples,
+                "latency_us": {k: merged["latency"][k] for k in ("min", "max", "mean")},
+                "percentiles": merged["latency"]["percentiles"],
+                "spectrum": merged["latency"].get("spectrum", []), "errors": self.errors,
+                "histogram": merged["latency"].get("histogram"),
+                "classes": self.doc["classes"]}

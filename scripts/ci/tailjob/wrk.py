@@ -21,17 +21,18 @@ closed-loop requests, after wrk 4's partial coordinated-omission correction
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass
 
 from . import pooled
+from .metrics import PERCENTILES, Percentile, RunCounts
 
 __all__ = ["PERCENTILES", "Percentile", "WrkResult", "WrkOutputError", "parse_wrk_output",
-           "wrk_command", "wrk_version", "METRICS_PREFIX"]
+           "wrk_command", "wrk_env", "wrk_version", "METRICS_PREFIX"]
 
 METRICS_PREFIX = "TAILREACTOR_METRICS "
-PERCENTILES: tuple[float, ...] = (50, 75, 90, 99, 99.9, 99.99, 99.999)
 ERROR_KINDS = ("connect", "read", "write", "status", "timeout")
 
 _SOCKET_ERRORS = re.compile(
@@ -42,40 +43,6 @@ _RPS = re.compile(r"^Requests/sec:\s+([0-9.]+)", re.M)
 
 class WrkOutputError(ValueError):
     """wrk's output cannot be read (no metrics line, bad JSON, inconsistent figures)."""
-
-
-@dataclass(frozen=True)
-class Percentile:
-    """Percentile ``p`` (e.g. 99.9): latency ``us`` and the ``samples`` at or beyond its rank.
-
-    ``us`` is ``None`` when the histogram is empty (no response at all).
-    """
-
-    p: float
-    us: int | None
-    samples: int
-
-
-class RunCounts:
-    """What the job reads of a run's counts, from ``requests``, ``duration_us`` and ``errors``.
-
-    Shared by :class:`WrkResult` and the load client's result (:mod:`tailjob.openloop`).
-    """
-
-    @property
-    def rps(self) -> float:
-        """Requests per second over the run's measured duration."""
-        return self.requests / (self.duration_us / 1e6) if self.duration_us else 0.0
-
-    @property
-    def socket_errors(self) -> int:
-        """connect + read + write + timeout errors (what wrk prints as "Socket errors")."""
-        return sum(self.errors[k] for k in ("connect", "read", "write", "timeout"))
-
-    @property
-    def non_2xx(self) -> int:
-        """Responses with a status above 399 (wrk: "Non-2xx or 3xx responses")."""
-        return self.errors["status"]
 
 
 @dataclass(frozen=True)
@@ -196,6 +163,12 @@ def wrk_command(url: str, *, threads: int, connections: int, duration_s: int, sc
         cmd.append(f"--timeout={timeout_s}s")
     cmd += ["-s", script, url]
     return ["taskset", "-c", cpus, *cmd] if cpus is not None else cmd
+
+
+def wrk_env(base: dict | None = None) -> dict:
+    """wrk's environment: ``base`` (default ``os.environ``) with ``TAILREACTOR_PERCENTILES``, the
+    percentiles ``tail_latency.lua`` prints (:data:`tailjob.metrics.PERCENTILES`, comma-separated)."""
+    return {**(os.environ if base is None else base), "TAILREACTOR_PERCENTILES": ",".join(f"{p:g}" for p in PERCENTILES)}
 
 
 def wrk_version(wrk: str = "wrk") -> str:
