@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The tail-latency job: interleaved A/B of the bench server under wrk, with verdicts.
 
-Usage: scripts/tail-latency.sh [options]   (or: <venv>/bin/python scripts/ci/tail_latency.py ...)
+Usage: scripts/tail-latency.sh [options]   (or: <venv>/bin/tailreactor-tail-latency, or this file)
 With no options: the quick profile, --ab tail, on io_uring then epoll.  --probe adds the latency
 probe of every worker; --peers compares the bench server with asyncio, uvloop and nginx instead of an
 A/B.  --help lists the options;
@@ -10,11 +10,8 @@ next to this file.
 """
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # run as a file, its directory (scripts/ci, package tailjob) is sys.path[0]
     if {"-h", "--help"} & set(sys.argv[1:]):
         # Help needs only the standard library (scripts/tail-latency.sh --help installs nothing).
         from tailjob.options import build_parser

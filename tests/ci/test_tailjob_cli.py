@@ -54,3 +54,19 @@ def test_malformed_values_are_argparse_errors(argv, capsys):
         main(argv)
     assert e.value.code == 2
     assert "tail_latency: error: argument" in capsys.readouterr().err
+
+
+def test_the_installed_console_script_is_the_job(tmp_path):
+    # pyproject.toml's [project.scripts]: the job without scripts/ci on sys.path.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("tailreactor-tail-latency")
+    assert script.exists(), "reinstall: pip install -e .[test,bench]"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([str(script), "--runs", "1", "--a", "CWIST_NOPE=1", "--out", str(tmp_path)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert out.returncode == 2 and out.stderr.startswith("tail_latency: error: --a: unknown knob CWIST_NOPE")
+    assert list(tmp_path.iterdir()) == []

@@ -1,4 +1,4 @@
-"""Options of the tail-latency job (``scripts/ci/tail_latency.py --help``).
+"""Options of the tail-latency job (``scripts/tail-latency.sh --help``, ``python -m tailjob.options``).
 
 Apart from :mod:`tailjob.cli` so that ``--help`` needs only the standard
 library, :mod:`tailjob.plan`, :mod:`tailjob.workloads` and ``tailreactor.config``: ``scripts/tail-latency.sh
@@ -134,3 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --peers: write the comparison's tables into <out>/README.md "
                           "(between its peers-table markers)")
     return p
+
+
+if __name__ == "__main__":  # scripts/tail-latency.sh --help: the standard library only
+    build_parser().parse_args(["--help"])
