@@ -31,7 +31,7 @@ The flow, the same for an A/B, a calibration and the ``--peers`` comparison::
   :mod:`tailjob.wrk`, :mod:`tailjob.loadgen`, :mod:`tailjob.probeleg` -- what a
   tier runs: servers, CPU accounting, wrk and its output, the load client, the probe files;
 * :mod:`tailjob.stats`, :mod:`tailjob.pooled` -- medians, ratios, bootstrap intervals, verdicts;
-* :mod:`tailjob.report`, :mod:`tailjob.classreport`, :mod:`tailjob.peersreport`,
+* :mod:`tailjob.report`, :mod:`tailjob.peersreport`,
   :mod:`tailjob.plot`, :mod:`tailjob.history`, :mod:`tailjob.progress` -- the outputs;
 * :mod:`tailjob.options` (``--help`` without the job's dependencies), :mod:`tailjob.cli` (``main``).
 """

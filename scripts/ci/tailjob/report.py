@@ -17,16 +17,24 @@ Role
 5. per leg, every run (``runs=True``), with its flags;
 6. notes on what the numbers are.
 
+With a workload on the load client (``--workload``, ``--load open``) each leg
+also gets, after its table of the whole run, the capacity run (for a rate
+like ``0.7x``) and the load offered (:func:`load_line`), then per client class
+a table in the same shape (:func:`class_tables`, the comparisons of
+:func:`tailjob.runner.compare_leg` with the class), preceded by what the class
+is and followed by what checks it: achieved against offered, runs flagged
+``saturated``, the client's send lag.
+
 Latencies are printed in ms (recorded in us), CPU per request in us.
 """
 
 from __future__ import annotations
 
-from . import classreport
 from .plan import PROFILES
-from .metrics import LATENCY_KEYS, POOLED_KEYS, ci_text, format_value, metric
+from .metrics import LATENCY_KEYS, POOLED_KEYS, ci_text, format_value, metric, ms
 from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
+from .workloads import CAPACITY_S
 from .stats import CONFIDENCE, GAIN, INCONCLUSIVE, METRICS, MIN_PAIRS, NO_VERDICT, RESAMPLES, REGRESSION, \
     VERDICTS, Comparison, median
 
@@ -47,13 +55,16 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _pooled_samples(c: Comparison, arm: str) -> str:
+    """The samples of an arm's merged histogram behind a pooled figure, as ' (n)' ("" otherwise)."""
+    n = (c.samples_a if arm == "A" else c.samples_b) if c.estimator == "pooled" else None
+    return "" if n is None else f" ({n:,})"
+
+
 def _samples(c: Comparison, runs: list[RunRecord], arm: str) -> str:
     """The samples behind a tail figure, as ' (n)': the pooled count, or the runs' median count."""
-    if c.estimator == "pooled":
-        n = c.samples_a if arm == "A" else c.samples_b
-        return "" if n is None else f" ({n:,})"
-    if c.metric.key not in POOLED_KEYS:
-        return ""
+    if c.estimator == "pooled" or c.metric.key not in POOLED_KEYS:
+        return _pooled_samples(c, arm)
     counts = [q["samples"] for r in runs for q in r.wrk["percentiles"] if q["p"] == c.metric.percentile]
     return f" ({median(counts):.0f})" if counts else ""
 
@@ -128,34 +139,42 @@ def runs_line(job: JobResult, lr: LegResult) -> str | None:
     return text + "."
 
 
+def comparison_table(arms, comps: list[Comparison], samples, *, rps_label: str | None = None) -> list[str]:
+    """The table of a leg's (or a class's) comparisons: per metric the arms' figures (with
+    ``samples(c, arm)`` after them), B/A, the interval, the minimum and detectable effects, pairs
+    needed and the verdict (bold when it is ``regression`` or ``inconclusive``)."""
+    a, b = arms
+    lines = [f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Detectable "
+             "| Pairs needed | Verdict |", "|---|---:|---:|---:|:---:|---:|---:|---:|---|"]
+    for c in comps:
+        key = c.metric.key
+        label = rps_label if rps_label and key == "rps" else c.metric.label
+        ratio = "-" if c.ratio is None else f"{c.ratio:.3f}"
+        detectable = "-" if c.detectable is None else f"±{c.detectable:.1%}"
+        needed = "-" if c.pairs_needed is None else str(c.pairs_needed)
+        verdict = f"**{c.verdict}**" if c.verdict in (REGRESSION, INCONCLUSIVE) else c.verdict
+        lines.append(f"| {label} | {format_value(key, c.median_a)}{samples(c, 'A')} "
+                     f"| {format_value(key, c.median_b)}{samples(c, 'B')} | {ratio} | {ci_text(c)} "
+                     f"| {c.min_effect:.0%} | {detectable} | {needed} | {verdict} |")
+    return lines
+
+
 def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
-    a, b = job.arms
     runs_a, runs_b = lr.measured("A"), lr.measured("B")
     n_runs = min(len(runs_a), len(runs_b))
     pooled = [c.metric.label for c in lr.comparisons if c.estimator == "pooled"]
     how = f"; {', '.join(pooled)} pooled over each arm's runs" if pooled else ""
     what = (f"the load client, {lr.leg.duration_s} s per run, all classes together" if lr.load_spec
             else f"`wrk {lr.leg.wrk_args()}`")
-    lines = [f"## {lr.leg.name}: {what}, medians over {plural(n_runs, 'run')} per arm{how}",
-             "",
-             f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Detectable "
-             "| Pairs needed | Verdict |",
-             "|---|---:|---:|---:|:---:|---:|---:|---:|---|"]
-    for c in lr.comparisons:
-        key = c.metric.key
-        ratio = "-" if c.ratio is None else f"{c.ratio:.3f}"
-        detectable = "-" if c.detectable is None else f"±{c.detectable:.1%}"
-        needed = "-" if c.pairs_needed is None else str(c.pairs_needed)
-        verdict = f"**{c.verdict}**" if c.verdict in (REGRESSION, INCONCLUSIVE) else c.verdict
-        lines.append(f"| {c.metric.label} | {format_value(key, c.median_a)}{_samples(c, runs_a, 'A')} "
-                     f"| {format_value(key, c.median_b)}{_samples(c, runs_b, 'B')} | {ratio} | {ci_text(c)} "
-                     f"| {c.min_effect:.0%} | {detectable} | {needed} | {verdict} |")
+    lines = [f"## {lr.leg.name}: {what}, medians over {plural(n_runs, 'run')} per arm{how}", "",
+             *comparison_table(job.arms, lr.comparisons,
+                               lambda c, arm: _samples(c, runs_a if arm == "A" else runs_b, arm))]
     lines += ["", flag_summary(lr)]
     seed = runs_line(job, lr)
     if seed:
         lines += ["", seed]
     if lr.load_spec:
-        lines += [""] + classreport.class_tables(job, lr)
+        lines += [""] + class_tables(job, lr)
     return lines
 
 
@@ -293,7 +312,7 @@ def render(job: JobResult, *, runs: bool = True) -> str:
            "in us (HdrHistogram, 3 significant digits); over 5 ms counts the callbacks whose queue "
            "delay exceeded 5 ms; tail_elevations the callbacks age-based dispatch moved ahead."]
           if s.probe_dir else []),
-        *(classreport.NOTES if s.load is not None else [
+        *(CLASS_NOTES if s.load is not None else [
             "- Latencies are wrk's histogram of its own requests. wrk is closed-loop (a connection sends its "
             "next request only after the response), so a stalled server is sent fewer requests and the tail "
             "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "
@@ -311,3 +330,84 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         "so accounting noise can make it slightly negative; it is shown as measured.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def load_line(lr) -> str:
+    """'Load: ... Capacity (closed loop, wrk ..., arm A): N req/s.' for a leg run on the load client."""
+    parts = []
+    if lr.capacity:
+        parts.append(f"capacity measured first, closed loop `wrk -t{lr.leg.threads} -c{lr.leg.connections} "
+                     f"-d{CAPACITY_S}s` "
+                     f"on arm {lr.capacity['arm']}: **{lr.capacity['rps']:,.0f} req/s**"
+                     + (f" (flagged {', '.join(lr.capacity['flags'])})" if lr.capacity["flags"] else ""))
+    for c in lr.load_spec["classes"]:
+        what = (f"open loop, {c['schedule']}, {c['rate']:,.0f} req/s offered" if c["loop"] == "open" else
+                f"closed loop, depth {c['depth']}" + (f", think {c['think_ms']:g} ms" if c["think_ms"] else ""))
+        parts.append(f"`{c['name']}`: {c['connections']} connections, {what}, `GET {c['path']}<seq>`")
+    return "Load (tailjob.loadgen, " + f"{lr.load_spec['duration_s']:g} s per run): " + "; ".join(parts) + "."
+
+
+def class_tables(job, lr) -> list[str]:
+    """Per client class: what it is, its comparison table, and its checks."""
+    lines: list[str] = [load_line(lr)]
+    for c in lr.load_spec["classes"]:
+        name = c["name"]
+        comps = lr.class_comparisons.get(name, [])
+        figs = {arm: [r.classes[name] for r in lr.measured(arm) if r.classes and name in r.classes]
+                for arm in ("A", "B")}
+        n = min(len(figs["A"]), len(figs["B"]))
+        pooled = any(x.estimator == "pooled" for x in comps)
+
+        def samples(cmp, arm, figs=figs) -> str:  # the samples behind a tail figure: pooled, or the median run's
+            if cmp.estimator == "pooled" or cmp.metric.key not in POOLED_KEYS:
+                return _pooled_samples(cmp, arm)
+            counts = [f[f"{cmp.metric.key}_samples"] for f in figs[arm]]
+            return f" ({median(counts):.0f})" if counts else ""
+        lines += ["", f"### Class `{name}` ({c['loop']} loop): medians over {n} runs per arm"
+                  + ("; p99.9 and beyond pooled over each arm's runs" if pooled else ""), "",
+                  *comparison_table(job.arms, comps, samples, rps_label="Achieved req/s"), "", _checks(c, figs)]
+    return lines
+
+
+def _checks(c: dict, figs: dict) -> str:
+    out = []
+    for arm in ("A", "B"):
+        fs = figs[arm]
+        if not fs:
+            continue
+        sat = sum(bool(f["saturated"]) for f in fs)
+        errors = sum(sum(f["errors"].values()) for f in fs)
+        part = f"arm {arm}: "
+        if c["loop"] == "open":
+            offered = median([f["offered_rps"] for f in fs])
+            achieved = median([f["rps"] for f in fs])
+            part += f"achieved {achieved:,.0f} of {offered:,.0f} req/s offered (median)"
+            part += f", {sat} of {len(fs)} runs saturated" if sat else ", none saturated"
+        else:
+            part += f"{median([f['rps'] for f in fs]):,.0f} req/s (median)"
+        lag50 = median([f["lag_p50"] for f in fs if f["lag_p50"] is not None] or [0])
+        lag99 = median([f["lag_p99"] for f in fs if f["lag_p99"] is not None] or [0])
+        if c["loop"] == "open" or c["think_ms"]:
+            part += f", client send lag p50 {ms(lag50)} / p99 {ms(lag99)} ms"
+        part += f", {errors} errors" if errors else ""
+        out.append(part)
+    return "Checks: " + "; ".join(out) + "."
+
+
+CLASS_NOTES = [
+    "- Load client (`--workload`, `--load open`): `tailjob.loadgen` on uvloop, one process. Open-loop "
+    "classes send on a schedule and every latency runs from the request's *intended* send time (wrk2's "
+    "method), so a stall shows in every request scheduled during it; closed-loop classes measure from "
+    "the batch's send (or, with think time, from the end of the think time). Each response is matched to "
+    "its request by the echoed `<seq>`. Latencies are HdrHistogram values (3 significant digits).",
+    "- Achieved req/s of a class: its answers that arrived inside the run, per second. An open-loop class "
+    "achieving more than 2% less than offered is flagged `saturated`: the server did not keep up and the "
+    "latencies grow with the run's length.",
+    "- Client send lag: how late the client sent requests whose connection was idle at their time (its "
+    "timers have millisecond resolution, and it shares the machine); the lag is inside the latencies, as "
+    "in wrk2. A run whose load generator (wrk or the client) used >= 90% of the CPU it can use while the "
+    "server used less is flagged `generator-bound`: its figures describe the generator.",
+    "- The latency probe's figures are per worker and blind to client classes: queue delays and "
+    "tail_elevations cover every callback, and round time p50/p99 says how long a round takes (age-based "
+    "dispatch can only reorder events inside a round longer than CWIST_REACTOR_TAIL_US).",
+]
