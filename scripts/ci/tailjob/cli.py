@@ -104,38 +104,32 @@ def _without_refused_io_uring(legs: list, arms, asked: str | None) -> list:
 
 
 def _check_mode(args: argparse.Namespace) -> None:
-    """Options that belong to the other mode (A/B or --peers) are refused with one line."""
-    if args.calibrate is not None:
-        if args.peers:
-            raise PlanError("--calibrate and --peers are different jobs: choose one")
-        if args.ab or args.a is not None or args.b is not None:
-            raise PlanError("--calibrate chooses its own arms (A/A and injected slowdowns): leave out --ab/--a/--b")
-        for flag, name in ((args.gate, "--gate"), (args.probe, "--probe")):
-            if flag:
-                raise PlanError(f"{name} applies to an A/B, not to --calibrate")
-    if not args.peers:
-        for flag, name in ((args.write_readme, "--write-readme"), (args.no_pin, "--no-pin")):
-            if flag:
-                raise PlanError(f"{name} needs --peers")
-        return
-    if args.ab:
-        raise PlanError("--peers compares servers, not arms: leave out --ab")
-    for given, name in ((args.workload != "uniform", "--workload"), (args.load, "--load"),
-                        (args.rate, "--rate"), (args.schedule, "--schedule")):
-        if given:
-            raise PlanError(f"{name} applies to the A/B job; --peers runs wrk's uniform closed loop")
-    if args.a is not None or args.b is not None:
-        raise PlanError("--peers compares servers, not arms: leave out --a/--b")
-    if args.backend:
-        raise PlanError("--peers runs the bench server on every backend: leave out --backend")
-    if args.workers:
-        raise PlanError("--peers compares single-process servers: leave out --workers")
-    for flag, name in ((args.probe, "--probe"), (args.gate, "--gate"), (args.min_effect is not None,
-                                                                       "--min-effect")):
-        if flag:
-            raise PlanError(f"{name} applies to the A/B job, not to --peers")
-    if args.pin and args.no_pin:
-        raise PlanError("--pin and --no-pin contradict each other")
+    """Options that belong to another job (A/B, ``--calibrate``, ``--peers``) are refused with one line."""
+    cal, peers, arms = args.calibrate is not None, args.peers, args.a is not None or args.b is not None
+    load = ((args.workload != "uniform", "--workload"), (args.load, "--load"), (args.rate, "--rate"),
+            (args.schedule, "--schedule"))
+    refused = [
+        (cal and peers, "--calibrate and --peers are different jobs: choose one"),
+        (cal and (args.ab or arms), "--calibrate chooses its own arms (A/A and injected slowdowns): leave out "
+                                    "--ab/--a/--b"),
+        *((cal and flag, f"{name} applies to an A/B, not to --calibrate")
+          for flag, name in ((args.gate, "--gate"), (args.probe, "--probe"))),
+        *((not peers and flag, f"{name} needs --peers")
+          for flag, name in ((args.write_readme, "--write-readme"), (args.no_pin, "--no-pin"))),
+        (peers and args.ab, "--peers compares servers, not arms: leave out --ab"),
+        *((peers and given, f"{name} applies to the A/B job; --peers runs wrk's uniform closed loop")
+          for given, name in load),
+        (peers and arms, "--peers compares servers, not arms: leave out --a/--b"),
+        (peers and args.backend, "--peers runs the bench server on every backend: leave out --backend"),
+        (peers and args.workers, "--peers compares single-process servers: leave out --workers"),
+        *((peers and flag, f"{name} applies to the A/B job, not to --peers")
+          for flag, name in ((args.probe, "--probe"), (args.gate, "--gate"),
+                             (args.min_effect is not None, "--min-effect"))),
+        (peers and args.pin and args.no_pin, "--pin and --no-pin contradict each other"),
+    ]
+    for bad, message in refused:
+        if bad:
+            raise PlanError(message)
 
 
 def _check_environment(environ: Mapping[str, str]) -> None:

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from . import workloads
+from .metrics import METRICS
 from .plan import AB_PRESETS, BACKENDS, PROFILES
 
 REPO = Path(__file__).resolve().parents[3]
@@ -83,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="uniform only: closed (wrk, the default) or open (the load client: requests sent "
                         "on a schedule, latency from each request's intended send time)")
     w.add_argument("--rate", help="open-loop rate: requests/s (2000) or a fraction of the capacity measured "
-                                  "by a short closed-loop run first (0.7x); default: uniform 0.7x, "
-                                  "mixed 200 (interactive class), slow-route 0.5x")
+                                  "by a short closed-loop run first (0.7x); default: "
+                                  + ", ".join(f"{w.name} {w.default_rate}" for w in workloads.WORKLOADS.values()
+                                              if w.default_rate))
     w.add_argument("--schedule", choices=("poisson", "constant"),
                    help="send times of open-loop classes: poisson (default) or constant gaps")
     arms = p.add_argument_group("arms (A is the baseline, B the treatment; ratios are B/A)")
@@ -112,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     verdict = p.add_argument_group("verdict and outputs")
     verdict.add_argument("--min-effect", type=_fraction,
                          help="minimum effect for every metric, e.g. 5%% (default: per metric, "
-                              "5%% for req/s, CPU and p50, 10%% for p99/p99.9, 20%% beyond)")
+                              + ", ".join(f"{m.key} {m.min_effect:.0%}" for m in METRICS).replace("%", "%%") + ")")
     verdict.add_argument("--gate", action="store_true",
                          help="exit 1 if any metric is a regression (inconclusive metrics are printed "
                               "prominently and exit 0)")
