@@ -1,10 +1,11 @@
-"""Command line of the tail-latency job (``scripts/ci/tail_latency.py``).
+"""Command line of the tail-latency job: :func:`main` (console script ``tailreactor-tail-latency``).
 
 Role
 ----
-Parse options, plan the legs, check the tools, run the job with progress,
-then write the report (Markdown), the plot (SVG, PNG), the per-job JSON and
-the history line, print the summary, and exit:
+Parse options, plan the job (:func:`_plan_ab`, :func:`_plan_calibrate`,
+:func:`_plan_peers`: each checks its options and tools and returns a
+:class:`Job`), run its trial loop with progress, then let it write its files
+(report, plot, JSON, history line), print the summary, and exit:
 
 * 0 -- done (any verdicts), or no regression with ``--gate`` (an
   ``inconclusive`` metric is printed prominently at the end, and exits 0);

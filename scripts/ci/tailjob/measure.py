@@ -25,10 +25,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
-from . import metrics, probeleg, procstat
+from . import loadgen, metrics, probeleg, procstat, wrk
 from .loadgen import LoadSpec
 from .plan import Leg
 from .server import ServerError, ServerProcess
+from .workloads import LoadPlan, LoadRunResult
 
 __all__ = ["Measure", "RunPlan", "RunRecord", "Settings", "JobError", "ServerMeasure", "Client", "WRK",
            "LOAD_CLIENT", "SCRIPT", "BUSY_FRACTION", "generator_bound"]
@@ -65,7 +66,7 @@ class Settings:
     server_module: str = "tailreactor.http.server"
     min_effect: float | None = None  # None: each metric's own minimum
     probe_dir: str | None = None
-    load: object | None = None  # tailjob.workloads.LoadPlan
+    load: LoadPlan | None = None
 
     @property
     def pinned(self) -> bool:
@@ -274,23 +275,16 @@ class ServerMeasure:
                          classes=result.class_metrics() if client.open_loop else None)
 
 
-def _wrk_client() -> Client:
-    from . import wrk
-    return Client("wrk", lambda url, p: wrk.wrk_command(
-        url, threads=p.leg.threads, connections=p.leg.connections, duration_s=p.leg.duration_s,
-        script=p.settings.script, cpus=p.settings.wrk_cpus),
-        timeout_s=lambda p: p.leg.duration_s + 60, env=wrk.wrk_env, parse=wrk.parse_wrk_output,
-        errors=(wrk.WrkOutputError,))
-
-
-def _load_client() -> Client:
-    from . import loadgen, workloads
-    return Client("the load client", lambda url, p: loadgen.command(url, p.load, cpus=p.settings.wrk_cpus),
-                  timeout_s=lambda p: p.load.duration_s + p.load.drain_s + 30, env=loadgen.client_env,
-                  parse=workloads.LoadRunResult.parse, errors=(loadgen.LoadOutputError,), open_loop=True)
-
-
-WRK: Measure = ServerMeasure(_wrk_client())
+WRK: Measure = ServerMeasure(Client(
+    "wrk", lambda url, p: wrk.wrk_command(url, threads=p.leg.threads, connections=p.leg.connections,
+                                          duration_s=p.leg.duration_s, script=p.settings.script,
+                                          cpus=p.settings.wrk_cpus),
+    timeout_s=lambda p: p.leg.duration_s + 60, env=wrk.wrk_env, parse=wrk.parse_wrk_output,
+    errors=(wrk.WrkOutputError,)))
 """wrk, closed loop: ``leg.threads`` threads, ``leg.connections`` connections, ``tail_latency.lua``."""
-LOAD_CLIENT: Measure = ServerMeasure(_load_client())
+
+LOAD_CLIENT: Measure = ServerMeasure(Client(
+    "the load client", lambda url, p: loadgen.command(url, p.load, cpus=p.settings.wrk_cpus),
+    timeout_s=lambda p: p.load.duration_s + p.load.drain_s + 30, env=loadgen.client_env,
+    parse=LoadRunResult.parse, errors=(loadgen.LoadOutputError,), open_loop=True))
 """The job's load client (:mod:`tailjob.loadgen`) offering ``plan.load``."""
