@@ -58,3 +58,14 @@ def test_no_tracked_file_is_ignored():
     ``git add -f`` (benchmarks/README.md)."""
     both = [f for f in _git("ls-files", "-ci", "--exclude-standard") if not f.startswith("benchmarks/results/")]
     assert not both, f"tracked and ignored at once: {both}"
+
+
+def test_the_readme_starts_with_the_two_commands_and_says_setup_may_call_sudo():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    headings = [ln for ln in text.splitlines() if ln.startswith("## ")]
+    assert headings[0] == "## The two commands", headings
+    first_block = text.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert [ln.split()[0] for ln in first_block.splitlines()] == ["scripts/test.sh", "scripts/tail-latency.sh"]
+    assert text.index("```sh") < text.index("CWIST_REACTOR_TAIL_US")  # the commands before the statistics
+    assert "sudo apt-get install wrk" in text and "install wrk yourself first" in text
+    assert len(text.splitlines()) <= 60, "the rest belongs in docs/ (en and ko)"
