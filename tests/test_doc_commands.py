@@ -1,4 +1,5 @@
-"""Every command quoted in README.md and docs/ runs: a renamed module, script or option fails here.
+"""Every command quoted in README.md, docs/ and benchmarks/README.md runs: a renamed module, script or
+option fails here.
 
 The commands are taken from the Markdown itself (``sh``/``bash``/``console`` code blocks and inline
 code) by :func:`quoted_commands`; a command is one that starts (after ``VAR=value`` assignments) with
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 #: The pages whose commands are checked.
-PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
+PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "benchmarks" / "README.md")
 #: Code blocks whose lines are commands (``text`` blocks hold output, ``python`` blocks code).
 SHELL_BLOCKS = {"sh", "bash", "shell", "console"}
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -73,8 +74,8 @@ def _split(line: str) -> list[list[str]]:
     """The simple commands of one shell line (split at ``&&``, ``|``, ``>`` ...; comments dropped)."""
     try:
         words = shlex.split(line, comments=True)
-    except ValueError:
-        return []
+    except ValueError:  # unbalanced quotes: still check what can be seen
+        words = line.split()
     out, cur = [], []
     for w in words:
         if w in _SEPARATORS:
@@ -111,9 +112,15 @@ def quoted_commands(pages=PAGES) -> list[Quote]:
         tokens = md.parse(page.read_text(encoding="utf-8"))
         for tok in tokens:
             if tok.type == "fence" and tok.info.split()[:1] and tok.info.split()[0] in SHELL_BLOCKS:
-                for n, line in enumerate(tok.content.splitlines()):
-                    line = line.removeprefix("$ ")
-                    found += _quotes_of(f"{rel}:{tok.map[0] + 2 + n}", line)
+                lines = tok.content.splitlines()
+                n = 0
+                while n < len(lines):
+                    first, line = n, lines[n]
+                    while line.endswith("\\") and n + 1 < len(lines):  # a command continued on the next line
+                        n += 1
+                        line = line[:-1] + " " + lines[n]
+                    found += _quotes_of(f"{rel}:{tok.map[0] + 2 + first}", line.removeprefix("$ "))
+                    n += 1
             elif tok.type == "inline":
                 for child in tok.children or []:
                     if child.type == "code_inline":
@@ -211,7 +218,7 @@ def test_a_module_without_a_command_line_an_unknown_option_or_knob_is_caught(tmp
     page = tmp_path / "page.md"
     page.write_text("Read it with `python -m tailreactor.probe /tmp/probe.json`, or\n"
                     "`python -m tailreactor.probe_files /tmp/probe.json`, then\n\n"
-                    "```sh\nscripts/tail-latency.sh --no-such-option 3\n"
+                    "```sh\nscripts/tail-latency.sh --pin \\\n  --no-such-option 3\n"
                     "CWIST_NO_SUCH_KNOB=1 tailreactor-bench --port 0  # a comment\n```\n\n"
                     "```text\ntailreactor-bench --not-a-command-but-output\n```\n", encoding="utf-8")
     quotes = quoted_commands([page])
