@@ -33,6 +33,19 @@ def test_every_knob_has_a_config_field_and_both_languages():
         assert texts[k.name]["en"].help and texts[k.name]["ko"].help, k.name
 
 
+@pytest.mark.parametrize("toml,message", [
+    ('[CWIST_X.en]\nhelp = "h"\nwen = "typo"\n', "[CWIST_X.en]: has ['help', 'wen']; accepted: help (required)"),
+    ('[CWIST_X.en]\nwhen = "no help"\n', "[CWIST_X.en]: has ['when']; accepted: help (required)"),
+    ('[CWIST_X.fr]\nhelp = "h"\n', "[CWIST_X.fr]: language 'fr' is not accepted: accepted en, ko"),
+])
+def test_a_misspelt_knob_text_is_named(toml, message):
+    from tailreactor.config_docs import parse_knob_texts
+
+    with pytest.raises(ValueError) as exc:
+        parse_knob_texts(toml)
+    assert message in str(exc.value) and str(exc.value).startswith("knobs.toml: ")
+
+
 def test_yield_batch_follows_batch_unless_set():
     assert load({"CWIST_HTTP_BATCH": "64"}).http_yield_batch == 64
     assert load({"CWIST_HTTP_BATCH": "64", "CWIST_HTTP_YIELD_BATCH": "4"}).http_yield_batch == 4

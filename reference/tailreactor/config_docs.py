@@ -44,14 +44,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10: the same parser as a package (pyproject.toml)
+else:  # Python 3.10: the same parser as a package (pyproject.toml)
     import tomli as tomllib
 
 from .config import KNOBS, ConfigError, Knob, load
 
-__all__ = ["LANGS", "KnobText", "knob_texts", "render", "page_path", "check", "main"]
+__all__ = ["LANGS", "KnobText", "knob_texts", "parse_knob_texts", "render", "page_path", "check", "main"]
 
 LANGS = ("en", "ko")
 
@@ -74,12 +74,31 @@ class KnobText:
     cwist: str = ""
 
 
+def parse_knob_texts(text: str, source: str = "knobs.toml") -> dict[str, dict[str, KnobText]]:
+    """Knob name -> language -> :class:`KnobText` from TOML ``text`` (tables ``[CWIST_X.en]``).
+
+    Raises ``ValueError`` naming the table for a language other than :data:`LANGS`, a key
+    other than ``help``, ``when``, ``zero``, ``cwist``, or a missing ``help``.
+    """
+    keys = set(KnobText.__dataclass_fields__)
+    out: dict[str, dict[str, KnobText]] = {}
+    for name, langs in tomllib.loads(text).items():
+        out[name] = {}
+        for lang, texts in langs.items():
+            where = f"{source}: [{name}.{lang}]"
+            if lang not in LANGS:
+                raise ValueError(f"{where}: language {lang!r} is not accepted: accepted {', '.join(LANGS)}")
+            if not isinstance(texts, dict) or set(texts) - keys or "help" not in texts:
+                got = sorted(texts) if isinstance(texts, dict) else repr(texts)
+                raise ValueError(f"{where}: has {got}; accepted: help (required), when, zero, cwist")
+            out[name][lang] = KnobText(**texts)
+    return out
+
+
 @cache
 def knob_texts() -> dict[str, dict[str, KnobText]]:
-    """``knobs.toml``: knob name -> language -> :class:`KnobText`."""
-    table = tomllib.loads(_data("knobs.toml"))
-    return {name: {lang: KnobText(**texts) for lang, texts in langs.items()}
-            for name, langs in table.items()}
+    """``knobs.toml`` beside this module, parsed by :func:`parse_knob_texts`."""
+    return parse_knob_texts(_data("knobs.toml"))
 
 
 @dataclass(frozen=True)
