@@ -5,8 +5,9 @@ The commands are taken from the Markdown itself (``sh``/``bash``/``console`` cod
 code) by :func:`quoted_commands`; a command is one that starts (after ``VAR=value`` assignments) with
 ``scripts/...``, ``benchmarks/....py``, ``python -m ...``, ``python benchmarks/...``, ``pytest``,
 ``tailreactor-*``, ``make -C ...`` or ``.venv/bin/...``.  Each is run in a cheap form (:func:`cheap_form`):
-``--help`` instead of the real run (the job takes minutes), ``make -n`` instead of ``make``, and for
-``scripts/bootstrap.sh``, which installs things and has no ``--help``, ``bash -n`` and its option list.
+``--help`` instead of the real run (the job takes minutes), ``make -n`` instead of ``make``, for
+``scripts/bootstrap.sh``, which installs things and has no ``--help``, ``bash -n`` and its option list,
+and for ``scripts/test.sh``, which bootstraps and then hands its arguments to pytest, ``pytest --help``.
 A command passes when the cheap form exits 0, prints a usage (so a module without a command line,
 which would exit 0 doing nothing, fails), and every option the quote uses (``--x``, ``-x``) is in
 that usage.  ``CWIST_*`` assignments must name registry knobs.  The distinct cheap forms run in
@@ -162,6 +163,8 @@ def cheap_form(quote: Quote) -> tuple[tuple[str, ...], str]:
         return ("make", "-n", "-C", words[words.index("-C") + 1]), "make"
     if head == "scripts/bootstrap.sh":
         return ("bash", "-n", head), "source"
+    if head == "scripts/test.sh":  # bootstrap (which may install wrk), then pytest "$@": pytest's options
+        return (str(BIN / "pytest"), "--help"), "usage"
     if head.endswith(".py"):
         return (sys.executable, head, "--help"), "usage"
     return (head, "--help"), "usage"
@@ -187,7 +190,9 @@ def problems(quotes: list[Quote]) -> list[str]:
     for q, (argv, kind) in forms.items():
         rc, output = results[argv]
         why = ""
-        if rc != 0:
+        if q.words[0].startswith(("scripts/", "benchmarks/")) and not (ROOT / q.words[0]).exists():
+            why = f"{q.words[0]} does not exist"
+        elif rc != 0:
             why = f"`{shlex.join(argv)}` exited {rc}: {output.strip()[-300:]}"
         elif kind == "usage" and "usage" not in output.lower():
             why = f"`{shlex.join(argv)}` printed no usage (is it a command at all?)"
@@ -219,15 +224,18 @@ def test_a_module_without_a_command_line_an_unknown_option_or_knob_is_caught(tmp
     page.write_text("Read it with `python -m tailreactor.probe /tmp/probe.json`, or\n"
                     "`python -m tailreactor.probe_files /tmp/probe.json`, then\n\n"
                     "```sh\nscripts/tail-latency.sh --pin \\\n  --no-such-option 3\n"
-                    "CWIST_NO_SUCH_KNOB=1 tailreactor-bench --port 0  # a comment\n```\n\n"
+                    "CWIST_NO_SUCH_KNOB=1 tailreactor-bench --port 0  # a comment\n"
+                    "scripts/tests.sh -k timers\n```\n\n"
                     "```text\ntailreactor-bench --not-a-command-but-output\n```\n", encoding="utf-8")
     quotes = quoted_commands([page])
-    assert [q.words[0] for q in quotes] == ["python", "python", "scripts/tail-latency.sh", "tailreactor-bench"]
+    assert [q.words[0] for q in quotes] == ["python", "python", "scripts/tail-latency.sh", "tailreactor-bench",
+                                            "scripts/tests.sh"]
     found = problems(quotes)
-    assert len(found) == 3, "\n".join(found)
+    assert len(found) == 4, "\n".join(found)
     assert "printed no usage" in found[0] and "tailreactor.probe " in found[0]
     assert "--no-such-option" in found[1]
     assert "CWIST_NO_SUCH_KNOB is not a knob" in found[2]
+    assert "scripts/tests.sh does not exist" in found[3]
 
 
 def test_every_command_quoted_in_the_readme_and_docs_runs():
