@@ -21,11 +21,29 @@ def test_defaults_match_cwist_and_issue():
 
 
 def test_every_knob_has_a_config_field_and_both_languages():
+    from tailreactor.config_docs import knob_texts
+
     fields = set(Config.__dataclass_fields__) - {"source"}
     assert {k.attr for k in KNOBS} == fields
+    texts = knob_texts()  # knobs.toml
+    assert set(texts) == {k.name for k in KNOBS}  # no prose for a knob that is gone, none missing
     for k in KNOBS:
         assert k.name.startswith("CWIST_")
-        assert k.help_en and k.help_ko, k.name
+        assert set(texts[k.name]) == {"en", "ko"}, k.name
+        assert texts[k.name]["en"].help and texts[k.name]["ko"].help, k.name
+
+
+@pytest.mark.parametrize("toml,message", [
+    ('[CWIST_X.en]\nhelp = "h"\nwen = "typo"\n', "[CWIST_X.en]: has ['help', 'wen']; accepted: help (required)"),
+    ('[CWIST_X.en]\nwhen = "no help"\n', "[CWIST_X.en]: has ['when']; accepted: help (required)"),
+    ('[CWIST_X.fr]\nhelp = "h"\n', "[CWIST_X.fr]: language 'fr' is not accepted: accepted en, ko"),
+])
+def test_a_misspelt_knob_text_is_named(toml, message):
+    from tailreactor.config_docs import parse_knob_texts
+
+    with pytest.raises(ValueError) as exc:
+        parse_knob_texts(toml)
+    assert message in str(exc.value) and str(exc.value).startswith("knobs.toml: ")
 
 
 def test_yield_batch_follows_batch_unless_set():

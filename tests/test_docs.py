@@ -350,8 +350,9 @@ def test_every_knob_says_when_to_change_it(lang):
     for name, body in sections.items():
         lines = [ln for ln in body.splitlines() if ln.startswith("- " + WHEN[lang])]
         assert len(lines) == 1 and len(lines[0]) > len(WHEN[lang]) + 10, (name, lines)
+    texts = config_docs.knob_texts()
     for k in KNOBS:
-        assert k.when_en.strip() and k.when_ko.strip(), k.name
+        assert texts[k.name]["en"].when.strip() and texts[k.name]["ko"].when.strip(), k.name
 
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)
@@ -391,14 +392,17 @@ def test_generator_renders_any_row():
     """A new area, a path knob, a derived default and a test-only knob all render."""
     rows = [
         Knob(name="CWIST_NEW_PATH", attr="new_path", kind="path", default=None, area="storage",
-             help_en="A path.", help_ko="경로.", default_text="unset"),
+             default_text="unset"),
         Knob(name="CWIST_NEW_FLAG", attr="new_flag", kind="bool", default=True, area="probe",
-             help_en="A flag.", help_ko="플래그.", backends=("epoll", "io_uring")),
+             backends=("epoll", "io_uring")),
         Knob(name="CWIST_NEW_DELAY_US", attr="new_delay_us", kind="int", default=0, lo=0, hi=10,
-             area="http", help_en="Busy-wait.", help_ko="바쁜 대기.", test_only=True),
+             area="http", test_only=True),
     ]
+    KnobText = config_docs.KnobText
+    texts = {"CWIST_NEW_PATH": {"en": KnobText("A path."), "ko": KnobText("경로.")},
+             "CWIST_NEW_FLAG": {"en": KnobText("A flag."), "ko": KnobText("플래그.")}}  # DELAY_US: none yet
     for lang in config_docs.LANGS:
-        page = config_docs.render(lang, rows)
+        page = config_docs.render(lang, rows, texts)
         for k in rows:
             assert f"| [`{k.name}`](#{k.name.lower()}) |" in page
             assert f"### `{k.name}`" in page
@@ -406,6 +410,7 @@ def test_generator_renders_any_row():
         assert config_docs.AREA_TITLES["test"][lang] in page
         assert "ConfigError: CWIST_NEW_FLAG='yes' is invalid: accepted 0 or 1" in page
         assert "ConfigError: CWIST_NEW_DELAY_US='-1' is invalid" in page
+        assert ("A path." if lang == "en" else "경로.") in page
 
 
 # -- (d) every name the code reads is in the registry --------------------------------

@@ -47,7 +47,7 @@ Output
   :mod:`tailreactor.probe_files` (the tail-latency job's, and
   ``python -m tailreactor.probe_files TEMPLATE_OR_FILE...``).
 
-Source: CWIST PR #186 (``shared/notes/upstream-cwist.md`` section 3) measured
+Source: CWIST PR #186 measured
 queue_delay, svc and over_5ms into 18 fixed buckets; HdrHistogram keeps 3
 significant digits instead, so p99.9 and max are not bucket upper bounds.
 

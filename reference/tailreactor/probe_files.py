@@ -15,6 +15,7 @@ TEMPLATE_OR_FILE...`` prints that table.
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
@@ -134,7 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     Each argument is a ``CWIST_LATENCY_PROBE_FILE`` template (expanded with
     :func:`probe_file_glob`) or an existing file.  Exit 1 if nothing matched.
     """
-    args = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(
+        prog="python -m tailreactor.probe_files",
+        description="Print the latency probe's per-worker table (and all workers merged) from the "
+                    "files CWIST_LATENCY_PROBE_FILE made the workers write.")
+    parser.add_argument("files", nargs="+", metavar="TEMPLATE_OR_FILE",
+                        help="a CWIST_LATENCY_PROBE_FILE template ({pid}, {worker}) or a probe file")
+    args = parser.parse_args(argv).files
     docs = []
     for arg in args:
         if os.path.isfile(arg) and "{" not in arg:

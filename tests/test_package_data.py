@@ -1,0 +1,43 @@
+"""The built wheel carries the runtime-config pages' words: a module run from it renders both pages.
+
+``tailreactor.config_docs`` reads knobs.toml, runtime-config.toml and templates/ with
+importlib.resources; an editable install finds them in the checkout whatever pyproject.toml says,
+so this builds the real wheel (setuptools, no network) and renders from it with ``python -S``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ("tailreactor/knobs.toml", "tailreactor/runtime-config.toml",
+        "tailreactor/templates/runtime-config.en.md", "tailreactor/templates/runtime-config.ko.md")
+
+
+def test_the_wheel_ships_the_knob_prose_and_the_templates(tmp_path):
+    # A copy of the sources, so that no build/ or egg-info of an earlier build can supply the files.
+    src = tmp_path / "src"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for part in ("reference", "conformance"):
+        shutil.copytree(ROOT / part, src / part, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "--disable-pip-version-check", str(src), "-w", str(tmp_path / "dist")],
+                   check=True, capture_output=True, cwd=tmp_path)
+    (wheel,) = (tmp_path / "dist").glob("tailreactor-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        assert set(DATA) <= set(z.namelist())
+        z.extractall(tmp_path / "site")
+    # -S: no site-packages, so not the editable install; config_docs needs only the standard library.
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from tailreactor import config_docs as c; "
+            "assert c.__file__.startswith(sys.argv[1]), c.__file__; "
+            "sys.stdout.write(c.render('en') + c.render('ko'))")
+    done = subprocess.run([sys.executable, "-S", "-c", code, str(tmp_path / "site")], check=True,
+                          capture_output=True, text=True, encoding="utf-8", cwd=tmp_path)
+    assert done.stdout == (ROOT / "docs/en/runtime-config.md").read_text(encoding="utf-8") + \
+        (ROOT / "docs/ko/runtime-config.md").read_text(encoding="utf-8")
