@@ -78,7 +78,7 @@ BASELINE = REPO / "benchmarks" / "results" / "instructions-baseline.json"
 #: The gate's bound: instructions per request more than this fraction above the baseline.
 GATE_LIMIT = 0.02
 #: Defaults: requests counted, keep-alive connections they rotate over, warm-up requests.
-REQUESTS, CONNECTIONS, WARMUP = 2000, 8, 400
+REQUESTS, CONNECTIONS, WARMUP = 1000, 8, 200
 REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 #: Knobs this measure sets unless the environment does (module docstring).
 DEFAULT_KNOBS = {"CWIST_HTTP_KEEP_ALIVE_TIMEOUT": "0"}
@@ -313,7 +313,7 @@ def compare(counts: list[Count], baseline: Mapping[str, float], limit: float = G
         base = baseline.get(c.server)
         if base is None:
             continue
-        change = c.per_request / base - 1
+        change = round(c.per_request / base - 1, 9)  # exactly +2 % is within the bound
         verdict = "regression" if change > limit else "gain" if change < -limit else "equivalent"
         out.append(Verdict(c.server, base, c.per_request, verdict))
     return out
@@ -328,3 +328,131 @@ def render(counts: list[Count]) -> str:
         lines.append(f"| {row} | " + " | ".join(f"{t[row]:,.0f}" for t in tables) + " |")
     lines.append("| **total** | " + " | ".join(f"**{c.per_request:,.0f}**" for c in counts) + " |")
     return "\n".join(lines)
+
+
+# -- the job's hook: ``tail_latency.py --tier instructions`` ----------------------------------
+
+PROG = "tail_latency"
+
+
+def _requests(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        import argparse
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive integer (default {REQUESTS})")
+    return int(text)
+
+
+def add_options(parser) -> None:
+    """The tier's options (the job's ``--tier`` selects it); shared with the job's ``--gate``, ``--backend``, ``--out``."""
+    g = parser.add_argument_group("instruction tier (--tier instructions)")
+    g.add_argument("--tier", choices=("wall", "instructions"), default="wall",
+                   help="wall: the A/B or --peers under wrk (default); instructions: callgrind's "
+                        "user-space instructions per request of each server over a fixed sequence of "
+                        "keep-alive requests, by component, beside a stored baseline (needs valgrind)")
+    g.add_argument("--server", action="append", choices=SERVERS,
+                   help="with --tier instructions: a server to count (repeatable; default: all, or the "
+                        "bench server on --backend and asyncio)")
+    g.add_argument("--requests", type=_requests, default=REQUESTS,
+                   help=f"with --tier instructions: requests counted per server ({REQUESTS})")
+    g.add_argument("--baseline", type=Path, default=BASELINE,
+                   help="with --tier instructions: the baseline JSON (default: "
+                        "benchmarks/results/instructions-baseline.json)")
+    g.add_argument("--write-baseline", action="store_true",
+                   help="with --tier instructions: store this count as the baseline")
+
+
+def _fail(message: str, code: int) -> int:
+    import sys
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return code
+
+
+def _io_uring_refused() -> str | None:
+    from tailreactor.backends import IoUringBackend, IoUringUnavailable
+    try:
+        IoUringBackend().close()
+    except IoUringUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def tier_options_given(args) -> bool:
+    """Whether an option of this tier was given (with ``--tier wall`` that is an error)."""
+    return bool(args.server or args.write_baseline or args.requests != REQUESTS or args.baseline != BASELINE)
+
+
+def main_tier(args) -> int:
+    """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
+
+    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option or a missing tool
+    (one line); 3 when a count fails.
+    """
+    import sys
+    from datetime import datetime, timezone
+
+    if args.tier != "instructions":
+        given = next(name for flag, name in ((args.server, "--server"), (args.write_baseline, "--write-baseline"),
+                                             (args.requests != REQUESTS, "--requests"), (True, "--baseline"))
+                     if flag)
+        return _fail(f"{given} applies to --tier instructions", 2)
+    if args.write_baseline and args.gate:
+        return _fail("--write-baseline stores this count; --gate compares it with the stored one: choose one", 2)
+    for flag, name in ((args.peers, "--peers"), (args.calibrate is not None, "--calibrate"),
+                       (args.ab, "--ab"), (args.a is not None or args.b is not None, "--a/--b")):
+        if flag:
+            return _fail(f"{name} applies to --tier wall, not to --tier instructions", 2)
+    baseline = load_baseline(args.baseline)
+    if args.gate and not baseline:
+        return _fail(f"--baseline {args.baseline}: no baseline there to gate on (write one with "
+                     f"--write-baseline)", 2)
+    chosen = list(args.server or [s for s in SERVERS if not args.backend or s in (f"bench-{args.backend}", "asyncio")])
+    missing = missing_tool()
+    if missing:
+        return _fail(f"--tier instructions needs callgrind: {missing}", 2)
+    if "bench-io_uring" in chosen:
+        refused = _io_uring_refused()
+        if refused is not None:
+            if args.server or args.backend == "io_uring":
+                return _fail(f"io_uring asked for but unavailable here: {refused}", 2)
+            print(f"{PROG}: bench-io_uring skipped: {refused}", file=sys.stderr, flush=True)
+            chosen.remove("bench-io_uring")
+    counts = []
+    for name in chosen:
+        try:
+            c = count(name, requests=args.requests)
+        except MeasureError as exc:
+            return _fail(str(exc), 3)
+        print(f"{name}: {c.per_request:,.0f} instructions/request ({c.instructions:,} over "
+              f"{c.requests:,} requests)", flush=True)
+        counts.append(c)
+    print()
+    print(render(counts))
+    verdicts = compare(counts, baseline)
+    if verdicts:
+        print()
+        print(f"Against {args.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
+        for v in verdicts:
+            print(f"- {v.server}: {v.base:,.0f} -> {v.now:,.0f} ({v.change:+.2%}): {v.verdict}")
+    stem = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-instructions"
+    results = args.out / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    commit = _commit()
+    (results / f"{stem}.md").write_text(f"Instructions per request, commit {commit or 'unknown'}, "
+                                        f"{args.requests} requests per server\n\n{render(counts)}\n")
+    write_baseline(counts, results / f"{stem}.json", commit=commit)
+    print(f"\nFiles:\n- {results / (stem + '.md')}\n- {results / (stem + '.json')}")
+    if args.write_baseline:
+        write_baseline(counts, args.baseline, commit=commit)
+        print(f"- {args.baseline} (the new baseline)")
+    if args.gate and any(v.verdict == "regression" for v in verdicts):
+        return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)
+    return 0
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+    except OSError:
+        return ""
+    return out.stdout.strip()
