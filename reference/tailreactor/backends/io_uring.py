@@ -15,31 +15,6 @@ parks them in a deferred array for the same reason).  ``flush`` submits them
 at once; the reactor calls it when a round overruns
 ``CWIST_REACTOR_ROUND_BUDGET_US``.
 
-Receives: one multishot per fd, seen as one-shot
-------------------------------------------------
-``arm_recv`` into a buffer larger than :data:`MULTISHOT_BYTES` starts a
-multishot ``IORING_OP_RECV`` with provided buffers (a group of
-:data:`MULTISHOT_BUFFERS` buffers of MULTISHOT_BYTES, shared by every fd) the
-first time, and leaves it running: every later ``arm_recv`` of the fd only
-marks it armed, so a keep-alive request costs one completion and no
-submission.  The reactor still sees one-shot receives: each completion with
-data is copied into the armed buffer, its provided buffer goes back to the
-group, and the fd is reported once and unarmed.  A completion that arrives
-while the fd is not armed waits in the fd's record (in order, one provided
-buffer each) for the next ``arm_recv``, which is then reported by the next
-wait without blocking; that record holds at most what was in flight, because
-the multishot is cancelled as soon as one completion has to wait (and
-started again by the first arm after its last CQE).  A
-provided buffer is smaller than the armed one, so a report never fills the
-caller's buffer, and a caller that reads the socket itself after a full
-buffer (the HTTP connection does) cannot read past bytes the ring holds.
-The multishot ends by itself on EOF or an error (reported as a one-shot
-receive would report them) and when the group runs out of buffers
-(``-ENOBUFS``: started again, not reported).  ``disarm``, or arming the
-fd's READ for readiness, cancels it and drops what waits: as for a one-shot
-receive that raced the disarm, bytes the kernel already received are gone.
-Smaller buffers get one-shot receives.
-
 Disarm and stale completions
 ----------------------------
 ``disarm`` forgets the armed completion and prepares a cancel for it.  A CQE is
@@ -70,8 +45,7 @@ disarm by a callback of the same round still fails, only later: its POLL_ADD
 completes with ``-EBADF`` and the token is reported as ``ERR``.
 
 Sources: io_uring_enter(2) (IORING_OP_POLL_ADD, IORING_OP_ASYNC_CANCEL),
-io_uring_prep_recv_multishot(3), io_uring_setup_buf_ring(3), uring-api
-0.1.0rc5 README ("Lazy submit", "Threading Model").
+uring-api 0.1.0rc5 README ("Lazy submit", "Threading Model").
 """
 
 from __future__ import annotations
@@ -83,21 +57,10 @@ import time
 
 from .base import ERR, IN, OUT, RDHUP, READ, WRITE, check_direction, closed_error
 
-try:
-    from uring_api import IORING_CQE_F_MORE
-except ImportError:  # pragma: no cover - dependency is pinned; _open_ring says why
-    IORING_CQE_F_MORE = 2
-
 #: Ring size: CWIST uses a 4096-entry ring.
 DEFAULT_ENTRIES = 4096
-#: Multishot receive (module docstring): the provided buffers' size and count.  A
-#: receive into a buffer larger than MULTISHOT_BYTES runs as a multishot; the count
-#: bounds the bytes the ring holds for all fds at once (512 KiB).
-MULTISHOT_BYTES = 1024
-MULTISHOT_BUFFERS = 512
 _MASK = {READ: IN | RDHUP, WRITE: OUT}
 _ECANCELED = -errno.ECANCELED
-_ENOBUFS = -errno.ENOBUFS
 
 
 class _Operation:
@@ -109,42 +72,15 @@ class _Operation:
     reported, ``completion`` is None and ``reported_in`` is the number of
     the wait that reported it: a re-arm from that round is the hot re-arm
     (module docstring).  A re-arm of the key reuses its record.
-
-    A multishot receive (module docstring) keeps ``completion`` (its first
-    request, which its last CQE carries) while it runs, armed or not;
-    ``shot`` is the :class:`_Shot` its CQEs carry, ``armed`` whether a report
-    is owed, ``buffer`` where it goes, ``waiting`` the CQEs received
-    while not armed, ``cancelling`` whether a cancel of it is on its way.
     """
 
-    __slots__ = ("completion", "token", "receive", "reported_in", "shot", "armed", "buffer", "waiting",
-                 "cancelling")
+    __slots__ = ("completion", "token", "receive", "reported_in")
 
     def __init__(self):
         self.completion = None
         self.token = None
         self.receive = False
         self.reported_in = 0
-        self.shot = None
-        self.armed = False
-        self.buffer = None
-        self.waiting = []
-        self.cancelling = False
-
-
-class _Shot:
-    """The user data of one multishot receive: its fd's key and record.
-
-    A CQE is that receive's only while ``op.shot`` is this object and ``op``
-    is still the key's record; a cancelled or replaced multishot's late CQEs
-    are dropped (their provided buffers returned).
-    """
-
-    __slots__ = ("key", "op")
-
-    def __init__(self, key: int, op: _Operation):
-        self.key = key
-        self.op = op
 
 
 class IoUringUnavailable(OSError):
@@ -230,8 +166,6 @@ class IoUringBackend:
         self._pending: list = []
         self._reported: list[tuple[object, int]] = []
         self._closed = False
-        self._group = None  # the provided buffers of multishot receives, made at the first
-        self._ready: list[_Operation] = []  # armed multishot records with a CQE waiting
         self.flushes = 0
         self.waits = 0
         self.fd_checks = 0
@@ -247,8 +181,6 @@ class IoUringBackend:
         op.completion = self._ring.prepare_poll(fd, mask, key)
         op.token = token
         op.receive = False
-        if op.shot is not None:
-            self._end_shot(op)
 
     def _operation(self, fd: int, key: int) -> _Operation:
         """The record to arm ``key`` with, once what it held is cancelled or ``fd`` is checked open.
@@ -285,40 +217,10 @@ class IoUringBackend:
         if self._closed:
             raise closed_error(self.name)
         key = fd * 2  # the READ key
-        op = self._ops.get(key)
-        if op is not None and op.shot is not None:  # the multishot runs, or left CQEs waiting
-            op.token, op.buffer, op.armed = token, buffer, True
-            if op.waiting:
-                self._ready.append(op)
-            elif op.completion is None:  # it ended (-ENOBUFS): start it again
-                self._start_shot(fd, key, op)
-            return
         op = self._operation(fd, key)
+        op.completion = self._ring.prepare_recv(fd, buffer, 0, key)
         op.token = token
         op.receive = True
-        if len(buffer) > MULTISHOT_BYTES:
-            if op.completion is not None:  # a one-shot receive or a poll still armed: replaced
-                op.completion = None
-            op.buffer, op.armed = buffer, True
-            self._start_shot(fd, key, op)
-        else:
-            op.completion = self._ring.prepare_recv(fd, buffer, 0, key)
-
-    def _start_shot(self, fd: int, key: int, op: _Operation) -> None:
-        if self._group is None:
-            self._group = self._ring.create_buf_group(MULTISHOT_BYTES, MULTISHOT_BUFFERS)
-        op.shot = _Shot(key, op)
-        op.cancelling = False
-        op.completion = self._ring.prepare_recv_multishot(fd, self._group, 0, op.shot)
-
-    def _end_shot(self, op: _Operation) -> None:
-        """Forget ``op``'s multishot (cancelled by the caller) and return what waits to the group."""
-        op.shot = None
-        op.armed = False
-        op.buffer = None
-        for cqe in op.waiting:
-            _recycle(cqe)
-        op.waiting = []
 
     def disarm(self, fd: int, direction: int) -> None:
         if self._closed:
@@ -327,15 +229,13 @@ class IoUringBackend:
         op = self._ops.pop(fd * 2 + direction - 1, None)
         if op is not None and op.completion is not None:
             self._ring.prepare_cancel_nowait(op.completion)
-        if op is not None and op.shot is not None:
-            self._end_shot(op)
 
     def wait(self, timeout_s: float | None) -> list[tuple[object, int]]:
         if self._closed:
             raise closed_error(self.name)
         self.waits = waits = self.waits + 1
         out, pending = self._reported, self._pending
-        if out or pending or self._ready:  # a wait cut short, or receives waiting: no blocking
+        if out or pending:  # a wait cut short: hand its events over now
             timeout_s = 0
         # Completions ring.wait took off the ring are lost if an interrupt lands
         # before they are stored here: the one window Python cannot close.
@@ -370,32 +270,12 @@ class IoUringBackend:
         the rest stay pending.  A reported operation forgets its completion."""
         out, pending = self._reported, self._pending
         ops = self._ops
-        ready = self._ready
-        while ready and (limit is None or len(out) < limit):
-            op = ready.pop(0)
-            if op.armed and op.waiting and op.shot is not None:
-                self._deliver(op, op.waiting.pop(0), out, waits)
         handled = 0
         for cqe in pending:
             if limit is not None and len(out) >= limit:
                 break
             handled += 1
             key = cqe.user_data
-            if type(key) is _Shot:
-                op = key.op
-                res = cqe.res
-                if (res > 0 and op.armed and op.shot is key and cqe.flags & IORING_CQE_F_MORE
-                        and not op.waiting and ops.get(key.key) is op):
-                    # The request path: bytes for an armed receive (_deliver, inlined).
-                    view = cqe.result
-                    op.buffer[:res] = view
-                    view.close()
-                    op.armed = False
-                    op.reported_in = waits
-                    out.append((op.token, res))
-                else:
-                    self._shot_cqe(key, cqe, out, waits)
-                continue
             op = ops.get(key) if type(key) is int else None
             if op is None or op.completion is not cqe:
                 continue  # a wake NOP, a cancelled poll, one that raced a disarm, or handled already
@@ -413,40 +293,6 @@ class IoUringBackend:
             op.completion = None
         del pending[:handled]
         return out
-
-    def _shot_cqe(self, shot: _Shot, cqe, out: list, waits: int) -> None:
-        """One CQE of a multishot receive: report it, keep it for the next arm, or drop it."""
-        op = shot.op
-        if op.shot is not shot or self._ops.get(shot.key) is not op:
-            _recycle(cqe)  # a multishot disarmed or replaced since
-            return
-        res = cqe.res
-        if not cqe.flags & IORING_CQE_F_MORE:
-            op.completion = None  # it has ended: a later arm starts another
-        if res == _ECANCELED or res == _ENOBUFS:  # our cancel (nothing was armed), or the group ran dry
-            _recycle(cqe)
-            if op.armed and not op.waiting:
-                self._start_shot(shot.key >> 1, shot.key, op)
-            return
-        if op.armed and not op.waiting:
-            self._deliver(op, cqe, out, waits)
-            return
-        op.waiting.append(cqe)
-        if op.completion is not None and not op.cancelling:  # not armed: stop receiving until the next arm
-            self._ring.prepare_cancel_nowait(op.completion)
-            op.cancelling = True
-
-    def _deliver(self, op: _Operation, cqe, out: list, waits: int) -> None:
-        """Report one multishot CQE as a one-shot receive into the armed buffer."""
-        res = cqe.res
-        if res > 0:
-            op.buffer[:res] = cqe.result  # the provided buffer (uring-api's BufView)
-        _recycle(cqe)
-        op.armed = False
-        op.reported_in = waits
-        out.append((op.token, res))
-        if op.completion is None and not op.waiting and res <= 0:
-            op.shot = None  # EOF or an error ended it: the next arm starts a new one
 
     def _wait_retrying_eintr(self, timeout_s: float | None):
         """``ring.wait`` with PEP 475 semantics: a signal does not end the wait early.
@@ -481,11 +327,7 @@ class IoUringBackend:
         if self._closed:
             return
         self._closed = True
-        for op in self._ops.values():
-            if op.shot is not None:
-                self._end_shot(op)
         self._ops.clear()
-        self._ready.clear()
         self._ring.close()
 
     def stats(self) -> dict[str, int]:
@@ -494,10 +336,3 @@ class IoUringBackend:
         s["flushes"] = self.flushes
         s["waits"] = self.waits
         return s
-
-
-def _recycle(cqe) -> None:
-    """Give a multishot CQE's provided buffer back to its group (a CQE without data has none)."""
-    view = cqe.result
-    if view is not None and hasattr(view, "close"):
-        view.close()
