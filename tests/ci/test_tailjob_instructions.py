@@ -147,6 +147,7 @@ def test_without_valgrind_the_tier_is_one_line_and_exit_2(tmp_path):
     (["--requests", "0"], "--requests"),
     (["--server", "nginx"], "--server"),
     (["--baseline", "/nonexistent/b.json", "--gate"], "--baseline"),
+    (["--gate", "--requests", "500"], "--requests 500: the baseline counted 1000 requests"),
 ])
 def test_bad_options_of_the_tier_are_one_line_and_exit_2(tmp_path, args, says):
     res = job("--tier", "instructions", *args, "--out", str(tmp_path), timeout=60)

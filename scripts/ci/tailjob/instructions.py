@@ -295,6 +295,15 @@ def load_baseline(path: Path = BASELINE) -> dict[str, float]:
     return {k: float(v["per_request"]) for k, v in data.get("servers", {}).items()}
 
 
+def baseline_requests(path: Path = BASELINE) -> set[int]:
+    """The request counts the baseline's servers were counted over (empty when it does not say)."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return set()
+    return {int(v["requests"]) for v in data.get("servers", {}).values() if "requests" in v}
+
+
 def write_baseline(counts: list[Count], path: Path = BASELINE, *, commit: str = "") -> None:
     data = {"what": "callgrind instructions per request (scripts/ci/tailjob/instructions.py)",
             "commit": commit,
@@ -405,6 +414,14 @@ def main_tier(args) -> int:
     if args.gate and not baseline:
         return _fail(f"--baseline {args.baseline}: no baseline there to gate on (write one with "
                      f"--write-baseline)", 2)
+    counted = baseline_requests(args.baseline)
+    if baseline and counted and counted != {args.requests}:
+        # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
+        # interpreter's caches): a verdict compares equal counts.
+        if args.gate:
+            return _fail(f"--requests {args.requests}: the baseline counted "
+                         f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count", 2)
+        baseline = {}
     chosen = list(args.server or [s for s in SERVERS if not args.backend or s in (f"bench-{args.backend}", "asyncio")])
     missing = missing_tool()
     if missing:
