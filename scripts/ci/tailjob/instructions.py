@@ -134,7 +134,7 @@ class Verdict:
 
 def missing_tool() -> str | None:
     """One line naming what this measure needs and how to install it, or None."""
-    for tool in ("valgrind", "callgrind_control", "callgrind_annotate"):
+    for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
             return f"{tool} is not on PATH (install it: apt-get install valgrind)"
     return None
