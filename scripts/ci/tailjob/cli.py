@@ -42,7 +42,7 @@ from typing import Callable, Mapping
 
 from tailreactor import config as _config
 
-from . import calibrate, history, peers, peersjob, peersreport, plot, report, workloads
+from . import calibrate, history, instructions, peers, peersjob, peersreport, plot, report, workloads
 from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knobs, arms_for, \
     peer_legs, plan_legs, server_env
 from .progress import JobProgress
@@ -199,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.tier == "instructions" or instructions.tier_options_given(args):
+        return instructions.main_tier(args)
     try:
         _check_mode(args)
         _check_environment(os.environ)

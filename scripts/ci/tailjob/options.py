@@ -11,7 +11,7 @@ import argparse
 import re
 from pathlib import Path
 
-from . import workloads
+from . import instructions, workloads
 from .metrics import METRICS
 from .plan import AB_PRESETS, BACKENDS, PROFILES
 
@@ -135,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--write-readme", action="store_true",
                      help="with --peers: write the comparison's tables into <out>/README.md "
                           "(between its peers-table markers)")
+    instructions.add_options(p)
     return p
 
 

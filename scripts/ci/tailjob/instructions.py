@@ -1,0 +1,475 @@
+"""The instruction tier: user-space instructions per request, counted by callgrind, split by component.
+
+Role
+----
+CPU time per request on a shared machine moves by 20 % from run to run; the
+instructions a server executes for a fixed sequence of requests do not.  This
+measure starts one server of the ``--peers`` comparison (the bench server on a
+backend, or the asyncio peer) under ``valgrind --tool=callgrind``, sends it a
+fixed number of keep-alive ``GET /`` requests from this process, and divides
+the instructions callgrind counted by the requests.
+
+What makes the count repeat (``same count twice within 0.5 %``):
+
+* **One request in flight.**  The client sends a request on one of
+  ``connections`` keep-alive connections in turn and reads the whole answer
+  before the next, so every round of the server carries exactly one request,
+  however slow valgrind makes it.  (wrk's batches depend on timing: how many
+  requests a round finds is the one thing the machine's load changes.)  The
+  round's fixed cost is therefore charged in full to each request; a server
+  under ``wrk -c64`` spreads it over a batch.
+* **The window.**  The counters are zeroed (``callgrind_control --zero``)
+  after a warm-up of the same requests, while the server waits for the next
+  one, and dumped (``--dump``) after the last answer.  The few instructions
+  the server runs between sending the last answer and the dump (its re-arm
+  and the next wait) are the only part that races, under 0.1 % at the default
+  count.
+* **No timers, fixed hashing.**  ``CWIST_HTTP_KEEP_ALIVE_TIMEOUT=0`` unless
+  set (an idle timer fires by wall clock, and valgrind stretches the wall
+  clock), and ``PYTHONHASHSEED=0``.
+
+What it counts: every user-space instruction of the server process (the
+Python interpreter, httptools, uring-api, libc), none of the kernel's.  A
+syscall is a handful of user-space instructions however long the kernel
+takes: io_uring's saving in system calls shows in CPU time, not here.
+
+Components
+----------
+Callgrind attributes instructions to C functions, not to Python functions:
+3.11's interpreter runs Python calls inside one ``_PyEval_EvalFrameDefault``.
+So the table splits a request by the C functions its parts end in
+(:data:`COMPONENTS`: inclusive cost, so a component holds what it calls,
+Python callbacks included) and leaves the rest, the interpreter running the
+reactor's round, the dispatch, the connection's state machine and the route,
+as one row, ``python``.  That row cannot be split by this tool;
+``benchmarks/bytecodes.py`` splits the same path's Python by file and
+function, in bytecodes.
+
+Gate
+----
+``compare`` puts each server's instructions per request beside a baseline (a
+small JSON, :data:`BASELINE`, written by ``--write-baseline``): more than
+:data:`GATE_LIMIT` (+2 %) is a ``regression``, less than -2 % a ``gain``, else
+``equivalent``.  The count is deterministic, so no bootstrap: one count per
+server is the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from .peers import make_server, servers
+from .server import ServerError
+
+REPO = Path(__file__).resolve().parents[3]
+#: The servers counted by default (uvloop's loop is C: its count would say little about ours).
+SERVERS = ("bench-epoll", "bench-io_uring", "asyncio")
+#: The committed baseline the gate compares with.
+BASELINE = REPO / "benchmarks" / "results" / "instructions-baseline.json"
+#: The gate's bound: instructions per request more than this fraction above the baseline.
+GATE_LIMIT = 0.02
+#: Defaults: requests counted, keep-alive connections they rotate over, warm-up requests.
+REQUESTS, CONNECTIONS, WARMUP = 1000, 8, 200
+REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+#: Knobs this measure sets unless the environment does (module docstring).
+DEFAULT_KNOBS = {"CWIST_HTTP_KEEP_ALIVE_TIMEOUT": "0"}
+
+#: Components of a request: (name, the C functions it is the inclusive cost of, as a regular
+#: expression on callgrind's function names).  A call into one of them from a function outside
+#: every component counts for it (:func:`attribute`).
+COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("backend wait", r"select_epoll_poll|UringApiRing_wait"),
+    ("arm", r"select_epoll_(register|modify|unregister)|UringApiRing_prepare_\w+|fcntl_fcntl"),
+    ("recv", r"sock_recv(_into)?"),
+    ("HTTP parse", r"__pyx_pw_9httptools_6parser_6parser_10HttpParser_\d+feed_data"),
+    ("send", r"sock_send(all)?"),
+    ("clock", r"time_(monotonic|perf_counter)(_ns)?"),
+)
+
+
+class MeasureError(RuntimeError):
+    """A count could not be taken (one line, for the job to print)."""
+
+
+@dataclass(frozen=True)
+class Count:
+    """One server's count: ``instructions`` over ``requests``, and per component (instructions)."""
+
+    server: str
+    requests: int
+    instructions: int
+    components: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def per_request(self) -> float:
+        return self.instructions / self.requests
+
+    def table(self) -> dict[str, float]:
+        """Instructions per request by component, the rest as ``python``, in :data:`COMPONENTS` order."""
+        rows = {name: self.components.get(name, 0) / self.requests for name, _ in COMPONENTS}
+        rows["python"] = (self.instructions - sum(self.components.values())) / self.requests
+        return rows
+
+
+@dataclass(frozen=True)
+class Verdict:
+    server: str
+    base: float
+    now: float
+    verdict: str  # gain, regression, equivalent
+
+    @property
+    def change(self) -> float:
+        return self.now / self.base - 1
+
+
+def missing_tool() -> str | None:
+    """One line naming what this measure needs and how to install it, or None."""
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not on PATH (install it: apt-get install valgrind)"
+    return None
+
+
+def peer_of(name: str):
+    """The --peers entry of a server name of :data:`SERVERS` (``bench-<backend>`` or a peer's key)."""
+    key = "tailreactor-" + name.split("-", 1)[1] if name.startswith("bench-") else name
+    for p in servers(nginx=None):
+        if p.key == key:
+            return p
+    raise ValueError(f"server {name!r}: accepted {', '.join(SERVERS)}")
+
+
+class Client:
+    """``connections`` keep-alive connections, one request in flight in all (module docstring)."""
+
+    def __init__(self, port: int, connections: int):
+        self.socks = [socket.create_connection(("127.0.0.1", port), timeout=120) for _ in range(connections)]
+        self.sent = 0
+
+    def request(self) -> None:
+        sock = self.socks[self.sent % len(self.socks)]
+        self.sent += 1
+        sock.sendall(REQUEST)
+        data = b""
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                raise MeasureError("the server closed a keep-alive connection")
+            data += chunk
+            head, sep, body = data.partition(b"\r\n\r\n")
+            if sep:
+                m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                if len(body) >= (int(m[1]) if m else 0):
+                    if not head.startswith(b"HTTP/1.1 200"):
+                        raise MeasureError(f"the server answered {head.splitlines()[0]!r}")
+                    return
+
+    def close(self) -> None:
+        for s in self.socks:
+            s.close()
+
+
+def _control(option: str, pid: int) -> None:
+    subprocess.run(["callgrind_control", option, str(pid)], check=True, capture_output=True, timeout=120)
+
+
+def count(name: str, *, requests: int = REQUESTS, connections: int = CONNECTIONS, warmup: int = WARMUP,
+          env: Mapping[str, str] | None = None) -> Count:
+    """Count server ``name`` over ``requests`` requests (module docstring).  Raises :class:`MeasureError`."""
+    ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env), "PYTHONHASHSEED": "0"}
+    with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        server = make_server(peer_of(name), ambient=ambient, host="127.0.0.1", cpus=None, nginx=None)
+        inner = server.command
+        server.command = lambda: ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
+                                  f"--callgrind-out-file={out}", *inner()]
+        server.start_timeout_s = 300.0  # Python starts slowly under valgrind
+        try:
+            server.start()
+        except ServerError as exc:
+            raise MeasureError(f"{name}: {exc}") from None
+        try:
+            client = Client(server.port, connections)
+            try:
+                for _ in range(warmup):
+                    client.request()
+                _control("--zero", server.pid)
+                for _ in range(requests):
+                    client.request()
+                _control("--dump", server.pid)
+            finally:
+                client.close()
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise MeasureError(f"{name}: {exc}") from None
+        finally:
+            # The dump is written: no need for a clean exit (under valgrind a server waiting
+            # in io_uring_enter does not see SIGTERM in time).
+            server.stop(timeout_s=2.0)
+        dumps = sorted(Path(tmp).glob("callgrind.out.*"))  # the explicit dump, not the exit one
+        if not dumps:
+            raise MeasureError(f"{name}: callgrind wrote no dump file")
+        total, parts = attribute(dumps[0])
+        return Count(name, requests, total, parts)
+
+
+_FN = re.compile(r"^(?:c?fn)=\((\d+)\)(?: (.*))?$")
+
+
+def attribute(dump: Path) -> tuple[int, dict[str, int]]:
+    """(total, instructions by component) of one callgrind dump (``--dump-instr=no``).
+
+    A component's cost is the inclusive cost of the calls into one of its
+    functions made from a function outside every component: a component's
+    own calls (into itself, or into another component) are already in that
+    cost.  Callgrind records caller/callee pairs, not whole stacks, so a
+    component function reached *through* an outside function called by
+    another component (say, the clock read by a Python callback of the HTTP
+    parser) would count twice; on the request path measured here none is
+    (the parser's callbacks read no clock, send nothing), and
+    :meth:`Count.table` would show it as a negative ``python`` row.
+    """
+    patterns = [(comp, re.compile(rx)) for comp, rx in COMPONENTS]
+    owner: dict[str, str | None] = {}  # function name -> its component, or None
+
+    def component_of(fname: str) -> str | None:
+        if fname not in owner:
+            base = fname.split("'")[0]  # callgrind appends 'N to recursion levels
+            owner[fname] = next((comp for comp, rx in patterns if rx.fullmatch(base)), None)
+        return owner[fname]
+
+    names: dict[str, str] = {}
+    total = 0
+    parts = {comp: 0 for comp, _ in COMPONENTS}
+    current = None  # the component of the function whose lines follow, or None
+    callee = None  # the component of the call whose cost line follows
+    pending_call = False
+    for line in dump.read_text(errors="replace").splitlines():
+        if line.startswith("summary:") or line.startswith("totals:"):
+            total = int(line.split()[1])
+            continue
+        if line.startswith(("fn=", "cfn=")):
+            m = _FN.match(line)
+            if m:
+                ident, name = m.groups()
+                if name is not None:
+                    names[ident] = name
+                fname = names.get(ident, "")
+            else:
+                fname = line.split("=", 1)[1]
+            comp = component_of(fname)
+            if line[0] == "f":
+                current = comp
+            else:
+                callee = comp
+            continue
+        if line.startswith("calls="):
+            pending_call = True
+            continue
+        if not line or not (line[0].isdigit() or line[0] in "+-*"):
+            continue
+        fields = line.split()
+        cost = int(fields[1]) if len(fields) > 1 else 0
+        if pending_call:
+            pending_call = False
+            if callee is not None and current is None:
+                parts[callee] += cost
+    return total, parts
+
+
+def load_baseline(path: Path = BASELINE) -> dict[str, float]:
+    """Server -> instructions per request of the committed baseline; {} when there is none."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    return {k: float(v["per_request"]) for k, v in data.get("servers", {}).items()}
+
+
+def baseline_requests(path: Path = BASELINE) -> set[int]:
+    """The request counts the baseline's servers were counted over (empty when it does not say)."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return set()
+    return {int(v["requests"]) for v in data.get("servers", {}).values() if "requests" in v}
+
+
+def write_baseline(counts: list[Count], path: Path = BASELINE, *, commit: str = "") -> None:
+    data = {"what": "callgrind instructions per request (scripts/ci/tailjob/instructions.py)",
+            "commit": commit,
+            "servers": {c.server: {"per_request": round(c.per_request, 1), "requests": c.requests,
+                                   "table": {k: round(v, 1) for k, v in c.table().items()}}
+                        for c in counts}}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def compare(counts: list[Count], baseline: Mapping[str, float], limit: float = GATE_LIMIT) -> list[Verdict]:
+    """A verdict per counted server the baseline has (module docstring, "Gate")."""
+    out = []
+    for c in counts:
+        base = baseline.get(c.server)
+        if base is None:
+            continue
+        change = round(c.per_request / base - 1, 9)  # exactly +2 % is within the bound
+        verdict = "regression" if change > limit else "gain" if change < -limit else "equivalent"
+        out.append(Verdict(c.server, base, c.per_request, verdict))
+    return out
+
+
+def render(counts: list[Count]) -> str:
+    """A Markdown table: instructions per request by component, one column per server."""
+    cols = [c.server for c in counts]
+    lines = ["| component | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    tables = [c.table() for c in counts]
+    for row in [name for name, _ in COMPONENTS] + ["python"]:
+        lines.append(f"| {row} | " + " | ".join(f"{t[row]:,.0f}" for t in tables) + " |")
+    lines.append("| **total** | " + " | ".join(f"**{c.per_request:,.0f}**" for c in counts) + " |")
+    return "\n".join(lines)
+
+
+# -- the job's hook: ``tail_latency.py --tier instructions`` ----------------------------------
+
+PROG = "tail_latency"
+
+
+def _requests(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        import argparse
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive integer (default {REQUESTS})")
+    return int(text)
+
+
+def add_options(parser) -> None:
+    """The tier's options (the job's ``--tier`` selects it); shared with the job's ``--gate``, ``--backend``, ``--out``."""
+    g = parser.add_argument_group("instruction tier (--tier instructions)")
+    g.add_argument("--tier", choices=("wall", "instructions"), default="wall",
+                   help="wall: the A/B or --peers under wrk (default); instructions: callgrind's "
+                        "user-space instructions per request of each server over a fixed sequence of "
+                        "keep-alive requests, by component, beside a stored baseline (needs valgrind)")
+    g.add_argument("--server", action="append", choices=SERVERS,
+                   help="with --tier instructions: a server to count (repeatable; default: all, or the "
+                        "bench server on --backend and asyncio)")
+    g.add_argument("--requests", type=_requests, default=REQUESTS,
+                   help=f"with --tier instructions: requests counted per server ({REQUESTS})")
+    g.add_argument("--baseline", type=Path, default=BASELINE,
+                   help="with --tier instructions: the baseline JSON (default: "
+                        "benchmarks/results/instructions-baseline.json)")
+    g.add_argument("--write-baseline", action="store_true",
+                   help="with --tier instructions: store this count as the baseline")
+
+
+def _fail(message: str, code: int) -> int:
+    import sys
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return code
+
+
+def _io_uring_refused() -> str | None:
+    from tailreactor.backends import IoUringBackend, IoUringUnavailable
+    try:
+        IoUringBackend().close()
+    except IoUringUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def tier_options_given(args) -> bool:
+    """Whether an option of this tier was given (with ``--tier wall`` that is an error)."""
+    return bool(args.server or args.write_baseline or args.requests != REQUESTS or args.baseline != BASELINE)
+
+
+def main_tier(args) -> int:
+    """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
+
+    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option or a missing tool
+    (one line); 3 when a count fails.
+    """
+    import sys
+    from datetime import datetime, timezone
+
+    if args.tier != "instructions":
+        given = next(name for flag, name in ((args.server, "--server"), (args.write_baseline, "--write-baseline"),
+                                             (args.requests != REQUESTS, "--requests"), (True, "--baseline"))
+                     if flag)
+        return _fail(f"{given} applies to --tier instructions", 2)
+    if args.write_baseline and args.gate:
+        return _fail("--write-baseline stores this count; --gate compares it with the stored one: choose one", 2)
+    for flag, name in ((args.peers, "--peers"), (args.calibrate is not None, "--calibrate"),
+                       (args.ab, "--ab"), (args.a is not None or args.b is not None, "--a/--b")):
+        if flag:
+            return _fail(f"{name} applies to --tier wall, not to --tier instructions", 2)
+    baseline = load_baseline(args.baseline)
+    if args.gate and not baseline:
+        return _fail(f"--baseline {args.baseline}: no baseline there to gate on (write one with "
+                     f"--write-baseline)", 2)
+    counted = baseline_requests(args.baseline)
+    if baseline and counted and counted != {args.requests}:
+        # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
+        # interpreter's caches): a verdict compares equal counts.
+        if args.gate:
+            return _fail(f"--requests {args.requests}: the baseline counted "
+                         f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count", 2)
+        baseline = {}
+    chosen = list(args.server or [s for s in SERVERS if not args.backend or s in (f"bench-{args.backend}", "asyncio")])
+    missing = missing_tool()
+    if missing:
+        return _fail(f"--tier instructions needs callgrind: {missing}", 2)
+    if "bench-io_uring" in chosen:
+        refused = _io_uring_refused()
+        if refused is not None:
+            if args.server or args.backend == "io_uring":
+                return _fail(f"io_uring asked for but unavailable here: {refused}", 2)
+            print(f"{PROG}: bench-io_uring skipped: {refused}", file=sys.stderr, flush=True)
+            chosen.remove("bench-io_uring")
+    counts = []
+    for name in chosen:
+        try:
+            c = count(name, requests=args.requests)
+        except MeasureError as exc:
+            return _fail(str(exc), 3)
+        print(f"{name}: {c.per_request:,.0f} instructions/request ({c.instructions:,} over "
+              f"{c.requests:,} requests)", flush=True)
+        counts.append(c)
+    print()
+    print(render(counts))
+    verdicts = compare(counts, baseline)
+    if verdicts:
+        print()
+        print(f"Against {args.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
+        for v in verdicts:
+            print(f"- {v.server}: {v.base:,.0f} -> {v.now:,.0f} ({v.change:+.2%}): {v.verdict}")
+    stem = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-instructions"
+    results = args.out / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    commit = _commit()
+    (results / f"{stem}.md").write_text(f"Instructions per request, commit {commit or 'unknown'}, "
+                                        f"{args.requests} requests per server\n\n{render(counts)}\n")
+    write_baseline(counts, results / f"{stem}.json", commit=commit)
+    print(f"\nFiles:\n- {results / (stem + '.md')}\n- {results / (stem + '.json')}")
+    if args.write_baseline:
+        write_baseline(counts, args.baseline, commit=commit)
+        print(f"- {args.baseline} (the new baseline)")
+    if args.gate and any(v.verdict == "regression" for v in verdicts):
+        return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)
+    return 0
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+    except OSError:
+        return ""
+    return out.stdout.strip()

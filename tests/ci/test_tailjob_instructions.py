@@ -1,0 +1,169 @@
+"""The instruction tier (tailjob.instructions, ``tail_latency.py --tier instructions``).
+
+The real tests run the bench server under real callgrind with real
+keep-alive requests: the count must repeat within 0.5 %, its components must
+be where the request spends them, and ``--gate`` must fail on a baseline the
+count exceeds by more than 2 %.  The parser and the verdicts are also checked
+on small hand-written dumps and figures, where the right answer is known.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tailjob import instructions
+from tailjob.instructions import Count, attribute, compare
+
+CI_DIR = Path(__file__).resolve().parents[2] / "scripts" / "ci"
+needs_valgrind = pytest.mark.skipif(instructions.missing_tool() is not None,
+                                    reason="needs valgrind's callgrind; install it: apt-get install valgrind")
+#: Small but well above the dump's race (a fraction of one request).
+SMALL = {"requests": 300, "warmup": 100, "connections": 4}
+
+
+def job(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, str(CI_DIR / "tail_latency.py"), *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+DUMP = """\
+# callgrind format
+version: 1
+creator: callgrind-3.19.0
+events: Ir
+summary: 1000
+ob=(1) /lib/libpython.so
+fl=(1) ceval.c
+fn=(1) _PyEval_EvalFrameDefault
+0 300
+cob=(2) /lib/select.so
+cfl=(2) selectmodule.c
+cfn=(2) select_epoll_poll
+calls=2 0
+0 100
+cfn=(3) __pyx_pw_9httptools_6parser_6parser_10HttpParser_13feed_data
+calls=1 0
+0 400
+cfn=(4) sock_send
+calls=1 0
+0 50
+
+fl=(3) parser.c
+fn=(3)
+0 250
+cfn=(1) _PyEval_EvalFrameDefault'2
+calls=1 0
+0 150
+
+fn=(1) _PyEval_EvalFrameDefault'2
+0 100
+cfn=(5) time_monotonic_ns
+calls=1 0
+0 50
+cfn=(4)
+calls=1 0
+0 20
+"""
+
+
+def test_components_are_the_calls_into_them_from_outside(tmp_path):
+    dump = tmp_path / "callgrind.out.1"
+    dump.write_text(DUMP)
+    total, parts = attribute(dump)
+    assert total == 1000
+    assert parts["backend wait"] == 100
+    assert parts["HTTP parse"] == 400  # its callback's eval frame and what it calls are inside it
+    # sock_send from outside (50) counts; the clock and the send the parser's callback made are
+    # outside-function calls too: caller/callee pairs cannot tell (attribute's docstring).
+    assert parts["send"] == 50 + 20 and parts["clock"] == 50
+    assert parts["arm"] == 0 and parts["recv"] == 0
+
+
+def test_the_table_puts_the_rest_in_python():
+    c = Count("bench-epoll", 10, 1000, {"backend wait": 100, "HTTP parse": 400})
+    table = c.table()
+    assert table["backend wait"] == 10 and table["HTTP parse"] == 40
+    assert table["python"] == 50 and c.per_request == 100
+    assert list(table)[-1] == "python"
+    assert "| **total** | **100** |" in instructions.render([c])
+
+
+def test_verdicts_are_two_percent_either_side():
+    base = {"a": 1000.0, "b": 1000.0, "c": 1000.0, "d": 1000.0}
+    counts = [Count("a", 1, 1021), Count("b", 1, 1020), Count("c", 1, 979), Count("d", 1, 980),
+              Count("absent", 1, 5)]
+    got = {v.server: v.verdict for v in compare(counts, base)}
+    assert got == {"a": "regression", "b": "equivalent", "c": "gain", "d": "equivalent"}
+
+
+def test_the_committed_baseline_names_every_default_server():
+    base = instructions.load_baseline()
+    assert set(base) == set(instructions.SERVERS)
+    assert all(v > 1000 for v in base.values())
+
+
+@needs_valgrind
+def test_the_same_count_twice_agrees_within_half_a_percent():
+    first = instructions.count("bench-epoll", **SMALL)
+    second = instructions.count("bench-epoll", **SMALL)
+    assert first.requests == second.requests == SMALL["requests"]
+    assert abs(first.per_request / second.per_request - 1) < 0.005, (first, second)
+    table = first.table()
+    # Where a readiness request spends instructions: one wait, one recv, one parse, one send, and Python.
+    for part in ("backend wait", "recv", "HTTP parse", "send", "python"):
+        assert table[part] > 0, table
+    assert table["python"] > table["HTTP parse"] > table["send"]
+
+
+@needs_valgrind
+def test_gate_fails_on_a_count_above_the_baseline(tmp_path):
+    high = instructions.count("bench-epoll", **SMALL).per_request
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"servers": {"bench-epoll": {"per_request": high / 1.05},
+                                                "asyncio": {"per_request": 1.0}}}))
+    res = job("--tier", "instructions", "--server", "bench-epoll", "--gate", "--baseline", str(baseline),
+              "--requests", str(SMALL["requests"]), "--out", str(tmp_path))
+    assert res.returncode == 1, res.stderr
+    assert "bench-epoll" in res.stdout and "regression" in res.stdout
+    assert "| HTTP parse |" in res.stdout
+    written = list((tmp_path / "results").glob("*-instructions.json"))
+    assert len(written) == 1 and "bench-epoll" in json.loads(written[0].read_text())["servers"]
+
+
+def test_without_valgrind_the_tier_is_one_line_and_exit_2(tmp_path):
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
+    res = job("--tier", "instructions", "--out", str(tmp_path), env=env, timeout=60)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().count("\n") == 0 and "apt-get install valgrind" in res.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--requests", "0"], "--requests"),
+    (["--server", "nginx"], "--server"),
+    (["--baseline", "/nonexistent/b.json", "--gate"], "--baseline"),
+    (["--gate", "--requests", "500"], "--requests 500: the baseline counted 1000 requests"),
+])
+def test_bad_options_of_the_tier_are_one_line_and_exit_2(tmp_path, args, says):
+    res = job("--tier", "instructions", *args, "--out", str(tmp_path), timeout=60)
+    assert res.returncode == 2 and res.stdout == ""
+    assert says in res.stderr.strip().splitlines()[-1], res.stderr
+
+
+def test_write_baseline_is_refused_with_gate(tmp_path):
+    res = job("--tier", "instructions", "--gate", "--write-baseline", "--out", str(tmp_path), timeout=60)
+    assert res.returncode == 2 and "--write-baseline" in res.stderr
+
+
+def test_the_tier_options_are_refused_on_the_wall_tier(tmp_path):
+    res = job("--requests", "100", "--out", str(tmp_path), timeout=60)
+    assert res.returncode == 2 and res.stdout == ""
+    assert "--requests applies to --tier instructions" in res.stderr
+
+
+
