@@ -8,7 +8,21 @@ What cannot run here is skipped with a one-line reason, never failed:
   ``CWIST_TEST_REQUIRE_IO_URING``) makes that a failure instead: ``.ci/run``
   sets it where io_uring works.
 * a test marked ``wrk`` when wrk is not on PATH;
-* a test marked ``bench_extras`` without the bench extras (uvloop, py-spy).
+* a test marked ``bench_extras`` without the bench extras (uvloop, py-spy);
+* an io_uring test whose ring setup fails with ENOMEM: the locked-memory
+  limit (``ulimit -l``) is too low for the rings it needs -- the reason names
+  the limit (a failure under ``TAILREACTOR_REQUIRE_IO_URING=1`` too);
+* a test that needs more open files than ``RLIMIT_NOFILE`` allows
+  (:func:`require_fds`) -- the reason names the limit and the ``ulimit -n``
+  that would run it.
+
+Limits: the session raises the soft ``RLIMIT_NOFILE`` to the hard limit (what
+a user would do by hand with ``ulimit -n``), so only a test that needs more
+than the hard limit skips.
+
+Leaks: after every test the process must hold the file descriptors it held
+before the test (same numbers, same files), io_uring rings included; a test
+that leaves one open fails at teardown, naming each leaked descriptor.
 
 pytest groups skips by reason and place, so each reason is one line of the
 summary however many tests it skipped.
@@ -16,9 +30,12 @@ summary however many tests it skipped.
 
 from __future__ import annotations
 
+import errno
 import functools
+import gc
 import importlib.util
 import os
+import resource
 import shutil
 import socket
 import sys
@@ -68,8 +85,100 @@ def missing_bench_extras() -> list[str]:
     return missing
 
 
+def raise_nofile_limit() -> tuple[int, int]:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit; return the (soft, hard) now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):  # a hard limit past the kernel's nr_open: keep what we have
+            return soft, hard
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def fd_table() -> dict[int, str]:
+    """This process's open descriptors: number -> what ``/proc/self/fd`` links it to."""
+    fds = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            fds[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # the directory listdir read, closed by now
+            pass
+    return fds
+
+
+#: Descriptors a test may need beyond its own: pytest's capture, xdist's channel, imports, hypothesis.
+FD_HEADROOM = 64
+
+
+def require_fds(n: int) -> None:
+    """Skip the calling test unless ``n`` more descriptors fit under ``RLIMIT_NOFILE``.
+
+    The session has already raised the soft limit to the hard one, so the
+    reason names the limit and the ``ulimit -n`` (hard, hence as root or in
+    ``/etc/security/limits.conf``) that would run the test.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = len(fd_table()) + n + FD_HEADROOM
+    if need > soft:
+        pytest.skip(f"needs {need} open files, RLIMIT_NOFILE allows {soft} (hard limit {hard}); "
+                    f"run it with a hard limit of at least {need}: ulimit -n {need} (as root, or "
+                    f"nofile in /etc/security/limits.conf)")
+
+
+def memlock_limit_text() -> str:
+    """``RLIMIT_MEMLOCK`` in KiB, as ``ulimit -l`` shows it (``unlimited`` when it is)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    return "unlimited" if soft == resource.RLIM_INFINITY else f"{soft // 1024} KiB"
+
+
 def pytest_configure(config):
     require_io_uring()  # a bad value stops the run before any test
+    raise_nofile_limit()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """An io_uring test whose ring setup fails with ENOMEM mid-test skips naming the memlock limit."""
+    try:
+        return (yield)
+    except IoUringUnavailable as exc:
+        if exc.errno != errno.ENOMEM or item.get_closest_marker("io_uring") is None:
+            raise
+        reason = (f"io_uring ring setup failed with ENOMEM: the locked-memory limit (ulimit -l: "
+                  f"{memlock_limit_text()}, shared by every process of this user) is too low for "
+                  f"the rings this test holds; raise it (ulimit -l, memlock in "
+                  f"/etc/security/limits.conf) or lower CWIST_URING_ENTRIES")
+        if require_io_uring():
+            pytest.fail(f"{REQUIRE_IO_URING}=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+def _leaked(before: dict[int, str]) -> dict[int, str]:
+    return {fd: what for fd, what in fd_table().items() if before.get(fd) != what}
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_fds(request):
+    """Fail the test that leaves a descriptor (a socket, a pipe, an io_uring ring ...) open.
+
+    Autouse, so set up before the test's other function-scoped fixtures and
+    torn down after them: what they close at teardown is not a leak.  Fixtures
+    of a wider scope are set up before the snapshot and torn down after the
+    check.  A descriptor only an unreachable object still holds is a leak the
+    garbage collector would fix late; it is collected once before judging.
+    """
+    before = fd_table()
+    yield
+    leaked = _leaked(before)
+    if leaked:
+        gc.collect()
+        leaked = _leaked(before)
+    if leaked:
+        rings = sum(what == "anon_inode:[io_uring]" for what in leaked.values())
+        listed = ", ".join(f"fd {fd} -> {what}" for fd, what in sorted(leaked.items()))
+        pytest.fail(f"{request.node.nodeid} left {len(leaked)} descriptor(s) open "
+                    f"({rings} io_uring ring(s)): {listed}", pytrace=False)
 
 
 def pytest_runtest_setup(item):
