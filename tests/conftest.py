@@ -30,6 +30,7 @@ summary however many tests it skipped.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import gc
@@ -226,22 +227,37 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
+def _socketpairs(n: int, made: list[socket.socket]) -> list[tuple[socket.socket, socket.socket]]:
+    pairs = []
+    for _ in range(n):
+        a, b = socket.socketpair()
+        made.extend((a, b))
+        a.setblocking(False)
+        b.setblocking(False)
+        pairs.append((a, b))
+    return pairs
+
+
+@contextlib.contextmanager
+def open_socketpairs(n: int = 1):
+    """``with open_socketpairs(n) as pairs``: (a, b) non-blocking connected pairs, closed on exit.
+
+    For a Hypothesis test: a function-scoped fixture lives across all its
+    examples, so pairs from ``socketpairs`` would pile up until the last one.
+    """
+    made: list[socket.socket] = []
+    try:
+        yield _socketpairs(n, made)
+    finally:
+        for s in made:
+            s.close()
+
+
 @pytest.fixture
 def socketpairs():
     """``socketpairs(n)`` -> list of (a, b) non-blocking connected pairs, closed at teardown."""
     made: list[socket.socket] = []
-
-    def make(n: int = 1):
-        pairs = []
-        for _ in range(n):
-            a, b = socket.socketpair()
-            a.setblocking(False)
-            b.setblocking(False)
-            made.extend((a, b))
-            pairs.append((a, b))
-        return pairs
-
-    yield make
+    yield lambda n=1: _socketpairs(n, made)
     for s in made:
         s.close()
 

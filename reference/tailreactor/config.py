@@ -149,6 +149,34 @@ KNOBS: tuple[Knob, ...] = (
         cwist_invalid_ko="CWIST: `epoll`만 의미가 있고 그 밖의 값은 io_uring으로 취급한다.",
     ),
     Knob(
+        name="CWIST_URING_ENTRIES", attr="uring_entries", kind="int", default=256, lo=1, hi=32768,
+        area="backend", backends=("io_uring",), unit="entries",
+        help_en="Submission-queue entries of each reactor's io_uring ring (the kernel rounds up to a "
+                "power of two; the completion queue gets twice as many). The queues are locked memory: "
+                "for any user but root the kernel charges them to RLIMIT_MEMLOCK (`ulimit -l`), shared "
+                "by all of that user's processes, and refuses a ring past it (ENOMEM). A ring costs "
+                "about 28 KiB at 256 entries and about 390 KiB at CWIST's 4096, so a stock 8 MiB limit "
+                "holds about 290 rings of 256 entries but 21 of 4096 (measured on Linux 6.18 by opening "
+                "rings until ENOMEM).",
+        help_ko="리액터마다 있는 io_uring 링의 제출 큐 항목 수(커널이 2의 거듭제곱으로 올려 잡고, 완료 큐는 그 두 배가 "
+                "된다). 큐는 잠긴 메모리다. root가 아닌 사용자라면 커널이 이를 RLIMIT_MEMLOCK(`ulimit -l`)에 "
+                "달아 두는데, 이 한도는 그 사용자의 모든 프로세스가 함께 쓰며, 넘으면 링을 만들지 않는다(ENOMEM). "
+                "링 하나는 256항목에서 약 28 KiB, CWIST의 4096항목에서 약 390 KiB가 들어서, 흔한 8 MiB 한도에 "
+                "256항목 링은 약 290개, 4096항목 링은 21개가 들어간다(Linux 6.18에서 ENOMEM이 날 때까지 링을 "
+                "열어 잰 값).",
+        when_en="Raise it when a round re-arms more than this many operations (more connections ready "
+                "at once): a full submission queue is submitted early, one more `io_uring_enter` each "
+                "time, and completions past twice this wait in the kernel's overflow list. Lower it, or "
+                "raise `ulimit -l`, when many rings must fit a normal user's limit (many `--workers`): "
+                "`auto` then falls back to epoll with one line naming the limit.",
+        when_ko="한 라운드가 이보다 많은 연산을 다시 등록할 때(동시에 준비되는 연결이 더 많을 때) 올린다. 제출 큐가 차면 "
+                "그때마다 미리 제출하느라 `io_uring_enter`를 한 번 더 부르고, 이 값의 두 배를 넘는 완료는 커널의 "
+                "넘침 목록에서 기다린다. 일반 사용자의 한도 안에 링을 많이 넣어야 할 때(`--workers`가 많을 때)는 "
+                "낮추거나 `ulimit -l`을 올린다. 그러지 않으면 `auto`가 한도를 밝힌 한 줄을 남기고 epoll로 넘어간다.",
+        cwist_invalid_en="CWIST: no such variable; its ring has 4096 entries.",
+        cwist_invalid_ko="CWIST: 이 변수가 없고, 링은 언제나 4096항목이다.",
+    ),
+    Knob(
         name="CWIST_REACTOR_TAIL_US", attr="tail_us", kind="int", default=3500, lo=0, hi=86_400_000_000,
         area="dispatch",
         zero_en="age-based dispatch off: no reordering, no elevation, backend order",
