@@ -103,3 +103,13 @@ def test_bench_workers_that_fit_run_on_io_uring():
     finally:
         code, err = srv.stop()
     assert code == 0, err
+
+
+def test_ring_memlock_counts_rings_until_enomem_under_a_limit():
+    script = str(Path(__file__).resolve().parents[1] / "benchmarks" / "ring_memlock.py")
+    done = subprocess.run([*MEMLOCK, "1024", "--", sys.executable, script, "256"],
+                          capture_output=True, text=True, timeout=IO_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert line.startswith("entries 256: ") and "under RLIMIT_MEMLOCK 1024 KiB (then errno 12)" in line, line
+    assert int(line.split(": ")[1].split()[0]) <= 1024 // 28  # never more than the limit holds

@@ -156,14 +156,14 @@ KNOBS: tuple[Knob, ...] = (
                 "for any user but root the kernel charges them to RLIMIT_MEMLOCK (`ulimit -l`), shared "
                 "by all of that user's processes, and refuses a ring past it (ENOMEM). A ring costs "
                 "about 28 KiB at 256 entries and about 390 KiB at CWIST's 4096, so a stock 8 MiB limit "
-                "holds about 290 rings of 256 entries but 21 of 4096 (measured on Linux 6.18 by opening "
-                "rings until ENOMEM).",
+                "holds about 290 rings of 256 entries but 21 of 4096 (Linux 6.18: `python tests/memlock_limit.py "
+                "8192 -- python benchmarks/ring_memlock.py 256`, then `4096`, which open rings until ENOMEM).",
         help_ko="리액터마다 있는 io_uring 링의 제출 큐 항목 수(커널이 2의 거듭제곱으로 올려 잡고, 완료 큐는 그 두 배가 "
                 "된다). 큐는 잠긴 메모리다. root가 아닌 사용자라면 커널이 이를 RLIMIT_MEMLOCK(`ulimit -l`)에 "
                 "달아 두는데, 이 한도는 그 사용자의 모든 프로세스가 함께 쓰며, 넘으면 링을 만들지 않는다(ENOMEM). "
                 "링 하나는 256항목에서 약 28 KiB, CWIST의 4096항목에서 약 390 KiB가 들어서, 흔한 8 MiB 한도에 "
-                "256항목 링은 약 290개, 4096항목 링은 21개가 들어간다(Linux 6.18에서 ENOMEM이 날 때까지 링을 "
-                "열어 잰 값).",
+                "256항목 링은 약 290개, 4096항목 링은 21개가 들어간다(Linux 6.18, `python tests/memlock_limit.py "
+                "8192 -- python benchmarks/ring_memlock.py 256`과 `4096`으로 ENOMEM이 날 때까지 링을 열어 잰 값).",
         when_en="Raise it when a round re-arms more than this many operations (more connections ready "
                 "at once): a full submission queue is submitted early, one more `io_uring_enter` each "
                 "time, and completions past twice this wait in the kernel's overflow list. Lower it, or "
