@@ -30,13 +30,11 @@ summary however many tests it skipped.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import gc
 import importlib.util
 import os
-import resource
 import shutil
 import socket
 import sys
@@ -44,6 +42,7 @@ from pathlib import Path
 
 import pytest
 
+from limits import fd_table, memlock_limit_text, raise_nofile_limit, socketpair_list
 from tailreactor import Config, Reactor
 from tailreactor.backends import IoUringBackend, IoUringUnavailable
 from tailreactor.clock import ManualClock
@@ -86,53 +85,6 @@ def missing_bench_extras() -> list[str]:
     return missing
 
 
-def raise_nofile_limit() -> tuple[int, int]:
-    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit; return the (soft, hard) now in force."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):  # a hard limit past the kernel's nr_open: keep what we have
-            return soft, hard
-    return resource.getrlimit(resource.RLIMIT_NOFILE)
-
-
-def fd_table() -> dict[int, str]:
-    """This process's open descriptors: number -> what ``/proc/self/fd`` links it to."""
-    fds = {}
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            fds[int(name)] = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:  # the directory listdir read, closed by now
-            pass
-    return fds
-
-
-#: Descriptors a test may need beyond its own: pytest's capture, xdist's channel, imports, hypothesis.
-FD_HEADROOM = 64
-
-
-def require_fds(n: int) -> None:
-    """Skip the calling test unless ``n`` more descriptors fit under ``RLIMIT_NOFILE``.
-
-    The session has already raised the soft limit to the hard one, so the
-    reason names the limit and the ``ulimit -n`` (hard, hence as root or in
-    ``/etc/security/limits.conf``) that would run the test.
-    """
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = len(fd_table()) + n + FD_HEADROOM
-    if need > soft:
-        pytest.skip(f"needs {need} open files, RLIMIT_NOFILE allows {soft} (hard limit {hard}); "
-                    f"run it with a hard limit of at least {need}: ulimit -n {need} (as root, or "
-                    f"nofile in /etc/security/limits.conf)")
-
-
-def memlock_limit_text() -> str:
-    """``RLIMIT_MEMLOCK`` in KiB, as ``ulimit -l`` shows it (``unlimited`` when it is)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    return "unlimited" if soft == resource.RLIM_INFINITY else f"{soft // 1024} KiB"
-
-
 def pytest_configure(config):
     require_io_uring()  # a bad value stops the run before any test
     raise_nofile_limit()
@@ -155,8 +107,15 @@ def pytest_runtest_call(item):
         pytest.skip(reason)
 
 
+#: Files a library keeps open on purpose, for the life of the process, from its first use on:
+#: matplotlib's font cache (``font_manager._get_font``, an lru_cache of FT2Font objects, each
+#: holding its font file open).
+KEPT_OPEN_BY_LIBRARIES = (".ttf", ".otf", ".ttc", ".afm", ".pfb")
+
+
 def _leaked(before: dict[int, str]) -> dict[int, str]:
-    return {fd: what for fd, what in fd_table().items() if before.get(fd) != what}
+    return {fd: what for fd, what in fd_table().items()
+            if before.get(fd) != what and not what.endswith(KEPT_OPEN_BY_LIBRARIES)}
 
 
 @pytest.fixture(autouse=True)
@@ -227,37 +186,11 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-def _socketpairs(n: int, made: list[socket.socket]) -> list[tuple[socket.socket, socket.socket]]:
-    pairs = []
-    for _ in range(n):
-        a, b = socket.socketpair()
-        made.extend((a, b))
-        a.setblocking(False)
-        b.setblocking(False)
-        pairs.append((a, b))
-    return pairs
-
-
-@contextlib.contextmanager
-def open_socketpairs(n: int = 1):
-    """``with open_socketpairs(n) as pairs``: (a, b) non-blocking connected pairs, closed on exit.
-
-    For a Hypothesis test: a function-scoped fixture lives across all its
-    examples, so pairs from ``socketpairs`` would pile up until the last one.
-    """
-    made: list[socket.socket] = []
-    try:
-        yield _socketpairs(n, made)
-    finally:
-        for s in made:
-            s.close()
-
-
 @pytest.fixture
 def socketpairs():
     """``socketpairs(n)`` -> list of (a, b) non-blocking connected pairs, closed at teardown."""
     made: list[socket.socket] = []
-    yield lambda n=1: _socketpairs(n, made)
+    yield lambda n=1: socketpair_list(n, made)
     for s in made:
         s.close()
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import require_fds
+from limits import require_fds
 from tailreactor import READ, WRITE
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import open_socketpairs
+from limits import open_socketpairs
 from tailreactor import READ, Config, Reactor
 from tailreactor.backends import create_backend
 from tailreactor.clock import ManualClock
@@ -140,7 +140,8 @@ def test_event_aging_behind_slow_callbacks_goes_next(backend_name, clock, socket
     r.close()
 
 
-@settings(max_examples=300, deadline=None)
+# backend_name, the one function-scoped fixture, is a constant: nothing to reset between examples.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_policy_matches_oracle_for_random_stamps_and_slow_callbacks(backend_name, data):
     from tailreactor.clock import ManualClock
@@ -352,6 +353,7 @@ def test_threshold_is_inclusive(backend_name, clock, socketpairs):
     d.send(b"x")
     run_round(r)
     assert log == [("exact", True), ("younger", False)]
+    r.close()
 
 
 def test_an_event_whose_aging_time_is_at_the_end_of_the_clock_is_not_lost(backend_name, socketpairs):

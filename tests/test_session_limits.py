@@ -23,7 +23,8 @@ IO_TIMEOUT_S = 120
 INNER_TESTS = '''
 import errno, os, resource, socket
 import pytest
-from conftest import IoUringUnavailable, require_fds
+from limits import require_fds
+from tailreactor.backends import IoUringUnavailable
 
 KEPT = []
 
@@ -74,7 +75,8 @@ def test_leaks_a_ring():
 
 
 def inner_session(tmp_path: Path, body: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    (tmp_path / "conftest.py").write_text((HERE / "conftest.py").read_text())
+    for helper in ("conftest.py", "limits.py"):
+        (tmp_path / helper).write_text((HERE / helper).read_text())
     (tmp_path / "test_inner.py").write_text(body)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TAILREACTOR_REQUIRE"))}
     full_env.update(env)
