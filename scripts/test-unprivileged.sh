@@ -22,10 +22,14 @@ as_user() {
     setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups env HOME="$tmp/home" "$@"
 }
 
-# The work tree as git sees it: tracked and untracked files, not ignored ones (.venv, caches).
-mkdir "$tmp/src" "$tmp/home"
+# A clone at this checkout's commit (tests read its git state), then the work tree on top as git
+# sees it: tracked and untracked files, not ignored ones (.venv, caches), so uncommitted work is tested.
+mkdir "$tmp/home"
+git clone -q --no-checkout "$root" "$tmp/src"
+git -C "$tmp/src" checkout -q --detach "$(git -C "$root" rev-parse HEAD)"
 git -C "$root" ls-files -z -co --exclude-standard \
   | tar -C "$root" --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C "$tmp/src" -xf -
+git -C "$root" ls-files -z -d | (cd "$tmp/src" && xargs -0 -r rm -f --)  # deleted in the work tree
 
 # A Python the user can run, of the venv's version: the venv's packages are copied next to it and the
 # copy of the source is put on its path (an editable install of the copy, without pip's time).
