@@ -8,7 +8,21 @@ What cannot run here is skipped with a one-line reason, never failed:
   ``CWIST_TEST_REQUIRE_IO_URING``) makes that a failure instead: ``.ci/run``
   sets it where io_uring works.
 * a test marked ``wrk`` when wrk is not on PATH;
-* a test marked ``bench_extras`` without the bench extras (uvloop, py-spy).
+* a test marked ``bench_extras`` without the bench extras (uvloop, py-spy);
+* an io_uring test whose ring setup fails with ENOMEM: the locked-memory
+  limit (``ulimit -l``) is too low for the rings it needs -- the reason names
+  the limit (a failure under ``TAILREACTOR_REQUIRE_IO_URING=1`` too);
+* a test that needs more open files than ``RLIMIT_NOFILE`` allows
+  (:func:`require_fds`) -- the reason names the limit and the ``ulimit -n``
+  that would run it.
+
+Limits: the session raises the soft ``RLIMIT_NOFILE`` to the hard limit (what
+a user would do by hand with ``ulimit -n``), so only a test that needs more
+than the hard limit skips.
+
+Leaks: after every test the process must hold the file descriptors it held
+before the test (same numbers, same files), io_uring rings included; a test
+that leaves one open fails at teardown, naming each leaked descriptor.
 
 pytest groups skips by reason and place, so each reason is one line of the
 summary however many tests it skipped.
@@ -16,7 +30,9 @@ summary however many tests it skipped.
 
 from __future__ import annotations
 
+import errno
 import functools
+import gc
 import importlib.util
 import os
 import shutil
@@ -26,6 +42,7 @@ from pathlib import Path
 
 import pytest
 
+from limits import fd_table, memlock_limit_text, raise_nofile_limit, socketpair_list
 from tailreactor import Config, Reactor
 from tailreactor.backends import IoUringBackend, IoUringUnavailable
 from tailreactor.clock import ManualClock
@@ -70,6 +87,58 @@ def missing_bench_extras() -> list[str]:
 
 def pytest_configure(config):
     require_io_uring()  # a bad value stops the run before any test
+    raise_nofile_limit()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """An io_uring test whose ring setup fails with ENOMEM mid-test skips naming the memlock limit."""
+    try:
+        return (yield)
+    except IoUringUnavailable as exc:
+        if exc.errno != errno.ENOMEM or item.get_closest_marker("io_uring") is None:
+            raise
+        reason = (f"io_uring ring setup failed with ENOMEM: the locked-memory limit (ulimit -l: "
+                  f"{memlock_limit_text()}, shared by every process of this user) is too low for "
+                  f"the rings this test holds; raise it (ulimit -l, memlock in "
+                  f"/etc/security/limits.conf) or lower CWIST_URING_ENTRIES")
+        if require_io_uring():
+            pytest.fail(f"{REQUIRE_IO_URING}=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+#: Files a library keeps open on purpose, for the life of the process, from its first use on:
+#: matplotlib's font cache (``font_manager._get_font``, an lru_cache of FT2Font objects, each
+#: holding its font file open).
+KEPT_OPEN_BY_LIBRARIES = (".ttf", ".otf", ".ttc", ".afm", ".pfb")
+
+
+def _leaked(before: dict[int, str]) -> dict[int, str]:
+    return {fd: what for fd, what in fd_table().items()
+            if before.get(fd) != what and not what.endswith(KEPT_OPEN_BY_LIBRARIES)}
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_fds(request):
+    """Fail the test that leaves a descriptor (a socket, a pipe, an io_uring ring ...) open.
+
+    Autouse, so set up before the test's other function-scoped fixtures and
+    torn down after them: what they close at teardown is not a leak.  Fixtures
+    of a wider scope are set up before the snapshot and torn down after the
+    check.  A descriptor only an unreachable object still holds is a leak the
+    garbage collector would fix late; it is collected once before judging.
+    """
+    before = fd_table()
+    yield
+    leaked = _leaked(before)
+    if leaked:
+        gc.collect()
+        leaked = _leaked(before)
+    if leaked:
+        rings = sum(what == "anon_inode:[io_uring]" for what in leaked.values())
+        listed = ", ".join(f"fd {fd} -> {what}" for fd, what in sorted(leaked.items()))
+        pytest.fail(f"{request.node.nodeid} left {len(leaked)} descriptor(s) open "
+                    f"({rings} io_uring ring(s)): {listed}", pytrace=False)
 
 
 def pytest_runtest_setup(item):
@@ -121,18 +190,7 @@ def clock() -> ManualClock:
 def socketpairs():
     """``socketpairs(n)`` -> list of (a, b) non-blocking connected pairs, closed at teardown."""
     made: list[socket.socket] = []
-
-    def make(n: int = 1):
-        pairs = []
-        for _ in range(n):
-            a, b = socket.socketpair()
-            a.setblocking(False)
-            b.setblocking(False)
-            made.extend((a, b))
-            pairs.append((a, b))
-        return pairs
-
-    yield make
+    yield lambda n=1: socketpair_list(n, made)
     for s in made:
         s.close()
 

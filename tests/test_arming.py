@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from limits import require_fds
 from tailreactor import READ, WRITE
 
 
@@ -146,6 +147,7 @@ def test_use_after_close_raises(make_reactor, socketpairs):
 
 
 def test_many_fds_armed_at_once(make_reactor, socketpairs):
+    require_fds(2 * 1100)  # more than a stock soft limit of 1024
     r = make_reactor()
     pairs = socketpairs(1100)
     seen = set()

@@ -130,6 +130,8 @@ class Knob:
 KNOBS: tuple[Knob, ...] = (
     Knob(name="CWIST_REACTOR_BACKEND", attr="backend", kind="choice", default="auto",
          choices=("auto", "io_uring", "epoll", "selectors"), area="backend"),
+    Knob(name="CWIST_URING_ENTRIES", attr="uring_entries", kind="int", default=256, lo=1, hi=32768,
+         area="backend", backends=("io_uring",), unit="entries"),
     Knob(name="CWIST_REACTOR_TAIL_US", attr="tail_us", kind="int", default=3500, lo=0,
          hi=86_400_000_000, area="dispatch", unit="us"),
     Knob(name="CWIST_REACTOR_AGE_FROM", attr="age_from", kind="choice", default="arm",

@@ -178,7 +178,7 @@ class Reactor:
     def __init__(self, backend=None, *, config=None, clock=time.monotonic_ns, probe=None, worker=0):
         self.config = config if config is not None else _config.load()
         if backend is None or isinstance(backend, str):
-            backend = create_backend(backend or self.config.backend)
+            backend = create_backend(backend or self.config.backend, ring_entries=self.config.uring_entries)
         self.backend = backend
         self.clock = clock
         self.counters = Counters()

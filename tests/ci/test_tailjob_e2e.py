@@ -48,9 +48,14 @@ def test_tiny_tail_job_on_both_backends_writes_report_plot_and_history(tmp_path)
             h = pooled.decode(r["wrk"]["histogram"])
             assert abs(h.get_total_count() - r["wrk"]["latency_samples"]) <= 1
             assert h.get_max_value() == pytest.approx(r["wrk"]["latency_us"]["max"], rel=1e-3)
-            # to p99 the rank rules of wrk and HdrHistogram (off by one) land in the same bucket
+            # to p99 the rank rules of wrk and HdrHistogram differ by at most one sample: wrk's value
+            # lies between the histogram's one sample either side (a short run on a loaded machine
+            # has few samples, and neighbours can be far apart)
+            one = 100.0 / h.get_total_count()
             for q in r["wrk"]["percentiles"][:4]:
-                assert h.get_value_at_percentile(q["p"]) == pytest.approx(q["us"], rel=5e-3, abs=2)
+                lo = h.get_value_at_percentile(max(q["p"] - one, 0.0))
+                hi = h.get_value_at_percentile(min(q["p"] + one, 100.0))
+                assert lo * (1 - 5e-3) - 2 <= q["us"] <= hi * (1 + 5e-3) + 2, (q, lo, hi)
         estimators = {c["metric"]: c["estimator"] for c in leg["comparisons"]}
         assert estimators == {"rps": "median", "cpu_us_per_req": "median", "p50": "median",
                               "p99": "median", "p99.9": "pooled", "p99.99": "pooled", "p99.999": "pooled"}

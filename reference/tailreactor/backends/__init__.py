@@ -82,20 +82,25 @@ def describe(obj) -> str:
     return f"{'an' if name[:1] in 'AEIOUaeiou' else 'a'} {name}"
 
 
-def create_backend(name: str = "auto"):
+def create_backend(name: str = "auto", *, ring_entries: int | None = None):
     """Create a backend by name.
 
     ``name``: ``auto``, a key of :data:`SHIPPED`, or ``module:factory``.
+    ``ring_entries``: the io_uring ring's size (``CWIST_URING_ENTRIES``;
+    None: :data:`io_uring.DEFAULT_ENTRIES`), for ``auto`` and ``io_uring``.
     Returns the backend.  Raises :class:`IoUringUnavailable` for an explicit
     ``io_uring`` that cannot start, :class:`UnknownBackend` for anything else
     that cannot be resolved.
     """
+    ring = {} if ring_entries is None else {"entries": ring_entries}
     if name == "auto":
         try:
-            return IoUringBackend()
+            return IoUringBackend(**ring)
         except IoUringUnavailable as exc:
             log.warning("CWIST_REACTOR_BACKEND=auto: falling back to epoll (%s)", exc.reason)
             return EpollBackend()
+    if name == "io_uring":
+        return IoUringBackend(**ring)
     factory = SHIPPED.get(name)
     if factory is not None:
         return factory()

@@ -53,12 +53,20 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import resource
 import time
 
 from .base import ERR, IN, OUT, RDHUP, READ, WRITE, check_direction, closed_error
 
-#: Ring size: CWIST uses a 4096-entry ring.
-DEFAULT_ENTRIES = 4096
+#: Ring size (``CWIST_URING_ENTRIES``): submission-queue entries; the completion queue
+#: gets twice as many.  Both queues are locked memory, charged to ``RLIMIT_MEMLOCK``
+#: for any user but root: about 28 KiB at 256 entries, so a stock 8 MiB limit holds
+#: about 290 rings (CWIST's 4096 entries cost about 390 KiB, 21 rings).  A round
+#: that re-arms more than this only submits early: ``auto_submit`` flushes a full
+#: submission queue, and completions past the completion queue wait in the
+#: kernel's overflow list (IORING_FEAT_NODROP), so the size bounds memory, not
+#: correctness.
+DEFAULT_ENTRIES = 256
 _MASK = {READ: IN | RDHUP, WRITE: OUT}
 _ECANCELED = -errno.ECANCELED
 
@@ -108,12 +116,33 @@ def io_uring_disabled_sysctl() -> str | None:
         return None
 
 
-def _explain(err: int | None, detail: str) -> str:
+def memlock_text() -> str:
+    """``RLIMIT_MEMLOCK`` as ``ulimit -l`` would show it, in KiB (or ``unlimited``)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    return "unlimited" if soft == resource.RLIM_INFINITY else f"{soft // 1024} KiB"
+
+
+def memlock_hint(entries: int) -> str:
+    """Why a ring of ``entries`` was refused ENOMEM, and the two ways out."""
+    return (f"locked-memory limit too low for another ring of {entries} entries (about "
+            f"{ring_kib(entries)} KiB of locked memory; RLIMIT_MEMLOCK {memlock_text()}, shared by "
+            f"every process of this user, root exempt): raise it (ulimit -l, memlock in "
+            f"/etc/security/limits.conf) or lower CWIST_URING_ENTRIES")
+
+
+def ring_kib(entries: int) -> int:
+    """Locked memory of one ring in KiB, rounded up: a 64-byte SQE and two 16-byte CQEs an
+    entry (entries rounded up to a power of two), plus a page of ring headers."""
+    n = 1 << max(entries - 1, 0).bit_length()
+    return -(-(n * (64 + 2 * 16) + 4096) // 1024)
+
+
+def _explain(err: int | None, detail: str, entries: int = DEFAULT_ENTRIES) -> str:
     sysctl = io_uring_disabled_sysctl()
     hint = {
         errno.EPERM: "blocked by io_uring_disabled or a seccomp filter (e.g. Docker's default profile)",
         errno.ENOSYS: "kernel built without CONFIG_IO_URING, or a sandbox (gVisor, nix) hides it",
-        errno.ENOMEM: "locked-memory limit too low for the ring (pre-5.12 kernels: raise RLIMIT_MEMLOCK)",
+        errno.ENOMEM: memlock_hint(entries),
     }.get(err or -1, "")
     parts = [f"io_uring unavailable: {detail}"]
     if err:
@@ -140,7 +169,7 @@ def _open_ring(entries: int):
         # then a post or stop from the creating thread must still wake it.
         return uring_api.Ring(entries, skip_owner_break_wait=False)
     except OSError as exc:
-        raise IoUringUnavailable(exc.errno, _explain(exc.errno, "ring setup failed")) from None
+        raise IoUringUnavailable(exc.errno, _explain(exc.errno, "ring setup failed", entries)) from None
 
 
 class IoUringBackend:

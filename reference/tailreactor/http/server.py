@@ -13,7 +13,12 @@ Everything that belongs to the *process* rather than to a connection::
    forks N workers; each builds its own Reactor (``Reactor(worker=i)``) and its
    own ``SO_REUSEPORT`` listener on the same port, so the kernel spreads new
    connections over them (CWIST's ``CWIST_WORKERS`` model).  The parent only
-   forwards signals and waits.
+   forwards signals and waits.  On io_uring each worker needs a ring, and for
+   a user other than root the rings share one locked-memory limit
+   (``RLIMIT_MEMLOCK``, see ``CWIST_URING_ENTRIES``): the parent first opens
+   N rings at once.  If they do not fit, ``auto`` runs every worker on epoll
+   with one line naming the limit and how to raise it; an explicit
+   ``io_uring`` exits 2 with that line.
 4. Print one start line on stderr once every worker listens, e.g.
    ``tailreactor-bench: listening on 127.0.0.1:3000, backend io_uring, workers 1, pid 42``
    (the backend the workers actually run: with ``auto`` that may be epoll).
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import logging
 import os
 import resource
@@ -51,7 +57,8 @@ import socket
 import sys
 
 from .. import config as _config
-from ..backends import READ, IoUringUnavailable, UnknownBackend, create_backend
+from ..backends import READ, IoUringBackend, IoUringUnavailable, UnknownBackend, create_backend
+from ..backends.io_uring import memlock_hint
 from ..reactor import Reactor
 from .listener import Listener
 
@@ -244,6 +251,26 @@ def check_port_free(host: str, port: int) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
+def rings_refused(entries: int, n: int) -> str | None:
+    """None if ``n`` io_uring rings of ``entries`` can be open at once here, else why not.
+
+    They are opened together and closed again: the locked memory they need is
+    charged to one per-user limit, so one ring fitting says nothing about n.
+    """
+    held = []
+    try:
+        for _ in range(n):
+            held.append(IoUringBackend(entries))
+    except IoUringUnavailable as exc:
+        if exc.errno != errno.ENOMEM or not held:
+            return exc.reason
+        return f"{n} workers need {n} io_uring rings and only {len(held)} fit: {memlock_hint(entries)}"
+    finally:
+        for backend in held:
+            backend.close()
+    return None
+
+
 # -- N workers: fork, forward signals, wait ----------------------------------------
 def run_workers(cfg: _config.Config, host: str, port: int, n: int) -> int:
     """Fork ``n`` workers serving ``host:port``; return the exit code.
@@ -255,7 +282,14 @@ def run_workers(cfg: _config.Config, host: str, port: int, n: int) -> int:
     report readiness through a pipe; the start line is printed after all of
     them listen.
     """
-    if cfg.backend != "auto":  # auto cannot fail (it falls back); each worker logs its reason
+    if cfg.backend in ("auto", "io_uring"):
+        refused = rings_refused(cfg.uring_entries, n)
+        if refused is not None and cfg.backend == "io_uring":
+            raise _backend_error(cfg, refused)
+        if refused is not None:  # one line here, not one per worker
+            log.warning("CWIST_REACTOR_BACKEND=auto: every worker runs on epoll (%s)", refused)
+            cfg = cfg.replace(backend="epoll")
+    else:
         try:
             create_backend(cfg.backend).close()
         except (IoUringUnavailable, UnknownBackend) as exc:

@@ -1,0 +1,42 @@
+"""scripts/cpu_hog.py: busy processes for as long as the command runs, its exit code, bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HOG = [sys.executable, str(Path(__file__).resolve().parents[1] / "scripts" / "cpu_hog.py")]
+
+# Run under the hog: count the busy children of our parent (the hog), then exit 3.
+CHILD = """
+import os, sys
+me, hog = os.getpid(), os.getppid()
+kids = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
+spinning = 0
+for p in kids:
+    try:
+        stat = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        cmd = open(f"/proc/{p}/cmdline", "rb").read()
+    except OSError:
+        continue
+    if int(stat[1]) == hog and b"while True: pass" in cmd:
+        spinning += 1
+print(spinning)
+sys.exit(3)
+"""
+
+
+def test_the_hogs_run_while_the_command_runs_and_its_exit_code_is_kept():
+    done = subprocess.run([*HOG, "-n", "2", "--", sys.executable, "-c", CHILD],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.strip() == "2"
+    assert "cpu_hog: 2 busy processes" in done.stderr
+
+
+def test_bad_input_is_one_line_and_exit_2():
+    for args in (["-n", "0", "--", "true"], []):
+        done = subprocess.run([*HOG, *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2
+        assert len(done.stderr.strip().splitlines()) == 1 and "accepted" in done.stderr, done.stderr
