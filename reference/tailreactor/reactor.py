@@ -73,14 +73,13 @@ from __future__ import annotations
 
 import errno
 import logging
-import math
 import threading
 import time
 
 from . import config as _config
 from .backends import READ, WRITE, create_backend
 from .backends.base import direction_name
-from .dispatch import NEVER, AgeOrder
+from .dispatch import NEVER, DeliveryOrder
 from .events import ARMED, CANCELLED, DONE, READY, Event
 from .interrupts import carried_over
 from .posts import PostQueue
@@ -151,6 +150,31 @@ class RoundState:
         self.batch: list[Event] = []
         self.reaped = ()
         self.start_ns = 0
+
+
+class Due:
+    """When the work a round does between deliveries is next due (:meth:`Reactor._between`).
+
+    ``drain_at``: the count of callbacks after which the posts drain next
+    (every ``CWIST_REACTOR_DRAIN_CHUNK``).  ``flush_at``: the clock value
+    (ns) past which the re-arms queued since the last submit are submitted
+    (the round budget ``CWIST_REACTOR_ROUND_BUDGET_US``, then every budget).
+    ``harvest_at``: the clock value from which the next harvest is due
+    (``CWIST_REACTOR_HARVEST_US``, then every that long) while
+    ``harvest_left``, the reports harvests may still add, is above 0: at
+    most as many as the round's batch had.  ``at_ns``: the earlier of
+    ``flush_at`` and ``harvest_at``, so that one comparison per delivery
+    tells whether either may be due.  Each is :data:`NEVER` while off.
+    """
+
+    __slots__ = ("drain_at", "flush_at", "harvest_at", "harvest_left", "at_ns")
+
+    def __init__(self, start_ns: int, budget_ns: int, harvest_ns: int, harvest_left: int, drain_chunk: int):
+        self.drain_at = drain_chunk or NEVER
+        self.flush_at = start_ns + budget_ns if budget_ns else NEVER
+        self.harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
+        self.harvest_left = harvest_left if harvest_ns else 0
+        self.at_ns = min(self.flush_at, self.harvest_at)
 
 
 class Reactor:
@@ -494,76 +518,33 @@ class Reactor:
         state.batch = left
 
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
-        """Step 5: run the callbacks of the batch in the order of dispatch.py; return how many ran.
+        """Step 5: next event, take it, run it, until the round has none left; return how many ran.
 
-        The order: backend order, walked with the cursor ``i``, except that
-        runs of aged events go first (``run``, walked with ``r``).  Between
-        runs, ``aged_at`` is the clock value before which no remaining event
-        can have aged, so the check is one comparison: infinite with the
-        policy off (no event ever ages), NEVER once every event is taken.
+        The order of delivery is :class:`~tailreactor.dispatch.DeliveryOrder`'s.
+        Before each delivery the clock is read (when something needs it:
+        the age order, the round budget, harvesting or the probe; else "now"
+        stays the round start), and one comparison tells whether anything
+        else is due (:class:`Due`, :meth:`_between`).
         """
-        tail_ns = self._tail_ns
-        age = AgeOrder(batch, self._age_from, tail_ns) if tail_ns > 0 else None
-        aged_at = age.aged_at if age is not None else math.inf
-        # The first mid-round submit is due once the round has used its budget, the
-        # next a budget after that: one extra io_uring_enter per budget interval.
-        budget_ns = self._budget_ns
-        flush_due = round_start + budget_ns if budget_ns else math.inf
-        # Harvests: the first once the round has run HARVEST_US, then every HARVEST_US,
-        # while fewer events than the wait returned have joined (infinite: no more).
-        harvest_ns = self._harvest_ns
-        harvest_left = len(batch) if harvest_ns else 0
-        harvest_due = round_start + harvest_ns if harvest_ns else math.inf
-        # Posts run after every drain_chunk-th callback: at ran == drain_at (-1: never).
-        drain_chunk = self._drain_chunk
-        drain_at = drain_chunk or -1
+        order = DeliveryOrder(batch, self._age_from, self._tail_ns)
+        due = Due(round_start, self._budget_ns, self._harvest_ns, len(batch), self._drain_chunk)
         probe = self.probe
         clock = self.clock
-        # Something reads the clock per delivery.
-        timed = tail_ns > 0 or budget_ns > 0 or harvest_ns > 0 or probe is not None
+        timed = self._tail_ns > 0 or self._budget_ns > 0 or self._harvest_ns > 0 or probe is not None
         counters = self.counters
         tables = self._armed
-        n = len(batch)
-        i = 0
-        run: list[Event] = []  # the run of aged events being walked, oldest first
-        r = m = 0  # its cursor and length
         ran = 0
         now = round_start
         try:
             while True:
                 if timed:
                     now = clock()
-                if now >= harvest_due and (i < n or r < m):
-                    harvest_left -= self._harvest(age, now, harvest_left)
-                    harvest_due = now + harvest_ns if harvest_left > 0 else math.inf
-                    if len(batch) != n:  # events joined
-                        n = len(batch)
-                        if age is not None:
-                            run, r, m = [], 0, 0  # its rest is back in the age order, with the new events
-                            aged_at = age.aged_at
-                if r == m and now >= aged_at:
-                    run = age.take_aged(now)
-                    r, m = 0, len(run)
-                    aged_at = age.aged_at
-                    if aged_at == NEVER:
-                        i = n  # every event is taken or gone: backend order has nothing left
-                if r < m:
-                    ev = run[r]
-                    r += 1
-                    elevated = True
-                elif i < n:
-                    ev = batch[i]
-                    i += 1
-                    elevated = False
-                else:
+                if now >= due.at_ns or ran == due.drain_at:  # something is due
+                    now = self._between(due, order, now, ran)
+                ev = order.next(now)
+                if ev is None:
                     break
-                if ev.state != READY:
-                    continue  # ran in a run, or disarmed or re-armed by an earlier callback
-                if now > flush_due and self._arms_since_flush:
-                    if self.backend.flush():
-                        counters.round_budget_flushes += 1
-                    self._arms_since_flush = 0
-                    flush_due = now + budget_ns
+                elevated = order.elevated
                 # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                 ev.state = DONE
                 del tables[ev.direction - 1][ev.fd]
@@ -585,26 +566,49 @@ class Reactor:
                 finally:
                     if probe is not None:
                         probe.dispatch(queued_ns, ready_for_ns, clock() - now, elevated)
-                if ran == drain_at:
-                    drain_at += drain_chunk
-                    if self._posts:
-                        self._late = False
-                        self._running = None
-                        counters.drain_chunk_drains += 1
-                        self._drain_posts()
         finally:
             self._late = False
             self._running = None  # the last one holds its callback, and so its owner, alive
             counters.dispatched += ran
         return ran
 
-    def _harvest(self, age: AgeOrder | None, now: int, limit: int) -> int:
+    def _between(self, due: Due, order: DeliveryOrder, now: int, ran: int) -> int:
+        """Do what is due before the next delivery (see :class:`Due`); return the clock then.
+
+        In this order: after every ``drain_chunk``-th callback, the posts
+        queued so far (outside any callback: ``dispatch_late()`` is false
+        and nothing is re-armed in place); then, while the round has events
+        left, a harvest (:meth:`_harvest`) and the submit of the re-arms
+        queued since the last one (``backend.flush()``), each if its time
+        has come.
+        """
+        if ran == due.drain_at:
+            due.drain_at += self._drain_chunk
+            if self._posts:
+                self._late = False
+                self._running = None
+                self.counters.drain_chunk_drains += 1
+                self._drain_posts()
+                now = self.clock()  # the posts took some of the round
+        if now >= due.at_ns and order.left():
+            if now >= due.harvest_at and due.harvest_left > 0:
+                due.harvest_left -= self._harvest(order, now, due.harvest_left)
+                due.harvest_at = now + self._harvest_ns if due.harvest_left > 0 else NEVER
+            if now > due.flush_at and self._arms_since_flush:
+                if self.backend.flush():
+                    self.counters.round_budget_flushes += 1
+                self._arms_since_flush = 0
+                due.flush_at = now + self._budget_ns
+            due.at_ns = min(due.harvest_at, due.flush_at)
+        return now
+
+    def _harvest(self, order: DeliveryOrder, now: int, limit: int) -> int:
         """Take what the backend has ready now (at most ``limit`` reports) into the round's batch.
 
         Returns how many reports the backend gave.  They are stamped ready
         ``now`` and appended as step 3 does (``RoundState.reaped`` holds them
-        until then: interrupts.py); with age-based dispatch on, ``age``
-        merges the new events into its order.  An event re-armed in place
+        until then: interrupts.py), and ``order`` walks them too
+        (:meth:`~tailreactor.dispatch.DeliveryOrder.add`).  An event re-armed in place
         (:meth:`arm`) earlier in this round and ready again is the same
         object as an entry of the batch: that entry, of its earlier arming,
         gives way to :data:`_GONE`, so the walk meets the event only at its
@@ -621,8 +625,7 @@ class Reactor:
             for j in range(n):
                 if id(batch[j]) in joining:
                     batch[j] = _GONE
-            if age is not None:
-                age.add(joined)
+            order.add(joined)
             self.counters.harvested += len(joined)
         self.counters.harvests += 1
         return len(reaped)
