@@ -227,19 +227,22 @@ class DeliveryOrder:
     whether it came from a run of aged events.  :meth:`left` tells whether
     the walk has entries left (some may turn out not ``READY``).  See "The
     walk" in the module docstring.
+
+    The walk is over one sequence at a time, ``_seq[_i:_n]``: the batch, or
+    a run of aged events (:attr:`elevated` true), after which backend order
+    goes on from ``_resume``.  ``_check_at`` is :attr:`AgeOrder.aged_at`
+    while walking the batch and :data:`NEVER` in a run, where no check is
+    made.
     """
 
-    __slots__ = ("_batch", "_end", "_next", "_age", "_aged_at", "_run", "_run_next", "_run_end",
-                 "elevated")
+    __slots__ = ("_batch", "_age", "_seq", "_i", "_n", "_resume", "_check_at", "elevated")
 
     def __init__(self, batch: list, age_from: str, threshold_ns: int):
         self._batch = batch
-        self._end = len(batch)  # backend order walks batch[_next:_end]
-        self._next = 0
         self._age = AgeOrder(batch, age_from, threshold_ns) if threshold_ns > 0 else None
-        self._aged_at = self._age.aged_at if self._age is not None else NEVER
-        self._run: list = []  # the run of aged events being walked, oldest first: _run[_run_next:_run_end]
-        self._run_next = self._run_end = 0
+        self._seq, self._i, self._n = batch, 0, len(batch)
+        self._resume = 0
+        self._check_at = self._age.aged_at if self._age is not None else NEVER
         #: Whether the event :meth:`next` returned last came from a run of aged events.
         self.elevated = False
 
@@ -251,47 +254,54 @@ class DeliveryOrder:
         (:meth:`AgeOrder.take_aged`); else the next event in backend order.
         """
         while True:
-            if self._run_next == self._run_end and now_ns >= self._aged_at:
+            if now_ns >= self._check_at:
                 self._take_run(now_ns)
-            if self._run_next < self._run_end:
-                ev = self._run[self._run_next]
-                self._run_next += 1
-                self.elevated = True
-            elif self._next < self._end:
-                ev = self._batch[self._next]
-                self._next += 1
-                self.elevated = False
+            i = self._i
+            if i < self._n:
+                ev = self._seq[i]
+                self._i = i + 1
+                if ev.state == READY:
+                    return ev
+                # Not READY: it ran in a run, or an earlier callback disarmed or re-armed it.
+            elif self.elevated:
+                self._walk_batch(self._resume)  # the run is over: backend order goes on
             else:
                 return None
-            if ev.state == READY:
-                return ev
-            # Not READY: it ran in a run, or an earlier callback disarmed or re-armed it.
 
     def _take_run(self, now_ns: int) -> None:
+        """Walk the run of the events aged at ``now_ns`` next, then backend order again."""
         age = self._age
-        if age is None:
-            return  # backend order alone: no event ages (a clock at NEVER, an injected one, gets here)
-        self._run = age.take_aged(now_ns)
-        self._run_next, self._run_end = 0, len(self._run)
-        self._aged_at = age.aged_at
-        if self._aged_at == NEVER:
-            self._next = self._end  # every event is taken or gone: backend order has nothing left
+        if age is None or self.elevated:
+            return  # only a clock at or past NEVER (an injected one) gets here
+        run = age.take_aged(now_ns)
+        if age.aged_at == NEVER:
+            self._i = self._n  # every event is taken or gone: backend order has nothing left
+        if run:
+            self._resume = self._i
+            self._seq, self._i, self._n = run, 0, len(run)
+            self._check_at = NEVER
+            self.elevated = True
+        else:  # aged_at was a lower bound (or clamped to LAST): backend order goes on
+            self._check_at = age.aged_at
+
+    def _walk_batch(self, i: int) -> None:
+        """Walk the batch in backend order from position ``i``."""
+        self._seq, self._i, self._n = self._batch, i, len(self._batch)
+        self._check_at = self._age.aged_at if self._age is not None else NEVER
+        self.elevated = False
 
     def left(self) -> bool:
         """Whether the walk has entries left: the round is not over yet."""
-        return self._run_next < self._run_end or self._next < self._end
+        return self._i < self._n or (self.elevated and self._resume < len(self._batch))
 
     def add(self, events: list) -> None:
         """``events`` joined the batch at its end (a harvest): walk them too.
 
         In backend order they come after the round's own; with the age
         order on, :meth:`AgeOrder.add` merges them, and the run being walked
-        is dropped (its rest is back in the age order) so the next delivery
+        is dropped (its rest is back in the age order), so the next delivery
         asks for a new one.
         """
-        self._end = len(self._batch)
-        age = self._age
-        if age is not None:
-            age.add(events)
-            self._run, self._run_next, self._run_end = [], 0, 0
-            self._aged_at = age.aged_at
+        if self._age is not None:
+            self._age.add(events)
+        self._walk_batch(self._resume if self.elevated else self._i)

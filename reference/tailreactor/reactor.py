@@ -599,7 +599,7 @@ class Reactor:
                     self.counters.round_budget_flushes += 1
                 self._arms_since_flush = 0
                 due.flush_at = now + self._budget_ns
-            due.at_ns = min(due.harvest_at, due.flush_at)
+            due.at_ns = due.harvest_at if due.harvest_at < due.flush_at else due.flush_at
         return now
 
     def _harvest(self, order: DeliveryOrder, now: int, limit: int) -> int:
