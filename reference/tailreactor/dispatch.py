@@ -224,9 +224,9 @@ class DeliveryOrder:
     ``threshold_ns`` 0 is backend order alone (``CWIST_REACTOR_TAIL_US=0``).
 
     :meth:`next` gives the event to deliver next, and :attr:`elevated` says
-    whether it came from a run of aged events.  :meth:`left` tells whether
-    the walk has entries left (some may turn out not ``READY``).  See "The
-    walk" in the module docstring.
+    whether it came from a run of aged events; :meth:`again` puts the event
+    it gave back, when the reactor did something else first (drained posts,
+    harvested).  See "The walk" in the module docstring.
 
     The walk is over one sequence at a time, ``_seq[_i:_n]``: the batch, or
     a run of aged events (:attr:`elevated` true), after which backend order
@@ -290,17 +290,17 @@ class DeliveryOrder:
         self._check_at = self._age.aged_at if self._age is not None else NEVER
         self.elevated = False
 
-    def left(self) -> bool:
-        """Whether the walk has entries left: the round is not over yet."""
-        return self._i < self._n or (self.elevated and self._resume < len(self._batch))
+    def again(self) -> None:
+        """The event :meth:`next` gave last was not taken: give it (or what now comes first) again."""
+        self._i -= 1
 
     def add(self, events: list) -> None:
         """``events`` joined the batch at its end (a harvest): walk them too.
 
         In backend order they come after the round's own; with the age
         order on, :meth:`AgeOrder.add` merges them, and the run being walked
-        is dropped (its rest is back in the age order), so the next delivery
-        asks for a new one.
+        is dropped (its rest, an event given back by :meth:`again` too, is
+        back in the age order), so the next delivery asks for a new one.
         """
         if self._age is not None:
             self._age.add(events)

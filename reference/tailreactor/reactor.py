@@ -539,9 +539,10 @@ class Reactor:
             while True:
                 if timed:
                     now = clock()
-                if now >= due.at_ns or ran == due.drain_at:  # something is due
-                    now = self._between(due, order, now, ran)
                 ev = order.next(now)
+                if now >= due.at_ns or ran == due.drain_at:  # something is due
+                    if self._between(due, order, now, ran, ev):
+                        continue  # posts ran or events joined: ask the order again
                 if ev is None:
                     break
                 elevated = order.elevated
@@ -572,15 +573,17 @@ class Reactor:
             counters.dispatched += ran
         return ran
 
-    def _between(self, due: Due, order: DeliveryOrder, now: int, ran: int) -> int:
-        """Do what is due before the next delivery (see :class:`Due`); return the clock then.
+    def _between(self, due: Due, order: DeliveryOrder, now: int, ran: int, ev: Event | None) -> bool:
+        """Do what is due before delivering ``ev`` (None: the round is over); see :class:`Due`.
 
         In this order: after every ``drain_chunk``-th callback, the posts
         queued so far (outside any callback: ``dispatch_late()`` is false
-        and nothing is re-armed in place); then, while the round has events
-        left, a harvest (:meth:`_harvest`) and the submit of the re-arms
-        queued since the last one (``backend.flush()``), each if its time
-        has come.
+        and nothing is re-armed in place); then, if an event is to follow, a
+        harvest (:meth:`_harvest`) and the submit of the re-arms queued since
+        the last one (``backend.flush()``), each if its time has come.
+        Returns True when posts ran or a harvest was made: ``ev`` is given
+        back (:meth:`~tailreactor.dispatch.DeliveryOrder.again`) and the
+        caller reads the clock and asks the order again.
         """
         if ran == due.drain_at:
             due.drain_at += self._drain_chunk
@@ -588,19 +591,24 @@ class Reactor:
                 self._late = False
                 self._running = None
                 self.counters.drain_chunk_drains += 1
+                if ev is not None:
+                    order.again()
                 self._drain_posts()
-                now = self.clock()  # the posts took some of the round
-        if now >= due.at_ns and order.left():
-            if now >= due.harvest_at and due.harvest_left > 0:
-                due.harvest_left -= self._harvest(order, now, due.harvest_left)
-                due.harvest_at = now + self._harvest_ns if due.harvest_left > 0 else NEVER
-            if now > due.flush_at and self._arms_since_flush:
-                if self.backend.flush():
-                    self.counters.round_budget_flushes += 1
-                self._arms_since_flush = 0
-                due.flush_at = now + self._budget_ns
-            due.at_ns = due.harvest_at if due.harvest_at < due.flush_at else due.flush_at
-        return now
+                return True
+        if ev is None:
+            return False
+        harvested = now >= due.harvest_at and due.harvest_left > 0
+        if harvested:
+            order.again()
+            due.harvest_left -= self._harvest(order, now, due.harvest_left)
+            due.harvest_at = now + self._harvest_ns if due.harvest_left > 0 else NEVER
+        if now > due.flush_at and self._arms_since_flush:
+            if self.backend.flush():
+                self.counters.round_budget_flushes += 1
+            self._arms_since_flush = 0
+            due.flush_at = now + self._budget_ns
+        due.at_ns = due.harvest_at if due.harvest_at < due.flush_at else due.flush_at
+        return harvested
 
     def _harvest(self, order: DeliveryOrder, now: int, limit: int) -> int:
         """Take what the backend has ready now (at most ``limit`` reports) into the round's batch.
