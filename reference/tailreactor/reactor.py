@@ -71,14 +71,13 @@ callbacks to make "slow callbacks" deterministic.
 
 from __future__ import annotations
 
-import errno
 import logging
 import threading
 import time
 
 from . import config as _config
 from .backends import READ, WRITE, create_backend
-from .backends.base import direction_name
+from .backends.base import direction_name, key_of, not_open_error
 from .dispatch import NEVER, DeliveryOrder
 from .events import ARMED, CANCELLED, DONE, READY, Event
 from .interrupts import carried_over
@@ -94,10 +93,6 @@ def _reentered(method: str) -> RuntimeError:
     return RuntimeError(f"{method}() called from a callback of the round in progress: a round is not "
                         f"re-entrant (clause R22); return from the callback, or post() the work")
 
-
-def _negative_fd(fd: int) -> OSError:
-    return OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor "
-                                f"(a closed socket's fileno() is -1)")
 
 __all__ = ["Reactor", "Counters", "READ", "WRITE"]
 
@@ -206,7 +201,7 @@ class Reactor:
         self.backend = backend
         self.clock = clock
         self.counters = Counters()
-        self._armed: tuple[dict[int, Event], dict[int, Event]] = ({}, {})  # by direction - 1
+        self._armed: dict[int, Event] = {}  # by key_of(fd, direction)
         self._timers = TimerHeap(clock)
         self._thread_ident: int | None = None
         self._posts = PostQueue(backend.wake, lambda: self._thread_ident, clock)
@@ -251,7 +246,7 @@ class Reactor:
 
     def armed(self, fd: int, direction: int) -> Event | None:
         """The event armed for ``fd`` in ``direction``, or None."""
-        return self._armed[direction - 1].get(fd)
+        return self._armed.get(key_of(fd, direction))
 
     # -- arming ---------------------------------------------------------------
     def arm(self, fd: int, direction: int, callback, data=None) -> Event:
@@ -309,10 +304,10 @@ class Reactor:
 
         Two cases.  From the callback of the event just delivered for this
         fd and direction, that Event is re-armed in place: nothing else can
-        be armed for it (it left its table when it was taken, and every arm
+        be armed for it (it left the table when it was taken, and every arm
         of it since would have come here), and the reactor is open (close()
         clears ``_running``).  Any other arm makes a new Event and replaces
-        what its table holds, once the backend has accepted it.  An arm from
+        what the table holds for its key, once the backend has accepted it.  An arm from
         the fd's own callback tells the backend so (``rearm``, which may skip
         work: backends/base.py).
         """
@@ -333,7 +328,7 @@ class Reactor:
             if self._closed:
                 raise RuntimeError("reactor is closed")
             if fd < 0:
-                raise _negative_fd(fd)
+                raise not_open_error(fd, "a closed socket's fileno() is -1")
             ev = Event(fd, direction, callback, data, self.clock())
             if buffer is not None:
                 self.backend.arm_recv(fd, buffer, ev)
@@ -341,10 +336,10 @@ class Reactor:
                 self._rearm(fd, direction, ev)
             else:
                 self.backend.arm(fd, direction, ev)
-            old = self._armed[direction - 1].get(fd)
+            old = self._armed.get(ev.key)
             if old is not None:
                 old.state = CANCELLED
-        self._armed[direction - 1][fd] = ev
+        self._armed[ev.key] = ev
         self._arms_since_flush += 1
         return ev
 
@@ -364,7 +359,7 @@ class Reactor:
         n = 0
         for d in (READ, WRITE):
             if direction & d:
-                ev = self._armed[d - 1].pop(fd, None)
+                ev = self._armed.pop(key_of(fd, d), None)
                 if ev is not None:
                     ev.state = CANCELLED
                     n += 1
@@ -532,7 +527,7 @@ class Reactor:
         clock = self.clock
         timed = self._tail_ns > 0 or self._budget_ns > 0 or self._harvest_ns > 0 or probe is not None
         counters = self.counters
-        tables = self._armed
+        armed = self._armed
         ran = 0
         now = round_start
         try:
@@ -548,7 +543,7 @@ class Reactor:
                 elevated = order.elevated
                 # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                 ev.state = DONE
-                del tables[ev.direction - 1][ev.fd]
+                del armed[ev.key]
                 if elevated:
                     counters.tail_elevations += 1
                 if probe is not None:
@@ -715,10 +710,9 @@ class Reactor:
         if self.probe is not None:
             # CWIST's destroy dumps the probe; ours writes the per-worker report.
             self.probe.finish(self.counters.as_dict())
-        for table in self._armed:
-            for ev in table.values():
-                ev.state = CANCELLED
-            table.clear()
+        for ev in self._armed.values():
+            ev.state = CANCELLED
+        self._armed.clear()
         self._state.batch = []
         self._state.reaped = ()
         self.backend.close()
