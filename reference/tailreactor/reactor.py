@@ -49,7 +49,7 @@ backend without ``harvest`` is never harvested.
 
 The batch belongs to the reactor (:class:`RoundState`), not to the round's
 stack.  An event in it is the round's while it is ``READY``; the dispatch
-*takes* it (marks it ``DONE`` and removes it from its table) as its callback
+*takes* it (marks it ``DONE`` and removes it from the armed table) as its callback
 starts.  A round that ends early leaves the events not taken in the batch,
 and they lead the next round's batch.
 
