@@ -590,8 +590,8 @@ class Reactor:
                     order.again()
                 self._drain_posts()
                 return True
-        if ev is None:
-            return False
+        if ev is None or now < due.at_ns:
+            return False  # the round is over, or neither the harvest nor the flush is due
         harvested = now >= due.harvest_at and due.harvest_left > 0
         if harvested:
             order.again()
