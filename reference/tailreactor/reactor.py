@@ -148,7 +148,7 @@ class RoundState:
 
 
 class Due:
-    """When the work a round does between deliveries is next due (:meth:`Reactor._between`).
+    """When the work a round does between deliveries is next due (:meth:`Reactor._dispatch`).
 
     ``drain_at``: the count of callbacks after which the posts drain next
     (every ``CWIST_REACTOR_DRAIN_CHUNK``).  ``flush_at``: the clock value
@@ -519,7 +519,9 @@ class Reactor:
         Before each delivery the clock is read (when something needs it:
         the age order, the round budget, harvesting or the probe; else "now"
         stays the round start), and one comparison tells whether anything
-        else is due (:class:`Due`, :meth:`_between`).
+        else is due (:class:`Due`): the drain chunk and a harvest
+        (:meth:`_between`), or the submit of the re-arms queued since the
+        last one, once the round has run past its budget.
         """
         order = DeliveryOrder(batch, self._age_from, self._tail_ns)
         due = Due(round_start, self._budget_ns, self._harvest_ns, len(batch), self._drain_chunk)
@@ -536,8 +538,15 @@ class Reactor:
                     now = clock()
                 ev = order.next(now)
                 if now >= due.at_ns or ran == due.drain_at:  # something is due
-                    if self._between(due, order, now, ran, ev):
+                    if (ran == due.drain_at or now >= due.harvest_at) and self._between(due, order, now, ran, ev):
                         continue  # posts ran or events joined: ask the order again
+                    if now > due.flush_at and ev is not None and self._arms_since_flush:
+                        # Past the round budget: submit the re-arms queued since the last submit.
+                        if self.backend.flush():
+                            counters.round_budget_flushes += 1
+                        self._arms_since_flush = 0
+                        due.flush_at = now + self._budget_ns
+                        due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
                 if ev is None:
                     break
                 elevated = order.elevated
@@ -569,16 +578,15 @@ class Reactor:
         return ran
 
     def _between(self, due: Due, order: DeliveryOrder, now: int, ran: int, ev: Event | None) -> bool:
-        """Do what is due before delivering ``ev`` (None: the round is over); see :class:`Due`.
+        """The drain chunk and the harvest, if due before delivering ``ev`` (None: the round is over).
 
-        In this order: after every ``drain_chunk``-th callback, the posts
-        queued so far (outside any callback: ``dispatch_late()`` is false
-        and nothing is re-armed in place); then, if an event is to follow, a
-        harvest (:meth:`_harvest`) and the submit of the re-arms queued since
-        the last one (``backend.flush()``), each if its time has come.
-        Returns True when posts ran or a harvest was made: ``ev`` is given
-        back (:meth:`~tailreactor.dispatch.DeliveryOrder.again`) and the
-        caller reads the clock and asks the order again.
+        After every ``drain_chunk``-th callback, the posts queued so far
+        (outside any callback: ``dispatch_late()`` is false and nothing is
+        re-armed in place); else, if an event is to follow and its time has
+        come, a harvest (:meth:`_harvest`).  Returns True when either ran:
+        ``ev`` is given back (:meth:`~tailreactor.dispatch.DeliveryOrder.again`)
+        and the caller reads the clock and asks the order again.  The third
+        thing due, the submit of queued re-arms, is :meth:`_dispatch`'s own.
         """
         if ran == due.drain_at:
             due.drain_at += self._drain_chunk
@@ -590,20 +598,13 @@ class Reactor:
                     order.again()
                 self._drain_posts()
                 return True
-        if ev is None or now < due.at_ns:
-            return False  # the round is over, or neither the harvest nor the flush is due
-        harvested = now >= due.harvest_at and due.harvest_left > 0
-        if harvested:
-            order.again()
-            due.harvest_left -= self._harvest(order, now, due.harvest_left)
-            due.harvest_at = now + self._harvest_ns if due.harvest_left > 0 else NEVER
-        if now > due.flush_at and self._arms_since_flush:
-            if self.backend.flush():
-                self.counters.round_budget_flushes += 1
-            self._arms_since_flush = 0
-            due.flush_at = now + self._budget_ns
-        due.at_ns = due.harvest_at if due.harvest_at < due.flush_at else due.flush_at
-        return harvested
+        if ev is None or now < due.harvest_at or due.harvest_left <= 0:
+            return False
+        order.again()
+        due.harvest_left -= self._harvest(order, now, due.harvest_left)
+        due.harvest_at = now + self._harvest_ns if due.harvest_left > 0 else NEVER
+        due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
+        return True
 
     def _harvest(self, order: DeliveryOrder, now: int, limit: int) -> int:
         """Take what the backend has ready now (at most ``limit`` reports) into the round's batch.
