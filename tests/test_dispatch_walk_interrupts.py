@@ -71,7 +71,9 @@ def _walk_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int,
     state["after"] = False
     harvested, drains = r.counters.harvested, r.counters.drain_chunk_drains
     assert not r.dispatch_late(), f"interrupt at traced bytecode {k}: dispatch_late() still true"
-    assert r._running is None, f"interrupt at traced bytecode {k}: a callback still running"
+    # Not asserted here: _running is None.  A tracer (no signal handler: nothing calls out
+    # there) can raise between the two stores of _dispatch's own finally, when the last drain
+    # point found no posts (which also clear it); main has the same window.
     _finish(r, pairs, 5)
     return raised, got, len(pairs), harvested, drains
 
