@@ -372,6 +372,24 @@ def test_an_event_whose_aging_time_is_at_the_end_of_the_clock_is_not_lost(backen
     r.close()
 
 
+def test_an_event_whose_aging_time_is_clamped_to_last_is_delivered_in_backend_order(backend_name, socketpairs):
+    """At a clock of LAST an event armed just before has an aging time clamped to LAST: the
+    walk asks for a run (now >= aged_at), gets none (the event has not aged), and must then
+    deliver it in backend order, not ask again forever (a walk that switched to the empty run
+    and back looped here)."""
+    from tailreactor.dispatch import LAST
+    clock = ManualClock(LAST - 1000)
+    r, _ = make(backend_name, clock)
+    (a, b), = socketpairs(1)
+    log = []
+    r.arm(a.fileno(), READ, lambda ev: log.append(r.dispatch_late()))
+    b.send(b"x")
+    clock.set_ns(LAST)
+    assert run_round(r) == 1
+    assert log == [False]
+    r.close()
+
+
 def test_with_the_policy_off_a_clock_past_the_end_is_still_served(backend_name, socketpairs):
     """With CWIST_REACTOR_TAIL_US=0 there is no age order: a clock at or past NEVER (an
     injected one) must not make the walk ask for runs.  It raised AttributeError every

@@ -27,16 +27,24 @@ matters under overload: when the server is a round behind, every event of a
 batch ages, one after another as they were armed, and a round is a few runs
 rather than one check per delivery.
 
-Who does what: the reactor walks the batch in backend order itself (a cursor
-and a state check per delivery).  Between runs, before each delivery, it
-compares the clock with :attr:`AgeOrder.aged_at`, the earliest time any
-remaining event not yet taken can have aged; only past that time does it ask
-for a run.  A run's events leave ``READY`` when they run (or when an earlier
-callback disarms them), so the backend-order walk skips them; once every
-event is taken, ``aged_at`` is :data:`NEVER` and the reactor ends that walk.
+The walk
+--------
+:class:`DeliveryOrder` is that rule as one object with one method: the
+reactor's dispatch is the loop "``next(now)``, take the event, run it".
+``next`` walks the run being delivered, if any, else the batch in backend
+order, and skips what is no longer ``READY`` (it ran in a run, or an earlier
+callback disarmed it).  Between runs it compares ``now`` with
+:attr:`AgeOrder.aged_at`, the earliest time any remaining event not yet taken
+can have aged; only past that time does it ask for a run.  Once every event
+is taken, ``aged_at`` is :data:`NEVER`, the one value for "never" here (with
+the policy off, too: no event ever ages), and the backend-order walk ends.
+The walk only reads the batch: an event leaves it when the reactor takes it,
+so an interrupt inside ``next`` loses nothing (clause R21, interrupts.py).
 
 What a port must keep
 ---------------------
+* The order of one delivery: the run being walked first, then a new run if
+  ``now >= aged_at``, then backend order; skip what is not ``READY``.
 * Every stamp is read before the round's first callback: a callback may
   re-arm its own Event in place with a new stamp.
 * The sort is **stable**: ties keep backend order.  C's ``qsort``, Go's
@@ -74,9 +82,10 @@ With ``CWIST_REACTOR_HARVEST_US`` on, the reactor may add events to the round
 between two deliveries: those ready since its wait, stamped ready then
 (``Reactor._harvest``).  They join the batch at its end, so in backend order
 they follow the round's events, and the rule above holds over the batch so
-grown: :meth:`AgeOrder.add` rebuilds the age order of the events still
-``READY`` -- the run being walked, the ones not yet taken, and the new ones --
-and the reactor drops the run it was walking and asks for a new one.  An event
+grown: :meth:`DeliveryOrder.add` has :meth:`AgeOrder.add` rebuild the age
+order of the events still ``READY`` -- the run being walked, the ones not yet
+taken, and the new ones -- drops the run it was walking and asks for a new
+one at the next delivery.  An event
 armed long ago and ready only now is then aged at once and runs before every
 event of the round not yet aged; under ``AGE_FROM=ready`` a joined event is
 the youngest of the round.  The stamps of the events already in the order are
@@ -109,8 +118,10 @@ from operator import attrgetter, itemgetter
 
 from .events import READY
 
-#: ``aged_at`` when no event is left to take: the reactor ends its walk of the
-#: round on it.  2**63, one more than the largest signed 64-bit value.
+#: "Never", the one sentinel of a round: ``aged_at`` when no event is left to
+#: take (the walk of the round ends on it), and every deadline of the round
+#: that is off (``Reactor._dispatch``).  2**63, one more than the largest
+#: signed 64-bit value, so no clock value reaches it.
 NEVER = 1 << 63
 #: The latest ``aged_at`` while an event is left: an aging time at or past
 #: NEVER (only an injected clock gets there) is clamped here, so that it is not
@@ -202,3 +213,95 @@ class AgeOrder:
         self._sorted_stamps = stamps = [s for s, _ in merged]
         self._k = self._run_start = 0
         self.aged_at = _aging_time(stamps[0], self._threshold) if stamps else NEVER
+
+
+class DeliveryOrder:
+    """The order of delivery of one round: aged runs first, then backend order.
+
+    ``batch`` is the round's events in backend order (the reactor's list: an
+    event harvested mid-round joins it at its end, and :meth:`add` is told);
+    ``age_from`` and ``threshold_ns`` are as :class:`AgeOrder`'s, and
+    ``threshold_ns`` 0 is backend order alone (``CWIST_REACTOR_TAIL_US=0``).
+
+    :meth:`next` gives the event to deliver next, and :attr:`elevated` says
+    whether it came from a run of aged events; :meth:`again` puts the event
+    it gave back, when the reactor did something else first (drained posts,
+    harvested).  See "The walk" in the module docstring.
+
+    The walk is over one sequence at a time, ``_seq[_i:_n]``: the batch, or
+    a run of aged events (:attr:`elevated` true), after which backend order
+    goes on from ``_resume``.  ``_check_at`` is :attr:`AgeOrder.aged_at`
+    while walking the batch and :data:`NEVER` in a run, where no check is
+    made.
+    """
+
+    __slots__ = ("_batch", "_age", "_seq", "_i", "_n", "_resume", "_check_at", "elevated")
+
+    def __init__(self, batch: list, age_from: str, threshold_ns: int):
+        self._batch = batch
+        self._age = AgeOrder(batch, age_from, threshold_ns) if threshold_ns > 0 else None
+        self._seq, self._i, self._n = batch, 0, len(batch)
+        self._resume = 0
+        self._check_at = self._age.aged_at if self._age is not None else NEVER
+        #: Whether the event :meth:`next` returned last came from a run of aged events.
+        self.elevated = False
+
+    def next(self, now_ns: int):
+        """The event to deliver at ``now_ns`` (ns), or None when the round has none left.
+
+        The rule of the module docstring: the rest of the run being walked;
+        else, if an event has aged by ``now_ns``, a new run
+        (:meth:`AgeOrder.take_aged`); else the next event in backend order.
+        """
+        while True:
+            if now_ns >= self._check_at:
+                self._take_run(now_ns)
+            i = self._i
+            if i < self._n:
+                ev = self._seq[i]
+                self._i = i + 1
+                if ev.state == READY:
+                    return ev
+                # Not READY: it ran in a run, or an earlier callback disarmed or re-armed it.
+            elif self.elevated:
+                self._walk_batch(self._resume)  # the run is over: backend order goes on
+            else:
+                return None
+
+    def _take_run(self, now_ns: int) -> None:
+        """Walk the run of the events aged at ``now_ns`` next, then backend order again."""
+        age = self._age
+        if age is None or self.elevated:
+            return  # only a clock at or past NEVER (an injected one) gets here
+        run = age.take_aged(now_ns)
+        if age.aged_at == NEVER:
+            self._i = self._n  # every event is taken or gone: backend order has nothing left
+        if run:
+            self._resume = self._i
+            self._seq, self._i, self._n = run, 0, len(run)
+            self._check_at = NEVER
+            self.elevated = True
+        else:  # aged_at was a lower bound (or clamped to LAST): backend order goes on
+            self._check_at = age.aged_at
+
+    def _walk_batch(self, i: int) -> None:
+        """Walk the batch in backend order from position ``i``."""
+        self._seq, self._i, self._n = self._batch, i, len(self._batch)
+        self._check_at = self._age.aged_at if self._age is not None else NEVER
+        self.elevated = False
+
+    def again(self) -> None:
+        """The event :meth:`next` gave last was not taken: give it (or what now comes first) again."""
+        self._i -= 1
+
+    def add(self, events: list) -> None:
+        """``events`` joined the batch at its end (a harvest): walk them too.
+
+        In backend order they come after the round's own; with the age
+        order on, :meth:`AgeOrder.add` merges them, and the run being walked
+        is dropped (its rest, an event given back by :meth:`again` too, is
+        back in the age order), so the next delivery asks for a new one.
+        """
+        if self._age is not None:
+            self._age.add(events)
+        self._walk_batch(self._resume if self.elevated else self._i)

@@ -21,6 +21,8 @@ direction gets this object back, ``ARMED`` again with fresh stamps
 
 from __future__ import annotations
 
+from .backends.base import key_of
+
 ARMED, READY, DONE, CANCELLED = 0, 1, 2, 3
 
 
@@ -29,16 +31,18 @@ class Event:
 
     Attributes: ``fd`` (int), ``direction`` (READ=1 or WRITE=2), ``callback``
     (called as ``callback(event)``), ``data`` (caller's context, any object),
+    ``key`` (``key_of(fd, direction)``: the reactor's table is keyed by it),
     ``armed_ns``, ``ready_ns``, ``revents`` (poll bits the backend reported;
     for a receive armed with ``Reactor.arm_recv``, its result instead, also
     readable as :attr:`result`), ``state``.
     """
 
-    __slots__ = ("fd", "direction", "callback", "data", "armed_ns", "ready_ns", "revents", "state")
+    __slots__ = ("fd", "direction", "key", "callback", "data", "armed_ns", "ready_ns", "revents", "state")
 
     def __init__(self, fd: int, direction: int, callback, data, armed_ns: int):
         self.fd = fd
         self.direction = direction
+        self.key = key_of(fd, direction)
         self.callback = callback
         self.data = data
         self.armed_ns = armed_ns

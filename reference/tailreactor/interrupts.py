@@ -31,7 +31,7 @@ by *ownership*, not by handling the exception:
   queue's drain list (:mod:`tailreactor.posts`).  No local holds the only
   reference to any of them.
 * **An item leaves its owner only as its callback starts.**  The dispatch
-  marks an event ``DONE`` and removes it from its table, a timer pass marks
+  marks an event ``DONE`` and removes it from the armed table, a timer pass marks
   an entry fired, a drain removes a post, and the very next thing is the
   callback's call.  Nothing in between calls out (no Python function, no C
   call that can run a handler), so no signal handler can run there: either

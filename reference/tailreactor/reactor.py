@@ -49,7 +49,7 @@ backend without ``harvest`` is never harvested.
 
 The batch belongs to the reactor (:class:`RoundState`), not to the round's
 stack.  An event in it is the round's while it is ``READY``; the dispatch
-*takes* it (marks it ``DONE`` and removes it from its table) as its callback
+*takes* it (marks it ``DONE`` and removes it from the armed table) as its callback
 starts.  A round that ends early leaves the events not taken in the batch,
 and they lead the next round's batch.
 
@@ -71,16 +71,14 @@ callbacks to make "slow callbacks" deterministic.
 
 from __future__ import annotations
 
-import errno
 import logging
-import math
 import threading
 import time
 
 from . import config as _config
 from .backends import READ, WRITE, create_backend
-from .backends.base import direction_name
-from .dispatch import NEVER, AgeOrder
+from .backends.base import direction_name, key_of, not_open_error
+from .dispatch import NEVER, DeliveryOrder
 from .events import ARMED, CANCELLED, DONE, READY, Event
 from .interrupts import carried_over
 from .posts import PostQueue
@@ -95,10 +93,6 @@ def _reentered(method: str) -> RuntimeError:
     return RuntimeError(f"{method}() called from a callback of the round in progress: a round is not "
                         f"re-entrant (clause R22); return from the callback, or post() the work")
 
-
-def _negative_fd(fd: int) -> OSError:
-    return OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor "
-                                f"(a closed socket's fileno() is -1)")
 
 __all__ = ["Reactor", "Counters", "READ", "WRITE"]
 
@@ -153,6 +147,31 @@ class RoundState:
         self.start_ns = 0
 
 
+class Due:
+    """When the work a round does between deliveries is next due (:meth:`Reactor._dispatch`).
+
+    ``drain_at``: the count of callbacks after which the posts drain next
+    (every ``CWIST_REACTOR_DRAIN_CHUNK``).  ``flush_at``: the clock value
+    (ns) past which the re-arms queued since the last submit are submitted
+    (the round budget ``CWIST_REACTOR_ROUND_BUDGET_US``, then every budget).
+    ``harvest_at``: the clock value from which the next harvest is due
+    (``CWIST_REACTOR_HARVEST_US``, then every that long) while
+    ``harvest_left``, the reports harvests may still add, is above 0: at
+    most as many as the round's batch had.  ``at_ns``: the earlier of
+    ``flush_at`` and ``harvest_at``, so that one comparison per delivery
+    tells whether either may be due.  Each is :data:`NEVER` while off.
+    """
+
+    __slots__ = ("drain_at", "flush_at", "harvest_at", "harvest_left", "at_ns")
+
+    def __init__(self, start_ns: int, budget_ns: int, harvest_ns: int, harvest_left: int, drain_chunk: int):
+        self.drain_at = drain_chunk or NEVER
+        self.flush_at = start_ns + budget_ns if budget_ns else NEVER
+        self.harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
+        self.harvest_left = harvest_left if harvest_ns else 0
+        self.at_ns = min(self.flush_at, self.harvest_at)
+
+
 class Reactor:
     """An event reactor on one backend.  See the module docstring.
 
@@ -182,7 +201,7 @@ class Reactor:
         self.backend = backend
         self.clock = clock
         self.counters = Counters()
-        self._armed: tuple[dict[int, Event], dict[int, Event]] = ({}, {})  # by direction - 1
+        self._armed: dict[int, Event] = {}  # by key_of(fd, direction)
         self._timers = TimerHeap(clock)
         self._thread_ident: int | None = None
         self._posts = PostQueue(backend.wake, lambda: self._thread_ident, clock)
@@ -227,7 +246,7 @@ class Reactor:
 
     def armed(self, fd: int, direction: int) -> Event | None:
         """The event armed for ``fd`` in ``direction``, or None."""
-        return self._armed[direction - 1].get(fd)
+        return self._armed.get(key_of(fd, direction))
 
     # -- arming ---------------------------------------------------------------
     def arm(self, fd: int, direction: int, callback, data=None) -> Event:
@@ -285,10 +304,10 @@ class Reactor:
 
         Two cases.  From the callback of the event just delivered for this
         fd and direction, that Event is re-armed in place: nothing else can
-        be armed for it (it left its table when it was taken, and every arm
+        be armed for it (it left the table when it was taken, and every arm
         of it since would have come here), and the reactor is open (close()
         clears ``_running``).  Any other arm makes a new Event and replaces
-        what its table holds, once the backend has accepted it.  An arm from
+        what the table holds for its key, once the backend has accepted it.  An arm from
         the fd's own callback tells the backend so (``rearm``, which may skip
         work: backends/base.py).
         """
@@ -309,7 +328,7 @@ class Reactor:
             if self._closed:
                 raise RuntimeError("reactor is closed")
             if fd < 0:
-                raise _negative_fd(fd)
+                raise not_open_error(fd, "a closed socket's fileno() is -1")
             ev = Event(fd, direction, callback, data, self.clock())
             if buffer is not None:
                 self.backend.arm_recv(fd, buffer, ev)
@@ -317,10 +336,10 @@ class Reactor:
                 self._rearm(fd, direction, ev)
             else:
                 self.backend.arm(fd, direction, ev)
-            old = self._armed[direction - 1].get(fd)
+            old = self._armed.get(ev.key)
             if old is not None:
                 old.state = CANCELLED
-        self._armed[direction - 1][fd] = ev
+        self._armed[ev.key] = ev
         self._arms_since_flush += 1
         return ev
 
@@ -340,7 +359,7 @@ class Reactor:
         n = 0
         for d in (READ, WRITE):
             if direction & d:
-                ev = self._armed[d - 1].pop(fd, None)
+                ev = self._armed.pop(key_of(fd, d), None)
                 if ev is not None:
                     ev.state = CANCELLED
                     n += 1
@@ -494,79 +513,46 @@ class Reactor:
         state.batch = left
 
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
-        """Step 5: run the callbacks of the batch in the order of dispatch.py; return how many ran.
+        """Step 5: next event, take it, run it, until the round has none left; return how many ran.
 
-        The order: backend order, walked with the cursor ``i``, except that
-        runs of aged events go first (``run``, walked with ``r``).  Between
-        runs, ``aged_at`` is the clock value before which no remaining event
-        can have aged, so the check is one comparison: infinite with the
-        policy off (no event ever ages), NEVER once every event is taken.
+        The order of delivery is :class:`~tailreactor.dispatch.DeliveryOrder`'s.
+        Before each delivery the clock is read (when something needs it:
+        the age order, the round budget, harvesting or the probe; else "now"
+        stays the round start), and one comparison tells whether anything
+        else is due (:class:`Due`): the drain chunk and a harvest
+        (:meth:`_between`), or the submit of the re-arms queued since the
+        last one, once the round has run past its budget.
         """
-        tail_ns = self._tail_ns
-        age = AgeOrder(batch, self._age_from, tail_ns) if tail_ns > 0 else None
-        aged_at = age.aged_at if age is not None else math.inf
-        # The first mid-round submit is due once the round has used its budget, the
-        # next a budget after that: one extra io_uring_enter per budget interval.
-        budget_ns = self._budget_ns
-        flush_due = round_start + budget_ns if budget_ns else math.inf
-        # Harvests: the first once the round has run HARVEST_US, then every HARVEST_US,
-        # while fewer events than the wait returned have joined (infinite: no more).
-        harvest_ns = self._harvest_ns
-        harvest_left = len(batch) if harvest_ns else 0
-        harvest_due = round_start + harvest_ns if harvest_ns else math.inf
-        # Posts run after every drain_chunk-th callback: at ran == drain_at (-1: never).
-        drain_chunk = self._drain_chunk
-        drain_at = drain_chunk or -1
+        order = DeliveryOrder(batch, self._age_from, self._tail_ns)
+        due = Due(round_start, self._budget_ns, self._harvest_ns, len(batch), self._drain_chunk)
         probe = self.probe
         clock = self.clock
-        # Something reads the clock per delivery.
-        timed = tail_ns > 0 or budget_ns > 0 or harvest_ns > 0 or probe is not None
+        timed = self._tail_ns > 0 or self._budget_ns > 0 or self._harvest_ns > 0 or probe is not None
         counters = self.counters
-        tables = self._armed
-        n = len(batch)
-        i = 0
-        run: list[Event] = []  # the run of aged events being walked, oldest first
-        r = m = 0  # its cursor and length
+        armed = self._armed
         ran = 0
         now = round_start
         try:
             while True:
                 if timed:
                     now = clock()
-                if now >= harvest_due and (i < n or r < m):
-                    harvest_left -= self._harvest(age, now, harvest_left)
-                    harvest_due = now + harvest_ns if harvest_left > 0 else math.inf
-                    if len(batch) != n:  # events joined
-                        n = len(batch)
-                        if age is not None:
-                            run, r, m = [], 0, 0  # its rest is back in the age order, with the new events
-                            aged_at = age.aged_at
-                if r == m and now >= aged_at:
-                    run = age.take_aged(now)
-                    r, m = 0, len(run)
-                    aged_at = age.aged_at
-                    if aged_at == NEVER:
-                        i = n  # every event is taken or gone: backend order has nothing left
-                if r < m:
-                    ev = run[r]
-                    r += 1
-                    elevated = True
-                elif i < n:
-                    ev = batch[i]
-                    i += 1
-                    elevated = False
-                else:
+                ev = order.next(now)
+                if now >= due.at_ns or ran == due.drain_at:  # something is due
+                    if (ran == due.drain_at or now >= due.harvest_at) and self._between(due, order, now, ran, ev):
+                        continue  # posts ran or events joined: ask the order again
+                    if now > due.flush_at and ev is not None and self._arms_since_flush:
+                        # Past the round budget: submit the re-arms queued since the last submit.
+                        if self.backend.flush():
+                            counters.round_budget_flushes += 1
+                        self._arms_since_flush = 0
+                        due.flush_at = now + self._budget_ns
+                        due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
+                if ev is None:
                     break
-                if ev.state != READY:
-                    continue  # ran in a run, or disarmed or re-armed by an earlier callback
-                if now > flush_due and self._arms_since_flush:
-                    if self.backend.flush():
-                        counters.round_budget_flushes += 1
-                    self._arms_since_flush = 0
-                    flush_due = now + budget_ns
+                elevated = order.elevated
                 # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                 ev.state = DONE
-                del tables[ev.direction - 1][ev.fd]
+                del armed[ev.key]
                 if elevated:
                     counters.tail_elevations += 1
                 if probe is not None:
@@ -585,26 +571,48 @@ class Reactor:
                 finally:
                     if probe is not None:
                         probe.dispatch(queued_ns, ready_for_ns, clock() - now, elevated)
-                if ran == drain_at:
-                    drain_at += drain_chunk
-                    if self._posts:
-                        self._late = False
-                        self._running = None
-                        counters.drain_chunk_drains += 1
-                        self._drain_posts()
         finally:
             self._late = False
             self._running = None  # the last one holds its callback, and so its owner, alive
             counters.dispatched += ran
         return ran
 
-    def _harvest(self, age: AgeOrder | None, now: int, limit: int) -> int:
+    def _between(self, due: Due, order: DeliveryOrder, now: int, ran: int, ev: Event | None) -> bool:
+        """The drain chunk and the harvest, if due before delivering ``ev`` (None: the round is over).
+
+        After every ``drain_chunk``-th callback, the posts queued so far
+        (outside any callback: ``dispatch_late()`` is false and nothing is
+        re-armed in place); else, if an event is to follow and its time has
+        come, a harvest (:meth:`_harvest`).  Returns True when either ran:
+        ``ev`` is given back (:meth:`~tailreactor.dispatch.DeliveryOrder.again`)
+        and the caller reads the clock and asks the order again.  The third
+        thing due, the submit of queued re-arms, is :meth:`_dispatch`'s own.
+        """
+        if ran == due.drain_at:
+            due.drain_at += self._drain_chunk
+            if self._posts:
+                self._late = False
+                self._running = None
+                self.counters.drain_chunk_drains += 1
+                if ev is not None:
+                    order.again()
+                self._drain_posts()
+                return True
+        if ev is None or now < due.harvest_at or due.harvest_left <= 0:
+            return False
+        order.again()
+        due.harvest_left -= self._harvest(order, now, due.harvest_left)
+        due.harvest_at = now + self._harvest_ns if due.harvest_left > 0 else NEVER
+        due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
+        return True
+
+    def _harvest(self, order: DeliveryOrder, now: int, limit: int) -> int:
         """Take what the backend has ready now (at most ``limit`` reports) into the round's batch.
 
         Returns how many reports the backend gave.  They are stamped ready
         ``now`` and appended as step 3 does (``RoundState.reaped`` holds them
-        until then: interrupts.py); with age-based dispatch on, ``age``
-        merges the new events into its order.  An event re-armed in place
+        until then: interrupts.py), and ``order`` walks them too
+        (:meth:`~tailreactor.dispatch.DeliveryOrder.add`).  An event re-armed in place
         (:meth:`arm`) earlier in this round and ready again is the same
         object as an entry of the batch: that entry, of its earlier arming,
         gives way to :data:`_GONE`, so the walk meets the event only at its
@@ -621,8 +629,7 @@ class Reactor:
             for j in range(n):
                 if id(batch[j]) in joining:
                     batch[j] = _GONE
-            if age is not None:
-                age.add(joined)
+            order.add(joined)
             self.counters.harvested += len(joined)
         self.counters.harvests += 1
         return len(reaped)
@@ -704,10 +711,9 @@ class Reactor:
         if self.probe is not None:
             # CWIST's destroy dumps the probe; ours writes the per-worker report.
             self.probe.finish(self.counters.as_dict())
-        for table in self._armed:
-            for ev in table.values():
-                ev.state = CANCELLED
-            table.clear()
+        for ev in self._armed.values():
+            ev.state = CANCELLED
+        self._armed.clear()
         self._state.batch = []
         self._state.reaped = ()
         self.backend.close()

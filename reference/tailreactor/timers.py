@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from typing import NamedTuple
 
 
 class TimerEntry:
@@ -42,8 +43,7 @@ class TimerEntry:
     ``timer`` is None once the timer fired, was cancelled or was re-armed
     (the entry is then dead: skipped when popped).  ``on_heap`` is False
     while a pass holds the entry on its pass list.  The heap itself holds
-    ``(deadline_ns, seq, entry)`` tuples: ``seq`` is unique, so entries are
-    never compared.
+    :class:`HeapItem` records.
     """
 
     __slots__ = ("deadline_ns", "seq", "timer", "on_heap")
@@ -53,6 +53,15 @@ class TimerEntry:
         self.seq = seq
         self.timer = timer
         self.on_heap = True
+
+
+class HeapItem(NamedTuple):
+    """What the heap holds for one :class:`TimerEntry`: ordered as a tuple,
+    by deadline, then ``seq`` (unique, so ``entry`` is never compared)."""
+
+    deadline_ns: int
+    seq: int
+    entry: TimerEntry
 
 
 class Timer:
@@ -104,8 +113,7 @@ class TimerHeap:
 
     def __init__(self, clock):
         self.clock = clock
-        # (deadline_ns, seq, TimerEntry) tuples.
-        self._heap: list[tuple] = []
+        self._heap: list[HeapItem] = []
         self._seq = itertools.count()
         # Compaction heuristic: entries in _heap whose timer was cancelled or re-armed
         # (an interrupt inside a pass can leave it off by one; _compact recounts).
@@ -124,11 +132,11 @@ class TimerHeap:
         entry = TimerEntry(deadline_ns, next(self._seq), timer)
         timer.deadline_ns = deadline_ns
         timer._entry = entry
-        heapq.heappush(self._heap, (deadline_ns, entry.seq, entry))
+        heapq.heappush(self._heap, HeapItem(deadline_ns, entry.seq, entry))
 
     def _compact(self) -> None:
         """Drop dead entries and restore the heap property (order is kept by (deadline, seq))."""
-        self._heap = [item for item in self._heap if item[2].timer is not None]
+        self._heap = [item for item in self._heap if item.entry.timer is not None]
         heapq.heapify(self._heap)
         self.dead = 0
 
@@ -139,10 +147,10 @@ class TimerHeap:
         due, so the reactor does not wait before the next pass fires them.
         """
         heap = self._heap
-        while heap and heap[0][2].timer is None:
+        while heap and heap[0].entry.timer is None:
             heapq.heappop(heap)
             self.dead -= 1
-        top = heap[0][0] if heap else None
+        top = heap[0].deadline_ns if heap else None
         if self._due:  # a pass is running, or was cut short (take_due puts the rest back)
             for entry in self._due:
                 if entry.timer is not None and (top is None or entry.deadline_ns < top):
@@ -154,7 +162,7 @@ class TimerHeap:
 
         Reads only: a callback may ask while its pass runs.
         """
-        on_heap = {id(item[2]) for item in self._heap if item[2].timer is not None}
+        on_heap = {id(item.entry) for item in self._heap if item.entry.timer is not None}
         return len(on_heap) + sum(1 for e in self._due if e.timer is not None and id(e) not in on_heap)
 
     def take_due(self, now_ns: int) -> list[TimerEntry]:
@@ -172,8 +180,8 @@ class TimerHeap:
             self._restore()
         heap = self._heap
         due = self._due
-        while heap and heap[0][0] <= now_ns:
-            entry = heap[0][2]
+        while heap and heap[0].deadline_ns <= now_ns:
+            entry = heap[0].entry
             if entry.timer is not None:
                 entry.on_heap = False  # off the heap: a cancel during the pass is not a dead entry
                 due.append(entry)  # listed before it leaves the heap: an interrupt loses neither
@@ -189,11 +197,11 @@ class TimerHeap:
         an entry already back on the heap (or never off it) is not pushed twice.
         """
         heap = self._heap
-        on_heap = {id(item[2]) for item in heap}
+        on_heap = {id(item.entry) for item in heap}
         for entry in self._due:
             if entry.timer is not None:  # not fired and not cancelled
                 entry.on_heap = True
                 if id(entry) not in on_heap:
-                    heapq.heappush(heap, (entry.deadline_ns, entry.seq, entry))
+                    heapq.heappush(heap, HeapItem(entry.deadline_ns, entry.seq, entry))
                     on_heap.add(id(entry))
         self._due.clear()

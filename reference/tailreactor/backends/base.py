@@ -84,6 +84,7 @@ not first-come first-served.
 
 from __future__ import annotations
 
+import errno
 import select
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -132,6 +133,15 @@ def capabilities(backend: object) -> Capabilities:
     return Capabilities(ordered=ordered, max_batch=max_batch)
 
 
+def key_of(fd: int, direction: int) -> int:
+    """The one key of an arming, ``(fd, direction)`` as an int: ``fd * 2 + direction - 1``.
+
+    The reactor's table of armed events and io_uring's operations (the
+    ``user_data`` of its requests) are keyed by it; ``key >> 1`` is the fd.
+    """
+    return fd * 2 + direction - 1
+
+
 def direction_name(direction: int) -> str:
     return {READ: "read", WRITE: "write"}.get(direction, f"direction {direction!r}")
 
@@ -140,6 +150,14 @@ def check_direction(direction: int) -> None:
     """Raise ``ValueError`` unless ``direction`` is ``READ`` or ``WRITE``."""
     if direction != READ and direction != WRITE:
         raise ValueError(f"direction must be READ (1) or WRITE (2), got {direction!r}")
+
+
+def not_open_error(fd: int, why: str = "") -> OSError:
+    """The ``OSError(EBADF)`` every arm raises for an fd that is not open (clause B16).
+
+    ``why``, if given, is added in parentheses.
+    """
+    return OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor" + (f" ({why})" if why else ""))
 
 
 def closed_error(name: str) -> RuntimeError:

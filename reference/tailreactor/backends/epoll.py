@@ -76,7 +76,7 @@ import errno
 import os
 import select
 
-from .base import MAX_BATCH, READ, RDHUP, SATISFIES, WRITE, check_direction, closed_error
+from .base import MAX_BATCH, READ, RDHUP, SATISFIES, WRITE, check_direction, closed_error, not_open_error
 
 _ONESHOT = select.EPOLLONESHOT
 _IN = select.EPOLLIN | RDHUP
@@ -93,16 +93,16 @@ class _FdRecord:
 
     ``tokens``: the token armed for READ and for WRITE (by ``direction -
     1``; None = not armed).  ``mask``: the interest the kernel holds (0 =
-    none, or disabled).  ``seen``: the number of the latest wait that
-    reported the fd.
+    none, or disabled).  ``reported_in``: the number of the latest wait that
+    reported the fd (as io_uring's ``_Operation.reported_in``).
     """
 
-    __slots__ = ("tokens", "mask", "seen")
+    __slots__ = ("tokens", "mask", "reported_in")
 
     def __init__(self):
         self.tokens = [None, None]
         self.mask = 0
-        self.seen = 0
+        self.reported_in = 0
 
 
 class EpollBackend:
@@ -144,7 +144,7 @@ class EpollBackend:
         it since.  A bad direction has no bit and takes the checked path.
         """
         rec = self._fds.get(fd)
-        if rec is not None and rec.seen == self.waits and rec.mask & _BIT.get(direction, 0):
+        if rec is not None and rec.reported_in == self.waits and rec.mask & _BIT.get(direction, 0):
             rec.tokens[direction - 1] = token
             return
         self.arm(fd, direction, token)
@@ -167,7 +167,7 @@ class EpollBackend:
         except OSError as exc:
             rec.tokens[direction - 1] = old
             if exc.errno == errno.EBADF:
-                raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
+                raise not_open_error(fd) from None
             raise OSError(exc.errno, f"cannot arm fd {fd} for epoll: {exc.strerror}") from None
         if new:
             self._fds[fd] = rec
@@ -222,51 +222,15 @@ class EpollBackend:
     def wait(self, timeout_s: float | None) -> list[tuple[object, int]]:
         if self._closed:
             raise closed_error(self.name)
-        self.waits = seen = self.waits + 1
+        self.waits += 1
         out = self._reported
         if out:  # a wait cut short took these: hand them over now, with what is ready
             timeout_s = 0
         # select.epoll.poll retries on EINTR itself (PEP 475) and rounds the
         # timeout up to whole milliseconds, so it never returns early.  Events
-        # it returns and an interrupt loses before the loop below are not lost:
-        # level-triggered, the next poll reports them again.
-        events = self._ep.poll(-1 if timeout_s is None else timeout_s, self._max_batch)
-        append = out.append
-        fds = self._fds
-        for fd, revents in events:
-            rec = fds.get(fd)
-            if rec is None:
-                if fd == self._wake_fd:
-                    try:
-                        os.eventfd_read(fd)
-                    except BlockingIOError:
-                        pass
-                continue
-            rec.seen = seen
-            tokens = rec.tokens
-            wanted = False
-            tok = tokens[0]
-            if tok is not None and revents & _READY_READ:
-                append((tok, revents))
-                tokens[0] = None
-                wanted = True
-            tok = tokens[1]
-            if tok is not None and revents & _READY_WRITE:
-                append((tok, revents))
-                tokens[1] = None
-                wanted = True
-            if not wanted and (rec.mask or tokens != [None, None]):
-                # Nobody wanted this report: narrow the registration to what
-                # is armed, so a ready fd is not reported round after round.
-                # (Mask 0 with nothing armed: the disabled registration fired
-                # its one HUP/ERR and the kernel disabled it again.)
-                try:
-                    self._register(fd, rec)
-                except OSError:
-                    pass
-        # A token is listed before it is forgotten, so an interrupt in between
-        # lists it twice at worst (the reactor runs an event once: it takes only
-        # ARMED ones), never not at all.
+        # it returns and an interrupt loses before _report stores them are not
+        # lost: level-triggered, the next poll reports them again.
+        self._report(self._ep.poll(-1 if timeout_s is None else timeout_s, self._max_batch), None)
         self._reported = []
         return out
 
@@ -285,23 +249,57 @@ class EpollBackend:
         """
         if self._closed:
             raise closed_error(self.name)
-        seen = self.waits
-        out = self._reported  # as in wait: kept here until returned (clause R21)
-        append = out.append
-        fds = self._fds
-        for fd, revents in self._ep.poll(0, self._max_batch):
-            rec = fds.get(fd)
-            if rec is None:
-                continue  # the wake fd (left for the next wait) or an fd disarmed since
-            tokens = rec.tokens
-            for d, ready in ((0, _READY_READ), (1, _READY_WRITE)):
-                tok = tokens[d]
-                if tok is not None and revents & ready and len(out) < max_events:
-                    append((tok, revents))
-                    tokens[d] = None
-                    rec.seen = seen
+        out = self._reported
+        self._report(self._ep.poll(0, self._max_batch), max_events)
         self._reported = []
         return out
+
+    def _report(self, events, limit: int | None) -> None:
+        """Turn one poll's ``(fd, revents)`` into ``(token, revents)`` reports in ``_reported``, at most ``limit``.
+
+        The one report loop of :meth:`wait` (``limit`` None) and
+        :meth:`harvest`.  A token wanted by what was reported is listed and
+        forgotten, and its fd is marked reported in the latest wait.  Only a
+        wait reads the wake fd and narrows a registration nobody wanted a
+        report of (module docstring), so that a ready fd is not reported
+        round after round; a harvest leaves both to the next wait.
+        """
+        out = self._reported  # kept on the backend until the caller returns it (clause R21)
+        append = out.append
+        fds = self._fds
+        waits = self.waits
+        for fd, revents in events:
+            rec = fds.get(fd)
+            if rec is None:
+                if fd == self._wake_fd and limit is None:
+                    try:
+                        os.eventfd_read(fd)
+                    except BlockingIOError:
+                        pass
+                continue  # the wake fd, or an fd disarmed since
+            tokens = rec.tokens
+            wanted = False
+            # Listed before forgotten: an interrupt in between lists it twice at
+            # worst (the reactor runs an event once: it takes only ARMED ones).
+            tok = tokens[0]
+            if tok is not None and revents & _READY_READ and (limit is None or len(out) < limit):
+                append((tok, revents))
+                tokens[0] = None
+                wanted = True
+            tok = tokens[1]
+            if tok is not None and revents & _READY_WRITE and (limit is None or len(out) < limit):
+                append((tok, revents))
+                tokens[1] = None
+                wanted = True
+            if wanted:
+                rec.reported_in = waits
+            elif limit is None and (rec.mask or tokens != [None, None]):
+                # (Mask 0 with nothing armed: the disabled registration fired
+                # its one HUP/ERR and the kernel disabled it again.)
+                try:
+                    self._register(fd, rec)
+                except OSError:
+                    pass
 
     def flush(self) -> int:
         if self._closed:

@@ -56,7 +56,7 @@ import os
 import resource
 import time
 
-from .base import ERR, IN, OUT, RDHUP, READ, WRITE, check_direction, closed_error
+from .base import ERR, IN, OUT, RDHUP, READ, WRITE, check_direction, closed_error, key_of, not_open_error
 
 #: Ring size (``CWIST_URING_ENTRIES``): submission-queue entries; the completion queue
 #: gets twice as many.  Both queues are locked memory, charged to ``RLIMIT_MEMLOCK``
@@ -187,7 +187,7 @@ class IoUringBackend:
 
     def __init__(self, entries: int = DEFAULT_ENTRIES, ring_factory=None):
         self._ring = (ring_factory or _open_ring)(entries)
-        # fd * 2 + direction - 1 -> its operation, armed or reported.
+        # key_of(fd, direction) -> its operation, armed or reported.
         self._ops: dict[int, _Operation] = {}
         # The wait running now: completions taken off the ring and not yet handled,
         # and what it has to report.  Kept here, not in locals: a wait cut short by
@@ -205,7 +205,7 @@ class IoUringBackend:
         mask = _MASK.get(direction)
         if mask is None:
             check_direction(direction)  # raises ValueError
-        key = fd * 2 + direction - 1
+        key = key_of(fd, direction)
         op = self._operation(fd, key)
         op.completion = self._ring.prepare_poll(fd, mask, key)
         op.token = token
@@ -229,7 +229,7 @@ class IoUringBackend:
         try:
             fcntl.fcntl(fd, fcntl.F_GETFD)
         except OSError:
-            raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
+            raise not_open_error(fd) from None
         self._ops[key] = op
         return op
 
@@ -245,7 +245,7 @@ class IoUringBackend:
         """
         if self._closed:
             raise closed_error(self.name)
-        key = fd * 2  # the READ key
+        key = key_of(fd, READ)
         op = self._operation(fd, key)
         op.completion = self._ring.prepare_recv(fd, buffer, 0, key)
         op.token = token
@@ -255,7 +255,7 @@ class IoUringBackend:
         if self._closed:
             raise closed_error(self.name)
         check_direction(direction)
-        op = self._ops.pop(fd * 2 + direction - 1, None)
+        op = self._ops.pop(key_of(fd, direction), None)
         if op is not None and op.completion is not None:
             self._ring.prepare_cancel_nowait(op.completion)
 

@@ -28,12 +28,11 @@ Wake-ups use a non-blocking socketpair (portable, unlike eventfd).
 
 from __future__ import annotations
 
-import errno
 import os
 import selectors
 import socket
 
-from .base import ERR, HUP, IN, OUT, READ, WRITE, check_direction, closed_error
+from .base import IN, OUT, READ, WRITE, check_direction, closed_error, not_open_error
 
 _SEL_EVENT = {READ: selectors.EVENT_READ, WRITE: selectors.EVENT_WRITE}
 
@@ -66,7 +65,7 @@ class SelectorsBackend:
         try:
             os.fstat(fd)
         except OSError:
-            raise OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor") from None
+            raise not_open_error(fd) from None
 
     def arm(self, fd: int, direction: int, token: object) -> None:
         if self._closed:
@@ -111,20 +110,7 @@ class SelectorsBackend:
         out = self._reported
         if out:  # a wait cut short: hand its events over now
             timeout_s = 0
-        for key, mask in self._sel.select(timeout_s):
-            if key.fileobj is self._wake_r:
-                try:
-                    while self._wake_r.recv(4096):
-                        pass
-                except BlockingIOError:
-                    pass
-                continue
-            fd = key.fd
-            for direction in (READ, WRITE):
-                if mask & _SEL_EVENT[direction] and direction in key.data:
-                    revents = IN if direction == READ else OUT
-                    out.append((key.data[direction], revents))  # listed before dropped
-                    self._drop(fd, direction)
+        self._report(self._sel.select(timeout_s), None)
         self._reported = []
         return out
 
@@ -137,16 +123,32 @@ class SelectorsBackend:
         """
         if self._closed:
             raise closed_error(self.name)
-        out = self._reported  # as in wait: kept here until returned (clause R21)
-        for key, mask in self._sel.select(0):
-            if key.fileobj is self._wake_r:
-                continue
-            for direction in (READ, WRITE):
-                if mask & _SEL_EVENT[direction] and direction in key.data and len(out) < max_events:
-                    out.append((key.data[direction], IN if direction == READ else OUT))
-                    self._drop(key.fd, direction)
+        out = self._reported
+        self._report(self._sel.select(0), max_events)
         self._reported = []
         return out
+
+    def _report(self, ready, limit: int | None) -> None:
+        """Turn one select's ``(key, mask)`` into ``(token, revents)`` reports in ``_reported``, at most ``limit``.
+
+        The one report loop of :meth:`wait` (``limit`` None: it also empties
+        the wake socket) and :meth:`harvest`.  Each reported direction is
+        listed, then dropped from the selector (one-shot).
+        """
+        out = self._reported  # kept on the backend until the caller returns it (clause R21)
+        for key, mask in ready:
+            if key.fileobj is self._wake_r:
+                if limit is None:
+                    try:
+                        while self._wake_r.recv(4096):
+                            pass
+                    except BlockingIOError:
+                        pass
+                continue
+            for direction in (READ, WRITE):
+                if mask & _SEL_EVENT[direction] and direction in key.data and (limit is None or len(out) < limit):
+                    out.append((key.data[direction], IN if direction == READ else OUT))  # listed before dropped
+                    self._drop(key.fd, direction)
 
     def flush(self) -> int:
         if self._closed:
@@ -167,5 +169,3 @@ class SelectorsBackend:
         self._wake_r.close()
         self._wake_w.close()
 
-
-_ = (ERR, HUP)  # selectors folds HUP/ERR into readable/writable; kept for readers comparing backends
