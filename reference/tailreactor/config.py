@@ -156,17 +156,20 @@ KNOBS: tuple[Knob, ...] = (
         help_en="Queue age (us) at or above which an event is dispatched ahead of events that waited "
                 "less in its round, and sees `dispatch_late()` true during its callback. 3600000 is the "
                 "'effectively off' arm of CWIST PR #375's A/B.",
-        help_ko="큐 대기 시간(us)이 이 값 이상인 이벤트는 같은 라운드에서 덜 기다린 이벤트보다 먼저 "
+        help_ko="나이(us)가 이 값 이상인 이벤트는 같은 라운드에서 덜 기다린 이벤트보다 먼저 "
                 "디스패치되고, 그 콜백이 도는 동안 `dispatch_late()`가 참이 된다. 3600000은 CWIST PR "
                 "#375의 A/B에서 '사실상 끔'으로 쓴 값이다.",
         unit="us",
         when_en="When p99 and above rise while p50 stays, because some connections wait behind busy "
                 "ones: lower it so aged events go first sooner, or set 0 for a baseline without the "
-                "policy. Whether it helps your load is an A/B question (`scripts/tail-latency.sh --ab "
-                "tail`); CWIST's own A/B found it neutral.",
+                "policy. Whether your value helps your load is an A/B question: give it as arm B against the "
+                "default (`scripts/tail-latency.sh --a 'CWIST_REACTOR_TAIL_US=3500' --b "
+                "'CWIST_REACTOR_TAIL_US=1000'`; `--ab tail` compares 3600000 with 3500). CWIST's own A/B "
+                "could not tell an effect from none.",
         when_ko="p50은 그대로인데 p99 이상이 오를 때, 즉 일부 연결이 바쁜 연결 뒤에서 기다릴 때. 낮추면 오래 기다린 이벤트가 더 일찍 앞으로 나오고, 0이면 "
-                "정책 없는 기준선이 된다. 실제 부하에 도움이 되는지는 A/B로 확인한다(`scripts/tail-latency.sh --ab tail`). CWIST "
-                "자신의 A/B에서는 차이가 없었다.",
+                "정책 없는 기준선이 된다. 그 값이 실제 부하에 도움이 되는지는 A/B로 확인한다. 기본값을 A로, 자신의 값을 B로 준다"
+                "(`scripts/tail-latency.sh --a 'CWIST_REACTOR_TAIL_US=3500' --b 'CWIST_REACTOR_TAIL_US=1000'`. "
+                "`--ab tail`은 3600000과 3500을 비교한다). CWIST 자신의 A/B로는 효과가 있는지 가릴 수 없었다.",
         cwist_invalid_en="CWIST: PR #375 (closed unmerged) gives 3500 as the default and 0 as "
                          "off; how it treats an invalid value is not recorded.",
         cwist_invalid_ko="CWIST: PR #375(병합되지 않고 닫힘)는 기본값 3500, 0이면 끔으로 정했다. "
@@ -177,7 +180,7 @@ KNOBS: tuple[Knob, ...] = (
         choices=("arm", "ready"), area="dispatch",
         help_en="Which stamp queue age is measured from: `arm` (CWIST's definition, time the event was "
                 "armed) or `ready` (time the reactor first saw the event ready).",
-        help_ko="큐 대기 시간을 어느 시각부터 잴지 정한다. `arm`은 이벤트를 등록한 시각(CWIST의 정의), "
+        help_ko="나이를 어느 시각부터 잴지 정한다. `arm`은 이벤트를 등록한 시각(CWIST의 정의), "
                 "`ready`는 리액터가 그 이벤트가 준비된 것을 처음 본 시각이다.",
         when_en="When idle keep-alive connections count as aged: under `arm` a connection idle longer "
                 "than CWIST_REACTOR_TAIL_US is elevated on its next request though it never waited in "

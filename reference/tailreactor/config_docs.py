@@ -238,17 +238,29 @@ SYMPTOMS: tuple[Symptom, ...] = (
     Symptom(("CWIST_REACTOR_TAIL_US",),
             {"en": "p99 and above high while p50 is fine; some connections wait behind busy ones",
              "ko": "p50은 괜찮은데 p99 이상이 높다. 일부 연결이 바쁜 연결 뒤에서 기다린다"},
-            {"en": "lower it (e.g. 1000) and A/B it against the default with `--ab tail`",
-             "ko": "낮춰 보고(예: 1000) `--ab tail`로 기본값과 A/B 비교한다"},
-            {"en": "more rounds reorder their aged events; CWIST's A/B found no gain at 3500",
-             "ko": "더 많은 라운드가 오래 기다린 이벤트를 재정렬한다. CWIST의 A/B는 3500에서 이득을 찾지 못했다"}),
+            {"en": "lower it (e.g. 1000) and A/B your value (B) against the default (A): "
+                   "`scripts/tail-latency.sh --a 'CWIST_REACTOR_TAIL_US=3500' --b 'CWIST_REACTOR_TAIL_US=1000'` "
+                   "(`--ab tail` compares 3600000 with 3500, not your value)",
+             "ko": "낮춰 보고(예: 1000) 자신의 값(B)을 기본값(A)과 A/B 비교한다: "
+                   "`scripts/tail-latency.sh --a 'CWIST_REACTOR_TAIL_US=3500' --b 'CWIST_REACTOR_TAIL_US=1000'` "
+                   "(`--ab tail`은 자신의 값이 아니라 3600000과 3500을 비교한다)"},
+            {"en": "more rounds reorder their aged events; CWIST's A/B could not tell an effect at 3500",
+             "ko": "더 많은 라운드가 오래 기다린 이벤트를 재정렬한다. CWIST의 A/B로는 3500에서 효과를 가릴 수 없었다"}),
     Symptom(("CWIST_HTTP_YIELD_BATCH", "CWIST_HTTP_BATCH"),
             {"en": "one pipelining connection delays the other connections",
              "ko": "파이프라이닝하는 연결 하나가 다른 연결을 늦춘다"},
             {"en": "set CWIST_HTTP_YIELD_BATCH below CWIST_HTTP_BATCH (e.g. 4 with 16), or lower the batch",
              "ko": "CWIST_HTTP_YIELD_BATCH를 CWIST_HTTP_BATCH보다 작게(예: 16에 4) 주거나 배치를 낮춘다"},
-            {"en": "a send and a posted continuation per yield: more CPU per request",
-             "ko": "양보할 때마다 전송 한 번과 포스트 한 번: 요청당 CPU가 는다"}),
+            {"en": "a send and a posted continuation per yield: more CPU per request. With age-based dispatch "
+                   "on (the default), an aged event skips the yield (the late bypass): on `mixed`, io_uring, with "
+                   "CWIST_HTTP_YIELD_BATCH=4, tail on against off was a `regression` for the interactive clients, "
+                   "p50 1.597, p99 2.547, p99.9 1.961 times (rounds 4.6 to 16.9 ms; every run polluted; "
+                   "`benchmarks/results/study/20261201T142929Z-quick-custom.md`)",
+             "ko": "양보할 때마다 전송 한 번과 포스트 한 번: 요청당 CPU가 는다. 나이 기반 디스패치가 켜져 있으면(기본값) "
+                   "오래 기다린 이벤트는 양보를 건너뛴다(늦은 우회). `mixed`, io_uring, CWIST_HTTP_YIELD_BATCH=4에서 "
+                   "tail 켬 대 끔은 대화형 클라이언트에 `regression`이었다. p50 1.597배, p99 2.547배, p99.9 1.961배"
+                   "(라운드 4.6에서 16.9 ms로; 모든 실행이 polluted; "
+                   "`benchmarks/results/study/20261201T142929Z-quick-custom.md`)"}),
     Symptom(("CWIST_REACTOR_AGE_FROM",),
             {"en": "idle keep-alive connections are elevated (many tail_elevations, few slow requests)",
              "ko": "유휴 keep-alive 연결이 승격된다(tail_elevations는 많은데 느린 요청은 적다)"},
@@ -363,13 +375,13 @@ A bad value stops the server at start with one line and exit status 2:
     "ko": """\
 ## 예시
 
-CWIST PR #375의 A/B 중 나이 기반 디스패치를 사실상 끈 쪽을 epoll에서 띄운다(`--ab tail`의 기준 쪽인 A):
+CWIST PR #375의 A/B 중 나이 기반 디스패치를 사실상 끈 비교군을 epoll에서 띄운다(`--ab tail`의 기준 비교군인 A):
 
 ```sh
 CWIST_REACTOR_BACKEND=epoll CWIST_REACTOR_TAIL_US=3600000 tailreactor-bench --port 3000
 ```
 
-큐 대기 시간을 등록 시각이 아니라 준비된 시각부터 재고, 지연 프로브도 켠다:
+나이를 등록 시각이 아니라 준비된 시각부터 재고, 지연 프로브도 켠다:
 
 ```sh
 CWIST_REACTOR_AGE_FROM=ready CWIST_LATENCY_PROBE=1 tailreactor-bench
