@@ -707,3 +707,21 @@ def test_the_capability_table_names_every_clause_a_backend_declaring_nothing_ski
     for area, first, last in re.findall(r"(?<![A-Za-z0-9])([BRH])(\d+)-[BRH](\d+)(?!\d)", table):  # "R23-R25"
         named |= {f"{area}{i}" for i in range(int(first), int(last) + 1)}
     assert skipped - named == set(), f"{lang}: clauses skipped without declarations, not in the table"
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_the_annotated_verdict_row_is_the_committed_reports(lang):
+    """"How to read a verdict" walks through legs[0]'s p99 of a committed calibration: its figures,
+    its verdict, and the arithmetic of detectable and pairs needed, as the JSON has them."""
+    result = json.loads((ROOT / "benchmarks" / "results" / "20261201T153045Z-quick-calibrate.json")
+                        .read_text(encoding="utf-8"))
+    assert not result["provenance"]["git_dirty"]
+    c = next(c for c in result["legs"][0]["comparisons"] if c["metric"] == "p99")
+    row = (f"| p99 ms | {c['median_a'] / 1000:.3f} | {c['median_b'] / 1000:.3f} | {c['ratio']:.3f} | "
+           f"{c['ci'][0]:.3f}–{c['ci'][1]:.3f} | {c['min_effect']:.0%} | ±{c['detectable']:.1%} | "
+           f"{c['pairs_needed']} | **{c['verdict']}** |")
+    page = (DOCS / lang / "tail-latency-ci.md").read_text(encoding="utf-8")
+    assert row in page
+    assert result["provenance"]["git_commit"][:7] in page
+    contrast = next(c for c in result["legs"][2]["comparisons"] if c["metric"] == "p50")
+    assert f"{contrast['ratio']:.3f}" in page and f"**{contrast['verdict']}**" in page
