@@ -82,3 +82,48 @@ def test_compare_pooled_follows_the_verdict_rule_and_reports_samples(runs):
 def test_compare_pooled_refuses_unpaired_arms(runs):
     with pytest.raises(ValueError, match="paired"):
         pooled.PooledArms(runs[:8], runs[:7])
+
+
+# -- no percentile the samples cannot carry (issue 30 item 3) ------------------------------
+@pytest.mark.parametrize("p, confidence", [(99.999, stats.CONFIDENCE), (99.99, 0.95), (99.9, stats.CONFIDENCE)])
+def test_samples_to_bound_is_the_binomial_order_statistic_rule(p, confidence):
+    """N = samples at or beyond the rank of the smallest count n whose largest sample is above
+    the p-quantile with probability 1 - alpha/2: q^n <= alpha/2 (q = p/100), so n = ceil(ln(alpha/2)/ln q)."""
+    import math
+
+    q, alpha = p / 100, 1 - confidence
+    n = math.ceil(math.log(alpha / 2) / math.log(q))
+    assert q ** n <= alpha / 2 < q ** (n - 1)
+    rank = max(1, int(q * n + 0.5))
+    assert stats.samples_to_bound(p, confidence) == n - rank + 1
+    assert stats.samples_to_bound(99.999, stats.CONFIDENCE) == 6  # the job's per-metric 99.29 %
+    assert stats.samples_to_bound(99.99, 0.95) == 4
+
+
+def test_a_pooled_percentile_with_too_few_samples_beyond_its_rank_gets_no_verdict():
+    rng = random.Random(3)
+    few = [run_hist(rng, 400) for _ in range(16)]  # 3,200 samples an arm: p99.99 rests on 1
+    m = stats.metric("p99.99")
+    c = pooled.compare_pooled(m, few[:8], few[8:], seed=1, resamples=500)
+    need = stats.samples_to_bound(99.99)
+    assert c.samples_a < need and c.verdict == "n/a" and c.ci is None
+    assert c.needs_samples == need and c.reason == f"needs {need} samples at or beyond its rank; A has " \
+                                                    f"{c.samples_a}, B {c.samples_b}"
+    enough = pooled.compare_pooled(stats.metric("p99"), few[:8], few[8:], seed=1, resamples=500)
+    assert enough.verdict != "n/a" and enough.needs_samples is None
+
+
+def test_the_report_shows_n_a_with_the_samples_needed(synthetic_job):
+    from dataclasses import replace as _replace
+    from tailjob import report
+
+    lr = synthetic_job.legs[0]
+    need = stats.samples_to_bound(99.999)
+    cs = [_replace(c, verdict="n/a", ratio=None, ci=None, needs_samples=need, detectable=None,
+                   pairs_needed=None, reason=f"needs {need} samples at or beyond its rank; A has 1, B 1")
+          if c.metric.key == "p99.999" else c for c in lr.comparisons]
+    job = _replace(synthetic_job, legs=[_replace(lr, comparisons=cs)])
+    text = report.render(job)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| p99.999 ms |"))
+    assert row.rstrip().endswith(f"| n/a (needs {need} samples) |"), row
+    assert "| - |" in row  # no ratio, no interval
