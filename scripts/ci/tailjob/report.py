@@ -34,7 +34,7 @@ from .plan import PROFILES
 from .metrics import LATENCY_KEYS, POOLED_KEYS, ci_text, format_value, metric, ms
 from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
-from .workloads import CAPACITY_S
+from .workloads import CAPACITY_PATH, CAPACITY_S
 from .stats import CONFIDENCE, GAIN, INCONCLUSIVE, METRICS, MIN_PAIRS, NO_VERDICT, RESAMPLES, REGRESSION, \
     VERDICTS, Comparison, median, verdict_cell
 
@@ -345,7 +345,7 @@ def load_line(lr) -> str:
     parts = []
     if lr.capacity:
         parts.append(f"capacity measured first, closed loop `wrk -t{lr.leg.threads} -c{lr.leg.connections} "
-                     f"-d{CAPACITY_S}s` "
+                     f"-d{CAPACITY_S}s`, `GET {CAPACITY_PATH}<seq>`, "
                      f"on arm {lr.capacity['arm']}: **{lr.capacity['rps']:,.0f} req/s**"
                      + (f" (flagged {', '.join(lr.capacity['flags'])})" if lr.capacity["flags"] else ""))
     for c in lr.load_spec["classes"]:

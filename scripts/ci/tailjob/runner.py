@@ -34,7 +34,7 @@ from .metrics import CLASS_METRICS, POOLED_KEYS
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer
 from .loadgen import LoadSpec
-from .workloads import CAPACITY_S
+from .workloads import CAPACITY_PATH, CAPACITY_S
 
 __all__ = ["Settings", "RunRecord", "LegResult", "JobResult", "JobError", "Design", "ABDesign", "run_trials",
            "run_job", "compare_leg", "Progress"]
@@ -210,8 +210,8 @@ class ABDesign:
             if load.relative:
                 first = self.arms[0]
                 short = replace(self, settings=replace(s, probe_dir=None))
-                r = WRK.run(short.run_plan(lr, first.key, trial=-1, position=0, warmup=True,
-                                           leg=replace(leg, duration_s=CAPACITY_S)))
+                r = WRK.run(replace(short.run_plan(lr, first.key, trial=-1, position=0, warmup=True,
+                                                   leg=replace(leg, duration_s=CAPACITY_S)), path=CAPACITY_PATH))
                 lr.capacity = {"arm": first.key, "wrk_argv": r.wrk_argv, "rps": r.metrics["rps"], "flags": r.flags}
                 notify("capacity", {"leg": leg, "arm": first, "capacity": lr.capacity})
             spec = load.spec(leg, capacity_rps=lr.capacity["rps"] if lr.capacity else None, seed=s.seed + leg.index)
