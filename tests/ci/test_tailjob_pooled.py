@@ -128,3 +128,28 @@ def test_the_report_shows_n_a_with_the_samples_needed(synthetic_job):
     row = next(ln for ln in text.splitlines() if ln.startswith("| p99.999 ms |"))
     assert row.rstrip().endswith(f"| n/a (needs {need} samples) |"), row
     assert "| - |" in row  # no ratio, no interval
+
+
+def test_a_median_estimated_percentile_whose_runs_lack_the_samples_gets_no_verdict():
+    """Without histograms a percentile is the median of the runs' own; it gets a verdict only if the
+    median run has samples_to_bound(p) samples at or beyond its rank (the client class's p99 at
+    about 400 samples a run has 4)."""
+    from dataclasses import replace as _replace
+
+    from tailjob import runner
+    from tailjob_testdata import record
+
+    need = stats.samples_to_bound(99)
+    runs = []
+    for t in range(8):
+        for pos, arm in enumerate("AB"):
+            r = record(0, t, pos, arm, scale=2.0 if arm == "B" else 1.0)
+            figs = {**r.metrics, "p99_samples": need - 1, "p50_samples": 200, "p99.9_samples": 1,
+                    "p99.99_samples": 1, "p99.999_samples": 1}
+            runs.append(_replace(r, classes={"interactive": figs}))
+    by_key = {c.metric.key: c for c in runner.compare_leg(runs, seed=1, resamples=500, klass="interactive")}
+    assert by_key["p99"].verdict == "n/a" and by_key["p99"].needs_samples == need
+    assert by_key["p99"].samples_a == need - 1 and by_key["p99"].ci is None
+    assert by_key["p50"].verdict == "regression" and by_key["p50"].needs_samples is None
+    whole = {c.metric.key: c for c in runner.compare_leg(runs, seed=1, resamples=500)}
+    assert whole["p99"].verdict == "regression"  # the whole run's wrk figures: 600 samples beyond p99
