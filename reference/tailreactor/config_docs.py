@@ -255,12 +255,14 @@ SYMPTOMS: tuple[Symptom, ...] = (
                    "on (the default), an aged event skips the yield (the late bypass): on `mixed`, io_uring, with "
                    "CWIST_HTTP_YIELD_BATCH=4, tail on against off was a `regression` for the interactive clients, "
                    "p50 1.597, p99 2.547, p99.9 1.961 times (rounds 4.6 to 16.9 ms; every run polluted; "
-                   "`benchmarks/results/study/20261201T142929Z-quick-custom.md`)",
+                   "`benchmarks/results/study/20261201T142929Z-quick-custom.md`; its p99 rests on about 5 samples a "
+                   "run and its pooled p99.9 on 4, which today's job shows as n/a: the p50 stands)",
              "ko": "양보할 때마다 전송 한 번과 포스트 한 번: 요청당 CPU가 는다. 나이 기반 디스패치가 켜져 있으면(기본값) "
                    "오래 기다린 이벤트는 양보를 건너뛴다(늦은 우회). `mixed`, io_uring, CWIST_HTTP_YIELD_BATCH=4에서 "
                    "tail 켬 대 끔은 대화형 클라이언트에 `regression`이었다. p50 1.597배, p99 2.547배, p99.9 1.961배"
                    "(라운드 4.6에서 16.9 ms로; 모든 실행이 polluted; "
-                   "`benchmarks/results/study/20261201T142929Z-quick-custom.md`)"}),
+                   "`benchmarks/results/study/20261201T142929Z-quick-custom.md`. 그 p99는 실행마다 샘플 약 5개에, 합친 "
+                   "p99.9는 4개에 기대므로 지금의 작업은 n/a로 보인다. p50은 그대로다)"}),
     Symptom(("CWIST_REACTOR_AGE_FROM",),
             {"en": "idle keep-alive connections are elevated (many tail_elevations, few slow requests)",
              "ko": "유휴 keep-alive 연결이 승격된다(tail_elevations는 많은데 느린 요청은 적다)"},
