@@ -20,6 +20,7 @@ modified copy in ``tmp_path`` and show that they fail.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -268,7 +269,25 @@ def test_every_knob_has_a_table_row_and_a_section(lang):
 #: Variants the glossary rejects: (pattern, the glossary's term).  "암" alone (an A/B arm) reads as 癌.
 KO_VARIANTS = [(r"노브", "변수"), (r"수확", "거둬들이다"), (r"계정", "집계"), (r"(?<![가-힣])암(?![가-힣호])", "비교군"),
                (r"(?<![가-힣])암(?=[이을은의과에별마])", "비교군"), (r"신뢰 구간", "신뢰구간"),
-               (r"late 우회", "늦은 우회"), (r"처리 단위", "패스"), (r"열린 루프|닫힌 루프", "개루프, 폐루프"), (r"조용히 (정상 )?종료", "우아한 종료")]
+               (r"late 우회", "늦은 우회"), (r"처리 단위", "패스"), (r"열린 루프|닫힌 루프", "개루프, 폐루프"), (r"조용히 (?:정상 )?종료", "우아한 종료"),
+               # queue age is 나이; "큐 대기 시간" reads as a second concept
+               (r"큐 대기 시간", "나이"),
+               # bounded (a limit exists), not "finite"
+               (r"유한한", "상한이 있는"),
+               # harvest has its own term; 거둬들이다 is reap only
+               (r"거둬들이기|라운드 중 거둬들", "중간 수거"),
+               # arm (an event) is 등록: no English verb with a Korean ending, no "arm 스탬프"
+               (r"(?<![`_A-Za-z])arm(?=[가-힣])|(?<![`_A-Za-z])arm (?:스탬프|순서)", "등록"),
+               # one word each for joint, interactive, warm-up, sample
+               (r"공동 (?:\d|구간|신뢰)", "동시"), (r"인터랙티브", "대화형"), (r"예열", "워밍업"), (r"표본", "샘플"),
+               # an A/B arm is 비교군, not 쪽
+               (r"(?:끈|켠|기준) 쪽", "비교군"),
+               # a figure that is a number is 수치 (그림 is a plot)
+               (r"\| 그림 \|", "수치"),
+               # an inconclusive A/B could not tell; it did not find "no difference"
+               (r"차이가 없었다|이득을 찾지 못했다", "가릴 수 없었다"),
+               # B/A ratios are B/A: "A → B로 적었다" is for the probe's medians only
+               (r"B/A 비율과 판정, 프로브의 중앙값은 A → B로", "비율은 B/A")]
 
 
 def test_the_glossary_lists_each_term_once_with_what_it_replaces():
@@ -287,6 +306,35 @@ def test_korean_pages_use_the_glossary_terms(page):
         assert not found, f"{page}: {found} -- the glossary's term is {term!r} (docs/README.md)"
 
 
+
+def _glossary_row(english: str) -> str:
+    readme = (DOCS / "README.md").read_text(encoding="utf-8")
+    rows = [ln for ln in readme.split("## Terms / 용어")[1].splitlines() if ln.startswith(f"| {english}")]
+    assert len(rows) == 1, (english, rows)
+    return rows[0]
+
+
+def test_the_glossary_says_what_the_job_decides():
+    """The verdict row lists the job's four words and nothing retired; the interval row says how
+    the interval is made (percentile bootstrap of the medians, log ratio +- t x bootstrap SE of the
+    pooled tails: scripts/ci/tailjob/stats.py, pooled.py)."""
+    row = _glossary_row("verdict")
+    for word in ("gain", "regression", "equivalent", "inconclusive"):
+        assert f"`{word}`" in row, word
+    assert "neutral" not in row and not re.search(r"bootstrap\s*95", interval_text := _glossary_row("interval"))
+    interval = _glossary_row("interval")
+    assert "percentile bootstrap" in interval and "log ratio" in interval and "t(n - 1)" in interval
+
+
+#: Where a page may still say ``neutral``: the history's schema 1 lines, which did.
+def test_no_page_says_neutral_except_for_schema_1_history_lines():
+    pages = [ROOT / "README.md", DOCS / "README.md", *sorted(DOCS.rglob("*.md"))]
+    said = [f"{p.relative_to(ROOT)}: {ln.strip()[:80]}" for p in pages
+            for ln in p.read_text(encoding="utf-8").splitlines()
+            if "neutral" in ln and "schema 1" not in ln]
+    assert said == []
+
+
 def _header_cells(path: Path) -> list[list[str]]:
     """The header row of every table of a page, cell texts in order."""
     tokens, out = _MD.parse(path.read_text(encoding="utf-8")), []
@@ -302,7 +350,7 @@ def _header_cells(path: Path) -> list[list[str]]:
 
 
 #: Header words that are names, not English to translate: the load generator, the job's verdict words.
-HEADER_NAMES = {"wrk", "gain", "regression", "equivalent", "inconclusive", "neutral"}
+HEADER_NAMES = {"wrk", "gain", "regression", "equivalent", "inconclusive"}
 
 
 @pytest.mark.parametrize("page", EN_PAGES)
@@ -551,3 +599,134 @@ def test_the_generator_runs_config_once_and_without_hdrhistogram(lang):
     done = subprocess.run([sys.executable, "-c", _ONCE_WITHOUT_HDRH, lang], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()
     assert "CWIST_LATENCY_PROBE_FILE" in done.stdout.decode("utf-8")
+
+
+# -- docs that say only what was measured (issue 30) -------------------------------------
+def _symptom_rows(lang: str) -> list[list[str]]:
+    text = (DOCS / lang / "runtime-config.md").read_text(encoding="utf-8")
+    table = text.split(f"## {SYMPTOMS[lang]}\n")[1].split("\n## ")[0]
+    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in table.splitlines()
+            if ln.startswith("| ") and not ln.startswith("| #")]
+
+
+def _job_parser():
+    sys.path.insert(0, str(ROOT / "scripts" / "ci"))
+    from tailjob import options, plan
+    return options.build_parser(), plan
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_the_tail_us_row_gives_a_command_that_ab_tests_the_users_value(lang):
+    """``--ab tail`` compares 3600000 with 3500, whatever the user set: the row must give an A/B
+    of the default against a lower value, and the job must accept it as written."""
+    import shlex
+
+    row = next(r for r in _symptom_rows(lang) if _NAME.findall(r[2]) == ["CWIST_REACTOR_TAIL_US"])
+    commands = re.findall(r"`(scripts/tail-latency\.sh [^`]+)`", row[3])
+    assert commands, row[3]
+    parser, plan = _job_parser()
+    args = parser.parse_args(shlex.split(commands[0])[1:])
+    assert args.ab is None
+    a, b = plan.arms_for(None, a=args.a, b=args.b)
+    assert a.env == {"CWIST_REACTOR_TAIL_US": "3500"}  # the default
+    assert set(b.env) == {"CWIST_REACTOR_TAIL_US"} and int(b.env["CWIST_REACTOR_TAIL_US"]) < 3500
+
+
+STUDY = ROOT / "benchmarks" / "results" / "study"
+YIELD_REPORT = "20261201T142929Z-quick-custom.md"
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_the_yield_batch_row_says_its_measured_cost_and_report(lang):
+    """The study measured YIELD_BATCH=4 with tail on as a regression for the interactive class:
+    the row recommending a yield batch below the batch must say so, with the report's figures."""
+    report = (STUDY / YIELD_REPORT).read_text(encoding="utf-8")
+    interactive = report.split("### Class `interactive`")[1].split("### ")[0]
+    p99 = next(ln for ln in interactive.splitlines() if ln.startswith("| p99 ms"))
+    ratio, verdict = p99.split(" | ")[3], p99.rstrip(" |").split(" | ")[-1]
+    assert verdict == "**regression**"
+    row = next(r for r in _symptom_rows(lang) if "CWIST_HTTP_YIELD_BATCH" in r[2])
+    assert YIELD_REPORT in row[4] and ratio in row[4] and "regression" in row[4], row[4]
+
+
+def test_the_readme_states_the_verdict_rule_as_the_code_decides_it():
+    """stats.verdict: gain/regression when the interval excludes 1 *and* the ratio is at least e
+    from 1 -- not "excludes 1 by at least the minimum effect" (the interval's end)."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "excludes 1 by at least" not in readme
+    assert "the interval excludes 1 and the ratio is at least the minimum effect away from 1" in readme
+
+
+def _report_row(report: str, section: str, metric: str) -> list[str]:
+    part = report.split(section)[1].split("\n### ")[0].split("\n## ")[0]
+    line = next(ln for ln in part.splitlines() if ln.startswith(f"| {metric} |"))
+    return [c.strip().strip("*") for c in line.strip("|").split(" | ")]
+
+
+#: The study's `mixed` A/Bs with an interactive class: report -> what the docs call the job.
+MIXED_REPORTS = ("20261201T142141Z-quick-tail.md", "20261201T142315Z-quick-tail.md",
+                 "20261201T142737Z-quick-custom.md", YIELD_REPORT)
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_the_study_quotes_the_committed_reports(lang):
+    """The interactive class's achieved rate, and the arm-vs-ready elevation counts, as the
+    committed reports give them (a ratio with its verdict; "of" the run's dispatched callbacks)."""
+    text = " ".join((DOCS / lang / "tail-latency-ci.md").read_text(encoding="utf-8").split())
+    for name in MIXED_REPORTS:
+        report = (STUDY / name).read_text(encoding="utf-8")
+        cells = _report_row(report, "### Class `interactive`", "Achieved req/s")
+        ratio, ci, verdict = cells[3], cells[4], cells[-1]
+        quoted = re.search(re.escape(ratio) + r"[^()]{0,4}\(?" + re.escape(ci.replace("–", "-")), text)
+        assert quoted, (name, ratio, ci)
+        after = text[quoted.start() - 200:quoted.end() + 120]
+        assert verdict in after, (name, verdict, after)
+    assert "of about 1,900" not in text and "약 1,900개" not in text
+    report = (STUDY / "20261201T142737Z-quick-custom.md").read_text(encoding="utf-8")
+    probe = report.split("## Latency probe")[1]
+    rows = {ln.split(" | ")[0].strip("| "): ln.split(" | ") for ln in probe.splitlines()
+            if ln.startswith("| ") and " | all | " in ln}
+    for arm in ("A: A", "B: B"):
+        elevated, dispatched = rows[arm][2], round(float(rows[arm][-1].strip(" |").replace(",", "")))
+        want = (f"{elevated} of {dispatched:,}" if lang == "en" else f"{dispatched:,}개 중 {elevated}개")
+        assert text.count(want) >= 2, want  # the table's row and the text
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_the_capability_table_names_every_clause_a_backend_declaring_nothing_skips(tmp_path, lang):
+    """Run the suite on fixtures.backends.poll (declares ordered=False, no max_batch, no
+    arm_recv, no harvest): every clause with a skipped test is in the capability table."""
+    out = tmp_path / "conformance.json"
+    done = subprocess.run([sys.executable, "-m", "tailreactor_conformance", "--backend",
+                           "fixtures.backends.poll:backend", "-n", "0", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    clauses = json.loads(out.read_text())["clauses"]
+    skipped = {cid for cid, per in clauses.items() for r in per.values() if r["skipped"]}
+    assert {"B9", "B17", "R23", "R24", "R25"} <= skipped  # what the suite skipped on main
+    page = (DOCS / lang / "conformance.md").read_text(encoding="utf-8")
+    heading = {"en": "## Capabilities", "ko": "## 능력"}[lang]
+    section = page.split(heading)[1].split("\n## ")[0]
+    table = next(block for block in section.split("\n\n") if block.lstrip().startswith("|"))
+    named = set(re.findall(r"(?<![A-Za-z0-9])[BRH]\d+(?!\d)", table))
+    for area, first, last in re.findall(r"(?<![A-Za-z0-9])([BRH])(\d+)-[BRH](\d+)(?!\d)", table):  # "R23-R25"
+        named |= {f"{area}{i}" for i in range(int(first), int(last) + 1)}
+    assert skipped - named == set(), f"{lang}: clauses skipped without declarations, not in the table"
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_the_annotated_verdict_row_is_the_committed_reports(lang):
+    """"How to read a verdict" walks through legs[0]'s p99 of a committed calibration: its figures,
+    its verdict, and the arithmetic of detectable and pairs needed, as the JSON has them."""
+    result = json.loads((ROOT / "benchmarks" / "results" / "20261201T153045Z-quick-calibrate.json")
+                        .read_text(encoding="utf-8"))
+    assert not result["provenance"]["git_dirty"]
+    c = next(c for c in result["legs"][0]["comparisons"] if c["metric"] == "p99")
+    row = (f"| p99 ms | {c['median_a'] / 1000:.3f} | {c['median_b'] / 1000:.3f} | {c['ratio']:.3f} | "
+           f"{c['ci'][0]:.3f}–{c['ci'][1]:.3f} | {c['min_effect']:.0%} | ±{c['detectable']:.1%} | "
+           f"{c['pairs_needed']} | **{c['verdict']}** |")
+    page = (DOCS / lang / "tail-latency-ci.md").read_text(encoding="utf-8")
+    assert row in page
+    assert result["provenance"]["git_commit"][:7] in page
+    contrast = next(c for c in result["legs"][2]["comparisons"] if c["metric"] == "p50")
+    assert f"{contrast['ratio']:.3f}" in page and f"**{contrast['verdict']}**" in page

@@ -26,6 +26,20 @@
 -- is rounded before it is printed, and an empty histogram (no responses at
 -- all) prints 0 with 0 samples instead of wrk's UINT64_MAX minimum.
 
+-- Request: the URL's path as is when it is "/" (wrk's own static request, no Lua per
+-- request).  A path ending in "/" other than that, such as "/user/", is a prefix:
+-- every request is GET <prefix><seq>, a count per thread, which is what the job's load
+-- client sends (the bench server's /user/:id), so the capacity run of `--rate 0.7x`
+-- measures the request the load is made of.  wrk sets wrk.path from the URL before it
+-- runs this file, in every thread.
+if wrk.path ~= "/" and string.sub(wrk.path, -1) == "/" then
+   local prefix, seq = wrk.path, 0
+   request = function()
+      seq = seq + 1
+      return wrk.format("GET", prefix .. seq)
+   end
+end
+
 local NAMED = {}
 for p in string.gmatch(os.getenv("TAILREACTOR_PERCENTILES") or "", "[^,%s]+") do
    NAMED[#NAMED + 1] = tonumber(p)

@@ -27,13 +27,14 @@ def record(leg, trial, position, arm, *, warmup=False, scale=1.0, flags=(), erro
     base = 1000 + 10 * trial + position  # us at p50, a little different per run
     pct = {50: base, 75: 1.2 * base, 90: 1.5 * base, 99: 3 * base, 99.9: 5 * base,
            99.99: 8 * base, 99.999: 9 * base}
-    samples = {50: 30000, 75: 15000, 90: 6000, 99: 600, 99.9: 60, 99.99: 6, 99.999: 1}
+    # a run of 1,000,000 samples: enough at or beyond every rank to bound it (stats.samples_to_bound)
+    samples = {50: 500000, 75: 250000, 90: 100000, 99: 10000, 99.9: 1000, 99.99: 100, 99.999: 10}
     rps = 40000 / scale + 100 * trial
     requests = int(rps * 2)
     errors = errors or {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
     spectrum = [[100 * (1 - 10 ** (-k / 10)), int(base * scale * (1 + k / 5))] for k in range(51)]
     wrk = {"requests": requests, "duration_us": 2_000_000, "bytes": requests * 40, "rps": rps,
-           "text_rps": rps, "latency_samples": 60000, "latency_us": {"min": 50, "max": 9 * base,
+           "text_rps": rps, "latency_samples": 1_000_000, "latency_us": {"min": 50, "max": 9 * base,
                                                                      "mean": base, "stdev": base / 3},
            "percentiles": [{"p": p, "us": int(v * scale), "samples": samples[p]} for p, v in pct.items()],
            "spectrum": spectrum, "errors": errors}

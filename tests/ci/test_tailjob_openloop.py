@@ -197,6 +197,9 @@ def test_open_loop_at_a_fraction_of_capacity_measures_the_capacity_first(tmp_pat
     (cls,) = leg["load_spec"]["classes"]
     assert cls["rate"] == pytest.approx(0.3 * cap) and cls["schedule"] == "constant"
     assert "capacity measured first" in out.stdout and f"{cap:,.0f} req/s" in out.stdout
+    # the capacity run sends the load client's request, GET /user/<seq>, not GET /
+    assert leg["capacity"]["wrk_argv"][-1].endswith("/user/")
+    assert f"`GET /user/<seq>`" in out.stdout.split("capacity measured first")[1].split("req/s")[0]
 
 
 def test_bad_load_options_exit_2_with_one_line(tmp_path):

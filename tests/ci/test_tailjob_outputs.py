@@ -42,8 +42,8 @@ def test_report_table_has_the_seed_shape_with_ratio_ci_and_verdict(synthetic_job
     # median p50 of A: runs 1000 + 10 t + position over t = 0..7 -> about 1035 us
     assert 1.030 <= float(rows[2].split(" | ")[1]) <= 1.040
     assert rows[0].split(" | ")[1] == "40,350"            # median A req/s: 40000 + 100 x 3.5
-    assert rows[5].split(" | ")[1].endswith("(6)")       # samples behind p99.99 (median of the runs)
-    assert rows[6].split(" | ")[2].endswith("(1)")
+    assert rows[5].split(" | ")[1].endswith("(100)")     # samples behind p99.99 (median of the runs)
+    assert rows[6].split(" | ")[2].endswith("(10)")
 
 
 def test_report_header_names_the_arms_schedule_and_machine(synthetic_job):
@@ -254,3 +254,37 @@ def test_the_plots_bold_curve_is_the_arms_runs_pooled_when_they_have_histograms(
     for p, us in points:
         assert us == pooled.pooled_percentile(hists, p).us
     assert points[0][1] < points[-1][1]
+
+
+# -- per-class verdicts (issue 30 item 3) ---------------------------------------------------
+def _with_class_verdicts(job, klass, verdicts):
+    """The job with every whole-run metric equivalent and one client class's verdicts set."""
+    job = _with_verdicts(job, {})
+    lr = job.legs[0]
+    cs = [replace(c, verdict=verdicts.get(c.metric.key, "equivalent")) for c in lr.comparisons
+          if c.metric.per_class]
+    return replace(job, legs=[replace(lr, class_comparisons={klass: cs, "bulk": [
+        replace(c, verdict="equivalent") for c in cs]})])
+
+
+def test_the_gate_fails_on_a_regression_of_any_class_and_names_the_class(synthetic_job):
+    job = _with_class_verdicts(synthetic_job, "interactive", {"p99": "regression", "p50": "inconclusive"})
+    assert all(c.verdict == "equivalent" for c in job.legs[0].comparisons)  # the whole run would pass
+    code, lines = report.gate(job)
+    assert code == 1
+    assert lines[0].startswith("REGRESSION: 1 metric ") and "class interactive: p99 ms" in lines[0]
+    assert lines[1].startswith("INCONCLUSIVE: 1 metric ") and "class interactive: p50 ms" in lines[1]
+    assert report.gate(_with_class_verdicts(synthetic_job, "interactive", {})) == (0, [])
+
+
+def test_the_history_line_carries_the_per_class_verdicts(synthetic_job):
+    job = _with_class_verdicts(synthetic_job, "interactive", {"p99": "regression"})
+    leg = history.history_line(job, result_file="results/x.json")["legs"][0]
+    assert set(leg["classes"]) == {"interactive", "bulk"}
+    interactive = leg["classes"]["interactive"]
+    assert interactive["metrics"]["p99"]["verdict"] == "regression"
+    assert interactive["verdict_counts"] == {"regression": 1, "equivalent": 5}
+    assert set(interactive["metrics"]["p99"]) >= {"ratio", "ci", "detectable", "samples_a", "needs_samples"}
+    assert history.history_line(job, result_file="x")["regression"] is True
+    plain = history.history_line(synthetic_job, result_file="x")["legs"][0]
+    assert plain["classes"] == {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from tailjob_testdata import FIXTURES
 
+from tailjob import wrk
 from tailjob.wrk import PERCENTILES, WrkOutputError, parse_wrk_output, wrk_command
 
 
@@ -125,3 +126,52 @@ def test_a_missing_wrk_is_named_with_how_to_install_it(tmp_path):
         wrk_version(str(tmp_path / "wrk"))
     assert "not found; install it: scripts/bootstrap.sh --wrk" in str(info.value)
     assert "apt-get install wrk" in str(info.value)
+
+
+# -- the capacity run sends what the load client sends (issue 30 item 3) -----------------------
+def _recording_server():
+    """A stdlib HTTP server on 127.0.0.1 that answers 200 and records every request path."""
+    import http.server
+    import threading
+
+    paths: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            paths.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, paths
+
+
+@pytest.mark.wrk
+@pytest.mark.parametrize("path, expected", [("/", r"/"), ("/user/", r"/user/\d+")])
+def test_tail_latency_lua_sends_path_then_seq_when_the_url_has_a_prefix(path, expected):
+    """wrk with tail_latency.lua: the URL's path as is for ``/``; ``<path><seq>`` (a per-thread count)
+    for a prefix such as ``/user/`` -- the load client's request, so a capacity run measures it."""
+    import re
+    import subprocess
+
+    from tailjob import measure
+
+    srv, paths = _recording_server()
+    try:
+        argv = wrk.wrk_command(f"http://127.0.0.1:{srv.server_address[1]}{path}", threads=1, connections=1,
+                               duration_s=1, script=str(measure.SCRIPT))
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=wrk.wrk_env())
+    finally:
+        srv.shutdown()
+    assert out.returncode == 0, out.stderr
+    assert wrk.parse_wrk_output(out.stdout).requests > 0
+    assert paths and all(re.fullmatch(expected, p) for p in paths), sorted(set(paths))[:5]
+    if path != "/":
+        assert len(set(paths)) == len(paths)  # one seq per request

@@ -135,6 +135,20 @@ def _flagged(lr) -> dict[str, int]:
     return {flag: sum(flag in r.flags for r in lr.measured()) for flag in FLAGS}
 
 
+def _verdicts(comparisons) -> dict:
+    """``metrics`` (each comparison's figures and verdict) and ``verdict_counts`` of one table."""
+    return {
+        "metrics": {c.metric.key: {"a": c.median_a, "b": c.median_b, "ratio": c.ratio,
+                                   "ci": list(c.ci) if c.ci else None, "n_pairs": c.n_pairs,
+                                   "min_effect": c.min_effect, "verdict": c.verdict,
+                                   "detectable": c.detectable, "pairs_needed": c.pairs_needed,
+                                   "estimator": c.estimator, "samples_a": c.samples_a,
+                                   "samples_b": c.samples_b, "needs_samples": c.needs_samples}
+                    for c in comparisons},
+        "verdict_counts": {v: n for v in stats.VERDICTS if (n := sum(c.verdict == v for c in comparisons))},
+    }
+
+
 def history_line(job, *, result_file: str) -> dict:
     """The compact history record of a job (one JSON object), an A/B's or a ``--peers`` job's."""
     s = job.settings
@@ -156,15 +170,8 @@ def history_line(job, *, result_file: str) -> dict:
             "threads": lr.leg.threads,
             "connections": lr.leg.connections, "duration_s": lr.leg.duration_s, "runs": lr.leg.runs,
             "knobs": lr.knobs, "env": lr.env,
-            "metrics": {c.metric.key: {"a": c.median_a, "b": c.median_b, "ratio": c.ratio,
-                                       "ci": list(c.ci) if c.ci else None, "n_pairs": c.n_pairs,
-                                       "min_effect": c.min_effect, "verdict": c.verdict,
-                                       "detectable": c.detectable, "pairs_needed": c.pairs_needed,
-                                       "estimator": c.estimator, "samples_a": c.samples_a,
-                                       "samples_b": c.samples_b}
-                        for c in lr.comparisons},
-            "verdict_counts": {v: n for v in stats.VERDICTS
-                               if (n := sum(c.verdict == v for c in lr.comparisons))},
+            **_verdicts(lr.comparisons),
+            "classes": {name: _verdicts(cs) for name, cs in lr.class_comparisons.items()},
             "flagged_runs": _flagged(lr),
         })
         if lr.probe:  # --probe: each arm's merged-worker medians (the "all" row)

@@ -82,7 +82,9 @@ class RunPlan:
     is -1 for the warm-up; ``load``: the leg's client classes (None: the leg's
     closed loop, ``leg.connections`` connections); ``where`` starts every error
     message; ``backend``: the backend asked for, checked against the server's;
-    ``server``: makes the (not yet started) server, for the tiers that run one.
+    ``server``: makes the (not yet started) server, for the tiers that run one;
+    ``path``: the URL's path wrk requests (a prefix such as ``/user/`` makes
+    ``tail_latency.lua`` send ``<path><seq>``, the load client's request).
     """
 
     leg: Leg
@@ -96,6 +98,7 @@ class RunPlan:
     where: str = ""
     backend: str | None = None
     server: Callable[[Mapping[str, str]], ServerProcess] | None = None
+    path: str = "/"
 
 
 @dataclass
@@ -222,7 +225,7 @@ class ServerMeasure:
         try:
             if plan.backend and server.backend != plan.backend:
                 raise JobError(f"{where}: asked for backend {plan.backend}, server reports {server.backend}")
-            argv = client.command(f"http://{s.host}:{server.port}/", plan)
+            argv = client.command(f"http://{s.host}:{server.port}{plan.path}", plan)
             timeout_s = client.timeout_s(plan)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             sys0, srv0 = procstat.system_cpu(), procstat.tree_cpu_s(server.pid)

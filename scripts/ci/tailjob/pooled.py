@@ -192,6 +192,11 @@ def compare_pooled(m: stats.Metric, a: Sequence[str | None], b: Sequence[str | N
     if qa.us == 0:
         return stats.Comparison(m, n, qa.us, qb.us, None, None, effect, stats.NO_VERDICT,
                                 "pooled A is 0", **extra)
+    need = stats.samples_to_bound(p, confidence)
+    if min(qa.samples, qb.samples) < need:  # the interval of the percentile itself has no upper end
+        return stats.Comparison(m, n, qa.us, qb.us, None, None, effect, stats.NO_VERDICT,
+                                f"needs {need} samples at or beyond its rank; A has {qa.samples}, "
+                                f"B {qb.samples}", needs_samples=need, **extra)
     ratio = qb.us / qa.us
     if n < min_pairs:
         return stats.Comparison(m, n, qa.us, qb.us, ratio, None, effect, stats.NO_VERDICT,

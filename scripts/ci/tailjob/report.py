@@ -34,9 +34,9 @@ from .plan import PROFILES
 from .metrics import LATENCY_KEYS, POOLED_KEYS, ci_text, format_value, metric, ms
 from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
-from .workloads import CAPACITY_S
+from .workloads import CAPACITY_PATH, CAPACITY_S
 from .stats import CONFIDENCE, GAIN, INCONCLUSIVE, METRICS, MIN_PAIRS, NO_VERDICT, RESAMPLES, REGRESSION, \
-    VERDICTS, Comparison, median
+    VERDICTS, Comparison, median, verdict_cell
 
 __all__ = ["render", "plural", "verdict_summary", "verdict_counts", "runs_line", "gate", "probe_table", "run_rows",
            "flag_summary", "machine_line", "format_value"]
@@ -99,27 +99,35 @@ def verdict_summary(c_list: list[Comparison]) -> str:
     return "; ".join(parts)
 
 
+def _compared(lr: LegResult) -> list[tuple[str, list[Comparison]]]:
+    """A leg's comparisons as ``(where, comparisons)``: the whole run's, then each client class's."""
+    return [(lr.leg.name, lr.comparisons),
+            *((f"{lr.leg.name}, class {name}", cs) for name, cs in lr.class_comparisons.items())]
+
+
 def gate(job: JobResult) -> tuple[int, list[str]]:
-    """``--gate``'s exit code and its lines: 1 on any ``regression``, else 0.
+    """``--gate``'s exit code and its lines: 1 on any ``regression``, of the whole run or of any
+    client class, else 0.
 
     ``inconclusive`` never fails the gate -- it is not evidence of a
     regression -- but it is not a pass either, so it gets a line of its own
     naming each metric and its detectable effect.
     """
     lines = []
+    tables = [t for lr in job.legs for t in _compared(lr)]
     for word in (REGRESSION, INCONCLUSIVE):
-        hits = [(lr, c) for lr in job.legs for c in lr.comparisons if c.verdict == word]
+        hits = [c for _, cs in tables for c in cs if c.verdict == word]
         if not hits:
             continue
-        named = "; ".join(f"{lr.leg.name}: " + ", ".join(_item(c) for c in lr.comparisons if c.verdict == word)
-                          for lr in job.legs if any(c.verdict == word for c in lr.comparisons))
+        named = "; ".join(f"{where}: " + ", ".join(_item(c) for c in cs if c.verdict == word)
+                          for where, cs in tables if any(c.verdict == word for c in cs))
         if word == REGRESSION:
             lines.append(f"REGRESSION: {plural(len(hits), 'metric')} ({named}).")
         else:
             lines.append(f"INCONCLUSIVE: {plural(len(hits), 'metric')} ({named}): this run cannot tell an "
                          "effect of the minimum size from none -- not a pass; more pairs (see 'Pairs needed') "
                          "or a quieter machine.")
-    return (1 if any(c.verdict == REGRESSION for lr in job.legs for c in lr.comparisons) else 0), lines
+    return (1 if any(c.verdict == REGRESSION for _, cs in tables for c in cs) else 0), lines
 
 
 def runs_line(job: JobResult, lr: LegResult) -> str | None:
@@ -152,7 +160,7 @@ def comparison_table(arms, comps: list[Comparison], samples, *, rps_label: str |
         ratio = "-" if c.ratio is None else f"{c.ratio:.3f}"
         detectable = "-" if c.detectable is None else f"±{c.detectable:.1%}"
         needed = "-" if c.pairs_needed is None else str(c.pairs_needed)
-        verdict = f"**{c.verdict}**" if c.verdict in (REGRESSION, INCONCLUSIVE) else c.verdict
+        verdict = verdict_cell(c)
         lines.append(f"| {label} | {format_value(key, c.median_a)}{samples(c, 'A')} "
                      f"| {format_value(key, c.median_b)}{samples(c, 'B')} | {ratio} | {ci_text(c)} "
                      f"| {c.min_effect:.0%} | {detectable} | {needed} | {verdict} |")
@@ -337,7 +345,7 @@ def load_line(lr) -> str:
     parts = []
     if lr.capacity:
         parts.append(f"capacity measured first, closed loop `wrk -t{lr.leg.threads} -c{lr.leg.connections} "
-                     f"-d{CAPACITY_S}s` "
+                     f"-d{CAPACITY_S}s`, `GET {CAPACITY_PATH}<seq>`, "
                      f"on arm {lr.capacity['arm']}: **{lr.capacity['rps']:,.0f} req/s**"
                      + (f" (flagged {', '.join(lr.capacity['flags'])})" if lr.capacity["flags"] else ""))
     for c in lr.load_spec["classes"]:

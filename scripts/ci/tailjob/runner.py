@@ -34,7 +34,7 @@ from .metrics import CLASS_METRICS, POOLED_KEYS
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer
 from .loadgen import LoadSpec
-from .workloads import CAPACITY_S
+from .workloads import CAPACITY_PATH, CAPACITY_S
 
 __all__ = ["Settings", "RunRecord", "LegResult", "JobResult", "JobError", "Design", "ABDesign", "run_trials",
            "run_job", "compare_leg", "Progress"]
@@ -142,6 +142,12 @@ def compare_leg(runs: list[RunRecord], *, seed: int, min_effect: float | None = 
 
     def figures(r: RunRecord) -> dict:
         return r.metrics if klass is None else (r.classes or {}).get(klass, {})
+
+    def run_samples(r: RunRecord, m: stats.Metric) -> int | None:
+        """The samples at or beyond percentile ``m``'s rank in run ``r`` (None: not recorded)."""
+        if klass is not None:
+            return figures(r).get(f"{m.key}_samples")
+        return next((q["samples"] for q in (r.wrk or {}).get("percentiles", ()) if q["p"] == m.percentile), None)
     compared = stats.METRICS if klass is None else [stats.metric(k) for k in CLASS_METRICS]
     out = []
     hist = {arm: [(by_trial[t][arm].wrk if klass is None else figures(by_trial[t][arm])).get("histogram")
@@ -154,8 +160,24 @@ def compare_leg(runs: list[RunRecord], *, seed: int, min_effect: float | None = 
             continue
         a = [figures(by_trial[t]["A"]).get(m.key) for t in trials]
         b = [figures(by_trial[t]["B"]).get(m.key) for t in trials]
-        out.append(stats.compare(m, a, b, seed=seed, min_effect=min_effect, resamples=resamples))
+        c = stats.compare(m, a, b, seed=seed, min_effect=min_effect, resamples=resamples)
+        out.append(_unbounded(c, [[run_samples(by_trial[t][arm], m) for t in trials] for arm in "AB"]))
     return out
+
+
+def _unbounded(c: stats.Comparison, samples: list[list[int | None]]) -> stats.Comparison:
+    """``c`` as ``n/a (needs N samples)`` when the median run of an arm has fewer than
+    :func:`tailjob.stats.samples_to_bound` samples at or beyond the percentile's rank: the runs'
+    own percentiles, whose median it compares, cannot be bounded."""
+    if c.metric.percentile is None or not samples[0] or any(s is None for arm in samples for s in arm):
+        return c
+    need = stats.samples_to_bound(c.metric.percentile)
+    sa, sb = (round(stats.median(arm)) for arm in samples)
+    if min(sa, sb) >= need:
+        return c
+    return replace(c, ratio=None, ci=None, verdict=stats.NO_VERDICT, detectable=None, pairs_needed=None,
+                   reason=f"needs {need} samples at or beyond its rank; the median run of A has {sa}, of B {sb}",
+                   samples_a=sa, samples_b=sb, needs_samples=need)
 
 
 
@@ -210,8 +232,8 @@ class ABDesign:
             if load.relative:
                 first = self.arms[0]
                 short = replace(self, settings=replace(s, probe_dir=None))
-                r = WRK.run(short.run_plan(lr, first.key, trial=-1, position=0, warmup=True,
-                                           leg=replace(leg, duration_s=CAPACITY_S)))
+                r = WRK.run(replace(short.run_plan(lr, first.key, trial=-1, position=0, warmup=True,
+                                                   leg=replace(leg, duration_s=CAPACITY_S)), path=CAPACITY_PATH))
                 lr.capacity = {"arm": first.key, "wrk_argv": r.wrk_argv, "rps": r.metrics["rps"], "flags": r.flags}
                 notify("capacity", {"leg": leg, "arm": first, "capacity": lr.capacity})
             spec = load.spec(leg, capacity_rps=lr.capacity["rps"] if lr.capacity else None, seed=s.seed + leg.index)

@@ -59,11 +59,14 @@ from .metrics import LATENCY_KEYS, Percentile, RunCounts
 from .plan import Leg, PlanError
 
 __all__ = ["Workload", "WORKLOADS", "classes_for", "LoadPlan", "plan_load", "parse_rate", "LoadRunResult",
-           "CAPACITY_S", "MIXED_SERVICE_US", "SLOW_FRACTION", "SLOW_US", "THINK_MS", "BULK_DEPTH",
+           "CAPACITY_S", "CAPACITY_PATH", "MIXED_SERVICE_US", "SLOW_FRACTION", "SLOW_US", "THINK_MS", "BULK_DEPTH",
            "INTERACTIVE_CONNECTIONS"]
 
 CAPACITY_S = 2
 """Seconds of the closed-loop run that measures capacity for a ``0.7x`` rate."""
+CAPACITY_PATH = "/user/"
+"""What the capacity run's wrk requests: ``GET /user/<seq>`` (``tail_latency.lua``), the load client's
+request (every class's but the 1 % of ``slow-route`` sent to ``/slow/``), not ``GET /``."""
 MIXED_SERVICE_US = 20
 SLOW_FRACTION = 0.01
 SLOW_US = 2000
