@@ -153,6 +153,9 @@ def test_correct_backends_pass_every_clause_they_claim_and_the_table_says_what_i
                 assert all("has no harvest()" in r for r in cells[spec]["skip_reasons"]), (cid, cells[spec])
             elif cid not in ("B9", "B17"):
                 assert cells[spec]["status"] == "pass", (cid, spec, cells[spec])
+            # A skip only for a declared capability or a named platform limit (issue 32).
+            for reason in cells[spec]["skip_reasons"]:
+                assert any(d in reason for d in DECLARED_SKIPS), (cid, spec, reason)
     assert "skipped clauses" in proc.stdout and "declared" in proc.stdout, out  # the caps row and the reasons
 
 
@@ -225,19 +228,38 @@ def test_exitfirst_with_parallel_workers_exits_1_not_2(tmp_path):
     assert out.count("bringing up nodes") <= 1, out[:2000]
 
 
-def test_reversed_batch_fails_b9_and_skips_the_age_scenarios_it_makes_impossible(tmp_path):
+def test_reversed_batch_fails_b9_and_the_age_scenarios_it_makes_impossible_name_b9(tmp_path):
     # R10/R11's slow-callback scenarios need the oldest event not to be reported
-    # first; a backend that breaks B9 makes that impossible, so those tests skip
-    # with a reason naming B9 instead of failing clauses the reactor does honour.
+    # first; a backend that declares ordered and breaks B9 makes that impossible.
+    # A skip would hide the bug (issue 32): those tests fail, naming B9's rule.
     proc, data = cli("--backend", MUTANTS["reversed_batch"].backend, "--clause", "B9,R10,R11",
                      "-n", "0", json_path=tmp_path / "result.json")
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert data["failed_clauses"] == ["B9"]
+    assert data["failed_clauses"] == ["B9", "R10", "R11"]
     backend = MUTANTS["reversed_batch"].backend
     for cid in ("R10", "R11"):
         cell = data["clauses"][cid][backend]
-        assert cell["status"] == "pass" and cell["skips"], (cid, cell)
-    assert "clause B9" in proc.stdout, proc.stdout[-4000:]
+        assert cell["status"] == "FAIL" and not cell["skips"], (cid, cell)
+    assert "rule of clause B9 broken" in proc.stdout, proc.stdout[-4000:]
+
+
+#: What a skip may say: a capability the backend declares absent, or the platform lacks.
+DECLARED_SKIPS = ("does not declare ordered=True", "has no arm_recv", "has no harvest()",
+                  "declares no max_batch", "platform limit:", "io_uring unavailable here")
+
+
+def test_a_broken_precondition_fails_the_clause_naming_the_rule_not_a_skip(tmp_path):
+    """B14's test needs two ready armed tokens both reported each round (B1's rule). A
+    backend that drops one (arming a direction drops the other's arming, libuv's
+    uv_poll_start with the new bit alone) fails B14, and the message names B1."""
+    m = MUTANTS["arm_replaces_other_direction"]
+    proc, data = cli(*m.cli_args(), "--clause", "B14", "-n", "0", json_path=tmp_path / "result.json",
+                     liveness_s=1.0)
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert data["failed_clauses"] == ["B14"]
+    assert not data["clauses"]["B14"][m.backend]["skips"]
+    assert "rule of clause B1 broken" in proc.stdout and "two ready armed tokens" in proc.stdout, \
+        proc.stdout[-4000:]
 
 
 def test_unknown_reactor_is_one_line_naming_the_option_and_exit_2():
