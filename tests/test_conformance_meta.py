@@ -126,6 +126,7 @@ CORRECT = {
     "fixtures.backends.poll:backend": {"ordered": False, "max_batch": None},
     "fixtures.backends.batch16:backend": {"ordered": True, "max_batch": 16},
     "fixtures.backends.selectors_poll:backend": {"ordered": False, "max_batch": None},
+    "fixtures.backends.queued:backend": {"ordered": False, "max_batch": 1},
 }
 
 

@@ -222,6 +222,10 @@ class CabiBackend:
         self.ordered = bool(caps.flags & CAP_ORDERED)
         self.max_batch = caps.max_batch or None  # 0: no cap declared
         self._events = (Event * (caps.max_batch or MAX_BATCH))()
+        #: The ``capacity`` each ``tr_backend_wait`` gets (any value >= 1 is the caller's to
+        #: choose).  B3 and B5 lower it to 1, so that a library that collects more reports
+        #: than it may return holds some it has not delivered.
+        self.wait_capacity = len(self._events)
         _WATCH.ensure_started()
         self._ids = itertools.count(1)
         self._next = 1  # the next token number arm gives
@@ -314,7 +318,7 @@ class CabiBackend:
         """``tr_backend_wait`` into the array, retried on EINTR; the number of reports."""
         timeout_ns = -1 if timeout_s is None else max(0, math.ceil(timeout_s * 1e9))
         deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
-        capacity = len(self._events)
+        capacity = max(1, min(self.wait_capacity, len(self._events)))
         while True:
             bound = (LIVENESS_S if timeout_ns < 0 else timeout_ns / 1e9) + WAIT_GRACE_S
             key = _WATCH.start(bound, f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"

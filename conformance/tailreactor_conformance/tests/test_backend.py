@@ -22,7 +22,7 @@ from tailreactor.backends import READ, WRITE
 from tailreactor.backends.base import SATISFIES
 from tailreactor.backends.base import capabilities
 from tailreactor_conformance.harness import (
-    LIVENESS_S, Watchdog, backend_label, collect, fill_send_buffer, open_fd_count, reports,
+    LIVENESS_S, Watchdog, backend_label, collect, fill_send_buffer, open_fd_count, reports, reports_until,
     require_capability, rule_broken, wait_until_blocked,
 )
 
@@ -121,7 +121,94 @@ def test_disarm_of_one_direction_keeps_the_other(make_backend, pairs):
     assert collect(b, 1, extra_waits=3) == Counter({"write": 1})
 
 
+def _collected_not_delivered(b, pairs):
+    """Arm more ready fds than one wait returns and take one wait's reports.
+
+    A backend on an event library (libuv, libev) collects every report of a loop run
+    and hands out at most its batch: the rest are *collected but not delivered*, the
+    state B3 and B5 must hold in.  With the C ABI the caller chooses the capacity, so
+    it is 1 here; a Python backend's batch is what it declares (``max_batch``), else 8
+    fds.  Returns ``(pairs, delivered tokens)``; the tokens are the pair indexes.
+    """
+    if hasattr(b, "wait_capacity"):
+        b.wait_capacity = 1
+    cap = capabilities(b).max_batch
+    n = cap + 1 if cap and cap < 1024 else 1025 if cap else 8
+    _raise_nofile(4 * n + 64)
+    ps = pairs(n)
+    for i, p in enumerate(ps):
+        p.make_readable()
+        b.arm(p.fd, READ, i)
+    first = reports_until(b, lambda got: got)
+    if not first:
+        rule_broken("B1, B2", f"{n} ready armed fds, nothing reported within {LIVENESS_S} s")
+    return ps, {tok for tok, _ in first}
+
+
+@pytest.mark.clause("B3")
+def test_disarm_drops_a_report_collected_but_not_delivered(make_backend, pairs):
+    b = make_backend()
+    ps, delivered = _collected_not_delivered(b, pairs)
+    undelivered = [i for i in range(len(ps)) if i not in delivered]
+    for i in undelivered:
+        b.disarm(ps[i].fd, READ)
+    (control,) = pairs(1)
+    control.make_readable()
+    b.arm(control.fd, READ, "control")  # proves the waits below do report
+    late = collect(b, 1, extra_waits=3)
+    assert late == Counter({"control": 1}), (
+        f"tokens {sorted(t for t in late if t != 'control')} reported after their disarm (a wait returned "
+        f"{sorted(delivered)} of {len(ps)} ready fds; the rest were disarmed)")
+
+
+@pytest.mark.clause("B3")
+def test_disarm_after_flush_drops_what_the_flush_collected(make_backend, pairs):
+    """arm -> flush -> disarm on an fd ready before the arm: a backend that queues arms
+    until its loop runs may run it in flush, which collects the report."""
+    b = make_backend()
+    if hasattr(b, "wait_capacity"):
+        b.wait_capacity = 1
+    p, control = pairs(2)
+    p.make_readable()
+    b.arm(p.fd, READ, "disarmed")
+    b.flush()
+    b.disarm(p.fd, READ)
+    control.make_readable()
+    b.arm(control.fd, READ, "control")
+    assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+
+
 # -- B5 ------------------------------------------------------------------------
+@pytest.mark.clause("B5")
+def test_reused_fd_number_never_gets_a_report_collected_for_the_old_one(make_backend, pairs):
+    """Reports collected and not delivered (as in B3's test), then each of those fds
+    disarmed, closed and its number reused by a socket that is not readable: none of
+    the new armings is reported, by the old token or the new."""
+    b = make_backend()
+    ps, delivered = _collected_not_delivered(b, pairs)
+    victims = [i for i in range(len(ps)) if i not in delivered]
+    fresh = pairs(len(victims))
+    reused = []
+    try:
+        for i, new in zip(victims, fresh):
+            b.disarm(ps[i].fd, READ)
+            number = ps[i].ours.detach()
+            os.dup2(new.ours.fileno(), number)  # closes the old socket; its number now names `new`
+            reused.append(socket.socket(fileno=number))
+            b.arm(number, READ, f"new {i}")  # not readable
+        (control,) = pairs(1)
+        control.make_readable()
+        b.arm(control.fd, READ, "control")
+        late = collect(b, 1, extra_waits=3)
+        assert late == Counter({"control": 1}), (
+            f"reported on reused fd numbers: {sorted(t for t in late if t != 'control')}")
+        for s in reused:
+            b.disarm(s.fileno(), READ)
+    finally:
+        for s in reused:
+            s.close()
+
+
 @pytest.mark.clause("B5")
 def test_reused_fd_number_never_gets_the_old_report(make_backend, pairs):
     b = make_backend()
@@ -333,6 +420,26 @@ def test_wait_timeout_is_never_early(make_backend, pairs, timeout_s):
     elapsed = time.monotonic_ns() - t0
     assert got == []
     assert elapsed >= timeout_s * 1e9, f"wait({timeout_s}) returned after {elapsed / 1e6:.3f} ms"
+
+
+@pytest.mark.clause("B8")
+@pytest.mark.parametrize("timeout_s", [0.001, 0.005])
+def test_wait_timeout_after_an_idle_gap_is_never_early(make_backend, pairs, timeout_s):
+    """A backend with a clock of its own (libuv's cached loop time, refreshed once per
+    loop run) must refresh it before taking the deadline: here the last loop run ended
+    two timeouts before this wait, and a deadline taken from the stale clock is past."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    b.wait(0)  # a loop run: a cached clock is fresh now
+    time.sleep(2 * timeout_s)  # the idle gap under test (callbacks running), not a synchronisation
+    t0 = time.monotonic_ns()
+    got = b.wait(timeout_s)
+    elapsed = time.monotonic_ns() - t0
+    assert got == []
+    assert elapsed >= timeout_s * 1e9, (
+        f"wait({timeout_s}) after an idle gap of {2 * timeout_s * 1e3:g} ms returned after "
+        f"{elapsed / 1e6:.3f} ms: is the deadline taken from a clock cached before the gap?")
 
 
 # -- B9 ------------------------------------------------------------------------

@@ -424,7 +424,8 @@ def test_an_interrupt_in_a_mid_round_flush_loses_nothing(make_reactor, make_back
                 raise Escape("signal in flush")
             return super().flush()
 
-    raised, ran, r = _interrupted_rounds(make_reactor, InterruptedFlush(make_backend()), clock, pairs,
+    # gather=4: the four events in one round, also on a backend that caps its batch (B10)
+    raised, ran, r = _interrupted_rounds(make_reactor, InterruptedFlush(make_backend(), gather=4), clock, pairs,
                                          interrupt, arm_write=True, tail_us=0, round_budget_us=1000)
     if not raised:
         rule_broken("R14", "re-arms queued and the round past its budget, yet no flush ran mid-round")
