@@ -174,13 +174,33 @@ def test_a_mutant_of_issue_22_passes_the_clauses_that_caught_it_by_accident(name
     assert data["failed_clauses"] == []
 
 
+def test_a_test_that_never_ends_fails_its_clause_within_the_bound(tmp_path):
+    """No hang, ever: a reactor whose run_once never returns, which no test's own bound
+    (rounds, liveness) can end, fails the clause of each test it hangs, by the suite's
+    bound on one test (TAILREACTOR_CONFORMANCE_TEST_BOUND_S, here 2 s)."""
+    script = Path(sys.executable).with_name("tailreactor-conformance")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
+    env = child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S="1", TAILREACTOR_CONFORMANCE_TEST_BOUND_S="2")
+    proc = subprocess.run([*cmd, "--json", str(tmp_path / "result.json"), "--backend", "epoll", "--reactor",
+                           "fixtures.backends.reactors:RunOnceNeverReturns", "--clause", "R6", "-n", "0"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    data = json.loads((tmp_path / "result.json").read_text())
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert data["failed_clauses"] == ["R6"]
+    assert "Timeout (>2.0s) from pytest-timeout" in proc.stdout, proc.stdout[-4000:]
+
+
+#: The slow path: every mutant over the whole suite (B, R and H), one CLI run each.
+WHOLE_SUITE_TIMEOUT_S = 600
+
+
 @pytest.mark.skipif(not os.environ.get("TAILREACTOR_META_EXCLUSIVE"),
-                    reason="the whole B and R suite per mutant (~5 min on 2 cores): "
-                           "set TAILREACTOR_META_EXCLUSIVE=1")
+                    reason="every mutant over the whole suite (slow path): set TAILREACTOR_META_EXCLUSIVE=1")
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_mutant_fails_exactly_its_own_clauses(name, tmp_path):
-    """Each mutant fails the clauses MUTANTS lists and no other backend or reactor clause
-    (the docs' mutant table says which clause caught it)."""
+    """Each mutant, run over the whole suite, ends within WHOLE_SUITE_TIMEOUT_S (no hang,
+    issue 32) and fails the clauses MUTANTS lists and no other (the docs' mutant table
+    says which clause caught it)."""
     m = MUTANTS[name]
     if m.needs:
         from tailreactor.backends import create_backend
@@ -189,8 +209,16 @@ def test_mutant_fails_exactly_its_own_clauses(name, tmp_path):
             create_backend(m.needs).close()
         except OSError as exc:
             pytest.skip(f"{name} needs {m.needs}: {exc}")
-    proc, data = cli(*m.cli_args(), "--clause", "B,R", "-n", "0", json_path=tmp_path / "result.json",
-                     liveness_s=1.0)
+    json_path = tmp_path / "result.json"
+    script = Path(sys.executable).with_name("tailreactor-conformance")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
+    try:
+        proc = subprocess.run([*cmd, "--json", str(json_path), *m.cli_args(), "-n", "0"], cwd=ROOT,
+                              env=child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S="1"), capture_output=True,
+                              text=True, timeout=WHOLE_SUITE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{name}: the whole suite did not end within {WHOLE_SUITE_TIMEOUT_S} s (a hang)")
+    data = json.loads(json_path.read_text()) if json_path.exists() else None
     assert data is not None, proc.stdout[-4000:] + proc.stderr[-2000:]
     order = [c.id for c in CLAUSES]
     want = sorted({*m.clauses, *m.also}, key=order.index)
