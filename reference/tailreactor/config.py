@@ -46,7 +46,7 @@ class Knob:
     """One row of the registry.
 
     ``kind`` is ``int`` (decimal integer in ``[lo, hi]``), ``choice`` (one of
-    ``choices``), ``bool`` (exactly ``0`` or ``1``) or ``path`` (any non-empty
+    ``choices``, or one of ``prefixes`` followed by a non-empty value), ``bool`` (exactly ``0`` or ``1``) or ``path`` (any non-empty
     string).  ``default=None`` means "derived" and ``default_text`` says from
     what.  ``backends`` is a tuple of backend names the knob affects, or
     ``("all",)``.  ``unit`` is what an ``int`` counts (``us``, ``s``,
@@ -64,6 +64,7 @@ class Knob:
     lo: int | None = None
     hi: int | None = None
     choices: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()  # a choice knob also takes PREFIX + a value: (("cabi:", "PATH"),)
     zero_en: str = ""
     zero_ko: str = ""
     default_text: str = ""
@@ -80,10 +81,14 @@ class Knob:
         if self.kind == "int":
             return f"an integer from {self.lo} to {self.hi}"
         if self.kind == "choice":
-            return "one of " + ", ".join(self.choices)
+            return "one of " + ", ".join(self.choices) + "".join(f", or {p}{what}" for p, what in self.prefixes)
         if self.kind == "bool":
             return "0 or 1"
         return "a file path in an existing, writable directory (checked with CWIST_LATENCY_PROBE=1)"
+
+    def _is_choice(self, text: str) -> bool:
+        return text in self.choices or any(text.startswith(p) and text[len(p):].strip()
+                                           for p, _ in self.prefixes)
 
     def parse(self, raw: str) -> Any:
         """Parse one raw string; raise :class:`ConfigError` if it is not accepted."""
@@ -102,7 +107,7 @@ class Knob:
                 raise ConfigError(self.name, raw, self.accepted())
             return value
         if self.kind == "choice":
-            if text not in self.choices:
+            if not self._is_choice(text):
                 raise ConfigError(self.name, raw, self.accepted())
             return text
         if self.kind == "bool":
@@ -121,7 +126,7 @@ class Knob:
         elif self.kind == "int":
             ok = type(value) is int and self.lo <= value <= self.hi
         elif self.kind == "choice":
-            ok = value in self.choices
+            ok = isinstance(value, str) and self._is_choice(value)
         elif self.kind == "bool":
             ok = type(value) is bool
         else:
@@ -135,11 +140,16 @@ class Knob:
 KNOBS: tuple[Knob, ...] = (
     Knob(
         name="CWIST_REACTOR_BACKEND", attr="backend", kind="choice", default="auto",
-        choices=("auto", "io_uring", "epoll", "selectors"), area="backend",
+        choices=("auto", "io_uring", "epoll", "selectors"), prefixes=(("cabi:", "PATH"),), area="backend",
         help_en="Event backend. `auto` tries io_uring and falls back to epoll with a logged reason; "
-                "an explicit `io_uring` that cannot start is an error, never a silent fallback.",
+                "an explicit `io_uring` that cannot start is an error, never a silent fallback. "
+                "`cabi:PATH` is a backend in a shared library with the C ABI of "
+                "`conformance/include/tailreactor_backend.h` (a C, Rust or Go port; "
+                "`make -C examples/c-backend` builds one); one that cannot load is an error.",
         help_ko="이벤트 백엔드. `auto`는 io_uring을 먼저 시도하고, 안 되면 이유를 로그에 남긴 뒤 epoll로 "
-                "넘어간다. `io_uring`을 명시했는데 시작할 수 없으면 조용히 넘어가지 않고 오류로 끝낸다.",
+                "넘어간다. `io_uring`을 명시했는데 시작할 수 없으면 조용히 넘어가지 않고 오류로 끝낸다. "
+                "`cabi:PATH`는 `conformance/include/tailreactor_backend.h`의 C ABI를 따르는 공유 라이브러리의 "
+                "백엔드다(C, Rust, Go 포트. `make -C examples/c-backend`가 하나를 만든다). 불러올 수 없으면 오류다.",
         when_en="To compare backends or to pin one: `epoll` where io_uring is refused (the start-up "
                 "warning names the errno), `io_uring` where a silent fallback would spoil a "
                 "measurement; otherwise leave `auto`.",
