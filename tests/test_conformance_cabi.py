@@ -28,6 +28,7 @@ needs_cc = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: `cc` or `make`
 VARIANTS = {
     "TR_BUG_NO_ONESHOT": "B1",        # a reported token stays armed: reported again
     "TR_BUG_IGNORE_DISARM": "B3",     # disarm returns 0 and changes nothing
+    "TR_BUG_KEEP_COLLECTED": "B3",    # a wait collects more than capacity; disarm leaves the rest
     "TR_BUG_DROP_HUP": "B6",          # HUP/ERR without IN/OUT reach no token
     "TR_BUG_NO_WAKE": "B7",           # wake returns 0 and writes nothing
     "TR_BUG_NO_LIMIT_IS_POLL": "B7",  # a wait with no limit (-1 ns) polls: returns 0 at once
