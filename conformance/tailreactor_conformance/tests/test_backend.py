@@ -423,6 +423,44 @@ def test_wait_timeout_is_never_early(make_backend, pairs, timeout_s):
 
 
 @pytest.mark.clause("B8")
+def test_a_ready_disarmed_fd_does_not_end_a_wait_early(make_backend, pairs):
+    """A disarmed direction leaves nothing armed: a backend that keeps watching the fd
+    (its registration not narrowed) wakes at once and returns nothing, early."""
+    b = make_backend()
+    p, idle = pairs(2)
+    p.make_readable()  # ready for good
+    b.arm(p.fd, READ, "disarmed")
+    b.flush()
+    b.disarm(p.fd, READ)
+    b.arm(idle.fd, READ, "never ready")
+    # One poll first: it may reap what the disarm left in the kernel (io_uring's completion
+    # of the cancelled poll, or of the poll itself if it completed before the cancel).
+    assert b.wait(0) == []
+    for timeout_s in (0.005, 0.02):
+        t0 = time.monotonic_ns()
+        got = b.wait(timeout_s)
+        elapsed = time.monotonic_ns() - t0
+        assert got == [], got
+        assert elapsed >= timeout_s * 1e9, (
+            f"wait({timeout_s}) returned nothing after {elapsed / 1e6:.3f} ms: a disarmed, ready fd woke it")
+
+
+@pytest.mark.clause("B8")
+def test_wait_zero_polls_without_blocking(make_backend, pairs):
+    """wait(0) is a poll: 100 of them with nothing ready end well within the liveness bound
+    (a backend that blocks, e.g. rounds 0 up to a millisecond or more, does not)."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    deadline = time.monotonic() + LIVENESS_S
+    done = 0
+    while done < 100 and time.monotonic() < deadline:
+        assert b.wait(0) == []
+        done += 1
+    assert done == 100, f"only {done} of 100 wait(0) calls returned within {LIVENESS_S} s: wait(0) blocks"
+
+
+@pytest.mark.clause("B8")
 @pytest.mark.parametrize("timeout_s", [0.001, 0.005])
 def test_wait_timeout_after_an_idle_gap_is_never_early(make_backend, pairs, timeout_s):
     """A backend with a clock of its own (libuv's cached loop time, refreshed once per
