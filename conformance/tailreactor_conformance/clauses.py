@@ -117,7 +117,8 @@ CLAUSES: tuple[Clause, ...] = (
            "round.",
            "CWIST deferred re-arms (one io_uring_enter per round)", "backend"),
     Clause("B13", "use after close",
-           "After close(), arm, disarm and wait raise RuntimeError and close() again does nothing; "
+           "After close(), arm, disarm and wait raise RuntimeError and close() and wake() again do "
+           "nothing; "
            "after Reactor.close(), arm and run_once raise RuntimeError.",
            "design (backend contract, Reactor.close)", "backend"),
     Clause("B14", "no fd leak",

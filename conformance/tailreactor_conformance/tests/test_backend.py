@@ -627,6 +627,7 @@ def test_backend_use_after_close_raises(make_backend, pairs):
     with pytest.raises(RuntimeError):
         b.wait(0)
     b.close()  # idempotent
+    b.wake()  # a late post from another thread: does nothing (its wake fd is gone)
 
 
 # -- B14 -----------------------------------------------------------------------
