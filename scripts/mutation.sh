@@ -35,6 +35,12 @@ declare -A BACKEND=(
   [selectors_poll]=fixtures.backends.selectors_poll:backend
 )
 
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  echo "usage: scripts/mutation.sh [TARGET ...]  (TARGET: ${!FILE[*]}; default: all)"
+  echo "mutates each TARGET's file with cosmic-ray (in place, restored after each mutant) and runs"
+  echo "tailreactor-conformance --clause B on it; sessions and reports go to \${MUTATION_OUT:-.mutation}/"
+  exit 0
+fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(poll selectors_poll batch16 selectors epoll io_uring)
 for t in "${targets[@]}"; do
