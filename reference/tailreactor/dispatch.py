@@ -216,11 +216,12 @@ class AgeOrder:
 
 
 class DeliveryOrder:
-    """The order of delivery of one round: aged runs first, then backend order.
+    """The order of delivery of a reactor's rounds: aged runs first, then backend order.
 
-    ``batch`` is the round's events in backend order (the reactor's list: an
-    event harvested mid-round joins it at its end, and :meth:`add` is told);
-    ``age_from`` and ``threshold_ns`` are as :class:`AgeOrder`'s, and
+    One per reactor, reused round after round: :meth:`start` begins a round
+    over ``batch``, the round's events in backend order (the reactor's list:
+    an event harvested mid-round joins it at its end, and :meth:`add` is
+    told); ``age_from`` and ``threshold_ns`` are as :class:`AgeOrder`'s, and
     ``threshold_ns`` 0 is backend order alone (``CWIST_REACTOR_TAIL_US=0``).
 
     :meth:`next` gives the event to deliver next, and :attr:`elevated` says
@@ -230,21 +231,39 @@ class DeliveryOrder:
 
     The walk is over one sequence at a time, ``_seq[_i:_n]``: the batch, or
     a run of aged events (:attr:`elevated` true), after which backend order
-    goes on from ``_resume``.  ``_check_at`` is :attr:`AgeOrder.aged_at`
-    while walking the batch and :data:`NEVER` in a run, where no check is
-    made.
+    goes on from ``_resume``.  ``_check_at`` is the earliest time an event
+    not yet taken can have aged while walking the batch (the aging time of
+    the oldest stamp until the :class:`AgeOrder` is built, then
+    :attr:`AgeOrder.aged_at`) and :data:`NEVER` in a run, where no check is
+    made.  ``_age`` is the round's :class:`AgeOrder`, None until it is built.
     """
 
-    __slots__ = ("_batch", "_age", "_seq", "_i", "_n", "_resume", "_check_at", "elevated")
+    __slots__ = ("_batch", "_age_from", "_threshold", "_age", "_seq", "_i", "_n", "_resume", "_check_at",
+                 "elevated")
 
-    def __init__(self, batch: list, age_from: str, threshold_ns: int):
-        self._batch = batch
-        self._age = AgeOrder(batch, age_from, threshold_ns) if threshold_ns > 0 else None
-        self._seq, self._i, self._n = batch, 0, len(batch)
+    def __init__(self):
         self._resume = 0
-        self._check_at = self._age.aged_at if self._age is not None else NEVER
+        self.start([], "arm", 0)
+
+    def start(self, batch: list, age_from: str, threshold_ns: int) -> None:
+        """Begin a round over ``batch``: nothing of the previous round is kept.
+
+        Reads the oldest stamp of the batch now, before any callback of the
+        round; the age order itself is built when the clock first reaches
+        that stamp's aging time (``_take_run``), or at a harvest (:meth:`add`).
+        """
+        self._batch = self._seq = batch
+        self._age_from = age_from
+        self._threshold = threshold_ns
+        self._age = None
+        self._i = 0
+        self._n = len(batch)
         #: Whether the event :meth:`next` returned last came from a run of aged events.
         self.elevated = False
+        if threshold_ns and batch:
+            self._check_at = min(min(map(_STAMP[age_from], batch)) + threshold_ns, LAST)  # _aging_time
+        else:
+            self._check_at = NEVER
 
     def next(self, now_ns: int):
         """The event to deliver at ``now_ns`` (ns), or None when the round has none left.
@@ -263,16 +282,22 @@ class DeliveryOrder:
                 if ev.state == READY:
                     return ev
                 # Not READY: it ran in a run, or an earlier callback disarmed or re-armed it.
-            elif self.elevated:
+            elif self.elevated and self._resume < len(self._batch):
                 self._walk_batch(self._resume)  # the run is over: backend order goes on
             else:
-                return None
+                return None  # (after a run: backend order had nothing left, see _take_run)
 
     def _take_run(self, now_ns: int) -> None:
         """Walk the run of the events aged at ``now_ns`` next, then backend order again."""
-        age = self._age
-        if age is None or self.elevated:
+        if not self._threshold or self.elevated:
             return  # only a clock at or past NEVER (an injected one) gets here
+        if self._n == 1 and self._age is None and self._check_at < LAST:
+            # Fast path, a batch of one event ("A round of one event" in benchmarks/README.md):
+            # it is its own age order, and aged (now >= its aging time, not clamped to LAST),
+            # so the run is the batch.
+            self._resume, self._check_at, self.elevated = 1, NEVER, True
+            return
+        age = self._age_order()
         run = age.take_aged(now_ns)
         if age.aged_at == NEVER:
             self._i = self._n  # every event is taken or gone: backend order has nothing left
@@ -283,6 +308,14 @@ class DeliveryOrder:
             self.elevated = True
         else:  # aged_at was a lower bound (or clamped to LAST): backend order goes on
             self._check_at = age.aged_at
+
+    def _age_order(self, joined: int = 0) -> AgeOrder:
+        """The round's :class:`AgeOrder`, built now if it is not yet: over the batch but its last ``joined``."""
+        if self._age is None:
+            batch = self._batch
+            self._age = AgeOrder(batch[:len(batch) - joined] if joined else batch, self._age_from,
+                                 self._threshold)
+        return self._age
 
     def _walk_batch(self, i: int) -> None:
         """Walk the batch in backend order from position ``i``."""
@@ -298,10 +331,12 @@ class DeliveryOrder:
         """``events`` joined the batch at its end (a harvest): walk them too.
 
         In backend order they come after the round's own; with the age
-        order on, :meth:`AgeOrder.add` merges them, and the run being walked
-        is dropped (its rest, an event given back by :meth:`again` too, is
-        back in the age order), so the next delivery asks for a new one.
+        order on, :meth:`AgeOrder.add` merges them (the age order of the
+        round's own events is built first, if it is not yet), and the run
+        being walked is dropped (its rest, an event given back by
+        :meth:`again` too, is back in the age order), so the next delivery
+        asks for a new one.
         """
-        if self._age is not None:
-            self._age.add(events)
+        if self._threshold:
+            self._age_order(len(events)).add(events)
         self._walk_batch(self._resume if self.elevated else self._i)
