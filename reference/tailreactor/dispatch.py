@@ -31,11 +31,17 @@ The walk
 --------
 :class:`DeliveryOrder` is that rule as one object with one method: the
 reactor's dispatch is the loop "``next(now)``, take the event, run it".
+The reactor keeps one and begins each round with :meth:`DeliveryOrder.start`.
 ``next`` walks the run being delivered, if any, else the batch in backend
 order, and skips what is no longer ``READY`` (it ran in a run, or an earlier
-callback disarmed it).  Between runs it compares ``now`` with
-:attr:`AgeOrder.aged_at`, the earliest time any remaining event not yet taken
-can have aged; only past that time does it ask for a run.  Once every event
+callback disarmed it).  Between runs it compares ``now`` with the earliest
+time any remaining event not yet taken can have aged: at round start the
+aging time of the batch's oldest stamp, once the :class:`AgeOrder` is built
+its :attr:`AgeOrder.aged_at`; only past that time does it ask for a run.  The
+age order is built then, at the first delivery at which an event can have
+aged (or at a harvest): a round in which nothing ages never sorts.  A batch of
+one event is its own age order, and builds none (the one fast path,
+``DeliveryOrder._take_run``).  Once every event
 is taken, ``aged_at`` is :data:`NEVER`, the one value for "never" here (with
 the policy off, too: no event ever ages), and the backend-order walk ends.
 The walk only reads the batch: an event leaves it when the reactor takes it,
@@ -45,8 +51,11 @@ What a port must keep
 ---------------------
 * The order of one delivery: the run being walked first, then a new run if
   ``now >= aged_at``, then backend order; skip what is not ``READY``.
-* Every stamp is read before the round's first callback: a callback may
-  re-arm its own Event in place with a new stamp.
+* The oldest stamp is read at round start, before the first callback.  The
+  age order, built later, may read the others then: a callback re-arms in
+  place only its own Event, no longer ``READY``, so every event the order
+  can still deliver has the stamp it had at round start.  An event that is
+  not ``READY`` may sort anywhere: it is skipped.
 * The sort is **stable**: ties keep backend order.  C's ``qsort``, Go's
   ``sort.Slice`` and Rust's ``sort_unstable`` are not; sort by (stamp,
   position in the batch) with them.
@@ -61,15 +70,17 @@ Cost
 Aged events are always a prefix of the batch sorted by stamp (age only
 grows), so a run is the next slice of that sorted batch, found by a binary
 search over its stamps, and the age-order cursor only moves forward.  Every
-round (when the policy is on), before any callback runs:
+round (when the policy is on), before any callback runs, the oldest stamp is
+found (one pass over the batch).  In a round where something can have aged,
+at the first such delivery:
 
 * the events are sorted by stamp (stable: ties keep backend order), and
 * the sorted stamps are copied into a list for the binary search.
 
-Every stamp is read then and never again: a callback's re-arm in place
-(``Reactor.arm``) gives its Event a new stamp, and a stamp read later would
-unsort the order.  Then one comparison per delivery between runs, and one
-binary search and one slice per run.
+Every stamp is read then and never again by that order: a callback's re-arm
+in place (``Reactor.arm``) gives its Event a new stamp, and a stamp read
+later would unsort the order.  Then one comparison per delivery between
+runs, and one binary search and one slice per run.
 
 What this costs per event, by the order the stamps come in (io_uring's
 batches mostly come in age order, epoll's in a few ascending runs), is
@@ -169,7 +180,7 @@ class AgeOrder:
         self._stamp = stamp = _STAMP.get(age_from)
         if stamp is None:
             raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
-        # Every stamp is read here, before any callback of the round runs (see "Cost").
+        # Every stamp is read here and never again (see "Cost" and "What a port must keep").
         self._by_age = sorted(batch, key=stamp)
         self._sorted_stamps = stamps = list(map(stamp, self._by_age))
         self.aged_at = _aging_time(stamps[0], threshold_ns) if stamps else NEVER
