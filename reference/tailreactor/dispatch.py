@@ -272,7 +272,7 @@ class DeliveryOrder:
         #: Whether the event :meth:`next` returned last came from a run of aged events.
         self.elevated = False
         if threshold_ns and batch:
-            self._check_at = min(min(map(_STAMP[age_from], batch)) + threshold_ns, LAST)  # _aging_time
+            self._check_at = min(min(map(_STAMP[age_from], batch)) + threshold_ns, LAST)  # _aging_time, inline
         else:
             self._check_at = NEVER
 
@@ -295,8 +295,10 @@ class DeliveryOrder:
                 # Not READY: it ran in a run, or an earlier callback disarmed or re-armed it.
             elif self.elevated and self._resume < len(self._batch):
                 self._walk_batch(self._resume)  # the run is over: backend order goes on
-            else:
-                return None  # (after a run: backend order had nothing left, see _take_run)
+            else:  # the round is over (after a run: backend order had nothing left, see _take_run)
+                self._batch = self._seq = ()  # let go of its events (and their callbacks' owners)
+                self._age = None
+                return None
 
     def _take_run(self, now_ns: int) -> None:
         """Walk the run of the events aged at ``now_ns`` next, then backend order again."""

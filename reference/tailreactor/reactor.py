@@ -172,7 +172,7 @@ class Due:
         self.drain_at = drain_chunk or NEVER
         self.flush_at = flush_at = start_ns + budget_ns if budget_ns else NEVER
         self.harvest_at = harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
-        self.harvest_left = harvest_left
+        self.harvest_left = harvest_left if harvest_ns else 0
         self.at_ns = flush_at if flush_at < harvest_at else harvest_at
 
 
