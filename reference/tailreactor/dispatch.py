@@ -31,11 +31,17 @@ The walk
 --------
 :class:`DeliveryOrder` is that rule as one object with one method: the
 reactor's dispatch is the loop "``next(now)``, take the event, run it".
+The reactor keeps one and begins each round with :meth:`DeliveryOrder.start`.
 ``next`` walks the run being delivered, if any, else the batch in backend
 order, and skips what is no longer ``READY`` (it ran in a run, or an earlier
-callback disarmed it).  Between runs it compares ``now`` with
-:attr:`AgeOrder.aged_at`, the earliest time any remaining event not yet taken
-can have aged; only past that time does it ask for a run.  Once every event
+callback disarmed it).  Between runs it compares ``now`` with the earliest
+time any remaining event not yet taken can have aged: at round start the
+aging time of the batch's oldest stamp, once the :class:`AgeOrder` is built
+its :attr:`AgeOrder.aged_at`; only past that time does it ask for a run.  The
+age order is built then, at the first delivery at which an event can have
+aged (or at a harvest): a round in which nothing ages never sorts.  A batch of
+one event is its own age order, and builds none (the one fast path,
+``DeliveryOrder._take_run``).  Once every event
 is taken, ``aged_at`` is :data:`NEVER`, the one value for "never" here (with
 the policy off, too: no event ever ages), and the backend-order walk ends.
 The walk only reads the batch: an event leaves it when the reactor takes it,
@@ -45,8 +51,11 @@ What a port must keep
 ---------------------
 * The order of one delivery: the run being walked first, then a new run if
   ``now >= aged_at``, then backend order; skip what is not ``READY``.
-* Every stamp is read before the round's first callback: a callback may
-  re-arm its own Event in place with a new stamp.
+* The oldest stamp is read at round start, before the first callback.  The
+  age order, built later, may read the others then: a callback re-arms in
+  place only its own Event, no longer ``READY``, so every event the order
+  can still deliver has the stamp it had at round start.  An event that is
+  not ``READY`` may sort anywhere: it is skipped.
 * The sort is **stable**: ties keep backend order.  C's ``qsort``, Go's
   ``sort.Slice`` and Rust's ``sort_unstable`` are not; sort by (stamp,
   position in the batch) with them.
@@ -61,15 +70,17 @@ Cost
 Aged events are always a prefix of the batch sorted by stamp (age only
 grows), so a run is the next slice of that sorted batch, found by a binary
 search over its stamps, and the age-order cursor only moves forward.  Every
-round (when the policy is on), before any callback runs:
+round (when the policy is on), before any callback runs, the oldest stamp is
+found (one pass over the batch).  In a round where something can have aged,
+at the first such delivery:
 
 * the events are sorted by stamp (stable: ties keep backend order), and
 * the sorted stamps are copied into a list for the binary search.
 
-Every stamp is read then and never again: a callback's re-arm in place
-(``Reactor.arm``) gives its Event a new stamp, and a stamp read later would
-unsort the order.  Then one comparison per delivery between runs, and one
-binary search and one slice per run.
+Every stamp is read then and never again by that order: a callback's re-arm
+in place (``Reactor.arm``) gives its Event a new stamp, and a stamp read
+later would unsort the order.  Then one comparison per delivery between
+runs, and one binary search and one slice per run.
 
 What this costs per event, by the order the stamps come in (io_uring's
 batches mostly come in age order, epoll's in a few ascending runs), is
@@ -169,7 +180,7 @@ class AgeOrder:
         self._stamp = stamp = _STAMP.get(age_from)
         if stamp is None:
             raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
-        # Every stamp is read here, before any callback of the round runs (see "Cost").
+        # Every stamp is read here and never again (see "Cost" and "What a port must keep").
         self._by_age = sorted(batch, key=stamp)
         self._sorted_stamps = stamps = list(map(stamp, self._by_age))
         self.aged_at = _aging_time(stamps[0], threshold_ns) if stamps else NEVER
@@ -216,11 +227,12 @@ class AgeOrder:
 
 
 class DeliveryOrder:
-    """The order of delivery of one round: aged runs first, then backend order.
+    """The order of delivery of a reactor's rounds: aged runs first, then backend order.
 
-    ``batch`` is the round's events in backend order (the reactor's list: an
-    event harvested mid-round joins it at its end, and :meth:`add` is told);
-    ``age_from`` and ``threshold_ns`` are as :class:`AgeOrder`'s, and
+    One per reactor, reused round after round: :meth:`start` begins a round
+    over ``batch``, the round's events in backend order (the reactor's list:
+    an event harvested mid-round joins it at its end, and :meth:`add` is
+    told); ``age_from`` and ``threshold_ns`` are as :class:`AgeOrder`'s, and
     ``threshold_ns`` 0 is backend order alone (``CWIST_REACTOR_TAIL_US=0``).
 
     :meth:`next` gives the event to deliver next, and :attr:`elevated` says
@@ -230,21 +242,39 @@ class DeliveryOrder:
 
     The walk is over one sequence at a time, ``_seq[_i:_n]``: the batch, or
     a run of aged events (:attr:`elevated` true), after which backend order
-    goes on from ``_resume``.  ``_check_at`` is :attr:`AgeOrder.aged_at`
-    while walking the batch and :data:`NEVER` in a run, where no check is
-    made.
+    goes on from ``_resume``.  ``_check_at`` is the earliest time an event
+    not yet taken can have aged while walking the batch (the aging time of
+    the oldest stamp until the :class:`AgeOrder` is built, then
+    :attr:`AgeOrder.aged_at`) and :data:`NEVER` in a run, where no check is
+    made.  ``_age`` is the round's :class:`AgeOrder`, None until it is built.
     """
 
-    __slots__ = ("_batch", "_age", "_seq", "_i", "_n", "_resume", "_check_at", "elevated")
+    __slots__ = ("_batch", "_age_from", "_threshold", "_age", "_seq", "_i", "_n", "_resume", "_check_at",
+                 "elevated")
 
-    def __init__(self, batch: list, age_from: str, threshold_ns: int):
-        self._batch = batch
-        self._age = AgeOrder(batch, age_from, threshold_ns) if threshold_ns > 0 else None
-        self._seq, self._i, self._n = batch, 0, len(batch)
+    def __init__(self):
         self._resume = 0
-        self._check_at = self._age.aged_at if self._age is not None else NEVER
+        self.start([], "arm", 0)
+
+    def start(self, batch: list, age_from: str, threshold_ns: int) -> None:
+        """Begin a round over ``batch``: nothing of the previous round is kept.
+
+        Reads the oldest stamp of the batch now, before any callback of the
+        round; the age order itself is built when the clock first reaches
+        that stamp's aging time (``_take_run``), or at a harvest (:meth:`add`).
+        """
+        self._batch = self._seq = batch
+        self._age_from = age_from
+        self._threshold = threshold_ns
+        self._age = None
+        self._i = 0
+        self._n = len(batch)
         #: Whether the event :meth:`next` returned last came from a run of aged events.
         self.elevated = False
+        if threshold_ns and batch:
+            self._check_at = min(min(map(_STAMP[age_from], batch)) + threshold_ns, LAST)  # _aging_time, inline
+        else:
+            self._check_at = NEVER
 
     def next(self, now_ns: int):
         """The event to deliver at ``now_ns`` (ns), or None when the round has none left.
@@ -263,16 +293,24 @@ class DeliveryOrder:
                 if ev.state == READY:
                     return ev
                 # Not READY: it ran in a run, or an earlier callback disarmed or re-armed it.
-            elif self.elevated:
+            elif self.elevated and self._resume < len(self._batch):
                 self._walk_batch(self._resume)  # the run is over: backend order goes on
-            else:
+            else:  # the round is over (after a run: backend order had nothing left, see _take_run)
+                self._batch = self._seq = ()  # let go of its events (and their callbacks' owners)
+                self._age = None
                 return None
 
     def _take_run(self, now_ns: int) -> None:
         """Walk the run of the events aged at ``now_ns`` next, then backend order again."""
-        age = self._age
-        if age is None or self.elevated:
+        if not self._threshold or self.elevated:
             return  # only a clock at or past NEVER (an injected one) gets here
+        if self._n == 1 and self._age is None and self._check_at < LAST:
+            # Fast path, a batch of one event ("A round of one event" in benchmarks/README.md):
+            # it is its own age order, and aged (now >= its aging time, not clamped to LAST),
+            # so the run is the batch.
+            self._resume, self._check_at, self.elevated = 1, NEVER, True
+            return
+        age = self._age_order()
         run = age.take_aged(now_ns)
         if age.aged_at == NEVER:
             self._i = self._n  # every event is taken or gone: backend order has nothing left
@@ -283,6 +321,14 @@ class DeliveryOrder:
             self.elevated = True
         else:  # aged_at was a lower bound (or clamped to LAST): backend order goes on
             self._check_at = age.aged_at
+
+    def _age_order(self, joined: int = 0) -> AgeOrder:
+        """The round's :class:`AgeOrder`, built now if it is not yet: over the batch but its last ``joined``."""
+        if self._age is None:
+            batch = self._batch
+            self._age = AgeOrder(batch[:len(batch) - joined] if joined else batch, self._age_from,
+                                 self._threshold)
+        return self._age
 
     def _walk_batch(self, i: int) -> None:
         """Walk the batch in backend order from position ``i``."""
@@ -298,10 +344,12 @@ class DeliveryOrder:
         """``events`` joined the batch at its end (a harvest): walk them too.
 
         In backend order they come after the round's own; with the age
-        order on, :meth:`AgeOrder.add` merges them, and the run being walked
-        is dropped (its rest, an event given back by :meth:`again` too, is
-        back in the age order), so the next delivery asks for a new one.
+        order on, :meth:`AgeOrder.add` merges them (the age order of the
+        round's own events is built first, if it is not yet), and the run
+        being walked is dropped (its rest, an event given back by
+        :meth:`again` too, is back in the age order), so the next delivery
+        asks for a new one.
         """
-        if self._age is not None:
-            self._age.add(events)
+        if self._threshold:
+            self._age_order(len(events)).add(events)
         self._walk_batch(self._resume if self.elevated else self._i)

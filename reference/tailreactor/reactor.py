@@ -164,12 +164,16 @@ class Due:
 
     __slots__ = ("drain_at", "flush_at", "harvest_at", "harvest_left", "at_ns")
 
-    def __init__(self, start_ns: int, budget_ns: int, harvest_ns: int, harvest_left: int, drain_chunk: int):
+    def __init__(self):
+        self.start(0, 0, 0, 0, 0)
+
+    def start(self, start_ns: int, budget_ns: int, harvest_ns: int, harvest_left: int, drain_chunk: int) -> None:
+        """Begin a round that started at ``start_ns`` with ``harvest_left`` events (one Due per reactor)."""
         self.drain_at = drain_chunk or NEVER
-        self.flush_at = start_ns + budget_ns if budget_ns else NEVER
-        self.harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
+        self.flush_at = flush_at = start_ns + budget_ns if budget_ns else NEVER
+        self.harvest_at = harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
         self.harvest_left = harvest_left if harvest_ns else 0
-        self.at_ns = min(self.flush_at, self.harvest_at)
+        self.at_ns = flush_at if flush_at < harvest_at else harvest_at
 
 
 class Reactor:
@@ -211,6 +215,9 @@ class Reactor:
         self._in_round = False  # run_once is running (R22: it must not nest)
         self._arms_since_flush = 0
         self._state = RoundState()
+        # The order of delivery and the work due between deliveries: one each, reset every round.
+        self._order = DeliveryOrder()
+        self._due = Due()
         # Policy knobs, in ns, read once: the round does not re-parse config.
         self._tail_ns = self.config.tail_us * 1000
         self._budget_ns = self.config.round_budget_us * 1000
@@ -523,8 +530,10 @@ class Reactor:
         (:meth:`_between`), or the submit of the re-arms queued since the
         last one, once the round has run past its budget.
         """
-        order = DeliveryOrder(batch, self._age_from, self._tail_ns)
-        due = Due(round_start, self._budget_ns, self._harvest_ns, len(batch), self._drain_chunk)
+        order = self._order
+        order.start(batch, self._age_from, self._tail_ns)
+        due = self._due
+        due.start(round_start, self._budget_ns, self._harvest_ns, len(batch), self._drain_chunk)
         probe = self.probe
         clock = self.clock
         timed = self._tail_ns > 0 or self._budget_ns > 0 or self._harvest_ns > 0 or probe is not None
