@@ -1,0 +1,229 @@
+"""A/B in virtual time: paired seeds, the live job's verdict rule, the report.
+
+Role
+----
+An :class:`AbPlan` is one leg of the sim tier: a backend, the two arms'
+``CWIST_*`` variables, the workload (its client classes, from
+:mod:`tailjob.workloads`, or wrk's closed loop for ``uniform``), connections,
+virtual seconds per run, the cost model and the seeds.  :func:`run_ab` runs,
+for every seed, arm A and arm B with **that same seed** (common random numbers:
+both arms see the same client schedules, so the pair's difference is the
+arms'), in worker processes, and compares the arms with
+:func:`tailjob.stats.compare` -- the live job's median ratio, paired
+bootstrap interval (here over seeds) and verdict rule, unchanged.
+
+Because a run is a function of its inputs, two arms that do the same work give
+the same figures to the last digit: an A/A leg has ratio 1.000 and interval
+1.000-1.000 on every metric (``equivalent``), and the same plan twice gives
+the same result document byte for byte (:func:`result_document` holds no
+wall-clock time).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .. import stats
+from ..loadgen import ClientClass, LoadSpec
+from ..openloop import CLASS_METRICS, parse_rate
+from ..workloads import WORKLOADS, classes_for
+from . import costs as _costs
+from .engine import SimRun, simulate
+
+__all__ = ["AbPlan", "SimRunResult", "LegResult", "run_ab", "CAPACITY_S", "SimPlanError", "capacity",
+           "load_spec"]
+
+CAPACITY_S = 0.5
+"""Virtual seconds of the closed-loop run that measures capacity for a rate like ``0.7x`` (arm A)."""
+DRAIN_S = 10.0
+"""Virtual seconds a run waits for answers still owed after its end (as the load client)."""
+
+
+class SimPlanError(ValueError):
+    """A plan the sim tier cannot run; the message is one line naming the option."""
+
+
+@dataclass(frozen=True)
+class AbPlan:
+    """One leg (see the module docstring).  ``load``: ``open``/``closed``/None as ``--load``;
+    ``rate`` as ``--rate`` (``2000`` or ``0.7x``); ``cost_overrides``: ``--sim-cost``."""
+
+    backend: str
+    a_env: Mapping[str, str]
+    b_env: Mapping[str, str]
+    seeds: tuple[int, ...]
+    workload: str = "uniform"
+    load: str | None = None
+    rate: str | None = None
+    connections: int = 64
+    duration_s: float = 2.0
+    schedule: str = "poisson"
+    cost_overrides: str | None = None
+    bootstrap_seed: int = 1
+    min_effect: float | None = None
+
+    @property
+    def costs(self) -> _costs.CostModel:
+        return _costs.with_overrides(_costs.for_backend(self.backend), self.cost_overrides)
+
+    def arm_env(self, key: str) -> dict[str, str]:
+        """Arm ``key``'s server environment: its variables, then the workload's (both arms, as live)."""
+        env = dict(self.a_env if key == "A" else self.b_env)
+        env.update(WORKLOADS[self.workload].env())
+        return env
+
+    def closed_uniform(self) -> bool:
+        return self.workload == "uniform" and self.load in (None, "closed")
+
+
+def load_spec(plan: AbPlan, seed: int, rate_rps: float | None) -> LoadSpec:
+    """The client classes of ``plan`` for one seed: wrk's closed loop (depth 1, no think) for
+    closed-loop ``uniform``, the workload's classes otherwise."""
+    if plan.closed_uniform():
+        classes = (ClientClass("all", plan.connections, "closed"),)
+    else:
+        classes = classes_for(plan.workload, connections=plan.connections, rate_rps=rate_rps,
+                              schedule=plan.schedule)
+    spec = LoadSpec(classes=classes, duration_s=float(plan.duration_s), seed=seed, drain_s=DRAIN_S)
+    spec.check()
+    return spec
+
+
+def capacity(plan: AbPlan) -> float:
+    """Requests/s of a closed-loop run of ``plan.connections`` on arm A for :data:`CAPACITY_S`
+    virtual seconds (what a relative ``--rate`` multiplies)."""
+    spec = LoadSpec(classes=(ClientClass("all", plan.connections, "closed"),), duration_s=CAPACITY_S,
+                    seed=plan.seeds[0], drain_s=DRAIN_S)
+    doc = simulate(SimRun(plan.backend, plan.arm_env("A"), spec, plan.costs))
+    return doc["all"]["answered_in_window"] / CAPACITY_S
+
+
+@dataclass(frozen=True)
+class SimRunResult:
+    """The figures of one simulated run: ``metrics`` by :data:`tailjob.stats.METRICS` key,
+    ``classes`` by class then :data:`tailjob.openloop.CLASS_METRICS` key (with their samples)."""
+
+    arm: str
+    seed: int
+    offered: int
+    metrics: dict
+    classes: dict
+    server: dict
+
+    def as_dict(self) -> dict:
+        return {"arm": self.arm, "seed": self.seed, "offered": self.offered, "metrics": self.metrics,
+                "classes": self.classes, "server": self.server}
+
+
+def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
+    merged = doc["all"]
+    pct = {q["p"]: q["us"] for q in merged["latency"]["percentiles"]}
+    server = doc["server"]
+    requests = server["requests"]
+    metrics = {"rps": merged["answered_in_window"] / (merged["duration_us"] / 1e6),
+               "cpu_us_per_req": server["busy_us"] / requests if requests else None,
+               "p50": pct[50], "p99": pct[99], "p99.9": pct[99.9], "p99.99": pct[99.99], "p99.999": pct[99.999]}
+    classes = {}
+    for name, c in doc["classes"].items():
+        cp = {q["p"]: q for q in c["latency"]["percentiles"]}
+        figs = {"rps": c["achieved_rps"], "offered_rps": c["offered_rps"], "answered": c["answered"],
+                "saturated": c["saturated"], "errors": sum(c["errors"].values()), "loop": c["loop"],
+                "connections": c["connections"]}
+        for key, p in (("p50", 50), ("p99", 99), ("p99.9", 99.9), ("p99.99", 99.99), ("p99.999", 99.999)):
+            figs[key] = cp[p]["us"]
+            figs[f"{key}_samples"] = cp[p]["samples"]
+        classes[name] = figs
+    errors = sum(merged["errors"].values())
+    return SimRunResult(arm, seed, merged["offered"], metrics, classes,
+                        {**server, "errors": errors})
+
+
+def _one(task) -> SimRunResult:
+    plan, arm, seed, rate_rps = task
+    doc = simulate(SimRun(plan.backend, plan.arm_env(arm), load_spec(plan, seed, rate_rps), plan.costs))
+    return _figures(arm, seed, doc)
+
+
+@dataclass
+class LegResult:
+    """One leg's runs (by arm, in seed order) and comparisons (whole run, and per class)."""
+
+    plan: AbPlan
+    rate_rps: float | None
+    capacity_rps: float | None
+    runs: dict[str, list[SimRunResult]]
+    comparisons: dict[str, stats.Comparison] = field(default_factory=dict)
+    class_comparisons: dict[str, dict[str, stats.Comparison]] = field(default_factory=dict)
+
+    def compare(self) -> None:
+        a, b = self.runs["A"], self.runs["B"]
+        seed = self.plan.bootstrap_seed
+        eff = self.plan.min_effect
+        self.comparisons = {m.key: stats.compare(m, [r.metrics[m.key] for r in a], [r.metrics[m.key] for r in b],
+                                                 seed=seed, min_effect=eff) for m in stats.METRICS}
+        names = list(a[0].classes) if a else []
+        if len(names) > 1:  # one class is the whole run: its table would repeat the leg's
+            for name in names:
+                self.class_comparisons[name] = {
+                    key: stats.compare(stats.metric(key), [r.classes[name][key] for r in a],
+                                       [r.classes[name][key] for r in b], seed=seed, min_effect=eff)
+                    for key in CLASS_METRICS}
+
+
+def resolve_rate(plan: AbPlan) -> tuple[float | None, float | None]:
+    """(rate in requests/s or None, capacity measured or None) for ``plan``."""
+    if plan.closed_uniform() or not WORKLOADS[plan.workload].open_classes and plan.workload != "uniform":
+        return None, None
+    text = plan.rate or WORKLOADS[plan.workload].default_rate
+    value, relative = parse_rate(text)
+    if not relative:
+        return value, None
+    cap = capacity(plan)
+    return value * cap, cap
+
+
+def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progress=None) -> LegResult:
+    """Run every seed on both arms (in ``processes`` worker processes, default: the CPUs this process
+    may use) and compare them.  ``progress(done, total)`` is called as runs finish."""
+    rate_rps, cap = resolve_rate(plan)
+    tasks = [(plan, arm, seed, rate_rps) for seed in plan.seeds for arm in ("A", "B")]
+    results = _map(tasks, processes=processes, executor=executor, progress=progress)
+    runs = {"A": [r for r in results if r.arm == "A"], "B": [r for r in results if r.arm == "B"]}
+    leg = LegResult(plan, rate_rps, cap, runs)
+    leg.compare()
+    return leg
+
+
+def _map(tasks, *, processes=None, executor=None, progress=None) -> list[SimRunResult]:
+    total = len(tasks)
+    if executor is None and (processes or len(os.sched_getaffinity(0))) <= 1:
+        out = []
+        for t in tasks:
+            out.append(_one(t))
+            if progress:
+                progress(len(out), total)
+        return out
+    own = executor is None
+    if own:
+        executor = new_executor(processes)
+    try:
+        futures = [executor.submit(_one, t) for t in tasks]
+        done = 0
+        for _ in concurrent.futures.as_completed(futures):
+            done += 1
+            if progress:
+                progress(done, total)
+        return [f.result() for f in futures]  # in task order, whatever order they finished in
+    finally:
+        if own:
+            executor.shutdown()
+
+
+def new_executor(processes: int | None = None) -> concurrent.futures.ProcessPoolExecutor:
+    """Worker processes for simulated runs (spawned: no state of this process is inherited)."""
+    n = processes or len(os.sched_getaffinity(0))
+    return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
