@@ -167,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.tier == "sim":
+        from .sim.cli import main_sim
+        return main_sim(args, argv)
+    if args.sim_cost is not None:
+        return _error("--sim-cost applies to --tier sim", 2)
     try:
         _check_mode(args)
         _check_environment(os.environ)

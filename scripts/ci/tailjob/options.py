@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "No arguments: quick profile, --ab tail, on io_uring then epoll. "
                     "--peers: the bench server beside asyncio, uvloop and nginx instead.")
     w = p.add_argument_group("workload")
+    w.add_argument("--tier", choices=("live", "sim"), default="live",
+                   help="live: the bench server under real load (default); sim: the same code in virtual "
+                        "time (tailjob.sim), figures a function of code, knobs, workload and seed")
+    w.add_argument("--sim-cost", metavar="'K=US ...'",
+                   help="--tier sim: override cost-model constants (wait_us, harvest_us, callback_us, "
+                        "request_us; virtual microseconds)")
     w.add_argument("--profile", choices=sorted(PROFILES), default="quick",
                    help="; ".join(f"{k}: {v.description}" for k, v in PROFILES.items()))
     w.add_argument("--threads", type=_positive, help="wrk threads (default: the profile's; 1 with --pin)")

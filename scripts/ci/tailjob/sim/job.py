@@ -66,9 +66,13 @@ class AbPlan:
     bootstrap_seed: int = 1
     min_effect: float | None = None
 
-    @property
-    def costs(self) -> _costs.CostModel:
-        return _costs.with_overrides(_costs.for_backend(self.backend), self.cost_overrides)
+    def backend_for(self, key: str) -> str:
+        """The backend arm ``key`` runs on: its own ``CWIST_REACTOR_BACKEND``, else the leg's."""
+        return (self.a_env if key == "A" else self.b_env).get("CWIST_REACTOR_BACKEND") or self.backend
+
+    def costs_for(self, key: str) -> _costs.CostModel:
+        """The cost model of arm ``key``'s backend, with ``--sim-cost`` applied."""
+        return _costs.with_overrides(_costs.for_backend(self.backend_for(key)), self.cost_overrides)
 
     def arm_env(self, key: str) -> dict[str, str]:
         """Arm ``key``'s server environment: its variables, then the workload's (both arms, as live)."""
@@ -98,7 +102,7 @@ def capacity(plan: AbPlan) -> float:
     virtual seconds (what a relative ``--rate`` multiplies)."""
     spec = LoadSpec(classes=(ClientClass("all", plan.connections, "closed"),), duration_s=CAPACITY_S,
                     seed=plan.seeds[0], drain_s=DRAIN_S)
-    doc = simulate(SimRun(plan.backend, plan.arm_env("A"), spec, plan.costs))
+    doc = simulate(SimRun(plan.backend_for("A"), plan.arm_env("A"), spec, plan.costs_for("A")))
     return doc["all"]["answered_in_window"] / CAPACITY_S
 
 
@@ -144,7 +148,8 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
 
 def _one(task) -> SimRunResult:
     plan, arm, seed, rate_rps = task
-    doc = simulate(SimRun(plan.backend, plan.arm_env(arm), load_spec(plan, seed, rate_rps), plan.costs))
+    doc = simulate(SimRun(plan.backend_for(arm), plan.arm_env(arm), load_spec(plan, seed, rate_rps),
+                          plan.costs_for(arm)))
     return _figures(arm, seed, doc)
 
 
