@@ -139,3 +139,17 @@ def test_arms_of_a_pair_share_the_seed():
     leg = _ab({}, {"CWIST_BENCH_DELAY_US": "4"}, seeds=2)
     assert [r.seed for r in leg.runs["A"]] == [r.seed for r in leg.runs["B"]] == [1, 2]
     assert [r.offered for r in leg.runs["A"]] == [r.offered for r in leg.runs["B"]]
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
+def test_harvesting_mid_round_takes_what_arrived_during_the_round(backend):
+    spec = LoadSpec(classes=(ClientClass("interactive", 8, "open", rate=400),
+                             ClientClass("bulk", 16, "closed", depth=16)), duration_s=0.5, seed=1, drain_s=1.0)
+    env = {"CWIST_BENCH_DELAY_US": "20", "CWIST_REACTOR_TAIL_US": "3500"}
+    off = _run(backend, spec, env)
+    on = _run(backend, spec, {**env, "CWIST_REACTOR_HARVEST_US": "500"})
+    assert off["server"]["counters"]["harvests"] == 0
+    assert on["server"]["counters"]["harvests"] > 0 and on["server"]["counters"]["harvested"] > 0
+    # What was harvested ran in the round it arrived in: the interactive class waits less.
+    p50 = lambda d: next(q["us"] for q in d["classes"]["interactive"]["latency"]["percentiles"] if q["p"] == 50)  # noqa: E731
+    assert p50(on) < p50(off)
