@@ -153,3 +153,13 @@ def test_harvesting_mid_round_takes_what_arrived_during_the_round(backend):
     # What was harvested ran in the round it arrived in: the interactive class waits less.
     p50 = lambda d: next(q["us"] for q in d["classes"]["interactive"]["latency"]["percentiles"] if q["p"] == 50)  # noqa: E731
     assert p50(on) < p50(off)
+
+
+def test_age_based_dispatch_is_charged_its_own_cost_per_event():
+    spec = _open(2000, duration_s=0.5)
+    off = _run("epoll", spec, {"CWIST_REACTOR_TAIL_US": "0"})
+    on = _run("epoll", spec, {"CWIST_REACTOR_TAIL_US": "3500"})
+    model = costs.for_backend("epoll")
+    assert off["server"]["requests"] == on["server"]["requests"]
+    extra = on["server"]["busy_us"] - off["server"]["busy_us"]
+    assert extra == pytest.approx(model.age_order_us * on["server"]["counters"]["dispatched"], rel=0.01)

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="live: the bench server under real load (default); sim: the same code in virtual "
                         "time (tailjob.sim), figures a function of code, knobs, workload and seed")
     w.add_argument("--sim-cost", metavar="'K=US ...'",
-                   help="--tier sim: override cost-model constants (wait_us, harvest_us, callback_us, "
+                   help="--tier sim: override cost-model constants (wait_us, harvest_us, callback_us, age_order_us, "
                         "request_us; virtual microseconds)")
     w.add_argument("--profile", choices=sorted(PROFILES), default="quick",
                    help="; ".join(f"{k}: {v.description}" for k, v in PROFILES.items()))

@@ -23,8 +23,9 @@ What is real, what is virtual
   would).  The clients are the load client's classes and schedules, seeded
   per connection exactly as :mod:`tailjob.loadgen` seeds them.
 * **Virtual**: the reactor's clock (:class:`tailreactor.clock.ManualClock`).
-  It moves by what the cost model charges -- per wait, harvest, callback and
-  request served, charged where the work happens (a request's cost before the
+  It moves by what the cost model charges -- per wait, harvest, callback,
+  request served and (with age-based dispatch on) event ordered by age,
+  charged where the work happens (a request's cost before the
   ``send`` that carries its answer) -- and by the injected knobs
   (``CWIST_BENCH_DELAY_US``, ``SLOW_US``, ``STALL_US``: the bench code's
   ``busy_wait_ns`` advances the virtual clock instead of spinning).  When the
@@ -170,10 +171,11 @@ class _Backend:
     """The real backend, whose waits never block: when nothing is ready, the virtual clock jumps
     to the next client send (delivered, then the kernel asked again) or to the wait's timeout."""
 
-    def __init__(self, real, sim: "_Sim"):
+    def __init__(self, real, sim: "_Sim", *, age_order: bool):
         self._real = real
         self._sim = sim
         self._wait_ns = sim.costs_ns("wait_us")
+        self._age_ns = sim.costs_ns("age_order_us") if age_order else 0  # per event reported
         if callable(getattr(real, "harvest", None)):
             self._harvest_ns = sim.costs_ns("harvest_us")
             self.harvest = self._harvest
@@ -182,6 +184,12 @@ class _Backend:
         return getattr(self._real, name)
 
     def wait(self, timeout_s):
+        got = self._wait(timeout_s)
+        if got and self._age_ns:
+            self._sim.clock.charge(len(got) * self._age_ns)
+        return got
+
+    def _wait(self, timeout_s):
         sim, real, clock = self._sim, self._real, self._sim.clock
         clock.charge(self._wait_ns)
         sim.deliver()
@@ -209,7 +217,10 @@ class _Backend:
     def _harvest(self, max_events):
         self._sim.clock.charge(self._harvest_ns)
         self._sim.deliver()
-        return self._real.harvest(max_events)
+        got = self._real.harvest(max_events)
+        if got and self._age_ns:
+            self._sim.clock.charge(len(got) * self._age_ns)
+        return got
 
 
 class _Client:
@@ -428,7 +439,8 @@ def simulate(run: SimRun) -> dict:
     clients: list[_Client] = []
     pairs: list[socket.socket] = []
     with _virtual_busy_wait(sim):
-        reactor = Reactor(_Backend(create_backend(run.backend), sim), config=cfg, clock=sim.clock)
+        reactor = Reactor(_Backend(create_backend(run.backend), sim, age_order=cfg.tail_us > 0), config=cfg,
+                          clock=sim.clock)
         try:
             listener = SimListener(reactor, sim)
             for st in stats:
