@@ -119,9 +119,12 @@ def main_sim(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         with new_executor() as executor:
             for plan in plans:
-                def progress(done, total, plan=plan):
-                    print(f"\r{PROG}: sim {plan.backend_for('A')}, c{plan.connections}: {done}/{total} runs",
-                          end="" if done < total else "\n", file=sys.stderr, flush=True)
+                def progress(done, total, plan=plan, tty=sys.stderr.isatty()):
+                    if not tty and done != total and done % max(total // 4, 1):
+                        return  # a log gets a line per quarter, a terminal one line rewritten
+                    print(f"{chr(13) if tty else ''}{PROG}: sim {plan.backend_for('A')}, c{plan.connections}: "
+                          f"{done}/{total} runs", end="" if tty and done < total else "\n", file=sys.stderr,
+                          flush=True)
                 legs.append(run_ab(plan, executor=executor, progress=progress))
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
