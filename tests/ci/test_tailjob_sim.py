@@ -163,3 +163,21 @@ def test_age_based_dispatch_is_charged_its_own_cost_per_event():
     assert off["server"]["requests"] == on["server"]["requests"]
     extra = on["server"]["busy_us"] - off["server"]["busy_us"]
     assert extra == pytest.approx(model.age_order_us * on["server"]["counters"]["dispatched"], rel=0.01)
+
+
+def test_arm_a_runs_the_code_of_a_git_ref(tmp_path):
+    # --a-ref: arm A imports tailreactor from a worktree of the ref, arm B from this tree.
+    from pathlib import Path
+
+    from tailjob.sim import refcode
+    repo = Path(__file__).resolve().parents[2]
+    commit = refcode.resolve(repo, "HEAD")
+    with refcode.checkout(repo, commit) as tree:
+        leg = job.run_ab(job.AbPlan(backend="epoll", a_env={}, b_env={}, seeds=(1, 2), workload="uniform",
+                                    load="open", connections=8, duration_s=0.5, rate="1000",
+                                    a_code=str(tree / "reference")), processes=1)
+        assert all(r.code.startswith(str(tree)) for r in leg.runs["A"])
+        assert not any(r.code.startswith(str(tree)) for r in leg.runs["B"])
+    assert not tree.exists()
+    with pytest.raises(refcode.RefError, match=r"--a-ref 'no-such-ref': not a commit of this repository"):
+        refcode.resolve(repo, "no-such-ref")

@@ -79,3 +79,24 @@ def test_an_unknown_tier_is_refused_naming_what_is_accepted(capsys, tmp_path):
     err = capsys.readouterr().err
     assert "--tier: invalid choice: 'cloud' (choose from 'live', 'sim')" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_ref_runs_arm_a_on_a_commit_and_names_it(tmp_path, capsys):
+    argv = ["--tier", "sim", "--backend", "epoll", "--duration", "1", "--runs", "2", "--load", "open",
+            "--rate", "1000", "--connections", "8", "--a-ref", "HEAD", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "arm A runs `--a-ref HEAD`, commit " in text and "B `working tree`" in text
+    doc = json.loads(_result(tmp_path).read_text())
+    assert doc["a_ref"]["ref"] == "HEAD" and len(doc["a_ref"]["commit"]) == 40
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tier", "sim", "--a-ref", "no-such-ref"], "--a-ref 'no-such-ref': not a commit of this repository"),
+    (["--a-ref", "HEAD"], "--a-ref applies to --tier sim"),
+])
+def test_a_bad_a_ref_is_one_line(argv, message, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []

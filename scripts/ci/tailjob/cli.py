@@ -170,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.tier == "sim":
         from .sim.cli import main_sim
         return main_sim(args, argv)
-    if args.sim_cost is not None:
-        return _error("--sim-cost applies to --tier sim", 2)
+    for given, name in ((args.sim_cost, "--sim-cost"), (args.a_ref, "--a-ref")):
+        if given is not None:
+            return _error(f"{name} applies to --tier sim", 2)
     try:
         _check_mode(args)
         _check_environment(os.environ)

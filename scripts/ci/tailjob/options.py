@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "Default: tail")
     arms.add_argument("--a", metavar="'K=V ...'", help="arm A's CWIST_* variables (custom A/B)")
     arms.add_argument("--b", metavar="'K=V ...'", help="arm B's CWIST_* variables (custom A/B)")
+    arms.add_argument("--a-ref", metavar="REF",
+                      help="--tier sim: arm A runs the reactor and HTTP code of git ref REF (a temporary "
+                           "worktree), arm B the working tree's; with no --ab/--a/--b both arms' knobs alike")
     arms.add_argument("--backend", choices=BACKENDS,
                       help="backend for arms that do not set it (default: each backend in turn)")
     run = p.add_argument_group("runs")

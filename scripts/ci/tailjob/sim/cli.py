@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from .. import history, openloop
 from ..options import PROG, REPO
-from ..plan import PROFILES, Overrides, PlanError, arm_knobs, arms_for, plan_legs, server_env
+from ..plan import PROFILES, Arm, Overrides, PlanError, arm_knobs, arms_for, plan_legs, server_env
 from . import costs as _costs
+from . import refcode
 from . import report as sim_report
 from .job import AbPlan, SimPlanError, new_executor, run_ab
 
@@ -60,9 +62,14 @@ def plan_sim(args: argparse.Namespace) -> tuple[str, object, list[AbPlan]]:
     _check_environment(os.environ)
     if args.ab and (args.a is not None or args.b is not None):
         raise PlanError("--ab cannot be combined with --a/--b")
-    custom = args.a is not None or args.b is not None
+    custom = args.a is not None or args.b is not None or (args.a_ref is not None and not args.ab)
     ab = "custom" if custom else (args.ab or "tail")
     arms = arms_for(None if custom else ab, a=args.a, b=args.b)
+    if args.a_ref is not None:
+        ab = "aref" if custom and args.a is None and args.b is None else ab
+        a, b = arms
+        arms = (Arm("A", f"{a.label} @ {args.a_ref}" if a.label != "A" else args.a_ref, a.env),
+                Arm("B", f"{b.label} @ working tree" if b.label != "B" else "working tree", b.env))
     profile = PROFILES[args.profile]
     legs = plan_legs(profile, arms, Overrides(backend=args.backend, connections=args.connections,
                                               duration_s=args.duration, runs=args.runs))
@@ -112,8 +119,20 @@ def main_sim(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         ab, arms, plans = plan_sim(args)
         plans = _without_refused_io_uring(plans, args.backend)
-    except (PlanError, SimPlanError, _costs.CostError) as e:
+        a_commit = refcode.resolve(REPO, args.a_ref) if args.a_ref is not None else None
+    except (PlanError, SimPlanError, _costs.CostError, refcode.RefError) as e:
         return _error(str(e), 2)
+    if a_commit is None:
+        return _run(args, argv, ab, arms, plans, None)
+    try:
+        with refcode.checkout(REPO, a_commit) as tree:
+            plans = [replace(p, a_code=str(tree / "reference")) for p in plans]
+            return _run(args, argv, ab, arms, plans, a_commit)
+    except refcode.RefError as e:
+        return _error(str(e), 2)
+
+
+def _run(args, argv, ab, arms, plans, a_commit) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     legs = []
     try:
@@ -133,6 +152,7 @@ def main_sim(args: argparse.Namespace, argv: list[str]) -> int:
     job = {"argv": argv, "profile": args.profile, "ab": ab,
            "arms": {a.key: {"label": a.label, "env": dict(a.env), "env_text": a.env_text()} for a in arms},
            "seeds": list(plans[0].seeds) if plans else [],
+           "a_ref": None if a_commit is None else {"ref": args.a_ref, "commit": a_commit},
            "provenance": {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")},
            "started_at": started, "finished_at": finished}
     out = args.out

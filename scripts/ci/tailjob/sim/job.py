@@ -65,6 +65,8 @@ class AbPlan:
     cost_overrides: str | None = None
     bootstrap_seed: int = 1
     min_effect: float | None = None
+    a_code: str | None = None
+    """``--a-ref``: the ``reference/`` directory whose :mod:`tailreactor` arm A runs (None: this tree's)."""
 
     def backend_for(self, key: str) -> str:
         """The backend arm ``key`` runs on: its own ``CWIST_REACTOR_BACKEND``, else the leg's."""
@@ -117,6 +119,8 @@ class SimRunResult:
     metrics: dict
     classes: dict
     server: dict
+    code: str = ""
+    """Where this run's :mod:`tailreactor` came from (a path: not in the result document)."""
 
     def as_dict(self) -> dict:
         return {"arm": self.arm, "seed": self.seed, "offered": self.offered, "metrics": self.metrics,
@@ -142,8 +146,9 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
             figs[f"{key}_samples"] = cp[p]["samples"]
         classes[name] = figs
     errors = sum(merged["errors"].values())
+    import tailreactor
     return SimRunResult(arm, seed, merged["offered"], metrics, classes,
-                        {**server, "errors": errors})
+                        {**server, "errors": errors}, code=os.path.dirname(tailreactor.__file__))
 
 
 def _one(task) -> SimRunResult:
@@ -179,56 +184,59 @@ class LegResult:
                     for key in CLASS_METRICS}
 
 
-def resolve_rate(plan: AbPlan) -> tuple[float | None, float | None]:
-    """(rate in requests/s or None, capacity measured or None) for ``plan``."""
+def needs_capacity(plan: AbPlan) -> bool:
+    """True when ``plan``'s rate is a fraction of the capacity (``0.7x``)."""
     if plan.closed_uniform() or not WORKLOADS[plan.workload].open_classes and plan.workload != "uniform":
-        return None, None
-    text = plan.rate or WORKLOADS[plan.workload].default_rate
-    value, relative = parse_rate(text)
-    if not relative:
-        return value, None
-    cap = capacity(plan)
-    return value * cap, cap
+        return False
+    return parse_rate(plan.rate or WORKLOADS[plan.workload].default_rate)[1]
+
+
+def resolve_rate(plan: AbPlan, capacity_rps: float | None) -> float | None:
+    """The open-loop rate of ``plan`` in requests/s (None without an open-loop class)."""
+    if plan.closed_uniform() or not WORKLOADS[plan.workload].open_classes and plan.workload != "uniform":
+        return None
+    value, relative = parse_rate(plan.rate or WORKLOADS[plan.workload].default_rate)
+    return value * capacity_rps if relative else value
 
 
 def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progress=None) -> LegResult:
     """Run every seed on both arms (in ``processes`` worker processes, default: the CPUs this process
-    may use) and compare them.  ``progress(done, total)`` is called as runs finish."""
-    rate_rps, cap = resolve_rate(plan)
-    tasks = [(plan, arm, seed, rate_rps) for seed in plan.seeds for arm in ("A", "B")]
-    results = _map(tasks, processes=processes, executor=executor, progress=progress)
+    may use) and compare them.  ``progress(done, total)`` is called as runs finish.  With
+    ``plan.a_code`` arm A (and the capacity run, which is arm A's) runs in workers of its own that
+    import that code."""
+    own = executor is None
+    if own:
+        executor = new_executor(processes)
+    executor_a = new_executor(processes, code=plan.a_code) if plan.a_code else executor
+    try:
+        cap = executor_a.submit(capacity, plan).result() if needs_capacity(plan) else None
+        rate_rps = resolve_rate(plan, cap)
+        tasks = [(plan, arm, seed, rate_rps) for seed in plan.seeds for arm in ("A", "B")]
+        futures = [(executor_a if arm == "A" else executor).submit(_one, t) for t in tasks
+                   for arm in [t[1]]]
+        done = 0
+        for _ in concurrent.futures.as_completed(futures):
+            done += 1
+            if progress:
+                progress(done, len(futures))
+        results = [f.result() for f in futures]  # in task order, whatever order they finished in
+    finally:
+        if executor_a is not executor:
+            executor_a.shutdown()
+        if own:
+            executor.shutdown()
     runs = {"A": [r for r in results if r.arm == "A"], "B": [r for r in results if r.arm == "B"]}
     leg = LegResult(plan, rate_rps, cap, runs)
     leg.compare()
     return leg
 
 
-def _map(tasks, *, processes=None, executor=None, progress=None) -> list[SimRunResult]:
-    total = len(tasks)
-    if executor is None and (processes or len(os.sched_getaffinity(0))) <= 1:
-        out = []
-        for t in tasks:
-            out.append(_one(t))
-            if progress:
-                progress(len(out), total)
-        return out
-    own = executor is None
-    if own:
-        executor = new_executor(processes)
-    try:
-        futures = [executor.submit(_one, t) for t in tasks]
-        done = 0
-        for _ in concurrent.futures.as_completed(futures):
-            done += 1
-            if progress:
-                progress(done, total)
-        return [f.result() for f in futures]  # in task order, whatever order they finished in
-    finally:
-        if own:
-            executor.shutdown()
-
-
-def new_executor(processes: int | None = None) -> concurrent.futures.ProcessPoolExecutor:
-    """Worker processes for simulated runs (spawned: no state of this process is inherited)."""
+def new_executor(processes: int | None = None, *, code: str | None = None) -> concurrent.futures.ProcessPoolExecutor:
+    """Worker processes for simulated runs (spawned: no state of this process is inherited); ``code``:
+    the ``reference/`` directory they import :mod:`tailreactor` from (``--a-ref``)."""
     n = processes or len(os.sched_getaffinity(0))
-    return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+    ctx = multiprocessing.get_context("spawn")
+    if code is None:
+        return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+    from .refcode import use
+    return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=use, initargs=(code,))

@@ -105,7 +105,9 @@ def render(job: dict, legs, *, runs: bool = True) -> str:
              + (f"; started {job['started_at']}, finished {job['finished_at']} (wall clock)" if job.get("started_at")
                 else "") + ".",
              f"- Code: commit {job['provenance'].get('git_commit', 'unknown')}"
-             + (" (dirty)" if job["provenance"].get("git_dirty") else "") + ".",
+             + (" (dirty)" if job["provenance"].get("git_dirty") else "")
+             + (f"; arm A runs `--a-ref {job['a_ref']['ref']}`, commit {job['a_ref']['commit']}, arm B the working "
+                "tree" if job.get("a_ref") else "") + ".",
              f"- Arms: A `{a['label']}` ({a['env_text']}), B `{b['label']}` ({b['env_text']}).",
              f"- Seeds: {seeds_text(job['seeds'])}; arm A and arm B of a pair run with the same seed (common random "
              f"numbers: the same client schedules), and the intervals are over seeds (paired bootstrap, "
