@@ -151,7 +151,8 @@ def test_harvesting_mid_round_takes_what_arrived_during_the_round(backend):
     assert off["server"]["counters"]["harvests"] == 0
     assert on["server"]["counters"]["harvests"] > 0 and on["server"]["counters"]["harvested"] > 0
     # What was harvested ran in the round it arrived in: the interactive class waits less.
-    p50 = lambda d: next(q["us"] for q in d["classes"]["interactive"]["latency"]["percentiles"] if q["p"] == 50)  # noqa: E731
+    def p50(doc):
+        return next(q["us"] for q in doc["classes"]["interactive"]["latency"]["percentiles"] if q["p"] == 50)
     assert p50(on) < p50(off)
 
 

@@ -27,7 +27,7 @@ from ..plan import PROFILES, Arm, Overrides, PlanError, arm_knobs, arms_for, pla
 from . import costs as _costs
 from . import refcode
 from . import report as sim_report
-from .job import AbPlan, SimPlanError, new_executor, run_ab
+from .job import AbPlan, new_executor, run_ab
 
 __all__ = ["main_sim"]
 
@@ -120,7 +120,7 @@ def main_sim(args: argparse.Namespace, argv: list[str]) -> int:
         ab, arms, plans = plan_sim(args)
         plans = _without_refused_io_uring(plans, args.backend)
         a_commit = refcode.resolve(REPO, args.a_ref) if args.a_ref is not None else None
-    except (PlanError, SimPlanError, _costs.CostError, refcode.RefError) as e:
+    except (PlanError, _costs.CostError, refcode.RefError) as e:
         return _error(str(e), 2)
     if a_commit is None:
         return _run(args, argv, ab, arms, plans, None)

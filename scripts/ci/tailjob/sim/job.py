@@ -34,17 +34,13 @@ from ..workloads import WORKLOADS, classes_for
 from . import costs as _costs
 from .engine import SimRun, simulate
 
-__all__ = ["AbPlan", "SimRunResult", "LegResult", "run_ab", "CAPACITY_S", "SimPlanError", "capacity",
+__all__ = ["AbPlan", "SimRunResult", "LegResult", "run_ab", "CAPACITY_S", "capacity",
            "load_spec"]
 
 CAPACITY_S = 0.5
 """Virtual seconds of the closed-loop run that measures capacity for a rate like ``0.7x`` (arm A)."""
 DRAIN_S = 10.0
 """Virtual seconds a run waits for answers still owed after its end (as the load client)."""
-
-
-class SimPlanError(ValueError):
-    """A plan the sim tier cannot run; the message is one line naming the option."""
 
 
 @dataclass(frozen=True)
