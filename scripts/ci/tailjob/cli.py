@@ -199,8 +199,15 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.tier != "sim":
+        for given, name in ((args.sim_cost, "--sim-cost"), (args.a_ref, "--a-ref")):
+            if given is not None:
+                return _error(f"{name} applies to --tier sim", 2)
     if args.tier == "instructions" or instructions.tier_options_given(args):
         return instructions.main_tier(args)
+    if args.tier == "sim":
+        from .sim.cli import main_sim
+        return main_sim(args, argv)
     try:
         _check_mode(args)
         _check_environment(os.environ)

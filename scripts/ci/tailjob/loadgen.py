@@ -65,8 +65,8 @@ from urllib.parse import urlsplit
 
 from .metrics import PERCENTILES
 
-__all__ = ["ClientClass", "LoadSpec", "SpecError", "LoadOutputError", "intended_times", "saturated",
-           "command", "client_env", "parse_output", "PERCENTILES", "ERROR_KINDS", "OUTPUT_PREFIX",
+__all__ = ["ClientClass", "ClassStats", "US_MAX", "LoadSpec", "SpecError", "LoadOutputError", "intended_times",
+           "saturated", "command", "client_env", "parse_output", "PERCENTILES", "ERROR_KINDS", "OUTPUT_PREFIX",
            "SATURATION_SHORTFALL", "main"]
 
 OUTPUT_PREFIX = "TAILREACTOR_LOAD "
@@ -78,7 +78,8 @@ SATURATION_SHORTFALL = 0.02
 the server did not keep up, so its latencies grow with the run's length rather than describe it."""
 
 _CI_DIR = Path(__file__).resolve().parents[1]
-_US_MAX = 60_000_000
+US_MAX = 60_000_000
+"""The longest latency the histograms hold (microseconds); a longer one is recorded as this."""
 
 
 class SpecError(ValueError):
@@ -197,28 +198,29 @@ def saturated(*, offered: float | None, achieved: float) -> bool:
 
 
 # -- the client ------------------------------------------------------------------
-class _Stats:
+class ClassStats:
     """One class's counters and histograms (latency from intended time; send lag)."""
 
     def __init__(self, cls: ClientClass):
         from hdrh.histogram import HdrHistogram
         self.cls = cls
-        self.latency = HdrHistogram(1, _US_MAX, 3)
-        self.lag = HdrHistogram(1, _US_MAX, 3)
+        self.latency = HdrHistogram(1, US_MAX, 3)
+        self.lag = HdrHistogram(1, US_MAX, 3)
         self.offered = self.sent = self.answered = self.in_window = self.offered_due = 0
         self.errors = dict.fromkeys(ERROR_KINDS, 0)
         self.latency_sum_us = 0
 
-    def record(self, us: int) -> None:
-        us = min(max(us, 1), _US_MAX)
-        self.latency.record_value(us)
-        self.latency_sum_us += us
+    def record(self, us: int, count: int = 1) -> None:
+        """Record ``count`` answers of latency ``us`` (clamped to 1..:data:`US_MAX`)."""
+        us = min(max(us, 1), US_MAX)
+        self.latency.record_value(us, count)
+        self.latency_sum_us += us * count
 
 
 class _Connection(asyncio.Protocol):
     """One keep-alive connection of a class; requests in flight are answered in order."""
 
-    def __init__(self, run: "_Run", stats: _Stats, index: int):
+    def __init__(self, run: "_Run", stats: ClassStats, index: int):
         import httptools
         self.run, self.stats, self.index = run, stats, index
         self.cls = stats.cls
@@ -285,7 +287,7 @@ class _Connection(asyncio.Protocol):
         """A timer went off for a request due at ``intended_ns`` on an idle connection."""
         self.timer = None
         lag = time.monotonic_ns() - intended_ns
-        self.stats.lag.record_value(min(max((lag + 999) // 1000, 1), _US_MAX))
+        self.stats.lag.record_value(min(max((lag + 999) // 1000, 1), US_MAX))
         if self.cls.loop == "open":
             self.next_ns = next(self.schedule, None)
         self._send(intended_ns, count)
@@ -381,7 +383,7 @@ class _Run:
 
     async def go(self) -> dict:
         loop = asyncio.get_running_loop()
-        stats = [_Stats(c) for c in self.spec.classes]
+        stats = [ClassStats(c) for c in self.spec.classes]
         conns: list[_Connection] = []
         for st in stats:
             for i in range(st.cls.connections):
@@ -430,15 +432,15 @@ class _Run:
 _COUNTERS = ("offered", "offered_due", "sent", "answered", "in_window", "latency_sum_us")
 
 
-def _part(st: _Stats) -> dict:
+def _part(st: ClassStats) -> dict:
     """A class's raw figures, for merging the classes of several processes (histograms encoded)."""
     return {"class": asdict(st.cls), **{k: getattr(st, k) for k in _COUNTERS}, "errors": st.errors,
             "latency": st.latency.encode().decode(), "lag": st.lag.encode().decode()}
 
 
-def _stats_of(part: dict) -> _Stats:
+def _stats_of(part: dict) -> ClassStats:
     from hdrh.histogram import HdrHistogram
-    st = _Stats(ClientClass(**part["class"]))
+    st = ClassStats(ClientClass(**part["class"]))
     for k in _COUNTERS:
         setattr(st, k, part[k])
     st.errors = dict(part["errors"])
@@ -479,9 +481,9 @@ def _histogram_summary(h, total_sum_us: int | None = None, *, spectrum: bool = F
     return out
 
 
-def _class_report(sts: list[_Stats], duration_s: float, name: str, loop: str) -> dict:
+def _class_report(sts: list[ClassStats], duration_s: float, name: str, loop: str) -> dict:
     from hdrh.histogram import HdrHistogram
-    lat, lag = HdrHistogram(1, _US_MAX, 3), HdrHistogram(1, _US_MAX, 3)
+    lat, lag = HdrHistogram(1, US_MAX, 3), HdrHistogram(1, US_MAX, 3)
     for st in sts:
         lat.add(st.latency)
         lag.add(st.lag)
@@ -502,7 +504,7 @@ def _class_report(sts: list[_Stats], duration_s: float, name: str, loop: str) ->
     return out
 
 
-def report(stats: list[_Stats], duration_s: float) -> dict:
+def report(stats: list[ClassStats], duration_s: float) -> dict:
     """The output document: per class, and all classes merged (``all``; open if every class is)."""
     classes = {st.cls.name: _class_report([st], duration_s, st.cls.name, st.cls.loop) for st in stats}
     loops = {st.cls.loop for st in stats}
