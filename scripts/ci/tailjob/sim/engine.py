@@ -53,10 +53,9 @@ import collections
 import contextlib
 import heapq
 import math
-import random
 import socket
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Mapping
 
 from tailreactor import Reactor
 from tailreactor import config as _config
@@ -66,7 +65,7 @@ from tailreactor.http import connection as _connection
 from tailreactor.http import listener as _listener
 
 from .. import loadgen
-from ..loadgen import LoadSpec, intended_times
+from ..loadgen import LoadSpec
 from .costs import CostModel
 
 __all__ = ["SimRun", "simulate", "START_NS"]
@@ -223,35 +222,16 @@ class _Backend:
         return got
 
 
-class _Client:
-    """One keep-alive client connection in virtual time: :mod:`tailjob.loadgen`'s ``_Connection``
-    (open loop: one request in flight, latency from its intended time; closed loop: ``depth``
-    pipelined, then think), writing at its send times instead of on an event loop's timers."""
+class _Client(loadgen.ClientConnection):
+    """One keep-alive client connection in virtual time: the live client's
+    :class:`~tailjob.loadgen.ClientConnection` on a socketpair, writing at its send times (the
+    run's heap, delivered between the reactor's steps) instead of on an event loop's timers."""
 
     def __init__(self, sim: "_Sim", stats, index: int, sock: socket.socket):
-        import httptools
-        self.sim, self.stats, self.index, self.sock = sim, stats, index, sock
-        self.cls = stats.cls
-        self.parser = httptools.HttpResponseParser(self)
-        self.in_flight: collections.deque[tuple[bytes, int]] = collections.deque()
-        self.body = bytearray()
-        self.schedule: Iterator[int] | None = None
-        self.next_ns: int | None = None
+        super().__init__(sim, stats, index)
+        self.sim, self.sock = sim, sock
         self.done = False
-        self.rng = random.Random(f"{sim.spec.seed}/{self.cls.name}/{index}")
         self.latencies: collections.Counter[int] = collections.Counter()  # us -> answers
-
-    def start(self) -> None:
-        now = self.sim.clock.now_ns
-        if self.cls.loop == "open":
-            self.schedule = intended_times(self.cls.schedule, rate=self.cls.rate,
-                                           connections=self.cls.connections, index=self.index,
-                                           rng=self.rng, start_ns=self.sim.start_ns, end_ns=self.sim.end_ns)
-            self.next_ns = next(self.schedule, None)
-            self._next_open(now)
-        else:
-            self.stats.offered += self.cls.depth
-            self._at(self.sim.start_ns, self.cls.depth, now)
 
     # answers
     def readable(self) -> None:
@@ -264,88 +244,27 @@ class _Client:
                 return
             self.parser.feed_data(data)
 
-    def on_body(self, body: bytes) -> None:
-        self.body += body
+    def record(self, us: int) -> None:
+        self.latencies[us] += 1  # into the class's histogram at the end (_record)
 
-    def on_message_complete(self) -> None:
-        sim = self.sim
-        now = sim.clock.now_ns
-        seq, intended = self.in_flight.popleft()
-        st = self.stats
-        st.answered += 1
-        if now <= sim.end_ns:
-            st.in_window += 1
-        self.latencies[(now - intended + 999) // 1000] += 1  # into st's histogram at the end (_record)
-        if self.parser.get_status_code() >= 400:
-            st.errors["status"] += 1
-        elif bytes(self.body) != seq:
-            st.errors["mismatch"] += 1
-        self.body.clear()
-        if self.cls.loop == "open":
-            self._next_open(now)
-        elif not self.in_flight:
-            self._next_batch(now)
+    # the transport and the clock
+    def now_ns(self) -> int:
+        return self.sim.clock.now_ns
 
-    # sending
-    def send(self, intended_ns: int, count: int) -> None:
-        sim = self.sim
-        seqs = [sim.next_seq() for _ in range(count)]
-        path = self.cls.path.encode()
-        wire = b"".join(b"GET %s%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % (path, s) for s in seqs)
-        for s in seqs:
-            self.in_flight.append((s, intended_ns))
-        self.stats.sent += count
+    def write(self, wire: bytes) -> None:
         if self.sock.send(wire) != len(wire):
             raise RuntimeError("a client's request did not fit in its socketpair")
 
-    def fire(self, intended_ns: int, count: int) -> None:
-        if self.cls.loop == "open":
-            self.next_ns = next(self.schedule, None)
-        self.send(intended_ns, count)
-
-    def _at(self, intended_ns: int, count: int, now: int) -> None:
+    def at(self, intended_ns: int, count: int, now: int) -> None:
         if intended_ns <= now:
             self.fire(intended_ns, count)
         else:
             self.sim.schedule(intended_ns, self, count)
 
-    def _next_open(self, now: int) -> None:
-        if self.in_flight:
-            return
-        if self.next_ns is None:
-            self._finish()
-            return
-        if self.next_ns <= now:
-            intended, self.next_ns = self.next_ns, next(self.schedule, None)
-            self.send(intended, 1)
-        else:
-            self._at(self.next_ns, 1, now)
-
-    def _next_batch(self, now: int) -> None:
-        if now >= self.sim.end_ns:
-            self._finish()
-            return
-        think = self.rng.expovariate(1.0) * self.cls.think_ms * 1e6 if self.cls.think_ms else 0
-        intended = round(now + think)
-        if intended >= self.sim.end_ns:
-            self._finish()
-            return
-        self.stats.offered += self.cls.depth
-        if think:
-            self._at(intended, self.cls.depth, now)
-        else:
-            self.send(intended, self.cls.depth)
-
-    def _finish(self) -> None:
+    def finish(self) -> None:
         if not self.done:
             self.done = True
             self.sim.unfinished -= 1
-
-    def owed(self) -> int:
-        unsent = 0
-        if self.cls.loop == "open" and self.next_ns is not None:
-            unsent = 1 + sum(1 for _ in self.schedule)
-        return len(self.in_flight) + unsent
 
 
 @dataclass
@@ -407,12 +326,6 @@ def _virtual_busy_wait(sim: _Sim):
         _connection.busy_wait_ns, _listener.busy_wait_ns = saved
 
 
-def _offered(spec: LoadSpec, cls, start_ns: int, end_ns: int) -> int:
-    return sum(1 for i in range(cls.connections) for _ in intended_times(
-        cls.schedule, rate=cls.rate, connections=cls.connections, index=i,
-        rng=random.Random(f"{spec.seed}/{cls.name}/{i}"), start_ns=start_ns, end_ns=end_ns))
-
-
 def _record(st, latencies: collections.Counter) -> None:
     """Add a client's latencies (a count per microsecond value) to its class's histogram."""
     for us, n in sorted(latencies.items()):
@@ -457,7 +370,7 @@ def simulate(run: SimRun) -> dict:
             sim.hard_end_ns = sim.end_ns + round(spec.drain_s * 1e9)
             for st in stats:
                 if st.cls.loop == "open":
-                    st.offered = _offered(spec, st.cls, sim.start_ns, sim.end_ns)
+                    st.offered = loadgen.offered(spec, st.cls, sim.start_ns, sim.end_ns)
             sim.unfinished = len(clients)
             sim.clock.set_ns(sim.start_ns)
             busy_before = sim.clock.busy_ns
@@ -471,7 +384,7 @@ def simulate(run: SimRun) -> dict:
             for st in stats:
                 if st.cls.loop == "open" and st.latency.get_total_count():
                     margin = min(st.latency.get_value_at_percentile(50) * 1000, (sim.end_ns - sim.start_ns) // 10)
-                    st.offered_due = _offered(spec, st.cls, sim.start_ns, sim.end_ns - margin)
+                    st.offered_due = loadgen.offered(spec, st.cls, sim.start_ns, sim.end_ns - margin)
             for c in clients:
                 owed = c.owed()
                 if owed:
