@@ -9,7 +9,7 @@ virtual seconds per run, the cost model and the seeds.  :func:`run_ab` runs,
 for every seed, arm A and arm B with **that same seed** (common random numbers:
 both arms see the same client schedules, so the pair's difference is the
 arms'), in worker processes, and compares the arms with
-:func:`tailjob.stats.compare` -- the live job's median ratio, paired
+:func:`tailjob.runner.compare_leg` -- the live job's median ratio, paired
 bootstrap interval (here over seeds) and verdict rule, unchanged.
 
 Because a run is a function of its inputs, two arms that do the same work give
@@ -29,7 +29,6 @@ from typing import Mapping
 
 from .. import stats
 from ..loadgen import ClientClass, LoadSpec
-from ..metrics import CLASS_METRICS
 from ..workloads import WORKLOADS, classes_for, parse_rate
 from . import costs as _costs
 from .engine import SimRun, simulate
@@ -117,6 +116,20 @@ class SimRunResult:
     server: dict
     code: str = ""
     """Where this run's :mod:`tailreactor` came from (a path: not in the result document)."""
+    samples: dict = field(default_factory=dict)
+    """Samples at or beyond each whole-run percentile's rank (what bounds it: :func:`tailjob.runner.compare_leg`)."""
+
+    # What the trial loop's comparison reads of a run record (:class:`tailjob.measure.RunRecord`):
+    # the pair is the seed, and no sim run is a warm-up.
+    warmup = False
+
+    @property
+    def trial(self) -> int:
+        return self.seed
+
+    @property
+    def wrk(self) -> dict:
+        return {"percentiles": [{"p": p, "samples": n} for p, n in self.samples.items()]}
 
     def as_dict(self) -> dict:
         return {"arm": self.arm, "seed": self.seed, "offered": self.offered, "metrics": self.metrics,
@@ -144,7 +157,8 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
     errors = sum(merged["errors"].values())
     import tailreactor
     return SimRunResult(arm, seed, merged["offered"], metrics, classes,
-                        {**server, "errors": errors}, code=os.path.dirname(tailreactor.__file__))
+                        {**server, "errors": errors}, code=os.path.dirname(tailreactor.__file__),
+                        samples={q["p"]: q["samples"] for q in merged["latency"]["percentiles"]})
 
 
 def _one(task) -> SimRunResult:
@@ -166,18 +180,16 @@ class LegResult:
     class_comparisons: dict[str, dict[str, stats.Comparison]] = field(default_factory=dict)
 
     def compare(self) -> None:
-        a, b = self.runs["A"], self.runs["B"]
-        seed = self.plan.bootstrap_seed
-        eff = self.plan.min_effect
-        self.comparisons = {m.key: stats.compare(m, [r.metrics[m.key] for r in a], [r.metrics[m.key] for r in b],
-                                                 seed=seed, min_effect=eff) for m in stats.METRICS}
-        names = list(a[0].classes) if a else []
+        """The live job's comparison (:func:`tailjob.runner.compare_leg`: the metric table, the
+        verdict rule, ``n/a`` for a percentile its runs cannot bound), pairs by seed."""
+        from ..runner import compare_leg
+        runs = [*self.runs["A"], *self.runs["B"]]
+        kw = {"seed": self.plan.bootstrap_seed, "min_effect": self.plan.min_effect}
+        self.comparisons = {c.metric.key: c for c in compare_leg(runs, **kw)}
+        names = list(self.runs["A"][0].classes) if self.runs["A"] else []
         if len(names) > 1:  # one class is the whole run: its table would repeat the leg's
-            for name in names:
-                self.class_comparisons[name] = {
-                    key: stats.compare(stats.metric(key), [r.classes[name][key] for r in a],
-                                       [r.classes[name][key] for r in b], seed=seed, min_effect=eff)
-                    for key in CLASS_METRICS}
+            self.class_comparisons = {name: {c.metric.key: c for c in compare_leg(runs, klass=name, **kw)}
+                                      for name in names}
 
 
 def needs_capacity(plan: AbPlan) -> bool:

@@ -16,23 +16,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 from .. import stats
-from ..report import format_value, plural, verdict_summary
-from ..stats import GAIN, INCONCLUSIVE, REGRESSION
+from ..report import CLASS_LABELS, comparison_table, format_value, plural, verdict_summary
+from ..stats import INCONCLUSIVE, REGRESSION
 
 __all__ = ["render", "result_document", "history_line", "gate", "plot", "HISTORY_FILE", "SCHEMA"]
 
 HISTORY_FILE = "tail-latency-sim.jsonl"
 SCHEMA = 1
-
-
-def _ci(c) -> str:
-    return "-" if c.ci is None else f"{c.ci[0]:.3f}–{c.ci[1]:.3f}"
-
-
-def _ratio(c) -> str:
-    return "-" if c.ratio is None else f"{c.ratio:.3f}"
 
 
 def seeds_text(seeds) -> str:
@@ -49,17 +42,10 @@ def leg_name(leg) -> str:
     return f"{who}, c{p.connections}"
 
 
-def _comparison_row(label: str, c, value_key: str) -> str:
-    det = "-" if c.detectable is None else f"±{c.detectable:.1%}"
-    needed = "-" if c.pairs_needed is None else f"{c.pairs_needed:,}"
-    verdict = f"**{c.verdict}**" if c.verdict in (GAIN, REGRESSION, INCONCLUSIVE) else c.verdict
-    return (f"| {label} | {format_value(value_key, c.median_a)} | {format_value(value_key, c.median_b)} | "
-            f"{_ratio(c)} | {_ci(c)} | {c.min_effect:.0%} | {det} | {needed} | {verdict} |")
-
-
-def _header(a_label: str, b_label: str) -> list[str]:
-    return [f"| Metric | A: {a_label} | B: {b_label} | B/A | Joint 95% CI | Min. effect | Detectable "
-            "| Pairs needed | Verdict |", "|---|---:|---:|---:|:---:|---:|---:|---:|---|"]
+def _table(job: dict, comps: dict, labels: dict[str, str]) -> list[str]:
+    """The live report's comparison table (:func:`tailjob.report.comparison_table`) of ``comps``."""
+    arms = [SimpleNamespace(label=job["arms"][k]["label"]) for k in ("A", "B")]
+    return comparison_table(arms, list(comps.values()), lambda c, arm: "", labels=labels)
 
 
 def _load_line(leg) -> str:
@@ -117,11 +103,8 @@ def render(job: dict, legs, *, runs: bool = True) -> str:
         n = min(len(leg.runs["A"]), len(leg.runs["B"]))
         lines += [f"## {leg_name(leg)}: medians over {plural(n, 'seed')} per arm", "",
                   _load_line(leg), "", "Cost model:", "", *_costs_table(leg), "",
-                  "Whole run (all classes together):", "", *_header(a["label"], b["label"])]
-        for m in stats.METRICS:
-            c = leg.comparisons[m.key]
-            label = "Server virtual CPU us/request" if m.key == "cpu_us_per_req" else m.label
-            lines.append(_comparison_row(label, c, m.key))
+                  "Whole run (all classes together):", "",
+                  *_table(job, leg.comparisons, {"cpu_us_per_req": "Server virtual CPU us/request"})]
         lines += ["", "Verdicts: " + verdict_summary(list(leg.comparisons.values()))]
         errors = {k: sum(r.server["errors"] for r in leg.runs[k]) for k in ("A", "B")}
         if any(errors.values()):
@@ -133,10 +116,7 @@ def render(job: dict, legs, *, runs: bool = True) -> str:
         for name, comps in leg.class_comparisons.items():
             first = leg.runs["A"][0].classes[name]
             lines += ["", f"### Class `{name}` ({first['loop']} loop, {first['connections']} connections)", "",
-                      *_header(a["label"], b["label"])]
-            for key, c in comps.items():
-                label = "Achieved req/s" if key == "rps" else c.metric.label
-                lines.append(_comparison_row(label, c, key))
+                      *_table(job, comps, CLASS_LABELS)]
             lines += ["", f"`{name}` verdicts: " + verdict_summary(list(comps.values()))]
         counters = {k: _median_counters(leg.runs[k]) for k in ("A", "B")}
         lines += ["", "Reactor counters, median over the seeds (rounds, callbacks, elevated by age, harvested): "
