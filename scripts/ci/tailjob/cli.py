@@ -235,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- {line}")
     if printed.after:
         print(printed.after)
-    return _error(printed.failed, 1) if printed.failed else 0
+    code = _error(printed.failed, 1) if printed.failed else 0
+    if not argv:  # the job as the README runs it: the sim tier's answer beside the live run
+        from .sim.answer import beside_live
+        return beside_live(args, results, code)
+    return code
 
 
 def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:

@@ -12,5 +12,8 @@ model): the machine's load cannot move them.
 * :mod:`tailjob.sim.engine` -- one simulated run (:func:`engine.simulate`);
 * :mod:`tailjob.sim.job` -- A/B over seeds (common random numbers) with the
   live job's verdict rule (:mod:`tailjob.stats`), the report and its files;
-* :mod:`tailjob.sim.cli` -- ``--tier sim`` of the job's command line.
+* :mod:`tailjob.sim.measure` -- :class:`~tailjob.sim.measure.SimMeasure`, the tier behind the trial
+  loop's measure interface (:mod:`tailjob.measure`);
+* :mod:`tailjob.sim.cli` -- ``--tier sim`` of the job's command line;
+* :mod:`tailjob.sim.answer` -- the main job's answer: the sim tier beside the live run.
 """

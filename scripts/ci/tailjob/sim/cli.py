@@ -115,7 +115,8 @@ def _without_refused_io_uring(plans: list[AbPlan], asked: str | None) -> list[Ab
     return [p for p in plans if p not in on]
 
 
-def main_sim(args: argparse.Namespace, argv: list[str]) -> int:
+def main_sim(args: argparse.Namespace, argv: list[str], *, legs_out: list | None = None) -> int:
+    """``--tier sim``; ``legs_out``: gets the legs' results (for the main job's answer)."""
     try:
         ab, arms, plans = plan_sim(args)
         plans = _without_refused_io_uring(plans, args.backend)
@@ -123,16 +124,16 @@ def main_sim(args: argparse.Namespace, argv: list[str]) -> int:
     except (PlanError, _costs.CostError, refcode.RefError) as e:
         return _error(str(e), 2)
     if a_commit is None:
-        return _run(args, argv, ab, arms, plans, None)
+        return _run(args, argv, ab, arms, plans, None, legs_out)
     try:
         with refcode.checkout(REPO, a_commit) as tree:
             plans = [replace(p, a_code=str(tree / "reference")) for p in plans]
-            return _run(args, argv, ab, arms, plans, a_commit)
+            return _run(args, argv, ab, arms, plans, a_commit, legs_out)
     except refcode.RefError as e:
         return _error(str(e), 2)
 
 
-def _run(args, argv, ab, arms, plans, a_commit) -> int:
+def _run(args, argv, ab, arms, plans, a_commit, legs_out=None) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     legs = []
     try:
@@ -147,6 +148,8 @@ def _run(args, argv, ab, arms, plans, a_commit) -> int:
                 legs.append(run_ab(plan, executor=executor, progress=progress))
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
+    if legs_out is not None:
+        legs_out.extend(legs)
     finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
     pv = history.provenance(REPO, wrk_version="-")
     job = {"argv": argv, "profile": args.profile, "ab": ab,
