@@ -113,9 +113,18 @@ def pytest_runtest_call(item):
 KEPT_OPEN_BY_LIBRARIES = (".ttf", ".otf", ".ttc", ".afm", ".pfb")
 
 
+def _kept_open_by_multiprocessing() -> set[int]:
+    """The pipe to multiprocessing's resource tracker: started by the first spawned process (the sim
+    tier's worker pool) and kept open for the life of this process, by design."""
+    from multiprocessing import resource_tracker
+    fd = getattr(resource_tracker._resource_tracker, "_fd", None)
+    return set() if fd is None else {fd}
+
+
 def _leaked(before: dict[int, str]) -> dict[int, str]:
+    kept = _kept_open_by_multiprocessing()
     return {fd: what for fd, what in fd_table().items()
-            if before.get(fd) != what and not what.endswith(KEPT_OPEN_BY_LIBRARIES)}
+            if before.get(fd) != what and fd not in kept and not what.endswith(KEPT_OPEN_BY_LIBRARIES)}
 
 
 @pytest.fixture(autouse=True)

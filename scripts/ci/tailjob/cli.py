@@ -199,8 +199,15 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.tier != "sim":
+        for given, name in ((args.sim_cost, "--sim-cost"), (args.a_ref, "--a-ref")):
+            if given is not None:
+                return _error(f"{name} applies to --tier sim", 2)
     if args.tier == "instructions" or instructions.tier_options_given(args):
         return instructions.main_tier(args)
+    if args.tier == "sim":
+        from .sim.cli import main_sim
+        return main_sim(args, argv)
     try:
         _check_mode(args)
         _check_environment(os.environ)
@@ -228,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- {line}")
     if printed.after:
         print(printed.after)
-    return _error(printed.failed, 1) if printed.failed else 0
+    code = _error(printed.failed, 1) if printed.failed else 0
+    if not argv:  # the job as the README runs it: the sim tier's answer beside the live run
+        from .sim.answer import beside_live
+        return beside_live(args, results, code)
+    return code
 
 
 def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:

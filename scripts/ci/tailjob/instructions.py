@@ -352,12 +352,8 @@ def _requests(text: str) -> int:
 
 
 def add_options(parser) -> None:
-    """The tier's options (the job's ``--tier`` selects it); shared with the job's ``--gate``, ``--backend``, ``--out``."""
+    """The tier's options (the job's ``--tier``, :mod:`tailjob.options`, selects it); shared with the job's ``--gate``, ``--backend``, ``--out``."""
     g = parser.add_argument_group("instruction tier (--tier instructions)")
-    g.add_argument("--tier", choices=("wall", "instructions"), default="wall",
-                   help="wall: the A/B or --peers under wrk (default); instructions: callgrind's "
-                        "user-space instructions per request of each server over a fixed sequence of "
-                        "keep-alive requests, by component, beside a stored baseline (needs valgrind)")
     g.add_argument("--server", action="append", choices=SERVERS,
                    help="with --tier instructions: a server to count (repeatable; default: all, or the "
                         "bench server on --backend and asyncio)")

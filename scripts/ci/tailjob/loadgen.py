@@ -65,8 +65,8 @@ from urllib.parse import urlsplit
 
 from .metrics import PERCENTILES
 
-__all__ = ["ClientClass", "LoadSpec", "SpecError", "LoadOutputError", "intended_times", "saturated",
-           "command", "client_env", "parse_output", "PERCENTILES", "ERROR_KINDS", "OUTPUT_PREFIX",
+__all__ = ["ClientClass", "ClassStats", "ClientConnection", "US_MAX", "offered", "LoadSpec", "SpecError",
+           "LoadOutputError", "intended_times", "saturated", "command", "client_env", "parse_output", "PERCENTILES", "ERROR_KINDS", "OUTPUT_PREFIX",
            "SATURATION_SHORTFALL", "main"]
 
 OUTPUT_PREFIX = "TAILREACTOR_LOAD "
@@ -78,7 +78,8 @@ SATURATION_SHORTFALL = 0.02
 the server did not keep up, so its latencies grow with the run's length rather than describe it."""
 
 _CI_DIR = Path(__file__).resolve().parents[1]
-_US_MAX = 60_000_000
+US_MAX = 60_000_000
+"""The longest latency the histograms hold (microseconds); a longer one is recorded as this."""
 
 
 class SpecError(ValueError):
@@ -197,40 +198,168 @@ def saturated(*, offered: float | None, achieved: float) -> bool:
 
 
 # -- the client ------------------------------------------------------------------
-class _Stats:
+class ClassStats:
     """One class's counters and histograms (latency from intended time; send lag)."""
 
     def __init__(self, cls: ClientClass):
         from hdrh.histogram import HdrHistogram
         self.cls = cls
-        self.latency = HdrHistogram(1, _US_MAX, 3)
-        self.lag = HdrHistogram(1, _US_MAX, 3)
+        self.latency = HdrHistogram(1, US_MAX, 3)
+        self.lag = HdrHistogram(1, US_MAX, 3)
         self.offered = self.sent = self.answered = self.in_window = self.offered_due = 0
         self.errors = dict.fromkeys(ERROR_KINDS, 0)
         self.latency_sum_us = 0
 
-    def record(self, us: int) -> None:
-        us = min(max(us, 1), _US_MAX)
-        self.latency.record_value(us)
-        self.latency_sum_us += us
+    def record(self, us: int, count: int = 1) -> None:
+        """Record ``count`` answers of latency ``us`` (clamped to 1..:data:`US_MAX`)."""
+        us = min(max(us, 1), US_MAX)
+        self.latency.record_value(us, count)
+        self.latency_sum_us += us * count
 
 
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection of a class; requests in flight are answered in order."""
+def offered(spec: LoadSpec, cls: ClientClass, start_ns: int, end_ns: int) -> int:
+    """Requests the schedules of open-loop class ``cls`` offer from ``start_ns`` to ``end_ns`` (the
+    same seeds as its connections: a copy of what they draw)."""
+    return sum(1 for i in range(cls.connections) for _ in intended_times(
+        cls.schedule, rate=cls.rate, connections=cls.connections, index=i,
+        rng=random.Random(f"{spec.seed}/{cls.name}/{i}"), start_ns=start_ns, end_ns=end_ns))
 
-    def __init__(self, run: "_Run", stats: _Stats, index: int):
+
+class ClientConnection:
+    """What one keep-alive connection of a class does, whatever carries its bytes and keeps its time.
+
+    Open loop: one request in flight, sent at its intended time (or as soon as the last is answered);
+    closed loop: ``depth`` requests pipelined, then a think time.  Every latency runs from the
+    request's intended time.  ``run`` gives ``spec`` (its seed), ``start_ns``, ``end_ns`` and
+    ``next_seq()``; a subclass gives the transport and the clock: :meth:`now_ns`, :meth:`write`,
+    :meth:`at` (send at an intended time, now or later) and :meth:`finish`.  The live client
+    (``_Connection``, on asyncio) and the virtual-time tier's (:mod:`tailjob.sim.engine`) are two.
+    """
+
+    def __init__(self, run, stats: ClassStats, index: int):
         import httptools
         self.run, self.stats, self.index = run, stats, index
         self.cls = stats.cls
-        self.transport = None
         self.parser = httptools.HttpResponseParser(self)
         self.in_flight: collections.deque[tuple[bytes, int]] = collections.deque()  # (seq, intended ns)
         self.body = bytearray()
+        self.schedule: Iterator[int] | None = None
+        self.next_ns: int | None = None   # open loop: the next intended time not yet sent
+        self.rng = random.Random(f"{run.spec.seed}/{self.cls.name}/{index}")
+
+    # what a subclass gives
+    def now_ns(self) -> int:
+        raise NotImplementedError
+
+    def write(self, wire: bytes) -> None:
+        raise NotImplementedError
+
+    def at(self, intended_ns: int, count: int, now: int) -> None:
+        """Send ``count`` requests due at ``intended_ns``: now if that is not later than ``now``."""
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """This connection owes nothing more (its schedule ran out, or the run ended)."""
+        raise NotImplementedError
+
+    def record(self, us: int) -> None:
+        self.stats.record(us)
+
+    # the schedule
+    def start(self) -> None:
+        now = self.now_ns()
+        if self.cls.loop == "open":
+            self.schedule = intended_times(self.cls.schedule, rate=self.cls.rate,
+                                           connections=self.cls.connections, index=self.index,
+                                           rng=self.rng, start_ns=self.run.start_ns, end_ns=self.run.end_ns)
+            self.next_ns = next(self.schedule, None)
+            self._next_open(now)
+        else:
+            self.stats.offered += self.cls.depth
+            self.at(self.run.start_ns, self.cls.depth, now)  # the first batch at the run's start
+
+    # httptools callbacks
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        now = self.now_ns()
+        seq, intended = self.in_flight.popleft()
+        st = self.stats
+        st.answered += 1
+        if now <= self.run.end_ns:
+            st.in_window += 1
+        self.record((now - intended + 999) // 1000)
+        if self.parser.get_status_code() >= 400:
+            st.errors["status"] += 1
+        elif bytes(self.body) != seq:
+            st.errors["mismatch"] += 1
+        self.body.clear()
+        if self.cls.loop == "open":
+            self._next_open(now)
+        elif not self.in_flight:
+            self._next_batch(now)
+
+    # sending
+    def send(self, intended_ns: int, count: int) -> None:
+        seqs = [self.run.next_seq() for _ in range(count)]
+        path = self.cls.path.encode()
+        wire = b"".join(b"GET %s%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % (path, s) for s in seqs)
+        for s in seqs:
+            self.in_flight.append((s, intended_ns))
+        self.stats.sent += count
+        self.write(wire)
+
+    def fire(self, intended_ns: int, count: int) -> None:
+        """The time came for a request due at ``intended_ns`` on an idle connection."""
+        if self.cls.loop == "open":
+            self.next_ns = next(self.schedule, None)
+        self.send(intended_ns, count)
+
+    def _next_open(self, now: int) -> None:
+        if self.in_flight:
+            return
+        if self.next_ns is None:
+            self.finish()
+            return
+        if self.next_ns <= now:  # its time came while the last one was in flight: send it now
+            intended, self.next_ns = self.next_ns, next(self.schedule, None)
+            self.send(intended, 1)
+        else:
+            self.at(self.next_ns, 1, now)
+
+    def _next_batch(self, now: int) -> None:
+        if now >= self.run.end_ns:
+            self.finish()
+            return
+        think = self.rng.expovariate(1.0) * self.cls.think_ms * 1e6 if self.cls.think_ms else 0
+        intended = round(now + think)
+        if intended >= self.run.end_ns:
+            self.finish()
+            return
+        self.stats.offered += self.cls.depth
+        if think:
+            self.at(intended, self.cls.depth, now)
+        else:
+            self.send(intended, self.cls.depth)
+
+    def owed(self) -> int:
+        """Requests offered to this connection and never answered (in flight, or never sent)."""
+        unsent = 0
+        if self.cls.loop == "open" and self.next_ns is not None:
+            unsent = 1 + sum(1 for _ in self.schedule)
+        return len(self.in_flight) + unsent
+
+
+class _Connection(asyncio.Protocol, ClientConnection):
+    """A :class:`ClientConnection` on asyncio: monotonic time, timers, a TCP transport."""
+
+    def __init__(self, run: "_Run", stats: ClassStats, index: int):
+        ClientConnection.__init__(self, run, stats, index)
+        self.transport = None
         self.lost = False
         self.done = asyncio.get_running_loop().create_future()
         self.timer = None
-        self.schedule: Iterator[int] | None = None
-        self.next_ns: int | None = None   # open loop: the next intended time not yet sent
 
     # asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -249,96 +378,30 @@ class _Connection(asyncio.Protocol):
                 self.stats.errors["read"] += 1
             self._lose()
 
-    # httptools callbacks
-    def on_body(self, body: bytes) -> None:
-        self.body += body
+    # the transport and the clock
+    def now_ns(self) -> int:
+        return time.monotonic_ns()
 
-    def on_message_complete(self) -> None:
-        now = time.monotonic_ns()
-        seq, intended = self.in_flight.popleft()
-        st = self.stats
-        st.answered += 1
-        if now <= self.run.end_ns:
-            st.in_window += 1
-        st.record((now - intended + 999) // 1000)
-        if self.parser.get_status_code() >= 400:
-            st.errors["status"] += 1
-        elif bytes(self.body) != seq:
-            st.errors["mismatch"] += 1
-        self.body.clear()
-        if self.cls.loop == "open":
-            self._next_open(now)
-        elif not self.in_flight:
-            self._next_batch(now)
-
-    # sending
-    def _send(self, intended_ns: int, count: int) -> None:
-        seqs = [self.run.next_seq() for _ in range(count)]
-        path = self.cls.path
-        wire = b"".join(b"GET %s%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % (path.encode(), s) for s in seqs)
-        for s in seqs:
-            self.in_flight.append((s, intended_ns))
-        self.stats.sent += count
+    def write(self, wire: bytes) -> None:
         self.transport.write(wire)
 
-    def _fire(self, intended_ns: int, count: int) -> None:
-        """A timer went off for a request due at ``intended_ns`` on an idle connection."""
+    def fire(self, intended_ns: int, count: int) -> None:
         self.timer = None
         lag = time.monotonic_ns() - intended_ns
-        self.stats.lag.record_value(min(max((lag + 999) // 1000, 1), _US_MAX))
-        if self.cls.loop == "open":
-            self.next_ns = next(self.schedule, None)
-        self._send(intended_ns, count)
+        self.stats.lag.record_value(min(max((lag + 999) // 1000, 1), US_MAX))
+        super().fire(intended_ns, count)
 
-    def _at(self, intended_ns: int, count: int, now: int) -> None:
+    def at(self, intended_ns: int, count: int, now: int) -> None:
         delay = (intended_ns - now) / 1e9
         if delay <= 0:
-            self._fire(intended_ns, count)
+            self.fire(intended_ns, count)
         else:
-            self.timer = asyncio.get_running_loop().call_later(delay, self._fire, intended_ns, count)
-
-    def start(self) -> None:
-        now = time.monotonic_ns()
-        if self.cls.loop == "open":
-            rng = random.Random(f"{self.run.spec.seed}/{self.cls.name}/{self.index}")
-            self.schedule = intended_times(self.cls.schedule, rate=self.cls.rate,
-                                           connections=self.cls.connections, index=self.index,
-                                           rng=rng, start_ns=self.run.start_ns, end_ns=self.run.end_ns)
-            self.next_ns = next(self.schedule, None)
-            self._next_open(now)
-        else:
-            self.rng = random.Random(f"{self.run.spec.seed}/{self.cls.name}/{self.index}")
-            self.stats.offered += self.cls.depth
-            self._at(self.run.start_ns, self.cls.depth, now)  # the first batch at the run's start
-
-    def _next_open(self, now: int) -> None:
-        if self.in_flight:
-            return
-        if self.next_ns is None:
-            self._finish()
-            return
-        if self.next_ns <= now:  # its time came while the last one was in flight: send it now
-            intended, self.next_ns = self.next_ns, next(self.schedule, None)
-            self._send(intended, 1)
-        else:
-            self._at(self.next_ns, 1, now)
-
-    def _next_batch(self, now: int) -> None:
-        if now >= self.run.end_ns:
-            self._finish()
-            return
-        think = self.rng.expovariate(1.0) * self.cls.think_ms * 1e6 if self.cls.think_ms else 0
-        intended = round(now + think)
-        if intended >= self.run.end_ns:
-            self._finish()
-            return
-        self.stats.offered += self.cls.depth
-        self._at(intended, self.cls.depth, now) if think else self._send(intended, self.cls.depth)
+            self.timer = asyncio.get_running_loop().call_later(delay, self.fire, intended_ns, count)
 
     def _finished(self) -> bool:
         return self.cls.loop == "open" and self.next_ns is None and not self.in_flight
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
         if not self.done.done():
             self.done.set_result(None)
 
@@ -348,14 +411,7 @@ class _Connection(asyncio.Protocol):
             self.timer.cancel()
         if self.transport is not None:
             self.transport.abort()
-        self._finish()
-
-    def owed(self) -> int:
-        """Requests offered to this connection and never answered (in flight, or never sent)."""
-        unsent = 0
-        if self.cls.loop == "open" and self.next_ns is not None:
-            unsent = 1 + sum(1 for _ in self.schedule)
-        return len(self.in_flight) + unsent
+        self.finish()
 
 
 class _Run:
@@ -368,20 +424,13 @@ class _Run:
         self._start = start_ns
         self.start_ns = self.end_ns = 0
 
-    def _offered(self, cls: ClientClass, end_ns: int) -> int:
-        """Requests the schedules of ``cls`` offer from the run's start to ``end_ns`` (the same seeds as
-        its connections: a copy of what they draw)."""
-        return sum(1 for i in range(cls.connections) for _ in intended_times(
-            cls.schedule, rate=cls.rate, connections=cls.connections, index=i,
-            rng=random.Random(f"{self.spec.seed}/{cls.name}/{i}"), start_ns=self.start_ns, end_ns=end_ns))
-
     def next_seq(self) -> bytes:
         self._seq += 1
         return b"%d" % self._seq
 
     async def go(self) -> dict:
         loop = asyncio.get_running_loop()
-        stats = [_Stats(c) for c in self.spec.classes]
+        stats = [ClassStats(c) for c in self.spec.classes]
         conns: list[_Connection] = []
         for st in stats:
             for i in range(st.cls.connections):
@@ -397,7 +446,7 @@ class _Run:
         self.end_ns = self.start_ns + round(self.spec.duration_s * 1e9)
         for st in stats:
             if st.cls.loop == "open":
-                st.offered = self._offered(st.cls, self.end_ns)
+                st.offered = offered(self.spec, st.cls, self.start_ns, self.end_ns)
         for c in conns:
             c.start()
         waits = [c.done for c in conns]
@@ -412,7 +461,7 @@ class _Run:
             # server's median latency grows with the run, and would excuse it).
             if st.cls.loop == "open" and st.latency.get_total_count():
                 margin_ns = min(st.latency.get_value_at_percentile(50) * 1000, (self.end_ns - self.start_ns) // 10)
-                st.offered_due = self._offered(st.cls, self.end_ns - margin_ns)
+                st.offered_due = offered(self.spec, st.cls, self.start_ns, self.end_ns - margin_ns)
         for c in conns:
             owed = c.owed()
             if owed and not c.lost:
@@ -430,15 +479,15 @@ class _Run:
 _COUNTERS = ("offered", "offered_due", "sent", "answered", "in_window", "latency_sum_us")
 
 
-def _part(st: _Stats) -> dict:
+def _part(st: ClassStats) -> dict:
     """A class's raw figures, for merging the classes of several processes (histograms encoded)."""
     return {"class": asdict(st.cls), **{k: getattr(st, k) for k in _COUNTERS}, "errors": st.errors,
             "latency": st.latency.encode().decode(), "lag": st.lag.encode().decode()}
 
 
-def _stats_of(part: dict) -> _Stats:
+def _stats_of(part: dict) -> ClassStats:
     from hdrh.histogram import HdrHistogram
-    st = _Stats(ClientClass(**part["class"]))
+    st = ClassStats(ClientClass(**part["class"]))
     for k in _COUNTERS:
         setattr(st, k, part[k])
     st.errors = dict(part["errors"])
@@ -479,9 +528,9 @@ def _histogram_summary(h, total_sum_us: int | None = None, *, spectrum: bool = F
     return out
 
 
-def _class_report(sts: list[_Stats], duration_s: float, name: str, loop: str) -> dict:
+def _class_report(sts: list[ClassStats], duration_s: float, name: str, loop: str) -> dict:
     from hdrh.histogram import HdrHistogram
-    lat, lag = HdrHistogram(1, _US_MAX, 3), HdrHistogram(1, _US_MAX, 3)
+    lat, lag = HdrHistogram(1, US_MAX, 3), HdrHistogram(1, US_MAX, 3)
     for st in sts:
         lat.add(st.latency)
         lag.add(st.lag)
@@ -502,7 +551,7 @@ def _class_report(sts: list[_Stats], duration_s: float, name: str, loop: str) ->
     return out
 
 
-def report(stats: list[_Stats], duration_s: float) -> dict:
+def report(stats: list[ClassStats], duration_s: float) -> dict:
     """The output document: per class, and all classes merged (``all``; open if every class is)."""
     classes = {st.cls.name: _class_report([st], duration_s, st.cls.name, st.cls.loop) for st in stats}
     loops = {st.cls.loop for st in stats}

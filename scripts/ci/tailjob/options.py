@@ -17,6 +17,8 @@ from .plan import AB_PRESETS, BACKENDS, PROFILES
 
 REPO = Path(__file__).resolve().parents[3]
 PROG = "tail_latency"
+TIERS = ("wall", "sim", "instructions")
+"""``--tier``: what measures a run (wall-clock time, virtual time, instruction counts)."""
 
 
 def _duration(text: str) -> int:
@@ -67,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Interleaved A/B of the bench server under wrk, with a bootstrap verdict per metric. "
                     "No arguments: quick profile, --ab tail, on io_uring then epoll. "
                     "--peers: the bench server beside asyncio, uvloop and nginx instead.")
+    p.add_argument("--tier", choices=TIERS, default="wall",
+                   help="wall: the A/B, --calibrate or --peers of the real server under wrk or the load "
+                        "client, in wall-clock time (default); sim: the same A/B in virtual time "
+                        "(tailjob.sim: the real reactor and HTTP code, figures a function of code, knobs, "
+                        "workload and seed); instructions: callgrind's user-space instructions per request "
+                        "of each server, by component, beside a stored baseline (needs valgrind)")
     w = p.add_argument_group("workload")
     w.add_argument("--profile", choices=sorted(PROFILES), default="quick",
                    help="; ".join(f"{k}: {v.description}" for k, v in PROFILES.items()))
@@ -135,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--write-readme", action="store_true",
                      help="with --peers: write the comparison's tables into <out>/README.md "
                           "(between its peers-table markers)")
+    sim = p.add_argument_group("virtual-time tier (--tier sim)")
+    sim.add_argument("--sim-cost", metavar="'K=US ...'",
+                     help="with --tier sim: override cost-model constants (wait_us, harvest_us, callback_us, "
+                          "age_order_us, request_us; virtual microseconds)")
+    sim.add_argument("--a-ref", metavar="REF",
+                     help="with --tier sim: arm A runs the reactor and HTTP code of git ref REF (a temporary "
+                          "worktree), arm B the working tree's; with no --ab/--a/--b both arms' knobs alike")
     instructions.add_options(p)
     return p
 

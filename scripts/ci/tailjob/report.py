@@ -147,16 +147,21 @@ def runs_line(job: JobResult, lr: LegResult) -> str | None:
     return text + "."
 
 
-def comparison_table(arms, comps: list[Comparison], samples, *, rps_label: str | None = None) -> list[str]:
+CLASS_LABELS = {"rps": "Achieved req/s"}
+"""Row labels of a client class's table other than the metric's own (its rate is what it achieved)."""
+
+
+def comparison_table(arms, comps: list[Comparison], samples, *, labels: dict[str, str] | None = None) -> list[str]:
     """The table of a leg's (or a class's) comparisons: per metric the arms' figures (with
     ``samples(c, arm)`` after them), B/A, the interval, the minimum and detectable effects, pairs
-    needed and the verdict (bold when it is ``regression`` or ``inconclusive``)."""
+    needed and the verdict (bold when it is ``regression`` or ``inconclusive``).  ``labels``: a
+    metric's row label other than its own, by key."""
     a, b = arms
     lines = [f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Detectable "
              "| Pairs needed | Verdict |", "|---|---:|---:|---:|:---:|---:|---:|---:|---|"]
     for c in comps:
         key = c.metric.key
-        label = rps_label if rps_label and key == "rps" else c.metric.label
+        label = (labels or {}).get(key, c.metric.label)
         ratio = "-" if c.ratio is None else f"{c.ratio:.3f}"
         detectable = "-" if c.detectable is None else f"±{c.detectable:.1%}"
         needed = "-" if c.pairs_needed is None else str(c.pairs_needed)
@@ -373,7 +378,7 @@ def class_tables(job, lr) -> list[str]:
             return f" ({median(counts):.0f})" if counts else ""
         lines += ["", f"### Class `{name}` ({c['loop']} loop): medians over {n} runs per arm"
                   + ("; p99.9 and beyond pooled over each arm's runs" if pooled else ""), "",
-                  *comparison_table(job.arms, comps, samples, rps_label="Achieved req/s"), "", _checks(c, figs)]
+                  *comparison_table(job.arms, comps, samples, labels=CLASS_LABELS), "", _checks(c, figs)]
     return lines
 
 

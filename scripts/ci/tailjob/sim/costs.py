@@ -1,0 +1,125 @@
+"""The cost model of the virtual-time tier: what server work costs in virtual time.
+
+Role
+----
+In a simulated run the virtual clock moves only by what this model charges
+(and by the waits between client sends, where the server is idle):
+
+=================  ===============================================================
+``wait_us``        each wait of a round (one ``epoll_wait`` / ``io_uring_enter``)
+``harvest_us``     each mid-round harvest (``CWIST_REACTOR_HARVEST_US``)
+``callback_us``    each I/O callback and each posted continuation the reactor runs
+                   (the ``recv``/``send`` system calls and the kernel's share of a
+                   request served one per callback)
+``request_us``     each request served (parse, route, answer: the user-space share)
+``age_order_us``   each event of a round's batch while age-based dispatch is on
+                   (``CWIST_REACTOR_TAIL_US`` > 0): the age order's own cost
+=================  ===============================================================
+
+plus, at their own length, the injected knobs ``CWIST_BENCH_DELAY_US`` (per
+request), ``CWIST_BENCH_SLOW_US`` (per ``/slow/`` request) and
+``CWIST_BENCH_STALL_US`` (per stall), which cost virtual time, never real time.
+
+Where the numbers come from
+---------------------------
+``benchmarks/README.md`` (the peers comparison, ``wrk -t1 -c256``, pinned,
+one request per callback): the bench server on epoll uses 16.1 us of user CPU
+and 14.8 us of kernel CPU per request, and 38.8 us against epoll's 36.7 us of
+CPU per request on io_uring (x1.057).  At c256 a request is one callback, so a
+request served alone costs ``callback_us + request_us`` = 30.9 us on epoll.
+The same file counts the age order at about 690 of 36,000 user-space
+instructions per request on epoll (1.9 %) and 630 of 40,400 on io_uring
+(1.6 %) at c256, one event per request: that share of the user CPU per request
+is ``age_order_us``.
+The split of a round's own cost (``wait_us``) and of a harvest is not measured
+in this project: those two are estimates (a system call returning a batch; a
+completion-queue peek is no system call), said so in :meth:`CostModel.sources`.
+A user who measured better numbers sets them with ``--sim-cost K=V``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, fields, replace
+
+__all__ = ["CostModel", "CostError", "for_backend", "with_overrides", "LIMIT_US", "IO_URING_FACTOR"]
+
+LIMIT_US = 100_000.0
+"""Largest accepted constant (0.1 s per unit of work): beyond it a run models no server."""
+
+IO_URING_FACTOR = 38.8 / 36.7
+"""io_uring's CPU per request over epoll's (benchmarks/README.md, peers table, c256)."""
+
+_README = "benchmarks/README.md"
+
+
+class CostError(ValueError):
+    """A cost constant the model cannot take; the message is one line naming the option."""
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Virtual microseconds per unit of server work (see the module docstring)."""
+
+    backend: str
+    wait_us: float
+    harvest_us: float
+    callback_us: float
+    request_us: float
+    age_order_us: float
+
+    def sources(self) -> dict[str, str]:
+        """Where each constant came from, by field name."""
+        scale = f" x{IO_URING_FACTOR:.3f} (io_uring's CPU/request over epoll's, {_README} peers table)" \
+            if self.backend == "io_uring" else ""
+        return {
+            "wait_us": "estimate, not measured here: one wait system call returning a batch",
+            "harvest_us": ("estimate: io_uring's harvest peeks the completion queue without a system call"
+                           if self.backend == "io_uring" else
+                           "estimate: one poll with timeout 0 (epoll_wait / select)"),
+            "callback_us": f"kernel CPU per request at one request per callback, 14.8 us ({_README}, "
+                           f"'Server CPU is about half user, half kernel'){scale}",
+            "request_us": f"user CPU per request, 16.1 us ({_README}, same measurement){scale}",
+            "age_order_us": (f"the age order's share of user-space instructions per request at c256, "
+                             + ("1.6 % (630 of 40,400)" if self.backend == "io_uring" else "1.9 % (690 of 36,000)")
+                             + f" ({_README}), of request_us"),
+        }
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def constants(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self) if f.name != "backend")
+
+
+def for_backend(backend: str) -> CostModel:
+    """The calibrated model of ``backend`` (``epoll``, ``io_uring`` or ``selectors``)."""
+    if backend == "io_uring":
+        k = IO_URING_FACTOR
+        return CostModel(backend, wait_us=2.0, harvest_us=0.2, callback_us=round(14.8 * k, 2),
+                         request_us=round(16.1 * k, 2), age_order_us=round(0.016 * 16.1 * k, 2))
+    if backend in ("epoll", "selectors"):
+        return CostModel(backend, wait_us=2.0, harvest_us=1.0, callback_us=14.8, request_us=16.1,
+                         age_order_us=round(0.019 * 16.1, 2))
+    raise CostError(f"backend {backend!r}: the cost model knows epoll, io_uring, selectors")
+
+
+def with_overrides(model: CostModel, text: str | None) -> CostModel:
+    """``model`` with ``'K=V ...'`` (``--sim-cost``) applied; :class:`CostError` (one line) if bad."""
+    changes: dict[str, float] = {}
+    names = model.constants
+    for token in shlex.split(text or ""):
+        name, sep, value = token.partition("=")
+        if not sep:
+            raise CostError(f"--sim-cost {token!r}: not K=V; accepted {', '.join(n + '=US' for n in names)}")
+        if name not in names:
+            raise CostError(f"--sim-cost {token}: unknown constant; accepted {', '.join(names)}")
+        try:
+            us = float(value)
+        except ValueError:
+            us = -1.0
+        if not 0 <= us <= LIMIT_US or us != us:
+            raise CostError(f"--sim-cost {token}: accepted 0 to {LIMIT_US:g} microseconds")
+        changes[name] = us
+    return replace(model, **changes)

@@ -1,0 +1,403 @@
+"""One simulated run: the real reactor and bench connections, socketpairs, a virtual clock.
+
+Role
+----
+:func:`simulate` runs one :class:`SimRun` -- a backend, the server's ``CWIST_*``
+environment, a :class:`~tailjob.loadgen.LoadSpec` (the workload's client
+classes and the seed of their schedules) and a
+:class:`~tailjob.sim.costs.CostModel` -- and returns the load client's
+document (:func:`tailjob.loadgen.report`: per class and merged, the same keys
+as a live run) plus ``server``: requests served, virtual busy time, the
+reactor's counters.
+
+What is real, what is virtual
+-----------------------------
+* **Real**: :class:`tailreactor.Reactor` (rounds, age order, round budget,
+  drain chunk, harvest, timers, posts) on the real backend, which reports
+  readiness in kernel order; :class:`tailreactor.http.listener.Listener` (its
+  knobs and the injected stall's timer) and
+  :class:`tailreactor.http.connection.Connection` (parse, batch, yield batch,
+  late bypass, pipelining, partial sends) over one ``socketpair`` per client
+  connection (AF_UNIX: a write is in the peer's receive queue when ``send``
+  returns, so readiness does not depend on a softirq's timing as loopback TCP
+  would).  The clients are the load client's classes and schedules, seeded
+  per connection exactly as :mod:`tailjob.loadgen` seeds them.
+* **Virtual**: the reactor's clock (:class:`tailreactor.clock.ManualClock`).
+  It moves by what the cost model charges -- per wait, harvest, callback,
+  request served and (with age-based dispatch on) event ordered by age,
+  charged where the work happens (a request's cost before the
+  ``send`` that carries its answer) -- and by the injected knobs
+  (``CWIST_BENCH_DELAY_US``, ``SLOW_US``, ``STALL_US``: the bench code's
+  ``busy_wait_ns`` advances the virtual clock instead of spinning).  When the
+  reactor would block, the clock jumps to the next client send, or the
+  reactor's timeout (its earliest timer), whichever comes first: a simulated
+  run never waits in real time.
+* **The clients** cost nothing: a request is written into its socketpair at
+  the first point the server could see it after its send time (a wait, a
+  harvest, or the start of a callback), in send-time order, so the kernel's
+  ready list is in that order; an answer arrives at the virtual time of the
+  server's ``send``.  Latency is from the intended send time, as the load
+  client measures it; the client has no send lag (its lag histogram stays
+  empty).
+
+Hooks into the bench code, and only these: a :class:`SimListener` adopts the
+socketpairs (no TCP accept, no ``TCP_NODELAY``); :class:`SimConnection` wraps
+its callbacks to charge ``callback_us``; the server's socket charges
+``request_us`` per request in ``send``; ``busy_wait_ns`` is swapped for the
+virtual one while a run lasts.  Everything between is the project's code.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import heapq
+import math
+import socket
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from tailreactor import Reactor
+from tailreactor import config as _config
+from tailreactor.backends import create_backend
+from tailreactor.clock import ManualClock
+from tailreactor.http import connection as _connection
+from tailreactor.http import listener as _listener
+
+from .. import loadgen
+from ..loadgen import LoadSpec
+from .costs import CostModel
+
+__all__ = ["SimRun", "simulate", "START_NS"]
+
+START_NS = 1_000_000_000
+"""The virtual clock's reading when a run's server starts (1 s: as ManualClock)."""
+LEAD_NS = 1_000_000
+"""Virtual time between the server's start and the run's start (connections made, reads armed)."""
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """One simulated run (see the module docstring).  ``env``: the server's whole environment."""
+
+    backend: str
+    env: Mapping[str, str]
+    spec: LoadSpec
+    costs: CostModel
+
+
+class _Clock(ManualClock):
+    """The run's virtual clock, which also counts what the server was charged (``busy_ns``)."""
+
+    def __init__(self):
+        super().__init__(START_NS)
+        self.busy_ns = 0
+
+    def charge(self, ns: int) -> None:
+        self.now_ns += ns
+        self.busy_ns += ns
+
+
+class SimSocket(socket.socket):
+    """The server's end of a socketpair: ``send`` charges the requests answered since the last
+    one (``request_us`` each), then the client reads the answers at that virtual time."""
+
+    sim: "_Sim"
+    conn: "SimConnection"
+    client: "_Client"
+    charged = 0
+
+    def send(self, data, flags=0):
+        sim = self.sim
+        served = self.conn.stats.requests
+        if served > self.charged:
+            sim.clock.charge((served - self.charged) * sim.request_ns)
+            self.charged = served
+        n = super().send(data, flags)
+        self.client.readable()
+        return n
+
+
+class SimConnection(_connection.Connection):
+    """The bench connection, its callbacks charged ``callback_us`` each and preceded by the client
+    writes due by then (the only change: the callbacks it arms are these wrappers)."""
+
+    def __init__(self, listener, sock, peer):
+        super().__init__(listener, sock, peer)
+        sim = listener.sim
+        read, recv = self._read_cb, self._recv_cb
+
+        def read_cb(event):
+            sim.enter_callback()
+            read(event)
+
+        def recv_cb(event):
+            sim.enter_callback()
+            recv(event)
+
+        self._read_cb, self._recv_cb = read_cb, recv_cb
+        self._sim = sim
+
+    def _on_writable(self, event) -> None:
+        self._sim.enter_callback()
+        super()._on_writable(event)
+
+    def _continue(self, data) -> None:
+        self._sim.enter_callback()
+        super()._continue(data)
+
+
+class SimListener(_listener.Listener):
+    """The bench listener (knobs, stall timer, connection table); connections arrive by
+    :meth:`adopt` instead of ``accept``.  Its listening socket is bound to a free loopback port
+    and never connected to."""
+
+    def __init__(self, reactor, sim: "_Sim"):
+        self.sim = sim
+        super().__init__(reactor, "127.0.0.1", 0)
+
+    def adopt(self, sock: SimSocket) -> SimConnection:
+        sock.setblocking(False)
+        conn = SimConnection(self, sock, ("sim", sock.fileno()))
+        sock.conn = conn
+        self.connections[conn.fd] = conn
+        self.stats.accepts += 1
+        conn.start()
+        return conn
+
+
+class _Backend:
+    """The real backend, whose waits never block: when nothing is ready, the virtual clock jumps
+    to the next client send (delivered, then the kernel asked again) or to the wait's timeout."""
+
+    def __init__(self, real, sim: "_Sim", *, age_order: bool):
+        self._real = real
+        self._sim = sim
+        self._wait_ns = sim.costs_ns("wait_us")
+        self._age_ns = sim.costs_ns("age_order_us") if age_order else 0  # per event reported
+        if callable(getattr(real, "harvest", None)):
+            self._harvest_ns = sim.costs_ns("harvest_us")
+            self.harvest = self._harvest
+
+    def __getattr__(self, name):  # arm, rearm, arm_recv, disarm, flush, wake, close, name, capabilities
+        return getattr(self._real, name)
+
+    def wait(self, timeout_s):
+        got = self._wait(timeout_s)
+        if got and self._age_ns:
+            self._sim.clock.charge(len(got) * self._age_ns)
+        return got
+
+    def _wait(self, timeout_s):
+        sim, real, clock = self._sim, self._real, self._sim.clock
+        clock.charge(self._wait_ns)
+        sim.deliver()
+        got = real.wait(0)
+        if got or timeout_s == 0:
+            return got
+        now = clock.now_ns
+        deadline = sim.hard_end_ns if timeout_s is None else \
+            min(sim.hard_end_ns, now + math.ceil(timeout_s * 1e9))
+        heap = sim.sends
+        while True:
+            if not heap or heap[0][0] > deadline:
+                if deadline > clock.now_ns:
+                    clock.set_ns(deadline)
+                if deadline >= sim.hard_end_ns:
+                    sim.out_of_time = True
+                return real.wait(0)
+            if heap[0][0] > clock.now_ns:
+                clock.set_ns(heap[0][0])
+            sim.deliver()
+            got = real.wait(0)
+            if got:
+                return got
+
+    def _harvest(self, max_events):
+        self._sim.clock.charge(self._harvest_ns)
+        self._sim.deliver()
+        got = self._real.harvest(max_events)
+        if got and self._age_ns:
+            self._sim.clock.charge(len(got) * self._age_ns)
+        return got
+
+
+class _Client(loadgen.ClientConnection):
+    """One keep-alive client connection in virtual time: the live client's
+    :class:`~tailjob.loadgen.ClientConnection` on a socketpair, writing at its send times (the
+    run's heap, delivered between the reactor's steps) instead of on an event loop's timers."""
+
+    def __init__(self, sim: "_Sim", stats, index: int, sock: socket.socket):
+        super().__init__(sim, stats, index)
+        self.sim, self.sock = sim, sock
+        self.done = False
+        self.latencies: collections.Counter[int] = collections.Counter()  # us -> answers
+
+    # answers
+    def readable(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(262144)
+            except BlockingIOError:
+                return
+            if not data:
+                return
+            self.parser.feed_data(data)
+
+    def record(self, us: int) -> None:
+        self.latencies[us] += 1  # into the class's histogram at the end (_record)
+
+    # the transport and the clock
+    def now_ns(self) -> int:
+        return self.sim.clock.now_ns
+
+    def write(self, wire: bytes) -> None:
+        if self.sock.send(wire) != len(wire):
+            raise RuntimeError("a client's request did not fit in its socketpair")
+
+    def at(self, intended_ns: int, count: int, now: int) -> None:
+        if intended_ns <= now:
+            self.fire(intended_ns, count)
+        else:
+            self.sim.schedule(intended_ns, self, count)
+
+    def finish(self) -> None:
+        if not self.done:
+            self.done = True
+            self.sim.unfinished -= 1
+
+
+@dataclass
+class _Sim:
+    """The state of one run shared by the hooks: clock, client sends pending, bounds."""
+
+    spec: LoadSpec
+    model: CostModel
+    clock: _Clock = field(default_factory=_Clock)
+    sends: list = field(default_factory=list)     # heap of (time ns, order, client, count)
+    start_ns: int = 0
+    end_ns: int = 0
+    hard_end_ns: int = 0
+    unfinished: int = 0
+    out_of_time: bool = False
+    _order: int = 0
+    _seq: int = 0
+
+    def costs_ns(self, name: str) -> int:
+        return round(getattr(self.model, name) * 1000)
+
+    def __post_init__(self):
+        self.request_ns = self.costs_ns("request_us")
+        self.callback_ns = self.costs_ns("callback_us")
+
+    def next_seq(self) -> bytes:
+        self._seq += 1
+        return b"%d" % self._seq
+
+    def schedule(self, at_ns: int, client: _Client, count: int) -> None:
+        self._order += 1
+        heapq.heappush(self.sends, (at_ns, self._order, client, count))
+
+    def deliver(self) -> None:
+        """Write every client request due by now, in send-time order (ties: scheduling order)."""
+        heap, now = self.sends, self.clock.now_ns
+        while heap and heap[0][0] <= now:
+            at_ns, _, client, count = heapq.heappop(heap)
+            client.fire(at_ns, count)
+
+    def enter_callback(self) -> None:
+        self.clock.charge(self.callback_ns)
+        if self.sends and self.sends[0][0] <= self.clock.now_ns:
+            self.deliver()
+
+    def spin(self, ns: int) -> None:
+        """``busy_wait_ns`` in virtual time: the injected service time and stalls."""
+        self.clock.charge(ns)
+
+
+@contextlib.contextmanager
+def _virtual_busy_wait(sim: _Sim):
+    """The bench code's ``busy_wait_ns`` advances the virtual clock while a run lasts."""
+    saved = _connection.busy_wait_ns, _listener.busy_wait_ns
+    _connection.busy_wait_ns = _listener.busy_wait_ns = sim.spin
+    try:
+        yield
+    finally:
+        _connection.busy_wait_ns, _listener.busy_wait_ns = saved
+
+
+def _record(st, latencies: collections.Counter) -> None:
+    """Add a client's latencies (a count per microsecond value) to its class's histogram."""
+    for us, n in sorted(latencies.items()):
+        st.record(us, n)
+    latencies.clear()
+
+
+def simulate(run: SimRun) -> dict:
+    """Run ``run`` and return its document (see the module docstring).
+
+    Raises :class:`tailreactor.config.ConfigError` for a bad knob and what
+    :func:`tailreactor.backends.create_backend` raises for a backend this
+    machine cannot start.
+    """
+    spec = run.spec
+    spec.check()
+    env = {k: v for k, v in run.env.items() if k not in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE")}
+    env["CWIST_REACTOR_BACKEND"] = run.backend
+    cfg = _config.load(env)
+    sim = _Sim(spec, run.costs)
+    stats = [loadgen.ClassStats(c) for c in spec.classes]
+    clients: list[_Client] = []
+    pairs: list[socket.socket] = []
+    with _virtual_busy_wait(sim):
+        reactor = Reactor(_Backend(create_backend(run.backend), sim, age_order=cfg.tail_us > 0), config=cfg,
+                          clock=sim.clock)
+        try:
+            listener = SimListener(reactor, sim)
+            for st in stats:
+                for i in range(st.cls.connections):
+                    server_end, client_end = socket.socketpair()
+                    client_end.setblocking(False)
+                    pairs.append(client_end)
+                    sock = SimSocket(fileno=server_end.detach())
+                    sock.sim = sim
+                    client = _Client(sim, st, i, client_end)
+                    sock.client = client
+                    listener.adopt(sock)
+                    clients.append(client)
+            sim.start_ns = sim.clock.now_ns + LEAD_NS
+            sim.end_ns = sim.start_ns + round(spec.duration_s * 1e9)
+            sim.hard_end_ns = sim.end_ns + round(spec.drain_s * 1e9)
+            for st in stats:
+                if st.cls.loop == "open":
+                    st.offered = loadgen.offered(spec, st.cls, sim.start_ns, sim.end_ns)
+            sim.unfinished = len(clients)
+            sim.clock.set_ns(sim.start_ns)
+            busy_before = sim.clock.busy_ns
+            for c in clients:
+                c.start()
+            while sim.unfinished and not sim.out_of_time:
+                reactor.run_once(None)
+            busy_ns = sim.clock.busy_ns - busy_before
+            for c in clients:
+                _record(c.stats, c.latencies)
+            for st in stats:
+                if st.cls.loop == "open" and st.latency.get_total_count():
+                    margin = min(st.latency.get_value_at_percentile(50) * 1000, (sim.end_ns - sim.start_ns) // 10)
+                    st.offered_due = loadgen.offered(spec, st.cls, sim.start_ns, sim.end_ns - margin)
+            for c in clients:
+                owed = c.owed()
+                if owed:
+                    c.stats.errors["timeout"] += owed
+            counters = reactor.counters.as_dict()
+            requests = sum(conn.stats.requests for conn in listener.connections.values())
+            stalls = listener.stats.stalls
+            listener.close()
+        finally:
+            reactor.close()
+            for s in pairs:
+                s.close()
+    doc = loadgen.report(stats, spec.duration_s)
+    doc["server"] = {"requests": requests, "busy_us": busy_ns / 1000, "stalls": stalls, "counters": counters,
+                     "virtual_end_us": (sim.clock.now_ns - sim.start_ns) / 1000}
+    return doc

@@ -1,0 +1,23 @@
+"""The main job's answer: the sim tier's verdict beside how far the live run is from resolving it."""
+
+from __future__ import annotations
+
+import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
+from tailjob import stats
+from tailjob.sim.answer import Row, rows
+
+
+def _c(key, ratio, verdict, detectable=None, n=8):
+    m = stats.metric(key)
+    return stats.Comparison(m, n, 1.0, ratio, ratio, (ratio, ratio), m.min_effect, verdict, "",
+                            detectable=detectable)
+
+
+def test_a_sim_gain_is_set_against_the_live_detectable_effect_and_the_pairs_it_would_need():
+    [row] = rows({"epoll": [_c("p99", 0.8, stats.GAIN)]}, {"epoll": [_c("p99", 1.1, stats.INCONCLUSIVE, 0.4)]})
+    assert row == Row("epoll", "p99 ms", 0.8, stats.GAIN, 1.1, stats.INCONCLUSIVE, 0.4, 0.2, 32)
+
+
+def test_without_a_sim_effect_the_target_is_the_minimum_effect_and_a_missing_live_leg_is_none():
+    [row] = rows({"io_uring": [_c("p99", 1.0, stats.EQUIVALENT)]}, {})
+    assert (row.target, row.live_verdict, row.live_pairs_needed) == (0.10, None, None)

@@ -1,0 +1,184 @@
+"""The virtual-time tier (tailjob.sim): the real reactor and HTTP code, a virtual clock.
+
+Every figure of a simulated run is a function of (code, knobs, workload, seed,
+cost model), so these tests assert exact equalities and thresholds on
+*virtual* time: nothing here reads the wall clock.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
+from tailjob import stats
+from tailjob.loadgen import ClientClass, LoadSpec
+from tailjob.sim import costs, engine, job
+
+BACKENDS = ["epoll", "io_uring", "selectors"]
+
+
+def _open(rate, connections=8, duration_s=1.0, seed=1):
+    return LoadSpec(classes=(ClientClass("all", connections, "open", rate=rate),), duration_s=duration_s,
+                    seed=seed, drain_s=1.0)
+
+
+def _run(backend, spec, env=None, cost=None):
+    return engine.simulate(engine.SimRun(backend=backend, env=dict(env or {}), spec=spec,
+                                         costs=cost or costs.for_backend(backend)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_offered_request_is_answered_and_matched(backend):
+    doc = _run(backend, _open(2000))
+    c = doc["classes"]["all"]
+    assert c["offered"] > 1500 and c["answered"] == c["offered"] == c["sent"]
+    assert c["errors"] == dict.fromkeys(c["errors"], 0)
+    # The server did the work: a request costs at least the cost model's per-request charge.
+    assert doc["server"]["requests"] == c["answered"]
+    assert doc["all"]["latency"]["min"] >= costs.for_backend(backend).request_us
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
+def test_the_same_run_twice_gives_identical_results(backend):
+    spec = LoadSpec(classes=(ClientClass("interactive", 8, "open", rate=200),
+                             ClientClass("bulk", 16, "closed", depth=16)), duration_s=0.5, seed=3, drain_s=1.0)
+    env = {"CWIST_BENCH_DELAY_US": "20", "CWIST_REACTOR_TAIL_US": "3500"}
+    a = json.dumps(_run(backend, spec, env), sort_keys=True)
+    b = json.dumps(_run(backend, spec, env), sort_keys=True)
+    assert a == b
+
+
+def test_seeds_change_the_schedule_and_so_the_figures():
+    a = _run("epoll", _open(5000, seed=1))
+    b = _run("epoll", _open(5000, seed=2))
+    assert a["classes"]["all"]["offered"] != b["classes"]["all"]["offered"]
+
+
+def test_injected_service_time_costs_virtual_time_not_real_time():
+    base = _run("epoll", _open(500, connections=2))
+    slow = _run("epoll", _open(500, connections=2), env={"CWIST_BENCH_DELAY_US": "1000"})
+    p50 = lambda d: next(q["us"] for q in d["all"]["latency"]["percentiles"] if q["p"] == 50)  # noqa: E731
+    assert p50(slow) - p50(base) >= 1000 - 5   # one request, one millisecond more (HdrHistogram precision)
+    assert slow["server"]["busy_us"] >= 1000 * slow["server"]["requests"] > base["server"]["busy_us"]
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
+def test_a_stall_of_20_ms_every_200_ms_puts_open_loop_p99_at_10_ms_or_more(backend):
+    env = {"CWIST_BENCH_STALL_US": "20000", "CWIST_BENCH_STALL_EVERY_MS": "200"}
+    doc = _run(backend, _open(2000, duration_s=2.0), env)
+    p99 = next(q["us"] for q in doc["all"]["latency"]["percentiles"] if q["p"] == 99)
+    assert p99 >= 10_000
+    assert doc["server"]["stalls"] >= 9
+    calm = _run(backend, _open(2000, duration_s=2.0))
+    assert next(q["us"] for q in calm["all"]["latency"]["percentiles"] if q["p"] == 99) < 1_000
+
+
+def test_slow_route_costs_only_its_own_requests():
+    spec = LoadSpec(classes=(ClientClass("fast", 8, "open", rate=1000),
+                             ClientClass("slow", 2, "open", rate=20, path="/slow/")), duration_s=1.0, seed=1,
+                    drain_s=1.0)
+    doc = _run("epoll", spec, {"CWIST_BENCH_SLOW_US": "2000"})
+    slow = doc["classes"]["slow"]["latency"]
+    fast = doc["classes"]["fast"]["latency"]
+    assert slow["min"] >= 2000 and fast["min"] < 2000
+
+
+def test_age_based_dispatch_runs_in_the_simulation():
+    spec = LoadSpec(classes=(ClientClass("interactive", 8, "open", rate=200),
+                             ClientClass("bulk", 16, "closed", depth=16)), duration_s=0.5, seed=1, drain_s=1.0)
+    off = _run("epoll", spec, {"CWIST_BENCH_DELAY_US": "20", "CWIST_REACTOR_TAIL_US": "3600000"})
+    on = _run("epoll", spec, {"CWIST_BENCH_DELAY_US": "20", "CWIST_REACTOR_TAIL_US": "3500"})
+    assert off["server"]["counters"]["tail_elevations"] == 0
+    assert on["server"]["counters"]["tail_elevations"] > 0
+
+
+# -- the cost model ----------------------------------------------------------------
+def test_cost_constants_are_checked_with_one_line_naming_the_option():
+    with pytest.raises(costs.CostError, match=r"--sim-cost request_us=-1: accepted"):
+        costs.with_overrides(costs.for_backend("epoll"), "request_us=-1")
+    with pytest.raises(costs.CostError, match=r"--sim-cost bogus_us=1: unknown constant; accepted "):
+        costs.with_overrides(costs.for_backend("epoll"), "bogus_us=1")
+    c = costs.with_overrides(costs.for_backend("epoll"), "request_us=20 wait_us=3")
+    assert (c.request_us, c.wait_us) == (20.0, 3.0)
+
+
+def test_every_cost_constant_says_where_it_came_from():
+    for backend in BACKENDS:
+        for name, source in costs.for_backend(backend).sources().items():
+            assert len(source) > 20, name
+
+
+# -- verdicts over seeds ------------------------------------------------------------
+def _ab(a_env, b_env, *, seeds=8):
+    spec = dict(workload="uniform", load="open", connections=16, duration_s=1.0, rate="2000")
+    return job.run_ab(job.AbPlan(backend="epoll", a_env=a_env, b_env=b_env, seeds=tuple(range(1, seeds + 1)),
+                                 **spec), processes=2)
+
+
+def test_a_a_gives_ratio_exactly_one_and_calls_nothing():
+    leg = _ab({}, {})
+    for c in leg.comparisons.values():
+        if c.ratio is not None:
+            assert c.ratio == 1.0 and tuple(c.ci) == (1.0, 1.0), c.metric.key
+            assert c.verdict == stats.EQUIVALENT
+    for per_class in leg.class_comparisons.values():
+        for c in per_class.values():
+            assert c.verdict in (stats.EQUIVALENT, stats.NO_VERDICT)
+
+
+def test_a_ten_percent_per_request_cost_in_arm_b_is_a_p99_regression():
+    # 4 us of injected service per request is +10 % of the model's ~37 us (epoll).
+    leg = _ab({}, {"CWIST_BENCH_DELAY_US": "4"})
+    assert leg.comparisons["p99"].verdict == stats.REGRESSION
+    assert leg.comparisons["cpu_us_per_req"].verdict == stats.REGRESSION
+
+
+def test_arms_of_a_pair_share_the_seed():
+    leg = _ab({}, {"CWIST_BENCH_DELAY_US": "4"}, seeds=2)
+    assert [r.seed for r in leg.runs["A"]] == [r.seed for r in leg.runs["B"]] == [1, 2]
+    assert [r.offered for r in leg.runs["A"]] == [r.offered for r in leg.runs["B"]]
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
+def test_harvesting_mid_round_takes_what_arrived_during_the_round(backend):
+    spec = LoadSpec(classes=(ClientClass("interactive", 8, "open", rate=400),
+                             ClientClass("bulk", 16, "closed", depth=16)), duration_s=0.5, seed=1, drain_s=1.0)
+    env = {"CWIST_BENCH_DELAY_US": "20", "CWIST_REACTOR_TAIL_US": "3500"}
+    off = _run(backend, spec, env)
+    on = _run(backend, spec, {**env, "CWIST_REACTOR_HARVEST_US": "500"})
+    assert off["server"]["counters"]["harvests"] == 0
+    assert on["server"]["counters"]["harvests"] > 0 and on["server"]["counters"]["harvested"] > 0
+    # What was harvested ran in the round it arrived in: the interactive class waits less.
+    def p50(doc):
+        return next(q["us"] for q in doc["classes"]["interactive"]["latency"]["percentiles"] if q["p"] == 50)
+    assert p50(on) < p50(off)
+
+
+def test_age_based_dispatch_is_charged_its_own_cost_per_event():
+    spec = _open(2000, duration_s=0.5)
+    off = _run("epoll", spec, {"CWIST_REACTOR_TAIL_US": "0"})
+    on = _run("epoll", spec, {"CWIST_REACTOR_TAIL_US": "3500"})
+    model = costs.for_backend("epoll")
+    assert off["server"]["requests"] == on["server"]["requests"]
+    extra = on["server"]["busy_us"] - off["server"]["busy_us"]
+    assert extra == pytest.approx(model.age_order_us * on["server"]["counters"]["dispatched"], rel=0.01)
+
+
+def test_arm_a_runs_the_code_of_a_git_ref(tmp_path):
+    # --a-ref: arm A imports tailreactor from a worktree of the ref, arm B from this tree.
+    from pathlib import Path
+
+    from tailjob.sim import refcode
+    repo = Path(__file__).resolve().parents[2]
+    commit = refcode.resolve(repo, "HEAD")
+    with refcode.checkout(repo, commit) as tree:
+        leg = job.run_ab(job.AbPlan(backend="epoll", a_env={}, b_env={}, seeds=(1, 2), workload="uniform",
+                                    load="open", connections=8, duration_s=0.5, rate="1000",
+                                    a_code=str(tree / "reference")), processes=1)
+        assert all(r.code.startswith(str(tree)) for r in leg.runs["A"])
+        assert not any(r.code.startswith(str(tree)) for r in leg.runs["B"])
+    assert not tree.exists()
+    with pytest.raises(refcode.RefError, match=r"--a-ref 'no-such-ref': not a commit of this repository"):
+        refcode.resolve(repo, "no-such-ref")

@@ -1,0 +1,25 @@
+"""The sim tier behind the trial loop's measure interface: the live job's A/B loop in virtual time."""
+
+from __future__ import annotations
+
+import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
+from tailjob import runner, stats
+from tailjob.measure import Settings
+from tailjob.plan import Leg, arms_for
+from tailjob.sim.measure import SimMeasure
+from tailjob.workloads import plan_load
+
+
+def _job(b_env: str):
+    legs = [Leg(0, "epoll", 1, 8, 1, 8)]
+    settings = Settings(seed=1, load=plan_load("uniform", "open", "1000", None))
+    [lr] = runner.run_job(legs, arms_for(None, a="", b=b_env), settings, ambient={}, tier=SimMeasure())
+    return {c.metric.key: c for c in lr.comparisons}
+
+
+def test_the_trial_loop_on_the_sim_tier_gives_a_a_ratio_one_and_calls_a_slowdown():
+    aa = _job("")
+    assert all(c.ratio == 1.0 for c in aa.values() if c.ratio is not None)
+    assert not any(c.verdict in (stats.GAIN, stats.REGRESSION) for c in aa.values())
+    slow = _job("CWIST_BENCH_DELAY_US=4")
+    assert slow["p50"].verdict == stats.REGRESSION and slow["cpu_us_per_req"].verdict == stats.REGRESSION
