@@ -81,6 +81,10 @@ class Knob:
             return "0 or 1"
         return "a file path in an existing, writable directory (checked with CWIST_LATENCY_PROBE=1)"
 
+    def in_range(self, value: int) -> bool:
+        """Whether ``value`` is in ``[lo, hi]`` (an ``int`` knob's bounds; other kinds have none)."""
+        return self.lo is not None and self.hi is not None and self.lo <= value <= self.hi
+
     def parse(self, raw: str) -> Any:
         """Parse one raw string; raise :class:`ConfigError` if it is not accepted."""
         text = raw.strip()
@@ -94,7 +98,7 @@ class Knob:
                 value = int(text)
             except ValueError:  # more digits than int() parses (4300): far out of range anyway
                 raise ConfigError(self.name, raw, self.accepted()) from None
-            if not (self.lo <= value <= self.hi):
+            if not self.in_range(value):
                 raise ConfigError(self.name, raw, self.accepted())
             return value
         if self.kind == "choice":
@@ -115,7 +119,7 @@ class Knob:
         if value is None:
             ok = self.default is None
         elif self.kind == "int":
-            ok = type(value) is int and self.lo <= value <= self.hi
+            ok = type(value) is int and self.in_range(value)
         elif self.kind == "choice":
             ok = value in self.choices
         elif self.kind == "bool":

@@ -51,7 +51,7 @@ class TimerEntry:
     def __init__(self, deadline_ns: int, seq: int, timer: "Timer"):
         self.deadline_ns = deadline_ns
         self.seq = seq
-        self.timer = timer
+        self.timer: Timer | None = timer
         self.on_heap = True
 
 
@@ -80,7 +80,7 @@ class Timer:
         self.callback = callback
         self.data = data
         self.deadline_ns = 0
-        self._entry = None  # the live heap entry, or None when unarmed
+        self._entry: TimerEntry | None = None  # the live heap entry, or None when unarmed
 
     @property
     def armed(self) -> bool:

@@ -158,7 +158,7 @@ class EpollBackend:
         check_direction(direction)
         rec = self._fds.get(fd)
         new = rec is None
-        if new:
+        if rec is None:
             rec = _FdRecord()
         old = rec.tokens[direction - 1]
         rec.tokens[direction - 1] = token
