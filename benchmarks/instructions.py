@@ -40,10 +40,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ci"))
 
-from tailjob.peers import make_server, servers  # noqa: E402
-from tailjob.server import ServerError  # noqa: E402
-
-from tailreactor.config import ConfigError, load  # noqa: E402
+from tailjob.peers import make_server, servers
+from tailjob.server import ServerError
+from tailreactor.config import ConfigError, load
 
 SERVERS = ("bench-epoll", "bench-io_uring", "asyncio", "uvloop")
 #: wrk's line with the count of completed requests.

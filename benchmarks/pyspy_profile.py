@@ -61,7 +61,6 @@ from instructions import SERVERS, add_load_options, load_env, peer_of, pin, run_
 from tailjob.peers import make_server  # noqa: E402
 from tailjob.server import ServerError  # noqa: E402
 
-
 #: One frame of py-spy's raw output: ``function (file:line)``.
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
 

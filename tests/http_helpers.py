@@ -206,7 +206,7 @@ class ServerThread:
             self.listener.close()
             self.reactor.close()
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         self._thread.start()
         assert self._ready.wait(IO_TIMEOUT_S), "server thread did not start"
         if self._error is not None:
@@ -256,7 +256,7 @@ def only_connection(listener: Listener):
     return conn
 
 
-def accept_connection(listener: Listener, pump: "Pump", client: socket.socket):
+def accept_connection(listener: Listener, pump: Pump, client: socket.socket):
     """Pump until ``listener`` has accepted ``client``; return the server side's Connection."""
     pump.until(lambda: any(c.peer == client.getsockname() for c in listener.connections.values()))
     return next(c for c in listener.connections.values() if c.peer == client.getsockname())

@@ -25,6 +25,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from fixtures.backends import MUTANTS  # noqa: E402
+
 from tailreactor_conformance.clauses import CLAUSES  # noqa: E402
 
 TIMEOUT_S = 180  # a bound on one CLI run; a hang fails the test instead of blocking CI

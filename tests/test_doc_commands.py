@@ -25,7 +25,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 from markdown_it import MarkdownIt
 
 from tailreactor.config import KNOBS

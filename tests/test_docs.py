@@ -26,9 +26,9 @@ import shutil
 import subprocess
 import sys
 import unicodedata
-from urllib.parse import unquote
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from markdown_it import MarkdownIt
@@ -541,8 +541,8 @@ def test_link_check_fails_on_a_missing_anchor(tmp_path):
     page.write_text(page.read_text(encoding="utf-8").replace("#한-라운드", "#한-라운드-없음"),
                     encoding="utf-8")
     problems = link_problems(tmp_path / "docs")
-    assert problems == [f"docs/ko/runtime-config.md: link 'architecture.md#한-라운드-없음': "
-                        f"no heading with anchor #한-라운드-없음 in architecture.md"]
+    assert problems == ["docs/ko/runtime-config.md: link 'architecture.md#한-라운드-없음': "
+                        "no heading with anchor #한-라운드-없음 in architecture.md"]
 
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)

@@ -19,8 +19,21 @@ import time
 import pytest
 
 from http_helpers import (
-    FIXTURES, Pump, ServerThread, bench_env, connect, DENY_IO_URING, exchange, get,
-    IO_TIMEOUT_S, only_connection, parse_responses, read_responses, read_to_eof, read_to_eof_raw, run_bench,
+    DENY_IO_URING,
+    FIXTURES,
+    IO_TIMEOUT_S,
+    Pump,
+    ServerThread,
+    bench_env,
+    connect,
+    exchange,
+    get,
+    only_connection,
+    parse_responses,
+    read_responses,
+    read_to_eof,
+    read_to_eof_raw,
+    run_bench,
     start_bench,
 )
 from tailreactor import READ, WRITE

@@ -35,11 +35,11 @@ from collections import Counter
 import pytest
 
 from tailreactor import READ, Reactor
-from tailreactor.config import Config
 from tailreactor import interrupts as interrupts_mod
+from tailreactor import posts as posts_mod
 from tailreactor import reactor as reactor_mod
 from tailreactor import timers as timers_mod
-from tailreactor import posts as posts_mod
+from tailreactor.config import Config
 
 TRACED = {"_round", "_stamp", "_dispatch", "_end_round"}
 

@@ -20,13 +20,18 @@ import socket
 import pytest
 
 from http_helpers import (
-    Pump, ServerThread, accept_connection, connect, get, only_connection, read_responses, read_to_eof,
+    Pump,
+    ServerThread,
+    accept_connection,
+    connect,
+    get,
+    read_responses,
+    read_to_eof,
     rst_close,
 )
 from tailreactor import READ, WRITE
 from tailreactor.http import Listener
 from tailreactor.http import connection as conn_mod
-from tailreactor.http import routes
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 

@@ -29,8 +29,18 @@ import weakref
 import pytest
 
 from http_helpers import (
-    FIXTURES, IO_TIMEOUT_S, Pump, bench_env, connect, get, open_fds, read_to_eof, rss_kib, rst_close,
-    start_bench, wait_for,
+    FIXTURES,
+    IO_TIMEOUT_S,
+    Pump,
+    bench_env,
+    connect,
+    get,
+    open_fds,
+    read_to_eof,
+    rss_kib,
+    rst_close,
+    start_bench,
+    wait_for,
 )
 from tailreactor.http import Listener
 

@@ -17,8 +17,8 @@ import socket
 import pytest
 
 from tailreactor import Config, ConfigError, Reactor
-from tailreactor.config import load as load_config
 from tailreactor.backends import READ
+from tailreactor.config import load as load_config
 
 
 def _reactor(backend="io_uring", **attrs):

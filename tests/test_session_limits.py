@@ -7,7 +7,6 @@ Each case runs a small inner pytest session (a subprocess) with this suite's
 
 from __future__ import annotations
 
-import errno
 import os
 import resource
 import subprocess

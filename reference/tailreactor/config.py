@@ -27,8 +27,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["ConfigError", "Knob", "KNOBS", "Config", "load", "knob", "probe_file_path", "check_probe_file"]
 

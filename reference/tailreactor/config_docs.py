@@ -38,11 +38,12 @@ import argparse
 import difflib
 import string
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -48,7 +48,7 @@ class TimerEntry:
 
     __slots__ = ("deadline_ns", "seq", "timer", "on_heap")
 
-    def __init__(self, deadline_ns: int, seq: int, timer: "Timer"):
+    def __init__(self, deadline_ns: int, seq: int, timer: Timer):
         self.deadline_ns = deadline_ns
         self.seq = seq
         self.timer: Timer | None = timer
@@ -75,7 +75,7 @@ class Timer:
 
     __slots__ = ("_heap", "callback", "data", "deadline_ns", "_entry")
 
-    def __init__(self, heap: "TimerHeap", callback, data=None):
+    def __init__(self, heap: TimerHeap, callback, data=None):
         self._heap = heap
         self.callback = callback
         self.data = data

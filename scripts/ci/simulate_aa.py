@@ -53,7 +53,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tailjob import pooled, stats  # noqa: E402
+from tailjob import pooled, stats
 
 SPREAD = {"rps": 0.15, "cpu_us_per_req": 0.10, "p50": 0.15, "p99": 0.40, "p99.9": 0.40,
           "p99.99": 0.50, "p99.999": 0.50}

@@ -14,8 +14,8 @@ import random
 import subprocess
 
 import pytest
-
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
+
 from tailjob import loadgen
 from tailjob.loadgen import ClientClass, LoadSpec, SpecError
 

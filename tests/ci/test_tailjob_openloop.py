@@ -12,12 +12,12 @@ import sys
 from dataclasses import replace
 
 import pytest
+from tailjob_testdata import CI_DIR
 
-from tailjob_testdata import CI_DIR, record
 from tailjob import metrics, report, runner, workloads
 from tailjob.measure import generator_bound
-from tailjob.workloads import LoadPlan, LoadRunResult, parse_rate, plan_load
 from tailjob.plan import Leg, PlanError
+from tailjob.workloads import LoadPlan, LoadRunResult, parse_rate, plan_load
 
 
 # -- options ------------------------------------------------------------------------
@@ -199,7 +199,7 @@ def test_open_loop_at_a_fraction_of_capacity_measures_the_capacity_first(tmp_pat
     assert "capacity measured first" in out.stdout and f"{cap:,.0f} req/s" in out.stdout
     # the capacity run sends the load client's request, GET /user/<seq>, not GET /
     assert leg["capacity"]["wrk_argv"][-1].endswith("/user/")
-    assert f"`GET /user/<seq>`" in out.stdout.split("capacity measured first")[1].split("req/s")[0]
+    assert "`GET /user/<seq>`" in out.stdout.split("capacity measured first")[1].split("req/s")[0]
 
 
 def test_bad_load_options_exit_2_with_one_line(tmp_path):

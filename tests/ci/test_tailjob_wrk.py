@@ -139,7 +139,7 @@ def _recording_server():
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_GET(self):  # noqa: N802 (http.server's name)
+        def do_GET(self):  # http.server's name
             paths.append(self.path)
             self.send_response(200)
             self.send_header("Content-Length", "0")

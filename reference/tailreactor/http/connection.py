@@ -129,8 +129,15 @@ from ..backends import READ, WRITE
 from ..timers import Timer
 from . import routes
 from .request import (  # noqa: F401 -- the limits are re-exported: tests and docs name them here
-    HEAD, IDLE, MAX_HEAD_BYTES, MAX_HEADER_BYTES, MAX_HEADERS, MAX_TARGET_BYTES, RECV_BYTES,
-    RequestPipeline)
+    HEAD,
+    IDLE,
+    MAX_HEAD_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_HEADERS,
+    MAX_TARGET_BYTES,
+    RECV_BYTES,
+    RequestPipeline,
+)
 from .routes import BAD_REQUEST, SLOW_PREFIX, respond
 
 #: Bytes of a connection's own RX-uring buffer (``CWIST_RX_URING``): a receive

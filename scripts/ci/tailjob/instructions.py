@@ -63,9 +63,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from .peers import make_server, servers
 from .server import ServerError

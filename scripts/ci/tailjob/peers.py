@@ -41,10 +41,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import util as importlib_util
 from pathlib import Path
-from typing import Mapping
 
 from .server import BenchServer, ServerProcess, free_port
 
@@ -211,7 +211,7 @@ class NginxServer(ServerProcess):
     def on_ready(self, match: re.Match) -> None:
         self.backend = "nginx"
 
-    def start(self) -> "NginxServer":
+    def start(self) -> NginxServer:
         self.prefix = Path(tempfile.mkdtemp(prefix="tailreactor-nginx-"))
         if self.port is None:  # the config names the port, so choose it before start()
             self.port = free_port(self.host)

@@ -23,8 +23,8 @@ trusted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Mapping
 
 from .measure import WRK, Measure, RunPlan, RunRecord, Settings
 from .metrics import PEER_METRICS

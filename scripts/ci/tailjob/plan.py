@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from tailreactor import config as _config
 

@@ -43,8 +43,8 @@ itself, and the tests check that both agree.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 from hdrh.histogram import HdrHistogram

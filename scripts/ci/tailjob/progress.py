@@ -37,7 +37,7 @@ class JobProgress:
                              transient=True, disable=not self.console.is_terminal)
         self._task = None
 
-    def __enter__(self) -> "JobProgress":
+    def __enter__(self) -> JobProgress:
         self._bar.start()
         self._task = self._bar.add_task("starting", total=self.total, left="")
         return self

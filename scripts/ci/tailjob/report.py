@@ -30,13 +30,25 @@ Latencies are printed in ms (recorded in us), CPU per request in us.
 
 from __future__ import annotations
 
-from .plan import PROFILES
 from .metrics import LATENCY_KEYS, POOLED_KEYS, ci_text, format_value, metric, ms
+from .plan import PROFILES
 from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
+from .stats import (
+    CONFIDENCE,
+    GAIN,
+    INCONCLUSIVE,
+    METRICS,
+    MIN_PAIRS,
+    NO_VERDICT,
+    REGRESSION,
+    RESAMPLES,
+    VERDICTS,
+    Comparison,
+    median,
+    verdict_cell,
+)
 from .workloads import CAPACITY_PATH, CAPACITY_S
-from .stats import CONFIDENCE, GAIN, INCONCLUSIVE, METRICS, MIN_PAIRS, NO_VERDICT, RESAMPLES, REGRESSION, \
-    VERDICTS, Comparison, median, verdict_cell
 
 __all__ = ["render", "plural", "verdict_summary", "verdict_counts", "runs_line", "gate", "probe_table", "run_rows",
            "flag_summary", "machine_line", "format_value"]

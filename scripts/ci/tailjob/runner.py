@@ -25,15 +25,16 @@ CPU used by other processes are flagged in the record and the report.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Mapping, Protocol
+from typing import Protocol
 
 from . import pooled, probeleg, stats
+from .loadgen import LoadSpec
 from .measure import LOAD_CLIENT, WRK, JobError, Measure, RunPlan, RunRecord, Settings
 from .metrics import CLASS_METRICS, POOLED_KEYS
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer
-from .loadgen import LoadSpec
 from .workloads import CAPACITY_PATH, CAPACITY_S
 
 __all__ = ["Settings", "RunRecord", "LegResult", "JobResult", "JobError", "Design", "ABDesign", "run_trials",

@@ -31,7 +31,7 @@ import socket
 import subprocess
 import sys
 import threading
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["ServerProcess", "BenchServer", "ServerError", "free_port", "LISTENING"]
 
@@ -96,7 +96,7 @@ class ServerProcess:
         cmd = self.command()
         return ["taskset", "-c", self.cpus, *cmd] if self.cpus is not None else cmd
 
-    def start(self) -> "ServerProcess":
+    def start(self) -> ServerProcess:
         """Start the server and wait until it listens.
 
         Raises :class:`ServerError` if it exits first or does not print its
@@ -172,7 +172,7 @@ class ServerProcess:
             flags.append(f"server-exit-{self.proc.returncode}")
         return flags
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -50,8 +50,8 @@ and :class:`LoadRunResult`, a run's output read like
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from . import loadgen
 from .loadgen import ClientClass, LoadSpec
@@ -228,7 +228,7 @@ class LoadRunResult(RunCounts):
     """
 
     @classmethod
-    def parse(cls, stdout: str) -> "LoadRunResult":
+    def parse(cls, stdout: str) -> LoadRunResult:
         """The result of the last ``TAILREACTOR_LOAD`` line of the client's output."""
         return cls(loadgen.parse_output(stdout))
 
