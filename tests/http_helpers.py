@@ -373,7 +373,7 @@ def start_bench(args: list[str] = (), env: dict | None = None, prefix: list[str]
 def run_bench(args: list[str] = (), env: dict | None = None, prefix: list[str] = ()) -> subprocess.CompletedProcess:
     """Run the server expecting it to exit on its own (config errors)."""
     return subprocess.run([*prefix, *bench_command(), *args], env=env or bench_env(), text=True,
-                          stdin=subprocess.DEVNULL, capture_output=True, timeout=IO_TIMEOUT_S * 2)
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=IO_TIMEOUT_S * 2, check=False)
 
 
 # -- a real io_uring denial ------------------------------------------------------

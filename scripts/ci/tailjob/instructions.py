@@ -469,7 +469,7 @@ def main_tier(args) -> int:
 def _commit() -> str:
     try:
         out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
+                             text=True, timeout=10, check=False)
     except OSError:
         return ""
     return out.stdout.strip()

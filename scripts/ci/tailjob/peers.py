@@ -119,7 +119,7 @@ def find_nginx(path: str | None = None, fallbacks: tuple[str, ...] = ("/usr/sbin
 def nginx_version(binary: str) -> str | None:
     """``nginx/1.22.1`` from ``nginx -v`` (which prints to stderr); None if it cannot run."""
     try:
-        out = subprocess.run([binary, "-v"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run([binary, "-v"], capture_output=True, text=True, timeout=10, check=False)
     except OSError:
         return None
     m = re.search(r"nginx/\S+", out.stderr + out.stdout)
