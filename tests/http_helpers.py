@@ -333,7 +333,7 @@ class BenchProcess:
             _, err = self.proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            raise AssertionError(f"server did not exit within {timeout_s}s")
+            raise AssertionError(f"server did not exit within {timeout_s}s") from None
         return self.proc.returncode, self._rest + err.decode(errors="replace")
 
     def kill(self) -> None:

@@ -176,7 +176,7 @@ def test_request_split_byte_by_byte(make_reactor):
         c.setblocking(False)
         for i, byte in enumerate(raw[:-1]):
             c.send(bytes([byte]))
-            pump.until(lambda: conn.stats.bytes_in == i + 1)  # the server read this byte
+            pump.until(lambda i=i: conn.stats.bytes_in == i + 1)  # the server read this byte
             with pytest.raises(BlockingIOError):
                 c.recv(1)  # nothing answered before the request is complete
         c.send(raw[-1:])

@@ -159,7 +159,7 @@ def test_closed_connections_leave_nothing_behind(make_reactor, clock):
                 seen.append(weakref.ref(conn))
 
     clients = []
-    for i in range(7):
+    for _ in range(7):
         c = connect(srv.port)
         clients.append(c)
         pump.until(lambda: len(srv.connections) == len(clients))

@@ -110,7 +110,7 @@ def test_rearm_from_the_callback_receives_the_next_message(pair):
         r.arm_recv(a.fileno(), buf, cb)
         for i in range(3):
             b.send(b"m%d" % i)
-            assert _run_until(r, lambda: len(got) > i)
+            assert _run_until(r, lambda i=i: len(got) > i)
         assert got == [b"m0", b"m1", b"m2"]
 
 
