@@ -190,15 +190,15 @@ def count(name: str, *, requests: int = REQUESTS, connections: int = CONNECTIONS
     with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
         out = Path(tmp) / "callgrind.out"
         server = make_server(peer_of(name), ambient=ambient, host="127.0.0.1", cpus=None, nginx=None)
-        inner = server.command
-        server.command = lambda: ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
-                                  f"--callgrind-out-file={out}", *inner()]
+        server.run_under = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
+                            f"--callgrind-out-file={out}"]
         server.start_timeout_s = 300.0  # Python starts slowly under valgrind
         try:
             server.start()
         except ServerError as exc:
             raise MeasureError(f"{name}: {exc}") from None
         try:
+            assert server.port is not None  # start() chose it
             client = Client(server.port, connections)
             try:
                 for _ in range(warmup):

@@ -236,6 +236,8 @@ def make_server(peer: Peer, *, ambient: Mapping[str, str], host: str, cpus: str 
     comparison is one process serving on one core.
     """
     if peer.kind == "bench":
+        if peer.backend is None:
+            raise ValueError(f"the bench peer {peer.key!r} needs a backend")
         return BenchServer({**ambient, "CWIST_REACTOR_BACKEND": peer.backend}, host=host, workers=1, cpus=cpus)
     if peer.kind == "python":
         return PythonPeer(dict(ambient), options=peer.options, host=host, cpus=cpus)

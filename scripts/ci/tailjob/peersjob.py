@@ -115,7 +115,7 @@ def ratios(summary: dict) -> dict:
     None where either median is missing or the peer's is 0.
     """
     refs = [r for r in REFERENCES if r in summary]
-    out = {}
+    out: dict[str, dict] = {}
     for key, row in summary.items():
         out[key] = {}
         for ref in refs:
