@@ -3,6 +3,13 @@
 # Sets up .venv with the lint extra first (scripts/bootstrap.sh).  Runs every check, then exits
 # non-zero if any of them found something.  Extra arguments go to `ruff check` (e.g. --fix).
 set -euo pipefail
+case "${1:-}" in
+  -h|--help)
+    echo "usage: scripts/lint.sh [RUFF-CHECK-OPTION ...]   (e.g. --fix: apply ruff's safe fixes)"
+    echo "runs ruff check, ruff format --check and mypy as pyproject.toml configures them;"
+    echo "exits 1 if any of them found something"
+    exit 0 ;;
+esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/bootstrap.sh"
 cd "$root"
