@@ -29,6 +29,37 @@
  * thread), except tr_backend_wake, which any thread may call at any time,
  * also while another thread is inside tr_backend_wait and while
  * tr_backend_close runs.
+ *
+ * The fds it is given (a backend on an event library: libuv, libev, libevent):
+ * - Flags: the reactor and the suite arm non-blocking fds (sockets, and pipes
+ *   in B6).  A backend may set O_NONBLOCK on an fd it arms (libuv's
+ *   uv_poll_init does); it must not clear it, and must change no other flag
+ *   of the fd or its open file (FD_CLOEXEC, O_APPEND, O_ASYNC, the owner).
+ * - An armed fd closed without disarm: the caller's bug, but the backend must
+ *   survive it -- the suite closes each test's sockets before the backend, so
+ *   armed fds are closed under it in nearly every test.  It may drop that
+ *   arming silently (epoll drops the registration with the file) or report it
+ *   once with TR_ERR; it must not abort (libuv asserts when epoll_ctl fails on
+ *   such an fd: check the fd with fcntl(F_GETFD) before handing it to the
+ *   library, and forget the arming on EBADF), must go on serving every other
+ *   fd, and a later arm of the reused number must register the new file (B5).
+ * - fds of its own: a backend may open fds per backend (its epoll fd, an
+ *   eventfd for wake) and must close all of them in tr_backend_close (B14).
+ *   fds a library opens once per process and keeps for the process's life
+ *   (libuv's signal pipe, the Go runtime's poller) are allowed: B14 counts from
+ *   after one backend was created and closed, so they are already open then.
+ *   Per arm, no fd at all (B14).
+ * - State beside the kernel: a backend that queues arms until its loop runs,
+ *   or collects more reports in a loop run than one wait may return (its
+ *   capacity, or max_batch), holds reports it has not delivered.  Those are
+ *   still the armings' reports: disarm drops them (B3), a re-arm drops the
+ *   replaced token's (B1, R18), and they belong to the arming they were
+ *   collected for, never to a later arming of the same fd number (B5).  The
+ *   suite passes a capacity of 1 to create that situation (B3, B5).
+ * - Its own clock: a wait's deadline is taken from a clock read when the wait
+ *   starts, not from one cached at the end of the previous loop run (libuv's
+ *   uv_now; call uv_update_time first), or a wait after an idle gap returns
+ *   early (B8).
  */
 #ifndef TAILREACTOR_BACKEND_H
 #define TAILREACTOR_BACKEND_H
@@ -63,7 +94,13 @@ extern "C" {
 /* One report of tr_backend_wait. */
 typedef struct tr_event {
     uint64_t token;   /* the token given to tr_backend_arm */
-    uint32_t revents; /* TR_* bits seen, no other bit; never 0, and satisfies the armed direction */
+    uint32_t revents; /* TR_* bits seen, no other bit; never 0, and satisfies the armed direction.
+                       * A library that cannot tell HUP or ERR from readiness (libuv's uv_poll
+                       * gives UV_READABLE, UV_WRITABLE, UV_DISCONNECT and a status) reports
+                       * what it can see: TR_HUP for UV_DISCONNECT, TR_ERR for a status < 0,
+                       * else the direction's own bit (TR_IN for READ, TR_OUT for WRITE).  A
+                       * peer's close or a socket error must still reach the armed tokens
+                       * (B6): the callback then finds EOF or the error in recv/send. */
     uint32_t reserved; /* 0 */
     /* The suite refuses a report with revents 0, a bit outside TR_IN, TR_OUT,
      * TR_ERR, TR_HUP and TR_RDHUP, reserved != 0, or a token no arm gave. */
@@ -134,7 +171,18 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
 
 /* Make queued arms visible to the kernel now; return how many were submitted
  * (0 for a backend that arms synchronously), or -errno (R14).  The suite
- * refuses a count above two per arm or disarm since the last flush, plus one. */
+ * refuses a count above two per arm or disarm since the last flush, plus one.
+ * For a backend that queues arms until its next loop run, flush is that point:
+ * - after it returns, readiness that arises is seen by the kernel for every
+ *   arm made before it: the tests make fds ready right after a flush and
+ *   expect the report (B3, B5, B11, R14), and TR_CAP_ORDERED's "order
+ *   readiness arose" is measured from it (B9: arms, flush, then the fds made
+ *   ready one by one);
+ * - it may run the library's loop once without blocking (uv_run with
+ *   UV_RUN_NOWAIT) and so collect reports; it must not block, and the reports
+ *   it collects are delivered by later waits, or dropped by a disarm (B3);
+ * - it returns the number of submissions (an EPOLL_CTL_* or an SQE each), 0
+ *   when the library gives no count. */
 int tr_backend_flush(tr_backend *b);
 
 /* From any thread: make a blocked tr_backend_wait, or the next one if none

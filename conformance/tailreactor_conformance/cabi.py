@@ -200,8 +200,10 @@ def load_library(path: Path) -> ctypes.CDLL:
 class CabiBackend:
     """A backend in a shared library (see the module docstring).  ``path``: the library."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, watchdog: bool = True):
+        """``watchdog=False`` (a server, not the suite): no wait is taken as hung."""
         self.path = Path(path)
+        self._watchdog = watchdog
         self.name = label(PREFIX + str(self.path))
         lib = self._lib = load_library(self.path)
         handle = _P()
@@ -222,7 +224,12 @@ class CabiBackend:
         self.ordered = bool(caps.flags & CAP_ORDERED)
         self.max_batch = caps.max_batch or None  # 0: no cap declared
         self._events = (Event * (caps.max_batch or MAX_BATCH))()
-        _WATCH.ensure_started()
+        #: The ``capacity`` each ``tr_backend_wait`` gets (any value >= 1 is the caller's to
+        #: choose).  B3 and B5 lower it to 1, so that a library that collects more reports
+        #: than it may return holds some it has not delivered.
+        self.wait_capacity = len(self._events)
+        if watchdog:
+            _WATCH.ensure_started()
         self._ids = itertools.count(1)
         self._next = 1  # the next token number arm gives
         self._live: dict[int, tuple[int, int, object]] = {}  # number -> (fd, direction, token)
@@ -314,16 +321,17 @@ class CabiBackend:
         """``tr_backend_wait`` into the array, retried on EINTR; the number of reports."""
         timeout_ns = -1 if timeout_s is None else max(0, math.ceil(timeout_s * 1e9))
         deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
-        capacity = len(self._events)
+        capacity = max(1, min(self.wait_capacity, len(self._events)))
         while True:
             bound = (LIVENESS_S if timeout_ns < 0 else timeout_ns / 1e9) + WAIT_GRACE_S
-            key = _WATCH.start(bound, f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"
-                                      f"{', no limit' if timeout_ns < 0 else ''}) did not return within "
-                                      f"{bound:g} s")
+            key = None if not self._watchdog else _WATCH.start(
+                bound, f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"
+                       f"{', no limit' if timeout_ns < 0 else ''}) did not return within {bound:g} s")
             try:
                 rc = self._lib.tr_backend_wait(self._h, timeout_ns, self._events, capacity)
             finally:
-                _WATCH.stop(key)
+                if key is not None:
+                    _WATCH.stop(key)
             if rc > capacity:
                 raise ContractError(f"{self.name}: tr_backend_wait returned {rc} reports, more than its "
                                     f"capacity {capacity}")

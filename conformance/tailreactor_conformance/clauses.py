@@ -91,8 +91,9 @@ CLAUSES: tuple[Clause, ...] = (
            "running makes the next wait return instead of being lost.",
            "CWIST stop and post write the wake fd (PR #37 wake fix, test_reactor_wake.c)", "backend"),
     Clause("B8", "wait timeout",
-           "wait(timeout_s) with nothing ready returns no earlier than timeout_s seconds, also for "
-           "a fraction of a millisecond, measured with a monotonic clock around the call.",
+           "wait(timeout_s) with nothing armed ready returns no earlier than timeout_s seconds, also "
+           "for a fraction of a millisecond and when a disarmed fd is ready, measured with a "
+           "monotonic clock around the call; wait(0) polls: it never blocks.",
            "kernel epoll_wait(2), io_uring_enter(2) IORING_ENTER_EXT_ARG timeout", "backend"),
     Clause("B9", "readiness order",
            "A backend that declares ordered reports tokens in the order their readiness arose (arm "
@@ -116,7 +117,8 @@ CLAUSES: tuple[Clause, ...] = (
            "round.",
            "CWIST deferred re-arms (one io_uring_enter per round)", "backend"),
     Clause("B13", "use after close",
-           "After close(), arm, disarm and wait raise RuntimeError and close() again does nothing; "
+           "After close(), arm, disarm and wait raise RuntimeError and close() and wake() again do "
+           "nothing; "
            "after Reactor.close(), arm and run_once raise RuntimeError.",
            "design (backend contract, Reactor.close)", "backend"),
     Clause("B14", "no fd leak",

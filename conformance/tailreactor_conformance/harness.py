@@ -32,7 +32,7 @@ from tailreactor.backends.base import capabilities
 __all__ = [
     "LIVENESS_S", "Pair", "make_pair", "RecordingBackend", "collect", "open_fd_count",
     "wait_until_blocked", "Watchdog", "fill_send_buffer", "run_until", "require_capability",
-    "require_batch", "backend_label", "reports_until",
+    "require_batch", "backend_label", "reports_until", "rule_broken",
 ]
 
 #: Upper bound (s) for anything the suite waits for; reached only on failure.
@@ -182,18 +182,32 @@ class RecordingBackend:
         return getattr(self.inner, name)
 
 
+def rule_broken(rules: str, what: str) -> None:
+    """Fail the running clause's test: the code under test broke ``rules``.
+
+    A test may need something of the backend or reactor that is not its own
+    clause's rule (two ready armed fds both reported, a post drained inside a
+    batch).  Every correct backend and reactor meets it within the liveness
+    bound, so not meeting it is a bug, and a skip would hide it: the clause
+    fails, and the message names the rule that was broken.  Only a capability
+    the backend declares absent (or the platform lacks, named) is a skip.
+    """
+    pytest.fail(f"rule of clause {rules} broken (every correct backend and reactor keeps it, so this "
+                f"clause cannot hold): {what}", pytrace=False)
+
+
 def require_batch(rec: RecordingBackend, n: int, which: int = -1) -> None:
-    """Skip unless batch ``which`` (default the latest) ``rec`` returned holds ``n`` reports.
+    """Fail unless batch ``which`` (default the latest) ``rec`` returned holds ``n`` reports.
 
     Called after a round built with ``gather=n``: a batch still short of ``n``
     means the backend did not report every ready armed fd within
-    :data:`LIVENESS_S`, which is clause B1's and B10's failure, not this
-    clause's, so the test skips naming them.
+    :data:`LIVENESS_S`, which breaks clauses B1 and B10; the clause under test
+    fails naming them (:func:`rule_broken`).
     """
     got = len(rec.batches[which]) if rec.batches else 0
     if got != n:
-        pytest.skip(f"precondition not met: {n} ready fds gave a batch of {got} within "
-                    f"{LIVENESS_S} s of waits; every ready armed fd must be reported (clauses B1, B10)")
+        rule_broken("B1, B10", f"{n} ready armed fds gave a batch of {got} within {LIVENESS_S} s of "
+                               f"waits; every ready armed fd must be reported")
 
 
 def reports(backend, expected: int, *, extra_waits: int = 2, wait_s: float = 0.01) -> list:

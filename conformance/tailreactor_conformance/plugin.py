@@ -174,6 +174,21 @@ def pytest_configure(config):
     selected_clauses(config)  # validate ids early
 
 
+def test_bound_s() -> float:
+    """The most one conformance test may take, in seconds: a liveness bound, reached only
+    by code under test that never ends (a round, a drain or a wait that loops forever).
+
+    ``TAILREACTOR_CONFORMANCE_TEST_BOUND_S``, else 20 times the liveness bound of one
+    wait (60 s by default), 16 times that under the ``deep`` profile (16 times the
+    examples).  Past it pytest-timeout fails the test ("Timeout (>60.0s) from
+    pytest-timeout"), so its clause fails in the table.
+    """
+    if os.environ.get("TAILREACTOR_CONFORMANCE_TEST_BOUND_S"):
+        return float(os.environ["TAILREACTOR_CONFORMANCE_TEST_BOUND_S"])
+    liveness_s = float(os.environ.get("TAILREACTOR_CONFORMANCE_LIVENESS_S") or 3.0)  # harness.LIVENESS_S
+    return 20 * liveness_s * (16 if profiles.name() == "deep" else 1)
+
+
 def hypothesis_seed(config) -> str:
     """What to record as the seed: ``derandomized`` under ci, else --hypothesis-seed."""
     if profiles.name() == "ci":
@@ -226,6 +241,9 @@ def pytest_collection_modifyitems(session, config, items):
             drop.append(item)
             continue
         backend = getattr(item, "callspec", None) and item.callspec.params.get("conformance_backend")
+        # The liveness bound of the whole test (pytest-timeout, SIGALRM in the test's thread):
+        # a reactor or backend that loops forever fails this clause instead of hanging the run.
+        item.add_marker(pytest.mark.timeout(test_bound_s(), method="signal"))
         item.user_properties.append(("clause", cid))
         item.user_properties.append(("backend", _label(backend) if backend else "-"))
         state.collected[cid] = state.collected.get(cid, 0) + 1

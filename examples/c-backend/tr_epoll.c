@@ -96,6 +96,10 @@ struct tr_backend {
     struct fd_rec *fds;    /* indexed by fd number, grown on demand */
     size_t nfds;
     struct epoll_event kernel[MAX_BATCH];
+#ifdef TR_BUG_KEEP_COLLECTED
+    tr_event held[MAX_BATCH]; /* collected by a wait, not handed out yet */
+    uint32_t nheld;
+#endif
 };
 
 uint32_t tr_backend_abi_version(void) {
@@ -260,11 +264,34 @@ static int timeout_ms(int64_t timeout_ns) {
 #endif
 }
 
+#ifdef TR_BUG_KEEP_COLLECTED
+static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_t capacity);
+/* The bug: like a backend on an event library, a wait collects every report
+ * the kernel has (up to MAX_BATCH) and hands out `capacity` of them; the rest
+ * wait in b->held for the next call, and disarm does not drop them (B3). */
+#endif
+
 int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_t capacity) {
     if (atomic_load(&b->closed))
         return -ESHUTDOWN;
     if (!events || capacity == 0)
         return -EINVAL;
+#ifdef TR_BUG_KEEP_COLLECTED
+    if (b->nheld == 0) {
+        int got = tr_backend_wait_collect(b, timeout_ns, b->held, MAX_BATCH);
+        if (got < 0)
+            return got;
+        b->nheld = (uint32_t)got;
+    }
+    uint32_t give = b->nheld < capacity ? b->nheld : capacity;
+    memcpy(events, b->held, give * sizeof *events);
+    memmove(b->held, b->held + give, (b->nheld - give) * sizeof *b->held);
+    b->nheld -= give;
+    return (int)give;
+}
+
+static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_t capacity) {
+#endif
 #ifdef TR_BUG_WAIT_PAUSES
     for (;;)
         pause();

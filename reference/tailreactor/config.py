@@ -51,7 +51,7 @@ class Knob:
     """One row of the registry.
 
     ``kind`` is ``int`` (decimal integer in ``[lo, hi]``), ``choice`` (one of
-    ``choices``), ``bool`` (exactly ``0`` or ``1``) or ``path`` (any non-empty
+    ``choices``, or one of ``prefixes`` followed by a non-empty value), ``bool`` (exactly ``0`` or ``1``) or ``path`` (any non-empty
     string).  ``default=None`` means "derived" and ``default_text`` says from
     what.  ``backends`` is a tuple of backend names the knob affects, or
     ``("all",)``.  ``unit`` is what an ``int`` counts (``us``, ``s``,
@@ -67,6 +67,7 @@ class Knob:
     lo: int | None = None
     hi: int | None = None
     choices: tuple[str, ...] = ()
+    prefixes: tuple[tuple[str, str], ...] = ()  # a choice knob also takes PREFIX + a value: (("cabi:", "PATH"),)
     default_text: str = ""
     backends: tuple[str, ...] = ("all",)
     test_only: bool = False
@@ -77,7 +78,7 @@ class Knob:
         if self.kind == "int":
             return f"an integer from {self.lo} to {self.hi}"
         if self.kind == "choice":
-            return "one of " + ", ".join(self.choices)
+            return "one of " + ", ".join(self.choices) + "".join(f", or {p}{what}" for p, what in self.prefixes)
         if self.kind == "bool":
             return "0 or 1"
         return "a file path in an existing, writable directory (checked with CWIST_LATENCY_PROBE=1)"
@@ -85,6 +86,10 @@ class Knob:
     def in_range(self, value: int) -> bool:
         """Whether ``value`` is in ``[lo, hi]`` (an ``int`` knob's bounds; other kinds have none)."""
         return self.lo is not None and self.hi is not None and self.lo <= value <= self.hi
+
+    def _is_choice(self, text: str) -> bool:
+        return text in self.choices or any(text.startswith(p) and text[len(p):].strip()
+                                           for p, _ in self.prefixes)
 
     def parse(self, raw: str) -> Any:
         """Parse one raw string; raise :class:`ConfigError` if it is not accepted."""
@@ -103,7 +108,7 @@ class Knob:
                 raise ConfigError(self.name, raw, self.accepted())
             return value
         if self.kind == "choice":
-            if text not in self.choices:
+            if not self._is_choice(text):
                 raise ConfigError(self.name, raw, self.accepted())
             return text
         if self.kind == "bool":
@@ -122,7 +127,7 @@ class Knob:
         elif self.kind == "int":
             ok = type(value) is int and self.in_range(value)
         elif self.kind == "choice":
-            ok = value in self.choices
+            ok = isinstance(value, str) and self._is_choice(value)
         elif self.kind == "bool":
             ok = type(value) is bool
         else:
@@ -136,7 +141,8 @@ class Knob:
 # about each knob (English and Korean) is in knobs.toml next to this file.
 KNOBS: tuple[Knob, ...] = (
     Knob(name="CWIST_REACTOR_BACKEND", attr="backend", kind="choice", default="auto",
-         choices=("auto", "io_uring", "epoll", "selectors"), area="backend"),
+         choices=("auto", "io_uring", "epoll", "selectors"), prefixes=(("cabi:", "PATH"),),
+         area="backend"),
     Knob(name="CWIST_URING_ENTRIES", attr="uring_entries", kind="int", default=256, lo=1, hi=32768,
          area="backend", backends=("io_uring",), unit="entries"),
     Knob(name="CWIST_REACTOR_TAIL_US", attr="tail_us", kind="int", default=3500, lo=0,

@@ -19,7 +19,7 @@ from tailreactor.backends import READ
 from tailreactor.backends.base import capabilities
 from tailreactor.clock import ManualClock
 from tailreactor_conformance import profiles
-from tailreactor_conformance.harness import Pair, RecordingBackend, reports_until, require_batch
+from tailreactor_conformance.harness import Pair, RecordingBackend, reports_until, require_batch, rule_broken
 from tailreactor_conformance.model import age_order
 from tailreactor_conformance.strategies import AgeScenario, age_scenarios
 
@@ -109,20 +109,18 @@ PER_DELIVERY = AgeScenario(arm_us=(0, 800, 850, 900), ready_order=(3, 2, 1, 0),
 
 
 def require_oldest_not_first(rnd) -> None:
-    """Skip a PER_DELIVERY test when the backend reported the oldest event first.
+    """Fail a PER_DELIVERY test when the backend reported the oldest event first.
 
     The fds become ready youngest first, so a backend that keeps readiness
     order (clause B9) reports event 0 last and it can age behind the slow
     first callback.  A backend that declares ``ordered`` and reports it first
-    makes the scenario impossible: that is B9's failure, not the reactor's, so
-    the test skips with the reason instead of failing R10/R11 for a reactor
-    that is right.  (A backend that does not declare ``ordered`` gets the batch
+    breaks B9 (only an ``ordered`` backend gets here): the test fails naming
+    B9, the rule the backend broke, not R10/R11's rule.  (A backend that does not declare ``ordered`` gets the batch
     built in ready order, ``in_ready_order=True``, so the scenario runs.)
     """
     if rnd.backend_order[0] == 0:
-        pytest.skip(f"precondition not met: the backend reported the oldest event first "
-                    f"(order {rnd.backend_order}), so nothing ages behind a slow callback; "
-                    f"readiness order is clause B9")
+        rule_broken("B9", f"the fds became ready youngest first, and the backend, which declares "
+                          f"ordered, reported the oldest first (order {rnd.backend_order})")
 
 
 # -- R10 -----------------------------------------------------------------------
@@ -218,8 +216,7 @@ def test_dispatch_late_is_false_in_a_post_drained_inside_the_batch(make_reactor,
     if ("post", False) in seen[:-1] or ("post", True) in seen[:-1]:
         assert seen.count(("io", True)) == 3 and ("post", False) in seen, seen
     else:
-        pytest.skip(f"precondition not met: the post was not drained inside the batch ({seen}); "
-                    f"where posts drain is clause R15")
+        rule_broken("R15", f"with drain_chunk=1 the post was not drained inside the batch of 3 ({seen})")
 
 
 @pytest.mark.clause("R11")
@@ -321,8 +318,7 @@ def test_age_from_ready_a_carried_event_keeps_its_ready_stamp(make_reactor, make
     r.run_once(0)
     carried = 1 - log[0][0]
     if carried not in [e for e, _, _ in log[1:]]:
-        pytest.skip(f"precondition not met: the event carried over from the round cut short never ran "
-                    f"({log}); that is clause R21")
+        rule_broken("R21", f"the event carried over from the round cut short never ran ({log})")
     fields = "(event, elevated, ready_ns)"
     assert log[1] == (carried, True, first_seen), (
         f"the carried event {carried} must keep ready_ns {first_seen} (round 1) and run first, "

@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from tailreactor.backends import READ, WRITE
-from tailreactor_conformance.harness import LIVENESS_S, Watchdog, run_until, wait_until_blocked
+from tailreactor_conformance.harness import LIVENESS_S, Watchdog, rule_broken, run_until, wait_until_blocked
 
 
 def _rescue(r, pair):
@@ -424,11 +424,11 @@ def test_an_interrupt_in_a_mid_round_flush_loses_nothing(make_reactor, make_back
                 raise Escape("signal in flush")
             return super().flush()
 
-    raised, ran, r = _interrupted_rounds(make_reactor, InterruptedFlush(make_backend()), clock, pairs,
+    # gather=4: the four events in one round, also on a backend that caps its batch (B10)
+    raised, ran, r = _interrupted_rounds(make_reactor, InterruptedFlush(make_backend(), gather=4), clock, pairs,
                                          interrupt, arm_write=True, tail_us=0, round_budget_us=1000)
     if not raised:
-        pytest.skip("precondition not met: no mid-round flush (re-arms queued, round past its budget: "
-                    "that is clause R14)")
+        rule_broken("R14", "re-arms queued and the round past its budget, yet no flush ran mid-round")
     assert sorted(ran) == [0, 1, 2, 3]
 
 
@@ -534,7 +534,7 @@ def test_a_post_that_close_drains_cannot_run_a_round(make_reactor, pairs):
     r.post(nested)
     r.close()
     if not seen:
-        pytest.skip("precondition not met: close() ran no queued post; that is clause R19")
+        rule_broken("R19", "close() ran no queued post")
     assert seen == [("refused", True)] and io == []
 
 
@@ -574,10 +574,14 @@ def test_with_harvesting_fds_that_stay_ready_cannot_starve_timers(make_reactor, 
     ps = pairs(2)
     cap = 2_000  # only a reactor whose round never ends gets here; keeps the test finite
     io = [0]
+    posts = [0]
     seen = {}
 
     def again(_):
-        if io[0] < cap:
+        # Bounded by its own count, not by I/O: a reactor that drains posts until none is
+        # left runs no I/O meanwhile, and its close() drains them again (R19).
+        posts[0] += 1
+        if posts[0] < cap:
             r.post(again)
 
     def on_io(ev):
@@ -593,6 +597,7 @@ def test_with_harvesting_fds_that_stay_ready_cannot_starve_timers(make_reactor, 
         p.make_readable()
         r.arm(p.fd, READ, on_io)
     rounds = run_until(r, lambda: "timer" in seen, max_rounds=10)
+    assert posts[0] <= rounds + 1, f"the self-re-posting post ran {posts[0]} times in {rounds} rounds"
     assert "timer" in seen, f"after {rounds} rounds the timer has not fired; I/O ran {io[0]} times"
     assert seen["timer"] <= 4, (f"the timer waited for {seen['timer']} I/O callbacks; a round of a batch "
                                 f"of 2 takes at most 2 more by harvesting")

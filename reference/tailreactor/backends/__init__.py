@@ -9,6 +9,9 @@ it never silently measures epoll instead.
 
 A third-party backend is named ``module:factory``; the factory takes no
 arguments and returns an object with the :class:`~.base.Backend` methods.
+A backend in a shared library (C, Rust, Go) is named ``cabi:PATH``: the C ABI
+of ``conformance/include/tailreactor_backend.h``, loaded by the conformance
+suite's adapter (``tailreactor_conformance.cabi``) without its test watchdog.
 """
 
 from __future__ import annotations
@@ -105,6 +108,13 @@ def create_backend(name: str = "auto", *, ring_entries: int | None = None):
     factory = SHIPPED.get(name)
     if factory is not None:
         return factory()
+    if name.startswith("cabi:"):
+        from tailreactor_conformance.cabi import CabiBackend, CabiError, _path
+
+        try:
+            return CabiBackend(_path(name), watchdog=False)  # a server's wait(None) may block for good
+        except (CabiError, OSError) as exc:
+            raise UnknownBackend(f"backend {name!r}: {exc}") from None
     if ":" in name:
         try:
             factory = import_factory(name)
@@ -121,4 +131,4 @@ def create_backend(name: str = "auto", *, ring_entries: int | None = None):
                 f"tailreactor.backends.base.Backend)")
         return backend
     raise UnknownBackend(
-        f"unknown backend {name!r}: accepted auto, {', '.join(SHIPPED)}, or module:factory")
+        f"unknown backend {name!r}: accepted auto, {', '.join(SHIPPED)}, module:factory or cabi:PATH")
