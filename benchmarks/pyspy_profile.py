@@ -61,7 +61,6 @@ from instructions import SERVERS, add_load_options, load_env, peer_of, pin, run_
 from tailjob.peers import make_server  # noqa: E402
 from tailjob.server import ServerError  # noqa: E402
 
-
 #: One frame of py-spy's raw output: ``function (file:line)``.
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
 
@@ -142,7 +141,7 @@ def profile(name: str, *, py_spy: str, connections: int, duration_s: int, warmup
             raw = Path(tmp) / "profile.txt"
             spy = subprocess.run([py_spy, "record", "--pid", str(server.pid), "--duration", str(duration_s),
                                   "--rate", str(rate), "--format", "raw", "--output",
-                                  str(raw)], capture_output=True, text=True, timeout=duration_s + 60)
+                                  str(raw)], capture_output=True, text=True, timeout=duration_s + 60, check=False)
             text = raw.read_text() if raw.exists() else ""
         out, err = wrk.communicate(timeout=duration_s + 60)
     finally:
@@ -192,7 +191,7 @@ def main(argv=None) -> int:
     if shutil.which("wrk") is None:
         print("pyspy_profile: wrk is not installed; install it: scripts/bootstrap.sh --wrk", file=sys.stderr)
         return 2
-    first = (subprocess.run([py_spy, "--version"], capture_output=True, text=True).stdout.splitlines()
+    first = (subprocess.run([py_spy, "--version"], capture_output=True, text=True, check=False).stdout.splitlines()
              or [""])[0]
     if not first.startswith("py-spy "):
         print(f"pyspy_profile: {py_spy} is not py-spy: its --version printed {first!r}", file=sys.stderr)

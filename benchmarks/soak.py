@@ -94,7 +94,7 @@ def start_server(backend: str) -> tuple[subprocess.Popen, int, int, str]:
 def wrk_burst(wrk: str, args: argparse.Namespace, port: int) -> dict[str, str]:
     done = subprocess.run([wrk, f"-t{args.threads}", f"-c{args.connections}", f"-d{args.burst}s",
                            f"http://127.0.0.1:{port}{args.path}"], capture_output=True, text=True,
-                          timeout=args.burst + 60)
+                          timeout=args.burst + 60, check=False)
     out = done.stdout
     reqs = re.search(r"(\d+) requests in", out)
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)

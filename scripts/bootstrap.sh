@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create or reuse .venv, install tailreactor with its test and bench extras, and install system tools:
+# Create or reuse .venv, install tailreactor with its test, bench and lint extras, and install system tools:
 # --wrk installs wrk, --nginx installs nginx (the ceiling of the job's --peers comparison; it is not
 # started as a service).  Sourced by scripts/test.sh and scripts/tail-latency.sh; safe to run again.
 set -euo pipefail
@@ -14,8 +14,8 @@ fi
 # Reinstall only when pyproject.toml changed since the last install.
 stamp="$venv/.tailreactor-installed"
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
-  echo "bootstrap: installing tailreactor[test,bench] into $venv" >&2
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[test,bench]"
+  echo "bootstrap: installing tailreactor[test,bench,lint] into $venv" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[test,bench,lint]"
   touch "$stamp"
 fi
 

@@ -206,7 +206,7 @@ class ServerThread:
             self.listener.close()
             self.reactor.close()
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         self._thread.start()
         assert self._ready.wait(IO_TIMEOUT_S), "server thread did not start"
         if self._error is not None:
@@ -256,7 +256,7 @@ def only_connection(listener: Listener):
     return conn
 
 
-def accept_connection(listener: Listener, pump: "Pump", client: socket.socket):
+def accept_connection(listener: Listener, pump: Pump, client: socket.socket):
     """Pump until ``listener`` has accepted ``client``; return the server side's Connection."""
     pump.until(lambda: any(c.peer == client.getsockname() for c in listener.connections.values()))
     return next(c for c in listener.connections.values() if c.peer == client.getsockname())
@@ -333,7 +333,7 @@ class BenchProcess:
             _, err = self.proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            raise AssertionError(f"server did not exit within {timeout_s}s")
+            raise AssertionError(f"server did not exit within {timeout_s}s") from None
         return self.proc.returncode, self._rest + err.decode(errors="replace")
 
     def kill(self) -> None:
@@ -373,7 +373,7 @@ def start_bench(args: list[str] = (), env: dict | None = None, prefix: list[str]
 def run_bench(args: list[str] = (), env: dict | None = None, prefix: list[str] = ()) -> subprocess.CompletedProcess:
     """Run the server expecting it to exit on its own (config errors)."""
     return subprocess.run([*prefix, *bench_command(), *args], env=env or bench_env(), text=True,
-                          stdin=subprocess.DEVNULL, capture_output=True, timeout=IO_TIMEOUT_S * 2)
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=IO_TIMEOUT_S * 2, check=False)
 
 
 # -- a real io_uring denial ------------------------------------------------------

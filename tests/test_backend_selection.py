@@ -9,7 +9,7 @@ import pytest
 import uring_api
 
 from tailreactor import Config, IoUringUnavailable, Reactor, UnknownBackend, create_backend
-from tailreactor.backends import EpollBackend, IoUringBackend
+from tailreactor.backends import EpollBackend
 
 
 @pytest.fixture

@@ -58,7 +58,7 @@ def test_epoll_keep_alive_cycle_costs_one_epoll_ctl_in_all(epoll):
     with a, b:
         epoll.arm(a.fileno(), READ, "r")
         assert epoll.ctl_calls == 1
-        for i in range(20):
+        for _ in range(20):
             b.send(b"ping")
             assert _wait_for(epoll) == [("r", select_in())]
             assert a.recv(64) == b"ping"

@@ -22,7 +22,7 @@ SCRIPT = ROOT / "benchmarks" / "instructions.py"
 
 def run(*args: str, env=None, timeout=240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+                          timeout=timeout, env=env, check=False)
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("wrk") is None,

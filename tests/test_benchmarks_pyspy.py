@@ -23,7 +23,7 @@ PY_SPY = Path(sys.executable).parent / "py-spy"
 
 def run(*args: str, env=None, timeout=120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+                          timeout=timeout, env=env, check=False)
 
 
 def blocks(text: str) -> dict[str, dict]:

@@ -25,6 +25,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from fixtures.backends import MUTANTS  # noqa: E402
+
 from tailreactor_conformance.clauses import CLAUSES  # noqa: E402
 
 TIMEOUT_S = 180  # a bound on one CLI run; a hang fails the test instead of blocking CI
@@ -58,7 +59,7 @@ def cli(*args: str, json_path: Path | None = None, liveness_s: float | None = No
         args = ("--json", str(json_path), *args)
     env = child_env() if liveness_s is None else child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S=str(liveness_s))
     proc = subprocess.run([*cmd, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
+                          timeout=TIMEOUT_S, check=False)
     data = json.loads(json_path.read_text()) if json_path is not None and json_path.exists() else None
     return proc, data
 
@@ -183,7 +184,7 @@ def test_a_test_that_never_ends_fails_its_clause_within_the_bound(tmp_path):
     env = child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S="1", TAILREACTOR_CONFORMANCE_TEST_BOUND_S="2")
     proc = subprocess.run([*cmd, "--json", str(tmp_path / "result.json"), "--backend", "epoll", "--reactor",
                            "fixtures.backends.reactors:RunOnceNeverReturns", "--clause", "R6", "-n", "0"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     data = json.loads((tmp_path / "result.json").read_text())
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert data["failed_clauses"] == ["R6"]
@@ -215,7 +216,7 @@ def test_every_mutant_over_the_whole_suite_ends_and_fails_its_clauses(name, tmp_
     try:
         proc = subprocess.run([*cmd, "--json", str(json_path), *m.cli_args(), "-n", "0"], cwd=ROOT,
                               env=child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S="1"), capture_output=True,
-                              text=True, timeout=WHOLE_SUITE_TIMEOUT_S)
+                              text=True, timeout=WHOLE_SUITE_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{name}: the whole suite did not end within {WHOLE_SUITE_TIMEOUT_S} s (a hang)")
     data = json.loads(json_path.read_text()) if json_path.exists() else None
@@ -366,7 +367,7 @@ def test_doc_worked_example_passes_and_its_draft_fails_b1(tmp_path):
 
     def run(*args):
         return subprocess.run([*cmd, *args, "-n", "0"], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=TIMEOUT_S)
+                              text=True, timeout=TIMEOUT_S, check=False)
 
     good = run("--backend", "oneshot_epoll:OneShotEpoll", "--clause", "B")
     assert good.returncode == 0, good.stdout[-4000:] + good.stderr[-2000:]

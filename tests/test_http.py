@@ -19,8 +19,21 @@ import time
 import pytest
 
 from http_helpers import (
-    FIXTURES, Pump, ServerThread, bench_env, connect, DENY_IO_URING, exchange, get,
-    IO_TIMEOUT_S, only_connection, parse_responses, read_responses, read_to_eof, read_to_eof_raw, run_bench,
+    DENY_IO_URING,
+    FIXTURES,
+    IO_TIMEOUT_S,
+    Pump,
+    ServerThread,
+    bench_env,
+    connect,
+    exchange,
+    get,
+    only_connection,
+    parse_responses,
+    read_responses,
+    read_to_eof,
+    read_to_eof_raw,
+    run_bench,
     start_bench,
 )
 from tailreactor import READ, WRITE
@@ -163,7 +176,7 @@ def test_request_split_byte_by_byte(make_reactor):
         c.setblocking(False)
         for i, byte in enumerate(raw[:-1]):
             c.send(bytes([byte]))
-            pump.until(lambda: conn.stats.bytes_in == i + 1)  # the server read this byte
+            pump.until(lambda i=i: conn.stats.bytes_in == i + 1)  # the server read this byte
             with pytest.raises(BlockingIOError):
                 c.recv(1)  # nothing answered before the request is complete
         c.send(raw[-1:])

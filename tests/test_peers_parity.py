@@ -28,7 +28,15 @@ from pathlib import Path
 
 import pytest
 
-from http_helpers import FIXTURES, IO_TIMEOUT_S, bench_env, connect, parse_responses, read_to_eof_raw, start_bench
+from http_helpers import (
+    FIXTURES,
+    IO_TIMEOUT_S,
+    bench_env,
+    connect,
+    parse_responses,
+    read_to_eof_raw,
+    start_bench,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER = ROOT / "benchmarks" / "peers" / "asyncio_server.py"

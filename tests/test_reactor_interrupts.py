@@ -35,11 +35,11 @@ from collections import Counter
 import pytest
 
 from tailreactor import READ, Reactor
-from tailreactor.config import Config
 from tailreactor import interrupts as interrupts_mod
+from tailreactor import posts as posts_mod
 from tailreactor import reactor as reactor_mod
 from tailreactor import timers as timers_mod
-from tailreactor import posts as posts_mod
+from tailreactor.config import Config
 
 TRACED = {"_round", "_stamp", "_dispatch", "_end_round"}
 
@@ -111,10 +111,10 @@ def _finish(r: Reactor, pairs: list, rounds: int) -> None:
 def _window() -> set[int]:
     """Line numbers (in reactor.py) of the two windows of the module docstring."""
     lines, first = inspect.getsourcelines(Reactor._dispatch)
-    start = next(i for i, l in enumerate(lines) if l.strip() == "ev.state = DONE")
-    end = next(i for i, l in enumerate(lines) if l.strip() == "callback(ev)")
+    start = next(i for i, line in enumerate(lines) if line.strip() == "ev.state = DONE")
+    end = next(i for i, line in enumerate(lines) if line.strip() == "callback(ev)")
     lines_r, first_r = inspect.getsourcelines(Reactor._round)
-    wait = next(i for i, l in enumerate(lines_r) if "reaped = self.backend.wait(" in l)
+    wait = next(i for i, line in enumerate(lines_r) if "reaped = self.backend.wait(" in line)
     return set(range(first + start + 1, first + end + 1)) | {first_r + wait}
 
 
@@ -172,7 +172,7 @@ HARVEST_TRACED = TRACED | {"_harvest", "add", "<listcomp>", "<setcomp>"}
 
 def _harvest_window() -> set[tuple[str, int]]:
     lines, first = inspect.getsourcelines(Reactor._harvest)
-    take = next(i for i, l in enumerate(lines) if "= self._harvest_from(" in l)
+    take = next(i for i, line in enumerate(lines) if "= self._harvest_from(" in line)
     return {("_harvest", first + take)} | {("_dispatch", line) for line in _window()} \
         | {("_round", line) for line in _window()}
 
@@ -254,8 +254,8 @@ def _timer_window() -> range:
     if fire is None:
         return range(0)
     lines, first = inspect.getsourcelines(fire)
-    start = next(i for i, l in enumerate(lines) if l.strip().startswith("entry.timer = None"))
-    end = next(i for i, l in enumerate(lines) if l.strip() == "timer.callback(timer)")
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("entry.timer = None"))
+    end = next(i for i, line in enumerate(lines) if line.strip() == "timer.callback(timer)")
     return range(first + start + 1, first + end + 1)
 
 
@@ -317,10 +317,10 @@ def _post_window() -> set[int]:
     """Line numbers (in reactor.py) from taking a post off the drain list to calling it."""
     lines, first = inspect.getsourcelines(Reactor._drain_posts)
     try:
-        start = next(i for i, l in enumerate(lines) if l.strip() == "del items[0]")
+        start = next(i for i, line in enumerate(lines) if line.strip() == "del items[0]")
     except StopIteration:
         return set()
-    end = next(i for i, l in enumerate(lines) if l.strip() == "callback(data)")
+    end = next(i for i, line in enumerate(lines) if line.strip() == "callback(data)")
     return set(range(first + start + 1, first + end + 1))
 
 
@@ -417,7 +417,7 @@ def _wait_window(backend) -> set[tuple[str, int]]:
     out = set()
     for fn, text in fns:
         lines, first = inspect.getsourcelines(fn)
-        out.add((fn.__name__, first + next(i for i, l in enumerate(lines) if l.strip().startswith(text))))
+        out.add((fn.__name__, first + next(i for i, line in enumerate(lines) if line.strip().startswith(text))))
     return out
 
 

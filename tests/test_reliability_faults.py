@@ -20,7 +20,6 @@ no callback error, nothing left in its table, the other clients served.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import select
 import socket

@@ -30,7 +30,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from http_helpers import (
-    FIXTURES, ServerThread, connect, get, parse_responses, read_responses, read_to_eof_raw,
+    FIXTURES,
+    ServerThread,
+    connect,
+    get,
+    parse_responses,
+    read_responses,
+    read_to_eof_raw,
 )
 
 BACKENDS = ["epoll", pytest.param("io_uring", marks=pytest.mark.io_uring)]  # as tests/conftest.py (not importable by name: tests/ci has one too)

@@ -20,13 +20,18 @@ import socket
 import pytest
 
 from http_helpers import (
-    Pump, ServerThread, accept_connection, connect, get, only_connection, read_responses, read_to_eof,
+    Pump,
+    ServerThread,
+    accept_connection,
+    connect,
+    get,
+    read_responses,
+    read_to_eof,
     rst_close,
 )
 from tailreactor import READ, WRITE
 from tailreactor.http import Listener
 from tailreactor.http import connection as conn_mod
-from tailreactor.http import routes
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -97,7 +102,7 @@ def test_a_header_line_that_never_ends_is_cut_off_at_a_bounded_size(pumped):
         while conn.stats.requests == 0:
             c.sendall(chunk)
             sent += len(chunk)
-            pump.until(lambda: conn.stats.bytes_in == sent or conn.stats.requests)
+            pump.until(lambda sent=sent: conn.stats.bytes_in == sent or conn.stats.requests)
             assert sent <= 2 * conn_mod.MAX_HEAD_BYTES, "the server kept reading an endless header line"
         assert conn_mod.MAX_HEAD_BYTES < conn.stats.bytes_in <= conn_mod.MAX_HEAD_BYTES + len(chunk)
         c.shutdown(socket.SHUT_WR)
@@ -157,7 +162,7 @@ def test_chunked_body_byte_by_byte_is_answered_once_complete(pumped):
         c.setblocking(False)
         for i in range(len(raw) - 1):
             c.send(raw[i:i + 1])
-            pump.until(lambda: conn.stats.bytes_in == i + 1)
+            pump.until(lambda i=i: conn.stats.bytes_in == i + 1)
             with pytest.raises(BlockingIOError):
                 c.recv(1)  # no answer before the last byte
         c.send(raw[-1:])
@@ -420,10 +425,10 @@ def test_slowloris_head_trickled_byte_by_byte_gets_408_at_the_head_deadline(pump
         while not conn.stats.requests:
             slow.send(head[sent:sent + 1])
             sent += 1
-            pump.until(lambda: conn.stats.bytes_in == sent)
+            pump.until(lambda sent=sent: conn.stats.bytes_in == sent)
             clock.advance_ns(step_ns)
             good.sendall(get(f"/user/{sent}"))  # the other connection keeps being served
-            pump.until(lambda: good_conn.stats.requests == sent)
+            pump.until(lambda sent=sent: good_conn.stats.requests == sent)
             assert read_responses(good, 1)[0].body == str(sent).encode()
         elapsed = clock() - started
         assert srv.headers_timeout_ns <= elapsed <= srv.headers_timeout_ns + step_ns
@@ -445,7 +450,7 @@ def test_idle_keep_alive_connection_is_closed_after_the_timeout(pumped, clock):
         for i in range(3):  # the busy one sends something every half timeout
             clock.advance_ns(srv.keep_alive_ns // 2)
             busy.sendall(get(f"/user/{i}"))
-            pump.until(lambda: busy_conn.stats.requests == i + 1)
+            pump.until(lambda i=i: busy_conn.stats.requests == i + 1)
             assert read_responses(busy, 1)[0].body == str(i).encode()
             if i == 0:
                 assert not idle_conn.closed and reactor.armed(idle_conn.fd, READ) is not None

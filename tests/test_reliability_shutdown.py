@@ -14,17 +14,27 @@ a short wrk run.
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
-import re
 import threading
 
 import pytest
 
 from http_helpers import (
-    IO_TIMEOUT_S, Pump, ServerThread, bench_env, connect, get, parse_responses, read_responses,
-    read_to_eof, read_to_eof_raw, start_bench, wait_for,
+    IO_TIMEOUT_S,
+    Pump,
+    ServerThread,
+    bench_env,
+    connect,
+    get,
+    parse_responses,
+    read_responses,
+    read_to_eof,
+    read_to_eof_raw,
+    start_bench,
+    wait_for,
 )
 from tailreactor.clock import ManualClock
 from tailreactor.http import Listener

@@ -17,8 +17,8 @@ import socket
 import pytest
 
 from tailreactor import Config, ConfigError, Reactor
-from tailreactor.config import load as load_config
 from tailreactor.backends import READ
+from tailreactor.config import load as load_config
 
 
 def _reactor(backend="io_uring", **attrs):
@@ -110,7 +110,7 @@ def test_rearm_from_the_callback_receives_the_next_message(pair):
         r.arm_recv(a.fileno(), buf, cb)
         for i in range(3):
             b.send(b"m%d" % i)
-            assert _run_until(r, lambda: len(got) > i)
+            assert _run_until(r, lambda i=i: len(got) > i)
         assert got == [b"m0", b"m1", b"m2"]
 
 

@@ -7,7 +7,6 @@ Each case runs a small inner pytest session (a subprocess) with this suite's
 
 from __future__ import annotations
 
-import errno
 import os
 import resource
 import subprocess
@@ -90,7 +89,7 @@ def inner_session(tmp_path: Path, body: str, *args: str, **env: str) -> subproce
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q",
                            "-o", "markers=io_uring", "--junitxml=report.xml", *args, "test_inner.py"],
                           cwd=tmp_path, env=full_env, capture_output=True, text=True,
-                          timeout=IO_TIMEOUT_S, preexec_fn=lower)
+                          timeout=IO_TIMEOUT_S, preexec_fn=lower, check=False)
 
 
 def outcomes(tmp_path: Path) -> dict[str, str]:

@@ -44,7 +44,7 @@ def child_env(**extra: str) -> dict[str, str]:
 def run_part(env: dict[str, str], prefix: list[str] = DENY_IO_URING) -> subprocess.CompletedProcess:
     cmd = [*prefix, sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
            "-rA", *PART]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def outcomes(stdout: str) -> dict[str, str]:
@@ -104,7 +104,7 @@ def test_without_wrk_the_wrk_tests_skip_with_how_to_install_it(tmp_path):
     env = child_env(PATH=bare_path(tmp_path, "true"))
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA",
            "tests/test_http_e2e.py", "tests/test_reliability_shutdown.py", "-k", "wrk"]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-4000:]
     skips = [ln for ln in done.stdout.splitlines() if ln.startswith("SKIPPED")]
     wrk_skips = [ln for ln in skips if "wrk" in ln]
@@ -122,7 +122,7 @@ def test_bootstrap_without_wrk_and_without_apt_goes_on_and_says_so(tmp_path):
         pytest.skip("needs this checkout's .venv bootstrapped since pyproject.toml changed (scripts/bootstrap.sh)")
     env = child_env(PATH=bare_path(tmp_path, "bash", "dirname", "id"), TAILREACTOR_VENV=str(venv))
     done = subprocess.run([shutil.which("bash"), str(ROOT / "scripts" / "bootstrap.sh"), "--wrk"], env=env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     lines = [ln for ln in done.stderr.splitlines() if "wrk" in ln]
     assert len(lines) == 1, done.stderr
@@ -137,7 +137,7 @@ def test_tail_latency_help_installs_nothing(tmp_path):
     (Path(path) / "python3").symlink_to(Path(sys.base_prefix) / "bin" / "python3")
     env = child_env(PATH=path, TAILREACTOR_VENV=str(tmp_path / "no-venv"), PYTHON="python3")
     done = subprocess.run([shutil.which("bash"), str(ROOT / "scripts" / "tail-latency.sh"), "--help"], env=env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: tail_latency") and "--peers" in done.stdout
     assert "bootstrap" not in done.stderr and not (tmp_path / "no-venv").exists()

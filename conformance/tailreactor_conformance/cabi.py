@@ -272,7 +272,7 @@ class CabiBackend:
     def _listed(self, ev: Event) -> tuple[object, int]:
         """One report as ``(token, revents)``; a report outside the ABI raises :class:`ContractError`."""
         if ev.revents == 0 or ev.revents & ~TR_REVENTS or ev.reserved:
-            what = (f"revents 0 (a report has at least one TR_* bit)" if not ev.revents else
+            what = ("revents 0 (a report has at least one TR_* bit)" if not ev.revents else
                     f"revents {ev.revents:#x}, bits {ev.revents & ~TR_REVENTS:#x} outside the TR_* set "
                     f"{TR_REVENTS:#x}" if ev.revents & ~TR_REVENTS else
                     f"reserved {ev.reserved} (accepted: 0)")

@@ -17,6 +17,7 @@ Steps: ``open``, ``arm(i)``, ``disarm(i)``, ``write(i, n)``, ``read(i)``,
 from __future__ import annotations
 
 from tailreactor.backends import READ
+from tailreactor.timers import Timer
 
 from .harness import Pair
 from .model import Model
@@ -39,7 +40,7 @@ class Driver:
         self.clock = clock
         self.model = Model()
         self.pairs: dict[int, Pair] = {}
-        self.timers: dict[int, object] = {}
+        self.timers: dict[int, Timer] = {}
         self._ids = 0
         self._fired: list[int] = []
         self._ran_posts: list[int] = []

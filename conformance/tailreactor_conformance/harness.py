@@ -324,7 +324,7 @@ class Watchdog:
     def done(self) -> None:
         self._done.set()
 
-    def __enter__(self) -> "Watchdog":
+    def __enter__(self) -> Watchdog:
         self._thread.start()
         return self
 

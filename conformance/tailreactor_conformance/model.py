@@ -14,13 +14,17 @@ Role
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 __all__ = ["age_order", "Model", "PairState"]
 
+K = TypeVar("K", bound=Hashable)  # an event's key in age_order
 
-def age_order(backend_order: list, stamps: dict, tail_ns: int, start_ns: int,
-              advance_ns: dict | None = None) -> list[tuple[object, bool]]:
+
+def age_order(backend_order: list[K], stamps: dict[K, int], tail_ns: int, start_ns: int,
+              advance_ns: dict[K, int] | None = None) -> list[tuple[K, bool]]:
     """The events of one batch in dispatch order, each with its ``dispatch_late`` flag.
 
     ``backend_order``: event keys as the backend reported them; ``stamps``:

@@ -18,6 +18,7 @@ Hypothesis tests collected in the same session.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 
@@ -36,7 +37,7 @@ def register() -> None:
     meta-test, which only needs to know that a mutant fails, sets it).
     """
     shrink = os.environ.get("TAILREACTOR_CONFORMANCE_SHRINK", "1") != "0"
-    common = dict(
+    common: dict[str, Any] = dict(
         deadline=None,  # real sockets and a shared 2-core box: time per example varies
         database=None,
         print_blob=True,  # a failure prints @reproduce_failure(...) to replay it

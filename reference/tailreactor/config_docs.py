@@ -38,11 +38,12 @@ import argparse
 import difflib
 import string
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -142,7 +143,7 @@ def _unit(k: Knob) -> str:
     return ""
 
 
-def _type(k: Knob, t: dict[str, str]) -> str:
+def _type(k: Knob, t: dict[str, Any]) -> str:
     text = t.get(k.kind, k.kind)
     unit = _unit(k) if k.kind == "int" else ""
     unit = t["units"].get(unit, unit)
@@ -177,7 +178,7 @@ def _zero(k: Knob, text: KnobText, t: dict[str, str]) -> str:
     if text.zero:
         return text.zero
     if k.kind == "int":
-        return t["zero_plain"] if k.lo <= 0 <= k.hi else t["zero_error"]
+        return t["zero_plain"] if k.in_range(0) else t["zero_error"]
     if k.kind == "bool":
         return t["zero_off"]
     return t["none"]
@@ -220,10 +221,10 @@ def invalid_example(k: Knob) -> tuple[str, str] | None:
 
 
 def _cwist_line(text: KnobText, t: dict[str, str]) -> str:
-    text = text.cwist.strip()
-    if text.startswith("CWIST:"):
-        text = text[len("CWIST:"):].strip()
-    return f"- **CWIST:** {text or t['cwist_unknown']}"
+    cwist = text.cwist.strip()
+    if cwist.startswith("CWIST:"):
+        cwist = cwist[len("CWIST:"):].strip()
+    return f"- **CWIST:** {cwist or t['cwist_unknown']}"
 
 
 def _cell(text: str) -> str:

@@ -59,7 +59,7 @@ def load_probe_file(path: str) -> dict:
     for name in HISTOGRAMS:
         try:
             doc["decoded"][name] = HdrHistogram.decode(doc["histograms"][name]["hdr"])
-        except Exception as exc:  # hdrh raises several types for a bad blob
+        except Exception as exc:  # noqa: BLE001 -- hdrh raises several types for a bad blob
             raise ValueError(f"{path}: histogram {name!r} is missing or not HdrHistogram base64 "
                              f"({type(exc).__name__}: {exc})") from None
     doc["path"] = path

@@ -48,10 +48,10 @@ class TimerEntry:
 
     __slots__ = ("deadline_ns", "seq", "timer", "on_heap")
 
-    def __init__(self, deadline_ns: int, seq: int, timer: "Timer"):
+    def __init__(self, deadline_ns: int, seq: int, timer: Timer):
         self.deadline_ns = deadline_ns
         self.seq = seq
-        self.timer = timer
+        self.timer: Timer | None = timer
         self.on_heap = True
 
 
@@ -75,12 +75,12 @@ class Timer:
 
     __slots__ = ("_heap", "callback", "data", "deadline_ns", "_entry")
 
-    def __init__(self, heap: "TimerHeap", callback, data=None):
+    def __init__(self, heap: TimerHeap, callback, data=None):
         self._heap = heap
         self.callback = callback
         self.data = data
         self.deadline_ns = 0
-        self._entry = None  # the live heap entry, or None when unarmed
+        self._entry: TimerEntry | None = None  # the live heap entry, or None when unarmed
 
     @property
     def armed(self) -> bool:

@@ -53,7 +53,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tailjob import pooled, stats  # noqa: E402
+from tailjob import pooled, stats
 
 SPREAD = {"rps": 0.15, "cpu_us_per_req": 0.10, "p50": 0.15, "p99": 0.40, "p99.9": 0.40,
           "p99.99": 0.50, "p99.999": 0.50}
@@ -173,7 +173,7 @@ def part_real(args) -> None:
         pooled_cs = {c.metric.key: c for c in compare_leg(runs, seed=data["settings"]["seed"])}
         plain = [replace_histogram(r) for r in runs]
         median_cs = {c.metric.key: c for c in compare_leg(plain, seed=data["settings"]["seed"])}
-        for est, cs in (("median", median_cs), ("pooled", pooled_cs)):
+        for cs in (median_cs, pooled_cs):  # c.estimator names each
             for key in TAIL:
                 c = cs[key]
                 sa = "" if c.samples_a is None else f" ({c.samples_a:,})"

@@ -14,8 +14,8 @@ import random
 import subprocess
 
 import pytest
-
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
+
 from tailjob import loadgen
 from tailjob.loadgen import ClientClass, LoadSpec, SpecError
 
@@ -73,7 +73,7 @@ def test_saturation_flag_at_two_percent_short():
 def _run(server, spec: LoadSpec) -> dict:
     done = subprocess.run(loadgen.command(f"http://127.0.0.1:{server.port}/", spec),
                           capture_output=True, text=True, timeout=spec.duration_s + 60,
-                          env=loadgen.client_env())
+                          env=loadgen.client_env(), check=False)
     assert done.returncode == 0, done.stderr
     return loadgen.parse_output(done.stdout)
 
@@ -138,7 +138,7 @@ def test_an_overloaded_server_is_flagged_saturated(bench):
 
 def test_client_exits_2_with_one_line_on_a_bad_spec():
     done = subprocess.run([*loadgen.command("http://127.0.0.1:1/", None), "--spec", "{\"classes\": []}"],
-                          capture_output=True, text=True, timeout=60, env=loadgen.client_env())
+                          capture_output=True, text=True, timeout=60, env=loadgen.client_env(), check=False)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "classes" in done.stderr
 
@@ -147,7 +147,7 @@ def test_client_exits_1_when_nothing_listens():
     from tailjob.server import free_port
     spec = LoadSpec(classes=(ClientClass("all", 1, "open", rate=10.0),), duration_s=1.0)
     done = subprocess.run(loadgen.command(f"http://127.0.0.1:{free_port()}/", spec),
-                          capture_output=True, text=True, timeout=60, env=loadgen.client_env())
+                          capture_output=True, text=True, timeout=60, env=loadgen.client_env(), check=False)
     assert done.returncode == 1 and "connect" in done.stderr
 
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
 from tailjob_testdata import CI_DIR, record
+
 from tailjob import loadgen, metrics, peersjob, pooled, stats, wrk
 from tailjob.measure import RunPlan, RunRecord, Settings
 from tailjob.plan import AB_PRESETS, Leg

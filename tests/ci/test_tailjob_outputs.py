@@ -7,7 +7,6 @@ import subprocess
 from dataclasses import replace
 
 import pytest
-
 from tailjob_testdata import ROOT
 
 from tailjob import history, plot, report, runner, stats

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tailjob.plan import (PROFILES, Overrides, PlanError, Profile, arms_for, parse_assignments, plan_legs,
-                          rmit_schedule, server_env)
+from tailjob.plan import (
+    PROFILES,
+    Overrides,
+    PlanError,
+    Profile,
+    arms_for,
+    parse_assignments,
+    plan_legs,
+    rmit_schedule,
+    server_env,
+)
 from tailjob.stats import MIN_PAIRS
 
 

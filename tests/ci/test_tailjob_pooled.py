@@ -116,6 +116,7 @@ def test_a_pooled_percentile_with_too_few_samples_beyond_its_rank_gets_no_verdic
 
 def test_the_report_shows_n_a_with_the_samples_needed(synthetic_job):
     from dataclasses import replace as _replace
+
     from tailjob import report
 
     lr = synthetic_job.legs[0]
@@ -136,8 +137,9 @@ def test_a_median_estimated_percentile_whose_runs_lack_the_samples_gets_no_verdi
     about 400 samples a run has 4)."""
     from dataclasses import replace as _replace
 
-    from tailjob import runner
     from tailjob_testdata import record
+
+    from tailjob import runner
 
     need = stats.samples_to_bound(99)
     runs = []

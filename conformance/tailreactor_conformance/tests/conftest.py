@@ -13,7 +13,6 @@ import pytest
 from tailreactor import Config
 from tailreactor.backends import IoUringUnavailable
 from tailreactor.clock import ManualClock
-
 from tailreactor_conformance.cabi import create_backend  # cabi:PATH too
 from tailreactor_conformance.harness import Pair
 from tailreactor_conformance.plugin import reactor_spec, resolve

@@ -19,11 +19,19 @@ from collections import Counter
 import pytest
 
 from tailreactor.backends import READ, WRITE
-from tailreactor.backends.base import SATISFIES
-from tailreactor.backends.base import capabilities
+from tailreactor.backends.base import SATISFIES, capabilities
 from tailreactor_conformance.harness import (
-    LIVENESS_S, Watchdog, backend_label, collect, fill_send_buffer, open_fd_count, reports, reports_until,
-    require_capability, rule_broken, wait_until_blocked,
+    LIVENESS_S,
+    Watchdog,
+    backend_label,
+    collect,
+    fill_send_buffer,
+    open_fd_count,
+    reports,
+    reports_until,
+    require_capability,
+    rule_broken,
+    wait_until_blocked,
 )
 
 DIRECTIONS = pytest.mark.parametrize("direction", [READ, WRITE], ids=["read", "write"])

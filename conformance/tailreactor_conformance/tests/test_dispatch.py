@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 
 from tailreactor.backends import READ
+from tailreactor.backends.base import capabilities
 from tailreactor.clock import ManualClock
 from tailreactor_conformance import profiles
-from tailreactor.backends.base import capabilities
 from tailreactor_conformance.harness import Pair, RecordingBackend, reports_until, require_batch, rule_broken
 from tailreactor_conformance.model import age_order
 from tailreactor_conformance.strategies import AgeScenario, age_scenarios

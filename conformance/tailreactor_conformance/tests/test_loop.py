@@ -379,7 +379,7 @@ def test_an_interrupt_at_any_clock_read_of_a_round_loses_nothing(make_reactor, m
         class Arming(RecordingBackend):
             """Arms the interrupt for the round whose wait returns the events, that round only."""
 
-            def wait(self, timeout_s):
+            def wait(self, timeout_s, interrupt=interrupt):  # this iteration's interrupt
                 if interrupt["armed"]:  # the round ended with fewer than k+1 reads: no interrupt
                     interrupt["armed"] = False
                     interrupt["done"] = True

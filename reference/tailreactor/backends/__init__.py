@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+from collections.abc import Callable
 
 from .base import ERR, HUP, IN, OUT, RDHUP, READ, WRITE, Backend
 from .epoll import EpollBackend
@@ -36,13 +37,13 @@ class UnknownBackend(ValueError):
     """The backend name is neither shipped nor an importable ``module:factory``."""
 
 
-def _selectors_backend():
+def _selectors_backend() -> Backend:
     from .selectors_backend import SelectorsBackend
     return SelectorsBackend()
 
 
 #: Shipped backends by name.
-SHIPPED = {
+SHIPPED: dict[str, Callable[[], Backend]] = {
     "io_uring": IoUringBackend,
     "epoll": EpollBackend,
     "selectors": _selectors_backend,

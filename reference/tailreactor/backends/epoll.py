@@ -76,7 +76,7 @@ import errno
 import os
 import select
 
-from .base import MAX_BATCH, READ, RDHUP, SATISFIES, WRITE, check_direction, closed_error, not_open_error
+from .base import MAX_BATCH, RDHUP, READ, SATISFIES, WRITE, check_direction, closed_error, not_open_error
 
 _ONESHOT = select.EPOLLONESHOT
 _IN = select.EPOLLIN | RDHUP
@@ -158,7 +158,7 @@ class EpollBackend:
         check_direction(direction)
         rec = self._fds.get(fd)
         new = rec is None
-        if new:
+        if rec is None:
             rec = _FdRecord()
         old = rec.tokens[direction - 1]
         rec.tokens[direction - 1] = token

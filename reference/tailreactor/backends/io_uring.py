@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import os
 import resource
 import time
 

@@ -96,7 +96,7 @@ class SelectorsBackend:
                 self._sel.unregister(fd)
         except (OSError, ValueError, KeyError):
             # The fd was closed under us; forget it without touching the kernel.
-            self._sel._fd_to_key.pop(fd, None)  # noqa: SLF001 - stdlib keeps no public way
+            self._sel._fd_to_key.pop(fd, None)  # type: ignore[attr-defined]  # private: no public way
 
     def disarm(self, fd: int, direction: int) -> None:
         if self._closed:

@@ -123,12 +123,21 @@ from __future__ import annotations
 import errno
 import socket
 import time
+from dataclasses import dataclass
 
 from ..backends import READ, WRITE
+from ..timers import Timer
 from . import routes
 from .request import (  # noqa: F401 -- the limits are re-exported: tests and docs name them here
-    HEAD, IDLE, MAX_HEAD_BYTES, MAX_HEADER_BYTES, MAX_HEADERS, MAX_TARGET_BYTES, RECV_BYTES,
-    RequestPipeline)
+    HEAD,
+    IDLE,
+    MAX_HEAD_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_HEADERS,
+    MAX_TARGET_BYTES,
+    RECV_BYTES,
+    RequestPipeline,
+)
 from .routes import BAD_REQUEST, SLOW_PREFIX, respond
 
 #: Bytes of a connection's own RX-uring buffer (``CWIST_RX_URING``): a receive
@@ -148,6 +157,7 @@ HEADERS_TIMEOUT_US = 120_000_000
 LINGER_US = 2_000_000
 
 
+@dataclass(slots=True)
 class ConnStats:
     """Plain-int counters of one connection (tests and debugging read them).
 
@@ -159,12 +169,14 @@ class ConnStats:
     ``partial_sends``: sends that left output behind (then armed for WRITE).
     """
 
-    __slots__ = ("reads", "bytes_in", "requests", "passes", "max_pass", "late_passes",
-                 "continuations", "partial_sends")
-
-    def __init__(self):
-        for name in self.__slots__:
-            setattr(self, name, 0)
+    reads: int = 0
+    bytes_in: int = 0
+    requests: int = 0
+    passes: int = 0
+    max_pass: int = 0
+    late_passes: int = 0
+    continuations: int = 0
+    partial_sends: int = 0
 
 
 def busy_wait_ns(ns: int) -> None:
@@ -198,10 +210,10 @@ class Connection(RequestPipeline):
         self._closing = False              # the last answer said Connection: close
         self._peer_eof = False             # the client shut down its write side
         self._draining = False             # the server is stopping: read no new requests
-        self._linger = None                # timer bounding a graceful close
+        self._linger: Timer | None = None  # timer bounding a graceful close
         # Timeouts: one lazily re-armed timer (module docstring).
         self._last_ns = self._reactor.clock()  # last progress: bytes in, or output drained
-        self._deadline = None
+        self._deadline: Timer | None = None
         # The read callbacks, bound once: re-armed after every request.
         self._read_cb = self._on_readable
         self._recv_cb = self._on_received

@@ -58,6 +58,7 @@ import logging
 import socket
 
 from ..backends import READ
+from ..timers import Timer
 from .connection import HEADERS_TIMEOUT_US, RECV_BYTES, Connection, busy_wait_ns
 
 log = logging.getLogger("tailreactor.http")
@@ -125,7 +126,7 @@ class Listener:
         self.host, self.port = self.sock.getsockname()[:2]
         self._backoff = reactor.timer(self._on_backoff_over)
         # The injected stall (test knobs): a timer that blocks the whole loop once per period.
-        self._stall = None
+        self._stall: Timer | None = None
         if cfg.bench_stall_us and cfg.bench_stall_every_ms:
             self._stall_ns = cfg.bench_stall_us * 1000
             self._stall_every_ns = cfg.bench_stall_every_ms * 1_000_000
@@ -168,7 +169,7 @@ class Listener:
             self._warned_out_of_fds = True
             log.warning("accept on %s:%d: %s (%s); pausing accepts for %d us at a time "
                         "(logged once; raise RLIMIT_NOFILE or use fewer connections)",
-                        self.host, self.port, errno.errorcode.get(exc.errno, exc.errno),
+                        self.host, self.port, errno.errorcode.get(exc.errno or 0, exc.errno),
                         exc.strerror, ACCEPT_BACKOFF_US)
         self._backoff.arm_us(ACCEPT_BACKOFF_US)
 
@@ -182,7 +183,7 @@ class Listener:
         busy_wait_ns(self._stall_ns)
         self.stats.stalls += 1
         self._stall_due_ns = max(self._stall_due_ns + self._stall_every_ns, self.reactor.clock())
-        self._stall.arm_at_ns(self._stall_due_ns)
+        timer.arm_at_ns(self._stall_due_ns)
 
     def _on_backoff_over(self, timer) -> None:
         if not self.closed:

@@ -113,10 +113,10 @@ class RequestPipeline:
         self._header_count = 0
         self._header_bytes = 0
         self._hosts = 0                    # Host fields seen
-        self._expect = None                # the Expect field's value, if any
+        self._expect: bytes | None = None  # the Expect field's value, if any
         self._continue_due = False         # 100 Continue owed once this read is parsed
         self._head_wire = 0                # bytes received while this head was incomplete
-        self._head_started_ns = None       # time of the read that began this head
+        self._head_started_ns: int | None = None  # time of the read that began this head
 
     # -- httptools callbacks (called from feed_data) -----------------------------
     def on_message_begin(self) -> None:

@@ -55,7 +55,8 @@ def build(status: str, body: bytes = b"", content_type: str | None = None,
     if content_type:
         head += f"Content-Type: {content_type}\r\n"
     head += extra
-    return tuple(head.encode() + conn + b"\r\n" + body for conn in _CONNECTION)
+    close, keep_alive = (head.encode() + conn + b"\r\n" + body for conn in _CONNECTION)
+    return close, keep_alive
 
 
 OK_EMPTY = build("200 OK")

@@ -125,7 +125,7 @@ def raise_nofile_limit() -> tuple[int, int]:
     return resource.getrlimit(resource.RLIMIT_NOFILE)
 
 
-def _backend_error(cfg: _config.Config, exc: Exception) -> SetupError:
+def _backend_error(cfg: _config.Config, exc: Exception | str) -> SetupError:
     return SetupError(f"CWIST_REACTOR_BACKEND={cfg.backend} cannot start: {exc}", EXIT_USAGE)
 
 

@@ -28,8 +28,8 @@ statistics), so the figures describe the job as it runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Mapping
 
 from . import stats
 from .plan import AB_PRESETS, Arm, Leg

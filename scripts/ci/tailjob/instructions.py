@@ -63,9 +63,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from .peers import make_server, servers
 from .server import ServerError
@@ -190,15 +190,15 @@ def count(name: str, *, requests: int = REQUESTS, connections: int = CONNECTIONS
     with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
         out = Path(tmp) / "callgrind.out"
         server = make_server(peer_of(name), ambient=ambient, host="127.0.0.1", cpus=None, nginx=None)
-        inner = server.command
-        server.command = lambda: ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
-                                  f"--callgrind-out-file={out}", *inner()]
+        server.run_under = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
+                            f"--callgrind-out-file={out}"]
         server.start_timeout_s = 300.0  # Python starts slowly under valgrind
         try:
             server.start()
         except ServerError as exc:
             raise MeasureError(f"{name}: {exc}") from None
         try:
+            assert server.port is not None  # start() chose it
             client = Client(server.port, connections)
             try:
                 for _ in range(warmup):
@@ -465,7 +465,7 @@ def main_tier(args) -> int:
 def _commit() -> str:
     try:
         out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
+                             text=True, timeout=10, check=False)
     except OSError:
         return ""
     return out.stdout.strip()

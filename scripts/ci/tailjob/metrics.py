@@ -25,6 +25,7 @@ This module imports nothing of the job's heavy dependencies: the load client
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["Percentile", "RunCounts", "Metric", "METRICS", "metric", "PERCENTILES", "EXTRA_PERCENTILES", "LATENCY_KEYS",
@@ -70,6 +71,10 @@ class RunCounts:
     Shared by :class:`tailjob.wrk.WrkResult` and the load client's result (:mod:`tailjob.workloads`).
     """
 
+    requests: int
+    duration_us: int
+    errors: Mapping[str, int]  # connect, read, write, timeout, status
+
     @property
     def rps(self) -> float:
         """Requests per second over the run's measured duration."""
@@ -110,7 +115,7 @@ PERCENTILES: tuple[float, ...] = tuple(sorted({*EXTRA_PERCENTILES,
 """Every percentile a run records (wrk's script and the load client), ascending."""
 
 LATENCY_KEYS: dict[str, float] = {m.key: m.percentile for m in METRICS if m.percentile is not None}
-POOLED_KEYS: dict[str, float] = {m.key: m.percentile for m in METRICS if m.pooled}
+POOLED_KEYS: dict[str, float] = {m.key: m.percentile for m in METRICS if m.pooled and m.percentile is not None}
 CLASS_METRICS: tuple[str, ...] = tuple(m.key for m in METRICS if m.per_class)
 PEER_METRICS: tuple[str, ...] = tuple(m.key for m in METRICS if m.peers)
 

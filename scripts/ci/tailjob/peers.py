@@ -41,10 +41,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import util as importlib_util
 from pathlib import Path
-from typing import Mapping
 
 from .server import BenchServer, ServerProcess, free_port
 
@@ -119,7 +119,7 @@ def find_nginx(path: str | None = None, fallbacks: tuple[str, ...] = ("/usr/sbin
 def nginx_version(binary: str) -> str | None:
     """``nginx/1.22.1`` from ``nginx -v`` (which prints to stderr); None if it cannot run."""
     try:
-        out = subprocess.run([binary, "-v"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run([binary, "-v"], capture_output=True, text=True, timeout=10, check=False)
     except OSError:
         return None
     m = re.search(r"nginx/\S+", out.stderr + out.stdout)
@@ -211,7 +211,7 @@ class NginxServer(ServerProcess):
     def on_ready(self, match: re.Match) -> None:
         self.backend = "nginx"
 
-    def start(self) -> "NginxServer":
+    def start(self) -> NginxServer:
         self.prefix = Path(tempfile.mkdtemp(prefix="tailreactor-nginx-"))
         if self.port is None:  # the config names the port, so choose it before start()
             self.port = free_port(self.host)
@@ -236,6 +236,8 @@ def make_server(peer: Peer, *, ambient: Mapping[str, str], host: str, cpus: str 
     comparison is one process serving on one core.
     """
     if peer.kind == "bench":
+        if peer.backend is None:
+            raise ValueError(f"the bench peer {peer.key!r} needs a backend")
         return BenchServer({**ambient, "CWIST_REACTOR_BACKEND": peer.backend}, host=host, workers=1, cpus=cpus)
     if peer.kind == "python":
         return PythonPeer(dict(ambient), options=peer.options, host=host, cpus=cpus)

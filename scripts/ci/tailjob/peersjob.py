@@ -23,8 +23,8 @@ trusted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Mapping
 
 from .measure import WRK, Measure, RunPlan, RunRecord, Settings
 from .metrics import PEER_METRICS
@@ -115,7 +115,7 @@ def ratios(summary: dict) -> dict:
     None where either median is missing or the peer's is 0.
     """
     refs = [r for r in REFERENCES if r in summary]
-    out = {}
+    out: dict[str, dict] = {}
     for key, row in summary.items():
         out[key] = {}
         for ref in refs:

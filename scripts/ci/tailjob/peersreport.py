@@ -98,7 +98,7 @@ def render(job: PeersJobResult, *, runs: bool = True) -> str:
         lines += [""] + leg_tables(job, lr)
     if runs:
         for lr in job.legs:
-            lines += ["", f"## Runs: {lr.leg.name}", ""] + run_rows(lr, who="Server")
+            lines += ["", f"## Runs: {lr.leg.name}", ""] + run_rows(lr.runs, who="Server")
     lines += [
         "", "## What the numbers are", "",
         "- Latencies are wrk's histogram of its own requests (closed loop: a stalled server is sent fewer "

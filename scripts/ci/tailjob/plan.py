@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from tailreactor import config as _config
 
@@ -58,7 +58,7 @@ class Profile:
     """Runs per arm CWIST PR #375 used for this workload (by backend, ``"*"`` for any), for the report."""
 
     def runs_for(self, backend: str | None) -> int:
-        if backend in self.runs:
+        if backend is not None and backend in self.runs:
             return self.runs[backend]
         return self.runs.get("*", max(self.runs.values()))
 
@@ -213,7 +213,7 @@ def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg
     else:
         backends = BACKENDS
     threads = o.threads or (1 if o.pin else profile.threads)
-    legs = []
+    legs: list[Leg] = []
     for backend in backends:
         for connections in o.connections or profile.connections:
             if threads > connections:
@@ -244,7 +244,7 @@ def peer_legs(profile: Profile, o: Overrides) -> list[Leg]:
     wrk threads than connections.
     """
     threads = o.threads or (1 if o.pin else profile.threads)
-    legs = []
+    legs: list[Leg] = []
     for connections in o.connections or profile.connections:
         if threads > connections:
             raise PlanError(f"wrk needs at least as many connections as threads: "

@@ -22,12 +22,12 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+import matplotlib.pyplot as plt  # after choosing the backend
+from matplotlib.ticker import FuncFormatter
 
-from .runner import JobResult  # noqa: E402  (or a peersjob.PeersJobResult: same shape)
-from . import pooled  # noqa: E402
-from .stats import median  # noqa: E402
+from . import pooled
+from .runner import JobResult  # or a peersjob.PeersJobResult: same shape
+from .stats import median
 
 __all__ = ["plot_job", "arm_curve"]
 

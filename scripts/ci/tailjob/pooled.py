@@ -43,8 +43,9 @@ itself, and the tests check that both agree.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
@@ -181,6 +182,8 @@ def compare_pooled(m: stats.Metric, a: Sequence[str | None], b: Sequence[str | N
     """
     effect = m.min_effect if min_effect is None else min_effect
     p = m.percentile
+    if p is None:
+        raise ValueError(f"{m.key} is not a percentile: it has no pooled comparison")
     pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
     n = len(pairs)
     if n == 0:
@@ -188,7 +191,7 @@ def compare_pooled(m: stats.Metric, a: Sequence[str | None], b: Sequence[str | N
                                 estimator="pooled")
     pa, pb = [x for x, _ in pairs], [y for _, y in pairs]
     qa, qb = pooled_percentile(pa, p), pooled_percentile(pb, p)
-    extra = {"estimator": "pooled", "samples_a": qa.samples, "samples_b": qb.samples}
+    extra: dict[str, Any] = {"estimator": "pooled", "samples_a": qa.samples, "samples_b": qb.samples}
     if qa.us == 0:
         return stats.Comparison(m, n, qa.us, qb.us, None, None, effect, stats.NO_VERDICT,
                                 "pooled A is 0", **extra)

@@ -113,11 +113,12 @@ def summarize(runs: list) -> dict:
             by_arm.setdefault(r.arm, []).append(r.probe)
     out = {}
     for arm, probes in sorted(by_arm.items()):
-        per_worker: dict[object, list[dict]] = {}
+        per_worker: dict[int, list[dict]] = {}
         for p in probes:
             for w in p["workers"]:
                 per_worker.setdefault(w["worker"], []).append(w)
-        groups = [(w, per_worker[w]) for w in sorted(per_worker)] + [("all", [p["all"] for p in probes])]
+        groups: list[tuple[int | str, list[dict]]] = [(w, per_worker[w]) for w in sorted(per_worker)]
+        groups.append(("all", [p["all"] for p in probes]))
         rows = [{"worker": w, "runs": len(fs), **{k: median([f[k] for f in fs]) for k, _ in FIGURES}}
                 for w, fs in groups]
         out[arm] = {"runs": len(probes), "rows": rows}

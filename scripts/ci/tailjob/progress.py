@@ -35,11 +35,10 @@ class JobProgress:
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("{task.fields[left]}"), console=self.console,
                              transient=True, disable=not self.console.is_terminal)
-        self._task = None
-
-    def __enter__(self) -> "JobProgress":
-        self._bar.start()
         self._task = self._bar.add_task("starting", total=self.total, left="")
+
+    def __enter__(self) -> JobProgress:
+        self._bar.start()
         return self
 
     def __exit__(self, *exc) -> None:

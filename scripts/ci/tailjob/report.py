@@ -30,13 +30,27 @@ Latencies are printed in ms (recorded in us), CPU per request in us.
 
 from __future__ import annotations
 
-from .plan import PROFILES
+from collections.abc import Sequence
+
 from .metrics import LATENCY_KEYS, POOLED_KEYS, ci_text, format_value, metric, ms
+from .plan import PROFILES
 from .probeleg import FIGURES
 from .runner import JobResult, LegResult, RunRecord
+from .stats import (
+    CONFIDENCE,
+    GAIN,
+    INCONCLUSIVE,
+    METRICS,
+    MIN_PAIRS,
+    NO_VERDICT,
+    REGRESSION,
+    RESAMPLES,
+    VERDICTS,
+    Comparison,
+    median,
+    verdict_cell,
+)
 from .workloads import CAPACITY_PATH, CAPACITY_S
-from .stats import CONFIDENCE, GAIN, INCONCLUSIVE, METRICS, MIN_PAIRS, NO_VERDICT, RESAMPLES, REGRESSION, \
-    VERDICTS, Comparison, median, verdict_cell
 
 __all__ = ["render", "plural", "verdict_summary", "verdict_counts", "runs_line", "gate", "probe_table", "run_rows",
            "flag_summary", "machine_line", "format_value"]
@@ -76,7 +90,7 @@ def verdict_counts(c_list: list[Comparison]) -> dict[str, int]:
 
 
 def _item(c: Comparison) -> str:
-    if c.verdict in (GAIN, REGRESSION):
+    if c.verdict in (GAIN, REGRESSION) and c.ratio is not None:  # a verdict has its ratio
         return f"{c.metric.label} ({c.ratio - 1:+.1%})"
     if c.verdict == INCONCLUSIVE:
         return f"{c.metric.label} (detectable ±{c.detectable:.0%})"
@@ -236,6 +250,7 @@ def _count(v: float) -> str:
 
 def probe_table(job: JobResult, lr: LegResult) -> list[str]:
     """The latency probe section of one leg: a row per arm and worker, then the arm's ``all`` row."""
+    assert lr.probe is not None, "a leg measured with --probe"
     labels = {a.key: f"{a.key}: {a.label}" for a in job.arms}
     n_runs = min(arm["runs"] for arm in lr.probe.values())
     lines = [f"## Latency probe: {lr.leg.name}, medians over {plural(n_runs, 'run')} per arm", "",
@@ -251,12 +266,12 @@ def probe_table(job: JobResult, lr: LegResult) -> list[str]:
 _RUN_COLUMNS = (("rps", "Req/s"), *((k, metric(k).label) for k in LATENCY_KEYS), ("cpu_us_per_req", "CPU us/req"))
 
 
-def run_rows(lr: LegResult, who: str = "Arm") -> list[str]:
-    """Every run of a leg, warm-up first, with its flags; ``who`` heads the arm (or server) column."""
+def run_rows(runs: Sequence[RunRecord], who: str = "Arm") -> list[str]:
+    """Every run of a leg (``runs``), warm-up first, with its flags; ``who`` heads the arm (or server) column."""
     lines = [f"| Trial.order | {who} | Backend | " + " | ".join(label for _, label in _RUN_COLUMNS)
              + " | Other CPU (cores) | Errors (sock/non-2xx) | Flags |",
              "|---|---|---|" + "---:|" * (len(_RUN_COLUMNS) + 2) + "---|"]
-    for r in lr.runs:
+    for r in runs:
         m, e = r.metrics, r.wrk["errors"]
         sock = e["connect"] + e["read"] + e["write"] + e["timeout"]
         trial = "warm-up" if r.warmup else f"{r.trial + 1}.{r.position + 1}"
@@ -314,7 +329,7 @@ def render(job: JobResult, *, runs: bool = True) -> str:
             lines += [""] + probe_table(job, lr)
     if runs:
         for lr in job.legs:
-            lines += ["", f"### Runs: {lr.leg.name}", ""] + run_rows(lr)
+            lines += ["", f"### Runs: {lr.leg.name}", ""] + run_rows(lr.runs)
     lines += [
         "", "## What the numbers are", "",
         *([f"- Latency probe (`--probe`): every run's server had `CWIST_LATENCY_PROBE=1` and wrote one "

@@ -25,15 +25,16 @@ CPU used by other processes are flagged in the record and the report.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Mapping, Protocol
+from typing import Protocol
 
 from . import pooled, probeleg, stats
+from .loadgen import LoadSpec
 from .measure import LOAD_CLIENT, WRK, JobError, Measure, RunPlan, RunRecord, Settings
 from .metrics import CLASS_METRICS, POOLED_KEYS
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer
-from .loadgen import LoadSpec
 from .workloads import CAPACITY_PATH, CAPACITY_S
 
 __all__ = ["Settings", "RunRecord", "LegResult", "JobResult", "JobError", "Design", "ABDesign", "run_trials",
@@ -47,7 +48,9 @@ Progress = Callable[[str, dict], None]
 class Design(Protocol):
     """What a job compares: how a leg is planned, each run asked of the tier, and the leg decided."""
 
-    measure: Measure
+    @property
+    def measure(self) -> Measure:
+        """The tier that measures each run."""
 
     def plan(self, leg: Leg, notify: Progress):
         """The leg's result so far: ``schedule`` (per trial, the arm keys in run order), ``runs`` ([])."""
@@ -172,7 +175,7 @@ def _unbounded(c: stats.Comparison, samples: list[list[int | None]]) -> stats.Co
     if c.metric.percentile is None or not samples[0] or any(s is None for arm in samples for s in arm):
         return c
     need = stats.samples_to_bound(c.metric.percentile)
-    sa, sb = (round(stats.median(arm)) for arm in samples)
+    sa, sb = (round(stats.median([s for s in arm if s is not None])) for arm in samples)  # none is None
     if min(sa, sb) >= need:
         return c
     return replace(c, ratio=None, ci=None, verdict=stats.NO_VERDICT, detectable=None, pairs_needed=None,

@@ -31,7 +31,7 @@ import socket
 import subprocess
 import sys
 import threading
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["ServerProcess", "BenchServer", "ServerError", "free_port", "LISTENING"]
 
@@ -54,7 +54,8 @@ class ServerProcess:
     """One server process.  Use as a context manager or call start()/stop().
 
     ``env`` is its whole environment; ``cpus`` (e.g. ``"0"``) pins it with
-    ``taskset -c``.  Subclasses define :meth:`command` (argv without
+    ``taskset -c``; ``run_under`` is an argv prefix the command runs under
+    (the instruction tier's valgrind).  Subclasses define :meth:`command` (argv without
     taskset), :attr:`READY` (a compiled regex matched against each stderr
     line) and may override :meth:`on_ready`.  After :meth:`start`: ``pid``,
     ``port`` and ``backend`` (what the server reported, or the subclass's
@@ -71,6 +72,7 @@ class ServerProcess:
         self.env = dict(env)
         self.host, self.port = host, port
         self.cpus = cpus
+        self.run_under: list[str] = []
         self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen | None = None
         self.backend: str | None = None
@@ -93,10 +95,10 @@ class ServerProcess:
         return self.proc.pid
 
     def argv(self) -> list[str]:
-        cmd = self.command()
+        cmd = [*self.run_under, *self.command()]
         return ["taskset", "-c", self.cpus, *cmd] if self.cpus is not None else cmd
 
-    def start(self) -> "ServerProcess":
+    def start(self) -> ServerProcess:
         """Start the server and wait until it listens.
 
         Raises :class:`ServerError` if it exits first or does not print its
@@ -172,7 +174,7 @@ class ServerProcess:
             flags.append(f"server-exit-{self.proc.returncode}")
         return flags
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -47,8 +47,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from .metrics import METRICS, Metric, metric
 
@@ -145,7 +145,7 @@ def samples_to_bound(p: float, confidence: float = CONFIDENCE) -> int:
     return n - max(1, int(q * n + 0.5)) + 1
 
 
-def verdict_cell(c: "Comparison") -> str:
+def verdict_cell(c: Comparison) -> str:
     """A comparison's verdict as a report prints it: ``regression`` and ``inconclusive`` bold,
     a percentile without the samples to bound it ``n/a (needs N samples)``."""
     if c.needs_samples is not None:

@@ -50,8 +50,8 @@ and :class:`LoadRunResult`, a run's output read like
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from . import loadgen
 from .loadgen import ClientClass, LoadSpec
@@ -95,6 +95,13 @@ class Workload:
         return dict(self.server_env)
 
 
+def _rate(rate: float | None) -> float:
+    """The rate of an open-loop class: ``classes_for`` gets one for every workload with ``open_classes``."""
+    if rate is None:
+        raise ValueError("an open-loop class needs a rate (--rate)")
+    return rate
+
+
 def _uniform(connections: int, rate: float | None, schedule: str) -> tuple[ClientClass, ...]:
     if rate is None:
         raise ValueError("uniform without a rate is wrk's closed loop, not the load client")
@@ -108,13 +115,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              f"{INTERACTIVE_CONNECTIONS} interactive clients (open loop, low rate), "
              f"{MIXED_SERVICE_US} us of service per request",
              lambda c, rate, sched: (
-                 ClientClass("interactive", INTERACTIVE_CONNECTIONS, "open", rate=rate, schedule=sched),
+                 ClientClass("interactive", INTERACTIVE_CONNECTIONS, "open", rate=_rate(rate), schedule=sched),
                  ClientClass("bulk", max(c // 4, 1), "closed", depth=BULK_DEPTH)),
              open_classes=True, default_rate="200", server_env={"CWIST_BENCH_DELAY_US": str(MIXED_SERVICE_US)}),
     Workload("slow-route", f"open loop; {SLOW_FRACTION:.0%} of requests to /slow/ at {SLOW_US} us",
              lambda c, rate, sched: (
-                 ClientClass("fast", c, "open", rate=rate * (1 - SLOW_FRACTION), schedule=sched),
-                 ClientClass("slow", max(c // 16, 2), "open", rate=rate * SLOW_FRACTION, schedule=sched,
+                 ClientClass("fast", c, "open", rate=_rate(rate) * (1 - SLOW_FRACTION), schedule=sched),
+                 ClientClass("slow", max(c // 16, 2), "open", rate=_rate(rate) * SLOW_FRACTION, schedule=sched,
                              path="/slow/")),
              open_classes=True, default_rate="0.5x", server_env={"CWIST_BENCH_SLOW_US": str(SLOW_US)}),
     Workload("think-time", f"4C keep-alive connections, think time {THINK_MS:g} ms mean between requests "
@@ -228,7 +235,7 @@ class LoadRunResult(RunCounts):
     """
 
     @classmethod
-    def parse(cls, stdout: str) -> "LoadRunResult":
+    def parse(cls, stdout: str) -> LoadRunResult:
         """The result of the last ``TAILREACTOR_LOAD`` line of the client's output."""
         return cls(loadgen.parse_output(stdout))
 

@@ -174,7 +174,7 @@ def wrk_env(base: dict | None = None) -> dict:
 def wrk_version(wrk: str = "wrk") -> str:
     """wrk's version line (``wrk -v`` prints it and exits 1, which is normal)."""
     try:
-        out = subprocess.run([wrk, "-v"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run([wrk, "-v"], capture_output=True, text=True, timeout=10, check=False)
     except FileNotFoundError:
         raise FileNotFoundError(f"{wrk!r} not found; install it: scripts/bootstrap.sh --wrk "
                                 "(as root or with sudo: apt-get install wrk)") from None
