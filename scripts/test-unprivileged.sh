@@ -52,18 +52,13 @@ cp -a "$(dirname "$(dirname "$TAILREACTOR_PY")")/$site/." "$tmp/venv/$site/"
 rm -f "$tmp/venv/$site"/__editable__*tailreactor*
 printf '%s\n' "$tmp/src/reference" "$tmp/src/conformance" "$tmp/src/scripts/ci" > "$tmp/venv/$site/tailreactor-src.pth"
 cp -a "$(dirname "$TAILREACTOR_PY")/py-spy" "$tmp/venv/bin/" 2>/dev/null || true
-# The console scripts of pyproject.toml's [project.scripts], as pip would write them, on this venv's Python.
-"$TAILREACTOR_PY" - "$root/pyproject.toml" "$tmp/venv/bin" <<'PY'
-import sys, tomllib
-from pathlib import Path
-scripts = tomllib.loads(Path(sys.argv[1]).read_text())["project"]["scripts"]
-for name, target in scripts.items():
-    module, func = target.split(":")
-    path = Path(sys.argv[2]) / name
-    path.write_text(f"#!{Path(sys.argv[2]) / 'python'}\nimport sys\nfrom {module} import {func}\n"
-                    f"sys.exit({func}())\n")
-    path.chmod(0o755)
-PY
+# The venv's console scripts (pytest, tailreactor-*, ...), their shebang pointed at the user's Python.
+for f in "$(dirname "$TAILREACTOR_PY")"/*; do
+  [ -f "$f" ] && head -c 200 "$f" | head -n 1 | grep -q "^#!.*/python" || continue
+  [ -e "$tmp/venv/bin/$(basename "$f")" ] && continue
+  { echo "#!$tmp/venv/bin/python"; tail -n +2 "$f"; } > "$tmp/venv/bin/$(basename "$f")"
+  chmod 755 "$tmp/venv/bin/$(basename "$f")"
+done
 touch "$tmp/venv/.tailreactor-installed"
 chown -R "$user" "$tmp/src" "$tmp/home"
 

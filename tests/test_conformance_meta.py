@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,10 @@ def cli(*args: str, json_path: Path | None = None, liveness_s: float | None = No
     return proc, data
 
 
+#: Mutants caught only by a clause whose test needs many fds (B11: 1024 armed at once, 2,112 fds).
+NOFILE_NEEDED = {"armed_limit_512": 2 * 1024 + 64}
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.io_uring) if MUTANTS[n].needs == "io_uring"
                                   else n for n in sorted(MUTANTS)])
 def test_suite_catches_mutant(name, tmp_path):
@@ -75,6 +80,11 @@ def test_suite_catches_mutant(name, tmp_path):
             create_backend(m.needs).close()
         except OSError as exc:
             pytest.skip(f"{name} needs {m.needs}: {exc}")
+    need = NOFILE_NEEDED.get(name)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if need and hard != resource.RLIM_INFINITY and hard < need:
+        pytest.skip(f"platform limit: RLIMIT_NOFILE hard limit {hard} < the {need} fds {name}'s clause "
+                    f"needs (ulimit -n {need})")
     args = [*m.cli_args(), "--clause", ",".join(m.clauses), "-n", "0"]
     if len(m.clauses) == 1:
         args.append("-x")
@@ -103,7 +113,8 @@ def test_reference_passes_every_clause_the_mutants_break(tmp_path):
                      json_path=tmp_path / "result.json")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert data["failed_clauses"] == []
-    assert all(data["clauses"][c]["epoll"]["status"] == "pass" for c in clauses)
+    assert all(data["clauses"][c]["epoll"]["status"] == "pass" or _platform_limited(data["clauses"][c]["epoll"])
+               for c in clauses)
 
 
 def test_io_uring_passes_the_receive_clause_its_mutant_breaks(tmp_path):
@@ -131,6 +142,12 @@ CORRECT = {
 }
 
 
+def _platform_limited(cell) -> bool:
+    """A clause skipped only for a named platform limit (a normal user's hard RLIMIT_NOFILE below
+    what B11 arms at once): not the backend's doing, and said so in the table."""
+    return cell["status"] == "skip" and all("platform limit:" in r for r in cell["skip_reasons"])
+
+
 def test_correct_backends_pass_every_clause_they_claim_and_the_table_says_what_is_skipped(tmp_path):
     """A poll(2) backend (no readiness order), the shipped selectors backend on a
     PollSelector, and epoll with a batch cap of 16: every backend and reactor clause
@@ -153,7 +170,7 @@ def test_correct_backends_pass_every_clause_they_claim_and_the_table_says_what_i
             if cid in HARVEST_CLAUSES and cells[spec]["status"] == "skip":
                 # harvest() is optional (base.py): a backend without it skips them, saying so.
                 assert all("has no harvest()" in r for r in cells[spec]["skip_reasons"]), (cid, cells[spec])
-            elif cid not in ("B9", "B17"):
+            elif cid not in ("B9", "B17") and not _platform_limited(cells[spec]):
                 assert cells[spec]["status"] == "pass", (cid, spec, cells[spec])
             # A skip only for a declared capability or a named platform limit (issue 32).
             for reason in cells[spec]["skip_reasons"]:

@@ -32,7 +32,10 @@ WALK_TRACED = {"_dispatch", "_between", "_harvest", "_stamp", "next", "_take_run
 def _walk_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int, int, int]:
     """Raise at the k-th traced bytecode after the wait returned; (raised, deliveries, fds, harvested, drains)."""
     clock = ManualClock()
-    cfg = Config.default().replace(tail_us=tail_us, harvest_us=1, drain_chunk=1, round_budget_us=5)
+    # uring_entries=8: the sweep opens a reactor per bytecode, and the kernel frees a ring's locked
+    # memory late; small rings keep it within a normal user's 8 MiB memlock limit.
+    cfg = Config.default().replace(tail_us=tail_us, harvest_us=1, drain_chunk=1, round_budget_us=5,
+                                   uring_entries=8)
     r = Reactor(backend, config=cfg, clock=clock)
     got: Counter = Counter()
     state = {"after": False}
