@@ -48,6 +48,7 @@ from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knob
 from .progress import JobProgress
 from .options import PROG, REPO, build_parser
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
+from .server import io_uring_refused as _io_uring_refused
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]
@@ -75,14 +76,6 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _io_uring_refused() -> str | None:
-    """None if this machine can set up an io_uring ring, else the reason (one line naming the errno)."""
-    from tailreactor.backends import IoUringBackend, IoUringUnavailable
-    try:
-        IoUringBackend().close()
-    except IoUringUnavailable as exc:
-        return str(exc)
-    return None
 
 
 def _without_refused_io_uring(legs: list, arms, asked: str | None) -> list:

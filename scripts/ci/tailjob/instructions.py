@@ -75,6 +75,7 @@ from pathlib import Path
 
 from .peers import make_server, servers
 from .server import ServerError
+from .server import io_uring_refused as _io_uring_refused
 
 REPO = Path(__file__).resolve().parents[3]
 #: The servers counted by default (uvloop's loop is C: its count would say little about ours).
@@ -379,13 +380,6 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _io_uring_refused() -> str | None:
-    from tailreactor.backends import IoUringBackend, IoUringUnavailable
-    try:
-        IoUringBackend().close()
-    except IoUringUnavailable as exc:
-        return str(exc)
-    return None
 
 
 def tier_options_given(args) -> bool:
