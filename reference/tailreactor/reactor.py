@@ -727,7 +727,7 @@ class Reactor:
         self._state.reaped = ()
         self.backend.close()
 
-    def __enter__(self) -> "Reactor":
+    def __enter__(self) -> Reactor:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -35,18 +35,28 @@ import shutil
 import signal
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping
 
 from tailreactor import config as _config
 
 from . import calibrate, history, instructions, peers, peersjob, peersreport, plot, report, workloads
-from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knobs, arms_for, \
-    peer_legs, plan_legs, server_env
-from .progress import JobProgress
 from .options import PROG, REPO, build_parser
+from .plan import (
+    AB_PRESETS,
+    BACKENDS,
+    PROFILES,
+    Overrides,
+    PlanError,
+    arm_knobs,
+    arms_for,
+    peer_legs,
+    plan_legs,
+    server_env,
+)
+from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
 from .wrk import wrk_version
 

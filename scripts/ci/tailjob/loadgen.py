@@ -58,9 +58,9 @@ import os
 import random
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlsplit
 
 from .metrics import PERCENTILES
@@ -150,7 +150,7 @@ class LoadSpec:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "LoadSpec":
+    def from_json(cls, text: str) -> LoadSpec:
         """Parse and check a spec; :class:`SpecError` (one line) for anything wrong."""
         try:
             raw = json.loads(text)
@@ -354,7 +354,7 @@ class ClientConnection:
 class _Connection(asyncio.Protocol, ClientConnection):
     """A :class:`ClientConnection` on asyncio: monotonic time, timers, a TCP transport."""
 
-    def __init__(self, run: "_Run", stats: ClassStats, index: int):
+    def __init__(self, run: _Run, stats: ClassStats, index: int):
         ClientConnection.__init__(self, run, stats, index)
         self.transport = None
         self.lost = False

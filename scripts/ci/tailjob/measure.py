@@ -20,10 +20,11 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, Protocol
+from typing import Protocol
 
 from . import loadgen, metrics, probeleg, procstat, wrk
 from .loadgen import LoadSpec

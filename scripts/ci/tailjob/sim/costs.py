@@ -80,7 +80,7 @@ class CostModel:
             "callback_us": f"kernel CPU per request at one request per callback, 14.8 us ({_README}, "
                            f"'Server CPU is about half user, half kernel'){scale}",
             "request_us": f"user CPU per request, 16.1 us ({_README}, same measurement){scale}",
-            "age_order_us": (f"the age order's share of user-space instructions per request at c256, "
+            "age_order_us": ("the age order's share of user-space instructions per request at c256, "
                              + ("1.6 % (630 of 40,400)" if self.backend == "io_uring" else "1.9 % (690 of 36,000)")
                              + f" ({_README}), of request_us"),
         }

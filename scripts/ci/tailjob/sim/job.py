@@ -24,8 +24,8 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from .. import stats
 from ..loadgen import ClientClass, LoadSpec
