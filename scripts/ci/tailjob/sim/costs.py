@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 __all__ = ["CostModel", "CostError", "for_backend", "with_overrides", "LIMIT_US", "IO_URING_FACTOR"]
 
@@ -107,7 +108,7 @@ def for_backend(backend: str) -> CostModel:
 
 def with_overrides(model: CostModel, text: str | None) -> CostModel:
     """``model`` with ``'K=V ...'`` (``--sim-cost``) applied; :class:`CostError` (one line) if bad."""
-    changes: dict[str, float] = {}
+    changes: dict[str, Any] = {}  # constant name -> us: replace() takes them as keywords
     names = model.constants
     for token in shlex.split(text or ""):
         name, sep, value = token.partition("=")
