@@ -111,7 +111,7 @@ def _without_refused_io_uring(legs: list, arms, asked: str | None) -> list:
     if asked == "io_uring" or any(leg.backend is None for leg in on_io_uring):
         raise PlanError(f"io_uring asked for but unavailable here: {refused}")
     print(f"{PROG}: io_uring skipped: {refused}; measuring epoll only", file=sys.stderr, flush=True)
-    return [replace(leg, index=i) for i, leg in enumerate(l for l in legs if l not in on_io_uring)]
+    return [replace(leg, index=i) for i, leg in enumerate(lg for lg in legs if lg not in on_io_uring)]
 
 
 def _check_mode(args: argparse.Namespace) -> None:
