@@ -125,6 +125,7 @@ once aged.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from operator import attrgetter, itemgetter
 
 from .events import READY
@@ -173,13 +174,14 @@ class AgeOrder:
 
     __slots__ = ("_by_age", "_sorted_stamps", "_threshold", "_k", "_run_start", "_stamp", "aged_at")
 
-    def __init__(self, batch: list, age_from: str, threshold_ns: int):
+    def __init__(self, batch: Sequence, age_from: str, threshold_ns: int):
         self._threshold = threshold_ns
         self._k = 0  # cursor in age order: everything before it is taken
         self._run_start = 0  # where the latest run began: add() puts its rest back
-        self._stamp = stamp = _STAMP.get(age_from)
+        stamp = _STAMP.get(age_from)
         if stamp is None:
             raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
+        self._stamp = stamp
         # Every stamp is read here and never again (see "Cost" and "What a port must keep").
         self._by_age = sorted(batch, key=stamp)
         self._sorted_stamps = stamps = list(map(stamp, self._by_age))
@@ -251,6 +253,9 @@ class DeliveryOrder:
 
     __slots__ = ("_batch", "_age_from", "_threshold", "_age", "_seq", "_i", "_n", "_resume", "_check_at",
                  "elevated")
+    _batch: Sequence  # the round's events in backend order; () once the round is over
+    _seq: Sequence  # the sequence walked now: the batch or a run
+    _age: AgeOrder | None  # built on first need (_age_order)
 
     def __init__(self):
         self._resume = 0

@@ -574,7 +574,7 @@ class Reactor:
                 ran += 1
                 try:
                     callback(ev)
-                except Exception:
+                except Exception:  # noqa: BLE001 (a callback's error must not stop the round)
                     self._callback_failed("callback %r for fd %d (%s)", callback, ev.fd,
                                           direction_name(ev.direction))
                 finally:
@@ -673,7 +673,7 @@ class Reactor:
             counters.posts_run += 1
             try:
                 callback(data)
-            except Exception:
+            except Exception:  # noqa: BLE001 (a callback's error must not stop the round)
                 self._callback_failed("posted callback %r", callback)
 
     def _fire_timers(self, now_ns: int) -> None:
@@ -691,7 +691,7 @@ class Reactor:
             counters.timers_fired += 1
             try:
                 timer.callback(timer)
-            except Exception:
+            except Exception:  # noqa: BLE001 (a callback's error must not stop the round)
                 self._callback_failed("timer callback %r", timer.callback)
         due.clear()  # the pass is over (an interrupt leaves the list for take_due to restore)
 
@@ -727,7 +727,7 @@ class Reactor:
         self._state.reaped = ()
         self.backend.close()
 
-    def __enter__(self) -> "Reactor":
+    def __enter__(self) -> Reactor:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -35,18 +35,28 @@ import shutil
 import signal
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping
 
 from tailreactor import config as _config
 
 from . import calibrate, history, instructions, peers, peersjob, peersreport, plot, report, workloads
-from .plan import AB_PRESETS, BACKENDS, PROFILES, Overrides, PlanError, arm_knobs, arms_for, \
-    peer_legs, plan_legs, server_env
-from .progress import JobProgress
 from .options import PROG, REPO, build_parser
+from .plan import (
+    AB_PRESETS,
+    BACKENDS,
+    PROFILES,
+    Overrides,
+    PlanError,
+    arm_knobs,
+    arms_for,
+    peer_legs,
+    plan_legs,
+    server_env,
+)
+from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
 from .server import io_uring_refused as _io_uring_refused
 from .wrk import wrk_version
@@ -94,7 +104,7 @@ def _without_refused_io_uring(legs: list, arms, asked: str | None) -> list:
     if asked == "io_uring" or any(leg.backend is None for leg in on_io_uring):
         raise PlanError(f"io_uring asked for but unavailable here: {refused}")
     print(f"{PROG}: io_uring skipped: {refused}; measuring epoll only", file=sys.stderr, flush=True)
-    return [replace(leg, index=i) for i, leg in enumerate(l for l in legs if l not in on_io_uring)]
+    return [replace(leg, index=i) for i, leg in enumerate(lg for lg in legs if lg not in on_io_uring)]
 
 
 def _check_mode(args: argparse.Namespace) -> None:

@@ -52,15 +52,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import functools
 import json
 import math
 import os
 import random
 import sys
 import time
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from .metrics import PERCENTILES
@@ -150,7 +152,7 @@ class LoadSpec:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "LoadSpec":
+    def from_json(cls, text: str) -> LoadSpec:
         """Parse and check a spec; :class:`SpecError` (one line) for anything wrong."""
         try:
             raw = json.loads(text)
@@ -243,7 +245,7 @@ class ClientConnection:
         self.parser = httptools.HttpResponseParser(self)
         self.in_flight: collections.deque[tuple[bytes, int]] = collections.deque()  # (seq, intended ns)
         self.body = bytearray()
-        self.schedule: Iterator[int] | None = None
+        self.schedule: Iterator[int] = iter(())  # open loop: the intended times, drawn in start()
         self.next_ns: int | None = None   # open loop: the next intended time not yet sent
         self.rng = random.Random(f"{run.spec.seed}/{self.cls.name}/{index}")
 
@@ -354,12 +356,12 @@ class ClientConnection:
 class _Connection(asyncio.Protocol, ClientConnection):
     """A :class:`ClientConnection` on asyncio: monotonic time, timers, a TCP transport."""
 
-    def __init__(self, run: "_Run", stats: ClassStats, index: int):
+    def __init__(self, run: _Run, stats: ClassStats, index: int):
         ClientConnection.__init__(self, run, stats, index)
-        self.transport = None
+        self.transport: asyncio.Transport | None = None
         self.lost = False
         self.done = asyncio.get_running_loop().create_future()
-        self.timer = None
+        self.timer: asyncio.TimerHandle | None = None
 
     # asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -368,7 +370,7 @@ class _Connection(asyncio.Protocol, ClientConnection):
     def data_received(self, data: bytes) -> None:
         try:
             self.parser.feed_data(data)
-        except Exception:  # httptools.HttpParserError: the stream is no longer HTTP
+        except Exception:  # noqa: BLE001 (httptools.HttpParserError or a callback's: the stream is lost)
             self.stats.errors["read"] += 1
             self._lose()
 
@@ -383,6 +385,7 @@ class _Connection(asyncio.Protocol, ClientConnection):
         return time.monotonic_ns()
 
     def write(self, wire: bytes) -> None:
+        assert self.transport is not None  # connection_made() came first
         self.transport.write(wire)
 
     def fire(self, intended_ns: int, count: int) -> None:
@@ -435,7 +438,7 @@ class _Run:
         for st in stats:
             for i in range(st.cls.connections):
                 try:
-                    _, proto = await loop.create_connection(lambda st=st, i=i: _Connection(self, st, i),
+                    _, proto = await loop.create_connection(functools.partial(_Connection, self, st, i),
                                                             self.host, self.port)
                 except OSError as e:
                     raise ConnectionError(f"connect to {self.host}:{self.port} failed ({e})") from None
@@ -536,7 +539,7 @@ def _class_report(sts: list[ClassStats], duration_s: float, name: str, loop: str
         lag.add(st.lag)
     offered = sum(st.offered for st in sts)
     achieved = sum(st.in_window for st in sts) / duration_s
-    out = {"name": name, "loop": loop, "connections": sum(st.cls.connections for st in sts),
+    out: dict[str, Any] = {"name": name, "loop": loop, "connections": sum(st.cls.connections for st in sts),
            "offered": offered, "sent": sum(st.sent for st in sts),
            "answered": sum(st.answered for st in sts), "answered_in_window": sum(st.in_window for st in sts),
            "duration_us": round(duration_s * 1e6),
@@ -630,13 +633,14 @@ def main(argv: list[str] | None = None) -> int:
     if len(spec.classes) > 1:
         code, doc = _supervise(spec, args.url)
         if code:
+            assert isinstance(doc, str)  # the failing process's stderr
             print(doc if doc.startswith("tailjob.loadgen") else f"tailjob.loadgen: error: {doc}",
                   file=sys.stderr)
             return code
     else:
         try:
             import uvloop
-            runner = uvloop.run
+            runner: Callable[[Coroutine[Any, Any, dict]], dict] = uvloop.run
         except ImportError:  # the bench extra is missing: the stdlib loop works too, a little slower
             runner = asyncio.run
         try:

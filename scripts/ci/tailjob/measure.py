@@ -20,10 +20,11 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from . import loadgen, metrics, probeleg, procstat, wrk
 from .loadgen import LoadSpec
@@ -142,7 +143,8 @@ class Measure(Protocol):
     """A tier: ``run(plan)`` measures one run of one arm and returns its record (see the module
     docstring); raises :class:`JobError` when the run is not data."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def run(self, plan: RunPlan) -> RunRecord: ...
 
@@ -160,7 +162,7 @@ class Client:
     command: Callable[[str, RunPlan], list[str]]
     timeout_s: Callable[[RunPlan], float]
     env: Callable[[], dict | None]
-    parse: Callable[[str], object]
+    parse: Callable[[str], Any]  # the result described above (WrkResult or LoadRunResult)
     errors: tuple[type[Exception], ...]
     open_loop: bool = False
 
@@ -205,6 +207,7 @@ class ServerMeasure:
             folder.mkdir(parents=True, exist_ok=True)
             env.update(probeleg.probe_env(folder))
             template = env["CWIST_LATENCY_PROBE_FILE"]
+        assert plan.server is not None  # the real tiers' plans carry their server
         server = plan.server(env)
         record = self._measure(server, plan)
         if template is not None:
@@ -231,7 +234,8 @@ class ServerMeasure:
             sys0, srv0 = procstat.system_cpu(), procstat.tree_cpu_s(server.pid)
             kids0, self0, t0 = procstat.children_cpu_s(), procstat.self_cpu_s(), time.monotonic()
             try:
-                out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=client.env())
+                out = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout_s,
+                                     env=client.env())  # its exit status is checked below
             except subprocess.TimeoutExpired:
                 raise JobError(f"{where}: {client.name} did not finish within {timeout_s:.0f} s") from None
             t1 = time.monotonic()
@@ -286,8 +290,14 @@ WRK: Measure = ServerMeasure(Client(
     errors=(wrk.WrkOutputError,)))
 """wrk, closed loop: ``leg.threads`` threads, ``leg.connections`` connections, ``tail_latency.lua``."""
 
+def _load_timeout_s(plan: RunPlan) -> float:
+    """The load client's timeout: its run, its drain and 30 s to start and report."""
+    assert plan.load is not None  # the load client's plans carry their load
+    return plan.load.duration_s + plan.load.drain_s + 30
+
+
 LOAD_CLIENT: Measure = ServerMeasure(Client(
     "the load client", lambda url, p: loadgen.command(url, p.load, cpus=p.settings.wrk_cpus),
-    timeout_s=lambda p: p.load.duration_s + p.load.drain_s + 30, env=loadgen.client_env,
+    timeout_s=_load_timeout_s, env=loadgen.client_env,
     parse=LoadRunResult.parse, errors=(loadgen.LoadOutputError,), open_loop=True))
 """The job's load client (:mod:`tailjob.loadgen`) offering ``plan.load``."""

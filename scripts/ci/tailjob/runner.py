@@ -25,7 +25,7 @@ CPU used by other processes are flagged in the record and the report.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
@@ -126,7 +126,25 @@ class LegResult:
                 "class_comparisons": {k: [c.as_dict() for c in v] for k, v in self.class_comparisons.items()}}
 
 
-def compare_leg(runs: list[RunRecord], *, seed: int, min_effect: float | None = None,
+class ComparedRun(Protocol):
+    """What :func:`compare_leg` reads of a run: a :class:`tailjob.measure.RunRecord`, or a
+    virtual-time tier's :class:`tailjob.sim.job.SimRunResult`."""
+
+    @property
+    def warmup(self) -> bool: ...
+    @property
+    def trial(self) -> int: ...
+    @property
+    def arm(self) -> str: ...
+    @property
+    def metrics(self) -> dict: ...
+    @property
+    def classes(self) -> dict | None: ...
+    @property
+    def wrk(self) -> dict: ...
+
+
+def compare_leg(runs: Sequence[ComparedRun], *, seed: int, min_effect: float | None = None,
                 resamples: int = stats.RESAMPLES, klass: str | None = None) -> list[stats.Comparison]:
     """Per-metric comparison of arm B against arm A, runs paired by trial.
 
@@ -137,16 +155,16 @@ def compare_leg(runs: list[RunRecord], *, seed: int, min_effect: float | None = 
     ``klass``: compare that client class's figures (``RunRecord.classes``) on
     :data:`tailjob.metrics.CLASS_METRICS` instead of the run's.
     """
-    by_trial: dict[int, dict[str, RunRecord]] = {}
+    by_trial: dict[int, dict[str, ComparedRun]] = {}
     for r in runs:
         if not r.warmup:
             by_trial.setdefault(r.trial, {})[r.arm] = r
     trials = [t for t in sorted(by_trial) if {"A", "B"} <= set(by_trial[t])]
 
-    def figures(r: RunRecord) -> dict:
+    def figures(r: ComparedRun) -> dict:
         return r.metrics if klass is None else (r.classes or {}).get(klass, {})
 
-    def run_samples(r: RunRecord, m: stats.Metric) -> int | None:
+    def run_samples(r: ComparedRun, m: stats.Metric) -> int | None:
         """The samples at or beyond percentile ``m``'s rank in run ``r`` (None: not recorded)."""
         if klass is not None:
             return figures(r).get(f"{m.key}_samples")

@@ -43,8 +43,8 @@ def rows(sim: dict[str, list[Comparison]], live: dict[str, list[Comparison]]) ->
         by_key = {c.metric.key: c for c in live.get(backend, [])}
         for s in comps:
             lc = by_key.get(s.metric.key)
-            called = s.verdict in (GAIN, REGRESSION) and s.ratio is not None
-            target = round(abs(s.ratio - 1), 6) if called else s.min_effect  # a ratio's 3 digits, not its float noise
+            called = s.ratio if s.verdict in (GAIN, REGRESSION) else None  # the ratio of a called verdict
+            target = round(abs(called - 1), 6) if called is not None else s.min_effect  # a ratio's 3 digits, not its float noise
             needed = None
             if lc is not None and lc.detectable and target > 0:
                 needed = math.ceil(lc.n_pairs * (lc.detectable / target) ** 2)

@@ -137,9 +137,10 @@ def _run(args, argv, ab, arms, plans, a_commit, legs_out=None) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     legs = []
     try:
+        tty = sys.stderr.isatty()
         with new_executor() as executor:
             for plan in plans:
-                def progress(done, total, plan=plan, tty=sys.stderr.isatty()):
+                def progress(done, total, plan=plan, tty=tty):
                     if not tty and done != total and done % max(total // 4, 1):
                         return  # a log gets a line per quarter, a terminal one line rewritten
                     print(f"{chr(13) if tty else ''}{PROG}: sim {plan.backend_for('A')}, c{plan.connections}: "

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 __all__ = ["CostModel", "CostError", "for_backend", "with_overrides", "LIMIT_US", "IO_URING_FACTOR"]
 
@@ -80,7 +81,7 @@ class CostModel:
             "callback_us": f"kernel CPU per request at one request per callback, 14.8 us ({_README}, "
                            f"'Server CPU is about half user, half kernel'){scale}",
             "request_us": f"user CPU per request, 16.1 us ({_README}, same measurement){scale}",
-            "age_order_us": (f"the age order's share of user-space instructions per request at c256, "
+            "age_order_us": ("the age order's share of user-space instructions per request at c256, "
                              + ("1.6 % (630 of 40,400)" if self.backend == "io_uring" else "1.9 % (690 of 36,000)")
                              + f" ({_README}), of request_us"),
         }
@@ -107,7 +108,7 @@ def for_backend(backend: str) -> CostModel:
 
 def with_overrides(model: CostModel, text: str | None) -> CostModel:
     """``model`` with ``'K=V ...'`` (``--sim-cost``) applied; :class:`CostError` (one line) if bad."""
-    changes: dict[str, float] = {}
+    changes: dict[str, Any] = {}  # constant name -> us: replace() takes them as keywords
     names = model.constants
     for token in shlex.split(text or ""):
         name, sep, value = token.partition("=")

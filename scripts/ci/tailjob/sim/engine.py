@@ -54,8 +54,8 @@ import contextlib
 import heapq
 import math
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from tailreactor import Reactor
 from tailreactor import config as _config
@@ -102,9 +102,9 @@ class SimSocket(socket.socket):
     """The server's end of a socketpair: ``send`` charges the requests answered since the last
     one (``request_us`` each), then the client reads the answers at that virtual time."""
 
-    sim: "_Sim"
-    conn: "SimConnection"
-    client: "_Client"
+    sim: _Sim
+    conn: SimConnection
+    client: _Client
     charged = 0
 
     def send(self, data, flags=0):
@@ -152,7 +152,7 @@ class SimListener(_listener.Listener):
     :meth:`adopt` instead of ``accept``.  Its listening socket is bound to a free loopback port
     and never connected to."""
 
-    def __init__(self, reactor, sim: "_Sim"):
+    def __init__(self, reactor, sim: _Sim):
         self.sim = sim
         super().__init__(reactor, "127.0.0.1", 0)
 
@@ -170,7 +170,7 @@ class _Backend:
     """The real backend, whose waits never block: when nothing is ready, the virtual clock jumps
     to the next client send (delivered, then the kernel asked again) or to the wait's timeout."""
 
-    def __init__(self, real, sim: "_Sim", *, age_order: bool):
+    def __init__(self, real, sim: _Sim, *, age_order: bool):
         self._real = real
         self._sim = sim
         self._wait_ns = sim.costs_ns("wait_us")
@@ -227,7 +227,7 @@ class _Client(loadgen.ClientConnection):
     :class:`~tailjob.loadgen.ClientConnection` on a socketpair, writing at its send times (the
     run's heap, delivered between the reactor's steps) instead of on an event loop's timers."""
 
-    def __init__(self, sim: "_Sim", stats, index: int, sock: socket.socket):
+    def __init__(self, sim: _Sim, stats, index: int, sock: socket.socket):
         super().__init__(sim, stats, index)
         self.sim, self.sock = sim, sock
         self.done = False

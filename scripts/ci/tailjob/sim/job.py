@@ -24,8 +24,8 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from .. import stats
 from ..loadgen import ClientClass, LoadSpec
@@ -84,6 +84,7 @@ class AbPlan:
 def load_spec(plan: AbPlan, seed: int, rate_rps: float | None) -> LoadSpec:
     """The client classes of ``plan`` for one seed: wrk's closed loop (depth 1, no think) for
     closed-loop ``uniform``, the workload's classes otherwise."""
+    classes: tuple[ClientClass, ...]
     if plan.closed_uniform():
         classes = (ClientClass("all", plan.connections, "closed"),)
     else:
@@ -184,27 +185,35 @@ class LegResult:
         verdict rule, ``n/a`` for a percentile its runs cannot bound), pairs by seed."""
         from ..runner import compare_leg
         runs = [*self.runs["A"], *self.runs["B"]]
-        kw = {"seed": self.plan.bootstrap_seed, "min_effect": self.plan.min_effect}
-        self.comparisons = {c.metric.key: c for c in compare_leg(runs, **kw)}
+        seed, min_effect = self.plan.bootstrap_seed, self.plan.min_effect
+        self.comparisons = {c.metric.key: c for c in compare_leg(runs, seed=seed, min_effect=min_effect)}
         names = list(self.runs["A"][0].classes) if self.runs["A"] else []
         if len(names) > 1:  # one class is the whole run: its table would repeat the leg's
-            self.class_comparisons = {name: {c.metric.key: c for c in compare_leg(runs, klass=name, **kw)}
-                                      for name in names}
+            self.class_comparisons = {
+                name: {c.metric.key: c for c in compare_leg(runs, klass=name, seed=seed, min_effect=min_effect)}
+                for name in names}
 
 
 def needs_capacity(plan: AbPlan) -> bool:
     """True when ``plan``'s rate is a fraction of the capacity (``0.7x``)."""
     if plan.closed_uniform() or not WORKLOADS[plan.workload].open_classes and plan.workload != "uniform":
         return False
-    return parse_rate(plan.rate or WORKLOADS[plan.workload].default_rate)[1]
+    rate = plan.rate or WORKLOADS[plan.workload].default_rate
+    assert rate is not None  # every workload with an open-loop class has a default rate
+    return parse_rate(rate)[1]
 
 
 def resolve_rate(plan: AbPlan, capacity_rps: float | None) -> float | None:
     """The open-loop rate of ``plan`` in requests/s (None without an open-loop class)."""
     if plan.closed_uniform() or not WORKLOADS[plan.workload].open_classes and plan.workload != "uniform":
         return None
-    value, relative = parse_rate(plan.rate or WORKLOADS[plan.workload].default_rate)
-    return value * capacity_rps if relative else value
+    rate = plan.rate or WORKLOADS[plan.workload].default_rate
+    assert rate is not None  # every workload with an open-loop class has a default rate
+    value, relative = parse_rate(rate)
+    if not relative:
+        return value
+    assert capacity_rps is not None  # needs_capacity(plan): the caller measured it
+    return value * capacity_rps
 
 
 def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progress=None) -> LegResult:

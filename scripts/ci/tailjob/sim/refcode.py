@@ -27,7 +27,8 @@ class RefError(ValueError):
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    # check=False: the callers read returncode (a ref that names no commit is a RefError, not a crash)
+    return subprocess.run(["git", "-C", str(repo), *args], check=False, capture_output=True, text=True)
 
 
 def resolve(repo: Path, ref: str) -> str:

@@ -227,7 +227,7 @@ def plot(legs, stem: Path) -> list[Path]:
                  for c in comps.values()]
         rows = [(label, c) for label, c in rows if c.ratio is not None]
         ys = range(len(rows))
-        for y, (label, c) in zip(ys, rows):
+        for y, (_label, c) in zip(ys, rows):
             lo, hi = c.ci if c.ci else (c.ratio, c.ratio)
             colour = {"gain": "tab:green", "regression": "tab:red", "equivalent": "tab:blue"}.get(c.verdict, "grey")
             ax.errorbar([c.ratio], [y], xerr=[[c.ratio - lo], [hi - c.ratio]], fmt="o", color=colour, capsize=3)
@@ -240,7 +240,7 @@ def plot(legs, stem: Path) -> list[Path]:
     paths = []
     for ext in ("svg", "png"):
         path = stem.parent / f"{stem.name}.{ext}"
-        fig.savefig(path, **({"metadata": {"Date": None}} if ext == "svg" else {}))
+        fig.savefig(path, metadata={"Date": None} if ext == "svg" else None)
         paths.append(path)
     plt.close(fig)
     return paths
