@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
+
 from tailjob import stats
 from tailjob.sim.answer import Row, rows
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
+
 from tailjob import stats
 from tailjob.loadgen import ClientClass, LoadSpec
 from tailjob.sim import costs, engine, job

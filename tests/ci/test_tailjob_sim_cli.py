@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
+
 from tailjob.cli import main
 
 QUICK = ["--tier", "sim", "--backend", "epoll", "--duration", "1", "--runs", "8"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
+
 from tailjob import runner, stats
 from tailjob.measure import Settings
 from tailjob.plan import Leg, arms_for
