@@ -58,7 +58,7 @@ from .plan import (
 )
 from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
-from .server import io_uring_refused as _io_uring_refused
+from tailreactor.backends import io_uring_refused as _io_uring_refused
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]

@@ -83,7 +83,7 @@ def plan_sim(args: argparse.Namespace) -> tuple[str, object, list[AbPlan]]:
             arm_knobs({**env, **(load.server_env() if load else {})})
             backend = env.get(_BACKEND) or "auto"
             if backend == "auto":
-                from ..server import io_uring_refused as _io_uring_refused
+                from tailreactor.backends import io_uring_refused as _io_uring_refused
                 backend = "epoll" if _io_uring_refused() else "io_uring"
             if backend not in MODELLED:
                 option = f"--{arm.key.lower()} " if _BACKEND in arm.env else ""
@@ -105,7 +105,7 @@ def _without_refused_io_uring(plans: list[AbPlan], asked: str | None) -> list[Ab
     on = [p for p in plans if "io_uring" in (p.backend_for("A"), p.backend_for("B"))]
     if not on:
         return plans
-    from ..server import io_uring_refused as _io_uring_refused
+    from tailreactor.backends import io_uring_refused as _io_uring_refused
     refused = _io_uring_refused()
     if refused is None:
         return plans
