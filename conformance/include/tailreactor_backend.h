@@ -225,7 +225,10 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
  *   ready one by one);
  * - it may run the library's loop once without blocking (uv_run with
  *   UV_RUN_NOWAIT) and so collect reports; it must not block, and the reports
- *   it collects are delivered by later waits, or dropped by a disarm (B3);
+ *   it collects are delivered by later waits, or dropped by a disarm (B3) or
+ *   a re-arm; a wake it sees run (uv_async_t, ev_async) is kept for the next
+ *   wait, as tr_backend_wake says (a post's wake may come before the
+ *   round-budget flush of R14, and the round's wait after it);
  * - it returns the number of submissions (an EPOLL_CTL_* or an SQE each), 0
  *   when the library gives no count. */
 int tr_backend_flush(tr_backend *b);
