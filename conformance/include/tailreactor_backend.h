@@ -22,8 +22,8 @@
  * the file name without .so (cabi:libfoo).  This header is in the
  * repository's conformance/include, not in the installed Python package.
  *
- * The contract is the one of reference/tailreactor/backends/base.py; the
- * clause each rule is checked by is named beside it.  In short: a backend
+ * The contract is the one of reference/tailreactor/backends/base.py, stated
+ * here in full for C; the clause each rule is checked by is named beside it.  In short: a backend
  * knows file descriptors, two directions and opaque 64-bit tokens.  It arms
  * one-shot readiness interest, reports what became ready, can be woken from
  * another thread, and can be closed.  Timers, posts, stamps and the dispatch
