@@ -63,8 +63,16 @@ def _cores(text: str) -> float:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors are one line (``tail_latency: error: argument --tier: invalid choice:
+    ...``): the option, the value and what is accepted, without the usage block before it."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog=PROG,
         description="Interleaved A/B of the bench server under wrk, with a bootstrap verdict per metric. "
                     "No arguments: quick profile, --ab tail, on io_uring then epoll. "
