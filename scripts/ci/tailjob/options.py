@@ -158,6 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--a-ref", metavar="REF",
                      help="with --tier sim: arm A runs the reactor and HTTP code of git ref REF (a temporary "
                           "worktree), arm B the working tree's; with no --ab/--a/--b both arms' knobs alike")
+    val = p.add_argument_group("validation of the sim tier against the live job")
+    val.add_argument("--validate", action="store_true",
+                     help="run the A/B of the other options on the live tier, then on the sim tier (the same "
+                          "profile, arms, backends, workload and load; --pin, --threads, --probe go to the live "
+                          "run only, --sim-cost to the sim's), and print per leg, scope (whole run, each class) "
+                          "and metric the live B/A, interval and verdict beside the sim's, and whether they "
+                          "agree (where the live run resolves the metric); writes "
+                          "<out>/results/<stem>-validate.md and .json and a line of "
+                          "<out>/tail-latency-validate.jsonl")
     instructions.add_options(p)
     return p
 
