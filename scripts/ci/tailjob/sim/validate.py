@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -321,8 +320,7 @@ def main_validate(args: argparse.Namespace, argv: list[str]) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     before = os.getloadavg()[0]
     live: dict = {}
-    print(f"{PROG}: --validate: the live A/B first (scripts/tail-latency.sh {' '.join(live_argv)})",
-          file=sys.stderr, flush=True)
+    print(f"{PROG}: --validate: the live A/B first (scripts/tail-latency.sh {' '.join(live_argv)})\n", flush=True)
     code = run_args(live_args, live_argv, collect=live)
     if code:
         return code
