@@ -106,13 +106,13 @@ def _ci(ci) -> str:
 def outcome(live: dict, sim: dict) -> tuple[str, str]:
     """(outcome, why) of one metric from the two tiers' comparisons (``Comparison.as_dict()``)."""
     lv, sv, sr, ci = live["verdict"], sim["verdict"], sim.get("ratio"), live.get("ci")
-    if lv not in RESOLVED:
-        why = (f"live {lv}: detectable ±{live['detectable']:.1%}" if lv == INCONCLUSIVE and live.get("detectable")
-               else f"live {lv}" + (f": {live['reason']}" if live.get("reason") else ""))
-        return LIVE_UNRESOLVED, why
     inside = sr is not None and ci is not None and ci[0] <= sr <= ci[1]
     where = (f"sim B/A {_r(sr)} inside the live interval {_ci(ci)}" if inside else
              f"sim B/A {_r(sr)} outside the live interval {_ci(ci)}" if sr is not None and ci else "")
+    if lv not in RESOLVED:  # what is known is said (the interval's width, where the sim falls), nothing claimed
+        why = (f"live {lv}: detectable ±{live['detectable']:.1%}" if lv == INCONCLUSIVE and live.get("detectable")
+               else f"live {lv}" + (f": {live['reason']}" if live.get("reason") else ""))
+        return LIVE_UNRESOLVED, why + (f"; {where}" if where else "")
     if sv == lv:
         return AGREE, f"both {lv}" + (f"; {where}" if where else "")
     if inside:
