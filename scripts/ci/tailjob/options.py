@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim = p.add_argument_group("virtual-time tier (--tier sim)")
     sim.add_argument("--sim-cost", metavar="'K=US ...'",
                      help="with --tier sim: override cost-model constants (wait_us, harvest_us, callback_us, "
-                          "age_order_us, request_us; virtual microseconds)")
+                          "age_order_us, request_us, client_us; virtual microseconds)")
     sim.add_argument("--a-ref", metavar="REF",
                      help="with --tier sim: arm A runs the reactor and HTTP code of git ref REF (a temporary "
                           "worktree), arm B the working tree's; with no --ab/--a/--b both arms' knobs alike")

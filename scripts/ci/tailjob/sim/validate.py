@@ -72,7 +72,7 @@ class Row:
     """One metric of one scope (``all`` or a class name) of one leg: both tiers' figures, the outcome."""
 
     leg: str
-    scope: str
+    scope: str | None  # a client class, or None: the whole run
     metric: str
     live_ratio: float | None
     live_ci: tuple[float, float] | None
@@ -122,17 +122,25 @@ def outcome(live: dict, sim: dict) -> tuple[str, str]:
     return DISAGREE, f"live {lv}, sim {sv}" + (f"; {where}" if where else "")
 
 
-def _live_tables(leg: dict) -> dict[str, dict[str, dict]]:
-    """A live leg's comparisons by scope and metric key (``tailjob.runner.LegResult.as_dict``)."""
-    out = {"all": {c["metric"]: c for c in leg["comparisons"]}}
-    for name, comps in (leg.get("class_comparisons") or {}).items():
-        out[name] = {c["metric"]: c for c in comps}
+WHOLE_RUN = None
+"""The scope of the whole run's table (a class's is its name)."""
+
+
+def _live_tables(leg: dict) -> dict[str | None, dict[str, dict]]:
+    """A live leg's comparisons by scope and metric key (``tailjob.runner.LegResult.as_dict``).  A
+    single class's table repeats the whole run's: left out (the sim tier does not make one)."""
+    classes = leg.get("class_comparisons") or {}
+    out: dict[str | None, dict[str, dict]] = {WHOLE_RUN: {c["metric"]: c for c in leg["comparisons"]}}
+    if len(classes) > 1:
+        out.update({name: {c["metric"]: c for c in comps} for name, comps in classes.items()})
     return out
 
 
-def _sim_tables(leg: dict) -> dict[str, dict[str, dict]]:
+def _sim_tables(leg: dict) -> dict[str | None, dict[str, dict]]:
     """A sim leg's comparisons by scope and metric key (``tailjob.sim.report.result_document``)."""
-    return {"all": dict(leg["comparisons"]), **{name: dict(c) for name, c in (leg.get("classes") or {}).items()}}
+    classes = leg.get("classes") or {}
+    return {WHOLE_RUN: dict(leg["comparisons"]), **({name: dict(c) for name, c in classes.items()}
+                                                    if len(classes) > 1 else {})}
 
 
 def _leg_key(leg: dict) -> tuple:
@@ -180,7 +188,7 @@ def summary(rows: list[Row]) -> dict:
     if not resolved:
         answer = f"no comparison: the live run resolved none of the {len(rows)} metrics (all live unresolved)"
     elif counts[DISAGREE] or counts[SIM_UNRESOLVED]:
-        bad = [f"{r.leg} {r.scope} {r.metric}" for r in rows if r.outcome in (DISAGREE, SIM_UNRESOLVED)]
+        bad = [f"{r.leg} {scope_name(r.scope)} {r.metric}" for r in rows if r.outcome in (DISAGREE, SIM_UNRESOLVED)]
         answer = (f"sim and live differ on {counts[DISAGREE] + counts[SIM_UNRESOLVED]} of the {resolved} metrics "
                   f"the live run resolved: " + ", ".join(bad))
     else:
@@ -189,9 +197,13 @@ def summary(rows: list[Row]) -> dict:
             "answer": answer}
 
 
-def _label(scope: str, key: str) -> str:
+def scope_name(scope: str | None) -> str:
+    return "whole run" if scope is WHOLE_RUN else f"class {scope}"
+
+
+def _label(scope: str | None, key: str) -> str:
     label = metric(key).label
-    return "Achieved req/s" if scope != "all" and key == "rps" else label
+    return "Achieved req/s" if scope is not WHOLE_RUN and key == "rps" else label
 
 
 def table(rows: list[Row]) -> list[str]:
@@ -203,7 +215,7 @@ def table(rows: list[Row]) -> list[str]:
                   "|---|---|---:|:---:|---|---:|---|---|---|"]
         for r in (r for r in rows if r.leg == leg):
             mark = f"**{r.outcome}**" if r.outcome in (DISAGREE, SIM_UNRESOLVED) else r.outcome
-            lines.append(f"| {r.scope} | {_label(r.scope, r.metric)} | {_r(r.live_ratio)} | {_ci(r.live_ci)} | "
+            lines.append(f"| {scope_name(r.scope)} | {_label(r.scope, r.metric)} | {_r(r.live_ratio)} | {_ci(r.live_ci)} | "
                          f"{r.live_verdict} | {_r(r.sim_ratio)} | {r.sim_verdict} | {mark} | {r.why} |")
         lines.append("")
     return lines
@@ -254,7 +266,7 @@ def history_line(doc: dict, *, result_file: str) -> dict:
     return {"schema": SCHEMA, "kind": "validate", "started_at": doc["started_at"], "finished_at": doc["finished_at"],
             "result": result_file, "argv": doc["argv"], "live_result": doc["live"]["result"],
             "sim_result": doc["sim"]["result"], "provenance": doc["provenance"], "summary": doc["summary"],
-            "outcomes": {f"{r['leg']} / {r['scope']} / {r['metric']}": r["outcome"] for r in doc["rows"]}}
+            "outcomes": {f"{r['leg']} / {scope_name(r['scope'])} / {r['metric']}": r["outcome"] for r in doc["rows"]}}
 
 
 # -- the command -------------------------------------------------------------------------------------
