@@ -15,7 +15,15 @@ from tailjob_testdata import ROOT
 
 from tailjob.cli import main
 from tailjob.sim import validate
-from tailjob.sim.validate import AGREE, DISAGREE, LIVE_UNRESOLVED, SIM_UNRESOLVED, compare, outcome, tier_argvs
+from tailjob.sim.validate import (
+    AGREE,
+    DISAGREE,
+    LIVE_UNRESOLVED,
+    SIM_UNRESOLVED,
+    compare,
+    outcome,
+    tier_argvs,
+)
 
 RECORDED = ROOT / "fixtures" / "validate"
 

@@ -246,7 +246,7 @@ def render(doc: dict) -> str:
              "flagged `polluted` (other processes used more than the pollution limit). Live intervals, and so "
              "how many rows the live run resolves, depend on how quiet the machine was; the sim's figures do "
              "not.",
-             f"- Outcomes: " + ", ".join(f"{k} {n}" for k, n in s["counts"].items()) + f" (of {s['rows']} rows).",
+             "- Outcomes: " + ", ".join(f"{k} {n}" for k, n in s["counts"].items()) + f" (of {s['rows']} rows).",
              "", "Rule: " + doc["rule"], "",
              "A sim rate given as a fraction of capacity (`0.7x`) is of the sim's own capacity, the live one of "
              "the live server's: both tiers run at the same load relative to what they can serve.", ""]
