@@ -251,7 +251,8 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
     if printed.after:
         print(printed.after)
     code = _error(printed.failed, 1) if printed.failed else 0
-    if not argv:  # the job as the README runs it: the sim tier's answer beside the live run
+    if not argv and collect is None:  # the job as the README runs it: the sim tier's answer beside the live run
+        # (--validate alone runs the live job with no options too, and the sim tier itself)
         from .sim.answer import beside_live
         return beside_live(args, results, code)
     return code
