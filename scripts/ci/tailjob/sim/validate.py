@@ -192,7 +192,8 @@ def summary(rows: list[Row]) -> dict:
         answer = (f"sim and live differ on {counts[DISAGREE] + counts[SIM_UNRESOLVED]} of the {resolved} metrics "
                   f"the live run resolved: " + ", ".join(bad))
     else:
-        answer = f"sim and live agree on all {resolved} metrics the live run resolved"
+        answer = ("sim and live agree on the one metric the live run resolved" if resolved == 1 else
+                  f"sim and live agree on all {resolved} metrics the live run resolved")
     return {"counts": {k: counts[k] for k in OUTCOMES}, "live_resolved": resolved, "rows": len(rows),
             "answer": answer}
 
@@ -242,7 +243,7 @@ def render(doc: dict) -> str:
              + (" (dirty)" if doc["provenance"].get("git_dirty") else "") + f"; started {doc['started_at']}, "
              f"finished {doc['finished_at']} (wall clock).",
              f"- The live runs' machine: load average {la['before_live']:.2f} before them, {la['after_live']:.2f} "
-             f"after (1-minute, {os.cpu_count()} CPUs); {live['polluted']} of {live['measured']} measured live runs "
+             f"after (1-minute, {la['cpus']} CPUs); {live['polluted']} of {live['measured']} measured live runs "
              "flagged `polluted` (other processes used more than the pollution limit). Live intervals, and so "
              "how many rows the live run resolves, depend on how quiet the machine was; the sim's figures do "
              "not.",
@@ -358,7 +359,7 @@ def main_validate(args: argparse.Namespace, argv: list[str]) -> int:
                          "measured": measured},
                    sim={"argv": sim_argv, "result": _rel(Path(sim["result"]), out)},
                    provenance={k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
-                   load_average={"before_live": before, "after_live": after})
+                   load_average={"before_live": before, "after_live": after, "cpus": os.cpu_count()})
     stem = history.stem(started, args.profile, live_doc["ab"]) + "-validate"
     results_dir = out / "results"
     md, js = results_dir / f"{stem}.md", results_dir / f"{stem}.json"
