@@ -87,6 +87,8 @@ def test_a_live_leg_left_to_auto_matches_the_sim_leg_and_a_missing_one_is_an_err
     live, sim = _recorded("live-mixed-epoll.json"), _recorded("sim-mixed-epoll.json")
     live["legs"][0]["backends"] = {"A": None, "B": None}
     assert compare(live, sim)
+    live["legs"][0]["backends"] = {"A": "epoll", "B": "auto"}
+    assert compare(live, sim)
     sim["legs"][0]["connections"] = 128
     with pytest.raises(ValueError, match="no leg like the live leg"):
         compare(live, sim)

@@ -145,13 +145,13 @@ def _sim_tables(leg: dict) -> dict[str | None, dict[str, dict]]:
 
 def _leg_key(leg: dict) -> tuple:
     """(connections, arm A's backend, arm B's) of a leg of either document; a backend left to ``auto``
-    on the live tier is None and matches any."""
+    on the live tier (None or ``auto``) matches any: the sim tier names the one ``auto`` chose."""
     conns = leg["connections"] if "connections" in leg else leg["leg"]["connections"]
     return conns, leg["backends"]["A"], leg["backends"]["B"]
 
 
 def _matches(live_key: tuple, sim_key: tuple) -> bool:
-    return all(lv is None or lv == sv for lv, sv in zip(live_key, sim_key))
+    return all(lv in (None, "auto") or lv == sv for lv, sv in zip(live_key, sim_key))
 
 
 def compare(live_doc: dict, sim_doc: dict) -> list[Row]:
