@@ -138,7 +138,7 @@ def test_gate_fails_on_a_count_above_the_baseline(tmp_path):
 
 def test_without_valgrind_the_tier_is_one_line_and_exit_2(tmp_path):
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
-    res = job("--tier", "instructions", "--out", str(tmp_path), env=env, timeout=60)
+    res = job("--tier", "instructions", "--out", str(tmp_path), env=env)
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip().count("\n") == 0 and "apt-get install valgrind" in res.stderr
 
@@ -150,18 +150,18 @@ def test_without_valgrind_the_tier_is_one_line_and_exit_2(tmp_path):
     (["--gate", "--requests", "500"], "--requests 500: the baseline counted 1000 requests"),
 ])
 def test_bad_options_of_the_tier_are_one_line_and_exit_2(tmp_path, args, says):
-    res = job("--tier", "instructions", *args, "--out", str(tmp_path), timeout=60)
+    res = job("--tier", "instructions", *args, "--out", str(tmp_path))
     assert res.returncode == 2 and res.stdout == ""
     assert says in res.stderr.strip().splitlines()[-1], res.stderr
 
 
 def test_write_baseline_is_refused_with_gate(tmp_path):
-    res = job("--tier", "instructions", "--gate", "--write-baseline", "--out", str(tmp_path), timeout=60)
+    res = job("--tier", "instructions", "--gate", "--write-baseline", "--out", str(tmp_path))
     assert res.returncode == 2 and "--write-baseline" in res.stderr
 
 
 def test_the_tier_options_are_refused_on_the_wall_tier(tmp_path):
-    res = job("--requests", "100", "--out", str(tmp_path), timeout=60)
+    res = job("--requests", "100", "--out", str(tmp_path))
     assert res.returncode == 2 and res.stdout == ""
     assert "--requests applies to --tier instructions" in res.stderr
 
