@@ -164,7 +164,7 @@ def test_an_overloaded_server_is_flagged_saturated(bench):
 
 def test_client_exits_2_with_one_line_on_a_bad_spec():
     done = subprocess.run([*loadgen.command("http://127.0.0.1:1/", None), "--spec", "{\"classes\": []}"],
-                          capture_output=True, text=True, timeout=60, env=loadgen.client_env(), check=False)
+                          capture_output=True, text=True, timeout=300, env=loadgen.client_env(), check=False)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "classes" in done.stderr
 
@@ -173,7 +173,7 @@ def test_client_exits_1_when_nothing_listens():
     from tailjob.server import free_port
     spec = LoadSpec(classes=(ClientClass("all", 1, "open", rate=10.0),), duration_s=1.0)
     done = subprocess.run(loadgen.command(f"http://127.0.0.1:{free_port()}/", spec),
-                          capture_output=True, text=True, timeout=60, env=loadgen.client_env(), check=False)
+                          capture_output=True, text=True, timeout=300, env=loadgen.client_env(), check=False)
     assert done.returncode == 1 and "connect" in done.stderr
 
 
