@@ -21,7 +21,7 @@ SCRIPT = ROOT / "benchmarks" / "pyspy_profile.py"
 PY_SPY = Path(sys.executable).parent / "py-spy"
 
 
-def run(*args: str, env=None, timeout=120) -> subprocess.CompletedProcess:
+def run(*args: str, env=None, timeout=600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=timeout, env=env, check=False)
 

@@ -20,7 +20,7 @@ def test_tiny_tail_job_on_both_backends_writes_report_plot_and_history(tmp_path)
     out = subprocess.run(
         [sys.executable, str(CI_DIR / "tail_latency.py"), "--ab", "tail", "--threads", "1",
          "--connections", "8", "--duration", "1", "--runs", "1", "--no-warmup", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=120, check=False)
+        capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "## Verdicts" in out.stdout
     assert "io_uring, c8: no verdict (1 paired run; a verdict needs 8)" in out.stdout
@@ -66,7 +66,7 @@ def test_calibrate_runs_aa_and_slowdown_legs_and_writes_the_table(tmp_path):
         [sys.executable, str(CI_DIR / "tail_latency.py"), "--calibrate", "1", "--backend", "epoll",
          "--threads", "1", "--connections", "8", "--duration", "1", "--runs", "1", "--no-warmup",
          "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=120, check=False)
+        capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Calibration: K = 1 rounds, profile `quick` (`wrk -t1 -c8 -d1s`)" in out.stdout
     rows = [ln for ln in out.stdout.splitlines() if ln.startswith("| epoll, c8 |")]
@@ -87,7 +87,7 @@ def test_probe_leg_gathers_every_workers_file_on_both_backends(tmp_path):
         [sys.executable, str(CI_DIR / "tail_latency.py"), "--ab", "tail", "--probe", "--workers", "2",
          "--threads", "1", "--connections", "8", "--duration", "1", "--runs", "1", "--no-warmup",
          "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=120, check=False)
+        capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     for backend in ("io_uring", "epoll"):
         section = out.stdout.split(f"## Latency probe: {backend}, c8, medians over 1 run per arm")[1]
@@ -122,7 +122,7 @@ def test_peers_comparison_runs_every_server_and_writes_the_readme_table(tmp_path
     out = subprocess.run(
         [sys.executable, str(CI_DIR / "tail_latency.py"), "--peers", "--connections", "8", "--duration", "1",
          "--runs", "1", "--no-warmup", "--write-readme", "--out", str(tmp_path), *no_pin],
-        capture_output=True, text=True, timeout=120, check=False)
+        capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     missing_lines = [ln for ln in out.stderr.splitlines() if "nginx not found" in ln]
     if nginx:
