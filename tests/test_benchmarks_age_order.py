@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "age_order_cost.py"
 
 
-def run(*args: str, env=None, timeout=240) -> subprocess.CompletedProcess:
+def run(*args: str, env=None, timeout=1800) -> subprocess.CompletedProcess:  # 4 valgrind runs: slow, loaded
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=timeout, env=env, check=False)
 
