@@ -41,6 +41,7 @@ import os
 import shutil
 import socket
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,10 @@ def pytest_runtest_call(item):
     except OSError as exc:
         if exc.errno != errno.EMFILE:
             raise
-        pytest.fail(f"{item.nodeid}: EMFILE (too many open files) under the stock soft RLIMIT_NOFILE of "
+        frames = traceback.extract_tb(exc.__traceback__)
+        at = next((f for f in reversed(frames) if f.filename == str(item.path)), frames[-1])
+        pytest.fail(f"{item.nodeid}: EMFILE (too many open files) at {at.filename}:{at.lineno} under the "
+                    f"stock soft RLIMIT_NOFILE of "
                     f"{STOCK_NOFILE} every test runs under: a test that needs more descriptors says so "
                     f"first with require_fds(n) (tests/limits.py), which lifts its limit or skips it "
                     f"naming the ulimit -n that would run it ({exc})", pytrace=False)
