@@ -41,6 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tailreactor import config as _config
+from tailreactor.backends import io_uring_refused as _io_uring_refused
 
 from . import calibrate, history, instructions, peers, peersjob, peersreport, plot, report, workloads
 from .options import PROG, REPO, build_parser
@@ -58,7 +59,6 @@ from .plan import (
 )
 from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
-from tailreactor.backends import io_uring_refused as _io_uring_refused
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]

@@ -73,9 +73,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tailreactor.backends import io_uring_refused as _io_uring_refused
+
 from .peers import make_server, servers
 from .server import ServerError
-from tailreactor.backends import io_uring_refused as _io_uring_refused
 
 REPO = Path(__file__).resolve().parents[3]
 #: The servers counted by default (uvloop's loop is C: its count would say little about ours).
