@@ -462,25 +462,29 @@ class Reactor:
     def _round(self, timeout_s: float | None) -> int:
         """One round: the five steps of the module docstring, in order."""
         # 1. Posts queued so far.
-        self._drain_posts()
-        if self._closed:
-            return 0  # a post closed the reactor
-        # 2. Wait, never past the earliest timer, nor at all with work pending.
-        self._state.reaped = self.backend.wait(self._wait_timeout(timeout_s))
+        if self._posts:
+            self._drain_posts()
+            if self._closed:
+                return 0  # a post closed the reactor
+        # 2. Wait, never past the earliest timer, nor at all with work pending.  The earliest
+        # deadline is read once: nothing runs between here and step 4 that could arm a timer.
+        deadline = self._timers.next_deadline()
+        self._state.reaped = self.backend.wait(self._wait_timeout(timeout_s, deadline))
         self._arms_since_flush = 0  # the wait submitted them
         # 3. Stamp what became ready: one clock read for the whole batch.
         now = self._state.start_ns = self.clock()
         batch = self._stamp(now)
-        # 4. Timers due now.
-        self._fire_timers(now)
+        # 4. Timers due now (none before the earliest deadline).
+        if deadline is not None and deadline <= now:
+            self._fire_timers(now)
         # 5. Dispatch.
         return self._dispatch(batch, now)
 
-    def _wait_timeout(self, timeout_s: float | None) -> float | None:
-        """Step 2's timeout: 0 with work pending, else until the earliest timer, at most ``timeout_s``."""
+    def _wait_timeout(self, timeout_s: float | None, deadline: int | None) -> float | None:
+        """Step 2's timeout: 0 with work pending, else until ``deadline`` (the earliest timer's,
+        or None), at most ``timeout_s``."""
         if self._posts or self._stopping or self._state.batch:
             return 0
-        deadline = self._timers.next_deadline()
         if deadline is None:
             return timeout_s
         until = max(0.0, (deadline - self.clock()) / 1e9)
@@ -678,8 +682,6 @@ class Reactor:
 
     def _fire_timers(self, now_ns: int) -> None:
         """Fire the timers due at ``now_ns`` (armed before this pass), in deadline order."""
-        if self._timers.next_deadline() is None:
-            return
         counters = self.counters
         due = self._timers.take_due(now_ns)
         for entry in due:
