@@ -54,7 +54,7 @@ class PostQueue:
         return len(self._q) + len(self._taken)
 
     def __bool__(self) -> bool:
-        return bool(self._q) or bool(self._taken)
+        return bool(self._q or self._taken)
 
     def post(self, callback, data=None) -> None:
         if not callable(callback):
