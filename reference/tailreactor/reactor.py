@@ -469,7 +469,7 @@ class Reactor:
     def _round(self, timeout_s: float | None) -> int:
         """One round: the five steps of the module docstring, in order."""
         # 1. Posts queued so far.
-        drained = bool(self._posts)
+        drained = self._posts.pending()
         if drained:
             self._drain_posts()
             if self._closed:
@@ -496,7 +496,7 @@ class Reactor:
         posted more, from this thread, which wakes nothing.  A post from
         another thread since step 1 wakes the wait itself (posts.py).
         """
-        if (drained and self._posts) or self._stopping or self._state.batch:
+        if (drained and self._posts.pending()) or self._stopping or self._state.batch:
             return 0
         if deadline is None:
             return timeout_s
@@ -616,7 +616,7 @@ class Reactor:
         """
         if ran == due.drain_at:
             due.drain_at += self._drain_chunk
-            if self._posts:
+            if self._posts.pending():
                 self._late = False
                 self._running = None
                 self.counters.drain_chunk_drains += 1
@@ -675,7 +675,7 @@ class Reactor:
         Each post leaves the drain list as it starts (interrupts.py); posts
         made meanwhile go to the queue, for the next drain.
         """
-        if not self._posts:
+        if not self._posts.pending():
             return
         probe = self.probe
         counters = self.counters
