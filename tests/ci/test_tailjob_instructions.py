@@ -194,3 +194,50 @@ def test_the_tier_options_are_refused_on_the_wall_tier(tmp_path):
 
 
 
+
+
+# -- the per-component table: callgrind's C components, the Python rest split by bytecodes ----------
+
+def test_python_code_maps_to_the_component_it_serves():
+    of = instructions.python_component
+    assert of("/x/tailreactor/reactor.py", "Reactor._round") == "reactor round"
+    assert of("/x/tailreactor/posts.py", "PostQueue.pending") == "reactor round"
+    assert of("/x/tailreactor/reactor.py", "Reactor._dispatch") == "dispatch walk"
+    assert of("/x/tailreactor/dispatch.py", "DeliveryOrder.next") == "dispatch walk"
+    assert of("/x/tailreactor/reactor.py", "Reactor._arm") == "arm"
+    assert of("/x/tailreactor/backends/epoll.py", "EpollBackend.rearm") == "arm"
+    assert of("/x/tailreactor/backends/epoll.py", "EpollBackend._report") == "backend wait/report"
+    assert of("/x/tailreactor/http/request.py", "RequestPipeline._parse") == "HTTP parse"
+    # The parser's callbacks run inside feed_data: callgrind's HTTP parse row holds them already.
+    assert of("/x/tailreactor/http/request.py", "RequestPipeline.on_header") is None
+    assert of("/x/tailreactor/http/routes.py", "respond") == "route"
+    assert of("/x/tailreactor/http/connection.py", "Connection._send") == "send"
+    assert of("/x/tailreactor/http/connection.py", "Connection._serve") == "connection"
+    assert of("/usr/lib/python3.11/selectors.py", "EpollSelector.select") == "backend wait/report"
+    assert of("/usr/lib/python3.11/asyncio/base_events.py", "BaseEventLoop._run_once") == "reactor round"
+    assert of("/usr/lib/python3.11/asyncio/events.py", "Handle._run") == "dispatch walk"
+    assert of("/usr/lib/python3.11/asyncio/selector_events.py", "_SelectorSocketTransport.write") == "send"
+    assert of("/x/benchmarks/peers/asyncio_server.py", "HttpProtocol.data_received") == "connection"
+
+
+def test_the_python_row_is_split_by_bytecode_share():
+    c = Count("bench-epoll", 10, 1000, {"backend wait": 100, "HTTP parse": 400})  # python: 500
+    rows = c.split({"reactor round": 0.6, "dispatch walk": 0.2, "HTTP parse": 0.2})
+    assert rows["reactor round"] == 30 and rows["dispatch walk"] == 10
+    assert rows["backend wait/report"] == 10  # C only: no Python share
+    assert rows["HTTP parse"] == 40 + 10  # feed_data (C and its callbacks) + the Python around it
+    assert sum(rows.values()) == pytest.approx(c.per_request)
+    assert list(rows)[:7] == ["reactor round", "dispatch walk", "backend wait/report", "arm", "HTTP parse",
+                              "route", "send"]
+    text = instructions.render([c], {"bench-epoll": {"reactor round": 0.6, "dispatch walk": 0.2,
+                                                     "HTTP parse": 0.2}})
+    assert "| reactor round | 30 |" in text and "| **total** | **100** |" in text
+
+
+def test_bytecode_shares_of_the_bench_server_name_every_part_of_its_path():
+    shares = instructions.bytecode_shares("bench-epoll", cycles=20)
+    assert sum(shares.values()) == pytest.approx(1.0)
+    for part in ("reactor round", "dispatch walk", "backend wait/report", "arm", "HTTP parse", "route",
+                 "connection", "send"):
+        assert shares.get(part, 0) > 0, shares
+    assert "other" not in shares, shares
