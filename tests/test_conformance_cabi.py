@@ -34,6 +34,10 @@ VARIANTS = {
     "TR_BUG_NO_LIMIT_IS_POLL": "B7",  # a wait with no limit (-1 ns) polls: returns 0 at once
     "TR_BUG_TRUNCATE_TIMEOUT": "B8",  # ns -> ms rounded down: 0.5 ms polls
     "TR_BUG_LEAK_FD": "B14",          # close leaves the wake eventfd open
+    # a fresh reader's bugs (issue 32), caught by test_backend_library.py's situations
+    "TR_BUG_REARM_KEEPS_COLLECTED": "B1",  # a wait collects more than capacity; a re-arm keeps the old report
+    "TR_BUG_FLUSH_EATS_WAKE": "B7",   # flush consumes the pending wake: wake, flush, wait(None) blocks
+    "TR_BUG_LOWEST_FDS_FIRST": "B10",  # lowest fd numbers first, up to the capacity: the highest starve
 }
 
 

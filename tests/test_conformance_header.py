@@ -10,10 +10,12 @@ skip with the reason.
 
 from __future__ import annotations
 
+import os
 import re
-import shlex
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -90,12 +92,49 @@ def test_the_probe_names_every_function_the_loader_calls():
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler: `cc` is not on PATH")
 def test_the_build_line_in_the_header_builds_a_library_the_loader_accepts(tmp_path):
+    """The line as written, run by a shell from an empty directory with the venv's scripts on
+    PATH: ``-I`` takes the installed header's directory from ``tailreactor-conformance --header``."""
     from tailreactor_conformance.cabi import load_library
 
     (line,) = re.findall(r"^ \*\s+(cc .*-shared.*)$", HEADER.read_text(), flags=re.M)
     lib = tmp_path / "libfoo.so"
     argv = [str(ROOT / "examples" / "c-backend" / "tr_epoll.c") if a == "foo.c"
-            else str(lib) if a == "libfoo.so" else a for a in shlex.split(line)]
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+            else str(lib) if a == "libfoo.so" else a for a in line.split(" ")]
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    proc = subprocess.run(["sh", "-c", " ".join(argv)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
     assert proc.returncode == 0, f"{line}: {proc.stderr}"
     assert load_library(lib).tr_backend_abi_version() == 1
+
+
+# -- the header ships with the package: `tailreactor-conformance --header` --------------------
+def test_header_option_prints_the_path_of_the_header_the_package_ships(tmp_path):
+    """From any directory: one line, the absolute path of the installed package's header, the
+    same text as the repository's."""
+    from test_conformance_meta import child_env
+
+    script = Path(sys.executable).with_name("tailreactor-conformance")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
+    proc = subprocess.run([*cmd, "--header"], cwd=tmp_path, env=child_env(), capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.splitlines()
+    path = Path(line)
+    assert path.is_absolute() and path.name == "tailreactor_backend.h", line
+    assert path.read_text() == HEADER.read_text()
+
+
+def test_the_wheel_holds_the_header_as_package_data(tmp_path):
+    """What pip installs: a wheel built from the tree has tailreactor_conformance/include/
+    tailreactor_backend.h, byte for byte the repository's."""
+    import zipfile
+
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                           "--wheel-dir", str(tmp_path), str(ROOT)], capture_output=True, text=True,
+                          timeout=600, check=False)
+    if proc.returncode != 0 and "No module named pip" in proc.stderr:
+        pytest.skip("pip is not installed in this interpreter")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("tailreactor-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        assert z.read("tailreactor_conformance/include/tailreactor_backend.h") == HEADER.read_bytes()

@@ -15,12 +15,13 @@
  * Building: a shared object exporting the ten functions below with C linkage
  * and default visibility; a missing one is refused at load (exit status 2).
  *
- *     cc -std=c11 -Wall -fPIC -shared -I conformance/include -o libfoo.so foo.c
+ *     cc -std=c11 -Wall -fPIC -shared -I "$(dirname "$(tailreactor-conformance --header)")" -o libfoo.so foo.c
  *
- * (add -pthread if wake takes a lock).  PATH after cabi: is a file path,
- * relative to the current directory; the table names the backend cabi: and
- * the file name without .so (cabi:libfoo).  This header is in the
- * repository's conformance/include, not in the installed Python package.
+ * (add -pthread if wake takes a lock).  The header ships with the Python
+ * package: `tailreactor-conformance --header` prints its path (in a checkout
+ * it is conformance/include/tailreactor_backend.h).  PATH after cabi: is a
+ * file path, relative to the current directory; the table names the backend
+ * cabi: and the file name without .so (cabi:libfoo).
  *
  * The contract is the one of reference/tailreactor/backends/base.py, stated
  * here in full for C; the clause each rule is checked by is named beside it.  In short: a backend

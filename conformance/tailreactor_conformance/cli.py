@@ -10,6 +10,7 @@ Usage::
     tailreactor-conformance --backend epoll --clause B7 --clause R10 -x
     tailreactor-conformance --profile deep --seed 1234
     tailreactor-conformance --list                                 # the clauses, no run
+    cc -I "$(dirname "$(tailreactor-conformance --header)")" ...    # the C ABI's header, installed
 
 Checks that each ``--backend`` starts and that ``--reactor`` imports (else one
 line naming the option and exit 2), then replaces itself with a fresh
@@ -38,6 +39,8 @@ from pathlib import Path
 __all__ = ["main", "build_pytest_args"]
 
 TESTS_DIR = Path(__file__).resolve().parent / "tests"
+#: The C ABI's header, package data (``--header`` prints it).
+HEADER = Path(__file__).resolve().parent / "include" / "tailreactor_backend.h"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-x", "--exitfirst", action="store_true", help="stop at the first failing test")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--list", action="store_true", help="print the clause registry and exit")
+    p.add_argument("--header", action="store_true",
+                   help="print the path of tailreactor_backend.h, the C ABI's header this package ships "
+                        "(for cc -I), and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per test")
     return p
 
@@ -174,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1:]
     ns = _parser().parse_args(argv)
+
+    if ns.header:
+        print(HEADER)
+        return 0
 
     if ns.list:
         from .table import render_registry

@@ -40,6 +40,14 @@
  *   -DTR_BUG_NO_LIMIT_IS_POLL  a wait with no limit polls            (B7)
  *   -DTR_BUG_TRUNCATE_TIMEOUT  timeout rounded down to milliseconds  (B8)
  *   -DTR_BUG_LEAK_FD           close leaves the eventfd open         (B14)
+ *   -DTR_BUG_KEEP_COLLECTED    a wait collects more than its capacity; disarm
+ *                              leaves the rest                       (B3)
+ *   -DTR_BUG_REARM_KEEPS_COLLECTED  the same collecting wait; disarm drops what
+ *                              it holds, a re-arm keeps the replaced token's (B1)
+ *   -DTR_BUG_FLUSH_EATS_WAKE   flush consumes a pending wake, as a flush that
+ *                              runs the library's loop can       (B7)
+ *   -DTR_BUG_LOWEST_FDS_FIRST  a wait takes every ready fd and returns the
+ *                              lowest numbers first, up to its capacity (B10)
  *   -DTR_BUG_OMIT_FLUSH        tr_backend_flush is not exported      (refused at load)
  *   -DTR_BUG_ABI_VERSION=N     reports ABI version N                 (refused at load)
  * and, refused by the suite's adapter with an error naming the value:
@@ -96,7 +104,8 @@ struct tr_backend {
     struct fd_rec *fds;    /* indexed by fd number, grown on demand */
     size_t nfds;
     struct epoll_event kernel[MAX_BATCH];
-#ifdef TR_BUG_KEEP_COLLECTED
+#if defined(TR_BUG_KEEP_COLLECTED) || defined(TR_BUG_REARM_KEEPS_COLLECTED)
+#define TR_COLLECTS 1
     tr_event held[MAX_BATCH]; /* collected by a wait, not handed out yet */
     uint32_t nheld;
 #endif
@@ -219,6 +228,17 @@ int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token) {
     return rc;
 }
 
+#ifdef TR_BUG_REARM_KEEPS_COLLECTED
+/* Forget the collected report of `token` (the suite never reuses a token number). */
+static void drop_held(tr_backend *b, uint64_t token) {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < b->nheld; i++)
+        if (b->held[i].token != token)
+            b->held[kept++] = b->held[i];
+    b->nheld = kept;
+}
+#endif
+
 int tr_backend_disarm(tr_backend *b, int fd, int direction) {
     if (atomic_load(&b->closed))
         return -ESHUTDOWN;
@@ -230,6 +250,9 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction) {
     if (fd < 0 || (size_t)fd >= b->nfds)
         return 0;
     struct fd_rec *r = &b->fds[fd];
+#ifdef TR_BUG_REARM_KEEPS_COLLECTED
+    drop_held(b, r->token[direction - 1]); /* disarm drops what a wait collected; arm does not */
+#endif
     r->armed[direction - 1] = 0;
     if (r->armed[0] || r->armed[1]) {
         /* Narrow the registration to the direction still armed.  A failure
@@ -264,11 +287,18 @@ static int timeout_ms(int64_t timeout_ns) {
 #endif
 }
 
-#ifdef TR_BUG_KEEP_COLLECTED
+#ifdef TR_COLLECTS
 static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_t capacity);
 /* The bug: like a backend on an event library, a wait collects every report
  * the kernel has (up to MAX_BATCH) and hands out `capacity` of them; the rest
  * wait in b->held for the next call, and disarm does not drop them (B3). */
+#endif
+
+#ifdef TR_BUG_LOWEST_FDS_FIRST
+static int by_fd(const void *x, const void *y) {
+    int a = ((const struct epoll_event *)x)->data.fd, c = ((const struct epoll_event *)y)->data.fd;
+    return (a > c) - (a < c);
+}
 #endif
 
 int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_t capacity) {
@@ -276,7 +306,7 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
         return -ESHUTDOWN;
     if (!events || capacity == 0)
         return -EINVAL;
-#ifdef TR_BUG_KEEP_COLLECTED
+#ifdef TR_COLLECTS
     if (b->nheld == 0) {
         int got = tr_backend_wait_collect(b, timeout_ns, b->held, MAX_BATCH);
         if (got < 0)
@@ -297,7 +327,15 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
         pause();
 #endif
     uint32_t limit = capacity < MAX_BATCH ? capacity : MAX_BATCH;
+#ifdef TR_BUG_LOWEST_FDS_FIRST
+    /* The bug: take every ready fd and serve the lowest numbers first.  The ones
+     * left over stay armed and ready, and lose to the low ones again next time. */
+    int k = epoll_wait(b->epfd, b->kernel, MAX_BATCH, timeout_ms(timeout_ns));
+    if (k > 0)
+        qsort(b->kernel, (size_t)k, sizeof *b->kernel, by_fd);
+#else
     int k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns));
+#endif
     if (k < 0)
         return -errno; /* EINTR: the caller retries with the time left */
     uint32_t n = 0;
@@ -353,6 +391,11 @@ int tr_backend_flush(tr_backend *b) {
         return -ESHUTDOWN;
 #ifdef TR_BUG_FLUSH_COUNT
     return 1000;
+#endif
+#ifdef TR_BUG_FLUSH_EATS_WAKE
+    uint64_t count; /* the bug: the loop run a flush makes takes the wake, and nothing keeps it */
+    ssize_t got = read(b->wake_fd, &count, sizeof count);
+    (void)got;
 #endif
     return 0; /* arming is synchronous: nothing is ever queued */
 }

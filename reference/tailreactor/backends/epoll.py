@@ -75,6 +75,7 @@ from __future__ import annotations
 import errno
 import os
 import select
+import threading
 
 from .base import MAX_BATCH, RDHUP, READ, SATISFIES, WRITE, check_direction, closed_error, not_open_error
 
@@ -125,6 +126,9 @@ class EpollBackend:
         # lands while we are not waiting is still seen by the next wait.
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._ep.register(self._wake_fd, select.EPOLLIN)
+        # wake() may come from any thread while close() runs: both hold this lock around
+        # the eventfd, so a wake never writes to its number once close() released it.
+        self._wake_lock = threading.Lock()
         self._fds: dict[int, _FdRecord] = {}
         # What the wait running now has taken (tokens forgotten) and not yet returned.
         # Kept here, not in a local: a wait cut short by a signal handler's
@@ -307,15 +311,19 @@ class EpollBackend:
         return 0  # arming is synchronous: nothing is ever queued
 
     def wake(self) -> None:
-        try:
-            os.eventfd_write(self._wake_fd, 1)
-        except (OSError, ValueError):
-            pass  # closed concurrently: nothing left to wake
+        with self._wake_lock:
+            if self._closed:
+                return  # the eventfd's number may name another file now (clause B13)
+            try:
+                os.eventfd_write(self._wake_fd, 1)
+            except (OSError, ValueError):
+                pass  # the counter is full: a wake is pending anyway
 
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
+        with self._wake_lock:
+            self._closed = True
         self._ep.close()
         os.close(self._wake_fd)
         self._fds.clear()
