@@ -202,12 +202,19 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if not args.sweep:
+        for given, name in ((args.grid, "--grid"), (args.dask, "--dask")):
+            if given:
+                return _error(f"{name} applies to --tier sim --sweep", 2)
     if args.tier != "sim":
-        for given, name in ((args.sim_cost, "--sim-cost"), (args.a_ref, "--a-ref")):
+        for given, name in ((args.sim_cost, "--sim-cost"), (args.a_ref, "--a-ref"), (args.sweep or None, "--sweep")):
             if given is not None:
                 return _error(f"{name} applies to --tier sim", 2)
     if args.tier == "instructions" or instructions.tier_options_given(args):
         return instructions.main_tier(args)
+    if args.tier == "sim" and args.sweep:
+        from .sim.sweepreport import main_sweep
+        return main_sweep(args, argv)
     if args.tier == "sim":
         from .sim.cli import main_sim
         return main_sim(args, argv)
