@@ -97,19 +97,13 @@ connections = 64
 
 [[load]]    # the seed's workload: wrk's closed loop, every connection alike
 workload = "uniform"
-duration = 1
+duration = 0.5
 
-[[load]]    # the same connections, open loop at 0.35 and 0.7 of the capacity
-workload = "uniform"
-load = "open"
-rate = "0.35x"
-duration = 1
-
-[[load]]
+[[load]]    # the same connections, open loop at 0.7 of the capacity
 workload = "uniform"
 load = "open"
 rate = "0.7x"
-duration = 1
+duration = 0.5
 
 [[load]]    # bulk pipelining (closed loop) and 8 interactive clients (open loop, 200 req/s)
 workload = "mixed"
@@ -119,7 +113,7 @@ duration = 4
 [[load]]    # 1 % of the requests 2 ms long (open loop, half the capacity)
 workload = "slow-route"
 rate = "0.5x"
-duration = 2
+duration = 1
 
 [[load]]    # 4C connections, mostly idle between requests (closed loop, 50 ms think)
 workload = "think-time"
@@ -136,10 +130,6 @@ CWIST_REACTOR_HARVEST_US = [1000]
 against = { CWIST_REACTOR_TAIL_US = 3500 }
 CWIST_REACTOR_TAIL_US = [3500]
 CWIST_REACTOR_HARVEST_US = [1000]
-
-[[policy]]  # the stamp: age from the round that reaped the event, not from its arm
-CWIST_REACTOR_TAIL_US = [3500]
-CWIST_REACTOR_AGE_FROM = ["ready"]
 
 [[policy]]  # the late bypass where it can act: a pass yields after 4 of its 16 requests (both arms)
 CWIST_REACTOR_TAIL_US = [3500]
@@ -458,8 +448,8 @@ class _Local:
                 progress(done, len(futures))
         return [f.result() for f in futures]
 
-    def close(self):
-        self.pool.shutdown()
+    def close(self, *, cancel: bool = False):
+        self.pool.shutdown(cancel_futures=cancel)
 
 
 class _Dask:
@@ -492,7 +482,7 @@ class _Dask:
                 progress(done, len(futures))
         return self.client.gather(futures)
 
-    def close(self):
+    def close(self, *, cancel: bool = False):
         if self.own:
             self.client.close()
             if self.cluster is not None:
@@ -542,8 +532,10 @@ def run_sweep(grid: Grid, *, engine: str = "local", processes: int | None = None
         order = list(keys)
         results = pool.map(_run_task, [(k, rates[(k.backend, k.load)]) for k in order], progress)
         workers = pool.workers
-    finally:
-        pool.close()
+    except BaseException:  # interrupted or a run failed: the runs not started yet are dropped
+        pool.close(cancel=True)
+        raise
+    pool.close()
     by_key = dict(zip(order, results))
     cells = []
     for cell in grid.cells():
