@@ -58,6 +58,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -244,9 +245,9 @@ class Cell:
 # --- the grid file ---------------------------------------------------------------------------------
 
 def _toml(text: str, where: str) -> dict:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:  # Python 3.10: the same parser as a package (pyproject.toml)
         import tomli as tomllib
     try:
         return tomllib.loads(text)
