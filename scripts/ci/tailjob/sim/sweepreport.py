@@ -236,7 +236,7 @@ def heat_maps(result) -> dict[str, dict[str, bytes]]:
                 ax.set_yticks([y + 0.5 for y in range(len(rows))], rows if j == 0 else [""] * len(rows),
                               fontsize=7)
                 ax.set_title(f"{name} {key} B/A", fontsize=9)
-        fig.legend(handles=[Patch(color=COLOURS[v], label=v) for v in (GAIN, REGRESSION, EQUIVALENT, INCONCLUSIVE,
+        fig.legend(handles=[Patch(facecolor=COLOURS[v], edgecolor="grey", label=v) for v in (GAIN, REGRESSION, EQUIVALENT, INCONCLUSIVE,
                                                                         NO_VERDICT)],
                    loc="lower center", ncol=5, fontsize=7, frameon=False)
         fig.suptitle(f"Sweep `{result.grid.name}`, {workload}: B/A per cell (virtual time)", fontsize=10)
