@@ -58,6 +58,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -173,11 +174,12 @@ class LoadPoint:
                 "connections": self.connections, "duration_s": self.duration_s, "label": self.label}
 
 
+_PREFIX = re.compile(r"^CWIST_(?:REACTOR_|HTTP_)?")
+
+
 def _short(name: str) -> str:
-    for prefix in ("CWIST_REACTOR_", "CWIST_HTTP_", "CWIST_"):
-        if name.startswith(prefix):
-            return name[len(prefix):]
-    return name
+    """A knob's name without its ``CWIST_`` prefix and area (``TAIL_US``, ``YIELD_BATCH``)."""
+    return _PREFIX.sub("", name)
 
 
 def env_text(env: Mapping[str, str]) -> str:
