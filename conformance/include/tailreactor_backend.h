@@ -6,13 +6,24 @@
  *
  *     tailreactor-conformance --backend cabi:path/to/libfoo.so
  *
- * The suite loads the library with ctypes, runs every backend clause (B1-B16)
- * on it, and runs the reactor (R) and HTTP (H) clauses through the Python
- * reference reactor on top of it.  See docs/en/conformance.md, "Checking a
- * backend written in C, Rust or Go", and examples/c-backend/tr_epoll.c.
+ * The suite loads the library with ctypes, runs every backend clause on it,
+ * and runs the reactor (R) and HTTP (H) clauses through the Python reference
+ * reactor on top of it.  Receive arming (B17) and harvest (R23-R25) are not in
+ * ABI version 1: the suite skips them.  See docs/en/conformance.md, "Checking
+ * a backend written in C, Rust or Go", and examples/c-backend/tr_epoll.c.
  *
- * The contract is the one of reference/tailreactor/backends/base.py; the
- * clause each rule is checked by is named beside it.  In short: a backend
+ * Building: a shared object exporting the ten functions below with C linkage
+ * and default visibility; a missing one is refused at load (exit status 2).
+ *
+ *     cc -std=c11 -Wall -fPIC -shared -I conformance/include -o libfoo.so foo.c
+ *
+ * (add -pthread if wake takes a lock).  PATH after cabi: is a file path,
+ * relative to the current directory; the table names the backend cabi: and
+ * the file name without .so (cabi:libfoo).  This header is in the
+ * repository's conformance/include, not in the installed Python package.
+ *
+ * The contract is the one of reference/tailreactor/backends/base.py, stated
+ * here in full for C; the clause each rule is checked by is named beside it.  In short: a backend
  * knows file descriptors, two directions and opaque 64-bit tokens.  It arms
  * one-shot readiness interest, reports what became ready, can be woken from
  * another thread, and can be closed.  Timers, posts, stamps and the dispatch
@@ -22,17 +33,28 @@
  * negative errno value on failure (-EBADF, -ENOMEM, ...: -4095..-1), as the
  * kernel and liburing do.  Nothing is reported through the global errno.  The
  * suite refuses any other negative value, and a positive one from create,
- * with an error that names it.  arm, disarm,
- * wait and flush on a closed backend return -ESHUTDOWN.
+ * with an error that names it.  arm, disarm, wait and flush on a closed
+ * backend return -ESHUTDOWN, before any other check.
  *
- * Threads: every function is called from one thread at a time (the reactor's
- * thread), except tr_backend_wake, which any thread may call at any time,
- * also while another thread is inside tr_backend_wait and while
- * tr_backend_close runs.
+ * Threads: the calls on one backend never overlap, except tr_backend_wake,
+ * which any thread may call at any time, also while another thread is inside
+ * tr_backend_wait and while tr_backend_close runs (so wake must not write to
+ * an fd number close has released: guard it with a lock or an atomic).  The
+ * other calls need not come from the thread that created the backend (B7
+ * creates and arms on one thread and waits on another): keep no per-thread
+ * state.  A process creates many backends, one after another, and an earlier
+ * handle (closed, not destroyed yet) may still exist when create is called
+ * again: keep every piece of state in the handle (libuv: a uv_loop_t of the
+ * backend's own, never uv_default_loop()).
+ *
+ * Memory: every pointer argument is the caller's and valid only during the
+ * call; the library keeps none of them.  The handle is the library's.
  *
  * The fds it is given (a backend on an event library: libuv, libev, libevent):
- * - Flags: the reactor and the suite arm non-blocking fds (sockets, and pipes
- *   in B6).  A backend may set O_NONBLOCK on an fd it arms (libuv's
+ * - Kinds: the reactor and the suite arm non-blocking sockets, and pipes in
+ *   B6; never regular files (poll reports them always ready, epoll refuses
+ *   them).
+ * - Flags: a backend may set O_NONBLOCK on an fd it arms (libuv's
  *   uv_poll_init does); it must not clear it, and must change no other flag
  *   of the fd or its open file (FD_CLOEXEC, O_APPEND, O_ASYNC, the owner).
  * - An armed fd closed without disarm: the caller's bug, but the backend must
@@ -100,7 +122,9 @@ typedef struct tr_event {
                        * what it can see: TR_HUP for UV_DISCONNECT, TR_ERR for a status < 0,
                        * else the direction's own bit (TR_IN for READ, TR_OUT for WRITE).  A
                        * peer's close or a socket error must still reach the armed tokens
-                       * (B6): the callback then finds EOF or the error in recv/send. */
+                       * (B6): the callback then finds EOF or the error in recv/send.
+                       * The other direction's bits may be present too (an fd polled for
+                       * both directions). */
     uint32_t reserved; /* 0 */
     /* The suite refuses a report with revents 0, a bit outside TR_IN, TR_OUT,
      * TR_ERR, TR_HUP and TR_RDHUP, reserved != 0, or a token no arm gave. */
@@ -127,10 +151,15 @@ uint32_t tr_backend_abi_version(void);
  * -errno (*out untouched). */
 int tr_backend_create(tr_backend **out);
 
-/* Fill *out with what the backend claims.  0, or -errno. */
+/* Fill *out with what the backend claims.  0, or -errno.  The suite calls it
+ * once, right after create; the claims hold for the backend's life. */
 int tr_backend_capabilities(tr_backend *b, tr_capabilities *out);
 
 /* One-shot interest in `direction` (TR_READ or TR_WRITE) on `fd`.
+ * - `token` is opaque: store it and give it back unchanged in the report.
+ *   The suite gives every arming a fresh number (never 0, never reused), so
+ *   it sees a report of an arming that was reported, disarmed or replaced
+ *   (B1, B3).
  * - When the fd becomes ready, or is ready already, a later wait reports
  *   (token, revents) exactly once; the interest is then gone until armed
  *   again (B1, B2).  Both directions of one fd are independent (B1).
@@ -148,12 +177,26 @@ int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token);
  * also after the fd number is closed and reused for another file (B5).
  * Disarming what is not armed does nothing and returns 0.  The reactor calls
  * it before an fd is closed, also when the token was already reported, so a
- * backend that keeps a registration across arms drops it here.  0, or -errno. */
+ * backend that keeps a registration across arms drops it here.  Any fd number
+ * is accepted (never armed, negative: not armed, 0); an armed fd closed under
+ * the backend is disarmed all the same and returns 0 (an EBADF or ENOENT from
+ * the kernel there means "gone already").  Another direction value returns
+ * -EINVAL (never passed by the suite).  0, or -errno. */
 int tr_backend_disarm(tr_backend *b, int fd, int direction);
 
 /* Block up to timeout_ns nanoseconds (< 0: no limit, 0: poll) and write up
  * to `capacity` reports to events[0..n); return n (0 = timed out or woken,
  * never more than capacity), or -errno.
+ * - capacity is >= 1: max_batch when one is declared, else 1024; the suite
+ *   lowers it to 1 in B3 and B5.  Write events[0..n) only: the caller
+ *   takes a nonzero revents past what it listed for a report not listed yet.
+ * - The clock is CLOCK_MONOTONIC (the suite measures with it).  timeout_ns
+ *   (from the reactor: the time to its next timer) is rounded up to whole
+ *   nanoseconds by the caller and may be large; ppoll and epoll_pwait2 take
+ *   it whole, poll and epoll_wait take milliseconds: round up there.
+ * - A wake (tr_backend_wake) ends the wait blocked then, else the next one:
+ *   it is latched until a wait consumes it (an eventfd counter is).  Several
+ *   wakes before a wait may end that one wait only.
  * - With no limit and nothing ready it returns only when woken (B7).
  * - Never returns earlier than timeout_ns with nothing ready, also for a
  *   fraction of a millisecond: round up, never down (B8).
@@ -163,14 +206,16 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   starves (B10).  With TR_CAP_ORDERED, reports come in the order readiness
  *   arose, arm order for fds ready when armed (B9).
  * - A signal may end it early with -EINTR; the caller retries with the time
- *   left.
+ *   left (retrying inside the backend is as good).
  * A call into C cannot be interrupted: the suite takes a wait that has not
- * returned within its timeout plus twice its liveness bound (6 s by default;
- * 9 s with no limit) as hung, prints one line and ends the run. */
+ * returned within its timeout plus twice its liveness bound as hung, prints
+ * one line and ends the run (the bound: TAILREACTOR_CONFORMANCE_LIVENESS_S,
+ * 3 s by default, so 6 s; 9 s with no limit). */
 int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_t capacity);
 
 /* Make queued arms visible to the kernel now; return how many were submitted
- * (0 for a backend that arms synchronously), or -errno (R14).  The suite
+ * (0 for a backend that arms synchronously, as one that builds its interest
+ * set at each wait with poll(2) or select does), or -errno (R14).  The suite
  * refuses a count above two per arm or disarm since the last flush, plus one.
  * For a backend that queues arms until its next loop run, flush is that point:
  * - after it returns, readiness that arises is seen by the kernel for every
@@ -180,7 +225,10 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
  *   ready one by one);
  * - it may run the library's loop once without blocking (uv_run with
  *   UV_RUN_NOWAIT) and so collect reports; it must not block, and the reports
- *   it collects are delivered by later waits, or dropped by a disarm (B3);
+ *   it collects are delivered by later waits, or dropped by a disarm (B3) or
+ *   a re-arm; a wake it sees run (uv_async_t, ev_async) is kept for the next
+ *   wait, as tr_backend_wake says (a post's wake may come before the
+ *   round-budget flush of R14, and the round's wait after it);
  * - it returns the number of submissions (an EPOLL_CTL_* or an SQE each), 0
  *   when the library gives no count. */
 int tr_backend_flush(tr_backend *b);

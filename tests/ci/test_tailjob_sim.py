@@ -182,3 +182,33 @@ def test_arm_a_runs_the_code_of_a_git_ref(tmp_path):
     assert not tree.exists()
     with pytest.raises(refcode.RefError, match=r"--a-ref 'no-such-ref': not a commit of this repository"):
         refcode.resolve(repo, "no-such-ref")
+
+
+# -- the closed-loop client's turnaround --------------------------------------------
+def _closed(connections=32, duration_s=0.3, seed=1):
+    return LoadSpec(classes=(ClientClass("all", connections, "closed"),), duration_s=duration_s, seed=seed,
+                    drain_s=1.0)
+
+
+def _pcts(doc):
+    return [q["us"] for q in doc["all"]["latency"]["percentiles"]]
+
+
+def test_without_a_turnaround_the_closed_loop_is_in_lockstep_and_the_seed_changes_nothing():
+    a, b = _run("epoll", _closed(seed=1)), _run("epoll", _closed(seed=2))
+    assert _pcts(a) == _pcts(b) and a["server"]["counters"] == b["server"]["counters"]
+
+
+def test_a_client_turnaround_from_the_seeded_rng_desynchronises_the_closed_loop():
+    cost = costs.with_overrides(costs.for_backend("epoll"), "client_us=200")
+    tail = {"CWIST_REACTOR_TAIL_US": "3500"}
+    a, b = _run("epoll", _closed(seed=1), tail, cost), _run("epoll", _closed(seed=2), tail, cost)
+    assert _pcts(a) != _pcts(b)  # the seed now reaches the closed loop
+    assert _pcts(a) == _pcts(_run("epoll", _closed(seed=1), tail, cost))  # and it is still deterministic
+    lockstep = _run("epoll", _closed(seed=1), tail)
+    # Rounds hold the connections whose next request arrived in time, not all of them every round.
+    assert a["server"]["counters"]["rounds"] > lockstep["server"]["counters"]["rounds"]
+    # The turnaround is the client's time: latency runs from the request's send, so it adds none, and
+    # fewer requests are in flight at once (a client in its turnaround has none): the median is shorter.
+    p50 = lambda d: next(q["us"] for q in d["all"]["latency"]["percentiles"] if q["p"] == 50)  # noqa: E731
+    assert p50(a) < p50(lockstep)

@@ -78,6 +78,19 @@ def test_an_unknown_tier_is_refused_naming_what_is_accepted(capsys, tmp_path):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--tier: invalid choice: 'cloud' (choose from 'wall', 'sim', 'instructions')" in err
+    assert err.count("\n") == 1  # the error alone, not argparse's usage block before it
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, option", [(["--workload", "burst"], "--workload"),
+                                          (["--backend", "asyncio"], "--backend")])
+def test_a_choice_the_sim_cannot_take_is_one_line(argv, option, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        main(["--tier", "sim", *argv, "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tail_latency: error: argument {option}: invalid choice: ") and "(choose from " in err
+    assert err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
 
 

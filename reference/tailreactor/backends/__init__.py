@@ -27,7 +27,7 @@ from .io_uring import IoUringBackend, IoUringUnavailable
 
 __all__ = [
     "Backend", "EpollBackend", "IoUringBackend", "IoUringUnavailable", "UnknownBackend",
-    "READ", "WRITE", "IN", "OUT", "ERR", "HUP", "RDHUP", "SHIPPED", "create_backend",
+    "READ", "WRITE", "IN", "OUT", "ERR", "HUP", "RDHUP", "SHIPPED", "create_backend", "io_uring_refused",
 ]
 
 log = logging.getLogger("tailreactor")
@@ -48,6 +48,15 @@ SHIPPED: dict[str, Callable[[], Backend]] = {
     "epoll": EpollBackend,
     "selectors": _selectors_backend,
 }
+
+
+def io_uring_refused() -> str | None:
+    """None if this process can set up an io_uring ring, else why not (one line naming the errno)."""
+    try:
+        IoUringBackend().close()
+    except IoUringUnavailable as exc:
+        return str(exc)
+    return None
 
 
 #: What a backend must have (:class:`~tailreactor.backends.base.Backend`).

@@ -58,7 +58,7 @@ from .plan import (
 )
 from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
-from .server import io_uring_refused as _io_uring_refused
+from tailreactor.backends import io_uring_refused as _io_uring_refused
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]
@@ -195,6 +195,7 @@ class Printed:
     files: list
     after: str | None = None
     failed: str | None = None  # --gate's one-line error (exit 1)
+    result: Path | None = None  # the A/B's result JSON
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +203,15 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.validate:
+        from .sim.validate import main_validate
+        return main_validate(args, argv)
+    return run_args(args, argv)
+
+
+def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None = None) -> int:
+    """The job of parsed options ``args`` (``argv``: as given, for the records).  ``collect``: gets
+    ``result`` (the path of the A/B's result JSON) and ``legs`` (its legs' results)."""
     if not args.sweep:
         for given, name in ((args.grid, "--grid"), (args.dask, "--dask")):
             if given:
@@ -217,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         return main_sweep(args, argv)
     if args.tier == "sim":
         from .sim.cli import main_sim
-        return main_sim(args, argv)
+        return main_sim(args, argv, collect=collect)
     try:
         _check_mode(args)
         _check_environment(os.environ)
@@ -239,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     provenance = history.provenance(REPO, wrk_version=job.wrk)
     results_dir.mkdir(parents=True, exist_ok=True)
     printed = job.finish(results, Outputs(settings, started, _now(), provenance, results_dir, stem))
+    if collect is not None:
+        collect.update(legs=results, result=printed.result)
     print(printed.text)
     print("Files:")
     for line in printed.files:
@@ -246,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     if printed.after:
         print(printed.after)
     code = _error(printed.failed, 1) if printed.failed else 0
-    if not argv:  # the job as the README runs it: the sim tier's answer beside the live run
+    if not argv and collect is None:  # the job as the README runs it: the sim tier's answer beside the live run
+        # (--validate alone runs the live job with no options too, and the sim tier itself)
         from .sim.answer import beside_live
         return beside_live(args, results, code)
     return code
@@ -314,13 +327,14 @@ def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
     def finish(results, o: Outputs) -> Printed:
         job = JobResult(argv=argv, profile=profile.name, ab=ab, arms=arms, settings=o.settings, legs=results,
                         provenance=o.provenance, started_at=o.started, finished_at=o.finished)
-        files, _, jsonl = _write(job, o, report.render)
+        files, result_json, jsonl = _write(job, o, report.render)
         if o.settings.probe_dir:
             files.append(f"{o.settings.probe_dir}/ (every worker's latency probe file, per run)")
         code, lines = report.gate(job)
         return Printed(report.render(job, runs=False), [*files, f"{jsonl} (one line appended)"],
                        after="\n" + "\n".join(f"!!! {line}" for line in lines) if lines else None,
-                       failed="--gate: a metric regressed (see the verdicts above)" if args.gate and code else None)
+                       failed="--gate: a metric regressed (see the verdicts above)" if args.gate and code else None,
+                       result=result_json)
     return Job(ab, profile.name, legs, 2, settings, wrk, run, finish)
 
 

@@ -75,7 +75,7 @@ from pathlib import Path
 
 from .peers import make_server, servers
 from .server import ServerError
-from .server import io_uring_refused as _io_uring_refused
+from tailreactor.backends import io_uring_refused as _io_uring_refused
 
 REPO = Path(__file__).resolve().parents[3]
 #: The servers counted by default (uvloop's loop is C: its count would say little about ours).

@@ -63,8 +63,16 @@ def _cores(text: str) -> float:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors are one line (``tail_latency: error: argument --tier: invalid choice:
+    ...``): the option, the value and what is accepted, without the usage block before it."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog=PROG,
         description="Interleaved A/B of the bench server under wrk, with a bootstrap verdict per metric. "
                     "No arguments: quick profile, --ab tail, on io_uring then epoll. "
@@ -146,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim = p.add_argument_group("virtual-time tier (--tier sim)")
     sim.add_argument("--sim-cost", metavar="'K=US ...'",
                      help="with --tier sim: override cost-model constants (wait_us, harvest_us, callback_us, "
-                          "age_order_us, request_us; virtual microseconds)")
+                          "age_order_us, request_us, client_us; virtual microseconds)")
     sim.add_argument("--a-ref", metavar="REF",
                      help="with --tier sim: arm A runs the reactor and HTTP code of git ref REF (a temporary "
                           "worktree), arm B the working tree's; with no --ab/--a/--b both arms' knobs alike")
@@ -160,6 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--dask", nargs="?", const="local", metavar="ADDRESS",
                      help="with --sweep: run the cells on Dask distributed (the sweep extra): a LocalCluster "
                           "of one worker per CPU, or the scheduler at ADDRESS; default: local worker processes")
+    val = p.add_argument_group("validation of the sim tier against the live job")
+    val.add_argument("--validate", action="store_true",
+                     help="run the A/B of the other options on the live tier, then on the sim tier (the same "
+                          "profile, arms, backends, workload and load; --pin, --threads, --probe go to the live "
+                          "run only, --sim-cost to the sim's), and print per leg, scope (whole run, each class) "
+                          "and metric the live B/A, interval and verdict beside the sim's, and whether they "
+                          "agree (where the live run resolves the metric); writes "
+                          "<out>/results/<stem>-validate.md and .json and a line of "
+                          "<out>/tail-latency-validate.jsonl")
     instructions.add_options(p)
     return p
 

@@ -209,11 +209,3 @@ class BenchServer(ServerProcess):
         self.backend, self.workers = match.group("backend"), int(match.group("workers"))
 
 
-def io_uring_refused() -> str | None:
-    """None if this machine can set up an io_uring ring, else the reason (one line naming the errno)."""
-    from tailreactor.backends import IoUringBackend, IoUringUnavailable
-    try:
-        IoUringBackend().close()
-    except IoUringUnavailable as exc:
-        return str(exc)
-    return None

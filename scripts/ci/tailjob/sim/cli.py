@@ -83,7 +83,7 @@ def plan_sim(args: argparse.Namespace) -> tuple[str, object, list[AbPlan]]:
             arm_knobs({**env, **(load.server_env() if load else {})})
             backend = env.get(_BACKEND) or "auto"
             if backend == "auto":
-                from ..server import io_uring_refused as _io_uring_refused
+                from tailreactor.backends import io_uring_refused as _io_uring_refused
                 backend = "epoll" if _io_uring_refused() else "io_uring"
             if backend not in MODELLED:
                 option = f"--{arm.key.lower()} " if _BACKEND in arm.env else ""
@@ -105,7 +105,7 @@ def _without_refused_io_uring(plans: list[AbPlan], asked: str | None) -> list[Ab
     on = [p for p in plans if "io_uring" in (p.backend_for("A"), p.backend_for("B"))]
     if not on:
         return plans
-    from ..server import io_uring_refused as _io_uring_refused
+    from tailreactor.backends import io_uring_refused as _io_uring_refused
     refused = _io_uring_refused()
     if refused is None:
         return plans
@@ -115,8 +115,10 @@ def _without_refused_io_uring(plans: list[AbPlan], asked: str | None) -> list[Ab
     return [p for p in plans if p not in on]
 
 
-def main_sim(args: argparse.Namespace, argv: list[str], *, legs_out: list | None = None) -> int:
-    """``--tier sim``; ``legs_out``: gets the legs' results (for the main job's answer)."""
+def main_sim(args: argparse.Namespace, argv: list[str], *, legs_out: list | None = None,
+             collect: dict | None = None) -> int:
+    """``--tier sim``; ``legs_out``: gets the legs' results (for the main job's answer); ``collect``:
+    gets ``result``, the path of the result JSON (for ``--validate``)."""
     try:
         ab, arms, plans = plan_sim(args)
         plans = _without_refused_io_uring(plans, args.backend)
@@ -124,16 +126,16 @@ def main_sim(args: argparse.Namespace, argv: list[str], *, legs_out: list | None
     except (PlanError, _costs.CostError, refcode.RefError) as e:
         return _error(str(e), 2)
     if a_commit is None:
-        return _run(args, argv, ab, arms, plans, None, legs_out)
+        return _run(args, argv, ab, arms, plans, None, legs_out, collect)
     try:
         with refcode.checkout(REPO, a_commit) as tree:
             plans = [replace(p, a_code=str(tree / "reference")) for p in plans]
-            return _run(args, argv, ab, arms, plans, a_commit, legs_out)
+            return _run(args, argv, ab, arms, plans, a_commit, legs_out, collect)
     except refcode.RefError as e:
         return _error(str(e), 2)
 
 
-def _run(args, argv, ab, arms, plans, a_commit, legs_out=None) -> int:
+def _run(args, argv, ab, arms, plans, a_commit, legs_out=None, collect=None) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     legs = []
     try:
@@ -166,6 +168,8 @@ def _run(args, argv, ab, arms, plans, a_commit, legs_out=None) -> int:
     md = results_dir / f"{stem}.md"
     md.write_text(sim_report.render(job, legs, runs=True))
     js = sim_report.write_json(sim_report.result_document(job, legs), results_dir / f"{stem}.json")
+    if collect is not None:
+        collect["result"] = js
     images = sim_report.plot(legs, results_dir / stem)
     jsonl = history.append_history(sim_report.history_line(job, legs, result_file=f"results/{js.name}"), out,
                                    name=sim_report.HISTORY_FILE)

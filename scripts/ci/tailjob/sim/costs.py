@@ -16,6 +16,14 @@ In a simulated run the virtual clock moves only by what this model charges
                    (``CWIST_REACTOR_TAIL_US`` > 0): the age order's own cost
 =================  ===============================================================
 
+and one on the client side:
+
+=================  ===============================================================
+``client_us``      the mean of a closed-loop client's turnaround: from an answer
+                   to its next request, drawn per request from the connection's
+                   seeded generator (exponential); 0 sends at once
+=================  ===============================================================
+
 plus, at their own length, the injected knobs ``CWIST_BENCH_DELAY_US`` (per
 request), ``CWIST_BENCH_SLOW_US`` (per ``/slow/`` request) and
 ``CWIST_BENCH_STALL_US`` (per stall), which cost virtual time, never real time.
@@ -68,6 +76,7 @@ class CostModel:
     callback_us: float
     request_us: float
     age_order_us: float
+    client_us: float = 0.0
 
     def sources(self) -> dict[str, str]:
         """Where each constant came from, by field name."""
@@ -84,6 +93,10 @@ class CostModel:
             "age_order_us": ("the age order's share of user-space instructions per request at c256, "
                              + ("1.6 % (630 of 40,400)" if self.backend == "io_uring" else "1.9 % (690 of 36,000)")
                              + f" ({_README}), of request_us"),
+            "client_us": ("0 by default: a closed-loop client sends its next request the moment an answer "
+                          "arrives (wrk's own CPU is about 5.4 us per request at c256, "
+                          "benchmarks/results/20261201T143716Z-seed-tail.json; its wake-ups are not measured)"
+                          if self.client_us == 0 else "set with --sim-cost"),
         }
 
     def as_dict(self) -> dict:

@@ -53,6 +53,7 @@ import collections
 import contextlib
 import heapq
 import math
+import random
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ __all__ = ["SimRun", "simulate", "START_NS"]
 
 START_NS = 1_000_000_000
 """The virtual clock's reading when a run's server starts (1 s: as ManualClock)."""
+TURNAROUND = 0
+"""The count of a scheduled client event that ends a closed-loop turnaround (no request is due)."""
 LEAD_NS = 1_000_000
 """Virtual time between the server's start and the run's start (connections made, reads armed)."""
 
@@ -231,6 +234,8 @@ class _Client(loadgen.ClientConnection):
         super().__init__(sim, stats, index)
         self.sim, self.sock = sim, sock
         self.done = False
+        # Its own generator: the schedules' (self.rng, as the load client draws them) stay as they are.
+        self.turnaround = random.Random(f"{sim.spec.seed}/{self.cls.name}/{index}/turnaround")
         self.latencies: collections.Counter[int] = collections.Counter()  # us -> answers
 
     # answers
@@ -261,6 +266,21 @@ class _Client(loadgen.ClientConnection):
         else:
             self.sim.schedule(intended_ns, self, count)
 
+    # the closed loop's turnaround (``client_us``)
+    def _next_batch(self, now: int) -> None:
+        mean_ns = self.sim.client_ns
+        delay = round(self.turnaround.expovariate(1.0) * mean_ns) if mean_ns else 0
+        if delay:
+            self.sim.schedule(now + delay, self, TURNAROUND)
+        else:
+            super()._next_batch(now)
+
+    def fire(self, intended_ns: int, count: int) -> None:
+        if count == TURNAROUND:  # the turnaround is over: the next batch, as if the answer came now
+            super()._next_batch(intended_ns)
+        else:
+            super().fire(intended_ns, count)
+
     def finish(self) -> None:
         if not self.done:
             self.done = True
@@ -289,6 +309,7 @@ class _Sim:
     def __post_init__(self):
         self.request_ns = self.costs_ns("request_us")
         self.callback_ns = self.costs_ns("callback_us")
+        self.client_ns = self.costs_ns("client_us")
 
     def next_seq(self) -> bytes:
         self._seq += 1

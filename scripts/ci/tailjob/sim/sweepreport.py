@@ -257,7 +257,7 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
         refuse_cell_options(args)
         grid = _sweep.load_grid(args.grid or "default")
         if "io_uring" in grid.backends:
-            from ..server import io_uring_refused
+            from tailreactor.backends import io_uring_refused
             refused = io_uring_refused()
             if refused is not None:
                 raise _sweep.GridError(f"--grid {args.grid or 'default'}: backends lists io_uring, unavailable "
