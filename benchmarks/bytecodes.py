@@ -130,11 +130,12 @@ def _cycle(clients, step) -> None:
         waiting = still
 
 
-def count_bench(backend: str, clients: int, cycles: int, step_us: int = 0) -> tuple[collections.Counter, int]:
+def count_bench(backend: str, clients: int, cycles: int, step_us: int = 0,
+                env: dict[str, str] | None = None) -> tuple[collections.Counter, int]:
     """Bytecodes by code object, and requests answered, of the bench server on ``backend``.
 
-    ``backend`` is a backend name; the other ``CWIST_*`` knobs come from the
-    environment (raises ``ConfigError`` for a bad value), except that
+    ``backend`` is a backend name; the other ``CWIST_*`` knobs come from
+    ``env`` (default the environment; raises ``ConfigError`` for a bad value), except that
     ``CWIST_HTTP_KEEP_ALIVE_TIMEOUT`` is 0 unless set: a clock that moves per
     read would otherwise pass the idle timeout and add timer work.
     """
@@ -143,7 +144,7 @@ def count_bench(backend: str, clients: int, cycles: int, step_us: int = 0) -> tu
 
     # A clock in C that moves step_us per read (itertools.count: no bytecodes).
     clock = itertools.count(1_000_000_000, step_us * 1000).__next__
-    r = Reactor(backend, config=load(bench_env()), clock=clock)
+    r = Reactor(backend, config=load(bench_env(env)), clock=clock)
     listener = Listener(r, "127.0.0.1", 0)
     socks = _clients(listener.port, clients)
     counter = OpcodeCounter()
@@ -188,15 +189,17 @@ def count_asyncio(clients: int, cycles: int) -> tuple[collections.Counter, int]:
         loop.close()
 
 
-def bench_env() -> dict[str, str]:
+def bench_env(env=None) -> dict[str, str]:
     """The environment the bench server's knobs are read from (see :func:`count_bench`)."""
-    return {"CWIST_HTTP_KEEP_ALIVE_TIMEOUT": "0", **os.environ}
+    return {"CWIST_HTTP_KEEP_ALIVE_TIMEOUT": "0", **(os.environ if env is None else env)}
 
 
-def measure(server: str, clients: int, cycles: int, step_us: int = 0) -> tuple[collections.Counter, int]:
+def measure(server: str, clients: int, cycles: int, step_us: int = 0,
+            env: dict[str, str] | None = None) -> tuple[collections.Counter, int]:
+    """Bytecodes by code object, and requests answered, of ``server`` (``env``: the bench server's knobs)."""
     if server == "asyncio":
         return count_asyncio(clients, cycles)
-    return count_bench(server.split("-", 1)[1], clients, cycles, step_us)
+    return count_bench(server.split("-", 1)[1], clients, cycles, step_us, env)
 
 
 def report(server: str, counts: collections.Counter, requests: int, top: int) -> str:

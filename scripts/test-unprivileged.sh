@@ -2,7 +2,8 @@
 # The test command as a normal user on a stock developer machine, started by root: scripts/test.sh as
 # $TAILREACTOR_TEST_USER (default nobody) with nofile 1024 (soft and hard) and memlock 8 MiB, on a copy
 # of this work tree in a temporary directory.  A copy because that user can write neither the checkout
-# (pytest's cache, .hypothesis) nor, often, read root's Python.  Extra arguments go to pytest.
+# (pytest's cache, .hypothesis) nor, often, read root's Python.  Extra arguments go to pytest (none: the
+# whole suite, as scripts/test.sh runs it).
 # .ci/run runs it so that a test that passes only as root cannot land.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

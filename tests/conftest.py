@@ -18,7 +18,10 @@ What cannot run here is skipped with a one-line reason, never failed:
 
 Limits: the session raises the soft ``RLIMIT_NOFILE`` to the hard limit (what
 a user would do by hand with ``ulimit -n``), so only a test that needs more
-than the hard limit skips.
+than the hard limit skips.  A test gets the raised limit by asking for it
+(``require_fds(n)``); any other runs under a stock soft limit of 1024, and one
+that runs out there fails naming ``require_fds``: as root too, so a test that
+passes only where the limit is high cannot land.
 
 Leaks: after every test the process must hold the file descriptors it held
 before the test (same numbers, same files), io_uring rings included; a test
@@ -38,11 +41,19 @@ import os
 import shutil
 import socket
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
 
-from limits import fd_table, memlock_limit_text, raise_nofile_limit, socketpair_list
+from limits import (
+    STOCK_NOFILE,
+    fd_table,
+    memlock_limit_text,
+    raise_nofile_limit,
+    socketpair_list,
+    stock_nofile_limit,
+)
 from tailreactor import Config, Reactor
 from tailreactor.backends import IoUringUnavailable, io_uring_refused
 from tailreactor.clock import ManualClock
@@ -86,7 +97,8 @@ def pytest_configure(config):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """An io_uring test whose ring setup fails with ENOMEM mid-test skips naming the memlock limit."""
+    """An io_uring test whose ring setup fails with ENOMEM mid-test skips naming the memlock limit;
+    one that runs out of descriptors under the stock limit fails naming the way to ask for more."""
     try:
         return (yield)
     except IoUringUnavailable as exc:
@@ -99,6 +111,16 @@ def pytest_runtest_call(item):
         if require_io_uring():
             pytest.fail(f"{REQUIRE_IO_URING}=1 but {reason}", pytrace=False)
         pytest.skip(reason)
+    except OSError as exc:
+        if exc.errno != errno.EMFILE:
+            raise
+        frames = traceback.extract_tb(exc.__traceback__)
+        at = next((f for f in reversed(frames) if f.filename == str(item.path)), frames[-1])
+        pytest.fail(f"{item.nodeid}: EMFILE (too many open files) at {at.filename}:{at.lineno} under the "
+                    f"stock soft RLIMIT_NOFILE of "
+                    f"{STOCK_NOFILE} every test runs under: a test that needs more descriptors says so "
+                    f"first with require_fds(n) (tests/limits.py), which lifts its limit or skips it "
+                    f"naming the ulimit -n that would run it ({exc})", pytrace=False)
 
 
 #: Files a library keeps open on purpose, for the life of the process, from its first use on:
@@ -119,6 +141,13 @@ def _leaked(before: dict[int, str]) -> dict[int, str]:
     kept = _kept_open_by_multiprocessing()
     return {fd: what for fd, what in fd_table().items()
             if before.get(fd) != what and fd not in kept and not what.endswith(KEPT_OPEN_BY_LIBRARIES)}
+
+
+@pytest.fixture(autouse=True)
+def stock_nofile():
+    """Every test under a stock soft ``RLIMIT_NOFILE`` unless it asks for more (``require_fds``)."""
+    with stock_nofile_limit():
+        yield
 
 
 @pytest.fixture(autouse=True)

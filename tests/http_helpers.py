@@ -36,7 +36,7 @@ from tailreactor.http import Listener
 from tailreactor.http.server import drain
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "http"
-IO_TIMEOUT_S = 10.0  # a bound on any blocking client call: a hang fails, never blocks CI
+IO_TIMEOUT_S = 60.0  # a bound on any blocking client call: a hang fails (generous: busy is slow, not hung)
 
 
 # -- requests and responses -------------------------------------------------

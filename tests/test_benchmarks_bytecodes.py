@@ -21,7 +21,7 @@ SCRIPT = ROOT / "benchmarks" / "bytecodes.py"
 
 def run(*args: str, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=120, env=env, check=False)
+                          timeout=600, env=env, check=False)
 
 
 def blocks(stdout: str) -> dict[str, tuple[float, dict[str, float]]]:

@@ -21,7 +21,7 @@ SCRIPT = ROOT / "benchmarks" / "pyspy_profile.py"
 PY_SPY = Path(sys.executable).parent / "py-spy"
 
 
-def run(*args: str, env=None, timeout=120) -> subprocess.CompletedProcess:
+def run(*args: str, env=None, timeout=600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=timeout, env=env, check=False)
 
@@ -82,25 +82,25 @@ def test_a_short_real_run_profiles_the_bench_server_and_the_asyncio_peer():
 @pytest.mark.bench_extras  # py-spy must be there for the missing wrk to be the one named
 def test_missing_tools_are_named_with_how_to_install():
     env = {**os.environ, "PATH": "/nonexistent"}  # no wrk (py-spy is found next to python)
-    res = run("--server", "asyncio", env=env, timeout=60)
+    res = run("--server", "asyncio", env=env, timeout=300)
     assert res.returncode == 2 and res.stdout == ""
     assert "wrk is not installed; install it: scripts/bootstrap.sh --wrk" in res.stderr
 
 
 @pytest.mark.wrk  # the tool looks for wrk before it checks --py-spy
 def test_bad_arguments_get_one_clear_error():
-    res = run("--duration", "0", timeout=60)
+    res = run("--duration", "0", timeout=300)
     assert res.returncode == 2 and "must be >= 1" in res.stderr
-    res = run("--rate", "5000", timeout=60)
+    res = run("--rate", "5000", timeout=300)
     assert res.returncode == 2 and "--rate must be 1 to 1000, got 5000" in res.stderr
-    res = run("--set", "CWIST_REACTOR_TAIL_US=abc", timeout=60)
+    res = run("--set", "CWIST_REACTOR_TAIL_US=abc", timeout=300)
     assert res.returncode == 2 and res.stdout == ""
     assert "pyspy_profile: CWIST_REACTOR_TAIL_US='abc' is invalid" in res.stderr
     # A py-spy named on the command line is used or refused, never silently replaced.
-    res = run("--py-spy", "/nonexistent/py-spy", timeout=60)
+    res = run("--py-spy", "/nonexistent/py-spy", timeout=300)
     assert res.returncode == 2 and "--py-spy /nonexistent/py-spy is not an executable file" in res.stderr
-    res = run("--py-spy", "/bin/false", timeout=60)
+    res = run("--py-spy", "/bin/false", timeout=300)
     assert res.returncode == 2 and "/bin/false is not py-spy" in res.stderr
     # --server chooses the backend; a knob that would silently lose to it is refused.
-    res = run("--set", "CWIST_REACTOR_BACKEND=io_uring", timeout=60)
+    res = run("--set", "CWIST_REACTOR_BACKEND=io_uring", timeout=300)
     assert res.returncode == 2 and "--set CWIST_REACTOR_BACKEND is not accepted" in res.stderr

@@ -135,7 +135,7 @@ def test_python_m_config_docs_runs_without_warnings():
     import subprocess
     import sys
     proc = subprocess.run([sys.executable, "-W", "error", "-m", "tailreactor.config_docs", "--lang", "en"],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert "CWIST_REACTOR_TAIL_US" in proc.stdout

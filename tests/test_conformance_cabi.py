@@ -41,7 +41,7 @@ def build(out: Path, name: str, *defs: str, cflags: str | None = None) -> Path:
     """``make -C examples/c-backend`` into ``out``: returns ``out/lib<name>.so``."""
     args = [f"CFLAGS={cflags}"] if cflags else []
     proc = subprocess.run(["make", "-s", "-C", str(EXAMPLE), f"OUT={out}", f"NAME={name}",
-                           f"DEFS={' '.join(defs)}", *args], capture_output=True, text=True, timeout=120, check=False)
+                           f"DEFS={' '.join(defs)}", *args], capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lib = out / f"lib{name}.so"
     assert lib.is_file(), proc.stdout + proc.stderr

@@ -18,7 +18,7 @@ import textwrap
 def _pytest(cwd, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HYPOTHESIS_"))}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
 def test_another_project_can_define_its_own_backend_option_and_hypothesis_profile(tmp_path):

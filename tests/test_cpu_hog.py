@@ -29,7 +29,7 @@ sys.exit(3)
 
 def test_the_hogs_run_while_the_command_runs_and_its_exit_code_is_kept():
     done = subprocess.run([*HOG, "-n", "2", "--", sys.executable, "-c", CHILD],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 3, done.stderr
     assert done.stdout.strip() == "2"
     assert "cpu_hog: 2 busy processes" in done.stderr
@@ -37,6 +37,6 @@ def test_the_hogs_run_while_the_command_runs_and_its_exit_code_is_kept():
 
 def test_bad_input_is_one_line_and_exit_2():
     for args in (["-n", "0", "--", "true"], []):
-        done = subprocess.run([*HOG, *args], capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run([*HOG, *args], capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 2
         assert len(done.stderr.strip().splitlines()) == 1 and "accepted" in done.stderr, done.stderr

@@ -172,7 +172,7 @@ def cheap_form(quote: Quote) -> tuple[tuple[str, ...], str]:
 def _run(argv: tuple[str, ...]) -> tuple[int, str]:
     env = dict(os.environ, PYTHON=sys.executable, TAILREACTOR_VENV=str(BIN.parent))
     try:
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env, check=False)
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env, check=False)
     except FileNotFoundError as exc:
         return 127, str(exc)
     return done.returncode, done.stdout + done.stderr

@@ -181,7 +181,7 @@ def test_request_split_byte_by_byte(make_reactor):
                 c.recv(1)  # nothing answered before the request is complete
         c.send(raw[-1:])
         pump.until(lambda: conn.stats.requests == 1)
-        c.settimeout(5)
+        c.settimeout(IO_TIMEOUT_S)
         (resp,) = read_responses(c, 1)
     assert (resp.status, resp.body) == (200, b"split")
     assert conn.stats.reads == len(raw)  # really one recv per byte
@@ -343,7 +343,7 @@ def test_partial_send_arms_write_and_stops_reading(make_reactor):
         reader = threading.Thread(target=lambda: got.extend(read_responses(c, n)), daemon=True)
         reader.start()
         pump.until(lambda: not reader.is_alive(), max_rounds=100_000, wait_s=0.01)
-        sender.join(5)
+        sender.join(IO_TIMEOUT_S)
     assert [r.body.split(b"-")[0] for r in got] == [str(i).encode() for i in range(n)]
     assert conn.stats.requests == n
     srv.close()
@@ -604,14 +604,14 @@ def test_killed_worker_leaves_the_others_serving(backend_name):
         pidfd = os.pidfd_open(victim)  # readable once it has exited (its fds are closed by then)
         try:
             os.kill(victim, signal.SIGKILL)
-            assert select.select([pidfd], [], [], 10)[0], "killed worker did not exit"
+            assert select.select([pidfd], [], [], IO_TIMEOUT_S)[0], "killed worker did not exit"
         finally:
             os.close(pidfd)
         # On io_uring the kernel tears a dead process's ring down asynchronously,
         # and the ring's pending POLL_ADD holds the listening socket open: for a
         # few ms it stays in the SO_REUSEPORT group and connections sent to it are
         # reset.  No event marks its removal, so watch the kernel's socket table.
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + IO_TIMEOUT_S
         while listening_sockets(srv.port) > 1 and time.monotonic() < deadline:
             time.sleep(0.002)
         assert listening_sockets(srv.port) == 1

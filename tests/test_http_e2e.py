@@ -25,7 +25,7 @@ def test_wrk_two_seconds(backend_name):
     try:
         assert srv.backend == backend_name
         run = subprocess.run([wrk, "-t1", "-c16", "-d2s", f"http://127.0.0.1:{srv.port}/"],
-                             capture_output=True, text=True, timeout=30, check=False)
+                             capture_output=True, text=True, timeout=300, check=False)
         code, err = srv.stop()
     finally:
         srv.kill()

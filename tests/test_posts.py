@@ -41,9 +41,9 @@ def test_post_from_other_thread_wakes_blocked_run(make_reactor):
     t = threading.Thread(target=r.run)
     t.start()
     r.post(lambda _: ran.set())
-    assert ran.wait(10)
+    assert ran.wait(60)
     r.stop()
-    t.join(10)
+    t.join(60)
     assert not t.is_alive()
 
 
@@ -53,9 +53,9 @@ def test_stop_from_other_thread_ends_blocking_run(make_reactor):
     r.post(lambda _: started.set())
     t = threading.Thread(target=r.run)
     t.start()
-    assert started.wait(10)
+    assert started.wait(60)
     r.stop()
-    t.join(10)
+    t.join(60)
     assert not t.is_alive()
 
 

@@ -26,7 +26,7 @@ import socket
 
 import pytest
 
-from http_helpers import accept_connection, connect, get, read_responses, read_to_eof
+from http_helpers import IO_TIMEOUT_S, accept_connection, connect, get, read_responses, read_to_eof
 from tailreactor import READ
 
 
@@ -123,7 +123,7 @@ def test_connection_fd_closed_behind_the_server_and_reused_by_accept(pumped, bac
         fillers.append(spare)
     os.close(spare)
     newcomer = socket.socket()  # created first, so it does not take the freed number
-    newcomer.settimeout(10)
+    newcomer.settimeout(IO_TIMEOUT_S)
     try:
         os.close(fd)
         newcomer.connect(("127.0.0.1", srv.port))
@@ -171,7 +171,7 @@ def test_connection_fd_closed_behind_the_server_is_cleaned_up(pumped, backend_na
             clock.advance_ns(srv.keep_alive_ns)
             pump.until(lambda: conn.closed)  # the idle deadline met EBADF on shutdown and closed it
         assert srv.connections == {}
-        victim.settimeout(5)
+        victim.settimeout(IO_TIMEOUT_S)
         assert read_to_eof(victim)[0] == []
     with connect(srv.port) as after:
         fresh = accept_connection(srv, pump, after)

@@ -20,6 +20,7 @@ import socket
 import pytest
 
 from http_helpers import (
+    IO_TIMEOUT_S,
     Pump,
     ServerThread,
     accept_connection,
@@ -168,7 +169,7 @@ def test_chunked_body_byte_by_byte_is_answered_once_complete(pumped):
         c.send(raw[-1:])
         pump.until(lambda: conn.stats.requests == 1)
         c.setblocking(True)
-        c.settimeout(5)
+        c.settimeout(IO_TIMEOUT_S)
         assert [r.status for r in read_responses(c, 1)] == [200]
 
 
@@ -218,7 +219,7 @@ def test_expect_100_continue_is_sent_before_the_body_is_read(pumped, framing, bo
         c.sendall(body)
         pump.until(lambda: conn.stats.requests == 1)
         c.setblocking(True)
-        c.settimeout(5)
+        c.settimeout(IO_TIMEOUT_S)
         (resp,) = read_responses(c, 1)
     assert (resp.status, resp.headers["connection"]) == (200, "keep-alive")
 
@@ -253,7 +254,7 @@ def test_expect_on_http10_is_ignored(pumped):
         c.sendall(b"hello")
         pump.until(lambda: conn.stats.requests == 1)  # HTTP/1.0 without keep-alive: answered, then half-closed
         c.setblocking(True)
-        c.settimeout(5)
+        c.settimeout(IO_TIMEOUT_S)
         responses, eof = read_to_eof(c)
     assert [r.status for r in responses] == [200] and eof
 
@@ -432,7 +433,7 @@ def test_slowloris_head_trickled_byte_by_byte_gets_408_at_the_head_deadline(pump
             assert read_responses(good, 1)[0].body == str(sent).encode()
         elapsed = clock() - started
         assert srv.headers_timeout_ns <= elapsed <= srv.headers_timeout_ns + step_ns
-        slow.settimeout(5)
+        slow.settimeout(IO_TIMEOUT_S)
         responses, eof = read_to_eof(slow)
         assert [r.status for r in responses] == [408] and eof
         assert responses[0].headers["connection"] == "close"

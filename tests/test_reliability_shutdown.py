@@ -182,7 +182,7 @@ def test_sigterm_under_load_finishes_answers_closes_listener_first_and_reports(b
         pipe.close()
         code, err = srv.wait()
         sender.join(IO_TIMEOUT_S)
-        out, _ = load.communicate(timeout=30)
+        out, _ = load.communicate(timeout=300)
     finally:
         srv.kill()
         if load is not None and load.poll() is None:

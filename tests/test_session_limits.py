@@ -27,9 +27,25 @@ from tailreactor.backends import IoUringUnavailable
 
 KEPT = []
 
-def test_soft_nofile_is_the_hard_limit():
+def test_soft_nofile_is_a_stock_one_unless_asked():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert soft == min(1024, hard)
+    require_fds(100)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert soft == hard
+
+def test_the_next_test_has_the_stock_limit_again():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert soft == min(1024, hard)
+
+def test_needs_many_files_and_does_not_say_so():
+    made = []
+    try:
+        for _ in range(600):  # 1200 descriptors: more than a stock soft limit
+            made.extend(socket.socketpair())
+    finally:
+        for s in made:
+            s.close()
 
 def test_leaks_a_socket():
     KEPT.append(socket.socket())
@@ -112,9 +128,21 @@ def inner(tmp_path_factory):
     return done, outcomes(where)
 
 
-def test_the_session_raises_soft_nofile_to_the_hard_limit(inner):
+def test_the_session_raises_soft_nofile_to_the_hard_limit_for_the_tests_that_ask(inner):
+    # A test runs under a stock soft limit (1024) as every user has it, whoever runs the suite;
+    # require_fds(n) lifts it to the hard limit the session raised it to, for that test only.
     done, lines = inner
-    assert lines["test_soft_nofile_is_the_hard_limit"]== "passed", done.stdout
+    assert lines["test_soft_nofile_is_a_stock_one_unless_asked"] == "passed", done.stdout
+    assert lines["test_the_next_test_has_the_stock_limit_again"] == "passed", done.stdout
+
+
+def test_a_test_needing_more_than_a_stock_limit_without_require_fds_fails_naming_it(inner):
+    # as root too (a hard limit far above 1024): a test that would pass only where the soft limit is
+    # raised cannot land
+    done, lines = inner
+    line = lines["test_needs_many_files_and_does_not_say_so"]
+    assert line.startswith("failure"), done.stdout
+    assert "EMFILE" in line and "stock soft RLIMIT_NOFILE of 1024" in line and "require_fds(" in line, line
 
 
 def test_a_leaked_socket_fails_its_test_naming_the_test_and_the_descriptor(inner):

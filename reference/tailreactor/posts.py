@@ -53,8 +53,13 @@ class PostQueue:
     def __len__(self) -> int:
         return len(self._q) + len(self._taken)
 
-    def __bool__(self) -> bool:
-        return bool(self._q) or bool(self._taken)
+    def pending(self) -> bool:
+        """Whether a post is queued or on the drain list (also the truth value).  The reactor
+        calls this method: Python runs a ``__bool__`` written in Python through a type slot,
+        in an interpreter frame of its own, where a method call shares the caller's."""
+        return bool(self._q or self._taken)
+
+    __bool__ = pending
 
     def post(self, callback, data=None) -> None:
         if not callable(callback):

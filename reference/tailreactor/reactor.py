@@ -160,16 +160,23 @@ class Due:
     most as many as the round's batch had.  ``at_ns``: the earlier of
     ``flush_at`` and ``harvest_at``, so that one comparison per delivery
     tells whether either may be due.  Each is :data:`NEVER` while off.
+    The knobs are the reactor's, given once: ``budget_ns`` and
+    ``harvest_ns`` (0: off) and ``drain_chunk`` (0: off).
     """
 
-    __slots__ = ("drain_at", "flush_at", "harvest_at", "harvest_left", "at_ns")
+    __slots__ = ("drain_at", "flush_at", "harvest_at", "harvest_left", "at_ns", "_budget_ns", "_harvest_ns",
+                 "_drain_chunk")
 
-    def __init__(self):
-        self.start(0, 0, 0, 0, 0)
+    def __init__(self, budget_ns: int = 0, harvest_ns: int = 0, drain_chunk: int = 0):
+        self._budget_ns = budget_ns
+        self._harvest_ns = harvest_ns
+        self._drain_chunk = drain_chunk
+        self.start(0, 0)
 
-    def start(self, start_ns: int, budget_ns: int, harvest_ns: int, harvest_left: int, drain_chunk: int) -> None:
+    def start(self, start_ns: int, harvest_left: int) -> None:
         """Begin a round that started at ``start_ns`` with ``harvest_left`` events (one Due per reactor)."""
-        self.drain_at = drain_chunk or NEVER
+        budget_ns, harvest_ns = self._budget_ns, self._harvest_ns
+        self.drain_at = self._drain_chunk or NEVER
         self.flush_at = flush_at = start_ns + budget_ns if budget_ns else NEVER
         self.harvest_at = harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
         self.harvest_left = harvest_left if harvest_ns else 0
@@ -215,9 +222,6 @@ class Reactor:
         self._in_round = False  # run_once is running (R22: it must not nest)
         self._arms_since_flush = 0
         self._state = RoundState()
-        # The order of delivery and the work due between deliveries: one each, reset every round.
-        self._order = DeliveryOrder()
-        self._due = Due()
         # Policy knobs, in ns, read once: the round does not re-parse config.
         self._tail_ns = self.config.tail_us * 1000
         self._budget_ns = self.config.round_budget_us * 1000
@@ -226,6 +230,9 @@ class Reactor:
         self._harvest_from = getattr(backend, "harvest", None)
         self._harvest_ns = self.config.harvest_us * 1000 if callable(self._harvest_from) else 0
         self._age_from = self.config.age_from  # the stamp age counts from (dispatch.py)
+        # The order of delivery and the work due between deliveries: one each, reset every round.
+        self._order = DeliveryOrder(self._age_from, self._tail_ns)
+        self._due = Due(self._budget_ns, self._harvest_ns, self._drain_chunk)
         self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
         # A backend may offer rearm(): arm from inside the callback of the event
         # just reported for that fd, which it may do cheaper (epoll: no
@@ -462,25 +469,35 @@ class Reactor:
     def _round(self, timeout_s: float | None) -> int:
         """One round: the five steps of the module docstring, in order."""
         # 1. Posts queued so far.
-        self._drain_posts()
-        if self._closed:
-            return 0  # a post closed the reactor
-        # 2. Wait, never past the earliest timer, nor at all with work pending.
-        self._state.reaped = self.backend.wait(self._wait_timeout(timeout_s))
+        drained = self._posts.pending()
+        if drained:
+            self._drain_posts()
+            if self._closed:
+                return 0  # a post closed the reactor
+        # 2. Wait, never past the earliest timer, nor at all with work pending.  The earliest
+        # deadline is read once: nothing runs between here and step 4 that could arm a timer.
+        deadline = self._timers.next_deadline()
+        self._state.reaped = self.backend.wait(self._wait_timeout(timeout_s, deadline, drained))
         self._arms_since_flush = 0  # the wait submitted them
         # 3. Stamp what became ready: one clock read for the whole batch.
         now = self._state.start_ns = self.clock()
         batch = self._stamp(now)
-        # 4. Timers due now.
-        self._fire_timers(now)
+        # 4. Timers due now (none before the earliest deadline).
+        if deadline is not None and deadline <= now:
+            self._fire_timers(now)
         # 5. Dispatch.
         return self._dispatch(batch, now)
 
-    def _wait_timeout(self, timeout_s: float | None) -> float | None:
-        """Step 2's timeout: 0 with work pending, else until the earliest timer, at most ``timeout_s``."""
-        if self._posts or self._stopping or self._state.batch:
+    def _wait_timeout(self, timeout_s: float | None, deadline: int | None, drained: bool) -> float | None:
+        """Step 2's timeout: 0 with work pending, else until ``deadline`` (the earliest timer's,
+        or None), at most ``timeout_s``.
+
+        Posts are pending only if step 1 ran some (``drained``): they may have
+        posted more, from this thread, which wakes nothing.  A post from
+        another thread since step 1 wakes the wait itself (posts.py).
+        """
+        if (drained and self._posts.pending()) or self._stopping or self._state.batch:
             return 0
-        deadline = self._timers.next_deadline()
         if deadline is None:
             return timeout_s
         until = max(0.0, (deadline - self.clock()) / 1e9)
@@ -531,9 +548,9 @@ class Reactor:
         last one, once the round has run past its budget.
         """
         order = self._order
-        order.start(batch, self._age_from, self._tail_ns)
+        order.start(batch)
         due = self._due
-        due.start(round_start, self._budget_ns, self._harvest_ns, len(batch), self._drain_chunk)
+        due.start(round_start, len(batch))
         probe = self.probe
         clock = self.clock
         timed = self._tail_ns > 0 or self._budget_ns > 0 or self._harvest_ns > 0 or probe is not None
@@ -599,7 +616,7 @@ class Reactor:
         """
         if ran == due.drain_at:
             due.drain_at += self._drain_chunk
-            if self._posts:
+            if self._posts.pending():
                 self._late = False
                 self._running = None
                 self.counters.drain_chunk_drains += 1
@@ -658,7 +675,7 @@ class Reactor:
         Each post leaves the drain list as it starts (interrupts.py); posts
         made meanwhile go to the queue, for the next drain.
         """
-        if not self._posts:
+        if not self._posts.pending():
             return
         probe = self.probe
         counters = self.counters
@@ -678,8 +695,6 @@ class Reactor:
 
     def _fire_timers(self, now_ns: int) -> None:
         """Fire the timers due at ``now_ns`` (armed before this pass), in deadline order."""
-        if self._timers.next_deadline() is None:
-            return
         counters = self.counters
         due = self._timers.take_due(now_ns)
         for entry in due:

@@ -23,6 +23,30 @@ from tailjob.instructions import Count, attribute, compare
 CI_DIR = Path(__file__).resolve().parents[2] / "scripts" / "ci"
 needs_valgrind = pytest.mark.skipif(instructions.missing_tool() is not None,
                                     reason="needs valgrind's callgrind; install it: apt-get install valgrind")
+def _has_symbol_table(path: str) -> bool:
+    """Whether the ELF file at ``path`` keeps its symbol table (``.symtab``): a stripped one does not."""
+    import struct
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit ELF only; anything else: assume symbols
+            return True
+        shoff, = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+    return any(struct.unpack_from("<I", table, i * shentsize + 4)[0] == 2 for i in range(shnum))  # SHT_SYMTAB
+
+
+def _symbols_missing() -> str | None:
+    """Why callgrind cannot name the functions the components are made of in this Python, or None."""
+    import select
+    where = getattr(select, "__file__", None) or os.path.realpath(sys.executable)
+    if _has_symbol_table(where):
+        return None
+    return (f"{where} is stripped (select_epoll_poll, sock_recv have no symbol): the per-component table "
+            f"needs a Python with symbols (a source build such as pyenv's, or the distribution's -dbg)")
+
+
 #: Small but well above the dump's race (a fraction of one request).
 SMALL = {"requests": 300, "warmup": 100, "connections": 4}
 
@@ -115,6 +139,8 @@ def test_the_same_count_twice_agrees_within_half_a_percent():
     assert first.requests == second.requests == SMALL["requests"]
     assert abs(first.per_request / second.per_request - 1) < 0.005, (first, second)
     table = first.table()
+    if (missing := _symbols_missing()) is not None:
+        pytest.skip(missing)  # the counts above still held: only the components need symbols
     # Where a readiness request spends instructions: one wait, one recv, one parse, one send, and Python.
     for part in ("backend wait", "recv", "HTTP parse", "send", "python"):
         assert table[part] > 0, table
@@ -123,9 +149,10 @@ def test_the_same_count_twice_agrees_within_half_a_percent():
 
 @needs_valgrind
 def test_gate_fails_on_a_count_above_the_baseline(tmp_path):
-    high = instructions.count("bench-epoll", **SMALL).per_request
+    # A baseline far below any real count (where the +2 % line falls is test_verdicts_are_two_percent_
+    # either_side's): the job's own count is the only valgrind run here.
     baseline = tmp_path / "baseline.json"
-    baseline.write_text(json.dumps({"servers": {"bench-epoll": {"per_request": high / 1.05},
+    baseline.write_text(json.dumps({"servers": {"bench-epoll": {"per_request": 1000.0},
                                                 "asyncio": {"per_request": 1.0}}}))
     res = job("--tier", "instructions", "--server", "bench-epoll", "--gate", "--baseline", str(baseline),
               "--requests", str(SMALL["requests"]), "--out", str(tmp_path))
@@ -138,7 +165,7 @@ def test_gate_fails_on_a_count_above_the_baseline(tmp_path):
 
 def test_without_valgrind_the_tier_is_one_line_and_exit_2(tmp_path):
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
-    res = job("--tier", "instructions", "--out", str(tmp_path), env=env, timeout=60)
+    res = job("--tier", "instructions", "--out", str(tmp_path), env=env)
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip().count("\n") == 0 and "apt-get install valgrind" in res.stderr
 
@@ -150,20 +177,67 @@ def test_without_valgrind_the_tier_is_one_line_and_exit_2(tmp_path):
     (["--gate", "--requests", "500"], "--requests 500: the baseline counted 1000 requests"),
 ])
 def test_bad_options_of_the_tier_are_one_line_and_exit_2(tmp_path, args, says):
-    res = job("--tier", "instructions", *args, "--out", str(tmp_path), timeout=60)
+    res = job("--tier", "instructions", *args, "--out", str(tmp_path))
     assert res.returncode == 2 and res.stdout == ""
     assert says in res.stderr.strip().splitlines()[-1], res.stderr
 
 
 def test_write_baseline_is_refused_with_gate(tmp_path):
-    res = job("--tier", "instructions", "--gate", "--write-baseline", "--out", str(tmp_path), timeout=60)
+    res = job("--tier", "instructions", "--gate", "--write-baseline", "--out", str(tmp_path))
     assert res.returncode == 2 and "--write-baseline" in res.stderr
 
 
 def test_the_tier_options_are_refused_on_the_wall_tier(tmp_path):
-    res = job("--requests", "100", "--out", str(tmp_path), timeout=60)
+    res = job("--requests", "100", "--out", str(tmp_path))
     assert res.returncode == 2 and res.stdout == ""
     assert "--requests applies to --tier instructions" in res.stderr
 
 
 
+
+
+# -- the per-component table: callgrind's C components, the Python rest split by bytecodes ----------
+
+def test_python_code_maps_to_the_component_it_serves():
+    of = instructions.python_component
+    assert of("/x/tailreactor/reactor.py", "Reactor._round") == "reactor round"
+    assert of("/x/tailreactor/posts.py", "PostQueue.pending") == "reactor round"
+    assert of("/x/tailreactor/reactor.py", "Reactor._dispatch") == "dispatch walk"
+    assert of("/x/tailreactor/dispatch.py", "DeliveryOrder.next") == "dispatch walk"
+    assert of("/x/tailreactor/reactor.py", "Reactor._arm") == "arm"
+    assert of("/x/tailreactor/backends/epoll.py", "EpollBackend.rearm") == "arm"
+    assert of("/x/tailreactor/backends/epoll.py", "EpollBackend._report") == "backend wait/report"
+    assert of("/x/tailreactor/http/request.py", "RequestPipeline._parse") == "HTTP parse"
+    # The parser's callbacks run inside feed_data: callgrind's HTTP parse row holds them already.
+    assert of("/x/tailreactor/http/request.py", "RequestPipeline.on_header") is None
+    assert of("/x/tailreactor/http/routes.py", "respond") == "route"
+    assert of("/x/tailreactor/http/connection.py", "Connection._send") == "send"
+    assert of("/x/tailreactor/http/connection.py", "Connection._serve") == "connection"
+    assert of("/usr/lib/python3.11/selectors.py", "EpollSelector.select") == "backend wait/report"
+    assert of("/usr/lib/python3.11/asyncio/base_events.py", "BaseEventLoop._run_once") == "reactor round"
+    assert of("/usr/lib/python3.11/asyncio/events.py", "Handle._run") == "dispatch walk"
+    assert of("/usr/lib/python3.11/asyncio/selector_events.py", "_SelectorSocketTransport.write") == "send"
+    assert of("/x/benchmarks/peers/asyncio_server.py", "HttpProtocol.data_received") == "connection"
+
+
+def test_the_python_row_is_split_by_bytecode_share():
+    c = Count("bench-epoll", 10, 1000, {"backend wait": 100, "HTTP parse": 400})  # python: 500
+    rows = c.split({"reactor round": 0.6, "dispatch walk": 0.2, "HTTP parse": 0.2})
+    assert rows["reactor round"] == 30 and rows["dispatch walk"] == 10
+    assert rows["backend wait/report"] == 10  # C only: no Python share
+    assert rows["HTTP parse"] == 40 + 10  # feed_data (C and its callbacks) + the Python around it
+    assert sum(rows.values()) == pytest.approx(c.per_request)
+    assert list(rows)[:7] == ["reactor round", "dispatch walk", "backend wait/report", "arm", "HTTP parse",
+                              "route", "send"]
+    text = instructions.render([c], {"bench-epoll": {"reactor round": 0.6, "dispatch walk": 0.2,
+                                                     "HTTP parse": 0.2}})
+    assert "| reactor round | 30 |" in text and "| **total** | **100** |" in text
+
+
+def test_bytecode_shares_of_the_bench_server_name_every_part_of_its_path():
+    shares = instructions.bytecode_shares("bench-epoll", cycles=20)
+    assert sum(shares.values()) == pytest.approx(1.0)
+    for part in ("reactor round", "dispatch walk", "backend wait/report", "arm", "HTTP parse", "route",
+                 "connection", "send"):
+        assert shares.get(part, 0) > 0, shares
+    assert "other" not in shares, shares

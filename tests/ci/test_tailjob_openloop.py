@@ -165,7 +165,7 @@ def test_report_has_a_table_per_class_with_its_checks(mixed_job):
 def _job(tmp_path, *args):
     return subprocess.run([sys.executable, str(CI_DIR / "tail_latency.py"), *args, "--threads", "1",
                            "--duration", "1", "--runs", "1", "--no-warmup", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=180, check=False)
+                          capture_output=True, text=True, timeout=600, check=False)
 
 
 def test_mixed_ab_reports_interactive_and_bulk_separately_with_the_probe(tmp_path):

@@ -167,7 +167,7 @@ def test_tail_latency_lua_sends_path_then_seq_when_the_url_has_a_prefix(path, ex
     try:
         argv = wrk.wrk_command(f"http://127.0.0.1:{srv.server_address[1]}{path}", threads=1, connections=1,
                                duration_s=1, script=str(measure.SCRIPT))
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=wrk.wrk_env(), check=False)
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=wrk.wrk_env(), check=False)
     finally:
         srv.shutdown()
     assert out.returncode == 0, out.stderr

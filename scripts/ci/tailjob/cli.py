@@ -41,8 +41,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tailreactor import config as _config
+from tailreactor.backends import io_uring_refused as _io_uring_refused
 
-from . import calibrate, history, instructions, peers, peersjob, peersreport, plot, report, workloads
+from . import calibrate, history, instructions, peers, peersjob, peersreport, report, workloads
 from .options import PROG, REPO, build_parser
 from .plan import (
     AB_PRESETS,
@@ -58,7 +59,6 @@ from .plan import (
 )
 from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
-from tailreactor.backends import io_uring_refused as _io_uring_refused
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]
@@ -271,6 +271,10 @@ def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:
     Returns the report and plot paths, the JSON's and the history file's."""
     md = o.results_dir / f"{o.stem}.md"
     md.write_text(render(job, runs=True))
+    from . import (
+        plot,  # here, not at the top: matplotlib costs ~1 s of import, which a run refused for its options or a sim or instruction run need not pay
+    )
+
     images = plot.plot_job(job, o.results_dir / o.stem)
     result_json = history.write_result(job, o.results_dir, o.stem)
     line = history.history_line(job, result_file=f"results/{result_json.name}")

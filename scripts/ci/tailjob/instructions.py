@@ -47,9 +47,16 @@ So the table splits a request by the C functions its parts end in
 (:data:`COMPONENTS`: inclusive cost, so a component holds what it calls,
 Python callbacks included) and leaves the rest, the interpreter running the
 reactor's round, the dispatch, the connection's state machine and the route,
-as one row, ``python``.  That row cannot be split by this tool;
-``benchmarks/bytecodes.py`` splits the same path's Python by file and
-function, in bytecodes.
+as one row, ``python``.  That row callgrind cannot split.
+
+The whole table (:data:`ROWS`: reactor round, dispatch walk, backend
+wait/report, arm, HTTP parse, route, send, then recv, connection, clock,
+other) puts each C component in its row and spreads the ``python`` row over
+the rows in proportion to the Python bytecodes each part runs per request
+(:func:`bytecode_shares`: ``benchmarks/bytecodes.py`` on the same server,
+path and knobs, by :data:`PYTHON_ROWS`).  Its Python part is an estimate (a
+bytecode's cost varies: a call or an allocation costs more than a load); the
+total, the C components and the gate are exact.
 
 Gate
 ----
@@ -73,9 +80,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tailreactor.backends import io_uring_refused as _io_uring_refused
+
 from .peers import make_server, servers
 from .server import ServerError
-from tailreactor.backends import io_uring_refused as _io_uring_refused
 
 REPO = Path(__file__).resolve().parents[3]
 #: The servers counted by default (uvloop's loop is C: its count would say little about ours).
@@ -104,6 +112,86 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The rows of the whole table (:meth:`Count.split`): the parts of a request, then what is left.
+ROWS = ("reactor round", "dispatch walk", "backend wait/report", "arm", "HTTP parse", "route", "send",
+        "recv", "connection", "clock", "other")
+#: The row each C component of :data:`COMPONENTS` is part of.
+C_ROW = {"backend wait": "backend wait/report", "arm": "arm", "recv": "recv", "HTTP parse": "HTTP parse",
+         "send": "send", "clock": "clock"}
+#: Python code -> row, by (file path part, names, row); the first match wins.  A name is a
+#: qualified name (``Reactor._arm``), a class (``Due.``: its methods) or a method of any class
+#: (``rearm``); no names: every function of the file.  Row None: code that runs inside httptools'
+#: ``feed_data`` (its callbacks), whose instructions callgrind's HTTP parse row holds.
+PYTHON_ROWS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
+    ("tailreactor/reactor.py", ("Reactor._dispatch", "Reactor._between", "Reactor._harvest", "Due."),
+     "dispatch walk"),
+    ("tailreactor/reactor.py", ("Reactor.arm", "Reactor.arm_recv", "Reactor._arm"), "arm"),
+    ("tailreactor/dispatch.py", (), "dispatch walk"),
+    ("tailreactor/backends/", ("rearm", "arm", "arm_recv", "_register", "_operation"), "arm"),
+    ("tailreactor/backends/", (), "backend wait/report"),
+    ("tailreactor/http/request.py", ("on_message_begin", "on_url", "on_header", "on_headers_complete",
+                                     "on_body", "on_message_complete"), None),
+    ("tailreactor/http/request.py", (), "HTTP parse"),
+    ("tailreactor/http/routes.py", (), "route"),
+    ("tailreactor/http/connection.py", ("Connection._send",), "send"),
+    ("tailreactor/http/", (), "connection"),
+    ("tailreactor/", (), "reactor round"),  # the round, posts, timers, interrupts
+    ("peers/asyncio_server.py", (), "connection"),
+    ("asyncio/selector_events.py", ("_SelectorSocketTransport.write", "_SelectorTransport.write"), "send"),
+    ("asyncio/selector_events.py", ("BaseSelectorEventLoop._process_events",), "dispatch walk"),
+    ("asyncio/selector_events.py", (), "connection"),  # the transport's read path
+    ("asyncio/transports.py", (), "connection"),
+    ("asyncio/events.py", ("Handle._run",), "dispatch walk"),
+    ("asyncio/base_events.py", ("BaseEventLoop._add_callback",), "dispatch walk"),
+    ("asyncio/", (), "reactor round"),
+    ("/selectors.py", (), "backend wait/report"),
+)
+
+
+def python_component(filename: str, qualname: str) -> str | None:
+    """The row (:data:`ROWS`) a Python function's bytecodes belong to (:data:`PYTHON_ROWS`), or None
+    for the parser's callbacks (inside callgrind's HTTP parse row); ``other`` when nothing matches."""
+    path = filename.replace(os.sep, "/")
+    for part, prefixes, row in PYTHON_ROWS:
+        if part in path:
+            if not prefixes:
+                return row
+            method = qualname.rsplit(".", 1)[-1]
+            for name in prefixes:
+                if qualname == name or (name.endswith(".") and qualname.startswith(name)) \
+                        or ("." not in name and method == name):
+                    return row
+    return "other"
+
+
+def bytecode_shares(name: str, *, cycles: int = 200, env: Mapping[str, str] | None = None) -> dict[str, float]:
+    """Fractions of the Python bytecodes server ``name`` runs per request outside the parser, by row.
+
+    Counted by ``benchmarks/bytecodes.py`` in this process, one client (one request per round, as
+    the count), with the count's knobs (:data:`DEFAULT_KNOBS`) and a clock that moves 2 us per read,
+    so that every event has aged by its delivery as under callgrind at ``CWIST_REACTOR_TAIL_US=1``.
+    Raises :class:`MeasureError` when the server cannot run here.
+    """
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_tailjob_bytecodes", REPO / "benchmarks" / "bytecodes.py")
+    assert spec is not None and spec.loader is not None
+    bytecodes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bytecodes)
+    ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env)}
+    try:
+        counts, _requests = bytecodes.measure(name, 1, cycles, 2, env=ambient)
+    except Exception as exc:  # noqa: BLE001 (io_uring unavailable, a bad knob: one line)
+        raise MeasureError(f"{name}: bytecodes: {exc}") from None
+    by_row: dict[str, int] = {}
+    for (filename, qualname), n in counts.items():
+        row = python_component(filename, qualname)
+        if row is not None:
+            by_row[row] = by_row.get(row, 0) + n
+    total = sum(by_row.values())
+    return {row: n / total for row, n in by_row.items()} if total else {}
+
+
 class MeasureError(RuntimeError):
     """A count could not be taken (one line, for the job to print)."""
 
@@ -125,6 +213,20 @@ class Count:
         """Instructions per request by component, the rest as ``python``, in :data:`COMPONENTS` order."""
         rows = {name: self.components.get(name, 0) / self.requests for name, _ in COMPONENTS}
         rows["python"] = (self.instructions - sum(self.components.values())) / self.requests
+        return rows
+
+    def split(self, shares: Mapping[str, float]) -> dict[str, float]:
+        """Instructions per request by :data:`ROWS`: each C component in its row, and the
+        ``python`` row spread over the rows by ``shares`` (:func:`bytecode_shares`; what they
+        leave goes to ``other``).  An estimate for the Python part: a bytecode's cost varies."""
+        table = self.table()
+        python = table.pop("python")
+        rows = dict.fromkeys(ROWS, 0.0)
+        for comp, value in table.items():
+            rows[C_ROW[comp]] += value
+        for row, share in shares.items():
+            rows[row] += python * share
+        rows["other"] += python * (1 - sum(shares.values()))
         return rows
 
 
@@ -312,12 +414,18 @@ def baseline_requests(path: Path = BASELINE) -> set[int]:
     return {int(v["requests"]) for v in data.get("servers", {}).values() if "requests" in v}
 
 
-def write_baseline(counts: list[Count], path: Path = BASELINE, *, commit: str = "") -> None:
+def write_baseline(counts: list[Count], path: Path = BASELINE, *, commit: str = "",
+                   shares: Mapping[str, Mapping[str, float]] | None = None) -> None:
+    """Write the counts as JSON: per server its total, its C table and, with ``shares``, its rows."""
+    servers: dict[str, dict] = {}
+    for c in counts:
+        entry: dict = {"per_request": round(c.per_request, 1), "requests": c.requests,
+                       "table": {k: round(v, 1) for k, v in c.table().items()}}
+        if shares is not None and c.server in shares:
+            entry["rows"] = {k: round(v, 1) for k, v in c.split(shares[c.server]).items()}
+        servers[c.server] = entry
     data = {"what": "callgrind instructions per request (scripts/ci/tailjob/instructions.py)",
-            "commit": commit,
-            "servers": {c.server: {"per_request": round(c.per_request, 1), "requests": c.requests,
-                                   "table": {k: round(v, 1) for k, v in c.table().items()}}
-                        for c in counts}}
+            "commit": commit, "servers": servers}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data) + "\n")
     tmp.replace(path)
@@ -336,12 +444,21 @@ def compare(counts: list[Count], baseline: Mapping[str, float], limit: float = G
     return out
 
 
-def render(counts: list[Count]) -> str:
-    """A Markdown table: instructions per request by component, one column per server."""
+def render(counts: list[Count], shares: Mapping[str, Mapping[str, float]] | None = None) -> str:
+    """A Markdown table: instructions per request by component, one column per server.
+
+    Without ``shares``: callgrind's C components and the ``python`` rest.  With ``shares``
+    (server -> :func:`bytecode_shares`): every row of :data:`ROWS` (:meth:`Count.split`).
+    """
     cols = [c.server for c in counts]
     lines = ["| component | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
-    tables = [c.table() for c in counts]
-    for row in [name for name, _ in COMPONENTS] + ["python"]:
+    if shares is None:
+        tables = [c.table() for c in counts]
+        names = [name for name, _ in COMPONENTS] + ["python"]
+    else:
+        tables = [c.split(shares.get(c.server, {})) for c in counts]
+        names = list(ROWS)
+    for row in names:
         lines.append(f"| {row} | " + " | ".join(f"{t[row]:,.0f}" for t in tables) + " |")
     lines.append("| **total** | " + " | ".join(f"**{c.per_request:,.0f}**" for c in counts) + " |")
     return "\n".join(lines)
@@ -441,6 +558,19 @@ def main_tier(args) -> int:
         counts.append(c)
     print()
     print(render(counts))
+    # The whole table: the python row split by each server's bytecodes (a few seconds each).
+    shares: dict[str, dict[str, float]] = {}
+    for c in counts:
+        try:
+            shares[c.server] = bytecode_shares(c.server)
+        except MeasureError as exc:
+            print(f"{PROG}: no split of the python row for {exc}", file=sys.stderr, flush=True)
+    if shares:
+        print()
+        print("By part of the request (C components by callgrind; the python row split by bytecodes, "
+              "benchmarks/bytecodes.py):")
+        print()
+        print(render(counts, shares))
     verdicts = compare(counts, baseline)
     if verdicts:
         print()
@@ -451,12 +581,13 @@ def main_tier(args) -> int:
     results = args.out / "results"
     results.mkdir(parents=True, exist_ok=True)
     commit = _commit()
+    whole = f"\n\nBy part (the python row split by bytecodes):\n\n{render(counts, shares)}" if shares else ""
     (results / f"{stem}.md").write_text(f"Instructions per request, commit {commit or 'unknown'}, "
-                                        f"{args.requests} requests per server\n\n{render(counts)}\n")
-    write_baseline(counts, results / f"{stem}.json", commit=commit)
+                                        f"{args.requests} requests per server\n\n{render(counts)}{whole}\n")
+    write_baseline(counts, results / f"{stem}.json", commit=commit, shares=shares)
     print(f"\nFiles:\n- {results / (stem + '.md')}\n- {results / (stem + '.json')}")
     if args.write_baseline:
-        write_baseline(counts, args.baseline, commit=commit)
+        write_baseline(counts, args.baseline, commit=commit, shares=shares)
         print(f"- {args.baseline} (the new baseline)")
     if args.gate and any(v.verdict == "regression" for v in verdicts):
         return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)

@@ -72,6 +72,8 @@ __all__ = ["ClientClass", "ClassStats", "ClientConnection", "US_MAX", "offered",
            "SATURATION_SHORTFALL", "main"]
 
 OUTPUT_PREFIX = "TAILREACTOR_LOAD "
+READY_LINE = "TAILREACTOR_LOAD_READY"
+"""What a class process of several prints once connected (``--start-on-stdin``)."""
 ERROR_KINDS = ("connect", "read", "write", "status", "timeout", "mismatch")
 LOOPS = ("open", "closed")
 SCHEDULES = ("poisson", "constant")
@@ -418,14 +420,17 @@ class _Connection(asyncio.Protocol, ClientConnection):
 
 
 class _Run:
-    """One process's share of a run: its classes' connections, from ``start_ns`` (monotonic, shared by
-    every process of the run) for the spec's duration.  ``start_ns`` None: 20 ms after connecting."""
+    """One process's share of a run: its classes' connections, from the run's start for the spec's
+    duration.  The start is 20 ms after connecting, or, with ``start_from_stdin`` (one process of
+    several), the monotonic ns the supervisor writes on stdin once this process has printed
+    :data:`READY_LINE` (connected) and so have the others: shared by every process of the run, and
+    after all of them connected however long a busy machine took to start them."""
 
-    def __init__(self, spec: LoadSpec, host: str, port: int, start_ns: int | None = None):
+    def __init__(self, spec: LoadSpec, host: str, port: int, start_from_stdin: bool = False):
         self.spec, self.host, self.port = spec, host, port
         self._seq = 0
-        self._start = start_ns
-        self.start_ns = self.end_ns = 0
+        self._from_stdin = start_from_stdin
+        self.start_ns = self.end_ns = self.connected_ns = 0
 
     def next_seq(self) -> bytes:
         self._seq += 1
@@ -445,7 +450,15 @@ class _Run:
                 conns.append(proto)
         # Offered counts of open-loop classes come from their schedules, drawn up front per connection
         # with the same seeds as the connections use (a copy: the connection draws its own).
-        self.start_ns = self._start or time.monotonic_ns() + 20_000_000  # 20 ms to get every connection going
+        self.connected_ns = time.monotonic_ns()
+        if self._from_stdin:
+            print(READY_LINE, flush=True)
+            line = sys.stdin.readline()  # blocks the loop: nothing is due before the start
+            if not line.strip().isdigit():
+                raise ConnectionError("the supervisor gave no start time") from None
+            self.start_ns = int(line)
+        else:
+            self.start_ns = self.connected_ns + 20_000_000  # 20 ms to get every connection going
         self.end_ns = self.start_ns + round(self.spec.duration_s * 1e9)
         for st in stats:
             if st.cls.loop == "open":
@@ -474,7 +487,8 @@ class _Run:
             if c.transport is not None:
                 c.transport.close()
         doc = report(stats, self.spec.duration_s)
-        doc["processes"] = [{"classes": [st.cls.name for st in stats], "busy": busy}]
+        doc["processes"] = [{"classes": [st.cls.name for st in stats], "busy": busy,
+                             "connected_ns": self.connected_ns, "start_ns": self.start_ns}]
         doc["parts"] = [_part(st) for st in stats]
         return doc
 
@@ -570,19 +584,31 @@ def _supervise(spec: LoadSpec, url: str) -> tuple[int, dict | str]:
 
     One process per class, so that a busy class (bulk pipelining) cannot delay
     the timers of another (interactive): each process's send lag is its own.
+    The run starts 20 ms after the last process has connected (each prints :data:`READY_LINE`, then
+    reads the start from stdin), so however long the processes take to start, each has the whole run.
     Returns ``(0, document)`` or ``(exit status, the failing process's stderr)``.
     """
     import subprocess
-    start_ns = time.monotonic_ns() + 1_000_000_000  # a second to start the processes and connect
     procs = []
     for cls in spec.classes:
         one = LoadSpec(classes=(cls,), duration_s=spec.duration_s, seed=spec.seed, drain_s=spec.drain_s)
         procs.append(subprocess.Popen([sys.executable, "-m", "tailjob.loadgen", "--url", url, "--spec",
-                                       one.to_json(), "--start-ns", str(start_ns)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=client_env()))
-    results = [p.communicate() for p in procs]
-    for p, (_, err) in zip(procs, results):
+                                       one.to_json(), "--start-on-stdin"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=client_env()))
+    # Each process prints the ready line once connected (or exits: EOF, its error follows below).
+    ready = [p.stdout is not None and p.stdout.readline().strip() == READY_LINE for p in procs]
+    start_ns = time.monotonic_ns() + 20_000_000
+    for p, ok in zip(procs, ready):
+        assert p.stdin is not None
+        try:
+            p.stdin.write(f"{start_ns if all(ready) else 'abort'}\n" if ok else "")
+            p.stdin.flush()
+        except BrokenPipeError:
+            pass
+    results = [p.communicate() for p in procs]  # (closes stdin)
+    # A process that failed before it was ready first: the others were only told to give up.
+    for p, (_, err), _ok in sorted(zip(procs, results, ready), key=lambda r: r[2]):
         if p.returncode != 0:
             return p.returncode, err.strip().splitlines()[-1] if err.strip() else f"exit {p.returncode}"
     return 0, merge([parse_output(out) for out, _ in results], spec)
@@ -620,7 +646,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tailjob.loadgen", description=__doc__.split("\n\n")[0])
     p.add_argument("--url", required=True, help="http://127.0.0.1:PORT/")
     p.add_argument("--spec", required=True, help="the LoadSpec as JSON")
-    p.add_argument("--start-ns", type=int, help="(one process of several) the run's start, monotonic ns")
+    p.add_argument("--start-on-stdin", action="store_true",
+                   help="(one process of several) once connected print the ready line, then read the run's "
+                        "start (monotonic ns) from stdin")
     args = p.parse_args(argv)
     try:
         spec = LoadSpec.from_json(args.spec)
@@ -644,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:  # the bench extra is missing: the stdlib loop works too, a little slower
             runner = asyncio.run
         try:
-            doc = runner(_Run(spec, where.hostname, where.port, args.start_ns).go())
+            doc = runner(_Run(spec, where.hostname, where.port, args.start_on_stdin).go())
         except ConnectionError as e:
             print(f"tailjob.loadgen: error: {e}", file=sys.stderr)
             return 1

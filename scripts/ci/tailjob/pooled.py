@@ -49,7 +49,6 @@ from typing import Any
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
-from scipy.stats import t as student_t
 
 from . import stats
 from .metrics import POOLED_KEYS
@@ -166,6 +165,8 @@ class PooledArms:
 
 def _t_quantile(confidence: float, df: int) -> float:
     """Two-sided Student t quantile: P(|T_df| <= q) = confidence (scipy)."""
+    from scipy.stats import t as student_t  # here, not at the top: scipy.stats costs ~1 s of import
+
     return float(student_t.ppf(1 - (1 - confidence) / 2, df))
 
 
