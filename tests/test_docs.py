@@ -663,33 +663,76 @@ def _report_row(report: str, section: str, metric: str) -> list[str]:
     return [c.strip().strip("*") for c in line.strip("|").split(" | ")]
 
 
-#: The study's `mixed` A/Bs with an interactive class: report -> what the docs call the job.
-MIXED_REPORTS = ("20261201T142141Z-quick-tail.md", "20261201T142315Z-quick-tail.md",
-                 "20261201T142737Z-quick-custom.md", YIELD_REPORT)
+STUDY_HEADING = {"en": "## What age-based dispatch does", "ko": "## 나이 기반 디스패치가 하는 일"}
+_STUDY_REPORT = re.compile(r"benchmarks/results/(\d{8}T\d{6}Z-[\w-]+-sweep)\.md")
+_BA = re.compile(r"^(-|\d+\.\d{3}) (?:\((\d+\.\d{3})[-–](\d+\.\d{3})\) )?\**(gain|regression|equivalent|inconclusive|n/a)"
+                 r"\**(?: \(needs (\d+) samples\))?$")
+
+
+def _study(lang: str) -> str:
+    text = (DOCS / lang / "tail-latency-ci.md").read_text(encoding="utf-8")
+    return text.split(STUDY_HEADING[lang] + "\n")[1].split("\n## ")[0]
+
+
+def _study_rows(study: str) -> list[list[str]]:
+    """The rows of the study's cell tables: backend, load point, policy, class, then B/A cells."""
+    rows = []
+    for ln in study.splitlines():
+        cells = [c.strip() for c in ln.strip().strip("|").split(" | ")]
+        if ln.startswith("| ") and len(cells) >= 7 and cells[0] in ("epoll", "io_uring"):
+            rows.append([c.strip("`") for c in cells])
+    return rows
 
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)
-def test_the_study_quotes_the_committed_reports(lang):
-    """The interactive class's achieved rate, and the arm-vs-ready elevation counts, as the
-    committed reports give them (a ratio with its verdict; "of" the run's dispatched callbacks)."""
-    text = " ".join((DOCS / lang / "tail-latency-ci.md").read_text(encoding="utf-8").split())
-    for name in MIXED_REPORTS:
-        report = (STUDY / name).read_text(encoding="utf-8")
-        cells = _report_row(report, "### Class `interactive`", "Achieved req/s")
-        ratio, ci, verdict = cells[3], cells[4], cells[-1]
-        quoted = re.search(re.escape(ratio) + r"[^()]{0,4}\(?" + re.escape(ci.replace("–", "-")), text)
-        assert quoted, (name, ratio, ci)
-        after = text[quoted.start() - 200:quoted.end() + 120]
-        assert verdict in after, (name, verdict, after)
-    assert "of about 1,900" not in text and "약 1,900개" not in text
-    report = (STUDY / "20261201T142737Z-quick-custom.md").read_text(encoding="utf-8")
-    probe = report.split("## Latency probe")[1]
-    rows = {ln.split(" | ")[0].strip("| "): ln.split(" | ") for ln in probe.splitlines()
-            if ln.startswith("| ") and " | all | " in ln}
-    for arm in ("A: A", "B: B"):
-        elevated, dispatched = rows[arm][2], round(float(rows[arm][-1].strip(" |").replace(",", "")))
-        want = (f"{elevated} of {dispatched:,}" if lang == "en" else f"{dispatched:,}개 중 {elevated}개")
-        assert text.count(want) >= 2, want  # the table's row and the text
+def test_every_figure_of_the_study_is_the_committed_sweeps(lang):
+    """The study rests on one committed sweep: its report and JSON are in benchmarks/results/, its
+    commit is in this history with a clean tree, and every B/A of the study's cell tables -- ratio,
+    interval and verdict -- is that JSON's cell (backend, load point, policy, class)."""
+    study = _study(lang)
+    stems = set(_STUDY_REPORT.findall(study))
+    assert len(stems) == 1, stems
+    [stem] = stems
+    assert (ROOT / "benchmarks" / "results" / f"{stem}.md").exists()
+    doc = json.loads((ROOT / "benchmarks" / "results" / f"{stem}.json").read_text(encoding="utf-8"))
+    pv = doc["provenance"]
+    assert pv["git_dirty"] is False
+    commit = pv["git_commit"][:7]
+    assert commit in study
+    if (ROOT / ".git").exists():
+        done = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", pv["git_commit"], "HEAD"],
+                              check=False, capture_output=True)
+        assert done.returncode == 0, f"{commit} is not in this history"
+    cells = {(c["backend"], c["load"]["label"], c["policy"]["label"]): c for c in doc["legs"]}
+    rows = _study_rows(study)
+    assert len(rows) >= 10
+    for backend, load, policy, klass, *figures in rows:
+        cell = cells[(backend, load, policy)]
+        comps = cell["classes"].get(klass) or (cell["comparisons"] if klass == "all" else None)
+        assert comps is not None, (backend, load, policy, klass)
+        for key, text in zip(("p50", "p99", "p99.9"), figures[:3]):
+            c = comps[key]
+            m = _BA.match(text.replace("**", ""))
+            assert m, (lang, backend, load, policy, klass, key, text)
+            ratio, low, high, verdict, needs = m.groups()
+            assert ratio == ("-" if c["ratio"] is None else f"{c['ratio']:.3f}"), (load, policy, klass, key, text)
+            if c["needs_samples"] is not None:
+                assert verdict == "n/a" and int(needs) == c["needs_samples"], (load, policy, klass, key, text)
+                continue
+            assert verdict == c["verdict"], (load, policy, klass, key, text)
+            if c["ci"] is not None:
+                assert (low, high) == (f"{c['ci'][0]:.3f}", f"{c['ci'][1]:.3f}"), (load, policy, klass, key, text)
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_the_study_draws_nothing_from_an_inconclusive_row(lang):
+    """Where the study says what a cell could not tell, it says so in those words and gives the
+    detectable effect; it never calls an inconclusive row 'no effect'."""
+    study = _study(lang)
+    banned = {"en": ("no effect", "cannot change anything", "neutral"), "ko": ("효과가 없", "차이가 없었다", "중립")}[lang]
+    for phrase in banned:
+        assert phrase not in study, phrase
+    assert {"en": "Live runs on a quiet machine", "ko": "조용한 머신의 실측 실행"}[lang] in study
 
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)

@@ -212,12 +212,19 @@ def main(argv: list[str] | None = None) -> int:
 def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None = None) -> int:
     """The job of parsed options ``args`` (``argv``: as given, for the records).  ``collect``: gets
     ``result`` (the path of the A/B's result JSON) and ``legs`` (its legs' results)."""
+    if not args.sweep:
+        for given, name in ((args.grid, "--grid"), (args.dask, "--dask")):
+            if given:
+                return _error(f"{name} applies to --tier sim --sweep", 2)
     if args.tier != "sim":
-        for given, name in ((args.sim_cost, "--sim-cost"), (args.a_ref, "--a-ref")):
+        for given, name in ((args.sim_cost, "--sim-cost"), (args.a_ref, "--a-ref"), (args.sweep or None, "--sweep")):
             if given is not None:
                 return _error(f"{name} applies to --tier sim", 2)
     if args.tier == "instructions" or instructions.tier_options_given(args):
         return instructions.main_tier(args)
+    if args.tier == "sim" and args.sweep:
+        from .sim.sweepreport import main_sweep
+        return main_sweep(args, argv)
     if args.tier == "sim":
         from .sim.cli import main_sim
         return main_sim(args, argv, collect=collect)

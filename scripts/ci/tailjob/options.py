@@ -158,6 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--a-ref", metavar="REF",
                      help="with --tier sim: arm A runs the reactor and HTTP code of git ref REF (a temporary "
                           "worktree), arm B the working tree's; with no --ab/--a/--b both arms' knobs alike")
+    sim.add_argument("--sweep", action="store_true",
+                     help="with --tier sim: instead of one A/B, a grid of A/Bs (backends x load points x "
+                          "knob settings, each against age-based dispatch off), its report, JSON, heat maps "
+                          "and history line (tailjob.sim.sweep)")
+    sim.add_argument("--grid", metavar="default|FILE",
+                     help="with --sweep: the grid, 'default' (the default) or a TOML file "
+                          "(docs/en/tail-latency-ci.md, \"The sweep\")")
+    sim.add_argument("--dask", nargs="?", const="local", metavar="ADDRESS",
+                     help="with --sweep: run the cells on Dask distributed (the sweep extra): a LocalCluster "
+                          "of one worker per CPU, or the scheduler at ADDRESS; default: local worker processes")
     val = p.add_argument_group("validation of the sim tier against the live job")
     val.add_argument("--validate", action="store_true",
                      help="run the A/B of the other options on the live tier, then on the sim tier (the same "

@@ -1,0 +1,610 @@
+"""A grid sweep in virtual time (``scripts/tail-latency.sh --tier sim --sweep [--grid default|FILE]``).
+
+Role
+----
+A **grid** crosses backends, **load points** (a workload with its loop, rate,
+connections and virtual seconds per run) and **policies** (the knobs of arm B).
+Each cell -- one backend, one load point, one policy -- is an A/B of the sim
+tier (:mod:`tailjob.sim.job`): arm B runs the policy's knobs, arm A the same
+knobs with age-based dispatch off (``CWIST_REACTOR_TAIL_US=0`` and
+``CWIST_REACTOR_HARVEST_US=0``, the knobs' own "off"), or, for a policy with
+``against``, those knobs set as it says.  Every other knob of a policy
+(``CWIST_HTTP_YIELD_BATCH``, ``CWIST_REACTOR_AGE_FROM``, ...) applies to both
+arms, so a cell isolates what age-based dispatch does under it.  The cell is
+decided with the live job's rule (:func:`tailjob.runner.compare_leg`), whole run
+and per client class.
+
+A run is a function of (backend, arm environment, load point, seed, cost
+model), so runs are keyed by those and run once, however many cells share them
+(an arm A is the same run in every cell whose policy-off arm it is; a policy
+equal to its arm A, such as ``CWIST_REACTOR_TAIL_US=0``, is an A/A control of
+ratio 1.000).  A rate like ``0.7x`` is a fraction of one capacity per backend
+and load point, measured on the policy off at the other knobs' defaults, so
+every cell of a load point offers the same load.
+
+Runs go to local worker processes (all the CPUs this process may use) or, with
+``--dask`` (``dask[distributed]``, the ``sweep`` extra), to a Dask
+``LocalCluster`` or a scheduler's address: the same tasks, so the same result
+document byte for byte (``tests/ci/test_tailjob_sweep.py`` checks it).
+
+Grid files are TOML (:data:`DEFAULT_GRID` is the default's text)::
+
+    name = "mine"                  # part of the file names
+    backends = ["epoll"]           # of epoll, io_uring, selectors
+    seeds = 8                      # pairs per cell (a verdict needs 8)
+    first_seed = 1
+    connections = 64               # default of the load points
+
+    [[load]]                       # a load point: workload, and as --load/--rate/--schedule
+    workload = "mixed"
+    rate = "200"
+    duration = 4                   # virtual seconds per run
+
+    [[policy]]                     # every combination of the values listed is one policy
+    CWIST_REACTOR_TAIL_US = [0, 1000, 3500]
+    CWIST_REACTOR_HARVEST_US = [0, 1000]
+
+    [[policy]]
+    against = { CWIST_REACTOR_TAIL_US = 3500 }   # arm A: tail on, harvest off
+    CWIST_REACTOR_TAIL_US = [3500]
+    CWIST_REACTOR_HARVEST_US = [1000]
+
+A key or knob the grid does not know, or a value a knob does not accept, is
+one line naming it and what is accepted, before anything runs or is written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tailreactor import config as _config
+
+from .. import stats, workloads
+from ..plan import PlanError
+from . import costs as _costs
+from .job import AbPlan, LegResult, SimRunResult, capacity, load_spec
+
+__all__ = ["GridError", "LoadPoint", "Policy", "Grid", "Cell", "parse_grid", "load_grid", "DEFAULT_GRID",
+           "SweepResult", "run_sweep", "result_document", "OFF", "POLICY_KNOBS"]
+
+TAIL, HARVEST = "CWIST_REACTOR_TAIL_US", "CWIST_REACTOR_HARVEST_US"
+POLICY_KNOBS = (TAIL, HARVEST)
+"""The knobs of age-based dispatch: arm A of a cell has them off (:data:`OFF`) unless ``against`` says."""
+OFF = {TAIL: "0", HARVEST: "0"}
+MODELLED = ("epoll", "io_uring", "selectors")
+MAX_SEEDS = 64
+MAX_DURATION_S = 60.0
+MAX_CONNECTIONS = 4096
+REFUSED_KNOBS = ("CWIST_REACTOR_BACKEND", "CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE")
+"""Knobs a policy cannot set: the backend is the grid's ``backends`` axis; the probe has no file here."""
+
+_TOP_KEYS = ("name", "backends", "seeds", "first_seed", "connections", "load", "policy")
+_LOAD_KEYS = ("workload", "load", "rate", "schedule", "connections", "duration")
+
+DEFAULT_GRID = """\
+# The default grid of scripts/tail-latency.sh --tier sim --sweep (docs/en/tail-latency-ci.md, "The sweep").
+name = "default"
+backends = ["epoll", "io_uring"]
+seeds = 8
+first_seed = 1
+connections = 64
+
+[[load]]    # the seed's workload: wrk's closed loop, every connection alike
+workload = "uniform"
+duration = 0.5
+
+[[load]]    # the same connections, open loop at 0.7 of the capacity
+workload = "uniform"
+load = "open"
+rate = "0.7x"
+duration = 0.5
+
+[[load]]    # bulk pipelining (closed loop) and 8 interactive clients (open loop, 200 req/s)
+workload = "mixed"
+rate = "200"
+duration = 4
+
+[[load]]    # 1 % of the requests 2 ms long (open loop, half the capacity)
+workload = "slow-route"
+rate = "0.5x"
+duration = 1
+
+[[load]]    # 4C connections, mostly idle between requests (closed loop, 50 ms think)
+workload = "think-time"
+duration = 1
+
+[[policy]]  # the threshold alone; 0 is arm A itself (an A/A control), 3600000 the seed's "off"
+CWIST_REACTOR_TAIL_US = [0, 1000, 3500, 3600000]
+
+[[policy]]  # harvesting alone, and with the default threshold
+CWIST_REACTOR_TAIL_US = [0, 3500]
+CWIST_REACTOR_HARVEST_US = [1000]
+
+[[policy]]  # harvesting's own share: arm A has the threshold on
+against = { CWIST_REACTOR_TAIL_US = 3500 }
+CWIST_REACTOR_TAIL_US = [3500]
+CWIST_REACTOR_HARVEST_US = [1000]
+
+[[policy]]  # the late bypass where it can act: a pass yields after 4 of its 16 requests (both arms)
+CWIST_REACTOR_TAIL_US = [3500]
+CWIST_HTTP_YIELD_BATCH = [4]
+"""
+
+
+class GridError(ValueError):
+    """A grid the sweep cannot run; the message is one line naming the key and what is accepted."""
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One load: a workload with ``load``/``rate``/``schedule`` as the job's options, ``connections``
+    and virtual seconds per run."""
+
+    workload: str
+    load: str | None
+    rate: str | None
+    schedule: str
+    connections: int
+    duration_s: float
+
+    @property
+    def label(self) -> str:
+        w = workloads.WORKLOADS[self.workload]
+        if self.workload == "uniform" and self.load != "open":
+            what = "closed"
+        elif self.workload == "uniform":
+            what = f"open {self.rate or w.default_rate}"
+        elif w.open_classes:
+            rate = self.rate or w.default_rate or ""
+            what = f"open {rate}" + ("" if rate.endswith("x") else "/s")
+        else:
+            what = "closed"
+        return f"{self.workload} {what} c{self.connections}"
+
+    def as_dict(self) -> dict:
+        return {"workload": self.workload, "load": self.load, "rate": self.rate, "schedule": self.schedule,
+                "connections": self.connections, "duration_s": self.duration_s, "label": self.label}
+
+
+_PREFIX = re.compile(r"^CWIST_(?:REACTOR_|HTTP_)?")
+
+
+def _short(name: str) -> str:
+    """A knob's name without its ``CWIST_`` prefix and area (``TAIL_US``, ``YIELD_BATCH``)."""
+    return _PREFIX.sub("", name)
+
+
+def env_text(env: Mapping[str, str]) -> str:
+    return " ".join(f"{_short(k)}={v}" for k, v in env.items()) or "(defaults)"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Arm B's knobs (``b``) and arm A's (``a``: ``b`` with age-based dispatch off, or ``against``)."""
+
+    b: tuple[tuple[str, str], ...]
+    a: tuple[tuple[str, str], ...]
+    against: bool = False
+
+    @property
+    def label(self) -> str:
+        b, a = dict(self.b), dict(self.a)
+        shared = {k: v for k, v in b.items() if k not in POLICY_KNOBS}
+        own = {k: b[k] for k in POLICY_KNOBS if k in b and (b[k] != "0" or k == TAIL)}
+        text = env_text(own) + (" (A/A control)" if self.control else "")
+        if shared:
+            text += f", both {env_text(shared)}"
+        if self.against:
+            text += f" vs {env_text({k: v for k, v in a.items() if k in POLICY_KNOBS and a[k] != '0'})}"
+        return text
+
+    @property
+    def control(self) -> bool:
+        """Arm B is arm A: an A/A cell."""
+        return dict(self.a) == dict(self.b)
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, "a": dict(self.a), "b": dict(self.b), "control": self.control}
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    backends: tuple[str, ...]
+    loads: tuple[LoadPoint, ...]
+    policies: tuple[Policy, ...]
+    seeds: tuple[int, ...]
+    source: str
+    """The grid's TOML text, as given (the report prints it)."""
+
+    def cells(self) -> list[Cell]:
+        return [Cell(backend, load, policy) for load in self.loads for backend in self.backends
+                for policy in self.policies]
+
+
+@dataclass(frozen=True)
+class Cell:
+    backend: str
+    load: LoadPoint
+    policy: Policy
+
+    def plan(self, seeds: tuple[int, ...]) -> AbPlan:
+        p = self.load
+        env = {"CWIST_REACTOR_BACKEND": self.backend}
+        return AbPlan(backend=self.backend, a_env={**env, **dict(self.policy.a)}, b_env={**env, **dict(self.policy.b)},
+                      seeds=seeds, workload=p.workload, load=p.load, rate=p.rate, connections=p.connections,
+                      duration_s=p.duration_s, schedule=p.schedule, bootstrap_seed=seeds[0])
+
+
+# --- the grid file ---------------------------------------------------------------------------------
+
+def _toml(text: str, where: str) -> dict:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the same parser as a package (pyproject.toml)
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise GridError(f"--grid {where}: not TOML ({e}); accepted: a grid file as in "
+                        "docs/en/tail-latency-ci.md, \"The sweep\"") from None
+
+
+def _unknown(keys, accepted: tuple[str, ...], where: str) -> None:
+    for k in keys:
+        if k not in accepted:
+            raise GridError(f"--grid {where}: unknown key {k!r}; accepted: {', '.join(accepted)}")
+
+
+def _int(value, key: str, lo: int, hi: int, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise GridError(f"--grid {where}: {key} = {value!r}; accepted an integer from {lo} to {hi}")
+    return value
+
+
+def _knob_value(name: str, value, where: str) -> str:
+    if not isinstance(name, str) or not name.startswith("CWIST_"):
+        raise GridError(f"--grid {where}: {name!r} is not a knob; accepted CWIST_* knobs "
+                        "(tailreactor.config.KNOBS) and 'against'")
+    if name in REFUSED_KNOBS:
+        raise GridError(f"--grid {where}: {name} cannot be a policy knob (the backend is the grid's "
+                        "'backends'; the probe has no file in virtual time)")
+    try:
+        knob = _config.knob(name)
+    except KeyError:
+        known = ", ".join(k.name for k in _config.KNOBS if k.name not in REFUSED_KNOBS)
+        raise GridError(f"--grid {where}: unknown knob {name}; accepted: {known}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise GridError(f"--grid {where}: {name} = {value!r}; accepted {knob.accepted()}")
+    text = str(value)
+    try:
+        knob.parse(text)
+    except _config.ConfigError:
+        raise GridError(f"--grid {where}: {name} = {value!r}; accepted {knob.accepted()}") from None
+    return text
+
+
+def _load_point(raw, i: int, connections: int, where: str) -> LoadPoint:
+    at = f"{where} [[load]] {i + 1}"
+    if not isinstance(raw, dict):
+        raise GridError(f"--grid {at}: not a table; accepted keys: {', '.join(_LOAD_KEYS)}")
+    _unknown(raw, _LOAD_KEYS, at)
+    wl = raw.get("workload")
+    if wl not in workloads.WORKLOADS:
+        raise GridError(f"--grid {at}: workload = {wl!r}; accepted: {', '.join(workloads.WORKLOADS)}")
+    load = raw.get("load")
+    if load not in (None, "open", "closed"):
+        raise GridError(f"--grid {at}: load = {load!r}; accepted: open, closed (uniform only)")
+    rate = raw.get("rate")
+    if rate is not None and not isinstance(rate, str):
+        rate = str(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else rate
+    schedule = raw.get("schedule", "poisson")
+    if schedule not in ("poisson", "constant"):
+        raise GridError(f"--grid {at}: schedule = {schedule!r}; accepted: poisson, constant")
+    duration = raw.get("duration", 2)
+    if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0 < duration <= MAX_DURATION_S:
+        raise GridError(f"--grid {at}: duration = {duration!r}; accepted virtual seconds above 0, "
+                        f"at most {MAX_DURATION_S:g}")
+    conns = _int(raw.get("connections", connections), "connections", 1, MAX_CONNECTIONS, at)
+    try:
+        plan = workloads.plan_load(wl, load, rate, raw.get("schedule"))
+    except PlanError as e:
+        raise GridError(f"--grid {at}: {e}") from None
+    return LoadPoint(wl, load, plan.rate if plan else None, schedule, conns, float(duration))
+
+
+def _policies(raw, i: int, where: str) -> list[Policy]:
+    at = f"{where} [[policy]] {i + 1}"
+    if not isinstance(raw, dict) or not raw:
+        raise GridError(f"--grid {at}: not a table of knobs; accepted CWIST_* knobs = [values] and 'against'")
+    against_raw = raw.get("against", {})
+    if not isinstance(against_raw, dict):
+        raise GridError(f"--grid {at}: against = {against_raw!r}; accepted a table of knobs, "
+                        "e.g. {{ CWIST_REACTOR_TAIL_US = 3500 }}")
+    against = {k: _knob_value(k, v, at + " against") for k, v in against_raw.items()}
+    axes = []
+    for name, values in raw.items():
+        if name == "against":
+            continue
+        values = values if isinstance(values, list) else [values]
+        if not values:
+            raise GridError(f"--grid {at}: {name} = []; accepted a list of one value or more")
+        axes.append([(name, _knob_value(name, v, at)) for v in values])
+    if not axes:
+        raise GridError(f"--grid {at}: no knob; accepted CWIST_* knobs = [values]")
+    out = []
+    for combo in itertools.product(*axes):
+        b = dict(combo)
+        a = {**{k: v for k, v in b.items() if k not in POLICY_KNOBS}, **OFF, **against}
+        b_full = {**OFF, **b}
+        out.append(Policy(tuple(sorted(b_full.items())), tuple(sorted(a.items())), against=bool(against)))
+    return out
+
+
+def parse_grid(text: str, *, where: str = "default") -> Grid:
+    """The grid of TOML ``text`` (``where``: the file, for messages); :class:`GridError` if bad."""
+    doc = _toml(text, where)
+    _unknown(doc, _TOP_KEYS, where)
+    name = doc.get("name", Path(where).stem)
+    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise GridError(f"--grid {where}: name = {name!r}; accepted letters, digits, '-' and '_'")
+    backends = doc.get("backends", ["epoll", "io_uring"])
+    if not isinstance(backends, list) or not backends or any(b not in MODELLED for b in backends):
+        raise GridError(f"--grid {where}: backends = {backends!r}; accepted a list of {', '.join(MODELLED)}")
+    n = _int(doc.get("seeds", stats.MIN_PAIRS), "seeds", 1, MAX_SEEDS, where)
+    first = _int(doc.get("first_seed", 1), "first_seed", 0, 2**31 - 1, where)
+    connections = _int(doc.get("connections", 64), "connections", 1, MAX_CONNECTIONS, where)
+    raw_loads, raw_policies = doc.get("load", []), doc.get("policy", [])
+    if not isinstance(raw_loads, list) or not raw_loads:
+        raise GridError(f"--grid {where}: no [[load]]; accepted one [[load]] table or more")
+    if not isinstance(raw_policies, list) or not raw_policies:
+        raise GridError(f"--grid {where}: no [[policy]]; accepted one [[policy]] table or more")
+    loads = tuple(_load_point(r, i, connections, where) for i, r in enumerate(raw_loads))
+    policies: list[Policy] = []
+    for i, r in enumerate(raw_policies):
+        for p in _policies(r, i, where):
+            if p not in policies:
+                policies.append(p)
+    for p in policies:
+        for load in loads:
+            try:
+                _config.load({**load_server_env(load), **dict(p.b)})
+            except _config.ConfigError as e:
+                raise GridError(f"--grid {where}: policy {p.label} with {load.label}: {e}") from None
+    return Grid(name, tuple(dict.fromkeys(backends)), loads, tuple(policies),
+                tuple(range(first, first + n)), text)
+
+
+def load_server_env(load: LoadPoint) -> dict[str, str]:
+    return workloads.WORKLOADS[load.workload].env()
+
+
+def load_grid(spec: str) -> Grid:
+    """``--grid default`` or ``--grid FILE``; :class:`GridError` (one line) if it cannot be run."""
+    if spec == "default":
+        return parse_grid(DEFAULT_GRID, where="default")
+    path = Path(spec)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise GridError(f"--grid {spec}: cannot read it ({e.__class__.__name__}); accepted 'default' or a "
+                        "TOML grid file") from None
+    return parse_grid(text, where=spec)
+
+
+# --- running ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunKey:
+    """What a simulated run is a function of (beside the code and the cost model)."""
+
+    backend: str
+    env: tuple[tuple[str, str], ...]
+    load: LoadPoint
+    seed: int
+
+
+def _capacity_plan(backend: str, load: LoadPoint, seeds: tuple[int, ...]) -> AbPlan:
+    env = {"CWIST_REACTOR_BACKEND": backend, **OFF}
+    return AbPlan(backend=backend, a_env=env, b_env=env, seeds=seeds, workload=load.workload, load=load.load,
+                  rate=load.rate, connections=load.connections, duration_s=load.duration_s, schedule=load.schedule)
+
+
+def _capacity_task(plan: AbPlan) -> float:
+    return capacity(plan)
+
+
+def _run_task(key: RunKey, rate_rps: float | None) -> SimRunResult:
+    """One run (in a worker): arm ``A`` is a placeholder, the cell sets each run's arm."""
+    from .engine import SimRun, simulate
+    from .job import _figures
+    env = {"CWIST_REACTOR_BACKEND": key.backend, **dict(key.env)}
+    plan = AbPlan(backend=key.backend, a_env=env, b_env=env, seeds=(key.seed,), workload=key.load.workload,
+                  load=key.load.load, rate=key.load.rate, connections=key.load.connections,
+                  duration_s=key.load.duration_s, schedule=key.load.schedule)
+    doc = simulate(SimRun(key.backend, plan.arm_env("A"), load_spec(plan, key.seed, rate_rps),
+                          _costs.for_backend(key.backend)))
+    return _figures("A", key.seed, doc)
+
+
+class _Local:
+    """Local worker processes (:func:`tailjob.sim.job.new_executor`)."""
+
+    def __init__(self, processes: int | None = None):
+        from .job import new_executor
+        self.pool = new_executor(processes)
+        self.workers = processes or len(os.sched_getaffinity(0))
+
+    def map(self, fn, tasks, progress=None):
+        import concurrent.futures
+        futures = [self.pool.submit(fn, *t) for t in tasks]
+        for done, _ in enumerate(concurrent.futures.as_completed(futures), 1):
+            if progress:
+                progress(done, len(futures))
+        return [f.result() for f in futures]
+
+    def close(self, *, cancel: bool = False):
+        self.pool.shutdown(cancel_futures=cancel)
+
+
+class _Dask:
+    """A Dask ``distributed`` client: a ``LocalCluster`` (one single-threaded worker process per CPU:
+    a run swaps module globals of the bench code, so one run per process at a time) or a scheduler's
+    address."""
+
+    def __init__(self, address: str = "local", processes: int | None = None, client=None):
+        try:
+            from distributed import Client, LocalCluster
+        except ModuleNotFoundError:
+            raise GridError("--dask: dask[distributed] is not installed; accepted after "
+                            "pip install -e '.[sweep]' (or leave out --dask: local worker processes)") from None
+        self.cluster = None
+        if client is not None:
+            self.client, self.own = client, False
+        elif address == "local":
+            n = processes or len(os.sched_getaffinity(0))
+            self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            self.client, self.own = Client(self.cluster), True
+        else:
+            self.client, self.own = Client(address), True
+        self.workers = len(self.client.scheduler_info().get("workers", {})) or 1
+
+    def map(self, fn, tasks, progress=None):
+        from distributed import as_completed
+        futures = [self.client.submit(fn, *t, pure=False) for t in tasks]
+        for done, _ in enumerate(as_completed(futures), 1):
+            if progress:
+                progress(done, len(futures))
+        return self.client.gather(futures)
+
+    def close(self, *, cancel: bool = False):
+        if self.own:
+            self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    leg: LegResult
+
+    def class_comparisons(self) -> dict[str, dict[str, stats.Comparison]]:
+        """Per class (``all`` for a one-class workload: the whole run), metric key -> comparison."""
+        return self.leg.class_comparisons or {"all": self.leg.comparisons}
+
+
+@dataclass
+class SweepResult:
+    grid: Grid
+    cells: list[CellResult]
+    capacities: dict[tuple[str, LoadPoint], float | None]
+    runs: int
+    simulated_requests: int
+    workers: int
+    engine: str
+    counters: dict = field(default_factory=dict)
+
+
+def run_sweep(grid: Grid, *, engine: str = "local", processes: int | None = None, dask_address: str = "local",
+              client=None, progress=None) -> SweepResult:
+    """Run every cell of ``grid`` (each distinct run once) on local worker processes (``engine``
+    ``local``) or Dask (``dask``: a LocalCluster, ``dask_address``, or ``client``)."""
+    pool = _Dask(dask_address, processes, client) if engine == "dask" else _Local(processes)
+    try:
+        cap_keys = [(b, load) for load in grid.loads for b in grid.backends]
+        cap_plans = {k: _capacity_plan(k[0], k[1], grid.seeds) for k in cap_keys}
+        from .job import needs_capacity, resolve_rate
+        wanted = [k for k in cap_keys if needs_capacity(cap_plans[k])]
+        caps = dict(zip(wanted, pool.map(_capacity_task, [(cap_plans[k],) for k in wanted]))) if wanted else {}
+        capacities = {k: caps.get(k) for k in cap_keys}
+        rates = {k: resolve_rate(cap_plans[k], capacities[k]) for k in cap_keys}
+        keys: dict[RunKey, None] = {}
+        for cell in grid.cells():
+            for env in (cell.policy.a, cell.policy.b):
+                for seed in grid.seeds:
+                    keys.setdefault(RunKey(cell.backend, env, cell.load, seed), None)
+        order = list(keys)
+        results = pool.map(_run_task, [(k, rates[(k.backend, k.load)]) for k in order], progress)
+        workers = pool.workers
+    except BaseException:  # interrupted or a run failed: the runs not started yet are dropped
+        pool.close(cancel=True)
+        raise
+    pool.close()
+    by_key = dict(zip(order, results))
+    cells = []
+    for cell in grid.cells():
+        runs = {arm: [replace(by_key[RunKey(cell.backend, env, cell.load, s)], arm=arm) for s in grid.seeds]
+                for arm, env in (("A", cell.policy.a), ("B", cell.policy.b))}
+        k = (cell.backend, cell.load)
+        leg = LegResult(cell.plan(grid.seeds), rates[k], capacities[k], runs)
+        leg.compare()
+        cells.append(CellResult(cell, leg))
+    requests = sum(r.server["requests"] for r in results)
+    return SweepResult(grid, cells, capacities, len(results), requests, workers, engine)
+
+
+# --- the result document ---------------------------------------------------------------------------
+
+def _comp(c: stats.Comparison) -> dict:
+    return {"a": c.median_a, "b": c.median_b, "ratio": c.ratio, "ci": list(c.ci) if c.ci else None,
+            "min_effect": c.min_effect, "verdict": c.verdict, "detectable": c.detectable,
+            "pairs_needed": c.pairs_needed, "estimator": c.estimator, "needs_samples": c.needs_samples}
+
+
+COUNTERS = ("rounds", "dispatched", "tail_elevations", "harvested")
+
+
+def median_counters(runs) -> dict:
+    return {k: stats.median([r.server["counters"][k] for r in runs]) for k in COUNTERS}
+
+
+def cell_document(cr: CellResult) -> dict:
+    c, leg = cr.cell, cr.leg
+    return {"backend": c.backend, "load": c.load.as_dict(), "policy": c.policy.as_dict(),
+            "rate_rps": leg.rate_rps, "capacity_rps": leg.capacity_rps,
+            "comparisons": {k: _comp(v) for k, v in leg.comparisons.items()},
+            "classes": {n: {k: _comp(v) for k, v in comps.items()} for n, comps in leg.class_comparisons.items()},
+            "counters": {arm: median_counters(leg.runs[arm]) for arm in ("A", "B")}}
+
+
+def result_document(result: SweepResult, *, argv: list[str], provenance: dict) -> dict:
+    """Everything the sweep decided, with no wall-clock time, output directory or engine: the same
+    grid at the same commit gives the same bytes, on local processes or on Dask.  ``legs``: the
+    cells (the key ``benchmarks/compact_result.py`` reads)."""
+    from .report import without_out
+    g = result.grid
+    models = {b: {**_costs.for_backend(b).as_dict(), "sources": _costs.for_backend(b).sources()} for b in g.backends}
+    return {"schema": 1, "tier": "sim", "kind": "sweep", "virtual_time": True,
+            "argv": [a for a in without_out(argv) if a != "--dask" and not a.startswith("--dask=")],
+            "grid": {"name": g.name, "backends": list(g.backends), "seeds": list(g.seeds),
+                     "loads": [lp.as_dict() for lp in g.loads], "policies": [p.as_dict() for p in g.policies],
+                     "toml": g.source},
+            "provenance": provenance, "costs": models, "runs": result.runs,
+            "simulated_requests": result.simulated_requests,
+            "capacities": [{"backend": b, "load": lp.label, "rps": v} for (b, lp), v in result.capacities.items()],
+            "legs": [cell_document(cr) for cr in result.cells]}
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` through a temporary file in its directory: a reader never sees half of it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def dumps(doc: dict) -> bytes:
+    return (json.dumps(doc, indent=1) + "\n").encode()
