@@ -456,6 +456,27 @@ def test_a_ready_disarmed_fd_does_not_end_a_wait_early(make_backend, pairs):
 
 
 @pytest.mark.clause("B8")
+def test_a_wake_already_taken_does_not_end_a_later_wait_early(make_backend, pairs):
+    """The wait a wake ended took it (B7): later waits with nothing ready last their timeout.
+    A backend that never empties its wake channel (an eventfd or a socket left readable)
+    returns every later wait at once, empty."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    b.wake()
+    assert b.wait(LIVENESS_S) == []  # ended by the wake (B7)
+    assert b.wait(0) == []  # a poll may reap what the wake left in the kernel (a completion)
+    for timeout_s in (0.005, 0.02):
+        t0 = time.monotonic_ns()
+        got = b.wait(timeout_s)
+        elapsed = time.monotonic_ns() - t0
+        assert got == [], got
+        assert elapsed >= timeout_s * 1e9, (
+            f"wait({timeout_s}) after a wake already taken returned nothing after {elapsed / 1e6:.3f} ms: "
+            "the wake channel was not emptied")
+
+
+@pytest.mark.clause("B8")
 def test_wait_zero_polls_without_blocking(make_backend, pairs):
     """wait(0) is a poll: 100 of them with nothing ready end well within the liveness bound
     (a backend that blocks, e.g. rounds 0 up to a millisecond or more, does not)."""
