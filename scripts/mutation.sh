@@ -152,7 +152,7 @@ TOML
     if [ "$check_only" = 0 ]; then
       if [ ! -f "$out/$t.sqlite" ]; then
         (cd "$tree" && "$py/cosmic-ray" init "$cfg" "$out/$t.sqlite" \
-            && "$py/python" "$root/scripts/mutation_survivors.py" skip-annotations "$out/$t.sqlite")
+            && "$py/python" "$root/scripts/mutation_survivors.py" skip "$out/$t.sqlite" --reasons "$reasons")
       fi
       [ "$rerun" = 0 ] || "$py/python" scripts/mutation_survivors.py rerun-survivors "$out/$t.sqlite"
       (cd "$tree" && "$py/cosmic-ray" exec "$cfg" "$out/$t.sqlite")

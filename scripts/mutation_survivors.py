@@ -1,8 +1,9 @@
 """The bookkeeping of scripts/mutation.sh around a cosmic-ray session.
 
-    python scripts/mutation_survivors.py skip-annotations SESSION
-        marks every mutant inside an annotation as skipped: under `from __future__ import
-        annotations` an annotation is never evaluated, so such a mutant is equivalent by construction.
+    python scripts/mutation_survivors.py skip SESSION --reasons TOML
+        marks skipped every mutant inside an annotation (under `from __future__ import annotations`
+        an annotation is never evaluated: equivalent by construction) and every mutant of a function
+        TOML lists as a whole (`[[function]]`: it only builds a diagnostic's text or counters).
     python scripts/mutation_survivors.py check SESSION --reasons TOML [--name TARGET]
         prints the counts (killed, of them by timeout, survived, skipped, pending) and every survivor;
         exit 1 when a survivor has no entry in TOML (the entry to fill in is printed), 0 otherwise.
@@ -56,30 +57,30 @@ def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]
     return spans
 
 
-def skip_annotations(db: WorkDB) -> int:
-    """Mark the mutants inside annotations skipped; returns how many."""
+def skip(db: WorkDB, reasons: Path) -> tuple[int, int]:
+    """Mark skipped the mutants inside annotations and those of the functions the reasons file
+    lists as a whole (`[[function]]`: diagnostics only); returns how many of each."""
+    functions = {(f["file"], f["name"]): f for f in load_functions(reasons)}
     sources: dict[str, list] = {}
-    skipped = 0
+    in_annotation = in_function = 0
     for item in db.work_items:
         for m in item.mutations:
             path = str(m.module_path)
             if path not in sources:
                 text = Path(path).read_text()
-                if "from __future__ import annotations" not in text:
-                    sources[path] = []
-                else:
-                    sources[path] = annotation_spans(text)
+                sources[path] = annotation_spans(text) if "from __future__ import annotations" in text else []
             start = tuple(m.start_pos)
-            if any(s <= start < e for s, e in sources[path]):
-                db.set_result(
-                    item.job_id,
-                    WorkResult(
-                        worker_outcome=WorkerOutcome.SKIPPED,
-                        output="annotation: not evaluated under from __future__ import annotations",
-                    ),
-                )
-                skipped += 1
-    return skipped
+            f = functions.get((path, m.definition_name))
+            if f is not None:
+                why = f"{f['kind']}: {f['reason']}"
+                in_function += 1
+            elif any(s <= start < e for s, e in sources[path]):
+                why = "annotation: not evaluated under from __future__ import annotations"
+                in_annotation += 1
+            else:
+                continue
+            db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=why))
+    return in_annotation, in_function
 
 
 def mutants(db: WorkDB) -> dict[str, Mutant]:
@@ -129,6 +130,15 @@ def c_code_lines(source: str) -> list[int]:
             continue
         out.append(no)
     return out
+
+
+def load_functions(path: Path) -> list[dict]:
+    entries = tomllib.loads(path.read_text()).get("function", [])
+    for e in entries:
+        if {"file", "name", "kind", "reason"} - set(e) or e["kind"] not in KINDS or not e["reason"].strip():
+            raise SystemExit(f"{path}: function entry {e!r}: needs file, name, kind (one of {', '.join(KINDS)}) "
+                             "and a reason")
+    return entries
 
 
 def load_reasons(path: Path) -> list[dict]:
@@ -181,7 +191,7 @@ def check(db: WorkDB, reasons: Path, name: str) -> int:
     score = f"{100 * killed / total:.0f} %" if total else "-"
     print(
         f"{name}: {len(by_id)} mutants: {killed} killed ({timeout} by timeout), {survived} survived "
-        f"({survived - len(unlisted)} with a listed reason), {skipped} skipped (annotations), "
+        f"({survived - len(unlisted)} with a listed reason), {skipped} skipped (annotations, listed functions), "
         f"{pending} not run; score {score}"
     )
     if unlisted:
@@ -259,8 +269,9 @@ def _clear(db: WorkDB, job_id: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("skip-annotations")
+    s = sub.add_parser("skip")
     s.add_argument("session")
+    s.add_argument("--reasons", type=Path, required=True)
     c = sub.add_parser("check")
     c.add_argument("session")
     c.add_argument("--reasons", type=Path, required=True)
@@ -281,8 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(map(str, c_code_lines(a.source.read_text()))))
         return 0
     with use_db(a.session) as db:
-        if a.cmd == "skip-annotations":
-            print(f"{a.session}: {skip_annotations(db)} mutants in annotations skipped")
+        if a.cmd == "skip":
+            ann, fun = skip(db, a.reasons)
+            print(f"{a.session}: skipped {ann} mutants in annotations, {fun} in the functions listed as a whole")
             return 0
         if a.cmd == "check":
             return check(db, a.reasons, a.name)

@@ -11,6 +11,7 @@ import errno
 import os
 import random
 import resource
+import signal
 import socket
 import threading
 import time
@@ -474,6 +475,89 @@ def test_a_wake_already_taken_does_not_end_a_later_wait_early(make_backend, pair
         assert elapsed >= timeout_s * 1e9, (
             f"wait({timeout_s}) after a wake already taken returned nothing after {elapsed / 1e6:.3f} ms: "
             "the wake channel was not emptied")
+
+
+def _signal_during(b, timeout_s, handler_s, rescue):
+    """``b.wait(timeout_s)`` with a SIGALRM sent to this thread once it blocks; the handler returns
+    after ``handler_s``.  Returns (reports, elapsed ns, whether the watchdog had to rescue it)."""
+    main = threading.get_native_id()
+    main_ident = threading.get_ident()
+
+    def handler(signum, frame):
+        if handler_s:
+            time.sleep(handler_s)  # a handler slower than the wait's timeout: none is left after it
+
+    def interrupt():
+        wait_until_blocked(main)
+        signal.pthread_kill(main_ident, signal.SIGALRM)
+
+    old = signal.signal(signal.SIGALRM, handler)
+    t = threading.Thread(target=interrupt)
+    try:
+        with Watchdog(rescue) as dog:
+            t.start()
+            t0 = time.monotonic_ns()
+            got = b.wait(timeout_s)
+            elapsed = time.monotonic_ns() - t0
+            dog.done()
+    finally:
+        t.join()
+        signal.signal(signal.SIGALRM, old)
+    return got, elapsed, dog.fired
+
+
+@pytest.mark.clause("B8")
+def test_a_signal_whose_handler_returns_does_not_end_a_wait_early(make_backend, pairs):
+    """PEP 475: a signal interrupts the kernel's wait, its handler returns, and the wait goes on
+    with the time left (stdlib epoll and poll retry so; a backend on a call that returns EINTR
+    must too); a handler that outlasts the timeout leaves none, and the wait returns, empty."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    timeout_s = 0.05
+    got, elapsed, rescued = _signal_during(b, timeout_s, 0, p.make_readable)
+    assert not rescued and got == [], f"a wait({timeout_s}) interrupted by a signal did not return: {got}"
+    assert elapsed >= timeout_s * 1e9, (
+        f"wait({timeout_s}) interrupted by a signal returned after {elapsed / 1e6:.3f} ms, early")
+    got, elapsed, rescued = _signal_during(b, timeout_s, 2 * timeout_s, p.make_readable)
+    assert not rescued and got == [], (
+        f"wait({timeout_s}) interrupted by a signal whose handler took {2 * timeout_s} s did not return "
+        f"within {LIVENESS_S} s: the time left was not taken after the handler")
+
+
+@pytest.mark.clause("B7")
+def test_a_signal_whose_handler_returns_does_not_end_a_wait_without_a_limit(make_backend, pairs):
+    """wait(None) interrupted by a signal whose handler returns goes on waiting (PEP 475): only
+    the wake ends it."""
+    b = make_backend()
+    rescue, idle = pairs(2)
+    b.arm(idle.fd, READ, "never ready")
+    b.arm(rescue.fd, READ, "rescue")
+    main = threading.get_native_id()
+    main_ident = threading.get_ident()
+    woken = threading.Event()
+
+    def interrupt_then_wake():
+        wait_until_blocked(main)
+        signal.pthread_kill(main_ident, signal.SIGALRM)
+        wait_until_blocked(main)  # back in the wait after the handler
+        woken.set()
+        b.wake()
+
+    old = signal.signal(signal.SIGALRM, lambda signum, frame: None)
+    t = threading.Thread(target=interrupt_then_wake)
+    try:
+        with Watchdog(rescue.make_readable) as dog:
+            t.start()
+            got = b.wait(None)
+            early = not woken.is_set()
+            dog.done()
+    finally:
+        t.join()
+        signal.signal(signal.SIGALRM, old)
+    assert not dog.fired, "wait(None) interrupted by a signal did not return after wake()"
+    assert not early, "wait(None) returned after a signal whose handler returned, before the wake"
+    assert "rescue" not in [tok for tok, _ in got]
 
 
 @pytest.mark.clause("B8")
