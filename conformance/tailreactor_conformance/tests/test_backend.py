@@ -240,6 +240,30 @@ def test_reused_fd_number_never_gets_the_old_report(make_backend, pairs):
         b.disarm(reused.fileno(), READ)
 
 
+@pytest.mark.clause("B5")
+def test_an_fd_closed_without_disarm_then_disarmed_and_its_number_reused(make_backend, pairs):
+    """An armed fd closed without disarm (the caller's bug, which the backend survives: the C
+    header says so): disarming its directions afterwards raises nothing, and the reused number
+    gets the new file's reports only."""
+    b = make_backend()
+    old, new, control = pairs(3)
+    b.arm(old.fd, READ, "old read")
+    b.arm(old.fd, WRITE, "old write")
+    b.flush()
+    number = old.ours.detach()
+    os.dup2(new.ours.fileno(), number)  # closes the old file, armed; its number now names `new`
+    with socket.socket(fileno=number) as reused:
+        b.disarm(number, READ)   # one direction still armed: a backend narrows the registration
+        b.disarm(number, WRITE)
+        b.arm(number, READ, "new")  # not readable yet
+        control.make_readable()
+        b.arm(control.fd, READ, "control")
+        assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+        new.make_readable()
+        assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+        b.disarm(reused.fileno(), READ)
+
+
 # -- B6 ------------------------------------------------------------------------
 def _reported_once(b, token, direction):
     got = []
@@ -413,6 +437,28 @@ def test_wait_without_a_limit_returns_only_after_the_wake(make_backend, pairs):
         stop.set()
         t.join()
     assert not early, "wait(None) with nothing ready returned before wake() was called"
+
+
+@pytest.mark.clause("B7")
+def test_wake_never_blocks(make_backend):
+    """A wake made while one is pending returns at once (a full wake channel means a wake is
+    pending anyway): 10,000 wakes with no wait between them all return, and the next wait
+    returns for them."""
+    b = make_backend()
+    done = threading.Event()
+
+    def wakes():
+        for _ in range(10_000):
+            b.wake()
+        done.set()
+
+    t = threading.Thread(target=wakes, daemon=True)
+    t.start()
+    finished = done.wait(LIVENESS_S)
+    while t.is_alive():
+        b.wait(0)  # a blocked wake: empty the channel so that the thread ends
+    assert finished, f"10,000 wakes with no wait between them did not return within {LIVENESS_S} s: wake() blocks"
+    assert b.wait(LIVENESS_S) == []  # ended by the pending wake
 
 
 # -- B8 ------------------------------------------------------------------------
