@@ -264,6 +264,23 @@ def test_an_fd_closed_without_disarm_then_disarmed_and_its_number_reused(make_ba
         b.disarm(reused.fileno(), READ)
 
 
+@pytest.mark.clause("B5")
+def test_an_fd_closed_without_disarm_then_its_reused_number_armed_registers_the_new_file(make_backend, pairs):
+    """The header's rule for an armed fd closed without disarm: a later arm of the reused number
+    (no disarm in between) registers the new file, which the kernel no longer watches."""
+    b = make_backend()
+    old, new = pairs(2)
+    b.arm(old.fd, READ, "old")  # not readable
+    b.flush()
+    number = old.ours.detach()
+    os.dup2(new.ours.fileno(), number)  # closes the old file, armed; its number now names `new`
+    with socket.socket(fileno=number) as reused:
+        b.arm(number, READ, "new")
+        new.make_readable()
+        assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+        b.disarm(reused.fileno(), READ)
+
+
 # -- B6 ------------------------------------------------------------------------
 def _reported_once(b, token, direction):
     got = []
@@ -606,6 +623,51 @@ def test_a_signal_whose_handler_returns_does_not_end_a_wait_without_a_limit(make
     assert "rescue" not in [tok for tok, _ in got]
 
 
+def _never_early(b, what):
+    for timeout_s in (0.005, 0.02):
+        t0 = time.monotonic_ns()
+        got = b.wait(timeout_s)
+        elapsed = time.monotonic_ns() - t0
+        assert got == [], got
+        assert elapsed >= timeout_s * 1e9, f"wait({timeout_s}) returned nothing after {elapsed / 1e6:.3f} ms: {what}"
+
+
+@pytest.mark.clause("B8")
+def test_a_ready_fd_with_its_ready_direction_disarmed_does_not_end_waits_early(make_backend, pairs):
+    """Readable, its READ disarmed, its WRITE armed and not writable (a full send buffer): nothing
+    armed is ready. A backend that keeps watching READ (a registration not narrowed, level
+    triggered) wakes at once and returns nothing, wait after wait."""
+    b = make_backend()
+    (p,) = pairs(1)
+    fill_send_buffer(p.ours)
+    p.make_readable()
+    b.arm(p.fd, READ, "disarmed")
+    b.arm(p.fd, WRITE, "not writable")
+    b.flush()
+    b.disarm(p.fd, READ)
+    assert b.wait(0) == []  # may reap what the disarm left (a completion, an unwanted report)
+    assert b.wait(0) == []
+    _never_early(b, "the disarmed READ of a readable fd woke it")
+    b.disarm(p.fd, WRITE)
+
+
+@pytest.mark.clause("B8")
+def test_a_hung_up_fd_reported_and_not_rearmed_does_not_end_waits_early(make_backend, pairs):
+    """The peer closed, the READ token was reported, nothing is armed on the fd since (its
+    owner has not disarmed it yet): the hang-up, which the kernel reports unasked, may end a
+    wait or two early, not every wait after."""
+    b = make_backend()
+    p, idle = pairs(2)
+    b.arm(idle.fd, READ, "never ready")
+    b.arm(p.fd, READ, "hung up")
+    p.peer.close()
+    assert collect(b, 1, extra_waits=1) == Counter({"hung up": 1})
+    assert b.wait(0) == []
+    assert b.wait(0) == []
+    _never_early(b, "a hang-up nobody is armed for woke it")
+    b.disarm(p.fd, READ)
+
+
 @pytest.mark.clause("B8")
 def test_wait_zero_polls_without_blocking(make_backend, pairs):
     """wait(0) is a poll: 100 of them with nothing ready end well within the liveness bound
@@ -880,6 +942,30 @@ def test_arming_a_closed_fd_raises_ebadf(make_backend, direction):
     with pytest.raises(OSError) as info:
         b.arm(number, direction, "closed")
     assert info.value.errno == errno.EBADF
+
+
+@pytest.mark.clause("B16")
+def test_an_arm_that_raised_ebadf_leaves_the_fds_armings_as_they_were(make_backend, pairs):
+    """READ armed, the fd closed without disarm, WRITE armed on it: EBADF, and the refused arm
+    leaves nothing behind. READ disarmed and the number reused by a writable socket, armed for
+    READ: nothing is reported (a backend that kept a token for WRITE reports it)."""
+    b = make_backend()
+    old, new, control = pairs(3)
+    b.arm(old.fd, READ, "old read")  # not readable
+    b.flush()
+    number = old.ours.detach()
+    os.close(number)  # closed without disarm
+    with pytest.raises(OSError) as info:
+        b.arm(number, WRITE, "refused")
+    assert info.value.errno == errno.EBADF
+    os.dup2(new.ours.fileno(), number)  # the number now names `new`: writable, not readable
+    with socket.socket(fileno=number) as reused:
+        b.disarm(number, READ)  # the owner's late clean-up of the old arming
+        b.arm(number, READ, "new")
+        control.make_readable()
+        b.arm(control.fd, READ, "control")
+        assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+        b.disarm(reused.fileno(), READ)
 
 
 # -- B17 (optional: backends with a receive operation) -------------------------

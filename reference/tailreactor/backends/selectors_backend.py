@@ -79,7 +79,20 @@ class SelectorsBackend:
             return
         tokens = dict(key.data)
         tokens[direction] = token
-        self._sel.modify(fd, key.events | _SEL_EVENT[direction], tokens)
+        events = key.events | _SEL_EVENT[direction]
+        # The number may name another file than the one registered: closed without disarm
+        # and reused, the kernel dropped the old file's registration.  Registering afresh
+        # watches the new one: after a failed modify (selectors has forgotten the key then),
+        # and where the interest is unchanged, since selectors then tells the kernel nothing.
+        try:
+            if events == key.events:
+                self._sel.unregister(fd)
+            else:
+                self._sel.modify(fd, events, tokens)
+                return
+        except OSError:
+            pass
+        self._sel.register(fd, events, tokens)
 
     def _drop(self, fd: int, direction: int) -> None:
         try:
