@@ -478,6 +478,20 @@ def test_wake_never_blocks(make_backend):
     assert b.wait(LIVENESS_S) == []  # ended by the pending wake
 
 
+@pytest.mark.clause("B7")
+def test_a_pending_wake_costs_no_report(make_backend, pairs):
+    """A wake pending beside ready armed fds: each of them is still reported, in the wait the
+    wake ends or in the next (a backend that stops reading the kernel's reports at the wake
+    loses the rest: one-shot, the kernel does not report them again)."""
+    b = make_backend()
+    ps = pairs(4)
+    b.wake()  # ready first: ahead of the fds in the kernel's ready list
+    for i, p in enumerate(ps):
+        p.make_readable()
+        b.arm(p.fd, READ, f"r{i}")
+    assert collect(b, 4, extra_waits=2) == Counter({f"r{i}": 1 for i in range(4)})
+
+
 # -- B8 ------------------------------------------------------------------------
 @pytest.mark.clause("B8")
 # Fractions of a millisecond too: the reactor passes the time to the next timer as is,
@@ -853,6 +867,32 @@ def test_backend_use_after_close_raises(make_backend, pairs):
     b.wake()  # a late post from another thread: does nothing (its wake fd is gone)
 
 
+@pytest.mark.clause("B13")
+def test_wake_after_close_writes_to_no_fd(make_backend):
+    """close() released the backend's fds, and the next files opened take their numbers: a
+    late wake() (a post from another thread) must not write to them."""
+    b = make_backend()
+    b.close()
+    taken = [socket.socketpair() for _ in range(4)]  # the lowest free numbers: close() freed some
+    try:
+        for pair in taken:
+            for s in pair:
+                s.setblocking(False)
+        b.wake()
+        written = []
+        for pair in taken:
+            for s in pair:
+                try:
+                    written.append((s.fileno(), s.recv(64)))
+                except BlockingIOError:
+                    pass
+        assert not written, f"wake() after close() wrote to fds that now name other files: {written}"
+    finally:
+        for pair in taken:
+            for s in pair:
+                s.close()
+
+
 # -- B14 -----------------------------------------------------------------------
 @pytest.mark.clause("B14")
 def test_arming_costs_no_fd_and_close_releases_them(make_backend, pairs):
@@ -934,8 +974,10 @@ def _has_more(sock) -> bool:
 # -- B16 -----------------------------------------------------------------------
 @pytest.mark.clause("B16")
 @DIRECTIONS
-def test_arming_a_closed_fd_raises_ebadf(make_backend, direction):
+def test_arming_a_closed_fd_raises_ebadf(make_backend, pairs, direction):
     b = make_backend()
+    (other,) = pairs(1)
+    b.arm(other.fd, READ, "armed before")  # a backend with a table by fd number has grown it
     s = socket.socket()
     number = s.fileno()
     s.close()
