@@ -13,7 +13,7 @@
 
 A survivor's entry names the file, cosmic-ray's operator, the source line and the mutated line (both
 stripped of surrounding blanks), so it still matches when lines move, and the reason: a kind
-(`equivalent`, `performance`, `logging`) and one line saying why the behaviour is the same.
+(`equivalent`, `performance`, `logging`, `unreachable`, `unmeasured`) and one line saying why.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
 
-KINDS = ("equivalent", "performance", "logging")
+KINDS = ("equivalent", "performance", "logging", "unreachable", "unmeasured")
 
 
 @dataclass(frozen=True)
