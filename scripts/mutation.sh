@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Mutation testing of the backends, the conformance suite as the test command.
 #
-#   scripts/mutation.sh [--timeout S] [--sample N] [--rerun-survivors] [--check] [TARGET ...]
+#   scripts/mutation.sh [--clause LIST] [--timeout S] [--sample N] [--rerun-survivors] [--check] [TARGET ...]
 #
 #   TARGET   poll selectors_poll batch16 selectors epoll io_uring c (default: all of them)
+#   --clause LIST       the clauses of the test command (default B; e.g. B,R for a second pass)
 #   --timeout S         bound on one mutant's test run, seconds (default 60; a mutant that reaches it
 #                       counts as killed, by timeout)
 #   --sample N          how many of the C example's mutants to run (default 120, a fixed seed)
@@ -50,17 +51,21 @@ declare -A BACKEND=(
 ALL=(poll selectors_poll batch16 selectors epoll io_uring c)
 
 usage() {
-  sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'
 }
 bad() {  # bad OPTION VALUE ACCEPTED: one line, exit 2, nothing written
   echo "$me: $1 ${2@Q}: accepted $3" >&2
   exit 2
 }
 
-timeout_s=60 sample=120 rerun=0 check_only=0 targets=()
+args=("$@")
+clauses=B timeout_s=60 sample=120 rerun=0 check_only=0 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
+    --clause)
+      [ $# -ge 2 ] && [[ "$2" =~ ^[BRH][0-9]*(,[BRH][0-9]*)*$ ]] || bad --clause "${2:-}" "clause ids or letters, comma-separated (B, B,R, B3,R21)"
+      clauses="$2"; shift 2 ;;
     --timeout|--sample)
       [ $# -ge 2 ] || bad "$1" "" "$([ "$1" = --timeout ] && echo "a number of seconds > 0" || echo "a whole number > 0")"
       if [ "$1" = --timeout ]; then
@@ -73,7 +78,7 @@ while [ $# -gt 0 ]; do
       shift 2 ;;
     --rerun-survivors) rerun=1; shift ;;
     --check) check_only=1; shift ;;
-    -*) bad option "$1" "--timeout S, --sample N, --rerun-survivors, --check, -h" ;;
+    -*) bad option "$1" "--clause LIST, --timeout S, --sample N, --rerun-survivors, --check, -h" ;;
     *) [ -n "${FILE[$1]:-}" ] || bad TARGET "$1" "${ALL[*]}"
        targets+=("$1"); shift ;;
   esac
@@ -98,7 +103,7 @@ fi
 # in the same second as the last would look cached).
 cache="$out/pycache"
 run_env="rm -rf $cache$tree/reference $cache$tree/fixtures; exec env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$cache PYTHONPATH=$tree/reference:$tree/conformance:$tree TAILREACTOR_CONFORMANCE_LIVENESS_S=1 TAILREACTOR_CONFORMANCE_SHRINK=0"
-suite="$py/tailreactor-conformance --clause B -x -n 0"
+suite="$py/tailreactor-conformance --clause $clauses -x -n 0"
 
 status=0
 declare -A SECONDS_TAKEN=()
@@ -157,6 +162,8 @@ TOML
       [ "$rerun" = 0 ] || "$py/python" scripts/mutation_survivors.py rerun-survivors "$out/$t.sqlite"
       (cd "$tree" && "$py/cosmic-ray" exec "$cfg" "$out/$t.sqlite")
     fi
+    # Again after the run: entries added to the reasons file since the session began count too.
+    (cd "$tree" && "$py/python" "$root/scripts/mutation_survivors.py" skip "$out/$t.sqlite" --reasons "$reasons") >/dev/null
     (cd "$tree" && "$py/python" "$root/scripts/mutation_survivors.py" check "$out/$t.sqlite" \
         --reasons "$reasons" --name "$t") > "$out/$t.txt" || status=1
     report="$out/$t.txt"
@@ -170,7 +177,7 @@ done
 {
   echo "# Mutation testing: report"
   echo
-  echo "Command: \`$me ${*:-}\` (targets: ${targets[*]}; --timeout $timeout_s, --sample $sample), commit $commit,"
+  echo "Command: \`$me ${args[*]:-}\` (targets: ${targets[*]}; --clause $clauses, --timeout $timeout_s, --sample $sample), commit $commit,"
   echo "$(date -u +%Y-%m-%d) on $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end."
   echo
   echo "| Target | File | Counts | Session time (s) |"
