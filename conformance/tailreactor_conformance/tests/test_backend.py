@@ -20,7 +20,7 @@ from collections import Counter
 import pytest
 
 from tailreactor.backends import READ, WRITE
-from tailreactor.backends.base import SATISFIES, capabilities
+from tailreactor.backends.base import ERR, IN, OUT, SATISFIES, capabilities
 from tailreactor_conformance.harness import (
     LIVENESS_S,
     Watchdog,
@@ -971,6 +971,22 @@ def _has_more(sock) -> bool:
         return False
 
 
+@pytest.mark.clause("B15")
+def test_a_report_says_what_was_ready(make_backend, pairs):
+    """A READ report of a socket that has data and no error carries IN, a WRITE report of one
+    with room carries OUT: the revents say what was ready, not only that something was (a
+    backend that reports every readiness as ERR sends each callback down its error path)."""
+    b = make_backend()
+    r, w = pairs(2)
+    r.make_readable()
+    b.arm(r.fd, READ, "read")
+    b.arm(w.fd, WRITE, "write")
+    got = dict(reports(b, 2))
+    assert set(got) == {"read", "write"}, got
+    assert got["read"] & IN and not got["read"] & ERR, f"READ of a readable socket reported revents {got['read']:#x}"
+    assert got["write"] & OUT and not got["write"] & ERR, f"WRITE of a writable socket reported revents {got['write']:#x}"
+
+
 # -- B16 -----------------------------------------------------------------------
 @pytest.mark.clause("B16")
 @DIRECTIONS
@@ -1008,6 +1024,32 @@ def test_an_arm_that_raised_ebadf_leaves_the_fds_armings_as_they_were(make_backe
         b.arm(control.fd, READ, "control")
         assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
         b.disarm(reused.fileno(), READ)
+
+
+@pytest.mark.clause("B16")
+def test_a_rearm_of_a_closed_fd_raises_ebadf_or_reports_err(make_backend, pairs):
+    """Where a backend skips the check (the re-arm of a direction its latest wait reported), a
+    closed fd still fails: the arm raises EBADF, or a later wait reports the token with ERR."""
+    b = make_backend()
+    (p,) = pairs(1)
+    p.make_readable()
+    b.arm(p.fd, READ, "first")
+    got = []
+    deadline = time.monotonic() + LIVENESS_S
+    while not got and time.monotonic() < deadline:
+        got = b.wait(0.01)  # no wait after the one that reports it: the re-arm below is its callback's
+    assert [tok for tok, _ in got] == ["first"], got
+    number = p.ours.detach()
+    os.close(number)  # closed by the callback of the report, then re-armed from it
+    try:
+        b.arm(number, READ, "closed")
+    except OSError as exc:
+        assert exc.errno == errno.EBADF, exc
+        return
+    got = reports(b, 1)
+    b.disarm(number, READ)
+    assert [tok for tok, _ in got] == ["closed"], got
+    assert got[0][1] & ERR, f"the re-arm of a closed fd was reported with revents {got[0][1]}, not ERR"
 
 
 # -- B17 (optional: backends with a receive operation) -------------------------
