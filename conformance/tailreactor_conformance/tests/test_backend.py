@@ -130,6 +130,18 @@ def test_disarm_of_one_direction_keeps_the_other(make_backend, pairs):
     assert collect(b, 1, extra_waits=3) == Counter({"write": 1})
 
 
+@pytest.mark.clause("B3")
+def test_disarm_of_write_keeps_read(make_backend, pairs):
+    """The same the other way round: WRITE disarmed, the READ armed beside it is reported."""
+    b = make_backend()
+    (p,) = pairs(1)
+    p.make_readable()
+    b.arm(p.fd, READ, "read")
+    b.arm(p.fd, WRITE, "write")
+    b.disarm(p.fd, WRITE)
+    assert collect(b, 1, extra_waits=3) == Counter({"read": 1})
+
+
 def _collected_not_delivered(b, pairs):
     """Arm more ready fds than one wait returns and take one wait's reports.
 
@@ -801,6 +813,29 @@ def _raise_nofile(need: int) -> None:
         if hard != resource.RLIM_INFINITY and hard < need:
             pytest.skip(f"platform limit: RLIMIT_NOFILE hard limit {hard} < the {need} fds this test needs")
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+@pytest.mark.clause("B10")
+def test_a_wait_returns_at_most_its_capacity_when_one_fd_is_ready_both_ways(make_backend, pairs):
+    """One kernel event can carry two reports (READ and WRITE of one fd): a wait still returns at
+    most its capacity (the C ABI's capacity, here 1; a Python backend's declared max_batch) and the
+    other report comes with the next wait."""
+    b = make_backend()
+    if hasattr(b, "wait_capacity"):
+        b.wait_capacity = 1
+    cap = 1 if hasattr(b, "wait_capacity") else capabilities(b).max_batch
+    (p,) = pairs(1)
+    p.make_readable()
+    b.arm(p.fd, READ, "read")
+    b.arm(p.fd, WRITE, "write")
+    got, sizes = [], []
+    deadline = time.monotonic() + LIVENESS_S
+    while len(got) < 2 and time.monotonic() < deadline:
+        batch = b.wait(0.01)
+        sizes.append(len(batch))
+        got += [tok for tok, _ in batch]
+    assert sorted(got) == ["read", "write"], got
+    assert cap is None or max(sizes) <= cap, f"a wait returned {max(sizes)} reports, capacity {cap}"
 
 
 # -- B11 -----------------------------------------------------------------------
