@@ -138,7 +138,7 @@ SH
       (cd "$d" && "$py/analyze_mutants" tr_epoll.c \
           "sh -c '$run_env $suite --backend cabi:$d/mutant.so' >/dev/null 2>&1" \
           --mutantDir mutants --seed 32 --numMutants $((sample + 1)) --timeout "$timeout_s" \
-          --compileCommand "$d/compile.sh MUTANT" "${resume[@]}" > analyze.log 2>&1) || true
+          --compileCommand "$d/compile.sh MUTANT" "${resume[@]}" >> analyze.log 2>&1) || true
     fi
     "$py/python" scripts/mutation_survivors.py check-c "$d" --reasons "$reasons" --name c \
         --file "${FILE[c]}" > "$d/report.txt" || status=1

@@ -28,7 +28,7 @@ from pathlib import Path
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
 
-KINDS = ("equivalent", "performance", "logging", "unreachable", "unmeasured")
+KINDS = ("equivalent", "performance", "logging", "unreachable", "unmeasured", "gap")
 
 
 @dataclass(frozen=True)
