@@ -21,10 +21,10 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import tomllib
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
 
@@ -262,7 +262,8 @@ def rerun_survivors(db: WorkDB) -> int:
 def _clear(db: WorkDB, job_id: str) -> None:
     from cosmic_ray.work_db import WorkResultStorage
 
-    with db._session_maker.begin() as session:  # noqa: SLF001 (cosmic-ray has no call to forget one result)
+    # cosmic-ray has no call to forget one result: its own session maker, as WorkDB.clear uses it.
+    with db._session_maker.begin() as session:
         session.query(WorkResultStorage).filter_by(job_id=job_id).delete()
 
 
