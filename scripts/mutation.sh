@@ -51,6 +51,7 @@ declare -A BACKEND=(
 ALL=(poll selectors_poll batch16 selectors epoll io_uring c)
 
 usage() {
+  echo "usage:"
   sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'
 }
 bad() {  # bad OPTION VALUE ACCEPTED: one line, exit 2, nothing written
