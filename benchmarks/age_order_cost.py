@@ -62,7 +62,7 @@ def make_batch(shape: str, n: int) -> list[Event]:
     stamps = [base + i * 40_000 + rng.randrange(30_000) for i in range(n)]
     if shape == "8 runs":
         size = max(1, n // 8)
-        runs = [stamps[i:i + size] for i in range(0, n, size)]
+        runs = [stamps[i : i + size] for i in range(0, n, size)]
         rng.shuffle(runs)
         stamps = [s for run in runs for s in run]
     elif shape == "shuffled":
@@ -95,8 +95,20 @@ def child(shape: str, case: str, n: int, loops: int) -> None:
 
 def count(shape: str, case: str, n: int, loops: int) -> int:
     """Instructions of one child process under callgrind."""
-    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-            "--child", shape, case, "--events", str(n), "--loops", str(loops)]
+    argv = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        "--child",
+        shape,
+        case,
+        "--events",
+        str(n),
+        "--loops",
+        str(loops),
+    ]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     m = COLLECTED.search(out.stderr)
     if out.returncode != 0 or m is None:
@@ -106,7 +118,9 @@ def count(shape: str, case: str, n: int, loops: int) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=256, help="events per batch, >= 8 (default 256, as at c256)")
+    ap.add_argument(
+        "--events", type=int, default=256, help="events per batch, >= 8 (default 256, as at c256)"
+    )
     ap.add_argument("--loops", type=int, default=200, help="rounds counted per case, >= 1 (default 200)")
     ap.add_argument("--shape", action="append", choices=SHAPES, help="repeatable; default: all")
     ap.add_argument("--child", nargs=2, metavar=("SHAPE", "CASE"), help=argparse.SUPPRESS)
@@ -119,11 +133,15 @@ def main(argv=None) -> int:
         child(*args.child, args.events, args.loops)
         return 0
     if shutil.which("valgrind") is None:
-        print("age_order_cost: valgrind is not on PATH; install it: apt-get install valgrind", file=sys.stderr)
+        print(
+            "age_order_cost: valgrind is not on PATH; install it: apt-get install valgrind", file=sys.stderr
+        )
         return 2
     per_event = args.events * args.loops
-    print(f"Instructions per event of `AgeOrder` (callgrind), {args.events} events per batch, "
-          f"{args.loops} rounds, Python {sys.version.split()[0]}:\n")
+    print(
+        f"Instructions per event of `AgeOrder` (callgrind), {args.events} events per batch, "
+        f"{args.loops} rounds, Python {sys.version.split()[0]}:\n"
+    )
     print("| Stamps in backend order | " + " | ".join(CASES) + " |")
     print("|---|" + "---:|" * len(CASES))
     for shape in args.shape or SHAPES:

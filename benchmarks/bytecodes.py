@@ -130,8 +130,9 @@ def _cycle(clients, step) -> None:
         waiting = still
 
 
-def count_bench(backend: str, clients: int, cycles: int, step_us: int = 0,
-                env: dict[str, str] | None = None) -> tuple[collections.Counter, int]:
+def count_bench(
+    backend: str, clients: int, cycles: int, step_us: int = 0, env: dict[str, str] | None = None
+) -> tuple[collections.Counter, int]:
     """Bytecodes by code object, and requests answered, of the bench server on ``backend``.
 
     ``backend`` is a backend name; the other ``CWIST_*`` knobs come from
@@ -194,8 +195,9 @@ def bench_env(env=None) -> dict[str, str]:
     return {"CWIST_HTTP_KEEP_ALIVE_TIMEOUT": "0", **(os.environ if env is None else env)}
 
 
-def measure(server: str, clients: int, cycles: int, step_us: int = 0,
-            env: dict[str, str] | None = None) -> tuple[collections.Counter, int]:
+def measure(
+    server: str, clients: int, cycles: int, step_us: int = 0, env: dict[str, str] | None = None
+) -> tuple[collections.Counter, int]:
     """Bytecodes by code object, and requests answered, of ``server`` (``env``: the bench server's knobs)."""
     if server == "asyncio":
         return count_asyncio(clients, cycles)
@@ -221,11 +223,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=32, help="keep-alive clients (default 32)")
     ap.add_argument("--cycles", type=int, default=20, help="requests per client counted (default 20)")
-    ap.add_argument("--server", action="append", choices=SERVERS,
-                    help="a server to count (repeatable; default: all)")
+    ap.add_argument(
+        "--server", action="append", choices=SERVERS, help="a server to count (repeatable; default: all)"
+    )
     ap.add_argument("--top", type=int, default=12, help="functions listed per server (default 12)")
-    ap.add_argument("--clock-step-us", type=int, default=0,
-                    help="the bench server's clock moves this much per read (default 0; see above)")
+    ap.add_argument(
+        "--clock-step-us",
+        type=int,
+        default=0,
+        help="the bench server's clock moves this much per read (default 0; see above)",
+    )
     args = ap.parse_args(argv)
     if not 1 <= args.clients <= MAX_CLIENTS:
         ap.error(f"--clients must be 1 to {MAX_CLIENTS}, got {args.clients}")
@@ -241,8 +248,11 @@ def main(argv=None) -> int:
         print(f"bytecodes: {exc}", file=sys.stderr)
         return 2
     knobs = sorted(f"{k}={v}" for k, v in bench_env().items() if k.startswith("CWIST_"))
-    print(f"bench server: clock step {args.clock_step_us} us per read; {', '.join(knobs)}; "
-          f"{args.clients} clients x {args.cycles} requests", flush=True)
+    print(
+        f"bench server: clock step {args.clock_step_us} us per read; {', '.join(knobs)}; "
+        f"{args.clients} clients x {args.cycles} requests",
+        flush=True,
+    )
     for server in args.server or SERVERS:
         try:
             counts, requests = measure(server, args.clients, args.cycles, args.clock_step_us)

@@ -31,29 +31,47 @@ def compact(doc):
     """``doc`` without the raw distributions: every ``wrk`` record loses :data:`RAW` (any depth:
     a ``--calibrate`` result nests each leg's whole job)."""
     if isinstance(doc, dict):
-        return {k: (compact({x: y for x, y in v.items() if x not in RAW}) if k == "wrk" and isinstance(v, dict)
-                    else compact(v)) for k, v in doc.items()}
+        return {
+            k: (
+                compact({x: y for x, y in v.items() if x not in RAW})
+                if k == "wrk" and isinstance(v, dict)
+                else compact(v)
+            )
+            for k, v in doc.items()
+        }
     if isinstance(doc, list):
         return [compact(v) for v in doc]
     return doc
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python benchmarks/compact_result.py",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("results", nargs="+", type=Path, metavar="RESULT_JSON",
-                        help="a job's result, benchmarks/results/<stem>.json")
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/compact_result.py", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "results",
+        nargs="+",
+        type=Path,
+        metavar="RESULT_JSON",
+        help="a job's result, benchmarks/results/<stem>.json",
+    )
     args = parser.parse_args(argv)
     docs = {}
     for path in args.results:  # check every file before writing any
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            parser.exit(2, f"{parser.prog}: {path}: cannot read a JSON document ({exc}); "
-                           f"accepted: a job's result JSON\n")
+            parser.exit(
+                2,
+                f"{parser.prog}: {path}: cannot read a JSON document ({exc}); "
+                f"accepted: a job's result JSON\n",
+            )
         if not (isinstance(doc, dict) and isinstance(doc.get("legs"), list)):
-            parser.exit(2, f"{parser.prog}: {path}: not a tail-latency job result (no \"legs\" list); "
-                           f"accepted: a job's result JSON\n")
+            parser.exit(
+                2,
+                f'{parser.prog}: {path}: not a tail-latency job result (no "legs" list); '
+                f"accepted: a job's result JSON\n",
+            )
         docs[path] = doc
     for path, doc in docs.items():
         before = path.stat().st_size

@@ -68,8 +68,9 @@ def run_wrk(url: str, connections: int, duration_s: int) -> int:
     if out.returncode != 0 or m is None:
         raise RuntimeError(f"wrk failed ({' '.join(argv)}): {out.stderr.strip() or out.stdout.strip()}")
     if int(m[1]) == 0:
-        raise RuntimeError(f"wrk completed no request ({' '.join(argv)}); too many connections for "
-                           f"this machine's limits?")
+        raise RuntimeError(
+            f"wrk completed no request ({' '.join(argv)}); too many connections for this machine's limits?"
+        )
     return int(m[1])
 
 
@@ -85,15 +86,22 @@ def _summary(dump: Path) -> int:
     raise RuntimeError(f"{dump}: no summary line; is it a callgrind dump?")
 
 
-def measure(name: str, *, connections: int, duration_s: int, warmup_s: int, env: dict[str, str]) -> tuple[int, int]:
+def measure(
+    name: str, *, connections: int, duration_s: int, warmup_s: int, env: dict[str, str]
+) -> tuple[int, int]:
     """(instructions, requests) of server ``name`` (one of :data:`SERVERS`) over one wrk run."""
     with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
         out = Path(tmp) / "callgrind.out"
         server = make_server(peer_of(name), ambient=env, host="127.0.0.1", cpus=None, nginx=None)
         inner = server.command
         # Wrap the server's own command; pinned to CPU 0 outside valgrind.
-        server.command = lambda: [*pin("0"), "valgrind", "--tool=callgrind",
-                                  f"--callgrind-out-file={out}", *inner()]
+        server.command = lambda: [
+            *pin("0"),
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            *inner(),
+        ]
         server.start_timeout_s = 180.0  # Python starts slowly under valgrind
         server.start()
         try:
@@ -115,11 +123,17 @@ def add_load_options(ap: argparse.ArgumentParser, *, duration_s: int, warmup_s: 
     ap.add_argument("--server", action="append", choices=SERVERS, help="repeatable; default: all")
     ap.add_argument("--connections", type=int, default=256, help="wrk -c (default 256)")
     ap.add_argument("--duration", type=int, default=duration_s, help=f"seconds {what} (default {duration_s})")
-    ap.add_argument("--warmup", type=int, default=warmup_s,
-                    help=f"seconds of wrk first, not {what} (default {warmup_s})")
-    ap.add_argument("--set", action="append", default=[], metavar="K=V",
-                    help="an environment variable for every server, e.g. CWIST_REACTOR_TAIL_US=0 "
-                         "(not the backend or the workers: --server sets those)")
+    ap.add_argument(
+        "--warmup", type=int, default=warmup_s, help=f"seconds of wrk first, not {what} (default {warmup_s})"
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="an environment variable for every server, e.g. CWIST_REACTOR_TAIL_US=0 "
+        "(not the backend or the workers: --server sets those)",
+    )
 
 
 #: Knobs the tools set themselves: the backend from --server, one worker per server.
@@ -136,8 +150,9 @@ def load_env(ap: argparse.ArgumentParser, args, tool: str) -> dict[str, str] | N
         if not sep or not key:
             ap.error(f"--set takes K=V, got {item!r}")
         if key in FIXED_KNOBS:
-            ap.error(f"--set {key} is not accepted: --server chooses the backend, and every server "
-                     f"runs one worker")
+            ap.error(
+                f"--set {key} is not accepted: --server chooses the backend, and every server runs one worker"
+            )
         env[key] = value
     if min(args.connections, args.duration, args.warmup) < 1:
         ap.error("--connections, --duration and --warmup must be >= 1")
@@ -156,27 +171,37 @@ def main(argv=None) -> int:
     env = load_env(ap, args, "instructions")
     if env is None:
         return 2
-    for tool, how in (("valgrind", "apt-get install valgrind"), ("callgrind_control", "apt-get install valgrind"),
-                      ("wrk", "scripts/bootstrap.sh --wrk")):
+    for tool, how in (
+        ("valgrind", "apt-get install valgrind"),
+        ("callgrind_control", "apt-get install valgrind"),
+        ("wrk", "scripts/bootstrap.sh --wrk"),
+    ):
         if shutil.which(tool) is None:
             print(f"instructions: {tool} is not on PATH; install it: {how}", file=sys.stderr)
             return 2
     for name in args.server or SERVERS:
         try:
-            instructions, requests = measure(name, connections=args.connections, duration_s=args.duration,
-                                             warmup_s=args.warmup, env=env)
+            instructions, requests = measure(
+                name, connections=args.connections, duration_s=args.duration, warmup_s=args.warmup, env=env
+            )
         except (RuntimeError, ServerError) as exc:
             print(f"instructions: {name}: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print("instructions: interrupted", file=sys.stderr)
             return 130
-        print(f"{name}: {instructions / requests:,.0f} instructions/request "
-              f"({instructions:,} instructions, {requests:,} requests)", flush=True)
+        print(
+            f"{name}: {instructions / requests:,.0f} instructions/request "
+            f"({instructions:,} instructions, {requests:,} requests)",
+            flush=True,
+        )
         if requests < 100 * args.connections:
-            print(f"instructions: {name} completed {requests / args.connections:.0f} requests per "
-                  f"connection; under 100 the figure reads high (connection set-up and the requests "
-                  f"in flight at the end count): raise --duration", file=sys.stderr)
+            print(
+                f"instructions: {name} completed {requests / args.connections:.0f} requests per "
+                f"connection; under 100 the figure reads high (connection set-up and the requests "
+                f"in flight at the end count): raise --duration",
+                file=sys.stderr,
+            )
     return 0
 
 

@@ -62,11 +62,19 @@ def main() -> None:
     ap.add_argument("--fds", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--set", action="append", dest="sets",
-                    help="a setting as 'K=V K2=V2' (repeatable; default: TAIL_US 0, 3500, 3600000, probe on)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        dest="sets",
+        help="a setting as 'K=V K2=V2' (repeatable; default: TAIL_US 0, 3500, 3600000, probe on)",
+    )
     args = ap.parse_args()
-    sets = args.sets or ["CWIST_REACTOR_TAIL_US=0", "CWIST_REACTOR_TAIL_US=3500",
-                         "CWIST_REACTOR_TAIL_US=3600000", "CWIST_LATENCY_PROBE=1"]
+    sets = args.sets or [
+        "CWIST_REACTOR_TAIL_US=0",
+        "CWIST_REACTOR_TAIL_US=3500",
+        "CWIST_REACTOR_TAIL_US=3600000",
+        "CWIST_LATENCY_PROBE=1",
+    ]
     envs = {s: dict(kv.split("=", 1) for kv in s.split()) for s in sets}
     results: dict[str, list[float]] = {s: [] for s in sets}
     rng = random.Random(1)
@@ -76,8 +84,10 @@ def main() -> None:
         for s in order:
             results[s].append(one_run(args.backend, envs[s], args.fds, args.rounds))
     base = statistics.median(results[sets[0]])
-    print(f"backend {args.backend}, {args.fds} fds x {args.rounds} rounds, {args.reps} interleaved reps; "
-          f"CPU us per dispatched event (median, min-max)")
+    print(
+        f"backend {args.backend}, {args.fds} fds x {args.rounds} rounds, {args.reps} interleaved reps; "
+        f"CPU us per dispatched event (median, min-max)"
+    )
     for s in sets:
         med = statistics.median(results[s])
         print(f"  {s:<36} {med:7.3f}  ({min(results[s]):.3f}-{max(results[s]):.3f})  x{med / base:.3f}")

@@ -118,30 +118,61 @@ def report(name: str, leaves: collections.Counter, requests_per_s: float, top: i
     if top:
         lines.append("  top lines (self time):")
         for (file, line, function), n in leaves.most_common(top):
-            lines.append(f"    {100 * n / total:5.1f}%  {Path(file).name}:{line} {function}  "
-                         f"{source_line(file, line)}")
+            lines.append(
+                f"    {100 * n / total:5.1f}%  {Path(file).name}:{line} {function}  {source_line(file, line)}"
+            )
     return "\n".join(lines)
 
 
-def profile(name: str, *, py_spy: str, connections: int, duration_s: int, warmup_s: int, rate: int,
-            env: dict[str, str]) -> tuple[collections.Counter, float]:
+def profile(
+    name: str,
+    *,
+    py_spy: str,
+    connections: int,
+    duration_s: int,
+    warmup_s: int,
+    rate: int,
+    env: dict[str, str],
+) -> tuple[collections.Counter, float]:
     """(samples per innermost frame, wrk's requests/s) of server ``name`` under load."""
     two_cpus = (os.cpu_count() or 1) >= 2
-    server = make_server(peer_of(name), ambient=env, host="127.0.0.1", cpus="0" if two_cpus else None,
-                         nginx=None)
+    server = make_server(
+        peer_of(name), ambient=env, host="127.0.0.1", cpus="0" if two_cpus else None, nginx=None
+    )
     server.start()
     wrk = None
     try:
         url = f"http://127.0.0.1:{server.port}/"
         run_wrk(url, min(connections, 64), warmup_s)
         # wrk runs past both ends of the sampling window, so every sample is of a loaded server.
-        wrk = subprocess.Popen([*pin("1"), "wrk", "-t1", f"-c{connections}", f"-d{duration_s + 2}s", url],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wrk = subprocess.Popen(
+            [*pin("1"), "wrk", "-t1", f"-c{connections}", f"-d{duration_s + 2}s", url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         with tempfile.TemporaryDirectory(prefix="pyspy-") as tmp:
             raw = Path(tmp) / "profile.txt"
-            spy = subprocess.run([py_spy, "record", "--pid", str(server.pid), "--duration", str(duration_s),
-                                  "--rate", str(rate), "--format", "raw", "--output",
-                                  str(raw)], capture_output=True, text=True, timeout=duration_s + 60, check=False)
+            spy = subprocess.run(
+                [
+                    py_spy,
+                    "record",
+                    "--pid",
+                    str(server.pid),
+                    "--duration",
+                    str(duration_s),
+                    "--rate",
+                    str(rate),
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(raw),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=duration_s + 60,
+                check=False,
+            )
             text = raw.read_text() if raw.exists() else ""
         out, err = wrk.communicate(timeout=duration_s + 60)
     finally:
@@ -151,15 +182,18 @@ def profile(name: str, *, py_spy: str, connections: int, duration_s: int, warmup
         server.stop()
     if spy.returncode != 0 or not text:
         detail = (spy.stderr.strip() or spy.stdout.strip()).splitlines()
-        raise PermissionError(f"py-spy cannot attach to the server (pid {server.pid}): "
-                              f"{detail[-1] if detail else 'no samples'}; it needs ptrace "
-                              f"(root, kernel.yama.ptrace_scope=0 or CAP_SYS_PTRACE)")
+        raise PermissionError(
+            f"py-spy cannot attach to the server (pid {server.pid}): "
+            f"{detail[-1] if detail else 'no samples'}; it needs ptrace "
+            f"(root, kernel.yama.ptrace_scope=0 or CAP_SYS_PTRACE)"
+        )
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
     if wrk.returncode != 0 or m is None:
         raise RuntimeError(f"wrk failed: {err.strip() or out.strip()}")
     if float(m[1]) == 0:
-        raise RuntimeError("wrk completed no request under the profiler; too many connections for this "
-                           "machine's limits?")
+        raise RuntimeError(
+            "wrk completed no request under the profiler; too many connections for this machine's limits?"
+        )
     return parse_raw(text), float(m[1])
 
 
@@ -185,24 +219,38 @@ def main(argv=None) -> int:
         beside = Path(sys.executable).parent / "py-spy"
         py_spy = str(beside) if os.access(beside, os.X_OK) else shutil.which("py-spy")
     if py_spy is None:
-        print("pyspy_profile: py-spy is not installed; install it: pip install -e '.[bench]' "
-              "(scripts/bootstrap.sh does)", file=sys.stderr)
+        print(
+            "pyspy_profile: py-spy is not installed; install it: pip install -e '.[bench]' "
+            "(scripts/bootstrap.sh does)",
+            file=sys.stderr,
+        )
         return 2
     if shutil.which("wrk") is None:
         print("pyspy_profile: wrk is not installed; install it: scripts/bootstrap.sh --wrk", file=sys.stderr)
         return 2
-    first = (subprocess.run([py_spy, "--version"], capture_output=True, text=True, check=False).stdout.splitlines()
-             or [""])[0]
+    first = (
+        subprocess.run([py_spy, "--version"], capture_output=True, text=True, check=False).stdout.splitlines()
+        or [""]
+    )[0]
     if not first.startswith("py-spy "):
         print(f"pyspy_profile: {py_spy} is not py-spy: its --version printed {first!r}", file=sys.stderr)
         return 2
     version = first.split()[-1:]
-    print(f"pyspy_profile: py-spy {' '.join(version)}, {args.rate} samples/s for {args.duration} s of "
-          f"wrk -t1 -c{args.connections} (server on CPU 0, wrk on CPU 1 when there are two)")
+    print(
+        f"pyspy_profile: py-spy {' '.join(version)}, {args.rate} samples/s for {args.duration} s of "
+        f"wrk -t1 -c{args.connections} (server on CPU 0, wrk on CPU 1 when there are two)"
+    )
     for name in args.server or SERVERS:
         try:
-            leaves, rps = profile(name, py_spy=py_spy, connections=args.connections, duration_s=args.duration,
-                                  warmup_s=args.warmup, rate=args.rate, env=env)
+            leaves, rps = profile(
+                name,
+                py_spy=py_spy,
+                connections=args.connections,
+                duration_s=args.duration,
+                warmup_s=args.warmup,
+                rate=args.rate,
+                env=env,
+            )
         except (PermissionError, RuntimeError, ServerError) as exc:
             print(f"pyspy_profile: {name}: {exc}", file=sys.stderr)
             return 2

@@ -35,8 +35,11 @@ def main(argv=None) -> int:
     p.add_argument("entries", nargs="+", type=int, help="ring sizes to count")
     args = p.parse_args(argv)
     if has_ipc_lock():
-        print("ring_memlock: this process has CAP_IPC_LOCK, so rings are not charged to RLIMIT_MEMLOCK; "
-              "run it as a normal user or under tests/memlock_limit.py KIB --", file=sys.stderr)
+        print(
+            "ring_memlock: this process has CAP_IPC_LOCK, so rings are not charged to RLIMIT_MEMLOCK; "
+            "run it as a normal user or under tests/memlock_limit.py KIB --",
+            file=sys.stderr,
+        )
         return 2
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
@@ -52,8 +55,10 @@ def main(argv=None) -> int:
             for b in held:
                 b.close()
         each = soft / 1024 / len(held) if held else float("nan")
-        print(f"entries {entries}: {len(held)} rings fit under RLIMIT_MEMLOCK {soft // 1024} KiB ({why}): "
-              f"at most {each:.1f} KiB each; formula (ring_kib) {ring_kib(entries)} KiB")
+        print(
+            f"entries {entries}: {len(held)} rings fit under RLIMIT_MEMLOCK {soft // 1024} KiB ({why}): "
+            f"at most {each:.1f} KiB each; formula (ring_kib) {ring_kib(entries)} KiB"
+        )
     return 0
 
 

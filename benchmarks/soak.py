@@ -30,7 +30,9 @@ import subprocess
 import sys
 import time
 
-START_RE = re.compile(r"listening on [\d.]+:(?P<port>\d+), backend (?P<backend>\S+), workers \d+, pid (?P<pid>\d+)")
+START_RE = re.compile(
+    r"listening on [\d.]+:(?P<port>\d+), backend (?P<backend>\S+), workers \d+, pid (?P<pid>\d+)"
+)
 #: How long to wait for a burst's connections to leave /proc/PID/fd (s).
 SETTLE_S = 10.0
 
@@ -73,9 +75,14 @@ def settle(pid: int, baseline: int) -> tuple[int, float]:
 def start_server(backend: str) -> tuple[subprocess.Popen, int, int, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CWIST_")}
     env["CWIST_REACTOR_BACKEND"] = backend
-    proc = subprocess.Popen([sys.executable, "-m", "tailreactor.http.server", "--port", "0"], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            bufsize=0)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tailreactor.http.server", "--port", "0"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
     seen = ""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -92,17 +99,31 @@ def start_server(backend: str) -> tuple[subprocess.Popen, int, int, str]:
 
 
 def wrk_burst(wrk: str, args: argparse.Namespace, port: int) -> dict[str, str]:
-    done = subprocess.run([wrk, f"-t{args.threads}", f"-c{args.connections}", f"-d{args.burst}s",
-                           f"http://127.0.0.1:{port}{args.path}"], capture_output=True, text=True,
-                          timeout=args.burst + 60, check=False)
+    done = subprocess.run(
+        [
+            wrk,
+            f"-t{args.threads}",
+            f"-c{args.connections}",
+            f"-d{args.burst}s",
+            f"http://127.0.0.1:{port}{args.path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=args.burst + 60,
+        check=False,
+    )
     out = done.stdout
     reqs = re.search(r"(\d+) requests in", out)
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     errors = re.search(r"Socket errors: (.*)", out)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"requests": reqs.group(1) if reqs else "?", "rps": rps.group(1) if rps else "?",
-            "errors": errors.group(1).strip() if errors else "none",
-            "non2xx": non2xx.group(1) if non2xx else "0", "code": str(done.returncode)}
+    return {
+        "requests": reqs.group(1) if reqs else "?",
+        "rps": rps.group(1) if rps else "?",
+        "errors": errors.group(1).strip() if errors else "none",
+        "non2xx": non2xx.group(1) if non2xx else "0",
+        "code": str(done.returncode),
+    }
 
 
 def main(argv=None) -> int:
@@ -120,12 +141,16 @@ def main(argv=None) -> int:
     try:
         idle_fds = open_fds(pid)
         idle = proc_status(pid)
-        print(f"soak: tailreactor-bench pid {pid}, backend {backend}, port {port}; wrk -t{args.threads} "
-              f"-c{args.connections} bursts of {args.burst}s every {args.burst + args.pause:g}s "
-              f"for {args.duration:g}s")
+        print(
+            f"soak: tailreactor-bench pid {pid}, backend {backend}, port {port}; wrk -t{args.threads} "
+            f"-c{args.connections} bursts of {args.burst}s every {args.burst + args.pause:g}s "
+            f"for {args.duration:g}s"
+        )
         print(f"idle: {idle_fds} fds, RSS {idle['VmRSS']} KiB")
-        header = f"{'t(s)':>6} {'burst':>5} {'requests':>9} {'req/s':>9} {'fds':>4} {'settle(s)':>9} " \
-                 f"{'RSS KiB':>8} {'HWM KiB':>8}  wrk errors"
+        header = (
+            f"{'t(s)':>6} {'burst':>5} {'requests':>9} {'req/s':>9} {'fds':>4} {'settle(s)':>9} "
+            f"{'RSS KiB':>8} {'HWM KiB':>8}  wrk errors"
+        )
         print(header)
         print("-" * len(header))
         t0 = time.monotonic()
@@ -139,17 +164,22 @@ def main(argv=None) -> int:
             if fds != idle_fds or w["code"] != "0":
                 ok = False
             errors = w["errors"] + ("" if w["non2xx"] == "0" else f"; non-2xx {w['non2xx']}")
-            print(f"{time.monotonic() - t0:6.0f} {burst:5d} {w['requests']:>9} {w['rps']:>9} {fds:4d} "
-                  f"{took:9.2f} {st['VmRSS']:8d} {st['VmHWM']:8d}  {errors}", flush=True)
+            print(
+                f"{time.monotonic() - t0:6.0f} {burst:5d} {w['requests']:>9} {w['rps']:>9} {fds:4d} "
+                f"{took:9.2f} {st['VmRSS']:8d} {st['VmHWM']:8d}  {errors}",
+                flush=True,
+            )
             rows.append((fds, st["VmRSS"]))
             time.sleep(args.pause)  # an idle gap between bursts, as between real load spikes
         rss = [r for _, r in rows]
         if rss:
             half = len(rss) // 2
-            print(f"summary: {burst} bursts; fds idle {idle_fds}, after every burst "
-                  f"{'equal' if all(f == idle_fds for f, _ in rows) else 'NOT equal'}; "
-                  f"RSS KiB idle {idle['VmRSS']}, first burst {rss[0]}, max {max(rss)}, last {rss[-1]}; "
-                  f"max of the first half {max(rss[:half] or rss)}, of the second half {max(rss[half:])}")
+            print(
+                f"summary: {burst} bursts; fds idle {idle_fds}, after every burst "
+                f"{'equal' if all(f == idle_fds for f, _ in rows) else 'NOT equal'}; "
+                f"RSS KiB idle {idle['VmRSS']}, first burst {rss[0]}, max {max(rss)}, last {rss[-1]}; "
+                f"max of the first half {max(rss[:half] or rss)}, of the second half {max(rss[half:])}"
+            )
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -20,8 +20,13 @@ SPIN = "while True: pass"
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("-n", "--hogs", type=int, default=os.cpu_count() or 1,
-                   help="busy processes (default: one per core, %(default)s)")
+    p.add_argument(
+        "-n",
+        "--hogs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="busy processes (default: one per core, %(default)s)",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD...: what runs while they spin")
     args = p.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -33,8 +38,12 @@ def main(argv=None) -> int:
         return 2
     hogs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.hogs)]
     try:
-        print(f"cpu_hog: {len(hogs)} busy processes (pids {' '.join(str(h.pid) for h in hogs)}) "
-              f"while: {' '.join(cmd)}", file=sys.stderr, flush=True)
+        print(
+            f"cpu_hog: {len(hogs)} busy processes (pids {' '.join(str(h.pid) for h in hogs)}) "
+            f"while: {' '.join(cmd)}",
+            file=sys.stderr,
+            flush=True,
+        )
         return subprocess.call(cmd)
     finally:
         for h in hogs:

@@ -6,7 +6,7 @@ set -euo pipefail
 case "${1:-}" in
   -h|--help)
     echo "usage: scripts/lint.sh [RUFF-CHECK-OPTION ...]   (e.g. --fix: apply ruff's safe fixes)"
-    echo "runs ruff check and mypy as pyproject.toml configures them (LINT_FORMAT=1: ruff format --check too);"
+    echo "runs ruff check, ruff format --check and mypy as pyproject.toml configures them (scripts/lint.sh --fix, then ruff format, mends most);"
     echo "exits 1 if any of them found something"
     exit 0 ;;
 esac
@@ -17,12 +17,8 @@ bin="$(dirname "$TAILREACTOR_PY")"
 status=0
 echo "lint: ruff check" >&2
 "$bin/ruff" check "$@" || status=1
-# ruff format is configured (pyproject.toml) but the tree is not formatted yet: `ruff format --check`
-# would list about 140 files.  LINT_FORMAT=1 adds the check; it joins CI once the tree is formatted.
-if [ "${LINT_FORMAT:-0}" = 1 ]; then
-  echo "lint: ruff format --check" >&2
-  "$bin/ruff" format --check || status=1
-fi
+echo "lint: ruff format --check" >&2
+"$bin/ruff" format --check || status=1
 echo "lint: mypy (reference/tailreactor, conformance/tailreactor_conformance, scripts/ci/tailjob)" >&2
 "$bin/mypy" || status=1
 exit "$status"

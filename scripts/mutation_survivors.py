@@ -136,8 +136,10 @@ def load_functions(path: Path) -> list[dict]:
     entries = tomllib.loads(path.read_text()).get("function", [])
     for e in entries:
         if {"file", "name", "kind", "reason"} - set(e) or e["kind"] not in KINDS or not e["reason"].strip():
-            raise SystemExit(f"{path}: function entry {e!r}: needs file, name, kind (one of {', '.join(KINDS)}) "
-                             "and a reason")
+            raise SystemExit(
+                f"{path}: function entry {e!r}: needs file, name, kind (one of {', '.join(KINDS)}) "
+                "and a reason"
+            )
     return entries
 
 
@@ -184,7 +186,9 @@ def check(db: WorkDB, reasons: Path, name: str) -> int:
             e = listed(m, entries)
             if e is None:
                 unlisted.append(m)
-                print(f"{name}: survivor without a listed reason: {m.file}:{m.line_no} {m.operator}: {m.mutant}")
+                print(
+                    f"{name}: survivor without a listed reason: {m.file}:{m.line_no} {m.operator}: {m.mutant}"
+                )
             else:
                 print(f"{name}: survivor {m.file}:{m.line_no} {m.operator}: {e['kind']}: {e['reason']}")
     total = killed + survived
@@ -199,7 +203,7 @@ def check(db: WorkDB, reasons: Path, name: str) -> int:
         for m in unlisted:
             print(
                 f"[[survivor]]\nfile = {toml_str(m.file)}\noperator = {toml_str(m.operator)}\n"
-                f"line = {toml_str(m.line)}\nmutant = {toml_str(m.mutant)}\nkind = \"equivalent\"\nreason = \"\"\n"
+                f'line = {toml_str(m.line)}\nmutant = {toml_str(m.mutant)}\nkind = "equivalent"\nreason = ""\n'
             )
         return 1
     return 0
@@ -222,9 +226,17 @@ def check_c(d: Path, reasons: Path, name: str, file: str) -> int:
     unlisted = []
     for n in sorted(survived, key=lambda n: int(n.split(".")[-2])):
         mutated = (d / "mutants" / n).read_text().splitlines()
-        i = next((i for i, (a, b) in enumerate(zip(original, mutated, strict=False)) if a != b), len(original) - 1)
-        m = Mutant(n, file, "universalmutator", i + 1, original[i].strip(),
-                   mutated[i].strip() if i < len(mutated) else "")
+        i = next(
+            (i for i, (a, b) in enumerate(zip(original, mutated, strict=False)) if a != b), len(original) - 1
+        )
+        m = Mutant(
+            n,
+            file,
+            "universalmutator",
+            i + 1,
+            original[i].strip(),
+            mutated[i].strip() if i < len(mutated) else "",
+        )
         e = listed(m, entries)
         if e is None:
             unlisted.append(m)
@@ -244,7 +256,7 @@ def check_c(d: Path, reasons: Path, name: str, file: str) -> int:
         for m in unlisted:
             print(
                 f"[[survivor]]\nfile = {toml_str(m.file)}\noperator = {toml_str(m.operator)}\n"
-                f"line = {toml_str(m.line)}\nmutant = {toml_str(m.mutant)}\nkind = \"equivalent\"\nreason = \"\"\n"
+                f'line = {toml_str(m.line)}\nmutant = {toml_str(m.mutant)}\nkind = "equivalent"\nreason = ""\n'
             )
         return 1
     return 0
@@ -295,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     with use_db(a.session) as db:
         if a.cmd == "skip":
             ann, fun = skip(db, a.reasons)
-            print(f"{a.session}: skipped {ann} mutants in annotations, {fun} in the functions listed as a whole")
+            print(
+                f"{a.session}: skipped {ann} mutants in annotations, {fun} in the functions listed as a whole"
+            )
             return 0
         if a.cmd == "check":
             return check(db, a.reasons, a.name)

@@ -63,8 +63,10 @@ REQUIRE_IO_URING = "TAILREACTOR_REQUIRE_IO_URING"
 IO_URING = pytest.param("io_uring", marks=pytest.mark.io_uring)
 BACKENDS = ["epoll", IO_URING]
 
-WRK_MISSING = ("wrk not found on PATH; install it: scripts/bootstrap.sh --wrk "
-               "(as root or with sudo: apt-get install wrk)")
+WRK_MISSING = (
+    "wrk not found on PATH; install it: scripts/bootstrap.sh --wrk "
+    "(as root or with sudo: apt-get install wrk)"
+)
 BENCH_EXTRAS_MISSING = "needs the bench extras ({}); install them: pip install -e '.[bench]'"
 
 
@@ -104,10 +106,12 @@ def pytest_runtest_call(item):
     except IoUringUnavailable as exc:
         if exc.errno != errno.ENOMEM or item.get_closest_marker("io_uring") is None:
             raise
-        reason = (f"io_uring ring setup failed with ENOMEM: the locked-memory limit (ulimit -l: "
-                  f"{memlock_limit_text()}, shared by every process of this user) is too low for "
-                  f"the rings this test holds; raise it (ulimit -l, memlock in "
-                  f"/etc/security/limits.conf) or lower CWIST_URING_ENTRIES")
+        reason = (
+            f"io_uring ring setup failed with ENOMEM: the locked-memory limit (ulimit -l: "
+            f"{memlock_limit_text()}, shared by every process of this user) is too low for "
+            f"the rings this test holds; raise it (ulimit -l, memlock in "
+            f"/etc/security/limits.conf) or lower CWIST_URING_ENTRIES"
+        )
         if require_io_uring():
             pytest.fail(f"{REQUIRE_IO_URING}=1 but {reason}", pytrace=False)
         pytest.skip(reason)
@@ -116,11 +120,14 @@ def pytest_runtest_call(item):
             raise
         frames = traceback.extract_tb(exc.__traceback__)
         at = next((f for f in reversed(frames) if f.filename == str(item.path)), frames[-1])
-        pytest.fail(f"{item.nodeid}: EMFILE (too many open files) at {at.filename}:{at.lineno} under the "
-                    f"stock soft RLIMIT_NOFILE of "
-                    f"{STOCK_NOFILE} every test runs under: a test that needs more descriptors says so "
-                    f"first with require_fds(n) (tests/limits.py), which lifts its limit or skips it "
-                    f"naming the ulimit -n that would run it ({exc})", pytrace=False)
+        pytest.fail(
+            f"{item.nodeid}: EMFILE (too many open files) at {at.filename}:{at.lineno} under the "
+            f"stock soft RLIMIT_NOFILE of "
+            f"{STOCK_NOFILE} every test runs under: a test that needs more descriptors says so "
+            f"first with require_fds(n) (tests/limits.py), which lifts its limit or skips it "
+            f"naming the ulimit -n that would run it ({exc})",
+            pytrace=False,
+        )
 
 
 #: Files a library keeps open on purpose, for the life of the process, from its first use on:
@@ -133,14 +140,18 @@ def _kept_open_by_multiprocessing() -> set[int]:
     """The pipe to multiprocessing's resource tracker: started by the first spawned process (the sim
     tier's worker pool) and kept open for the life of this process, by design."""
     from multiprocessing import resource_tracker
+
     fd = getattr(resource_tracker._resource_tracker, "_fd", None)
     return set() if fd is None else {fd}
 
 
 def _leaked(before: dict[int, str]) -> dict[int, str]:
     kept = _kept_open_by_multiprocessing()
-    return {fd: what for fd, what in fd_table().items()
-            if before.get(fd) != what and fd not in kept and not what.endswith(KEPT_OPEN_BY_LIBRARIES)}
+    return {
+        fd: what
+        for fd, what in fd_table().items()
+        if before.get(fd) != what and fd not in kept and not what.endswith(KEPT_OPEN_BY_LIBRARIES)
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -169,8 +180,11 @@ def no_leaked_fds(request):
     if leaked:
         rings = sum(what == "anon_inode:[io_uring]" for what in leaked.values())
         listed = ", ".join(f"fd {fd} -> {what}" for fd, what in sorted(leaked.items()))
-        pytest.fail(f"{request.node.nodeid} left {len(leaked)} descriptor(s) open "
-                    f"({rings} io_uring ring(s)): {listed}", pytrace=False)
+        pytest.fail(
+            f"{request.node.nodeid} left {len(leaked)} descriptor(s) open "
+            f"({rings} io_uring ring(s)): {listed}",
+            pytrace=False,
+        )
 
 
 def pytest_runtest_setup(item):

@@ -177,7 +177,7 @@ class ServerThread:
         self._clock = clock
         self.grace_us = grace_us
         self.draining = threading.Event()  # set once the drain phase runs (grace_us > 0)
-        self.cut_off: int | None = None    # connections the drain had to cut off
+        self.cut_off: int | None = None  # connections the drain had to cut off
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self.reactor: Reactor | None = None
@@ -292,7 +292,8 @@ def wait_for(predicate, *, timeout_s: float = IO_TIMEOUT_S, poll_s: float = 0.01
 # -- the real entry point as a subprocess ------------------------------------
 START_RE = re.compile(
     r"tailreactor-bench: listening on (?P<host>[\d.]+):(?P<port>\d+), backend (?P<backend>\S+), "
-    r"workers (?P<workers>\d+), pid (?P<pid>\d+)")
+    r"workers (?P<workers>\d+), pid (?P<pid>\d+)"
+)
 
 
 def bench_command() -> list[str]:
@@ -348,9 +349,14 @@ def start_bench(args: list[str] = (), env: dict | None = None, prefix: list[str]
     stderr is read unbuffered with ``os.read``: a buffered ``readline`` could
     hold the start line in its buffer while ``select`` waits for more bytes.
     """
-    proc = subprocess.Popen([*prefix, *bench_command(), "--port", "0", *args], env=env or bench_env(),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, bufsize=0)
+    proc = subprocess.Popen(
+        [*prefix, *bench_command(), "--port", "0", *args],
+        env=env or bench_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
     fd = proc.stderr.fileno()
     seen = ""
     deadline = time.monotonic() + IO_TIMEOUT_S
@@ -362,18 +368,29 @@ def start_bench(args: list[str] = (), env: dict | None = None, prefix: list[str]
             break  # exited before listening
         seen += chunk.decode(errors="replace")
         m = START_RE.search(seen)
-        if m and "\n" in seen[m.end():]:
+        if m and "\n" in seen[m.end() :]:
             line_end = seen.index("\n", m.end()) + 1
-            return BenchProcess(proc, m, m.group(0), seen[line_end:], seen[:m.start()])
+            return BenchProcess(proc, m, m.group(0), seen[line_end:], seen[: m.start()])
     proc.kill()
     _, rest = proc.communicate(timeout=IO_TIMEOUT_S)
-    raise AssertionError(f"no start line; exit {proc.returncode}; stderr: {seen + rest.decode(errors='replace')!r}")
+    raise AssertionError(
+        f"no start line; exit {proc.returncode}; stderr: {seen + rest.decode(errors='replace')!r}"
+    )
 
 
-def run_bench(args: list[str] = (), env: dict | None = None, prefix: list[str] = ()) -> subprocess.CompletedProcess:
+def run_bench(
+    args: list[str] = (), env: dict | None = None, prefix: list[str] = ()
+) -> subprocess.CompletedProcess:
     """Run the server expecting it to exit on its own (config errors)."""
-    return subprocess.run([*prefix, *bench_command(), *args], env=env or bench_env(), text=True,
-                          stdin=subprocess.DEVNULL, capture_output=True, timeout=IO_TIMEOUT_S * 2, check=False)
+    return subprocess.run(
+        [*prefix, *bench_command(), *args],
+        env=env or bench_env(),
+        text=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=IO_TIMEOUT_S * 2,
+        check=False,
+    )
 
 
 # -- a real io_uring denial ------------------------------------------------------

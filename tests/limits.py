@@ -74,9 +74,11 @@ def require_fds(n: int) -> None:
     allowed = max(soft, _session_nofile or soft)
     need = len(fd_table()) + n + FD_HEADROOM
     if need > allowed:
-        pytest.skip(f"needs {need} open files, RLIMIT_NOFILE allows {allowed} (hard limit {hard}); "
-                    f"run it with a hard limit of at least {need}: ulimit -n {need} (as root, or "
-                    f"nofile in /etc/security/limits.conf)")
+        pytest.skip(
+            f"needs {need} open files, RLIMIT_NOFILE allows {allowed} (hard limit {hard}); "
+            f"run it with a hard limit of at least {need}: ulimit -n {need} (as root, or "
+            f"nofile in /etc/security/limits.conf)"
+        )
     if soft < allowed:
         resource.setrlimit(resource.RLIMIT_NOFILE, (allowed, hard))
 

@@ -27,8 +27,12 @@ _RET_ALLOW = 0x7FFF0000
 
 
 class _Filter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                ("k", ctypes.c_uint)]
+    _fields_ = [
+        ("code", ctypes.c_ushort),
+        ("jt", ctypes.c_ubyte),
+        ("jf", ctypes.c_ubyte),
+        ("k", ctypes.c_uint),
+    ]
 
 
 class _Prog(ctypes.Structure):
@@ -39,8 +43,8 @@ def deny(syscall_nr: int, err: int) -> None:
     """Make ``syscall_nr`` fail with ``-err`` for this process from now on.  Raises OSError."""
     libc = ctypes.CDLL(None, use_errno=True)
     insns = (_Filter * 4)(
-        _Filter(_BPF_LD_W_ABS, 0, 0, 0),                 # A = seccomp_data.nr
-        _Filter(_BPF_JEQ_K, 0, 1, syscall_nr),           # A == nr ? next : skip one
+        _Filter(_BPF_LD_W_ABS, 0, 0, 0),  # A = seccomp_data.nr
+        _Filter(_BPF_JEQ_K, 0, 1, syscall_nr),  # A == nr ? next : skip one
         _Filter(_BPF_RET_K, 0, 0, _RET_ERRNO | (err & 0xFFFF)),
         _Filter(_BPF_RET_K, 0, 0, _RET_ALLOW),
     )

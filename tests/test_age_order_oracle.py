@@ -78,10 +78,13 @@ _GONE.state = CANCELLED
 def test_age_order_picks_what_the_rule_picks(data):
     n = data.draw(st.integers(1, 9), label="n")
     age_from = data.draw(st.sampled_from(["arm", "ready"]), label="age_from")
-    stamps = data.draw(st.lists(st.sampled_from([0, 0, 1, 500, 999, 1000, 1001, 2000, 5000]),
-                                min_size=n, max_size=n), label="stamps_us")
-    shape = data.draw(st.sampled_from(["ascending", "descending", "ascending-but-first", "shuffled"]),
-                      label="shape")
+    stamps = data.draw(
+        st.lists(st.sampled_from([0, 0, 1, 500, 999, 1000, 1001, 2000, 5000]), min_size=n, max_size=n),
+        label="stamps_us",
+    )
+    shape = data.draw(
+        st.sampled_from(["ascending", "descending", "ascending-but-first", "shuffled"]), label="shape"
+    )
     idx = sorted(range(n), key=lambda i: stamps[i])
     if shape == "descending":
         idx.reverse()
@@ -131,9 +134,14 @@ def test_age_order_picks_what_the_rule_picks(data):
             # event re-armed in place gives way to a placeholder.
             joins += 1
             k = data.draw(st.integers(0, 3), label="joining")
-            new = [Ev(f"h{joins}.{j}", now - data.draw(st.sampled_from([0, 1, 999, 1000, 5000]),
-                                                        label="armed_ago_us") * 1000) for j in range(k)]
-            again = [e for e in batch if e.state == ARMED][:data.draw(st.integers(0, 2), label="again")]
+            new = [
+                Ev(
+                    f"h{joins}.{j}",
+                    now - data.draw(st.sampled_from([0, 1, 999, 1000, 5000]), label="armed_ago_us") * 1000,
+                )
+                for j in range(k)
+            ]
+            again = [e for e in batch if e.state == ARMED][: data.draw(st.integers(0, 2), label="again")]
             joined = new + again
             for e in joined:
                 e.state, e.ready_ns = READY, now
@@ -176,7 +184,7 @@ class OracleReactor(Reactor):
         took = super()._harvest(age, now, limit)
         # The batch grew (harvest): the rule now runs over the grown batch, and an event
         # that joined again was re-armed in place: a new arming, not a second delivery.
-        joined = self._state.batch[len(self.round_batch):]
+        joined = self._state.batch[len(self.round_batch) :]
         self.round_batch = list(self._state.batch)
         self.delivered -= {id(e) for e in joined}
         return took
@@ -192,8 +200,10 @@ class OracleReactor(Reactor):
         ev.state = state
         got = (ev, self.dispatch_late())
         if want is None or got[0] is not want[0] or got[1] != want[1]:
-            self.errors.append(f"now {self.clock()}: got {got}, the rule says {want}; batch "
-                               f"{[(e.fd, stamp(e), e.state) for e in self.round_batch]}")
+            self.errors.append(
+                f"now {self.clock()}: got {got}, the rule says {want}; batch "
+                f"{[(e.fd, stamp(e), e.state) for e in self.round_batch]}"
+            )
 
 
 ACTIONS = st.one_of(
@@ -212,8 +222,10 @@ ACTIONS = st.one_of(
 def test_reactor_delivers_what_the_rule_picks(backend_name, data):
     n = data.draw(st.integers(1, 8), label="n")
     age_from = data.draw(st.sampled_from(["arm", "ready"]), label="age_from")
-    arm_at = data.draw(st.lists(st.sampled_from([0, 0, 1, 400, 999, 1000, 1500, 3000]),
-                                min_size=n, max_size=n), label="arm_at_us")
+    arm_at = data.draw(
+        st.lists(st.sampled_from([0, 0, 1, 400, 999, 1000, 1500, 3000]), min_size=n, max_size=n),
+        label="arm_at_us",
+    )
     order = data.draw(st.sampled_from(["age", "reverse", "random"]), label="backend_order")
     if order == "random":
         ranked = data.draw(st.permutations(range(n)), label="perm")
@@ -231,8 +243,9 @@ def test_reactor_delivers_what_the_rule_picks(backend_name, data):
 
     clock = ManualClock()
     rec = Ranked(create_backend(backend_name))
-    cfg = Config.default().replace(tail_us=T_US, age_from=age_from, drain_chunk=drain_chunk,
-                                   harvest_us=harvest_us)
+    cfg = Config.default().replace(
+        tail_us=T_US, age_from=age_from, drain_chunk=drain_chunk, harvest_us=harvest_us
+    )
     r = OracleReactor(rec, config=cfg, clock=clock)
     r.errors = []
     stamp = (lambda e: e.ready_ns) if age_from == "ready" else (lambda e: e.armed_ns)
@@ -266,6 +279,7 @@ def test_reactor_delivers_what_the_rule_picks(backend_name, data):
             if cut_first and delivered[0] == 1:  # after its plan: a re-arm joins the next round
                 interrupts[0] += 1
                 raise KeyboardInterrupt
+
         return cb
 
     cbs = [make_cb(i) for i in range(n)]

@@ -14,7 +14,7 @@ from tailreactor import READ, WRITE
 
 def test_one_shot_delivered_once_until_rearmed(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     b.send(b"data")  # already present when armed: must be delivered
     calls = []
     r.arm(a.fileno(), READ, calls.append)
@@ -29,7 +29,7 @@ def test_one_shot_delivered_once_until_rearmed(make_reactor, socketpairs):
 
 def test_disarm_means_never_delivered(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     calls = []
     r.arm(a.fileno(), READ, calls.append)
     r.run_once(0)
@@ -64,7 +64,7 @@ def test_disarm_by_earlier_callback_of_same_batch(make_reactor, socketpairs):
 
 def test_rearm_same_direction_replaces(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     calls = []
     r.arm(a.fileno(), READ, lambda ev: calls.append("old"))
     r.arm(a.fileno(), READ, lambda ev: calls.append("new"))
@@ -76,7 +76,7 @@ def test_rearm_same_direction_replaces(make_reactor, socketpairs):
 
 def test_write_arm_and_read_arm_on_same_fd(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     calls = []
     r.arm(a.fileno(), WRITE, lambda ev: calls.append("w"))
     r.arm(a.fileno(), READ, lambda ev: calls.append("r"))
@@ -89,7 +89,7 @@ def test_write_arm_and_read_arm_on_same_fd(make_reactor, socketpairs):
 
 def test_eof_reaches_read_callback(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     got = []
     r.arm(a.fileno(), READ, lambda ev: got.append(a.recv(10)))
     b.close()
@@ -99,7 +99,7 @@ def test_eof_reaches_read_callback(make_reactor, socketpairs):
 
 def test_arming_closed_fd_raises_ebadf(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     fd = os.dup(a.fileno())
     os.close(fd)
     with pytest.raises(OSError) as info:
@@ -111,7 +111,7 @@ def test_arming_closed_fd_raises_ebadf(make_reactor, socketpairs):
 
 def test_bad_direction(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     with pytest.raises(ValueError, match="READ"):
         r.arm(a.fileno(), 3, print)
 
@@ -138,7 +138,7 @@ def test_callback_exception_logged_with_fd_and_loop_continues(make_reactor, sock
 
 def test_use_after_close_raises(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     r.close()
     with pytest.raises(RuntimeError, match="closed"):
         r.arm(a.fileno(), READ, print)
@@ -163,7 +163,7 @@ def test_many_fds_armed_at_once(make_reactor, socketpairs):
 
 def test_flush_submits_queued_arms_now(make_reactor, socketpairs, backend_name):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     r.arm(a.fileno(), READ, print)
     n = r.flush()
     assert n == (1 if backend_name == "io_uring" else 0)  # epoll arms synchronously
@@ -178,8 +178,9 @@ def test_rearm_from_own_callback_reuses_the_delivered_event_restamped(make_react
     new callback and data, ``armed_ns`` = the clock at the re-arm, ``ready_ns``
     and ``revents`` 0, ``ARMED``.  It is delivered again, to the new callback."""
     from tailreactor.events import ARMED, DONE
+
     r = make_reactor(clock=clock)
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     b.send(b"x")  # never read: every arm fires at once
     seen = []
 
@@ -210,6 +211,7 @@ def test_arm_from_elsewhere_or_other_direction_gets_a_new_event(make_reactor, cl
     the callback, of another fd, or from outside any callback gets a new one,
     and the delivered Event stays DONE."""
     from tailreactor.events import DONE
+
     r = make_reactor(clock=clock)
     (a, b), (c, d) = socketpairs(2)
     b.send(b"x")
@@ -231,7 +233,7 @@ def test_arm_from_own_callback_after_close_raises(make_reactor, socketpairs):
     """The hot re-arm skips the closed check: close() must turn it off, so a
     callback that closes the reactor and then re-arms its fd gets RuntimeError."""
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     b.send(b"x")
     raised = []
 
@@ -252,8 +254,9 @@ def test_second_arm_from_own_callback_replaces_the_rearmed_event(make_reactor, s
     re-arms the delivered Event in place, the second replaces it (a new Event;
     the first is cancelled and never runs)."""
     from tailreactor.events import CANCELLED
+
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     b.send(b"x")  # never read: every arm fires at once
     calls, got = [], {}
 
@@ -275,6 +278,7 @@ def test_arm_from_a_post_drained_inside_the_batch_gets_a_new_event(make_reactor,
     the previous callback ran for is not that callback: a new Event, and the
     delivered one stays DONE."""
     from tailreactor.events import DONE
+
     r = make_reactor(drain_chunk=1, tail_us=0)
     (a, b), (c, d) = socketpairs(2)
     b.send(b"x")
@@ -297,7 +301,7 @@ def test_arm_from_a_post_drained_inside_the_batch_gets_a_new_event(make_reactor,
 # running" state must never take it for the fd of a running callback (fresh-eyes review).
 def test_arming_fd_minus_one_raises_ebadf(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     a.close()
     with pytest.raises(OSError) as info:
         r.arm(a.fileno(), READ, lambda e: None)  # a closed socket's fileno() is -1
@@ -314,8 +318,10 @@ def test_fd_minus_one_gets_the_same_checks_as_any_fd(make_reactor):
 
 
 def test_a_callback_that_closes_the_reactor_then_arms_fd_minus_one_leaves_its_event_alone(
-        make_reactor, socketpairs):
+    make_reactor, socketpairs
+):
     from tailreactor.events import DONE
+
     r = make_reactor()
     (a, b), (c, d) = socketpairs(2)
     c.close()
@@ -335,7 +341,7 @@ def test_a_callback_that_closes_the_reactor_then_arms_fd_minus_one_leaves_its_ev
 
 def test_a_nested_round_is_refused_with_a_message_saying_what_to_do(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     b.send(b"x")
     msgs = []
 

@@ -21,12 +21,15 @@ def test_a_backend_that_declares_nothing_promises_nothing():
     assert capabilities(object()) == Capabilities(ordered=False, max_batch=None)
 
 
-@pytest.mark.parametrize("attrs, says", [
-    ({"ordered": 1}, "ordered=1: accepted True or False"),
-    ({"max_batch": 0}, "max_batch=0: accepted None (no cap) or an int >= 1"),
-    ({"max_batch": True}, "max_batch=True"),
-    ({"max_batch": "16"}, "max_batch='16'"),
-])
+@pytest.mark.parametrize(
+    "attrs, says",
+    [
+        ({"ordered": 1}, "ordered=1: accepted True or False"),
+        ({"max_batch": 0}, "max_batch=0: accepted None (no cap) or an int >= 1"),
+        ({"max_batch": True}, "max_batch=True"),
+        ({"max_batch": "16"}, "max_batch='16'"),
+    ],
+)
 def test_a_malformed_declaration_names_the_attribute_value_and_what_is_accepted(attrs, says):
     with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
         capabilities(Declares(**attrs))
@@ -40,8 +43,10 @@ def test_epoll_declares_order_and_its_batch_cap():
         b.close()
 
 
-@pytest.mark.parametrize("cls, ordered", [
-    (selectors.EpollSelector, True), (selectors.PollSelector, False), (selectors.SelectSelector, False)])
+@pytest.mark.parametrize(
+    "cls, ordered",
+    [(selectors.EpollSelector, True), (selectors.PollSelector, False), (selectors.SelectSelector, False)],
+)
 def test_selectors_declares_order_only_on_a_selector_that_keeps_it(cls, ordered):
     b = SelectorsBackend(cls)
     try:

@@ -38,7 +38,7 @@ def _settled(backend):
 
 
 def test_harvest_reports_an_armed_fd_ready_now_and_forgets_it(backend, socketpairs):
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     backend.arm(a.fileno(), READ, "r")
     assert backend.wait(0) == []  # the round's wait: nothing ready yet (io_uring: submits the poll)
     b.send(b"x")
@@ -50,7 +50,7 @@ def test_harvest_reports_an_armed_fd_ready_now_and_forgets_it(backend, socketpai
 
 def test_harvest_submits_queued_arms_first(backend, socketpairs):
     """A re-arm made during the round (queued on io_uring) is harvestable in that round."""
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     b.send(b"x")
     backend.arm(a.fileno(), READ, "r")  # no flush, no wait: queued on io_uring
     assert [tok for tok, _ in backend.harvest(16)] == ["r"]
@@ -58,7 +58,7 @@ def test_harvest_submits_queued_arms_first(backend, socketpairs):
 
 
 def test_harvest_with_nothing_ready_returns_nothing_and_keeps_the_arming(backend, socketpairs):
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     backend.arm(a.fileno(), READ, "r")
     backend.flush()
     assert backend.harvest(16) == []
@@ -90,7 +90,7 @@ def test_harvest_takes_at_most_max_events_and_the_next_wait_the_rest(backend, so
 
 
 def test_harvest_leaves_a_wake_for_the_next_wait(backend, socketpairs):
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
 
     def on_rescue():
         b.send(b"rescue")  # a wait the wake no longer ends returns for this instead
@@ -111,7 +111,7 @@ def test_epoll_harvested_fd_rearm_costs_no_epoll_ctl(socketpairs):
 
     b = EpollBackend()
     try:
-        (a, peer), = socketpairs(1)
+        ((a, peer),) = socketpairs(1)
         b.arm(a.fileno(), READ, "r")
         assert b.wait(0) == []
         peer.send(b"x")
@@ -131,7 +131,7 @@ def test_epoll_harvest_leaves_the_registration_of_a_batch_fd_alone(socketpairs):
 
     b = EpollBackend()
     try:
-        (a, peer), = socketpairs(1)
+        ((a, peer),) = socketpairs(1)
         peer.send(b"x")
         b.arm(a.fileno(), READ, "r")
         assert [tok for tok, _ in b.wait(0)] == ["r"]
@@ -153,7 +153,7 @@ def test_io_uring_harvest_peeks_without_a_system_call_when_nothing_is_queued(soc
     except IoUringUnavailable as exc:
         pytest.skip(f"io_uring unavailable here: {exc}")
     try:
-        (a, peer), = socketpairs(1)
+        ((a, peer),) = socketpairs(1)
         b.arm(a.fileno(), READ, "r")
         assert b.wait(0) == []
         submits = b.stats()["submit_main_events"]

@@ -85,11 +85,11 @@ def test_closed_backend_raises_on_use_but_wake_and_close_are_harmless(name):
     for call in (lambda: b.wait(0), lambda: b.arm(0, 1, None), lambda: b.disarm(0, 1), b.flush):
         with pytest.raises(RuntimeError, match="closed"):
             call()
-    b.wake()   # another thread may race a close: ignored
+    b.wake()  # another thread may race a close: ignored
     b.close()  # idempotent
 
 
-_ODD_BACKENDS = '''
+_ODD_BACKENDS = """
 def returns_none():
     return None
 
@@ -103,22 +103,28 @@ class NoWake:
     def wait(self, timeout_s): return []
     def flush(self): return 0
     def close(self): NoWake.closed = True
-'''
+"""
 
 
 def test_a_factory_that_returns_no_backend_is_named_with_what_is_missing(tmp_path, monkeypatch):
     (tmp_path / "oddbe.py").write_text(_ODD_BACKENDS)
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(UnknownBackend, match=r"'oddbe:returns_none'.* returned None, not a backend: "
-                                             r"no arm\(\), disarm\(\), wait\(\), flush\(\), wake\(\), close\(\)"):
+    with pytest.raises(
+        UnknownBackend,
+        match=r"'oddbe:returns_none'.* returned None, not a backend: "
+        r"no arm\(\), disarm\(\), wait\(\), flush\(\), wake\(\), close\(\)",
+    ):
         create_backend("oddbe:returns_none")
     with pytest.raises(UnknownBackend, match=r"returned a NoWake, not a backend: no wake\(\)"):
         create_backend("oddbe:NoWake")
     import oddbe
+
     assert oddbe.NoWake.closed  # what it opened is released
 
 
-@pytest.mark.parametrize("spec", ["./oddbe.py:backend", "/tmp/oddbe.py:backend", "oddbe.py:backend", ".oddbe:backend"])
+@pytest.mark.parametrize(
+    "spec", ["./oddbe.py:backend", "/tmp/oddbe.py:backend", "oddbe.py:backend", ".oddbe:backend"]
+)
 def test_a_file_path_instead_of_a_module_name_gets_a_hint(spec):
     with pytest.raises(UnknownBackend, match=r"a module name, not a file path"):
         create_backend(spec)

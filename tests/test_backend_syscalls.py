@@ -68,6 +68,7 @@ def test_epoll_keep_alive_cycle_costs_one_epoll_ctl_in_all(epoll):
 
 def select_in() -> int:
     import select
+
     return select.EPOLLIN
 
 
@@ -180,10 +181,13 @@ def test_io_uring_arm_in_a_later_round_still_rejects_a_closed_fd(uring):
 # -- through the reactor: the saving applies to a re-arm from the fd's own callback only -----
 def _reactor(backend_name):
     from tailreactor import Config, Reactor
+
     return Reactor(backend_name, config=Config.default())
 
 
-@pytest.mark.parametrize("backend_name", ["epoll", pytest.param("io_uring", marks=pytest.mark.io_uring), "selectors"])
+@pytest.mark.parametrize(
+    "backend_name", ["epoll", pytest.param("io_uring", marks=pytest.mark.io_uring), "selectors"]
+)
 def test_a_reused_number_armed_outside_the_old_callback_is_reported(backend_name):
     """Found by a fresh-eyes user test: READ reported (so nothing is armed), the
     owner closes the socket without disarm, a new socket gets the same number

@@ -21,16 +21,23 @@ SCRIPT = ROOT / "benchmarks" / "age_order_cost.py"
 
 
 def run(*args: str, env=None, timeout=1800) -> subprocess.CompletedProcess:  # 4 valgrind runs: slow, loaded
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
 def test_a_small_run_prints_a_count_per_shape_and_case():
     res = run("--events", "32", "--loops", "20", "--shape", "8 runs")
     assert res.returncode == 0, res.stderr
-    rows = re.findall(r"^\| (ascending|8 runs|shuffled) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \|$",
-                      res.stdout, re.M)
+    rows = re.findall(
+        r"^\| (ascending|8 runs|shuffled) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \|$", res.stdout, re.M
+    )
     assert [row[0] for row in rows] == ["8 runs"], res.stdout
     assert "| nothing aged | all aged at once | aged in 3 runs |" in res.stdout
     for cell in rows[0][1:]:

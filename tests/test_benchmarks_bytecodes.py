@@ -20,8 +20,14 @@ SCRIPT = ROOT / "benchmarks" / "bytecodes.py"
 
 
 def run(*args: str, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=600, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
 
 
 def blocks(stdout: str) -> dict[str, tuple[float, dict[str, float]]]:
@@ -43,12 +49,24 @@ def blocks(stdout: str) -> dict[str, tuple[float, dict[str, float]]]:
 def test_bench_server_and_asyncio_peer_are_counted_by_part(backend_name):
     backend = backend_name
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CWIST_")}
-    res = run("--clients", "3", "--cycles", "2", "--top", "0",
-              "--server", f"bench-{backend}", "--server", "asyncio", env=clean)
+    res = run(
+        "--clients",
+        "3",
+        "--cycles",
+        "2",
+        "--top",
+        "0",
+        "--server",
+        f"bench-{backend}",
+        "--server",
+        "asyncio",
+        env=clean,
+    )
     assert res.returncode == 0, res.stderr
     # The first line says what was counted: clock step, knobs, clients x requests.
-    assert res.stdout.splitlines()[0] == ("bench server: clock step 0 us per read; "
-                                          "CWIST_HTTP_KEEP_ALIVE_TIMEOUT=0; 3 clients x 2 requests")
+    assert res.stdout.splitlines()[0] == (
+        "bench server: clock step 0 us per read; CWIST_HTTP_KEEP_ALIVE_TIMEOUT=0; 3 clients x 2 requests"
+    )
     got = blocks(res.stdout)
     assert set(got) == {f"bench-{backend}", "asyncio"}
     assert res.stdout.count("(6 requests)") == 2
@@ -58,8 +76,9 @@ def test_bench_server_and_asyncio_peer_are_counted_by_part(backend_name):
     bench_parts = set(got[f"bench-{backend}"][1])
     assert {"reactor core", "backend", "connection", "request parsing (shared)"} <= bench_parts
     # The peer parses with the bench server's own request code (tests/test_peers_parity.py).
-    assert {"loop (asyncio)", "transport (asyncio)", "protocol (peer)",
-            "request parsing (shared)"} <= set(got["asyncio"][1])
+    assert {"loop (asyncio)", "transport (asyncio)", "protocol (peer)", "request parsing (shared)"} <= set(
+        got["asyncio"][1]
+    )
 
 
 def test_bad_arguments_get_one_clear_error():

@@ -21,17 +21,27 @@ SCRIPT = ROOT / "benchmarks" / "instructions.py"
 
 
 def run(*args: str, env=None, timeout=240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
 
 
-@pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("wrk") is None,
-                    reason="needs valgrind and wrk; install them: apt-get install valgrind wrk")
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None or shutil.which("wrk") is None,
+    reason="needs valgrind and wrk; install them: apt-get install valgrind wrk",
+)
 def test_a_short_real_run_of_the_bench_server_is_counted():
     res = run("--server", "bench-epoll", "--connections", "8", "--duration", "2", "--warmup", "1")
     assert res.returncode == 0, res.stderr
-    m = re.fullmatch(r"bench-epoll: ([\d,]+) instructions/request \(([\d,]+) instructions, ([\d,]+) requests\)\n",
-                     res.stdout)
+    m = re.fullmatch(
+        r"bench-epoll: ([\d,]+) instructions/request \(([\d,]+) instructions, ([\d,]+) requests\)\n",
+        res.stdout,
+    )
     assert m, res.stdout
     per_request, total, requests = (int(g.replace(",", "")) for g in m.groups())
     # Fewer than 100 requests per connection (likely, for 2 s under valgrind): the tool says so.

@@ -22,8 +22,14 @@ PY_SPY = Path(sys.executable).parent / "py-spy"
 
 
 def run(*args: str, env=None, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
 
 
 def blocks(text: str) -> dict[str, dict]:
@@ -50,8 +56,20 @@ def blocks(text: str) -> dict[str, dict]:
 @pytest.mark.bench_extras  # py-spy; without it, or without wrk, skipped with how to install it
 @pytest.mark.wrk
 def test_a_short_real_run_profiles_the_bench_server_and_the_asyncio_peer():
-    res = run("--server", "bench-epoll", "--server", "asyncio", "--connections", "16", "--duration", "2",
-              "--warmup", "1", "--top", "5")
+    res = run(
+        "--server",
+        "bench-epoll",
+        "--server",
+        "asyncio",
+        "--connections",
+        "16",
+        "--duration",
+        "2",
+        "--warmup",
+        "1",
+        "--top",
+        "5",
+    )
     if res.returncode == 2 and "cannot attach" in res.stderr:
         pytest.skip(res.stderr.strip())  # a sandbox without ptrace: the tool says so in one line
     assert res.returncode == 0, res.stderr
@@ -67,10 +85,24 @@ def test_a_short_real_run_profiles_the_bench_server_and_the_asyncio_peer():
     # Which parts a 2 s profile samples depends on what the machine lets the server run (a busy one
     # leaves a handful of samples); that every sample lands in a named part of its own server's code
     # does not.  The attribution itself: benchmarks/bytecodes.py's PARTS, tested with it.
-    own = {"bench-epoll": {"request parsing (shared)", "connection", "routes (shared)", "backend",
-                           "reactor core", "other"},
-           "asyncio": {"request parsing (shared)", "routes (shared)", "protocol (peer)",
-                       "transport (asyncio)", "loop (asyncio)", "other"}}
+    own = {
+        "bench-epoll": {
+            "request parsing (shared)",
+            "connection",
+            "routes (shared)",
+            "backend",
+            "reactor core",
+            "other",
+        },
+        "asyncio": {
+            "request parsing (shared)",
+            "routes (shared)",
+            "protocol (peer)",
+            "transport (asyncio)",
+            "loop (asyncio)",
+            "other",
+        },
+    }
     for server, b in got.items():
         assert b["parts"] and set(b["parts"]) <= own[server], (server, b["parts"])
     # Every top line names its file and line and shows that line's source.

@@ -26,16 +26,19 @@ STEM = re.compile(r"^(?P<time>\d{8}T\d{6}Z)-(?P<kind>[a-z0-9-]+?)\.(?:json|md|sv
 def test_one_committed_measurement_of_each_kind():
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    files = subprocess.run(["git", "ls-files", "benchmarks/results"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "benchmarks/results"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     times: dict[str, set[str]] = defaultdict(set)
     for name in (Path(f).name for f in files if Path(f).parent == Path("benchmarks/results")):
         m = STEM.match(name)
         if m:
             times[m["kind"]].add(m["time"])
     several = {kind: sorted(t) for kind, t in times.items() if len(t) > 1}
-    assert not several, (f"benchmarks/results/ holds more than one measurement of a kind: {several}; "
-                         f"keep the latest (git rm the others: git's log and the history files keep them)")
+    assert not several, (
+        f"benchmarks/results/ holds more than one measurement of a kind: {several}; "
+        f"keep the latest (git rm the others: git's log and the history files keep them)"
+    )
 
 
 def _tracked(under: str) -> list[Path]:
@@ -53,7 +56,9 @@ def test_committed_results_are_small():
     files = _tracked("benchmarks/results")
     sizes = {f.relative_to(ROOT).as_posix(): f.stat().st_size for f in files}
     big = {f: s for f, s in sizes.items() if s > BUDGET_FILE}
-    assert not big, f"over {BUDGET_FILE:,} bytes: {big}; compact a result JSON with benchmarks/compact_result.py"
+    assert not big, (
+        f"over {BUDGET_FILE:,} bytes: {big}; compact a result JSON with benchmarks/compact_result.py"
+    )
     assert sum(sizes.values()) <= BUDGET_TOTAL, f"benchmarks/results holds {sum(sizes.values()):,} bytes"
 
 
@@ -63,7 +68,9 @@ def test_committed_result_jsons_are_compact():
         if f.suffix == ".json":
             text = f.read_text(encoding="utf-8")
             assert '"histogram":"HISTF' not in text.replace(" ", "") and '"spectrum"' not in text, f
-            assert "\n  " not in text, f"{f}: indented; python benchmarks/compact_result.py {f.relative_to(ROOT)}"
+            assert "\n  " not in text, (
+                f"{f}: indented; python benchmarks/compact_result.py {f.relative_to(ROOT)}"
+            )
 
 
 def test_only_svg_plots_are_committed():
@@ -78,18 +85,25 @@ def test_every_result_file_the_docs_name_is_committed():
     """A figure the docs quote is traceable: each concrete results/<stem>.* path they name is in git."""
     tracked = {f.relative_to(ROOT).as_posix() for f in _tracked("benchmarks/results")}
     pages = [f for f in _tracked(".") if f.suffix == ".md" and "benchmarks/results" not in f.as_posix()]
-    named = {(p.relative_to(ROOT).as_posix(), m) for p in pages
-             for m in _NAMED.findall(p.read_text(encoding="utf-8"))}
+    named = {
+        (p.relative_to(ROOT).as_posix(), m)
+        for p in pages
+        for m in _NAMED.findall(p.read_text(encoding="utf-8"))
+    }
     assert named, "no page names a committed result (the pattern is out of date)"
     missing = sorted((page, m) for page, m in named if f"benchmarks/results/{m}" not in tracked)
     assert not missing, f"named but not committed: {missing}"
 
 
 def test_compact_result_drops_the_raw_distributions_and_refuses_what_is_not_a_result(tmp_path):
-    run = {"wrk": {"histogram": "HISTFAAAx", "spectrum": [[50.0, 7]], "percentiles": [{"p": 50.0, "us": 7}]},
-           "metrics": {"p50": 7}}
-    doc = {"profile": "quick", "legs": [{"name": "epoll", "runs": [run]},
-                                        {"leg": {"runs": [json.loads(json.dumps(run))]}}]}
+    run = {
+        "wrk": {"histogram": "HISTFAAAx", "spectrum": [[50.0, 7]], "percentiles": [{"p": 50.0, "us": 7}]},
+        "metrics": {"p50": 7},
+    }
+    doc = {
+        "profile": "quick",
+        "legs": [{"name": "epoll", "runs": [run]}, {"leg": {"runs": [json.loads(json.dumps(run))]}}],
+    }
     good, bad = tmp_path / "r.json", tmp_path / "x.json"
     good.write_text(json.dumps(doc, indent=2))
     bad.write_text('{"not": "a result"}')

@@ -48,11 +48,17 @@ def test_every_knob_has_a_config_field_and_both_languages():
         assert texts[k.name]["en"].help and texts[k.name]["ko"].help, k.name
 
 
-@pytest.mark.parametrize("toml,message", [
-    ('[CWIST_X.en]\nhelp = "h"\nwen = "typo"\n', "[CWIST_X.en]: has ['help', 'wen']; accepted: help (required)"),
-    ('[CWIST_X.en]\nwhen = "no help"\n', "[CWIST_X.en]: has ['when']; accepted: help (required)"),
-    ('[CWIST_X.fr]\nhelp = "h"\n', "[CWIST_X.fr]: language 'fr' is not accepted: accepted en, ko"),
-])
+@pytest.mark.parametrize(
+    "toml,message",
+    [
+        (
+            '[CWIST_X.en]\nhelp = "h"\nwen = "typo"\n',
+            "[CWIST_X.en]: has ['help', 'wen']; accepted: help (required)",
+        ),
+        ('[CWIST_X.en]\nwhen = "no help"\n', "[CWIST_X.en]: has ['when']; accepted: help (required)"),
+        ('[CWIST_X.fr]\nhelp = "h"\n', "[CWIST_X.fr]: language 'fr' is not accepted: accepted en, ko"),
+    ],
+)
 def test_a_misspelt_knob_text_is_named(toml, message):
     from tailreactor.config_docs import parse_knob_texts
 
@@ -70,28 +76,31 @@ def test_empty_value_means_default():
     assert load({"CWIST_HTTP_BATCH": "", "CWIST_REACTOR_TAIL_US": "  "}).http_batch == 16
 
 
-@pytest.mark.parametrize("name,value", [
-    ("CWIST_HTTP_BATCH", "abc"),
-    ("CWIST_HTTP_BATCH", "-1"),
-    ("CWIST_HTTP_BATCH", "0"),
-    ("CWIST_HTTP_BATCH", "1025"),
-    ("CWIST_HTTP_BATCH", "1.5"),
-    ("CWIST_HTTP_BATCH", "1_0"),
-    ("CWIST_HTTP_YIELD_BATCH", "0"),
-    ("CWIST_WORKERS", "0"),
-    ("CWIST_REACTOR_BACKEND", "bogus"),
-    ("CWIST_REACTOR_BACKEND", "EPOLL"),
-    ("CWIST_REACTOR_TAIL_US", "-5"),
-    ("CWIST_REACTOR_TAIL_US", "3.5ms"),
-    ("CWIST_REACTOR_AGE_FROM", "queue"),
-    ("CWIST_REACTOR_ROUND_BUDGET_US", "x"),
-    ("CWIST_REACTOR_DRAIN_CHUNK", "-1"),
-    ("CWIST_REACTOR_HARVEST_US", "-1"),
-    ("CWIST_REACTOR_HARVEST_US", "1ms"),
-    ("CWIST_REACTOR_HARVEST_US", "60000001"),
-    ("CWIST_LATENCY_PROBE", "yes"),
-    ("CWIST_LATENCY_PROBE", "2"),
-])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("CWIST_HTTP_BATCH", "abc"),
+        ("CWIST_HTTP_BATCH", "-1"),
+        ("CWIST_HTTP_BATCH", "0"),
+        ("CWIST_HTTP_BATCH", "1025"),
+        ("CWIST_HTTP_BATCH", "1.5"),
+        ("CWIST_HTTP_BATCH", "1_0"),
+        ("CWIST_HTTP_YIELD_BATCH", "0"),
+        ("CWIST_WORKERS", "0"),
+        ("CWIST_REACTOR_BACKEND", "bogus"),
+        ("CWIST_REACTOR_BACKEND", "EPOLL"),
+        ("CWIST_REACTOR_TAIL_US", "-5"),
+        ("CWIST_REACTOR_TAIL_US", "3.5ms"),
+        ("CWIST_REACTOR_AGE_FROM", "queue"),
+        ("CWIST_REACTOR_ROUND_BUDGET_US", "x"),
+        ("CWIST_REACTOR_DRAIN_CHUNK", "-1"),
+        ("CWIST_REACTOR_HARVEST_US", "-1"),
+        ("CWIST_REACTOR_HARVEST_US", "1ms"),
+        ("CWIST_REACTOR_HARVEST_US", "60000001"),
+        ("CWIST_LATENCY_PROBE", "yes"),
+        ("CWIST_LATENCY_PROBE", "2"),
+    ],
+)
 def test_invalid_value_names_knob_value_and_accepted(name, value):
     with pytest.raises(ConfigError) as info:
         load({name: value})
@@ -103,19 +112,22 @@ def test_invalid_value_names_knob_value_and_accepted(name, value):
     assert "\n" not in msg
 
 
-@pytest.mark.parametrize("name,value,attr,expected", [
-    ("CWIST_HTTP_BATCH", "1024", "http_batch", 1024),
-    ("CWIST_HTTP_BATCH", " 1 ", "http_batch", 1),
-    ("CWIST_REACTOR_TAIL_US", "0", "tail_us", 0),
-    ("CWIST_REACTOR_TAIL_US", "3600000", "tail_us", 3600000),
-    ("CWIST_REACTOR_BACKEND", "epoll", "backend", "epoll"),
-    ("CWIST_REACTOR_BACKEND", "io_uring", "backend", "io_uring"),
-    ("CWIST_REACTOR_AGE_FROM", "ready", "age_from", "ready"),
-    ("CWIST_REACTOR_DRAIN_CHUNK", "0", "drain_chunk", 0),
-    ("CWIST_REACTOR_HARVEST_US", "500", "harvest_us", 500),
-    ("CWIST_REACTOR_HARVEST_US", "0", "harvest_us", 0),
-    ("CWIST_LATENCY_PROBE", "1", "latency_probe", True),
-])
+@pytest.mark.parametrize(
+    "name,value,attr,expected",
+    [
+        ("CWIST_HTTP_BATCH", "1024", "http_batch", 1024),
+        ("CWIST_HTTP_BATCH", " 1 ", "http_batch", 1),
+        ("CWIST_REACTOR_TAIL_US", "0", "tail_us", 0),
+        ("CWIST_REACTOR_TAIL_US", "3600000", "tail_us", 3600000),
+        ("CWIST_REACTOR_BACKEND", "epoll", "backend", "epoll"),
+        ("CWIST_REACTOR_BACKEND", "io_uring", "backend", "io_uring"),
+        ("CWIST_REACTOR_AGE_FROM", "ready", "age_from", "ready"),
+        ("CWIST_REACTOR_DRAIN_CHUNK", "0", "drain_chunk", 0),
+        ("CWIST_REACTOR_HARVEST_US", "500", "harvest_us", 500),
+        ("CWIST_REACTOR_HARVEST_US", "0", "harvest_us", 0),
+        ("CWIST_LATENCY_PROBE", "1", "latency_probe", True),
+    ],
+)
 def test_valid_values(name, value, attr, expected):
     assert getattr(load({name: value}), attr) == expected
 
@@ -134,8 +146,14 @@ def test_non_ascii_digits_are_rejected_with_config_error(value):
 def test_python_m_config_docs_runs_without_warnings():
     import subprocess
     import sys
-    proc = subprocess.run([sys.executable, "-W", "error", "-m", "tailreactor.config_docs", "--lang", "en"],
-                          capture_output=True, text=True, timeout=300, check=False)
+
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", "-m", "tailreactor.config_docs", "--lang", "en"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert "CWIST_REACTOR_TAIL_US" in proc.stdout
@@ -144,15 +162,20 @@ def test_python_m_config_docs_runs_without_warnings():
 def test_an_integer_too_long_to_parse_is_a_config_error_not_a_crash():
     """Python refuses int() of more than 4300 digits with its own ValueError; an operator
     must still get the one-line ConfigError naming the knob and the range."""
-    with pytest.raises(ConfigError, match=r"CWIST_HTTP_BATCH=.* is invalid: accepted an integer from 1 to 1024"):
+    with pytest.raises(
+        ConfigError, match=r"CWIST_HTTP_BATCH=.* is invalid: accepted an integer from 1 to 1024"
+    ):
         load({"CWIST_HTTP_BATCH": "1" * 4301})
 
 
-@pytest.mark.parametrize("template, why", [
-    ("/nonexistent-dir/probe.json", "is not"),
-    ("{tmp}/", "not a directory"),  # would write hidden files named .<pid>.<worker> in it
-    ("{tmp}/w{worker}/probe.json", "is not"),  # the directory of worker 1 does not exist
-])
+@pytest.mark.parametrize(
+    "template, why",
+    [
+        ("/nonexistent-dir/probe.json", "is not"),
+        ("{tmp}/", "not a directory"),  # would write hidden files named .<pid>.<worker> in it
+        ("{tmp}/w{worker}/probe.json", "is not"),  # the directory of worker 1 does not exist
+    ],
+)
 def test_a_probe_file_that_cannot_be_written_is_rejected_at_load(tmp_path, template, why):
     """With the probe on, load() checks the probe file of every worker up front, so a bad
     path stops the server before it forks its workers (one line, exit 2), not in each."""
@@ -175,27 +198,32 @@ def test_warnings_name_a_misspelt_knob_and_the_knob_it_resembles():
 
     got = warnings({"CWIST_REACTOR_TAILUS": "5", "CWIST_POOL_SHARDS": "4", "PATH": "/bin"})
     # CWIST's own knobs share the environment (CWIST_POOL_SHARDS): only a near miss is named.
-    assert got == ["CWIST_REACTOR_TAILUS is not a setting of the reference and is ignored; "
-                   "did you mean CWIST_REACTOR_TAIL_US?"]
+    assert got == [
+        "CWIST_REACTOR_TAILUS is not a setting of the reference and is ignored; "
+        "did you mean CWIST_REACTOR_TAIL_US?"
+    ]
 
 
 def test_warnings_name_a_probe_file_that_will_not_be_written(tmp_path):
     from tailreactor.config import warnings
 
     env = {"CWIST_LATENCY_PROBE_FILE": str(tmp_path / "p.json")}
-    assert warnings(env) == ["CWIST_LATENCY_PROBE_FILE is set but CWIST_LATENCY_PROBE is not 1: "
-                             "no probe runs and no probe file is written"]
+    assert warnings(env) == [
+        "CWIST_LATENCY_PROBE_FILE is set but CWIST_LATENCY_PROBE is not 1: "
+        "no probe runs and no probe file is written"
+    ]
     assert warnings({**env, "CWIST_LATENCY_PROBE": "1"}) == []
     assert warnings({}) == []
 
 
 # -- Config is the registry's: its fields and defaults, and replace() checks like load() --------------
 
+
 def _disagreements(cls, knobs) -> list[str]:
     """Where the dataclass ``cls`` and the registry ``knobs`` differ: names, order, types, defaults."""
     fields = [f for f in dataclasses.fields(cls) if f.name != "source"]
-    out = [f"field {f.name} has no knob" for f in fields[len(knobs):]]
-    out += [f"knob {k.name} has no field" for k in knobs[len(fields):]]
+    out = [f"field {f.name} has no knob" for f in fields[len(knobs) :]]
+    out += [f"knob {k.name} has no field" for k in knobs[len(fields) :]]
     for f, k in zip(fields, knobs):
         want = (k.attr, field_type(k), k.default)
         if (f.name, f.type, f.default) != want:
@@ -219,8 +247,9 @@ def test_a_knob_in_one_but_not_the_other_is_a_disagreement():
     assert _disagreements(Wider, KNOBS) == ["field new_knob has no knob"]
     swapped = (KNOBS[1], KNOBS[0]) + KNOBS[2:]
     assert len(_disagreements(Config, swapped)) == 2
-    retyped = tuple(dataclasses.replace(k, default=k.default + 1) if k.attr == "workers" else k
-                    for k in KNOBS)
+    retyped = tuple(
+        dataclasses.replace(k, default=k.default + 1) if k.attr == "workers" else k for k in KNOBS
+    )
     assert [d.split(" != ")[0] for d in _disagreements(Config, retyped)] == ["field ('workers', 'int', 1)"]
 
 
@@ -231,25 +260,36 @@ def test_the_committed_field_block_is_the_generated_one():
     begin = "    # -- knob fields: generated by `python -m tailreactor.config --fields` --\n"
     end = "    # -- end of knob fields --\n"
     assert source.count(begin) == source.count(end) == 1
-    committed = source[source.index(begin) + len(begin):source.index(end)]
+    committed = source[source.index(begin) + len(begin) : source.index(end)]
     assert committed == field_block(KNOBS)
-    out = subprocess.run([sys.executable, "-m", "tailreactor.config", "--fields"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "tailreactor.config", "--fields"], capture_output=True, text=True, check=True
+    ).stdout
     assert out == field_block(KNOBS)
     extra = Knob(name="CWIST_NEW", attr="new_knob", kind="bool", default=False, area="http")
     assert field_block(KNOBS + (extra,)) == committed + "    new_knob: bool = False\n"
 
 
 def test_config_module_without_fields_says_what_it_does():
-    run = subprocess.run([sys.executable, "-m", "tailreactor.config"], capture_output=True, text=True,
-                         check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "tailreactor.config"], capture_output=True, text=True, check=False
+    )
     assert run.returncode == 2 and "--fields" in run.stderr and run.stdout == ""
 
 
-@pytest.mark.parametrize("attr, value", [
-    ("tail_us", -1), ("tail_us", "3500"), ("tail_us", True), ("drain_chunk", 10**9),
-    ("age_from", "armed"), ("backend", "kqueue"), ("latency_probe", 1), ("latency_probe_file", ""),
-])
+@pytest.mark.parametrize(
+    "attr, value",
+    [
+        ("tail_us", -1),
+        ("tail_us", "3500"),
+        ("tail_us", True),
+        ("drain_chunk", 10**9),
+        ("age_from", "armed"),
+        ("backend", "kqueue"),
+        ("latency_probe", 1),
+        ("latency_probe_file", ""),
+    ],
+)
 def test_replace_refuses_what_load_would_refuse(attr, value):
     k = next(k for k in KNOBS if k.attr == attr)
     with pytest.raises(ConfigError) as info:

@@ -26,17 +26,17 @@ needs_cc = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: `cc` or `make`
 
 #: Broken variants of tr_epoll.c: the -D flag -> the clause that must catch it.
 VARIANTS = {
-    "TR_BUG_NO_ONESHOT": "B1",        # a reported token stays armed: reported again
-    "TR_BUG_IGNORE_DISARM": "B3",     # disarm returns 0 and changes nothing
-    "TR_BUG_KEEP_COLLECTED": "B3",    # a wait collects more than capacity; disarm leaves the rest
-    "TR_BUG_DROP_HUP": "B6",          # HUP/ERR without IN/OUT reach no token
-    "TR_BUG_NO_WAKE": "B7",           # wake returns 0 and writes nothing
+    "TR_BUG_NO_ONESHOT": "B1",  # a reported token stays armed: reported again
+    "TR_BUG_IGNORE_DISARM": "B3",  # disarm returns 0 and changes nothing
+    "TR_BUG_KEEP_COLLECTED": "B3",  # a wait collects more than capacity; disarm leaves the rest
+    "TR_BUG_DROP_HUP": "B6",  # HUP/ERR without IN/OUT reach no token
+    "TR_BUG_NO_WAKE": "B7",  # wake returns 0 and writes nothing
     "TR_BUG_NO_LIMIT_IS_POLL": "B7",  # a wait with no limit (-1 ns) polls: returns 0 at once
     "TR_BUG_TRUNCATE_TIMEOUT": "B8",  # ns -> ms rounded down: 0.5 ms polls
-    "TR_BUG_LEAK_FD": "B14",          # close leaves the wake eventfd open
+    "TR_BUG_LEAK_FD": "B14",  # close leaves the wake eventfd open
     # a fresh reader's bugs (issue 32), caught by test_backend_library.py's situations
     "TR_BUG_REARM_KEEPS_COLLECTED": "B1",  # a wait collects more than capacity; a re-arm keeps the old report
-    "TR_BUG_FLUSH_EATS_WAKE": "B7",   # flush consumes the pending wake: wake, flush, wait(None) blocks
+    "TR_BUG_FLUSH_EATS_WAKE": "B7",  # flush consumes the pending wake: wake, flush, wait(None) blocks
     "TR_BUG_LOWEST_FDS_FIRST": "B10",  # lowest fd numbers first, up to the capacity: the highest starve
 }
 
@@ -44,8 +44,13 @@ VARIANTS = {
 def build(out: Path, name: str, *defs: str, cflags: str | None = None) -> Path:
     """``make -C examples/c-backend`` into ``out``: returns ``out/lib<name>.so``."""
     args = [f"CFLAGS={cflags}"] if cflags else []
-    proc = subprocess.run(["make", "-s", "-C", str(EXAMPLE), f"OUT={out}", f"NAME={name}",
-                           f"DEFS={' '.join(defs)}", *args], capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        ["make", "-s", "-C", str(EXAMPLE), f"OUT={out}", f"NAME={name}", f"DEFS={' '.join(defs)}", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lib = out / f"lib{name}.so"
     assert lib.is_file(), proc.stdout + proc.stderr
@@ -67,9 +72,12 @@ def test_c_example_passes_every_clause(tmp_path):
         assert cells.pop(cid) == "skip", (cid, detail)
     # A clause may also skip for a named platform limit (as a normal user, RLIMIT_NOFILE's hard
     # limit can be below what B10's cap check needs); every other clause passed.
-    limited = {cid for cid, row in data["clauses"].items()
-               if row["cabi:libtr_epoll"]["status"] == "skip"
-               and all("platform limit:" in r for r in row["cabi:libtr_epoll"]["skip_reasons"])}
+    limited = {
+        cid
+        for cid, row in data["clauses"].items()
+        if row["cabi:libtr_epoll"]["status"] == "skip"
+        and all("platform limit:" in r for r in row["cabi:libtr_epoll"]["skip_reasons"])
+    }
     assert {s for cid, s in cells.items() if cid not in limited} == {"pass"}, cells
     # A skip only for what the backend lacks by declaration (issue 32): never a precondition.
     from test_conformance_meta import DECLARED_SKIPS
@@ -87,8 +95,17 @@ def test_suite_catches_broken_c_variant(flag, tmp_path):
     cid = VARIANTS[flag]
     name = "tr_epoll_" + flag.removeprefix("TR_BUG_").lower()
     lib = build(tmp_path, name, f"-D{flag}")
-    proc, data = cli("--backend", f"cabi:{lib}", "--clause", cid, "-n", "0", "-x",
-                     json_path=tmp_path / "result.json", liveness_s=1.0)
+    proc, data = cli(
+        "--backend",
+        f"cabi:{lib}",
+        "--clause",
+        cid,
+        "-n",
+        "0",
+        "-x",
+        json_path=tmp_path / "result.json",
+        liveness_s=1.0,
+    )
     detail = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert proc.returncode == 1, f"{flag}: exit status {proc.returncode}, expected 1\n{detail}"
     assert data["failed_clauses"] == [cid], detail
@@ -96,10 +113,13 @@ def test_suite_catches_broken_c_variant(flag, tmp_path):
 
 
 @needs_cc
-@pytest.mark.parametrize("flag, says", [
-    ("-DTR_BUG_OMIT_FLUSH", "does not export tr_backend_flush"),
-    ("-DTR_BUG_ABI_VERSION=2", "ABI version 2"),
-])
+@pytest.mark.parametrize(
+    "flag, says",
+    [
+        ("-DTR_BUG_OMIT_FLUSH", "does not export tr_backend_flush"),
+        ("-DTR_BUG_ABI_VERSION=2", "ABI version 2"),
+    ],
+)
 def test_a_library_that_does_not_fit_the_abi_is_one_line_and_exit_2(flag, says, tmp_path):
     lib = build(tmp_path, "tr_epoll_misfit", flag)
     proc, _ = cli("--backend", f"cabi:{lib}")
@@ -203,8 +223,9 @@ def test_a_report_or_return_value_outside_the_abi_is_a_clear_error(flag, tmp_pat
     from tailreactor_conformance.harness import Pair
 
     call, says = MISBEHAVIOURS[flag]
-    lib = build(tmp_path, "tr_epoll_" + flag.removeprefix("TR_BUG_").lower(), f"-D{flag}",
-                cflags="-O0 -Wall -Wextra")  # no timing is measured on these: the fastest build
+    lib = build(
+        tmp_path, "tr_epoll_" + flag.removeprefix("TR_BUG_").lower(), f"-D{flag}", cflags="-O0 -Wall -Wextra"
+    )  # no timing is measured on these: the fastest build
     b = CabiBackend(lib)
     p = Pair()
     try:
@@ -234,8 +255,17 @@ def test_create_returning_a_positive_value_is_quoted(tmp_path):
 def test_a_failure_the_adapter_finds_is_a_failing_clause(tmp_path):
     # Through the real CLI: the token the library made up fails the clause that met it.
     lib = build(tmp_path, "tr_epoll_unknown_token", "-DTR_BUG_UNKNOWN_TOKEN")
-    proc, data = cli("--backend", f"cabi:{lib}", "--clause", "B2", "-n", "0", "-x",
-                     json_path=tmp_path / "result.json", liveness_s=1.0)
+    proc, data = cli(
+        "--backend",
+        f"cabi:{lib}",
+        "--clause",
+        "B2",
+        "-n",
+        "0",
+        "-x",
+        json_path=tmp_path / "result.json",
+        liveness_s=1.0,
+    )
     detail = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert proc.returncode == 1 and data["failed_clauses"] == ["B2"], detail
     assert "never given by arm" in proc.stdout, detail
@@ -250,8 +280,9 @@ def test_a_wait_that_never_returns_ends_the_run_with_one_line(tmp_path):
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if "did not return" in line]
     assert len(lines) == 1, proc.stderr[-2000:]
-    assert lines[0].startswith("cabi:libtr_epoll_wait_pauses: tr_backend_wait(timeout 500000 ns) did not "
-                               "return within "), lines[0]
+    assert lines[0].startswith(
+        "cabi:libtr_epoll_wait_pauses: tr_backend_wait(timeout 500000 ns) did not return within "
+    ), lines[0]
 
 
 # -- the C backend under the bench server (issue 32) -------------------------------------
@@ -274,13 +305,22 @@ def test_the_bench_server_serves_http_on_a_c_backend(tmp_path):
     assert code == 0, err
 
 
-@pytest.mark.parametrize("value, says", [
-    ("cabi:", "CWIST_REACTOR_BACKEND='cabi:' is invalid: accepted one of auto, io_uring, epoll, selectors, "
-              "or cabi:PATH"),
-    ("cabi:/nonexistent/libx.so", "CWIST_REACTOR_BACKEND=cabi:/nonexistent/libx.so cannot start: backend "
-                                  "'cabi:/nonexistent/libx.so': no such file /nonexistent/libx.so (accepted: "
-                                  "cabi:PATH to a shared library"),
-])
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        (
+            "cabi:",
+            "CWIST_REACTOR_BACKEND='cabi:' is invalid: accepted one of auto, io_uring, epoll, selectors, "
+            "or cabi:PATH",
+        ),
+        (
+            "cabi:/nonexistent/libx.so",
+            "CWIST_REACTOR_BACKEND=cabi:/nonexistent/libx.so cannot start: backend "
+            "'cabi:/nonexistent/libx.so': no such file /nonexistent/libx.so (accepted: "
+            "cabi:PATH to a shared library",
+        ),
+    ],
+)
 def test_a_bad_cabi_backend_for_the_bench_server_is_one_line_and_exit_2(value, says):
     from http_helpers import bench_env, run_bench
 

@@ -39,36 +39,54 @@ PROTOTYPES = {
 }
 
 #: A translation unit that includes the header alone, then pins what it promises.
-PROBE = "\n".join([
-    '#include "tailreactor_backend.h"',
-    "#include <poll.h>",
-    "#include <stddef.h>",
-    "#ifdef __cplusplus",
-    "#define STATIC_ASSERT static_assert",
-    "#else",
-    "#define STATIC_ASSERT _Static_assert",
-    "#endif",
-    'STATIC_ASSERT(sizeof(tr_event) == 16, "tr_event: token, revents, reserved");',
-    'STATIC_ASSERT(offsetof(tr_event, revents) == 8, "tr_event.revents");',
-    'STATIC_ASSERT(sizeof(tr_capabilities) == 8, "tr_capabilities: flags, max_batch");',
-    'STATIC_ASSERT(TR_IN == POLLIN && TR_OUT == POLLOUT, "TR_IN, TR_OUT");',
-    'STATIC_ASSERT(TR_ERR == POLLERR && TR_HUP == POLLHUP, "TR_ERR, TR_HUP");',
-    'STATIC_ASSERT(TR_RDHUP == POLLRDHUP, "TR_RDHUP");',
-    'STATIC_ASSERT(TR_BACKEND_ABI_VERSION == 1u, "ABI version 1");',
-    *(f"typedef {ptr.replace('(*)', f'(*{name}_t)')};" for name, ptr in PROTOTYPES.items()),
-    # A mismatched prototype is an incompatible-pointer error under -Werror.
-    *(f"{name}_t probe_{name} = {name};" for name in PROTOTYPES),
-    "",
-])
+PROBE = "\n".join(
+    [
+        '#include "tailreactor_backend.h"',
+        "#include <poll.h>",
+        "#include <stddef.h>",
+        "#ifdef __cplusplus",
+        "#define STATIC_ASSERT static_assert",
+        "#else",
+        "#define STATIC_ASSERT _Static_assert",
+        "#endif",
+        'STATIC_ASSERT(sizeof(tr_event) == 16, "tr_event: token, revents, reserved");',
+        'STATIC_ASSERT(offsetof(tr_event, revents) == 8, "tr_event.revents");',
+        'STATIC_ASSERT(sizeof(tr_capabilities) == 8, "tr_capabilities: flags, max_batch");',
+        'STATIC_ASSERT(TR_IN == POLLIN && TR_OUT == POLLOUT, "TR_IN, TR_OUT");',
+        'STATIC_ASSERT(TR_ERR == POLLERR && TR_HUP == POLLHUP, "TR_ERR, TR_HUP");',
+        'STATIC_ASSERT(TR_RDHUP == POLLRDHUP, "TR_RDHUP");',
+        'STATIC_ASSERT(TR_BACKEND_ABI_VERSION == 1u, "ABI version 1");',
+        *(f"typedef {ptr.replace('(*)', f'(*{name}_t)')};" for name, ptr in PROTOTYPES.items()),
+        # A mismatched prototype is an incompatible-pointer error under -Werror.
+        *(f"{name}_t probe_{name} = {name};" for name in PROTOTYPES),
+        "",
+    ]
+)
 
 
 def compile_probe(compiler: str, std: str, tmp_path, suffix: str) -> subprocess.CompletedProcess:
     src = tmp_path / f"probe{suffix}"
     src.write_text(PROBE)
     return subprocess.run(
-        [compiler, f"-std={std}", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-pedantic",
-         f"-I{INCLUDE}", "-c", str(src), "-o", str(tmp_path / "probe.o")],
-        capture_output=True, text=True, timeout=120, check=False)
+        [
+            compiler,
+            f"-std={std}",
+            "-D_GNU_SOURCE",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            f"-I{INCLUDE}",
+            "-c",
+            str(src),
+            "-o",
+            str(tmp_path / "probe.o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler: `cc` is not on PATH")
@@ -98,11 +116,24 @@ def test_the_build_line_in_the_header_builds_a_library_the_loader_accepts(tmp_pa
 
     (line,) = re.findall(r"^ \*\s+(cc .*-shared.*)$", HEADER.read_text(), flags=re.M)
     lib = tmp_path / "libfoo.so"
-    argv = [str(ROOT / "examples" / "c-backend" / "tr_epoll.c") if a == "foo.c"
-            else str(lib) if a == "libfoo.so" else a for a in line.split(" ")]
+    argv = [
+        str(ROOT / "examples" / "c-backend" / "tr_epoll.c")
+        if a == "foo.c"
+        else str(lib)
+        if a == "libfoo.so"
+        else a
+        for a in line.split(" ")
+    ]
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
-    proc = subprocess.run(["sh", "-c", " ".join(argv)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
+    proc = subprocess.run(
+        ["sh", "-c", " ".join(argv)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, f"{line}: {proc.stderr}"
     assert load_library(lib).tr_backend_abi_version() == 1
 
@@ -115,8 +146,15 @@ def test_header_option_prints_the_path_of_the_header_the_package_ships(tmp_path)
 
     script = Path(sys.executable).with_name("tailreactor-conformance")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
-    proc = subprocess.run([*cmd, "--header"], cwd=tmp_path, env=child_env(), capture_output=True, text=True,
-                          timeout=120, check=False)
+    proc = subprocess.run(
+        [*cmd, "--header"],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     (line,) = proc.stdout.splitlines()
     path = Path(line)
@@ -129,9 +167,23 @@ def test_the_wheel_holds_the_header_as_package_data(tmp_path):
     tailreactor_backend.h, byte for byte the repository's."""
     import zipfile
 
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                           "--wheel-dir", str(tmp_path), str(ROOT)], capture_output=True, text=True,
-                          timeout=600, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if proc.returncode != 0 and "No module named pip" in proc.stderr:
         pytest.skip("pip is not installed in this interpreter")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

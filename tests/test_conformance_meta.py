@@ -39,16 +39,20 @@ PYCACHE = Path(tempfile.gettempdir()) / f"tailreactor-meta-pycache-{os.getuid()}
 
 def child_env(**extra: str) -> dict[str, str]:
     """The environment of a CLI run: no pytest/Hypothesis settings of this session."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "HYPOTHESIS_")) and k != "PYTHONDONTWRITEBYTECODE"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTEST_", "HYPOTHESIS_")) and k != "PYTHONDONTWRITEBYTECODE"
+    }
     env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
     env["TAILREACTOR_CONFORMANCE_SHRINK"] = "0"  # a failing mutant need not be shrunk
     env.update(extra)
     return env
 
 
-def cli(*args: str, json_path: Path | None = None, liveness_s: float | None = None
-        ) -> tuple[subprocess.CompletedProcess, dict | None]:
+def cli(
+    *args: str, json_path: Path | None = None, liveness_s: float | None = None
+) -> tuple[subprocess.CompletedProcess, dict | None]:
     """Run the installed console script (or ``python -m`` if it is not on disk).
 
     ``liveness_s`` shortens the suite's bound on waiting for something that a
@@ -59,8 +63,9 @@ def cli(*args: str, json_path: Path | None = None, liveness_s: float | None = No
     if json_path is not None:  # before any "--": what follows it goes to pytest
         args = ("--json", str(json_path), *args)
     env = child_env() if liveness_s is None else child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S=str(liveness_s))
-    proc = subprocess.run([*cmd, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=TIMEOUT_S, check=False)
+    proc = subprocess.run(
+        [*cmd, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
     data = json.loads(json_path.read_text()) if json_path is not None and json_path.exists() else None
     return proc, data
 
@@ -69,8 +74,13 @@ def cli(*args: str, json_path: Path | None = None, liveness_s: float | None = No
 NOFILE_NEEDED = {"armed_limit_512": 2 * 1024 + 64}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.io_uring) if MUTANTS[n].needs == "io_uring"
-                                  else n for n in sorted(MUTANTS)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.io_uring) if MUTANTS[n].needs == "io_uring" else n
+        for n in sorted(MUTANTS)
+    ],
+)
 def test_suite_catches_mutant(name, tmp_path):
     m = MUTANTS[name]
     if m.needs:
@@ -83,8 +93,10 @@ def test_suite_catches_mutant(name, tmp_path):
     need = NOFILE_NEEDED.get(name)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if need and hard != resource.RLIM_INFINITY and hard < need:
-        pytest.skip(f"platform limit: RLIMIT_NOFILE hard limit {hard} < the {need} fds {name}'s clause "
-                    f"needs (ulimit -n {need})")
+        pytest.skip(
+            f"platform limit: RLIMIT_NOFILE hard limit {hard} < the {need} fds {name}'s clause "
+            f"needs (ulimit -n {need})"
+        )
     args = [*m.cli_args(), "--clause", ",".join(m.clauses), "-n", "0"]
     if len(m.clauses) == 1:
         args.append("-x")
@@ -109,12 +121,15 @@ RECV_CLAUSES = {"B17"}
 def test_reference_passes_every_clause_the_mutants_break(tmp_path):
     # Positive control: the failures above come from the mutation, not from the tests.
     clauses = sorted({c for m in MUTANTS.values() for c in m.clauses} - RECV_CLAUSES)
-    proc, data = cli("--backend", "epoll", "--clause", ",".join(clauses), "-n", "0",
-                     json_path=tmp_path / "result.json")
+    proc, data = cli(
+        "--backend", "epoll", "--clause", ",".join(clauses), "-n", "0", json_path=tmp_path / "result.json"
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert data["failed_clauses"] == []
-    assert all(data["clauses"][c]["epoll"]["status"] == "pass" or _platform_limited(data["clauses"][c]["epoll"])
-               for c in clauses)
+    assert all(
+        data["clauses"][c]["epoll"]["status"] == "pass" or _platform_limited(data["clauses"][c]["epoll"])
+        for c in clauses
+    )
 
 
 def test_io_uring_passes_the_receive_clause_its_mutant_breaks(tmp_path):
@@ -124,8 +139,15 @@ def test_io_uring_passes_the_receive_clause_its_mutant_breaks(tmp_path):
         create_backend("io_uring").close()
     except OSError as exc:
         pytest.skip(f"io_uring unavailable here: {exc}")
-    proc, data = cli("--backend", "io_uring", "--clause", ",".join(sorted(RECV_CLAUSES)), "-n", "0",
-                     json_path=tmp_path / "result.json")
+    proc, data = cli(
+        "--backend",
+        "io_uring",
+        "--clause",
+        ",".join(sorted(RECV_CLAUSES)),
+        "-n",
+        "0",
+        json_path=tmp_path / "result.json",
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert all(data["clauses"][c]["io_uring"]["status"] == "pass" for c in RECV_CLAUSES)
 
@@ -179,15 +201,19 @@ def test_correct_backends_pass_every_clause_they_claim_and_the_table_says_what_i
 
 
 # -- issue 22's cases 3-5: caught by the clause they break, not by accident -------------
-@pytest.mark.parametrize("name, bystanders", [
-    ("rearm_drops_other_direction", "B1,B14"),   # case 3: was caught only inside B14's test
-    ("report_all_directions", "B1"),             # case 4: was caught by B1, not B15
-    ("drain_chunk_off_by_one", "R11"),           # case 5: was caught only by an R11 test
-])
+@pytest.mark.parametrize(
+    "name, bystanders",
+    [
+        ("rearm_drops_other_direction", "B1,B14"),  # case 3: was caught only inside B14's test
+        ("report_all_directions", "B1"),  # case 4: was caught by B1, not B15
+        ("drain_chunk_off_by_one", "R11"),  # case 5: was caught only by an R11 test
+    ],
+)
 def test_a_mutant_of_issue_22_passes_the_clauses_that_caught_it_by_accident(name, bystanders, tmp_path):
     m = MUTANTS[name]
-    proc, data = cli(*m.cli_args(), "--clause", bystanders, "-n", "0", json_path=tmp_path / "result.json",
-                     liveness_s=1.0)
+    proc, data = cli(
+        *m.cli_args(), "--clause", bystanders, "-n", "0", json_path=tmp_path / "result.json", liveness_s=1.0
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert data["failed_clauses"] == []
 
@@ -199,9 +225,27 @@ def test_a_test_that_never_ends_fails_its_clause_within_the_bound(tmp_path):
     script = Path(sys.executable).with_name("tailreactor-conformance")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
     env = child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S="1", TAILREACTOR_CONFORMANCE_TEST_BOUND_S="2")
-    proc = subprocess.run([*cmd, "--json", str(tmp_path / "result.json"), "--backend", "epoll", "--reactor",
-                           "fixtures.backends.reactors:RunOnceNeverReturns", "--clause", "R6", "-n", "0"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    proc = subprocess.run(
+        [
+            *cmd,
+            "--json",
+            str(tmp_path / "result.json"),
+            "--backend",
+            "epoll",
+            "--reactor",
+            "fixtures.backends.reactors:RunOnceNeverReturns",
+            "--clause",
+            "R6",
+            "-n",
+            "0",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
     data = json.loads((tmp_path / "result.json").read_text())
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert data["failed_clauses"] == ["R6"]
@@ -212,8 +256,10 @@ def test_a_test_that_never_ends_fails_its_clause_within_the_bound(tmp_path):
 WHOLE_SUITE_TIMEOUT_S = 600
 
 
-@pytest.mark.skipif(not os.environ.get("TAILREACTOR_META_EXCLUSIVE"),
-                    reason="every mutant over the whole suite (slow path): set TAILREACTOR_META_EXCLUSIVE=1")
+@pytest.mark.skipif(
+    not os.environ.get("TAILREACTOR_META_EXCLUSIVE"),
+    reason="every mutant over the whole suite (slow path): set TAILREACTOR_META_EXCLUSIVE=1",
+)
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_every_mutant_over_the_whole_suite_ends_and_fails_its_clauses(name, tmp_path):
     """Each mutant, run over the whole suite, ends within WHOLE_SUITE_TIMEOUT_S (no hang,
@@ -231,9 +277,15 @@ def test_every_mutant_over_the_whole_suite_ends_and_fails_its_clauses(name, tmp_
     script = Path(sys.executable).with_name("tailreactor-conformance")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
     try:
-        proc = subprocess.run([*cmd, "--json", str(json_path), *m.cli_args(), "-n", "0"], cwd=ROOT,
-                              env=child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S="1"), capture_output=True,
-                              text=True, timeout=WHOLE_SUITE_TIMEOUT_S, check=False)
+        proc = subprocess.run(
+            [*cmd, "--json", str(json_path), *m.cli_args(), "-n", "0"],
+            cwd=ROOT,
+            env=child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S="1"),
+            capture_output=True,
+            text=True,
+            timeout=WHOLE_SUITE_TIMEOUT_S,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"{name}: the whole suite did not end within {WHOLE_SUITE_TIMEOUT_S} s (a hang)")
     data = json.loads(json_path.read_text()) if json_path.exists() else None
@@ -243,7 +295,8 @@ def test_every_mutant_over_the_whole_suite_ends_and_fails_its_clauses(name, tmp_
     assert proc.returncode == 1 and failed == expected, (
         f"{name}: exit status {proc.returncode}; fails {_by_number(failed)}, MUTANTS lists {_by_number(expected)}: "
         f"not failing {_by_number(expected - failed)}, failing but not listed {_by_number(failed - expected)}"
-        f"\n{proc.stdout[-4000:]}")
+        f"\n{proc.stdout[-4000:]}"
+    )
     print(f"{name} fails {data['failed_clauses']}")
 
 
@@ -252,8 +305,9 @@ def _by_number(clauses: set[str]) -> list[str]:
 
 
 def test_every_clause_has_a_test_and_every_mutant_a_clause(tmp_path):
-    proc, data = cli("--backend", "epoll", "-n", "0", "--", "--collect-only",
-                     json_path=tmp_path / "result.json")
+    proc, data = cli(
+        "--backend", "epoll", "-n", "0", "--", "--collect-only", json_path=tmp_path / "result.json"
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     untested = [c.id for c in CLAUSES if not data["collected"].get(c.id)]
     assert not untested, f"clauses without a test: {untested}"
@@ -273,8 +327,14 @@ def test_exitfirst_with_parallel_workers_exits_1_not_2(tmp_path):
     # stopping after 1 failures" (pytest's 2); a failing clause must still exit 1,
     # since 2 means "a backend that cannot start".  The run is also clean: no
     # assert-rewrite warning about modules imported before pytest started.
-    proc, data = cli("--backend", MUTANTS["reversed_batch"].backend, "--clause", "B9", "-x",
-                     json_path=tmp_path / "result.json")
+    proc, data = cli(
+        "--backend",
+        MUTANTS["reversed_batch"].backend,
+        "--clause",
+        "B9",
+        "-x",
+        json_path=tmp_path / "result.json",
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
     assert data["failed_clauses"] == ["B9"]
@@ -286,8 +346,15 @@ def test_reversed_batch_fails_b9_and_the_age_scenarios_it_makes_impossible_name_
     # R10/R11's slow-callback scenarios need the oldest event not to be reported
     # first; a backend that declares ordered and breaks B9 makes that impossible.
     # A skip would hide the bug (issue 32): those tests fail, naming B9's rule.
-    proc, data = cli("--backend", MUTANTS["reversed_batch"].backend, "--clause", "B9,R10,R11",
-                     "-n", "0", json_path=tmp_path / "result.json")
+    proc, data = cli(
+        "--backend",
+        MUTANTS["reversed_batch"].backend,
+        "--clause",
+        "B9,R10,R11",
+        "-n",
+        "0",
+        json_path=tmp_path / "result.json",
+    )
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert data["failed_clauses"] == ["B9", "R10", "R11"]
     backend = MUTANTS["reversed_batch"].backend
@@ -298,8 +365,14 @@ def test_reversed_batch_fails_b9_and_the_age_scenarios_it_makes_impossible_name_
 
 
 #: What a skip may say: a capability the backend declares absent, or the platform lacks.
-DECLARED_SKIPS = ("does not declare ordered=True", "has no arm_recv", "has no harvest()",
-                  "declares no max_batch", "platform limit:", "io_uring unavailable here")
+DECLARED_SKIPS = (
+    "does not declare ordered=True",
+    "has no arm_recv",
+    "has no harvest()",
+    "declares no max_batch",
+    "platform limit:",
+    "io_uring unavailable here",
+)
 
 
 def test_a_broken_precondition_fails_the_clause_naming_the_rule_not_a_skip(tmp_path):
@@ -307,21 +380,24 @@ def test_a_broken_precondition_fails_the_clause_naming_the_rule_not_a_skip(tmp_p
     backend that drops one (arming a direction drops the other's arming, libuv's
     uv_poll_start with the new bit alone) fails B14, and the message names B1."""
     m = MUTANTS["arm_replaces_other_direction"]
-    proc, data = cli(*m.cli_args(), "--clause", "B14", "-n", "0", json_path=tmp_path / "result.json",
-                     liveness_s=1.0)
+    proc, data = cli(
+        *m.cli_args(), "--clause", "B14", "-n", "0", json_path=tmp_path / "result.json", liveness_s=1.0
+    )
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert data["failed_clauses"] == ["B14"]
     assert not data["clauses"]["B14"][m.backend]["skips"]
-    assert "rule of clause B1 broken" in proc.stdout and "two ready armed tokens" in proc.stdout, \
-        proc.stdout[-4000:]
+    assert "rule of clause B1 broken" in proc.stdout and "two ready armed tokens" in proc.stdout, proc.stdout[
+        -4000:
+    ]
 
 
 def test_unknown_reactor_is_one_line_naming_the_option_and_exit_2():
     proc, _ = cli("--backend", "epoll", "--reactor", "no_such_module:X")
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tailreactor-conformance: --reactor no_such_module:X: "), \
+    assert len(lines) == 1 and lines[0].startswith("tailreactor-conformance: --reactor no_such_module:X: "), (
         proc.stderr
+    )
 
 
 def test_backend_auto_is_shown_as_the_backend_it_resolves_to(tmp_path):
@@ -390,8 +466,15 @@ def test_doc_worked_example_passes_and_its_draft_fails_b1(tmp_path):
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
 
     def run(*args):
-        return subprocess.run([*cmd, *args, "-n", "0"], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=TIMEOUT_S, check=False)
+        return subprocess.run(
+            [*cmd, *args, "-n", "0"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
 
     good = run("--backend", "oneshot_epoll:OneShotEpoll", "--clause", "B")
     assert good.returncode == 0, good.stdout[-4000:] + good.stderr[-2000:]
@@ -406,17 +489,32 @@ def test_a_reactor_factory_that_makes_no_reactor_is_one_line_and_exit_2():
     proc, _ = cli("--backend", "epoll", "--reactor", "tailreactor.backends.epoll:EpollBackend")
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--reactor tailreactor.backends.epoll:EpollBackend: " in lines[0] \
-        and "not a reactor" in lines[0], proc.stderr
+    assert (
+        len(lines) == 1
+        and "--reactor tailreactor.backends.epoll:EpollBackend: " in lines[0]
+        and "not a reactor" in lines[0]
+    ), proc.stderr
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--reactor", "fixtures.backends.odd_factories:CloseRaises"], "close() raised RuntimeError: close failed"),
-    (["--reactor", "fixtures.backends.odd_factories:raises_two_lines"], "raised ValueError: 'first line\\nsecond line'"),
-    (["--reactor", "fixtures.backends.odd_factories:exits"], "raised SystemExit: 3"),
-    (["--backend", "fixtures.backends.odd_factories:backend_exits"], "cannot be created: SystemExit: bye"),
-    (["--backend", "fixtures.backends.odd_factories:backend_none"], "returned None, not a backend"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (
+            ["--reactor", "fixtures.backends.odd_factories:CloseRaises"],
+            "close() raised RuntimeError: close failed",
+        ),
+        (
+            ["--reactor", "fixtures.backends.odd_factories:raises_two_lines"],
+            "raised ValueError: 'first line\\nsecond line'",
+        ),
+        (["--reactor", "fixtures.backends.odd_factories:exits"], "raised SystemExit: 3"),
+        (
+            ["--backend", "fixtures.backends.odd_factories:backend_exits"],
+            "cannot be created: SystemExit: bye",
+        ),
+        (["--backend", "fixtures.backends.odd_factories:backend_none"], "returned None, not a backend"),
+    ],
+)
 def test_a_factory_that_fails_oddly_is_still_one_line_and_exit_2(args, says):
     if args[0] == "--reactor":
         args = ["--backend", "epoll", *args]

@@ -17,16 +17,26 @@ import textwrap
 
 def _pytest(cwd, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HYPOTHESIS_"))}
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_another_project_can_define_its_own_backend_option_and_hypothesis_profile(tmp_path):
-    (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent("""
         def pytest_addoption(parser):
             parser.addoption("--backend", default="theirs")
-    """))
-    (tmp_path / "test_theirs.py").write_text(textwrap.dedent("""
+    """)
+    )
+    (tmp_path / "test_theirs.py").write_text(
+        textwrap.dedent("""
         import sys
 
         def test_option(pytestconfig):
@@ -37,14 +47,26 @@ def test_another_project_can_define_its_own_backend_option_and_hypothesis_profil
             # profile called "ci" when the CI variable is set.
             assert "tailreactor_conformance.plugin" not in sys.modules
             assert "tailreactor_conformance.profiles" not in sys.modules
-    """))
+    """)
+    )
     done = _pytest(tmp_path, "--backend", "theirs")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
 
 
 def test_the_suite_runs_under_plain_pytest_with_the_plugin_asked_for(tmp_path):
-    done = _pytest(tmp_path, "-p", "tailreactor_conformance.plugin", "--pyargs",
-                   "tailreactor_conformance.tests", "--backend", "epoll", "--clause", "B16", "-n", "0")
+    done = _pytest(
+        tmp_path,
+        "-p",
+        "tailreactor_conformance.plugin",
+        "--pyargs",
+        "tailreactor_conformance.tests",
+        "--backend",
+        "epoll",
+        "--clause",
+        "B16",
+        "-n",
+        "0",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "B16" in done.stdout and "pass" in done.stdout

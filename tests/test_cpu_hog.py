@@ -28,8 +28,13 @@ sys.exit(3)
 
 
 def test_the_hogs_run_while_the_command_runs_and_its_exit_code_is_kept():
-    done = subprocess.run([*HOG, "-n", "2", "--", sys.executable, "-c", CHILD],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [*HOG, "-n", "2", "--", sys.executable, "-c", CHILD],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 3, done.stderr
     assert done.stdout.strip() == "2"
     assert "cpu_hog: 2 busy processes" in done.stderr

@@ -25,8 +25,20 @@ from tailreactor.clock import ManualClock
 from tailreactor.config import Config
 from test_reactor_interrupts import Interrupter, _finish, _harvest_window
 
-WALK_TRACED = {"_dispatch", "_between", "_harvest", "_stamp", "next", "_take_run", "_walk_batch", "again",
-               "add", "take_aged", "<listcomp>", "<setcomp>"}
+WALK_TRACED = {
+    "_dispatch",
+    "_between",
+    "_harvest",
+    "_stamp",
+    "next",
+    "_take_run",
+    "_walk_batch",
+    "again",
+    "add",
+    "take_aged",
+    "<listcomp>",
+    "<setcomp>",
+}
 
 
 def _walk_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int, int, int]:
@@ -34,8 +46,9 @@ def _walk_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int,
     clock = ManualClock()
     # uring_entries=8: the sweep opens a reactor per bytecode, and the kernel frees a ring's locked
     # memory late; small rings keep it within a normal user's 8 MiB memlock limit.
-    cfg = Config.default().replace(tail_us=tail_us, harvest_us=1, drain_chunk=1, round_budget_us=5,
-                                   uring_entries=8)
+    cfg = Config.default().replace(
+        tail_us=tail_us, harvest_us=1, drain_chunk=1, round_budget_us=5, uring_entries=8
+    )
     r = Reactor(backend, config=cfg, clock=clock)
     got: Counter = Counter()
     state = {"after": False}
@@ -67,9 +80,13 @@ def _walk_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int,
 
     r.backend.wait = traced_wait
     window = _harvest_window()
-    interrupter = Interrupter(k, WALK_TRACED, {reactor_mod.__file__, dispatch_mod.__file__},
-                              skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
-                              active=lambda: state["after"])
+    interrupter = Interrupter(
+        k,
+        WALK_TRACED,
+        {reactor_mod.__file__, dispatch_mod.__file__},
+        skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
+        active=lambda: state["after"],
+    )
     raised = interrupter.run(lambda: r.run_once(1.0))
     state["after"] = False
     harvested, drains = r.counters.harvested, r.counters.drain_chunk_drains
@@ -86,9 +103,13 @@ def test_an_interrupt_at_any_bytecode_of_the_walk_and_between_deliveries_loses_n
     k = 0
     while True:
         raised, got, n, harvested, drains = _walk_trial(backend_name, k, tail_us)
-        assert len(got) == n and set(got.values()) == {1}, f"interrupt at traced bytecode {k}: deliveries {dict(got)}"
+        assert len(got) == n and set(got.values()) == {1}, (
+            f"interrupt at traced bytecode {k}: deliveries {dict(got)}"
+        )
         if not raised:
             break
         k += 1
-    assert harvested == 2 and drains >= 3, f"precondition: the uninterrupted round harvested {harvested}, drained {drains}"
+    assert harvested == 2 and drains >= 3, (
+        f"precondition: the uninterrupted round harvested {harvested}, drained {drains}"
+    )
     assert k > 300, f"precondition: the round executed only {k} traced bytecodes"

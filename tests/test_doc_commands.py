@@ -56,7 +56,11 @@ def _is_command(words: list[str]) -> bool:
         return False
     head = words[0].removeprefix(".venv/bin/")
     if head in ("python", "python3"):  # a module, a benchmark script, or .venv/bin/python itself
-        return words[0] != head or (len(words) > 2 and words[1] == "-m") or (len(words) > 1 and words[1].startswith("benchmarks/"))
+        return (
+            words[0] != head
+            or (len(words) > 2 and words[1] == "-m")
+            or (len(words) > 1 and words[1].startswith("benchmarks/"))
+        )
     if head == "pytest" or re.fullmatch(r"tailreactor-[a-z]+", head):
         return True
     if head == "make":
@@ -172,7 +176,9 @@ def cheap_form(quote: Quote) -> tuple[tuple[str, ...], str]:
 def _run(argv: tuple[str, ...]) -> tuple[int, str]:
     env = dict(os.environ, PYTHON=sys.executable, TAILREACTOR_VENV=str(BIN.parent))
     try:
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env, check=False)
+        done = subprocess.run(
+            argv, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env, check=False
+        )
     except FileNotFoundError as exc:
         return 127, str(exc)
     return done.returncode, done.stdout + done.stderr
@@ -198,10 +204,14 @@ def problems(quotes: list[Quote]) -> list[str]:
         else:
             text = output if kind != "source" else (ROOT / argv[-1]).read_text(encoding="utf-8")
             if kind != "make":
-                missing = sorted(o for o in options_of(q) if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text))
+                missing = sorted(
+                    o for o in options_of(q) if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text)
+                )
                 if missing:
                     why = f"option(s) {', '.join(missing)} not in `{shlex.join(argv)}`"
-        bad_env = sorted(a.split("=")[0] for a in q.env if a.startswith("CWIST_") and a.split("=")[0] not in knobs)
+        bad_env = sorted(
+            a.split("=")[0] for a in q.env if a.startswith("CWIST_") and a.split("=")[0] not in knobs
+        )
         if bad_env:
             why = (why + "; " if why else "") + f"{', '.join(bad_env)} is not a knob"
         if why:
@@ -211,24 +221,36 @@ def problems(quotes: list[Quote]) -> list[str]:
 
 def test_the_extractor_finds_the_commands_the_pages_quote():
     texts = {" ".join(q.words) for q in quoted_commands()}
-    for expected in ("scripts/tail-latency.sh", "scripts/test.sh",
-                     ".venv/bin/python -m tailreactor.config_docs --lang en",
-                     "tailreactor-conformance --list", "python -m tailreactor.probe_files /tmp/probe-{pid}-{worker}.json"):
+    for expected in (
+        "scripts/tail-latency.sh",
+        "scripts/test.sh",
+        ".venv/bin/python -m tailreactor.config_docs --lang en",
+        "tailreactor-conformance --list",
+        "python -m tailreactor.probe_files /tmp/probe-{pid}-{worker}.json",
+    ):
         assert expected in texts, sorted(texts)
     assert len(texts) > 30
 
 
 def test_a_module_without_a_command_line_an_unknown_option_or_knob_is_caught(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("Read it with `python -m tailreactor.probe /tmp/probe.json`, or\n"
-                    "`python -m tailreactor.probe_files /tmp/probe.json`, then\n\n"
-                    "```sh\nscripts/tail-latency.sh --pin \\\n  --no-such-option 3\n"
-                    "CWIST_NO_SUCH_KNOB=1 tailreactor-bench --port 0  # a comment\n"
-                    "scripts/tests.sh -k timers\n```\n\n"
-                    "```text\ntailreactor-bench --not-a-command-but-output\n```\n", encoding="utf-8")
+    page.write_text(
+        "Read it with `python -m tailreactor.probe /tmp/probe.json`, or\n"
+        "`python -m tailreactor.probe_files /tmp/probe.json`, then\n\n"
+        "```sh\nscripts/tail-latency.sh --pin \\\n  --no-such-option 3\n"
+        "CWIST_NO_SUCH_KNOB=1 tailreactor-bench --port 0  # a comment\n"
+        "scripts/tests.sh -k timers\n```\n\n"
+        "```text\ntailreactor-bench --not-a-command-but-output\n```\n",
+        encoding="utf-8",
+    )
     quotes = quoted_commands([page])
-    assert [q.words[0] for q in quotes] == ["python", "python", "scripts/tail-latency.sh", "tailreactor-bench",
-                                            "scripts/tests.sh"]
+    assert [q.words[0] for q in quotes] == [
+        "python",
+        "python",
+        "scripts/tail-latency.sh",
+        "tailreactor-bench",
+        "scripts/tests.sh",
+    ]
     found = problems(quotes)
     assert len(found) == 4, "\n".join(found)
     assert "printed no usage" in found[0] and "tailreactor.probe " in found[0]

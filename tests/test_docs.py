@@ -43,8 +43,8 @@ EN, KO = DOCS / "en", DOCS / "ko"
 _MD = MarkdownIt("commonmark").enable("table")
 _NAME = re.compile(r"CWIST_[A-Z0-9_]+")
 _NUMBER = re.compile(r"\d+(?:\.\d+)*")
-_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")      # "](target)" of a Markdown link
-_LIST_MARKER = re.compile(r"(?m)^\s*\d+\.\s")    # "1. " numbering is structure, not a fact
+_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")  # "](target)" of a Markdown link
+_LIST_MARKER = re.compile(r"(?m)^\s*\d+\.\s")  # "1. " numbering is structure, not a fact
 _TRANSLATION = {"en": ("한국어", "ko"), "ko": ("English", "en")}
 
 
@@ -63,8 +63,11 @@ def _inline_text(token) -> str:
 def github_slug(text: str) -> str:
     """GitHub's heading anchor (github-slugger): lowercase, keep letters, marks,
     digits, ``_``, ``-`` and spaces (any script, so Korean stays), spaces to ``-``."""
-    kept = [ch for ch in text.lower()
-            if ch in " -" or unicodedata.category(ch)[0] in "LMN" or unicodedata.category(ch) == "Pc"]
+    kept = [
+        ch
+        for ch in text.lower()
+        if ch in " -" or unicodedata.category(ch)[0] in "LMN" or unicodedata.category(ch) == "Pc"
+    ]
     return "".join(kept).replace(" ", "-")
 
 
@@ -141,8 +144,9 @@ def parity_problems(en_page: Path, ko_page: Path) -> list[str]:
         label, other = _TRANSLATION[lang]
         want = f"[{label}](../{other}/{name})"
         if s.first_line != want:
-            problems.append(f"{name} ({lang}): first line must link the translation as {want}, "
-                            f"found {s.first_line!r}")
+            problems.append(
+                f"{name} ({lang}): first line must link the translation as {want}, found {s.first_line!r}"
+            )
     if en.levels != ko.levels:
         problems.append(f"{name}: heading levels differ: en {en.levels} vs ko {ko.levels}")
     if len(en.tables) != len(ko.tables):
@@ -154,18 +158,25 @@ def parity_problems(en_page: Path, ko_page: Path) -> list[str]:
             missing = sorted(set(te[1]) ^ set(tk[1])) or ["(same cells, different order)"]
             problems.append(f"{name}: table {n} first column differs: {missing}")
     if en.names != ko.names:
-        problems.append(f"{name}: CWIST_* names differ: only en {sorted(en.names - ko.names)}, "
-                        f"only ko {sorted(ko.names - en.names)}")
+        problems.append(
+            f"{name}: CWIST_* names differ: only en {sorted(en.names - ko.names)}, "
+            f"only ko {sorted(ko.names - en.names)}"
+        )
     if en.numbers != ko.numbers:
-        problems.append(f"{name}: numbers differ: only en {sorted(en.numbers - ko.numbers)}, "
-                        f"only ko {sorted(ko.numbers - en.numbers)}")
+        problems.append(
+            f"{name}: numbers differ: only en {sorted(en.numbers - ko.numbers)}, "
+            f"only ko {sorted(ko.numbers - en.numbers)}"
+        )
     return problems
 
 
 def tree_problems(en_dir: Path, ko_dir: Path) -> list[str]:
     """Parity of two language trees: every page of either exists in both, and matches."""
-    problems = [f"{p.name}: docs/ko has it, docs/en does not"
-                for p in sorted(ko_dir.glob("*.md")) if not (en_dir / p.name).exists()]
+    problems = [
+        f"{p.name}: docs/ko has it, docs/en does not"
+        for p in sorted(ko_dir.glob("*.md"))
+        if not (en_dir / p.name).exists()
+    ]
     for page in sorted(en_dir.glob("*.md")):
         problems += parity_problems(page, ko_dir / page.name)
     return problems
@@ -222,12 +233,15 @@ def test_links_and_anchors_resolve():
     assert link_problems(DOCS) == []
 
 
-@pytest.mark.parametrize("heading, anchor", [
-    ("`CWIST_HTTP_BATCH`", "cwist_http_batch"),
-    ("One round", "one-round"),
-    ("디스패치 정책", "디스패치-정책"),
-    ("A/B: tail on vs. off (3500 us)", "ab-tail-on-vs-off-3500-us"),
-])
+@pytest.mark.parametrize(
+    "heading, anchor",
+    [
+        ("`CWIST_HTTP_BATCH`", "cwist_http_batch"),
+        ("One round", "one-round"),
+        ("디스패치 정책", "디스패치-정책"),
+        ("A/B: tail on vs. off (3500 us)", "ab-tail-on-vs-off-3500-us"),
+    ],
+)
 def test_github_slug(heading, anchor):
     assert github_slug(heading) == anchor
 
@@ -242,52 +256,72 @@ def test_runtime_config_page_is_generated(lang):
 def test_check_command_passes_and_fails_with_the_regenerate_command(tmp_path):
     cmd = [sys.executable, "-m", "tailreactor.config_docs"]
     for lang in config_docs.LANGS:
-        done = subprocess.run(cmd + ["--lang", lang, "--check"], capture_output=True, text=True,
-                              timeout=300, check=False)
+        done = subprocess.run(
+            cmd + ["--lang", lang, "--check"], capture_output=True, text=True, timeout=300, check=False
+        )
         assert done.returncode == 0, done.stderr
     stale = tmp_path / "runtime-config.md"
     stale.write_text(config_docs.render("ko").replace("`3500`", "`3000`"), encoding="utf-8")
-    done = subprocess.run(cmd + ["--lang", "ko", "--check", "--file", str(stale)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        cmd + ["--lang", "ko", "--check", "--file", str(stale)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 1
     assert f"python -m tailreactor.config_docs --lang ko > {stale}" in done.stderr
-    diff_line = next(line for line in done.stderr.splitlines()
-                     if line.startswith("-| [`CWIST_REACTOR_TAIL_US`]"))
+    diff_line = next(
+        line for line in done.stderr.splitlines() if line.startswith("-| [`CWIST_REACTOR_TAIL_US`]")
+    )
     assert "`3000`" in diff_line
 
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)
 def test_every_knob_has_a_table_row_and_a_section(lang):
     s = shape(DOCS / lang / "runtime-config.md")
-    in_tables = [cell for _, first in s.tables for cell in first
-                 if _NAME.fullmatch(cell)]  # the knob tables; the symptom table is numbered
+    in_tables = [
+        cell for _, first in s.tables for cell in first if _NAME.fullmatch(cell)
+    ]  # the knob tables; the symptom table is numbered
     assert sorted(in_tables) == sorted(k.name for k in KNOBS)
     assert {k.name for k in KNOBS} <= set(s.headings)
 
 
 # -- one Korean term per concept (the glossary in docs/README.md) ---------------------
 #: Variants the glossary rejects: (pattern, the glossary's term).  "암" alone (an A/B arm) reads as 癌.
-KO_VARIANTS = [(r"노브", "변수"), (r"수확", "거둬들이다"), (r"계정", "집계"), (r"(?<![가-힣])암(?![가-힣호])", "비교군"),
-               (r"(?<![가-힣])암(?=[이을은의과에별마])", "비교군"), (r"신뢰 구간", "신뢰구간"),
-               (r"late 우회", "늦은 우회"), (r"처리 단위", "패스"), (r"열린 루프|닫힌 루프", "개루프, 폐루프"), (r"조용히 (?:정상 )?종료", "우아한 종료"),
-               # queue age is 나이; "큐 대기 시간" reads as a second concept
-               (r"큐 대기 시간", "나이"),
-               # bounded (a limit exists), not "finite"
-               (r"유한한", "상한이 있는"),
-               # harvest has its own term; 거둬들이다 is reap only
-               (r"거둬들이기|라운드 중 거둬들", "중간 수거"),
-               # arm (an event) is 등록: no English verb with a Korean ending, no "arm 스탬프"
-               (r"(?<![`_A-Za-z])arm(?=[가-힣])|(?<![`_A-Za-z])arm (?:스탬프|순서)", "등록"),
-               # one word each for joint, interactive, warm-up, sample
-               (r"공동 (?:\d|구간|신뢰)", "동시"), (r"인터랙티브", "대화형"), (r"예열", "워밍업"), (r"표본", "샘플"),
-               # an A/B arm is 비교군, not 쪽
-               (r"(?:끈|켠|기준) 쪽", "비교군"),
-               # a figure that is a number is 수치 (그림 is a plot)
-               (r"\| 그림 \|", "수치"),
-               # an inconclusive A/B could not tell; it did not find "no difference"
-               (r"차이가 없었다|이득을 찾지 못했다", "가릴 수 없었다"),
-               # B/A ratios are B/A: "A → B로 적었다" is for the probe's medians only
-               (r"B/A 비율과 판정, 프로브의 중앙값은 A → B로", "비율은 B/A")]
+KO_VARIANTS = [
+    (r"노브", "변수"),
+    (r"수확", "거둬들이다"),
+    (r"계정", "집계"),
+    (r"(?<![가-힣])암(?![가-힣호])", "비교군"),
+    (r"(?<![가-힣])암(?=[이을은의과에별마])", "비교군"),
+    (r"신뢰 구간", "신뢰구간"),
+    (r"late 우회", "늦은 우회"),
+    (r"처리 단위", "패스"),
+    (r"열린 루프|닫힌 루프", "개루프, 폐루프"),
+    (r"조용히 (?:정상 )?종료", "우아한 종료"),
+    # queue age is 나이; "큐 대기 시간" reads as a second concept
+    (r"큐 대기 시간", "나이"),
+    # bounded (a limit exists), not "finite"
+    (r"유한한", "상한이 있는"),
+    # harvest has its own term; 거둬들이다 is reap only
+    (r"거둬들이기|라운드 중 거둬들", "중간 수거"),
+    # arm (an event) is 등록: no English verb with a Korean ending, no "arm 스탬프"
+    (r"(?<![`_A-Za-z])arm(?=[가-힣])|(?<![`_A-Za-z])arm (?:스탬프|순서)", "등록"),
+    # one word each for joint, interactive, warm-up, sample
+    (r"공동 (?:\d|구간|신뢰)", "동시"),
+    (r"인터랙티브", "대화형"),
+    (r"예열", "워밍업"),
+    (r"표본", "샘플"),
+    # an A/B arm is 비교군, not 쪽
+    (r"(?:끈|켠|기준) 쪽", "비교군"),
+    # a figure that is a number is 수치 (그림 is a plot)
+    (r"\| 그림 \|", "수치"),
+    # an inconclusive A/B could not tell; it did not find "no difference"
+    (r"차이가 없었다|이득을 찾지 못했다", "가릴 수 없었다"),
+    # B/A ratios are B/A: "A → B로 적었다" is for the probe's medians only
+    (r"B/A 비율과 판정, 프로브의 중앙값은 A → B로", "비율은 B/A"),
+]
 
 
 def test_the_glossary_lists_each_term_once_with_what_it_replaces():
@@ -304,7 +338,6 @@ def test_korean_pages_use_the_glossary_terms(page):
     for pattern, term in KO_VARIANTS:
         found = re.findall(r".{0,12}" + pattern + r".{0,12}", text)
         assert not found, f"{page}: {found} -- the glossary's term is {term!r} (docs/README.md)"
-
 
 
 def _glossary_row(english: str) -> str:
@@ -329,9 +362,12 @@ def test_the_glossary_says_what_the_job_decides():
 #: Where a page may still say ``neutral``: the history's schema 1 lines, which did.
 def test_no_page_says_neutral_except_for_schema_1_history_lines():
     pages = [ROOT / "README.md", DOCS / "README.md", *sorted(DOCS.rglob("*.md"))]
-    said = [f"{p.relative_to(ROOT)}: {ln.strip()[:80]}" for p in pages
-            for ln in p.read_text(encoding="utf-8").splitlines()
-            if "neutral" in ln and "schema 1" not in ln]
+    said = [
+        f"{p.relative_to(ROOT)}: {ln.strip()[:80]}"
+        for p in pages
+        for ln in p.read_text(encoding="utf-8").splitlines()
+        if "neutral" in ln and "schema 1" not in ln
+    ]
     assert said == []
 
 
@@ -439,16 +475,38 @@ def test_what_the_pages_say_about_the_defaults_is_true():
 def test_generator_renders_any_row():
     """A new area, a path knob, a derived default and a test-only knob all render."""
     rows = [
-        Knob(name="CWIST_NEW_PATH", attr="new_path", kind="path", default=None, area="storage",
-             default_text="unset"),
-        Knob(name="CWIST_NEW_FLAG", attr="new_flag", kind="bool", default=True, area="probe",
-             backends=("epoll", "io_uring")),
-        Knob(name="CWIST_NEW_DELAY_US", attr="new_delay_us", kind="int", default=0, lo=0, hi=10,
-             area="http", test_only=True),
+        Knob(
+            name="CWIST_NEW_PATH",
+            attr="new_path",
+            kind="path",
+            default=None,
+            area="storage",
+            default_text="unset",
+        ),
+        Knob(
+            name="CWIST_NEW_FLAG",
+            attr="new_flag",
+            kind="bool",
+            default=True,
+            area="probe",
+            backends=("epoll", "io_uring"),
+        ),
+        Knob(
+            name="CWIST_NEW_DELAY_US",
+            attr="new_delay_us",
+            kind="int",
+            default=0,
+            lo=0,
+            hi=10,
+            area="http",
+            test_only=True,
+        ),
     ]
     KnobText = config_docs.KnobText
-    texts = {"CWIST_NEW_PATH": {"en": KnobText("A path."), "ko": KnobText("경로.")},
-             "CWIST_NEW_FLAG": {"en": KnobText("A flag."), "ko": KnobText("플래그.")}}  # DELAY_US: none yet
+    texts = {
+        "CWIST_NEW_PATH": {"en": KnobText("A path."), "ko": KnobText("경로.")},
+        "CWIST_NEW_FLAG": {"en": KnobText("A flag."), "ko": KnobText("플래그.")},
+    }  # DELAY_US: none yet
     for lang in config_docs.LANGS:
         page = config_docs.render(lang, rows, texts)
         for k in rows:
@@ -486,8 +544,9 @@ def code_names() -> dict[str, set[str]]:
 
 def test_every_cwist_name_in_the_code_is_a_registry_row():
     registry = {k.name for k in KNOBS}
-    unknown = {n: sorted(files) for n, files in code_names().items()
-               if n not in registry and n not in NOT_KNOBS}
+    unknown = {
+        n: sorted(files) for n, files in code_names().items() if n not in registry and n not in NOT_KNOBS
+    }
     assert unknown == {}, "add a Knob row to tailreactor.config.KNOBS (or whitelist with a reason)"
 
 
@@ -538,11 +597,14 @@ def test_link_check_fails_on_a_missing_anchor(tmp_path):
     for top in ("reference", "conformance", "scripts"):  # targets of links out of docs/
         (tmp_path / top).symlink_to(ROOT / top)
     page = tmp_path / "docs" / "ko" / "runtime-config.md"
-    page.write_text(page.read_text(encoding="utf-8").replace("#한-라운드", "#한-라운드-없음"),
-                    encoding="utf-8")
+    page.write_text(
+        page.read_text(encoding="utf-8").replace("#한-라운드", "#한-라운드-없음"), encoding="utf-8"
+    )
     problems = link_problems(tmp_path / "docs")
-    assert problems == ["docs/ko/runtime-config.md: link 'architecture.md#한-라운드-없음': "
-                        "no heading with anchor #한-라운드-없음 in architecture.md"]
+    assert problems == [
+        "docs/ko/runtime-config.md: link 'architecture.md#한-라운드-없음': "
+        "no heading with anchor #한-라운드-없음 in architecture.md"
+    ]
 
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)
@@ -553,23 +615,35 @@ def test_documented_bad_value_answer_is_the_servers(lang):
     command, answer = session.strip().split("\n")
     assignment = command.split()[1]
     name, _, value = assignment.partition("=")
-    done = subprocess.run([sys.executable, "-m", "tailreactor.http.server", "--port", "0"],
-                          capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", name: value}, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "tailreactor.http.server", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", name: value},
+        check=False,
+    )
     assert done.returncode == 2
     assert done.stderr.strip() == answer
 
 
 # -- the examples in the user docs run ----------------------------------------------------
-@pytest.mark.parametrize("page", ["en/getting-started.md", "ko/getting-started.md",
-                                  "en/runtime-config.md", "ko/runtime-config.md"])
+@pytest.mark.parametrize(
+    "page", ["en/getting-started.md", "ko/getting-started.md", "en/runtime-config.md", "ko/runtime-config.md"]
+)
 def test_python_examples_run(page):
     tokens = _MD.parse((DOCS / page).read_text(encoding="utf-8"))
     blocks = [t.content for t in tokens if t.type == "fence" and t.info.strip() == "python"]
     assert blocks, f"{page} has no python example"
     env = {"PATH": "/usr/bin:/bin"}  # no CWIST_* from the caller's environment
-    done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], capture_output=True, text=True,
-                          timeout=300, env=env, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", "\n".join(blocks)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -596,7 +670,9 @@ assert copies == ["tailreactor.config"], copies
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)
 def test_the_generator_runs_config_once_and_without_hdrhistogram(lang):
-    done = subprocess.run([sys.executable, "-c", _ONCE_WITHOUT_HDRH, lang], capture_output=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _ONCE_WITHOUT_HDRH, lang], capture_output=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr.decode()
     assert "CWIST_LATENCY_PROBE_FILE" in done.stdout.decode("utf-8")
 
@@ -605,13 +681,17 @@ def test_the_generator_runs_config_once_and_without_hdrhistogram(lang):
 def _symptom_rows(lang: str) -> list[list[str]]:
     text = (DOCS / lang / "runtime-config.md").read_text(encoding="utf-8")
     table = text.split(f"## {SYMPTOMS[lang]}\n")[1].split("\n## ")[0]
-    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in table.splitlines()
-            if ln.startswith("| ") and not ln.startswith("| #")]
+    return [
+        [c.strip() for c in ln.strip("|").split(" | ")]
+        for ln in table.splitlines()
+        if ln.startswith("| ") and not ln.startswith("| #")
+    ]
 
 
 def _job_parser():
     sys.path.insert(0, str(ROOT / "scripts" / "ci"))
     from tailjob import options, plan
+
     return options.build_parser(), plan
 
 
@@ -665,8 +745,10 @@ def _report_row(report: str, section: str, metric: str) -> list[str]:
 
 STUDY_HEADING = {"en": "## What age-based dispatch does", "ko": "## 나이 기반 디스패치가 하는 일"}
 _STUDY_REPORT = re.compile(r"benchmarks/results/(\d{8}T\d{6}Z-[\w-]+-sweep)\.md")
-_BA = re.compile(r"^(-|\d+\.\d{3}) (?:\((\d+\.\d{3})[-–](\d+\.\d{3})\) )?\**(gain|regression|equivalent|inconclusive|n/a)"
-                 r"\**(?: \(needs (\d+) samples\))?$")
+_BA = re.compile(
+    r"^(-|\d+\.\d{3}) (?:\((\d+\.\d{3})[-–](\d+\.\d{3})\) )?\**(gain|regression|equivalent|inconclusive|n/a)"
+    r"\**(?: \(needs (\d+) samples\))?$"
+)
 
 
 def _study(lang: str) -> str:
@@ -700,8 +782,11 @@ def test_every_figure_of_the_study_is_the_committed_sweeps(lang):
     commit = pv["git_commit"][:7]
     assert commit in study
     if (ROOT / ".git").exists():
-        done = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", pv["git_commit"], "HEAD"],
-                              check=False, capture_output=True)
+        done = subprocess.run(
+            ["git", "-C", str(ROOT), "merge-base", "--is-ancestor", pv["git_commit"], "HEAD"],
+            check=False,
+            capture_output=True,
+        )
         assert done.returncode == 0, f"{commit} is not in this history"
     cells = {(c["backend"], c["load"]["label"], c["policy"]["label"]): c for c in doc["legs"]}
     rows = _study_rows(study)
@@ -715,13 +800,25 @@ def test_every_figure_of_the_study_is_the_committed_sweeps(lang):
             m = _BA.match(text.replace("**", ""))
             assert m, (lang, backend, load, policy, klass, key, text)
             ratio, low, high, verdict, needs = m.groups()
-            assert ratio == ("-" if c["ratio"] is None else f"{c['ratio']:.3f}"), (load, policy, klass, key, text)
+            assert ratio == ("-" if c["ratio"] is None else f"{c['ratio']:.3f}"), (
+                load,
+                policy,
+                klass,
+                key,
+                text,
+            )
             if c["needs_samples"] is not None:
                 assert verdict == "n/a" and int(needs) == c["needs_samples"], (load, policy, klass, key, text)
                 continue
             assert verdict == c["verdict"], (load, policy, klass, key, text)
             if c["ci"] is not None:
-                assert (low, high) == (f"{c['ci'][0]:.3f}", f"{c['ci'][1]:.3f}"), (load, policy, klass, key, text)
+                assert (low, high) == (f"{c['ci'][0]:.3f}", f"{c['ci'][1]:.3f}"), (
+                    load,
+                    policy,
+                    klass,
+                    key,
+                    text,
+                )
 
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)
@@ -729,7 +826,10 @@ def test_the_study_draws_nothing_from_an_inconclusive_row(lang):
     """Where the study says what a cell could not tell, it says so in those words and gives the
     detectable effect; it never calls an inconclusive row 'no effect'."""
     study = _study(lang)
-    banned = {"en": ("no effect", "cannot change anything", "neutral"), "ko": ("효과가 없", "차이가 없었다", "중립")}[lang]
+    banned = {
+        "en": ("no effect", "cannot change anything", "neutral"),
+        "ko": ("효과가 없", "차이가 없었다", "중립"),
+    }[lang]
     for phrase in banned:
         assert phrase not in study, phrase
     assert {"en": "Live runs on a quiet machine", "ko": "조용한 머신의 실측 실행"}[lang] in study
@@ -740,16 +840,35 @@ def test_the_capability_table_names_every_clause_a_backend_declaring_nothing_ski
     """Run the suite on fixtures.backends.poll (declares ordered=False, no max_batch, no
     arm_recv, no harvest): every clause with a skipped test is in the capability table."""
     out = tmp_path / "conformance.json"
-    done = subprocess.run([sys.executable, "-m", "tailreactor_conformance", "--backend",
-                           "fixtures.backends.poll:backend", "-n", "0", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tailreactor_conformance",
+            "--backend",
+            "fixtures.backends.poll:backend",
+            "-n",
+            "0",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     clauses = json.loads(out.read_text())["clauses"]
     # A skip for a named platform limit (B11 as a normal user, hard RLIMIT_NOFILE 1024) is not a
     # capability the backend declares away: the table lists only those.
-    skipped = {cid for cid, per in clauses.items() for r in per.values()
-               if r["skipped"] and not (r["status"] == "skip"
-                                        and all("platform limit:" in x for x in r["skip_reasons"]))}
+    skipped = {
+        cid
+        for cid, per in clauses.items()
+        for r in per.values()
+        if r["skipped"]
+        and not (r["status"] == "skip" and all("platform limit:" in x for x in r["skip_reasons"]))
+    }
     assert {"B9", "B17", "R23", "R24", "R25"} <= skipped  # what the suite skipped on main
     page = (DOCS / lang / "conformance.md").read_text(encoding="utf-8")
     heading = {"en": "## Capabilities", "ko": "## 능력"}[lang]
@@ -763,15 +882,20 @@ def test_the_capability_table_names_every_clause_a_backend_declaring_nothing_ski
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)
 def test_the_annotated_verdict_row_is_the_committed_reports(lang):
-    """"How to read a verdict" walks through legs[0]'s p99 of a committed calibration: its figures,
+    """ "How to read a verdict" walks through legs[0]'s p99 of a committed calibration: its figures,
     its verdict, and the arithmetic of detectable and pairs needed, as the JSON has them."""
-    result = json.loads((ROOT / "benchmarks" / "results" / "20261201T153045Z-quick-calibrate.json")
-                        .read_text(encoding="utf-8"))
+    result = json.loads(
+        (ROOT / "benchmarks" / "results" / "20261201T153045Z-quick-calibrate.json").read_text(
+            encoding="utf-8"
+        )
+    )
     assert not result["provenance"]["git_dirty"]
     c = next(c for c in result["legs"][0]["comparisons"] if c["metric"] == "p99")
-    row = (f"| p99 ms | {c['median_a'] / 1000:.3f} | {c['median_b'] / 1000:.3f} | {c['ratio']:.3f} | "
-           f"{c['ci'][0]:.3f}–{c['ci'][1]:.3f} | {c['min_effect']:.0%} | ±{c['detectable']:.1%} | "
-           f"{c['pairs_needed']} | **{c['verdict']}** |")
+    row = (
+        f"| p99 ms | {c['median_a'] / 1000:.3f} | {c['median_b'] / 1000:.3f} | {c['ratio']:.3f} | "
+        f"{c['ci'][0]:.3f}–{c['ci'][1]:.3f} | {c['min_effect']:.0%} | ±{c['detectable']:.1%} | "
+        f"{c['pairs_needed']} | **{c['verdict']}** |"
+    )
     page = (DOCS / lang / "tail-latency-ci.md").read_text(encoding="utf-8")
     assert row in page
     assert result["provenance"]["git_commit"][:7] in page

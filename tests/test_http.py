@@ -57,7 +57,12 @@ ROUTES = [
     (get("/user/abc?x=1"), 200, b"abc", {}),
     (get("/slow/42"), 200, b"42", {"content-length": "2"}),  # CWIST_BENCH_SLOW_US=0: not slow
     (b"POST /user HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello", 200, b"", {"content-length": "0"}),
-    (b"POST /user HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 200, b"", {}),
+    (
+        b"POST /user HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        200,
+        b"",
+        {},
+    ),
     (b"POST /user HTTP/1.1\r\nHost: t\r\n\r\n", 200, b"", {}),
     (get("/plaintext"), 200, b"Hello, World!", {"content-type": "text/plain"}),
     (get("http://t/plaintext"), 200, b"Hello, World!", {}),  # absolute-form target
@@ -89,8 +94,17 @@ def head(path: str, *, headers: str = "") -> bytes:
 
 
 #: Every route and answer kind: GET's 200s, a POST-only path (405), no such path (404).
-HEAD_PATHS = ["/", "/plaintext", "/user/42", "/user/abc?x=1", "http://t/plaintext", "/user", "/nope",
-              "/user/1/2", "/__probe"]
+HEAD_PATHS = [
+    "/",
+    "/plaintext",
+    "/user/42",
+    "/user/abc?x=1",
+    "http://t/plaintext",
+    "/user",
+    "/nope",
+    "/user/1/2",
+    "/__probe",
+]
 
 
 def head_fields(raw: bytes) -> tuple[bytes, dict[str, str]]:
@@ -104,8 +118,8 @@ def read_head_then_responses(sock, n: int) -> tuple[bytes, bytes]:
     raw = b""
     while True:
         end = raw.find(b"\r\n\r\n")
-        if end >= 0 and len(parse_responses(raw[end + 4:])[0]) >= n:
-            return raw[:end + 4], raw[end + 4:]
+        if end >= 0 and len(parse_responses(raw[end + 4 :])[0]) >= n:
+            return raw[: end + 4], raw[end + 4 :]
         data = sock.recv(65536)
         assert data, f"closed early: {raw!r}"
         raw += data
@@ -133,7 +147,9 @@ def test_head_answers_as_get_without_the_body_and_the_connection_goes_on(server,
 
 def test_head_and_get_pipelined_alternately_are_answered_in_order(server):
     with connect(server.port) as c:
-        c.sendall((head("/plaintext") + get("/user/7")) * 20 + get("/user/end", headers="Connection: close\r\n"))
+        c.sendall(
+            (head("/plaintext") + get("/user/7")) * 20 + get("/user/end", headers="Connection: close\r\n")
+        )
         raw, end = read_to_eof_raw(c)
     assert end == "eof"
     for _ in range(20):
@@ -214,6 +230,7 @@ def test_connection_close_closes_after_the_response(server):
 
 def test_half_close_after_sending_still_gets_every_answer(server):
     import socket as _s
+
     with connect(server.port) as c:
         c.sendall(b"".join(get(f"/user/{i}") for i in range(40)))
         c.shutdown(_s.SHUT_WR)  # the server sees EOF right behind the requests
@@ -438,20 +455,20 @@ def test_bench_stall_runs_once_per_period_on_the_reactor_clock(make_reactor, clo
     srv = Listener(reactor, "127.0.0.1", 0)
     try:
         reactor.run_once(0)
-        assert srv.stats.stalls == 0                 # none before the first period ends
+        assert srv.stats.stalls == 0  # none before the first period ends
         clock.advance_us(199_999)
         reactor.run_once(0)
         assert srv.stats.stalls == 0
         clock.advance_us(1)
         reactor.run_once(0)
         assert srv.stats.stalls == 1
-        clock.advance_us(400_000)                    # at 600 ms, two periods late: one stall ...
+        clock.advance_us(400_000)  # at 600 ms, two periods late: one stall ...
         reactor.run_once(0)
         assert srv.stats.stalls == 2
-        reactor.run_once(0)                          # ... the next (due at 600) in the next round,
+        reactor.run_once(0)  # ... the next (due at 600) in the next round,
         assert srv.stats.stalls == 3
         reactor.run_once(0)
-        assert srv.stats.stalls == 3                 # then one per period again: due at 800 ms
+        assert srv.stats.stalls == 3  # then one per period again: due at 800 ms
         clock.advance_us(200_000)
         reactor.run_once(0)
         assert srv.stats.stalls == 4
@@ -459,8 +476,10 @@ def test_bench_stall_runs_once_per_period_on_the_reactor_clock(make_reactor, clo
         srv.close()
 
 
-@pytest.mark.parametrize("attrs", [{"bench_stall_us": 0, "bench_stall_every_ms": 200},
-                                   {"bench_stall_us": 1000, "bench_stall_every_ms": 0}])
+@pytest.mark.parametrize(
+    "attrs",
+    [{"bench_stall_us": 0, "bench_stall_every_ms": 200}, {"bench_stall_us": 1000, "bench_stall_every_ms": 0}],
+)
 def test_bench_stall_off_unless_both_knobs_are_set(make_reactor, clock, attrs):
     from tailreactor.http import Listener
 
@@ -512,11 +531,19 @@ def test_bench_slow_route_busy_waits_only_there(backend_name):
 
 
 # -- the real entry point -----------------------------------------------------
-@pytest.mark.parametrize("name,value", [
-    ("CWIST_REACTOR_BACKEND", "bogus"), ("CWIST_HTTP_BATCH", "0"), ("CWIST_HTTP_BATCH", "abc"),
-    ("CWIST_WORKERS", "0"), ("CWIST_BENCH_DELAY_US", "-1"),
-    ("CWIST_BENCH_STALL_US", "-1"), ("CWIST_BENCH_STALL_EVERY_MS", "x"), ("CWIST_BENCH_SLOW_US", "-1"),
-])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("CWIST_REACTOR_BACKEND", "bogus"),
+        ("CWIST_HTTP_BATCH", "0"),
+        ("CWIST_HTTP_BATCH", "abc"),
+        ("CWIST_WORKERS", "0"),
+        ("CWIST_BENCH_DELAY_US", "-1"),
+        ("CWIST_BENCH_STALL_US", "-1"),
+        ("CWIST_BENCH_STALL_EVERY_MS", "x"),
+        ("CWIST_BENCH_SLOW_US", "-1"),
+    ],
+)
 def test_config_error_exits_2_naming_the_knob(name, value):
     done = run_bench(["--port", "0"], env=bench_env(**{name: value}))
     assert done.returncode == 2
@@ -541,8 +568,9 @@ def test_explicit_io_uring_unavailable_exits_2_and_auto_falls_back(workers):
     assert "EPERM" in lines[0] or "Operation not permitted" in lines[0] or "seccomp" in lines[0]
     assert "Traceback" not in done.stderr
 
-    srv = start_bench(["--workers", workers], env=bench_env(CWIST_REACTOR_BACKEND="auto"),
-                      prefix=DENY_IO_URING)
+    srv = start_bench(
+        ["--workers", workers], env=bench_env(CWIST_REACTOR_BACKEND="auto"), prefix=DENY_IO_URING
+    )
     try:
         assert srv.backend == "epoll"
         assert exchange(srv.port, get("/plaintext"))[0].status == 200
@@ -575,8 +603,7 @@ def test_two_workers_serve_and_stop(backend_name):
     srv = start_bench(["--workers", "2"], env=bench_env(CWIST_REACTOR_BACKEND=backend_name))
     try:
         assert (srv.backend, srv.workers) == (backend_name, 2)
-        children = [int(p) for p in
-                    open(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read().split()]
+        children = [int(p) for p in open(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read().split()]
         assert len(children) == 2
         for i in range(20):  # new connections: the kernel spreads them over the workers
             assert exchange(srv.port, get(f"/user/{i}"))[0].body == str(i).encode()
@@ -599,8 +626,9 @@ def listening_sockets(port: int) -> int:
 def test_killed_worker_leaves_the_others_serving(backend_name):
     srv = start_bench(["--workers", "2"], env=bench_env(CWIST_REACTOR_BACKEND=backend_name))
     try:
-        victim, _survivor = (int(p) for p in
-                             open(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read().split())
+        victim, _survivor = (
+            int(p) for p in open(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read().split()
+        )
         pidfd = os.pidfd_open(victim)  # readable once it has exited (its fds are closed by then)
         try:
             os.kill(victim, signal.SIGKILL)
@@ -626,6 +654,7 @@ def test_killed_worker_leaves_the_others_serving(backend_name):
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_port_in_use_exits_1_with_one_line(workers):
     import socket as _s
+
     with _s.socket() as taken:  # no SO_REUSEPORT: nobody may share it
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -655,6 +684,7 @@ def test_second_server_on_a_busy_port_exits_1_instead_of_sharing_it(first, secon
 def test_workers_stop_when_the_parent_is_killed():
     """SIGKILL cannot be forwarded: the workers must notice (PR_SET_PDEATHSIG) and stop, freeing the port."""
     import select as _select
+
     srv = start_bench(["--workers", "2"])
     pidfds = []
     try:
@@ -664,7 +694,9 @@ def test_workers_stop_when_the_parent_is_killed():
         srv.proc.kill()
         srv.proc.wait(IO_TIMEOUT_S)
         for fd in pidfds:
-            assert _select.select([fd], [], [], IO_TIMEOUT_S)[0], "a worker kept running after its parent died"
+            assert _select.select([fd], [], [], IO_TIMEOUT_S)[0], (
+                "a worker kept running after its parent died"
+            )
         assert listening_sockets(srv.port) == 0
     finally:
         for fd in pidfds:

@@ -24,8 +24,13 @@ def test_wrk_two_seconds(backend_name):
     srv = start_bench(env=bench_env(CWIST_REACTOR_BACKEND=backend_name))
     try:
         assert srv.backend == backend_name
-        run = subprocess.run([wrk, "-t1", "-c16", "-d2s", f"http://127.0.0.1:{srv.port}/"],
-                             capture_output=True, text=True, timeout=300, check=False)
+        run = subprocess.run(
+            [wrk, "-t1", "-c16", "-d2s", f"http://127.0.0.1:{srv.port}/"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         code, err = srv.stop()
     finally:
         srv.kill()
@@ -40,14 +45,21 @@ def test_wrk_two_seconds(backend_name):
 def test_settings_that_do_nothing_are_named_at_start(tmp_path):
     """A misspelt knob, a probe file without the probe, and RX-uring asked of a backend
     without a receive operation: the server starts, and says each in one line first."""
-    env = bench_env(CWIST_REACTOR_BACKEND="epoll", CWIST_RX_URING="1", CWIST_REACTOR_TAILUS="5",
-                    CWIST_LATENCY_PROBE_FILE=str(tmp_path / "p.json"), CWIST_POOL_SHARDS="4")
+    env = bench_env(
+        CWIST_REACTOR_BACKEND="epoll",
+        CWIST_RX_URING="1",
+        CWIST_REACTOR_TAILUS="5",
+        CWIST_LATENCY_PROBE_FILE=str(tmp_path / "p.json"),
+        CWIST_POOL_SHARDS="4",
+    )
     server = start_bench(env=env)
     code, rest = server.stop()
     said = server.before
     assert code == 0
-    assert "CWIST_REACTOR_TAILUS is not a setting of the reference and is ignored; " \
-           "did you mean CWIST_REACTOR_TAIL_US?" in said
+    assert (
+        "CWIST_REACTOR_TAILUS is not a setting of the reference and is ignored; "
+        "did you mean CWIST_REACTOR_TAIL_US?" in said
+    )
     assert "CWIST_LATENCY_PROBE_FILE is set but CWIST_LATENCY_PROBE is not 1" in said
     assert "CWIST_RX_URING=1, but the epoll backend has no receive operation" in said
     assert "CWIST_POOL_SHARDS" not in said + rest  # CWIST's own settings share the environment
@@ -59,9 +71,13 @@ def test_a_bad_probe_file_with_several_workers_is_one_line_and_exit_2(workers):
     """Checked before the workers fork: one line naming the knob, not a traceback per worker."""
     from http_helpers import run_bench
 
-    env = bench_env(CWIST_LATENCY_PROBE="1", CWIST_LATENCY_PROBE_FILE="/nonexistent/x.json",
-                    CWIST_WORKERS="2")
+    env = bench_env(
+        CWIST_LATENCY_PROBE="1", CWIST_LATENCY_PROBE_FILE="/nonexistent/x.json", CWIST_WORKERS="2"
+    )
     res = run_bench(["--port", "0", *workers], env=env)
     assert res.returncode == 2, res.stderr
-    assert res.stderr.count("\n") == 1 and "CWIST_LATENCY_PROBE_FILE='/nonexistent/x.json' is invalid" in res.stderr
+    assert (
+        res.stderr.count("\n") == 1
+        and "CWIST_LATENCY_PROBE_FILE='/nonexistent/x.json' is invalid" in res.stderr
+    )
     assert "Traceback" not in res.stderr

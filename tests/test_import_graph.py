@@ -34,7 +34,7 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -53,7 +53,7 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(n)
         for m in sorted(graph[n]):
             if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
+                return stack[stack.index(m) :] + [m]
             if m not in state and (found := visit(m)):
                 return found
         stack.pop()
@@ -74,6 +74,8 @@ def test_the_checker_finds_a_cycle():
 def test_no_import_cycle_in_tailreactor():
     mods = modules()
     graph = {name: imports(name, path, set(mods)) for name, path in mods.items()}
-    assert "tailreactor.config" in graph["tailreactor.reactor"], "precondition: the graph sees relative imports"
+    assert "tailreactor.config" in graph["tailreactor.reactor"], (
+        "precondition: the graph sees relative imports"
+    )
     found = cycle(graph)
     assert found is None, f"import cycle in reference/tailreactor: {' -> '.join(found)}"

@@ -43,8 +43,14 @@ print(json.dumps(out))
 @pytest.mark.parametrize("err", ["EPERM", "ENOSYS", "ENOMEM"])
 def test_auto_falls_back_and_explicit_fails_with_the_real_errno(err):
     import errno
-    proc = subprocess.run([sys.executable, "-c", CHILD.format(here=str(HERE), err=err)],
-                          capture_output=True, text=True, timeout=300, check=False)
+
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD.format(here=str(HERE), err=err)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["auto"] == "epoll"
@@ -56,8 +62,17 @@ def test_auto_falls_back_and_explicit_fails_with_the_real_errno(err):
 
 def test_bench_server_explicit_io_uring_denied_exits_2_with_one_line():
     env = dict(os.environ, CWIST_REACTOR_BACKEND="io_uring")
-    cmd = [sys.executable, str(HERE / "seccomp_deny.py"), "EPERM", "--",
-           sys.executable, "-m", "tailreactor.http.server", "--port", "0"]
+    cmd = [
+        sys.executable,
+        str(HERE / "seccomp_deny.py"),
+        "EPERM",
+        "--",
+        sys.executable,
+        "-m",
+        "tailreactor.http.server",
+        "--port",
+        "0",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]

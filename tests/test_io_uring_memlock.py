@@ -42,8 +42,13 @@ else:
 
 
 def hold_rings(kib: int, n: int, entries: str) -> str:
-    done = subprocess.run([*MEMLOCK, str(kib), "--", sys.executable, "-c", HOLD_RINGS, str(n), entries],
-                          capture_output=True, text=True, timeout=IO_TIMEOUT_S, check=False)
+    done = subprocess.run(
+        [*MEMLOCK, str(kib), "--", sys.executable, "-c", HOLD_RINGS, str(n), entries],
+        capture_output=True,
+        text=True,
+        timeout=IO_TIMEOUT_S,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -74,7 +79,9 @@ def test_enomem_names_the_limit_and_both_ways_out():
 
 
 def test_bench_workers_that_do_not_fit_fall_back_to_epoll_with_one_line():
-    srv = start_bench(["--workers", "4"], env=bench_env(CWIST_URING_ENTRIES="256"), prefix=[*MEMLOCK, "64", "--"])
+    srv = start_bench(
+        ["--workers", "4"], env=bench_env(CWIST_URING_ENTRIES="256"), prefix=[*MEMLOCK, "64", "--"]
+    )
     try:
         assert srv.backend == "epoll" and srv.workers == 4
         lines = srv.before.strip().splitlines()
@@ -83,8 +90,9 @@ def test_bench_workers_that_do_not_fit_fall_back_to_epoll_with_one_line():
         # unless other processes of this user hold locked memory at the same time (the kernel charges
         # the user, not the process: as nobody under xdist, other workers' rings count), and then the
         # first ring is refused already.  Either way: one line, the limit and both ways out.
-        assert ("4 workers need 4 io_uring rings" in lines[0]
-                or "ring setup failed; errno ENOMEM" in lines[0]), lines[0]
+        assert (
+            "4 workers need 4 io_uring rings" in lines[0] or "ring setup failed; errno ENOMEM" in lines[0]
+        ), lines[0]
         assert "RLIMIT_MEMLOCK 64 KiB" in lines[0], lines[0]
         assert "ulimit -l" in lines[0] and "CWIST_URING_ENTRIES" in lines[0] and "epoll" in lines[0]
     finally:
@@ -94,9 +102,11 @@ def test_bench_workers_that_do_not_fit_fall_back_to_epoll_with_one_line():
 
 
 def test_bench_workers_on_an_explicit_io_uring_that_do_not_fit_exit_naming_the_limit():
-    done = run_bench(["--port", "0", "--workers", "4"],
-                     env=bench_env(CWIST_REACTOR_BACKEND="io_uring", CWIST_URING_ENTRIES="256"),
-                     prefix=[*MEMLOCK, "64", "--"])
+    done = run_bench(
+        ["--port", "0", "--workers", "4"],
+        env=bench_env(CWIST_REACTOR_BACKEND="io_uring", CWIST_URING_ENTRIES="256"),
+        prefix=[*MEMLOCK, "64", "--"],
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "RLIMIT_MEMLOCK 64 KiB" in lines[0] and "ulimit -l" in lines[0], done.stderr
@@ -113,8 +123,13 @@ def test_bench_workers_that_fit_run_on_io_uring():
 
 def test_ring_memlock_counts_rings_until_enomem_under_a_limit():
     script = str(Path(__file__).resolve().parents[1] / "benchmarks" / "ring_memlock.py")
-    done = subprocess.run([*MEMLOCK, "1024", "--", sys.executable, script, "256"],
-                          capture_output=True, text=True, timeout=IO_TIMEOUT_S, check=False)
+    done = subprocess.run(
+        [*MEMLOCK, "1024", "--", sys.executable, script, "256"],
+        capture_output=True,
+        text=True,
+        timeout=IO_TIMEOUT_S,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     line = done.stdout.strip()
     assert line.startswith("entries 256: ") and "under RLIMIT_MEMLOCK 1024 KiB (then errno 12)" in line, line

@@ -13,19 +13,29 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "mutation.sh"
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--timeout", "abc"], "--timeout 'abc': accepted a number of seconds > 0"),
-    (["--timeout", "0"], "--timeout '0': accepted a number of seconds > 0"),
-    (["--timeout"], "--timeout '': accepted a number of seconds > 0"),
-    (["--sample", "-3"], "--sample '-3': accepted a whole number > 0"),
-    (["--clause", "B;true"], "--clause 'B;true': accepted clause ids or letters"),
-    (["--bogus"], "option '--bogus': accepted --clause LIST, --timeout S"),
-    (["no_such_target"], "TARGET 'no_such_target': accepted poll selectors_poll batch16"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--timeout", "abc"], "--timeout 'abc': accepted a number of seconds > 0"),
+        (["--timeout", "0"], "--timeout '0': accepted a number of seconds > 0"),
+        (["--timeout"], "--timeout '': accepted a number of seconds > 0"),
+        (["--sample", "-3"], "--sample '-3': accepted a whole number > 0"),
+        (["--clause", "B;true"], "--clause 'B;true': accepted clause ids or letters"),
+        (["--bogus"], "option '--bogus': accepted --clause LIST, --timeout S"),
+        (["no_such_target"], "TARGET 'no_such_target': accepted poll selectors_poll batch16"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path):
     out = tmp_path / "sessions"
-    proc = subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "MUTATION_OUT": str(out)}, timeout=60, check=False)
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MUTATION_OUT": str(out)},
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scripts/mutation.sh: ") and says in lines[0], proc.stderr

@@ -14,8 +14,12 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ("tailreactor/knobs.toml", "tailreactor/runtime-config.toml",
-        "tailreactor/templates/runtime-config.en.md", "tailreactor/templates/runtime-config.ko.md")
+DATA = (
+    "tailreactor/knobs.toml",
+    "tailreactor/runtime-config.toml",
+    "tailreactor/templates/runtime-config.en.md",
+    "tailreactor/templates/runtime-config.ko.md",
+)
 
 
 def test_the_wheel_ships_the_knob_prose_and_the_templates(tmp_path):
@@ -26,18 +30,42 @@ def test_the_wheel_ships_the_knob_prose_and_the_templates(tmp_path):
         shutil.copytree(ROOT / part, src / part, ignore=skip)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "--disable-pip-version-check", str(src), "-w", str(tmp_path / "dist")],
-                   check=True, capture_output=True, cwd=tmp_path)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            str(src),
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     (wheel,) = (tmp_path / "dist").glob("tailreactor-*.whl")
     with zipfile.ZipFile(wheel) as z:
         assert set(DATA) <= set(z.namelist())
         z.extractall(tmp_path / "site")
     # -S: no site-packages, so not the editable install; config_docs needs only the standard library.
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from tailreactor import config_docs as c; "
-            "assert c.__file__.startswith(sys.argv[1]), c.__file__; "
-            "sys.stdout.write(c.render('en') + c.render('ko'))")
-    done = subprocess.run([sys.executable, "-S", "-c", code, str(tmp_path / "site")], check=True,
-                          capture_output=True, text=True, encoding="utf-8", cwd=tmp_path)
-    assert done.stdout == (ROOT / "docs/en/runtime-config.md").read_text(encoding="utf-8") + \
-        (ROOT / "docs/ko/runtime-config.md").read_text(encoding="utf-8")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from tailreactor import config_docs as c; "
+        "assert c.__file__.startswith(sys.argv[1]), c.__file__; "
+        "sys.stdout.write(c.render('en') + c.render('ko'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(tmp_path / "site")],
+        check=True,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        cwd=tmp_path,
+    )
+    assert done.stdout == (ROOT / "docs/en/runtime-config.md").read_text(encoding="utf-8") + (
+        ROOT / "docs/ko/runtime-config.md"
+    ).read_text(encoding="utf-8")

@@ -49,9 +49,14 @@ class Peer:
     """A peer server process; ``port`` from its start line."""
 
     def __init__(self, *args: str):
-        self.proc = subprocess.Popen([sys.executable, str(PEER), "--port", "0", *args], env=bench_env(),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, bufsize=0)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(PEER), "--port", "0", *args],
+            env=bench_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+        )
         fd, seen = self.proc.stderr.fileno(), ""
         deadline = time.monotonic() + IO_TIMEOUT_S
         while (left := deadline - time.monotonic()) > 0 and not PEER_START_RE.search(seen):
@@ -113,8 +118,9 @@ ROUTES = {
     "plaintext": _req("GET /plaintext HTTP/1.1", "Host: t"),
     "user-id": _req("GET /user/42 HTTP/1.1", "Host: t"),
     "post-user-with-body": _req("POST /user HTTP/1.1", "Host: t", "Content-Length: 5", body=b"hello"),
-    "post-user-chunked": _req("POST /user HTTP/1.1", "Host: t", "Transfer-Encoding: chunked",
-                              body=b"5\r\nhello\r\n0\r\n\r\n"),
+    "post-user-chunked": _req(
+        "POST /user HTTP/1.1", "Host: t", "Transfer-Encoding: chunked", body=b"5\r\nhello\r\n0\r\n\r\n"
+    ),
     "not-found": _req("GET /nope HTTP/1.1", "Host: t"),
     "method-not-allowed": _req("POST / HTTP/1.1", "Host: t", "Content-Length: 0"),
     "get-user-not-allowed": _req("GET /user HTTP/1.1", "Host: t"),
@@ -122,8 +128,9 @@ ROUTES = {
     "query": _req("GET /plaintext?x=1 HTTP/1.1", "Host: t"),
     "absolute-form": _req("GET http://t/plaintext HTTP/1.1", "Host: t"),
     "http-1.0-keep-alive": _req("GET / HTTP/1.0", "Connection: keep-alive"),
-    "expect-with-content": _req("POST /user HTTP/1.1", "Host: t", "Content-Length: 2",
-                                "Expect: 100-continue", body=b"hi"),
+    "expect-with-content": _req(
+        "POST /user HTTP/1.1", "Host: t", "Content-Length: 2", "Expect: 100-continue", body=b"hi"
+    ),
     "head-root": _req("HEAD / HTTP/1.1", "Host: t"),
     "head-plaintext": _req("HEAD /plaintext HTTP/1.1", "Host: t"),
     "head-user-id": _req("HEAD /user/42 HTTP/1.1", "Host: t"),
@@ -155,8 +162,9 @@ def test_head_gets_the_head_without_the_body_everywhere(servers):
     # HEAD then GET of /plaintext, then a closing HEAD: the GET's answer follows the HEAD's head
     # directly (no body in between) and the last answer is a head alone.
     head = _req("HEAD /plaintext HTTP/1.1", "Host: t")
-    raw = _same_everywhere(servers, head + ROUTES["plaintext"] + _req("HEAD / HTTP/1.1", "Host: t",
-                                                                          "Connection: close"))
+    raw = _same_everywhere(
+        servers, head + ROUTES["plaintext"] + _req("HEAD / HTTP/1.1", "Host: t", "Connection: close")
+    )
     first, second, third, empty = raw.split(b"\r\n\r\n")
     assert first.startswith(b"HTTP/1.1 200 OK") and b"Content-Length: 13" in first
     assert second.startswith(b"HTTP/1.1 200 OK") and third.startswith(b"Hello, World!HTTP/1.1 200 OK")

@@ -61,7 +61,7 @@ def test_stop_from_other_thread_ends_blocking_run(make_reactor):
 
 def test_self_reposting_post_cannot_starve_io(make_reactor, socketpairs):
     r = make_reactor()
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     spins = []
 
     def spin(_):

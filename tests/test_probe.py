@@ -31,8 +31,12 @@ def recorded(probe: LatencyProbe, name: str) -> Counter:
     2048 and for the multiples of 4 this file uses up to 8191.
     """
     h = probe.histogram(name)
-    return Counter({h.get_lowest_equivalent_value(it.value_iterated_to): it.count_at_value_iterated_to
-                    for it in h.get_recorded_iterator()})
+    return Counter(
+        {
+            h.get_lowest_equivalent_value(it.value_iterated_to): it.count_at_value_iterated_to
+            for it in h.get_recorded_iterator()
+        }
+    )
 
 
 def assert_well_formed(snap: dict) -> None:
@@ -49,6 +53,7 @@ def assert_well_formed(snap: dict) -> None:
 
 # -- recording: exact values on both backends ------------------------------------------------------
 
+
 def test_known_sequence_of_100_rearmed_events_records_exact_delays(make_reactor, clock, socketpairs):
     """One readable socket, re-armed inside its callback 99 times.
 
@@ -60,7 +65,7 @@ def test_known_sequence_of_100_rearmed_events_records_exact_delays(make_reactor,
     queue delay since ready is 0 ns, recorded as 1 us (the floor).
     """
     r = make_reactor(clock=clock, latency_probe=True)
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     b.send(b"x")  # never read: the fd stays readable, every re-arm fires at once
     seen: list[tuple[int, int]] = []
 
@@ -152,14 +157,12 @@ def test_one_batch_records_ready_delay_post_delay_and_elevations(make_reactor, c
     assert snap["counters"]["rounds"] == 1
 
 
-def test_probe_off_allocates_nothing_and_writes_nothing(make_reactor, clock, socketpairs, tmp_path,
-                                                        capsys):
+def test_probe_off_allocates_nothing_and_writes_nothing(make_reactor, clock, socketpairs, tmp_path, capsys):
     """CWIST_LATENCY_PROBE=0: no probe, no histogram, no report, no file -- even with a file set."""
     gc.collect()
     before = sum(isinstance(o, HdrHistogram) for o in gc.get_objects())
-    r = make_reactor(clock=clock, latency_probe=False,
-                     latency_probe_file=str(tmp_path / "probe.json"))
-    (a, b), = socketpairs(1)
+    r = make_reactor(clock=clock, latency_probe=False, latency_probe_file=str(tmp_path / "probe.json"))
+    ((a, b),) = socketpairs(1)
     b.send(b"x")
     n = []
 
@@ -207,14 +210,17 @@ def test_values_are_ns_rounded_up_to_us_and_clamped():
     p.round(2_000_000, 5000)
     assert p.snapshot()["counters"]["rounds"] == 2
     assert p.histogram("batch_size").get_total_count() == 1
-    assert p.histogram("batch_size").values_are_equivalent(p.histogram("batch_size").get_max_value(),
-                                                           1_000_000)
+    assert p.histogram("batch_size").values_are_equivalent(
+        p.histogram("batch_size").get_max_value(), 1_000_000
+    )
 
 
 # -- report, file, merge ----------------------------------------------------------------------------
 
-def test_close_writes_tagged_stderr_block_and_json_file_that_round_trips(backend_name, clock,
-                                                                         socketpairs, tmp_path, capsys):
+
+def test_close_writes_tagged_stderr_block_and_json_file_that_round_trips(
+    backend_name, clock, socketpairs, tmp_path, capsys
+):
     template = str(tmp_path / "probe-{pid}-w{worker}.json")
     cfg = Config.default().replace(latency_probe=True, latency_probe_file=template)
     r = Reactor(backend_name, config=cfg, clock=clock, worker=3)
@@ -328,6 +334,8 @@ def test_bad_file_directory_and_bad_file_fail_with_one_line_errors(tmp_path):
 
 def test_probe_file_knob_is_a_path_default_unset():
     assert load({}).latency_probe_file is None
-    assert load({"CWIST_LATENCY_PROBE_FILE": "/tmp/p-{worker}.json"}).latency_probe_file == \
-        "/tmp/p-{worker}.json"
+    assert (
+        load({"CWIST_LATENCY_PROBE_FILE": "/tmp/p-{worker}.json"}).latency_probe_file
+        == "/tmp/p-{worker}.json"
+    )
     assert load({"CWIST_LATENCY_PROBE_FILE": "  "}).latency_probe_file is None

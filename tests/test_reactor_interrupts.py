@@ -107,7 +107,6 @@ def _finish(r: Reactor, pairs: list, rounds: int) -> None:
             b.close()
 
 
-
 def _window() -> set[int]:
     """Line numbers (in reactor.py) of the two windows of the module docstring."""
     lines, first = inspect.getsourcelines(Reactor._dispatch)
@@ -139,8 +138,13 @@ def _trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int]:
         return out
 
     r.backend.wait = traced_wait
-    interrupter = Interrupter(k, TRACED, {reactor_mod.__file__}, skip=lambda frame: frame.f_lineno in window,
-                              active=lambda: state["after"])
+    interrupter = Interrupter(
+        k,
+        TRACED,
+        {reactor_mod.__file__},
+        skip=lambda frame: frame.f_lineno in window,
+        active=lambda: state["after"],
+    )
     raised = interrupter.run(lambda: r.run_once(1.0))
     state["after"] = False
     # Nothing of the callback that ran last is left for code outside callbacks to see.
@@ -155,7 +159,9 @@ def test_an_interrupt_at_any_bytecode_of_a_round_loses_nothing(backend_name, tai
     k = 0
     while True:
         raised, got, n = _trial(backend_name, k, tail_us)
-        assert len(got) == n and set(got.values()) == {1}, f"interrupt at traced bytecode {k}: deliveries {dict(got)}"
+        assert len(got) == n and set(got.values()) == {1}, (
+            f"interrupt at traced bytecode {k}: deliveries {dict(got)}"
+        )
         if not raised:
             break
         k += 1
@@ -173,8 +179,11 @@ HARVEST_TRACED = TRACED | {"_harvest", "add", "<listcomp>", "<setcomp>"}
 def _harvest_window() -> set[tuple[str, int]]:
     lines, first = inspect.getsourcelines(Reactor._harvest)
     take = next(i for i, line in enumerate(lines) if "= self._harvest_from(" in line)
-    return {("_harvest", first + take)} | {("_dispatch", line) for line in _window()} \
+    return (
+        {("_harvest", first + take)}
+        | {("_dispatch", line) for line in _window()}
         | {("_round", line) for line in _window()}
+    )
 
 
 def _harvest_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int]:
@@ -211,9 +220,13 @@ def _harvest_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, i
         return out
 
     r.backend.wait = traced_wait
-    interrupter = Interrupter(k, HARVEST_TRACED, {reactor_mod.__file__, dispatch_mod.__file__},
-                              skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
-                              active=lambda: state["after"])
+    interrupter = Interrupter(
+        k,
+        HARVEST_TRACED,
+        {reactor_mod.__file__, dispatch_mod.__file__},
+        skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
+        active=lambda: state["after"],
+    )
     raised = interrupter.run(lambda: r.run_once(1.0))
     state["after"] = False
     harvested = r.counters.harvested
@@ -227,7 +240,9 @@ def test_an_interrupt_at_any_bytecode_of_a_harvesting_round_loses_nothing(backen
     harvested_once = False
     while True:
         raised, got, n, harvested = _harvest_trial(backend_name, k, tail_us)
-        assert len(got) == n and set(got.values()) == {1}, f"interrupt at traced bytecode {k}: deliveries {dict(got)}"
+        assert len(got) == n and set(got.values()) == {1}, (
+            f"interrupt at traced bytecode {k}: deliveries {dict(got)}"
+        )
         harvested_once |= harvested > 0
         if not raised:
             break
@@ -276,9 +291,12 @@ def _timer_trial(backend: str, k: int) -> tuple[bool, list, int]:
         timers[name] = r.call_later_us(0, cb, name)
     r.call_later_us(0, cb, "X").cancel()  # a dead entry on the heap, popped by the pass
     window = _timer_window()
-    interrupter = Interrupter(k, TIMER_TRACED, {reactor_mod.__file__, timers_mod.__file__},
-                              skip=lambda frame: frame.f_code.co_filename == reactor_mod.__file__
-                              and frame.f_lineno in window)
+    interrupter = Interrupter(
+        k,
+        TIMER_TRACED,
+        {reactor_mod.__file__, timers_mod.__file__},
+        skip=lambda frame: frame.f_code.co_filename == reactor_mod.__file__ and frame.f_lineno in window,
+    )
     raised = interrupter.run(lambda: r.run_once(0))
     try:
         for _ in range(4):
@@ -412,12 +430,16 @@ def _wait_window(backend) -> set[tuple[str, int]]:
 
     fns = [(type(backend).wait, "return out")]
     if isinstance(backend, uring_mod.IoUringBackend):
-        fns += [(uring_mod.IoUringBackend._wait_retrying_eintr, "return self._ring.wait("),
-                (uring_mod.IoUringBackend.wait, "pending.extend(self._wait_retrying_eintr(")]
+        fns += [
+            (uring_mod.IoUringBackend._wait_retrying_eintr, "return self._ring.wait("),
+            (uring_mod.IoUringBackend.wait, "pending.extend(self._wait_retrying_eintr("),
+        ]
     out = set()
     for fn, text in fns:
         lines, first = inspect.getsourcelines(fn)
-        out.add((fn.__name__, first + next(i for i, line in enumerate(lines) if line.strip().startswith(text))))
+        out.add(
+            (fn.__name__, first + next(i for i, line in enumerate(lines) if line.strip().startswith(text)))
+        )
     return out
 
 
@@ -431,20 +453,28 @@ def _wait_trial(backend: str, k: int) -> tuple[bool, Counter, int]:
 
     pairs = _readable_pairs(r, 3, cb)
     window = _wait_window(r.backend)
-    interrupter = Interrupter(k, WAIT_TRACED, {sys.modules[type(r.backend).__module__].__file__},
-                              skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window)
+    interrupter = Interrupter(
+        k,
+        WAIT_TRACED,
+        {sys.modules[type(r.backend).__module__].__file__},
+        skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
+    )
     raised = interrupter.run(lambda: r.run_once(1.0))
     _finish(r, pairs, 5)
     return raised, got, len(pairs)
 
 
 # selectors too: it is the example backend authors start from (docs/en/conformance.md).
-@pytest.mark.parametrize("backend", ["epoll", pytest.param("io_uring", marks=pytest.mark.io_uring), "selectors"])
+@pytest.mark.parametrize(
+    "backend", ["epoll", pytest.param("io_uring", marks=pytest.mark.io_uring), "selectors"]
+)
 def test_an_interrupt_at_any_bytecode_of_the_backends_wait_loses_no_event(backend):
     k = 0
     while True:
         raised, got, n = _wait_trial(backend, k)
-        assert len(got) == n and set(got.values()) == {1}, f"interrupt at traced bytecode {k}: deliveries {dict(got)}"
+        assert len(got) == n and set(got.values()) == {1}, (
+            f"interrupt at traced bytecode {k}: deliveries {dict(got)}"
+        )
         if not raised:
             break
         k += 1
@@ -478,8 +508,13 @@ def _double_trial(backend: str, j: int) -> tuple[bool, Counter, int]:
 
     pairs = _readable_pairs(r, 4, cb)
 
-    interrupter = Interrupter(j, RECOVERY_TRACED, {reactor_mod.__file__, interrupts_mod.__file__},
-                              skip=lambda frame: frame.f_lineno in window, active=lambda: state["first"])
+    interrupter = Interrupter(
+        j,
+        RECOVERY_TRACED,
+        {reactor_mod.__file__, interrupts_mod.__file__},
+        skip=lambda frame: frame.f_lineno in window,
+        active=lambda: state["first"],
+    )
 
     def rounds():  # the first interrupt, the second, and rounds after them (data is queued)
         for _ in range(4):
@@ -497,7 +532,9 @@ def test_a_second_interrupt_while_the_first_is_handled_loses_nothing(backend_nam
     j = 0
     while True:
         fired, got, n = _double_trial(backend_name, j)
-        assert len(got) == n and set(got.values()) == {1}, f"second interrupt at traced bytecode {j}: deliveries {dict(got)}"
+        assert len(got) == n and set(got.values()) == {1}, (
+            f"second interrupt at traced bytecode {j}: deliveries {dict(got)}"
+        )
         if not fired:
             break
         j += 1

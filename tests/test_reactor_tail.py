@@ -145,6 +145,7 @@ def test_event_aging_behind_slow_callbacks_goes_next(backend_name, clock, socket
 @given(data=st.data())
 def test_policy_matches_oracle_for_random_stamps_and_slow_callbacks(backend_name, data):
     from tailreactor.clock import ManualClock
+
     n = data.draw(st.integers(1, 8), label="events")
     stamps = data.draw(st.lists(st.integers(0, 3000), min_size=n, max_size=n), label="arm_at_us")
     slow = data.draw(st.lists(st.integers(0, 800), min_size=n, max_size=n), label="callback_us")
@@ -160,8 +161,9 @@ def test_policy_matches_oracle_for_random_stamps_and_slow_callbacks(backend_name
         rec.rank = {pairs[i][0].fileno(): k for k, i in enumerate(rank)}
         log, times = [], []
         base = clock()
-        events = arm_pairs(r, pairs, clock, stamps, log, slow_us=dict(enumerate(slow)), times=times,
-                           rearm=rearm)
+        events = arm_pairs(
+            r, pairs, clock, stamps, log, slow_us=dict(enumerate(slow)), times=times, rearm=rearm
+        )
         clock.advance_us(lag)
         run_round(r)
         backend_order = [next(i for i, e in events.items() if e is tok) for tok in rec.batches[0]]
@@ -184,7 +186,8 @@ def test_several_aged_events_oldest_first_and_elevations_counted(backend_name, c
 
 
 def test_all_aged_at_round_start_run_oldest_first_ties_in_backend_order_and_skip_disarmed(
-        backend_name, clock, socketpairs):
+    backend_name, clock, socketpairs
+):
     """The overload case (a reactor a round behind): every event of the batch has aged
     before the first delivery.  All run elevated, oldest first, equal stamps in backend
     order, and an event an earlier callback disarms never runs."""
@@ -247,8 +250,9 @@ def test_tail_us_zero_is_backend_order_and_no_elevation(backend_name, clock, soc
     r, rec = make(backend_name, clock, tail_us=0)
     pairs = socketpairs(6)
     log = []
-    events = arm_pairs(r, pairs, clock, [50000, 0, 30000, 10000, 40000, 20000], log,
-                       slow_us={i: 5000 for i in range(6)})
+    events = arm_pairs(
+        r, pairs, clock, [50000, 0, 30000, 10000, 40000, 20000], log, slow_us={i: 5000 for i in range(6)}
+    )
     run_round(r)
     backend_order = [next(i for i, e in events.items() if e is tok) for tok in rec.batches[0]]
     assert [n for n, _ in log] == backend_order
@@ -257,12 +261,16 @@ def test_tail_us_zero_is_backend_order_and_no_elevation(backend_name, clock, soc
     r.close()
 
 
-@pytest.mark.parametrize("age_from,expected", [
-    ("ready", [("idle", False), ("fresh", False)]),  # ready only now: not aged
-    ("arm", [("idle", True), ("fresh", False)]),     # CWIST's definition: the old arm stamp counts
-])
-def test_idle_keep_alive_connection_aged_only_under_age_from_arm(backend_name, clock, socketpairs,
-                                                                  age_from, expected):
+@pytest.mark.parametrize(
+    "age_from,expected",
+    [
+        ("ready", [("idle", False), ("fresh", False)]),  # ready only now: not aged
+        ("arm", [("idle", True), ("fresh", False)]),  # CWIST's definition: the old arm stamp counts
+    ],
+)
+def test_idle_keep_alive_connection_aged_only_under_age_from_arm(
+    backend_name, clock, socketpairs, age_from, expected
+):
     """Armed long ago (an idle keep-alive connection), ready only now."""
     r, rec = make(backend_name, clock, age_from=age_from)
     (a, b), (c, d) = socketpairs(2)
@@ -293,8 +301,7 @@ def test_age_from_ready_still_elevates_behind_slow_callbacks(backend_name, clock
     r.close()
 
 
-def test_age_from_ready_slow_timers_age_the_batch_before_its_first_delivery(backend_name, clock,
-                                                                           socketpairs):
+def test_age_from_ready_slow_timers_age_the_batch_before_its_first_delivery(backend_name, clock, socketpairs):
     """A round's timers run after its batch is stamped ready and before it is dispatched
     (reactor.py, steps 3-5): timers that take TAIL_US or more age every event of the batch,
     so under AGE_FROM=ready all of them run elevated, in backend order (docs: "The policy")."""
@@ -328,6 +335,7 @@ def test_both_backends_same_order_for_same_stamps(socketpairs):
     orders = {}
     for name in ("epoll", "io_uring"):
         from tailreactor.clock import ManualClock
+
         clock = ManualClock()
         r, rec = make(name, clock)
         pairs = socketpairs(8)
@@ -372,15 +380,18 @@ def test_an_event_whose_aging_time_is_at_the_end_of_the_clock_is_not_lost(backen
     r.close()
 
 
-def test_an_event_whose_aging_time_is_clamped_to_last_is_delivered_in_backend_order(backend_name, socketpairs):
+def test_an_event_whose_aging_time_is_clamped_to_last_is_delivered_in_backend_order(
+    backend_name, socketpairs
+):
     """At a clock of LAST an event armed just before has an aging time clamped to LAST: the
     walk asks for a run (now >= aged_at), gets none (the event has not aged), and must then
     deliver it in backend order, not ask again forever (a walk that switched to the empty run
     and back looped here)."""
     from tailreactor.dispatch import LAST
+
     clock = ManualClock(LAST - 1000)
     r, _ = make(backend_name, clock)
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     log = []
     r.arm(a.fileno(), READ, lambda ev: log.append(r.dispatch_late()))
     b.send(b"x")
@@ -396,7 +407,7 @@ def test_with_the_policy_off_a_clock_past_the_end_is_still_served(backend_name, 
     round and never delivered the event (second review, issue 9)."""
     clock = ManualClock(NEVER)
     r, _ = make(backend_name, clock, tail_us=0)
-    (a, b), = socketpairs(1)
+    ((a, b),) = socketpairs(1)
     log = []
     r.arm(a.fileno(), READ, lambda ev: log.append(r.dispatch_late()))
     b.send(b"x")
@@ -408,7 +419,9 @@ def test_with_the_policy_off_a_clock_past_the_end_is_still_served(backend_name, 
 def test_an_unknown_age_from_is_refused_before_any_reactor_is_built():
     """Config.replace checks CWIST_REACTOR_AGE_FROM as load does: raised from inside every
     round, a bad value would stick the reactor."""
-    with pytest.raises(ValueError, match="CWIST_REACTOR_AGE_FROM='armed' is invalid: accepted one of arm, ready"):
+    with pytest.raises(
+        ValueError, match="CWIST_REACTOR_AGE_FROM='armed' is invalid: accepted one of arm, ready"
+    ):
         Config.default().replace(tail_us=T_US, age_from="armed")
 
 
@@ -426,8 +439,9 @@ class _Ev:
         return self._stamp
 
 
-@pytest.mark.parametrize("backend_order", [[0, 1, 2, 3, 4, 5], [1, 3, 4, 0, 5, 2]],
-                         ids=["shuffled", "in-age-order"])
+@pytest.mark.parametrize(
+    "backend_order", [[0, 1, 2, 3, 4, 5], [1, 3, 4, 0, 5, 2]], ids=["shuffled", "in-age-order"]
+)
 def test_age_order_runs_oldest_first_also_after_a_rearm_in_place(backend_order):
     """Runs are oldest first, ties in backend order, whether or not the batch came in age
     order.  Event 4 runs in backend order before anything ages and is re-armed in place,

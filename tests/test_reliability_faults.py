@@ -61,20 +61,20 @@ def test_fd_closed_while_armed_per_backend(make_reactor, backend_name):
 
     reactor.arm(fd, READ, on_read)
     reactor.run_once(0)  # io_uring: the POLL_ADD reaches the kernel with this wait
-    os.close(fd)         # behind the reactor's back
+    os.close(fd)  # behind the reactor's back
     reactor.run_once(0)
     if backend_name == "epoll":
         assert readable(peer, 5) and sees_close(peer) == "eof"  # the file really closed
         with pytest.raises(OSError):
             peer.send(b"x")  # EPIPE or ECONNRESET: nobody on the other side
         assert reactor.run_once(0.01) == 0 and fstat_errors == []  # never reported...
-        assert reactor.armed(fd, READ) is not None                 # ...but still listed as armed
-        assert reactor.disarm(fd) == 1                             # disarm cleans up, no error
+        assert reactor.armed(fd, READ) is not None  # ...but still listed as armed
+        assert reactor.disarm(fd) == 1  # disarm cleans up, no error
     else:
         assert not readable(peer, NO_FIN_WAIT_S)  # the ring's poll keeps the socket open
         peer.send(b"x")
-        assert reactor.run_once(5) == 1            # the poll completes...
-        assert fstat_errors == [errno.EBADF]       # ...and the callback runs for a closed fd
+        assert reactor.run_once(5) == 1  # the poll completes...
+        assert fstat_errors == [errno.EBADF]  # ...and the callback runs for a closed fd
         assert reactor.armed(fd, READ) is None
         # The completed poll dropped the last reference: the socket closes now,
         # with our unread byte in it, so the peer gets RST.
@@ -134,7 +134,9 @@ def test_connection_fd_closed_behind_the_server_and_reused_by_accept(pumped, bac
     new = srv.connections.get(fd)
     assert new is not None and new is not old, "precondition: accept reused the freed fd number"
     assert old.closed and old.sock.fileno() == -1  # detached, not closed by us
-    assert [r.levelname for r in caplog.records if "behind the server's back" in r.getMessage()] == ["WARNING"]
+    assert [r.levelname for r in caplog.records if "behind the server's back" in r.getMessage()] == [
+        "WARNING"
+    ]
 
     newcomer.sendall(get("/user/2"))
     pump.until(lambda: new.stats.requests == 1)

@@ -39,7 +39,10 @@ from http_helpers import (
     read_to_eof_raw,
 )
 
-BACKENDS = ["epoll", pytest.param("io_uring", marks=pytest.mark.io_uring)]  # as tests/conftest.py (not importable by name: tests/ci has one too)
+BACKENDS = [
+    "epoll",
+    pytest.param("io_uring", marks=pytest.mark.io_uring),
+]  # as tests/conftest.py (not importable by name: tests/ci has one too)
 ALLOWED = {100, 200, 400, 404, 405, 408, 414, 431, 505}
 
 VALID = [
@@ -52,14 +55,25 @@ VALID = [
     b"POST /user HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
     get("/user/1") + get("/user/2") + get("/plaintext", headers="Connection: close\r\n"),
 ]
-FIXTURE_INPUTS = [(FIXTURES / c["file"]).read_bytes()
-                  for c in json.loads((FIXTURES / "bad-inputs.json").read_text())]
+FIXTURE_INPUTS = [
+    (FIXTURES / c["file"]).read_bytes() for c in json.loads((FIXTURES / "bad-inputs.json").read_text())
+]
 SEEDS = VALID + FIXTURE_INPUTS
 
-TOKEN = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-!#$%&'*+.^_`|~",
-                min_size=1, max_size=20).map(str.encode)
-HUGE = [b"99999999999999999999999999", b"18446744073709551616", b"18446744073709551615",
-        b"9223372036854775807", b"-1", b"0" * 300 + b"1", b"ffffffffffffffffffff"]
+TOKEN = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-!#$%&'*+.^_`|~",
+    min_size=1,
+    max_size=20,
+).map(str.encode)
+HUGE = [
+    b"99999999999999999999999999",
+    b"18446744073709551616",
+    b"18446744073709551615",
+    b"9223372036854775807",
+    b"-1",
+    b"0" * 300 + b"1",
+    b"ffffffffffffffffffff",
+]
 
 
 @st.composite
@@ -85,7 +99,7 @@ def mutated(draw) -> bytes:
             digits = list(re.finditer(rb"[0-9a-fA-F]+", bytes(data)))
             if digits:
                 m = draw(st.sampled_from(digits))
-                data[m.start():m.end()] = draw(st.sampled_from(HUGE))
+                data[m.start() : m.end()] = draw(st.sampled_from(HUGE))
         elif op == "splice":
             end = draw(st.integers(at, min(len(data), at + 16)))
             data[at:end] = draw(st.binary(max_size=16))

@@ -87,7 +87,10 @@ def test_header_count_limit(server):
 
 def test_431_comes_after_the_answers_to_earlier_pipelined_requests(server):
     big = f"GET / HTTP/1.1\r\nHost: t\r\n{headers(200, 1)}\r\n".encode()
-    assert status_and_eof(server.port, get("/user/1") + get("/user/2") + big + get("/")) == ([200, 200, 431], True)
+    assert status_and_eof(server.port, get("/user/1") + get("/user/2") + big + get("/")) == (
+        [200, 200, 431],
+        True,
+    )
 
 
 def test_a_header_line_that_never_ends_is_cut_off_at_a_bounded_size(pumped):
@@ -113,17 +116,26 @@ def test_a_header_line_that_never_ends_is_cut_off_at_a_bounded_size(pumped):
 
 
 # -- request smuggling guard ----------------------------------------------------------
-SMUGGLE = (b"POST /user HTTP/1.1\r\nHost: t\r\nContent-Length: 44\r\nTransfer-Encoding: chunked\r\n\r\n"
-           b"0\r\n\r\nGET /user/smuggled HTTP/1.1\r\nHost: t\r\n\r\n")
+SMUGGLE = (
+    b"POST /user HTTP/1.1\r\nHost: t\r\nContent-Length: 44\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"0\r\n\r\nGET /user/smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
+)
 
 
-@pytest.mark.parametrize("raw", [
-    SMUGGLE,
-    SMUGGLE.replace(b"Content-Length: 44\r\nTransfer-Encoding: chunked", b"Transfer-Encoding: chunked\r\nContent-Length: 44"),
-    b"POST /user HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhelloGET /user/smuggled HTTP/1.1\r\n\r\n",
-    b"POST /user HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
-    b"POST /user HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\nGET /user/smuggled HTTP/1.1\r\n\r\n",
-], ids=["cl-then-te", "te-then-cl", "cl-twice", "te-chunked-not-last", "te-without-chunked"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        SMUGGLE,
+        SMUGGLE.replace(
+            b"Content-Length: 44\r\nTransfer-Encoding: chunked",
+            b"Transfer-Encoding: chunked\r\nContent-Length: 44",
+        ),
+        b"POST /user HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhelloGET /user/smuggled HTTP/1.1\r\n\r\n",
+        b"POST /user HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+        b"POST /user HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\nGET /user/smuggled HTTP/1.1\r\n\r\n",
+    ],
+    ids=["cl-then-te", "te-then-cl", "cl-twice", "te-chunked-not-last", "te-without-chunked"],
+)
 def test_ambiguous_framing_gets_one_400_and_close(server, raw):
     """RFC 9112 6.1/6.3: a request whose body length is ambiguous is answered
     400 and the connection closed; the smuggled request is never answered."""
@@ -134,11 +146,11 @@ def test_ambiguous_framing_gets_one_400_and_close(server, raw):
 CHUNKED = [
     b"5\r\nhello\r\n0\r\n\r\n",
     b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
-    b"A\r\n0123456789\r\n0\r\n\r\n",                      # upper-case hex
-    b"0005\r\nhello\r\n0\r\n\r\n",                          # leading zeros
-    b"5;name=value\r\nhello\r\n0;last\r\n\r\n",             # chunk extensions
+    b"A\r\n0123456789\r\n0\r\n\r\n",  # upper-case hex
+    b"0005\r\nhello\r\n0\r\n\r\n",  # leading zeros
+    b"5;name=value\r\nhello\r\n0;last\r\n\r\n",  # chunk extensions
     b"5\r\nhello\r\n0\r\nX-Trailer: 1\r\nX-Other: 2\r\n\r\n",  # trailer fields
-    b"0\r\n\r\n",                                           # empty body
+    b"0\r\n\r\n",  # empty body
 ]
 
 
@@ -152,7 +164,8 @@ def test_chunked_bodies_pipelined_on_one_connection(server):
         c.sendall(raw)
         responses = read_responses(c, 2 * len(CHUNKED))
     assert [(r.status, r.body) for r in responses] == [
-        x for i in range(len(CHUNKED)) for x in ((200, b""), (200, str(i).encode()))]
+        x for i in range(len(CHUNKED)) for x in ((200, b""), (200, str(i).encode()))
+    ]
 
 
 def test_chunked_body_byte_by_byte_is_answered_once_complete(pumped):
@@ -162,7 +175,7 @@ def test_chunked_body_byte_by_byte_is_answered_once_complete(pumped):
         conn = accept_connection(srv, pump, c)
         c.setblocking(False)
         for i in range(len(raw) - 1):
-            c.send(raw[i:i + 1])
+            c.send(raw[i : i + 1])
             pump.until(lambda i=i: conn.stats.bytes_in == i + 1)
             with pytest.raises(BlockingIOError):
                 c.recv(1)  # no answer before the last byte
@@ -182,8 +195,12 @@ def test_chunked_body_of_one_mib_is_discarded_not_buffered(server):
 
 
 # -- Expect: 100-continue (RFC 9110 10.1.1) -------------------------------------------------
-def head_only(version: str = "1.1", framing: str = "Content-Length: 5", path: str = "/user",
-              expect: str = "100-continue") -> bytes:
+def head_only(
+    version: str = "1.1",
+    framing: str = "Content-Length: 5",
+    path: str = "/user",
+    expect: str = "100-continue",
+) -> bytes:
     return f"POST {path} HTTP/{version}\r\nHost: t\r\nExpect: {expect}\r\n{framing}\r\n\r\n".encode()
 
 
@@ -194,10 +211,14 @@ def recv_now(c: socket.socket) -> bytes:
         return b""
 
 
-@pytest.mark.parametrize("framing,body", [
-    ("Content-Length: 5", b"hello"),
-    ("Transfer-Encoding: chunked", b"5\r\nhello\r\n0\r\n\r\n"),
-], ids=["content-length", "chunked"])
+@pytest.mark.parametrize(
+    "framing,body",
+    [
+        ("Content-Length: 5", b"hello"),
+        ("Transfer-Encoding: chunked", b"5\r\nhello\r\n0\r\n\r\n"),
+    ],
+    ids=["content-length", "chunked"],
+)
 def test_expect_100_continue_is_sent_before_the_body_is_read(pumped, framing, body):
     """The head alone gets exactly ``100 Continue`` (the server must not wait
     for the content first); the final answer comes only after the body."""
@@ -224,16 +245,20 @@ def test_expect_100_continue_is_sent_before_the_body_is_read(pumped, framing, bo
     assert (resp.status, resp.headers["connection"]) == (200, "keep-alive")
 
 
-@pytest.mark.parametrize("raw,statuses", [
-    # The content arrived with the head: 100 may be omitted (RFC 9110 10.1.1), and is.
-    (head_only() + b"hello", [200]),
-    # No content will follow: no 100.
-    (head_only(framing="Content-Length: 0"), [200]),
-    # A GET without content: nothing to continue.
-    (b"GET / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n\r\n", [200]),
-    # An expectation other than 100-continue is ignored (417 is a MAY).
-    (head_only(expect="something-else") + b"hello", [200]),
-], ids=["body-with-head", "no-content", "get-no-body", "unknown-expectation"])
+@pytest.mark.parametrize(
+    "raw,statuses",
+    [
+        # The content arrived with the head: 100 may be omitted (RFC 9110 10.1.1), and is.
+        (head_only() + b"hello", [200]),
+        # No content will follow: no 100.
+        (head_only(framing="Content-Length: 0"), [200]),
+        # A GET without content: nothing to continue.
+        (b"GET / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n\r\n", [200]),
+        # An expectation other than 100-continue is ignored (417 is a MAY).
+        (head_only(expect="something-else") + b"hello", [200]),
+    ],
+    ids=["body-with-head", "no-content", "get-no-body", "unknown-expectation"],
+)
 def test_expect_variants(server, raw, statuses):
     with connect(server.port) as c:
         c.sendall(raw + get("/", headers="Connection: close\r\n"))
@@ -252,7 +277,9 @@ def test_expect_on_http10_is_ignored(pumped):
         c.setblocking(False)
         assert recv_now(c) == b""
         c.sendall(b"hello")
-        pump.until(lambda: conn.stats.requests == 1)  # HTTP/1.0 without keep-alive: answered, then half-closed
+        pump.until(
+            lambda: conn.stats.requests == 1
+        )  # HTTP/1.0 without keep-alive: answered, then half-closed
         c.setblocking(True)
         c.settimeout(IO_TIMEOUT_S)
         responses, eof = read_to_eof(c)
@@ -260,15 +287,18 @@ def test_expect_on_http10_is_ignored(pumped):
 
 
 # -- request-target forms and versions ---------------------------------------------------------
-@pytest.mark.parametrize("target,status,body", [
-    ("http://t/plaintext", 200, b"Hello, World!"),
-    ("HTTP://T/plaintext", 200, b"Hello, World!"),       # scheme and host are case-insensitive
-    ("https://t:8443/user/5?x=1", 200, b"5"),
-    ("http://u:p@t/user/9", 200, b"9"),
-    ("http://t", 200, b""),                               # empty path means "/" (RFC 9110 4.2.3)
-    ("http://t?q=1", 200, b""),
-    ("http://t/nope", 404, b""),
-])
+@pytest.mark.parametrize(
+    "target,status,body",
+    [
+        ("http://t/plaintext", 200, b"Hello, World!"),
+        ("HTTP://T/plaintext", 200, b"Hello, World!"),  # scheme and host are case-insensitive
+        ("https://t:8443/user/5?x=1", 200, b"5"),
+        ("http://u:p@t/user/9", 200, b"9"),
+        ("http://t", 200, b""),  # empty path means "/" (RFC 9110 4.2.3)
+        ("http://t?q=1", 200, b""),
+        ("http://t/nope", 404, b""),
+    ],
+)
 def test_absolute_form_targets(server, target, status, body):
     with connect(server.port) as c:
         c.sendall(get(target))
@@ -283,12 +313,16 @@ def test_targets_without_a_served_path_get_400(server, target):
     assert status_and_eof(server.port, get(target)) == ([400], True)
 
 
-@pytest.mark.parametrize("raw,statuses", [
-    (b"GET /\r\n\r\n", [505]),                             # HTTP/0.9 request line, blank line
-    (b"GET / HTTP/1.1\r\n\r\n", [400]),                    # HTTP/1.1 without Host (RFC 9112 3.2)
-    (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", [400]),  # two Host fields
-    (b"GET / HTTP/1.0\r\n\r\n", [200]),                    # HTTP/1.0 needs no Host
-], ids=["http-0.9", "no-host", "two-hosts", "http-1.0-no-host"])
+@pytest.mark.parametrize(
+    "raw,statuses",
+    [
+        (b"GET /\r\n\r\n", [505]),  # HTTP/0.9 request line, blank line
+        (b"GET / HTTP/1.1\r\n\r\n", [400]),  # HTTP/1.1 without Host (RFC 9112 3.2)
+        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", [400]),  # two Host fields
+        (b"GET / HTTP/1.0\r\n\r\n", [200]),  # HTTP/1.0 needs no Host
+    ],
+    ids=["http-0.9", "no-host", "two-hosts", "http-1.0-no-host"],
+)
 def test_versions_and_host(server, raw, statuses):
     assert status_and_eof(server.port, raw) == (statuses, True)
 
@@ -424,7 +458,7 @@ def test_slowloris_head_trickled_byte_by_byte_gets_408_at_the_head_deadline(pump
         started = clock()
         sent = 0
         while not conn.stats.requests:
-            slow.send(head[sent:sent + 1])
+            slow.send(head[sent : sent + 1])
             sent += 1
             pump.until(lambda sent=sent: conn.stats.bytes_in == sent)
             clock.advance_ns(step_ns)

@@ -197,8 +197,9 @@ def test_descriptors_return_to_baseline_after_every_misbehaving_client(bench):
     baseline = open_fds(pid)
     for name, scenario in SCENARIOS:
         scenario(bench.port)
-        assert wait_for(lambda: open_fds(pid) == baseline), \
+        assert wait_for(lambda: open_fds(pid) == baseline), (
             f"after {name!r}: {open_fds(pid)} fds open, baseline {baseline}"
+        )
     # ...and it still serves.
     with connect(bench.port) as c:
         c.sendall(get("/user/ok", headers="Connection: close\r\n"))
@@ -208,8 +209,13 @@ def test_descriptors_return_to_baseline_after_every_misbehaving_client(bench):
 def run_wrk(port: int, connections: int, seconds: int) -> str:
     wrk = shutil.which("wrk")
     assert wrk, "wrk is not installed"
-    done = subprocess.run([wrk, "-t2", f"-c{connections}", f"-d{seconds}s", f"http://127.0.0.1:{port}/"],
-                          capture_output=True, text=True, timeout=seconds + 30, check=False)
+    done = subprocess.run(
+        [wrk, "-t2", f"-c{connections}", f"-d{seconds}s", f"http://127.0.0.1:{port}/"],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 30,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     served = re.search(r"(\d+) requests in", done.stdout)
     assert served and int(served.group(1)) > 0, done.stdout
@@ -226,8 +232,9 @@ def test_wrk_1024_connections_descriptors_return_and_memory_is_bounded(bench):
         baseline_fds, baseline_rss = open_fds(pid), rss_kib(pid)
         out = run_wrk(bench.port, 1024, 2)
         assert "Non-2xx" not in out, out
-        assert wait_for(lambda: open_fds(pid) == baseline_fds, timeout_s=IO_TIMEOUT_S), \
+        assert wait_for(lambda: open_fds(pid) == baseline_fds, timeout_s=IO_TIMEOUT_S), (
             f"{open_fds(pid)} fds open after wrk, baseline {baseline_fds}"
+        )
         first_rss = rss_kib(pid)
         run_wrk(bench.port, 1024, 1)
         assert wait_for(lambda: open_fds(pid) == baseline_fds, timeout_s=IO_TIMEOUT_S)

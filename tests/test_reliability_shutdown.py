@@ -91,8 +91,8 @@ def test_drain_closes_the_listener_half_closes_idle_and_finishes_busy(make_react
 
         drained = []
         assert srv.drain(lambda: drained.append(True)) is True
-        assert refused(srv.port)                       # the listening socket went first
-        assert read_to_eof(idle) == ([], True)         # waiting for a request: half-closed at once
+        assert refused(srv.port)  # the listening socket went first
+        assert read_to_eof(idle) == ([], True)  # waiting for a request: half-closed at once
         got: list = []
         busy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)  # read through a wider window
         reader = threading.Thread(target=lambda: got.append(read_to_eof_raw(busy)), daemon=True)
@@ -157,8 +157,12 @@ def test_sigterm_under_load_finishes_answers_closes_listener_first_and_reports(b
     srv = start_bench(env=bench_env(CWIST_REACTOR_BACKEND=backend_name, CWIST_LATENCY_PROBE="1"))
     load = None
     try:
-        load = subprocess.Popen([wrk, "-t1", "-c32", "-d2s", f"http://127.0.0.1:{srv.port}/"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        load = subprocess.Popen(
+            [wrk, "-t1", "-c32", "-d2s", f"http://127.0.0.1:{srv.port}/"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         pipe = connect(srv.port, rcvbuf=4096)
         sender = threading.Thread(target=_send_quietly, args=(pipe, numbered_pipeline(2000)), daemon=True)
         sender.start()
@@ -202,7 +206,7 @@ def test_second_signal_cuts_the_drain_short(backend_name):
         srv.proc.send_signal(15)
         assert wait_for(lambda: listening(srv.port) == 0)
         assert srv.proc.poll() is None  # draining: the stuck client holds it (for up to the grace period)
-        code, err = srv.stop(15)        # the second SIGTERM
+        code, err = srv.stop(15)  # the second SIGTERM
     finally:
         stuck.close()
         srv.kill()

@@ -17,7 +17,9 @@ OUTSIDE = re.compile(r"(?<![\w/.-])(?:(?:\.\./)+shared/[\w./-]*|shared/notes/[\w
 def _git(*args: str) -> list[str]:
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
 
 
 def test_no_file_points_outside_the_repository():
@@ -34,12 +36,16 @@ def test_no_file_points_outside_the_repository():
             continue
         for n, line in enumerate(text.splitlines(), 1):
             found += [f"{name}:{n}: {m}" for m in OUTSIDE.findall(line)]
-    assert not found, ("pointers to files this repository does not contain (cite the public source: "
-                       "CWIST PR or issue number, a man page):\n" + "\n".join(found))
+    assert not found, (
+        "pointers to files this repository does not contain (cite the public source: "
+        "CWIST PR or issue number, a man page):\n" + "\n".join(found)
+    )
 
 
 def test_the_pattern_catches_the_pointers_it_is_for():
-    assert OUTSIDE.findall("see ``shared/notes/upstream-cwist.md`` section 2") == ["shared/notes/upstream-cwist.md"]
+    assert OUTSIDE.findall("see ``shared/notes/upstream-cwist.md`` section 2") == [
+        "shared/notes/upstream-cwist.md"
+    ]
     assert OUTSIDE.findall("[notes](../shared/notes/x.md)") == ["../shared/notes/x.md"]
     assert not OUTSIDE.findall("lib/shared/notes/x, the shared/ring, a shared memory map")
 
@@ -56,7 +62,9 @@ def test_no_tracked_file_is_ignored():
     """A file is either tracked or ignored.  The one exception is by design: benchmarks/results/ is
     ignored so that smoke runs stay out of git status, and deliberate measurements are added with
     ``git add -f`` (benchmarks/README.md)."""
-    both = [f for f in _git("ls-files", "-ci", "--exclude-standard") if not f.startswith("benchmarks/results/")]
+    both = [
+        f for f in _git("ls-files", "-ci", "--exclude-standard") if not f.startswith("benchmarks/results/")
+    ]
     assert not both, f"tracked and ignored at once: {both}"
 
 
@@ -65,7 +73,10 @@ def test_the_readme_starts_with_the_two_commands_and_says_setup_may_call_sudo():
     headings = [ln for ln in text.splitlines() if ln.startswith("## ")]
     assert headings[0] == "## The two commands", headings
     first_block = text.split("```sh\n", 1)[1].split("```", 1)[0]
-    assert [ln.split()[0] for ln in first_block.splitlines()] == ["scripts/test.sh", "scripts/tail-latency.sh"]
+    assert [ln.split()[0] for ln in first_block.splitlines()] == [
+        "scripts/test.sh",
+        "scripts/tail-latency.sh",
+    ]
     assert text.index("```sh") < text.index("CWIST_REACTOR_TAIL_US")  # the commands before the statistics
     assert "sudo apt-get install wrk" in text and "install wrk yourself first" in text
     assert len(text.splitlines()) <= 60, "the rest belongs in docs/ (en and ko)"

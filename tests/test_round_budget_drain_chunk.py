@@ -80,7 +80,9 @@ def test_drain_chunk_zero_runs_post_next_round(make_reactor, socketpairs):
     assert r.counters.drain_chunk_drains == 0
 
 
-def test_round_budget_flushes_at_most_once_per_budget_interval(make_reactor, clock, socketpairs, backend_name):
+def test_round_budget_flushes_at_most_once_per_budget_interval(
+    make_reactor, clock, socketpairs, backend_name
+):
     """A long round submits its re-arms about every budget, not after every callback once late:
     20 callbacks x 800 us = 16 ms of round with a 1000 us budget gives 9 submits, not 18."""
     r = _long_round(make_reactor, clock, socketpairs, budget_us=1000, n=20)

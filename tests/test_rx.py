@@ -74,7 +74,7 @@ def test_completion_carries_the_data_and_runs_once(pair):
     buf = bytearray(64)
     got = []
     with _reactor() as r:
-        ev = r.arm_recv(a.fileno(), memoryview(buf), lambda e: got.append((e.result, bytes(buf[:e.result]))))
+        ev = r.arm_recv(a.fileno(), memoryview(buf), lambda e: got.append((e.result, bytes(buf[: e.result]))))
         assert ev.direction == READ
         b.send(b"hello")
         assert _run_until(r, lambda: got)
@@ -103,10 +103,12 @@ def test_rearm_from_the_callback_receives_the_next_message(pair):
     buf = bytearray(64)
     got = []
     with _reactor() as r:
+
         def cb(e):
-            got.append(bytes(buf[:e.result]))
+            got.append(bytes(buf[: e.result]))
             if len(got) < 3:
                 r.arm_recv(a.fileno(), buf, cb)
+
         r.arm_recv(a.fileno(), buf, cb)
         for i in range(3):
             b.send(b"m%d" % i)
@@ -119,15 +121,18 @@ def test_rearm_from_the_callback_reuses_the_delivered_event(pair):
     """As Reactor.arm does: a receive armed from the callback of the receive
     just delivered on that fd re-arms the same Event, result reset to 0."""
     from tailreactor.events import ARMED
+
     a, b = pair
     buf = bytearray(64)
     seen = []
     with _reactor() as r:
+
         def cb(e):
             seen.append((e, e.result))
             if len(seen) == 1:
                 again = r.arm_recv(a.fileno(), buf, cb)
                 seen.append((again, again.result, again.state))
+
         first = r.arm_recv(a.fileno(), buf, cb)
         b.send(b"one")
         assert _run_until(r, lambda: len(seen) == 2)
@@ -168,7 +173,9 @@ def test_received_events_are_stamped_and_counted_like_others(pair):
     a, b = pair
     seen = []
     with _reactor() as r:
-        r.arm_recv(a.fileno(), bytearray(8), lambda e: seen.append((e.armed_ns > 0, e.ready_ns >= e.armed_ns)))
+        r.arm_recv(
+            a.fileno(), bytearray(8), lambda e: seen.append((e.armed_ns > 0, e.ready_ns >= e.armed_ns))
+        )
         b.send(b"x")
         assert _run_until(r, lambda: seen)
         assert seen == [(True, True)]
@@ -226,14 +233,18 @@ def test_second_arm_recv_from_the_callback_replaces_the_rearmed_receive(pair):
     next bytes are sent once the kernel has the cancel (flush): a receive
     replaced before that may take bytes already queued (``Reactor.arm_recv``)."""
     from tailreactor.events import CANCELLED
+
     a, b = pair
     buf, buf2 = bytearray(64), bytearray(64)
     calls, got = [], {}
     with _reactor() as r:
+
         def cb(ev):
-            calls.append(("cb", bytes(buf[:ev.result])))
+            calls.append(("cb", bytes(buf[: ev.result])))
             got["first"] = r.arm_recv(ev.fd, buf, lambda e: calls.append("first"))
-            got["second"] = r.arm_recv(ev.fd, buf2, lambda e: calls.append(("second", bytes(buf2[:e.result]))))
+            got["second"] = r.arm_recv(
+                ev.fd, buf2, lambda e: calls.append(("second", bytes(buf2[: e.result])))
+            )
 
         ev = r.arm_recv(a.fileno(), buf, cb)
         b.send(b"one")

@@ -19,7 +19,7 @@ import pytest
 HERE = Path(__file__).parent
 IO_TIMEOUT_S = 120
 
-INNER_TESTS = '''
+INNER_TESTS = """
 import errno, os, resource, socket
 import pytest
 from limits import require_fds
@@ -79,14 +79,14 @@ def test_ring_setup_enomem():
 @pytest.mark.io_uring
 def test_ring_setup_eperm():
     raise IoUringUnavailable(errno.EPERM, "io_uring unavailable: ring setup failed; errno EPERM")
-'''
+"""
 
-RING_TEST = '''
+RING_TEST = """
 import uring_api
 KEPT = []
 def test_leaks_a_ring():
     KEPT.append(uring_api.Ring(8))
-'''
+"""
 
 
 def inner_session(tmp_path: Path, body: str, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -102,10 +102,29 @@ def inner_session(tmp_path: Path, body: str, *args: str, **env: str) -> subproce
     def lower():
         resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
 
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q",
-                           "-o", "markers=io_uring", "--junitxml=report.xml", *args, "test_inner.py"],
-                          cwd=tmp_path, env=full_env, capture_output=True, text=True,
-                          timeout=IO_TIMEOUT_S, preexec_fn=lower, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-rA",
+            "-q",
+            "-o",
+            "markers=io_uring",
+            "--junitxml=report.xml",
+            *args,
+            "test_inner.py",
+        ],
+        cwd=tmp_path,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=IO_TIMEOUT_S,
+        preexec_fn=lower,
+        check=False,
+    )
 
 
 def outcomes(tmp_path: Path) -> dict[str, str]:
@@ -158,12 +177,12 @@ def test_leaked_pipes_are_named_and_the_next_test_is_not_blamed(inner):
     done, lines = inner
     line = lines["test_leaks_a_pipe_in_a_cycle"]
     assert line.startswith("error") and line.count("pipe:[") == 2, done.stdout
-    assert lines["test_closes_what_it_opens"]== "passed", done.stdout
+    assert lines["test_closes_what_it_opens"] == "passed", done.stdout
 
 
 def test_a_descriptor_only_garbage_holds_is_collected_not_blamed(inner):
     done, lines = inner
-    assert lines["test_drops_a_socket_in_a_cycle"]== "passed", done.stdout
+    assert lines["test_drops_a_socket_in_a_cycle"] == "passed", done.stdout
 
 
 def test_a_test_needing_more_files_than_the_limit_skips_naming_it(inner):

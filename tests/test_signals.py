@@ -9,7 +9,9 @@ import time
 import pytest
 
 
-@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(), reason="signals need the main thread"
+)
 def test_eintr_during_wait_is_retried(make_reactor):
     r = make_reactor()
     hits = []

@@ -77,7 +77,9 @@ def test_self_rearm_runs_once_per_pass(make_reactor, clock):
 def test_timer_armed_by_callback_waits_for_next_pass(make_reactor, clock):
     r = make_reactor(clock=clock)
     fired = []
-    r.call_later_us(10, lambda t: (fired.append("first"), r.call_later_us(0, lambda t2: fired.append("second"))))
+    r.call_later_us(
+        10, lambda t: (fired.append("first"), r.call_later_us(0, lambda t2: fired.append("second")))
+    )
     clock.advance_us(10)
     r.run_once(0)
     assert fired == ["first"]

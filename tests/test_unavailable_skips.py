@@ -30,20 +30,22 @@ REQUIRE = "TAILREACTOR_REQUIRE_IO_URING"
 #: A slice of the suite: io_uring-parametrized reactor tests, tests that use io_uring without a
 #: parameter, and the fallback's own tests (which must run either way).
 PART = ["tests/test_posts.py", "tests/test_backend_selection.py"]
-FALLBACK_TESTS = ["test_explicit_io_uring_unavailable_is_a_clear_error",
-                  "test_auto_falls_back_to_epoll_and_logs_one_line"]
+FALLBACK_TESTS = [
+    "test_explicit_io_uring_unavailable_is_a_clear_error",
+    "test_auto_falls_back_to_epoll_and_logs_one_line",
+]
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k != REQUIRE and not k.startswith(("PYTEST_", "HYPOTHESIS_"))}
+    env = {
+        k: v for k, v in os.environ.items() if k != REQUIRE and not k.startswith(("PYTEST_", "HYPOTHESIS_"))
+    }
     env.update(extra)
     return env
 
 
 def run_part(env: dict[str, str], prefix: list[str] = DENY_IO_URING) -> subprocess.CompletedProcess:
-    cmd = [*prefix, sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-           "-rA", *PART]
+    cmd = [*prefix, sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", *PART]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -76,8 +78,9 @@ def test_require_io_uring_turns_the_skips_into_failures_naming_the_reason():
     done = run_part(child_env(**{REQUIRE: "1"}))
     assert done.returncode == 1, done.stdout[-4000:]
     failed = [t for t, o in outcomes(done.stdout).items() if o in ("FAILED", "ERROR")]
-    assert failed and all("io_uring" in t or "auto_prefers_io_uring" in t or "shipped_backends" in t
-                          for t in failed), failed
+    assert failed and all(
+        "io_uring" in t or "auto_prefers_io_uring" in t or "shipped_backends" in t for t in failed
+    ), failed
     assert f"{REQUIRE}=1 but io_uring unavailable" in done.stdout and "errno EPERM" in done.stdout
     assert not [ln for ln in done.stdout.splitlines() if ln.startswith("SKIPPED") and "io_uring" in ln]
 
@@ -102,8 +105,20 @@ def bare_path(tmp_path: Path, *tools: str) -> str:
 
 def test_without_wrk_the_wrk_tests_skip_with_how_to_install_it(tmp_path):
     env = child_env(PATH=bare_path(tmp_path, "true"))
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA",
-           "tests/test_http_e2e.py", "tests/test_reliability_shutdown.py", "-k", "wrk"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "-rA",
+        "tests/test_http_e2e.py",
+        "tests/test_reliability_shutdown.py",
+        "-k",
+        "wrk",
+    ]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-4000:]
     skips = [ln for ln in done.stdout.splitlines() if ln.startswith("SKIPPED")]
@@ -119,10 +134,18 @@ def test_bootstrap_without_wrk_and_without_apt_goes_on_and_says_so(tmp_path):
     venv = ROOT / ".venv"
     stamp = venv / ".tailreactor-installed"
     if not stamp.exists() or stamp.stat().st_mtime < (ROOT / "pyproject.toml").stat().st_mtime:
-        pytest.skip("needs this checkout's .venv bootstrapped since pyproject.toml changed (scripts/bootstrap.sh)")
+        pytest.skip(
+            "needs this checkout's .venv bootstrapped since pyproject.toml changed (scripts/bootstrap.sh)"
+        )
     env = child_env(PATH=bare_path(tmp_path, "bash", "dirname", "id"), TAILREACTOR_VENV=str(venv))
-    done = subprocess.run([shutil.which("bash"), str(ROOT / "scripts" / "bootstrap.sh"), "--wrk"], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [shutil.which("bash"), str(ROOT / "scripts" / "bootstrap.sh"), "--wrk"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     lines = [ln for ln in done.stderr.splitlines() if "wrk" in ln]
     assert len(lines) == 1, done.stderr
@@ -136,8 +159,14 @@ def test_tail_latency_help_installs_nothing(tmp_path):
     path = bare_path(tmp_path, "bash", "dirname")
     (Path(path) / "python3").symlink_to(Path(sys.base_prefix) / "bin" / "python3")
     env = child_env(PATH=path, TAILREACTOR_VENV=str(tmp_path / "no-venv"), PYTHON="python3")
-    done = subprocess.run([shutil.which("bash"), str(ROOT / "scripts" / "tail-latency.sh"), "--help"], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [shutil.which("bash"), str(ROOT / "scripts" / "tail-latency.sh"), "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: tail_latency") and "--peers" in done.stdout
     assert "bootstrap" not in done.stderr and not (tmp_path / "no-venv").exists()

@@ -73,7 +73,7 @@ class HttpProtocol(asyncio.Protocol, RequestPipeline):
             # read-sized pieces: a long pipeline is then never taken for one oversized head.
             view = memoryview(data)
             for start in range(0, len(data), RECV_BYTES):
-                self._parse(view[start:start + RECV_BYTES], 0)
+                self._parse(view[start : start + RECV_BYTES], 0)
                 if pipeline and not pipeline[-1][2]:
                     break  # a closing answer (or a parse error): the rest is never answered
         if not pipeline:
@@ -108,12 +108,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.uvloop:
         import uvloop
+
         loop = uvloop.new_event_loop()
     else:
         loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     server = loop.run_until_complete(
-        loop.create_server(HttpProtocol, args.host, args.port, reuse_address=True, backlog=4096))
+        loop.create_server(HttpProtocol, args.host, args.port, reuse_address=True, backlog=4096)
+    )
     port = server.sockets[0].getsockname()[1]
     kind = "uvloop" if args.uvloop else "asyncio"
     print(f"{kind}-peer: listening on {args.host}:{port}, pid {os.getpid()}", file=sys.stderr, flush=True)

@@ -75,8 +75,20 @@ from tailreactor.backends.base import MAX_BATCH, check_direction, closed_error
 
 from .harness import LIVENESS_S
 
-__all__ = ["PREFIX", "ABI_VERSION", "CabiError", "ContractError", "CabiBackend", "UnknownToken",
-           "create_backend", "is_cabi", "canonical", "label", "load_library", "WAIT_GRACE_S"]
+__all__ = [
+    "PREFIX",
+    "ABI_VERSION",
+    "CabiError",
+    "ContractError",
+    "CabiBackend",
+    "UnknownToken",
+    "create_backend",
+    "is_cabi",
+    "canonical",
+    "label",
+    "load_library",
+    "WAIT_GRACE_S",
+]
 
 PREFIX = "cabi:"
 HEADER = "conformance/include/tailreactor_backend.h"
@@ -148,7 +160,7 @@ def is_cabi(spec: str) -> bool:
 
 
 def _path(spec: str) -> Path:
-    raw = spec[len(PREFIX):]
+    raw = spec[len(PREFIX) :]
     if not raw:
         raise CabiError("no library path: give cabi:PATH, e.g. cabi:examples/c-backend/libtr_epoll.so")
     return Path(raw).expanduser().resolve()
@@ -163,7 +175,7 @@ def label(spec: str) -> str:
     """The column name of ``spec`` in the table: ``cabi:libfoo`` for ``cabi:dir/libfoo.so``."""
     if not is_cabi(spec):
         return spec
-    name = Path(spec[len(PREFIX):]).name
+    name = Path(spec[len(PREFIX) :]).name
     return PREFIX + (name.split(".so", 1)[0] or name)
 
 
@@ -174,26 +186,34 @@ def load_library(path: Path) -> ctypes.CDLL:
     loaded, lacks a function of the header, or reports another ABI version.
     """
     if path.is_dir():
-        raise CabiError(f"{path} is a directory, not a shared library (accepted: cabi:PATH to a "
-                        f"shared library that exports the functions of {HEADER})")
+        raise CabiError(
+            f"{path} is a directory, not a shared library (accepted: cabi:PATH to a "
+            f"shared library that exports the functions of {HEADER})"
+        )
     if not path.is_file():
-        raise CabiError(f"no such file {path} (accepted: cabi:PATH to a shared library that exports "
-                        f"the functions of {HEADER})")
+        raise CabiError(
+            f"no such file {path} (accepted: cabi:PATH to a shared library that exports "
+            f"the functions of {HEADER})"
+        )
     try:
         lib = ctypes.CDLL(str(path))  # CDLL releases the GIL around each call: wake() from any thread
     except OSError as exc:
         raise CabiError(f"cannot be loaded: {exc}") from None
     missing = [name for name in SIGNATURES if not hasattr(lib, name)]
     if missing:
-        raise CabiError(f"does not export {', '.join(missing)} (a backend exports every function of "
-                        f"{HEADER}, ABI version {ABI_VERSION})")
+        raise CabiError(
+            f"does not export {', '.join(missing)} (a backend exports every function of "
+            f"{HEADER}, ABI version {ABI_VERSION})"
+        )
     for name, (restype, argtypes) in SIGNATURES.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
     version = lib.tr_backend_abi_version()
     if version != ABI_VERSION:
-        raise CabiError(f"ABI version {version}, but this suite speaks ABI version {ABI_VERSION} "
-                        f"(rebuild it against {HEADER})")
+        raise CabiError(
+            f"ABI version {version}, but this suite speaks ABI version {ABI_VERSION} "
+            f"(rebuild it against {HEADER})"
+        )
     return lib
 
 
@@ -233,7 +253,7 @@ class CabiBackend:
         self._ids = itertools.count(1)
         self._next = 1  # the next token number arm gives
         self._live: dict[int, tuple[int, int, object]] = {}  # number -> (fd, direction, token)
-        self._armed: dict[tuple[int, int], int] = {}         # (fd, direction) -> number
+        self._armed: dict[tuple[int, int], int] = {}  # (fd, direction) -> number
         self._retired: OrderedDict[int, object] = OrderedDict()
         self._reported: list[tuple[object, int]] = []  # taken by a wait cut short, not yet returned
         self._calls_since_flush = 0  # arms and disarms: what a flush can have submitted
@@ -243,8 +263,10 @@ class CabiBackend:
             return rc
         err = -rc
         if err > MAX_ERRNO:
-            raise ContractError(f"{self.name}: {call} returned {rc}, not a negative errno "
-                                f"(accepted: >= 0, or -{MAX_ERRNO}..-1)")
+            raise ContractError(
+                f"{self.name}: {call} returned {rc}, not a negative errno "
+                f"(accepted: >= 0, or -{MAX_ERRNO}..-1)"
+            )
         if err == errno.ESHUTDOWN:
             raise closed_error(self.name)
         raise OSError(err, f"{self.name}: {call} failed: {os.strerror(err)}")
@@ -272,10 +294,14 @@ class CabiBackend:
     def _listed(self, ev: Event) -> tuple[object, int]:
         """One report as ``(token, revents)``; a report outside the ABI raises :class:`ContractError`."""
         if ev.revents == 0 or ev.revents & ~TR_REVENTS or ev.reserved:
-            what = ("revents 0 (a report has at least one TR_* bit)" if not ev.revents else
-                    f"revents {ev.revents:#x}, bits {ev.revents & ~TR_REVENTS:#x} outside the TR_* set "
-                    f"{TR_REVENTS:#x}" if ev.revents & ~TR_REVENTS else
-                    f"reserved {ev.reserved} (accepted: 0)")
+            what = (
+                "revents 0 (a report has at least one TR_* bit)"
+                if not ev.revents
+                else f"revents {ev.revents:#x}, bits {ev.revents & ~TR_REVENTS:#x} outside the TR_* set "
+                f"{TR_REVENTS:#x}"
+                if ev.revents & ~TR_REVENTS
+                else f"reserved {ev.reserved} (accepted: 0)"
+            )
             raise ContractError(f"{self.name}: tr_backend_wait reported token {ev.token} with {what}")
         return self._token(ev.token), ev.revents
 
@@ -324,17 +350,24 @@ class CabiBackend:
         capacity = max(1, min(self.wait_capacity, len(self._events)))
         while True:
             bound = (LIVENESS_S if timeout_ns < 0 else timeout_ns / 1e9) + WAIT_GRACE_S
-            key = None if not self._watchdog else _WATCH.start(
-                bound, f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"
-                       f"{', no limit' if timeout_ns < 0 else ''}) did not return within {bound:g} s")
+            key = (
+                None
+                if not self._watchdog
+                else _WATCH.start(
+                    bound,
+                    f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"
+                    f"{', no limit' if timeout_ns < 0 else ''}) did not return within {bound:g} s",
+                )
+            )
             try:
                 rc = self._lib.tr_backend_wait(self._h, timeout_ns, self._events, capacity)
             finally:
                 if key is not None:
                     _WATCH.stop(key)
             if rc > capacity:
-                raise ContractError(f"{self.name}: tr_backend_wait returned {rc} reports, more than its "
-                                    f"capacity {capacity}")
+                raise ContractError(
+                    f"{self.name}: tr_backend_wait returned {rc} reports, more than its capacity {capacity}"
+                )
             if rc != -errno.EINTR:
                 return self._check("tr_backend_wait", rc)
             # PEP 475: Python's signal handlers have run; retry with the time left.
@@ -345,11 +378,13 @@ class CabiBackend:
         n = self._check("tr_backend_flush", self._lib.tr_backend_flush(self._h))
         calls, self._calls_since_flush = self._calls_since_flush, 0
         if n > 2 * calls + 1:
-            raise ContractError(f"{self.name}: tr_backend_flush returned {n}, but {calls} arms and "
-                                f"disarms were made since the last flush (accepted: at most "
-                                f"{2 * calls + 1}: two submissions per arm or disarm, as an arm that "
-                                f"replaces one may submit a cancel and a new poll, plus one of the "
-                                f"backend's own)")
+            raise ContractError(
+                f"{self.name}: tr_backend_flush returned {n}, but {calls} arms and "
+                f"disarms were made since the last flush (accepted: at most "
+                f"{2 * calls + 1}: two submissions per arm or disarm, as an arm that "
+                f"replaces one may submit a cancel and a new poll, plus one of the "
+                f"backend's own)"
+            )
         return n
 
     def wake(self) -> None:
@@ -407,9 +442,12 @@ class _WaitWatch:
                 self._sleep_until = math.inf if due is None else due[0]
                 self._cond.wait(None if due is None else (due[0] - now) / 1e9)
         _uncapture()
-        os.write(2, f"{due[1]}; exiting: a call into the library cannot be interrupted (a wait may "
-                    f"take its timeout + {WAIT_GRACE_S:g} s, {LIVENESS_S + WAIT_GRACE_S:g} s with no "
-                    f"limit)\n".encode())
+        os.write(
+            2,
+            f"{due[1]}; exiting: a call into the library cannot be interrupted (a wait may "
+            f"take its timeout + {WAIT_GRACE_S:g} s, {LIVENESS_S + WAIT_GRACE_S:g} s with no "
+            f"limit)\n".encode(),
+        )
         os._exit(HUNG_EXIT)
 
 

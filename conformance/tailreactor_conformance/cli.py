@@ -47,36 +47,70 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tailreactor-conformance",
         description="Run the tailreactor conformance suite and print a per-clause table.",
-        epilog="Arguments after -- are passed to pytest.")
-    p.add_argument("--backend", action="append", metavar="NAME",
-                   help="auto, epoll, io_uring, selectors, module:factory or cabi:PATH.so "
-                        "(a shared library with the C ABI of tailreactor_backend.h) (repeatable; "
-                        "default: the three shipped backends; auto runs and is shown as "
-                        "io_uring, or epoll when the kernel refuses io_uring)")
-    p.add_argument("--reactor", metavar="MODULE:FACTORY",
-                   help="reactor under test, called as factory(backend, config=..., clock=...)")
-    p.add_argument("--clause", action="append", metavar="ID",
-                   help="run only these clauses (B1, R10, ...; B, R or H for an area)")
-    p.add_argument("--profile", choices=("ci", "deep"), default="ci",
-                   help="Hypothesis profile: ci (fast, derandomized) or deep (many examples)")
+        epilog="Arguments after -- are passed to pytest.",
+    )
+    p.add_argument(
+        "--backend",
+        action="append",
+        metavar="NAME",
+        help="auto, epoll, io_uring, selectors, module:factory or cabi:PATH.so "
+        "(a shared library with the C ABI of tailreactor_backend.h) (repeatable; "
+        "default: the three shipped backends; auto runs and is shown as "
+        "io_uring, or epoll when the kernel refuses io_uring)",
+    )
+    p.add_argument(
+        "--reactor",
+        metavar="MODULE:FACTORY",
+        help="reactor under test, called as factory(backend, config=..., clock=...)",
+    )
+    p.add_argument(
+        "--clause",
+        action="append",
+        metavar="ID",
+        help="run only these clauses (B1, R10, ...; B, R or H for an area)",
+    )
+    p.add_argument(
+        "--profile",
+        choices=("ci", "deep"),
+        default="ci",
+        help="Hypothesis profile: ci (fast, derandomized) or deep (many examples)",
+    )
     p.add_argument("--seed", type=int, help="Hypothesis seed for --profile deep (default: random, printed)")
-    p.add_argument("-n", "--jobs", default="auto",
-                   help="pytest-xdist workers: a number, or auto (default); 0 runs in-process")
+    p.add_argument(
+        "-n",
+        "--jobs",
+        default="auto",
+        help="pytest-xdist workers: a number, or auto (default); 0 runs in-process",
+    )
     p.add_argument("-x", "--exitfirst", action="store_true", help="stop at the first failing test")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--list", action="store_true", help="print the clause registry and exit")
-    p.add_argument("--header", action="store_true",
-                   help="print the path of tailreactor_backend.h, the C ABI's header this package ships "
-                        "(for cc -I), and exit")
+    p.add_argument(
+        "--header",
+        action="store_true",
+        help="print the path of tailreactor_backend.h, the C ABI's header this package ships "
+        "(for cc -I), and exit",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="one line per test")
     return p
 
 
 def build_pytest_args(ns: argparse.Namespace, extra: list[str]) -> list[str]:
     """The pytest command line for parsed runner options ``ns``."""
-    args = [str(TESTS_DIR), "-p", "tailreactor_conformance.plugin", "-p", "no:cacheprovider",
-            "--rootdir", str(TESTS_DIR),
-            "-n", str(ns.jobs), "--conformance-profile", ns.profile, "-rfEs"]
+    args = [
+        str(TESTS_DIR),
+        "-p",
+        "tailreactor_conformance.plugin",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(TESTS_DIR),
+        "-n",
+        str(ns.jobs),
+        "--conformance-profile",
+        ns.profile,
+        "-rfEs",
+    ]
     # Default verbosity, not -q: under -q xdist repeats "bringing up nodes..."
     # where a non-terminal output gets the worker and test counts.
     if ns.verbose:
@@ -123,7 +157,9 @@ def _check_backends(names: list[str]) -> list[str]:
             b.close()
         except BaseException as exc:  # noqa: BLE001 - any failure to start (SystemExit too) is the answer
             plain = isinstance(exc, Exception) and "\n" not in str(exc)
-            raise StartError(f"--backend {name}: cannot be created: {exc if plain else _one_line(exc)}") from None
+            raise StartError(
+                f"--backend {name}: cannot be created: {exc if plain else _one_line(exc)}"
+            ) from None
     return resolved
 
 
@@ -148,18 +184,23 @@ def _check_reactor(spec: str, backend_name: str) -> None:
     try:
         factory = import_factory(spec)
     except ValueError as exc:
-        raise StartError(f"--reactor {spec}: {exc} (accepted: module:factory, "
-                         f"e.g. tailreactor.reactor:Reactor)") from None
+        raise StartError(
+            f"--reactor {spec}: {exc} (accepted: module:factory, e.g. tailreactor.reactor:Reactor)"
+        ) from None
     if not callable(factory):
-        raise StartError(f"--reactor {spec}: {type(factory).__name__} is not callable "
-                         f"(accepted: a Reactor class or factory)")
+        raise StartError(
+            f"--reactor {spec}: {type(factory).__name__} is not callable "
+            f"(accepted: a Reactor class or factory)"
+        )
     backend = create_backend(backend_name)
     try:
         reactor = factory(backend, config=Config.default(), clock=time.monotonic_ns)
     except BaseException as exc:  # noqa: BLE001 - any failure (SystemExit too) is the user's answer
         backend.close()
-        raise StartError(f"--reactor {spec}: not a reactor factory: factory(backend, config=..., "
-                         f"clock=...) raised {_one_line(exc)}") from None
+        raise StartError(
+            f"--reactor {spec}: not a reactor factory: factory(backend, config=..., "
+            f"clock=...) raised {_one_line(exc)}"
+        ) from None
     missing = missing_methods(reactor, REACTOR_METHODS)
     try:
         if callable(getattr(reactor, "close", None)):
@@ -169,8 +210,10 @@ def _check_reactor(spec: str, backend_name: str) -> None:
     finally:
         backend.close()  # idempotent; a reactor that closed it already is fine
     if missing:
-        raise StartError(f"--reactor {spec}: factory returned {describe(reactor)}, not a reactor: no "
-                         f"{', '.join(m + '()' for m in missing)} (accepted: a Reactor class or factory)")
+        raise StartError(
+            f"--reactor {spec}: factory returned {describe(reactor)}, not a reactor: no "
+            f"{', '.join(m + '()' for m in missing)} (accepted: a Reactor class or factory)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     extra: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1:]
+        argv, extra = argv[:cut], argv[cut + 1 :]
     ns = _parser().parse_args(argv)
 
     if ns.header:
@@ -188,8 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     if ns.list:
         from .table import render_registry
 
-        render_registry(sys.stdout, width=os.get_terminal_size().columns if sys.stdout.isatty() else 120,
-                        color=sys.stdout.isatty())
+        render_registry(
+            sys.stdout,
+            width=os.get_terminal_size().columns if sys.stdout.isatty() else 120,
+            color=sys.stdout.isatty(),
+        )
         return 0
 
     # module:factory names resolve from the current directory, here and in
@@ -210,11 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     if ns.profile == "deep":
         if ns.seed is None:
             ns.seed = secrets.randbelow(2**32)
-        print(f"tailreactor-conformance: profile deep, hypothesis seed {ns.seed} "
-              f"(replay with --profile deep --seed {ns.seed})")
+        print(
+            f"tailreactor-conformance: profile deep, hypothesis seed {ns.seed} "
+            f"(replay with --profile deep --seed {ns.seed})"
+        )
     elif ns.seed is not None:
-        print("tailreactor-conformance: --seed is ignored with --profile ci (derandomized)",
-              file=sys.stderr)
+        print("tailreactor-conformance: --seed is ignored with --profile ci (derandomized)", file=sys.stderr)
 
     # The suite needs its own plugin, pytest-xdist and Hypothesis's plugin,
     # all loaded from entry points.

@@ -26,8 +26,19 @@ __all__ = ["Driver", "STEPS"]
 
 #: Step names and how many integer arguments each takes.
 STEPS = {
-    "open": 0, "arm": 1, "disarm": 1, "write": 2, "read": 1, "close_peer": 1, "close": 1,
-    "timer": 1, "cancel": 1, "advance": 1, "post": 1, "run": 0, "settle": 0,
+    "open": 0,
+    "arm": 1,
+    "disarm": 1,
+    "write": 2,
+    "read": 1,
+    "close_peer": 1,
+    "close": 1,
+    "timer": 1,
+    "cancel": 1,
+    "advance": 1,
+    "post": 1,
+    "run": 0,
+    "settle": 0,
 }
 
 
@@ -156,13 +167,15 @@ class Driver:
             self.run(0.002)
         owed = self.model.owed()
         if owed:
-            self.model.violations.append(f"pairs {owed} armed and readable, not delivered "
-                                         f"after {max_rounds} rounds")
+            self.model.violations.append(
+                f"pairs {owed} armed and readable, not delivered after {max_rounds} rounds"
+            )
 
     # -- checking and cleanup ------------------------------------------------------------
     def check(self) -> None:
         assert not self.model.violations, "reactor disagrees with the model:\n  " + "\n  ".join(
-            self.model.violations)
+            self.model.violations
+        )
 
     def do(self, step: str, *args: int) -> None:
         getattr(self, step)(*args)

@@ -30,9 +30,21 @@ import pytest
 from tailreactor.backends.base import capabilities
 
 __all__ = [
-    "LIVENESS_S", "Pair", "make_pair", "RecordingBackend", "collect", "open_fd_count",
-    "wait_until_blocked", "Watchdog", "fill_send_buffer", "run_until", "require_capability",
-    "require_batch", "backend_label", "reports_until", "rule_broken",
+    "LIVENESS_S",
+    "Pair",
+    "make_pair",
+    "RecordingBackend",
+    "collect",
+    "open_fd_count",
+    "wait_until_blocked",
+    "Watchdog",
+    "fill_send_buffer",
+    "run_until",
+    "require_capability",
+    "require_batch",
+    "backend_label",
+    "reports_until",
+    "rule_broken",
 ]
 
 #: Upper bound (s) for anything the suite waits for; reached only on failure.
@@ -100,9 +112,11 @@ def require_capability(backend, capability: str, clause_id: str) -> None:
     (``ordered``); a backend that declares it False or not at all skips.
     """
     if not getattr(capabilities(backend), capability):
-        pytest.skip(f"{backend_label(backend)} does not declare {capability}=True: clause {clause_id} "
-                    f"applies only to a backend that claims it (tailreactor/backends/base.py, "
-                    f"Capabilities)")
+        pytest.skip(
+            f"{backend_label(backend)} does not declare {capability}=True: clause {clause_id} "
+            f"applies only to a backend that claims it (tailreactor/backends/base.py, "
+            f"Capabilities)"
+        )
 
 
 class RecordingBackend:
@@ -192,8 +206,11 @@ def rule_broken(rules: str, what: str) -> None:
     fails, and the message names the rule that was broken.  Only a capability
     the backend declares absent (or the platform lacks, named) is a skip.
     """
-    pytest.fail(f"rule of clause {rules} broken (every correct backend and reactor keeps it, so this "
-                f"clause cannot hold): {what}", pytrace=False)
+    pytest.fail(
+        f"rule of clause {rules} broken (every correct backend and reactor keeps it, so this "
+        f"clause cannot hold): {what}",
+        pytrace=False,
+    )
 
 
 def require_batch(rec: RecordingBackend, n: int, which: int = -1) -> None:
@@ -206,8 +223,11 @@ def require_batch(rec: RecordingBackend, n: int, which: int = -1) -> None:
     """
     got = len(rec.batches[which]) if rec.batches else 0
     if got != n:
-        rule_broken("B1, B10", f"{n} ready armed fds gave a batch of {got} within {LIVENESS_S} s of "
-                               f"waits; every ready armed fd must be reported")
+        rule_broken(
+            "B1, B10",
+            f"{n} ready armed fds gave a batch of {got} within {LIVENESS_S} s of "
+            f"waits; every ready armed fd must be reported",
+        )
 
 
 def reports(backend, expected: int, *, extra_waits: int = 2, wait_s: float = 0.01) -> list:

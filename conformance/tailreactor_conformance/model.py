@@ -23,8 +23,13 @@ __all__ = ["age_order", "Model", "PairState"]
 K = TypeVar("K", bound=Hashable)  # an event's key in age_order
 
 
-def age_order(backend_order: list[K], stamps: dict[K, int], tail_ns: int, start_ns: int,
-              advance_ns: dict[K, int] | None = None) -> list[tuple[K, bool]]:
+def age_order(
+    backend_order: list[K],
+    stamps: dict[K, int],
+    tail_ns: int,
+    start_ns: int,
+    advance_ns: dict[K, int] | None = None,
+) -> list[tuple[K, bool]]:
     """The events of one batch in dispatch order, each with its ``dispatch_late`` flag.
 
     ``backend_order``: event keys as the backend reported them; ``stamps``:
@@ -68,9 +73,9 @@ class PairState:
     an armed event whose fd is readable now.
     """
 
-    pending: int = 0          # bytes written by the peer and not read yet
+    pending: int = 0  # bytes written by the peer and not read yet
     peer_closed: bool = False
-    armed: object = None      # the Event currently armed for READ, or None
+    armed: object = None  # the Event currently armed for READ, or None
     woke: bool = False
 
     @property
@@ -86,9 +91,9 @@ class Model:
     disagreement as one line; the driver asserts it stays empty.
     """
 
-    pairs: dict[int, PairState] = field(default_factory=dict)   # pair id -> state
+    pairs: dict[int, PairState] = field(default_factory=dict)  # pair id -> state
     timers: dict[int, tuple[int, int]] = field(default_factory=dict)  # timer id -> (deadline, seq)
-    posts: list[int] = field(default_factory=list)              # post ids queued, FIFO
+    posts: list[int] = field(default_factory=list)  # post ids queued, FIFO
     seq: int = 0
     violations: list[str] = field(default_factory=list)
 
@@ -137,11 +142,14 @@ class Model:
         if st is None:
             self.violations.append(f"pair {pid}: callback ran after its fd was closed")
         elif st.armed is not event:
-            self.violations.append(f"pair {pid}: a callback ran for an event that is not the armed "
-                                   f"one (disarmed, replaced or delivered already)")
+            self.violations.append(
+                f"pair {pid}: a callback ran for an event that is not the armed "
+                f"one (disarmed, replaced or delivered already)"
+            )
         elif not (st.readable or st.woke):
-            self.violations.append(f"pair {pid}: callback ran although the fd was never readable "
-                                   f"since it was armed")
+            self.violations.append(
+                f"pair {pid}: callback ran although the fd was never readable since it was armed"
+            )
         else:
             st.armed = None  # one-shot
             st.woke = False

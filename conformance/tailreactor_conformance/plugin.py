@@ -58,21 +58,45 @@ DEFAULT_REACTOR = "tailreactor.reactor:Reactor"
 # -- options --------------------------------------------------------------------
 def pytest_addoption(parser):
     group = parser.getgroup("tailreactor-conformance", "tailreactor conformance suite")
-    group.addoption("--backend", action="append", dest="conformance_backends", default=None,
-                    metavar="NAME",
-                    help="backend under test: epoll, io_uring, selectors or module:factory "
-                         "(repeatable; default: the three shipped backends)")
-    group.addoption("--reactor", dest="conformance_reactor", default=None, metavar="MODULE:FACTORY",
-                    help="reactor under test, called as factory(backend, config=..., clock=...) "
-                         f"(default {DEFAULT_REACTOR})")
-    group.addoption("--clause", action="append", dest="conformance_clauses", default=None,
-                    metavar="ID", help="run only these clauses (B1, R10, ...; B/R/H = a whole area; "
-                                       "repeatable or comma-separated)")
-    group.addoption("--conformance-profile", dest="conformance_profile", default="ci",
-                    choices=sorted(profiles.PROFILES),
-                    help="Hypothesis profile for the property tests (default ci)")
-    group.addoption("--conformance-json", dest="conformance_json", default=None, metavar="PATH",
-                    help="write the clause x backend results as JSON")
+    group.addoption(
+        "--backend",
+        action="append",
+        dest="conformance_backends",
+        default=None,
+        metavar="NAME",
+        help="backend under test: epoll, io_uring, selectors or module:factory "
+        "(repeatable; default: the three shipped backends)",
+    )
+    group.addoption(
+        "--reactor",
+        dest="conformance_reactor",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="reactor under test, called as factory(backend, config=..., clock=...) "
+        f"(default {DEFAULT_REACTOR})",
+    )
+    group.addoption(
+        "--clause",
+        action="append",
+        dest="conformance_clauses",
+        default=None,
+        metavar="ID",
+        help="run only these clauses (B1, R10, ...; B/R/H = a whole area; repeatable or comma-separated)",
+    )
+    group.addoption(
+        "--conformance-profile",
+        dest="conformance_profile",
+        default="ci",
+        choices=sorted(profiles.PROFILES),
+        help="Hypothesis profile for the property tests (default ci)",
+    )
+    group.addoption(
+        "--conformance-json",
+        dest="conformance_json",
+        default=None,
+        metavar="PATH",
+        help="write the clause x backend results as JSON",
+    )
 
 
 # -- resolving names -------------------------------------------------------------
@@ -199,14 +223,15 @@ def hypothesis_seed(config) -> str:
 def pytest_report_header(config):
     if not _is_conformance_run(config):
         return None
-    return (f"tailreactor conformance: backends={', '.join(backend_names(config))}; "
-            f"reactor={reactor_spec(config)}; profile={profiles.name()}; seed={hypothesis_seed(config)}")
+    return (
+        f"tailreactor conformance: backends={', '.join(backend_names(config))}; "
+        f"reactor={reactor_spec(config)}; profile={profiles.name()}; seed={hypothesis_seed(config)}"
+    )
 
 
 def _is_conformance_run(config) -> bool:
     args = [str(a) for a in config.args]
-    return any(str(PACKAGE_DIR) in str(Path(a).resolve()) or "tailreactor_conformance" in a
-               for a in args)
+    return any(str(PACKAGE_DIR) in str(Path(a).resolve()) or "tailreactor_conformance" in a for a in args)
 
 
 # -- collection ------------------------------------------------------------------
@@ -217,8 +242,7 @@ def _is_conformance_item(item) -> bool:
 def pytest_generate_tests(metafunc):
     if "conformance_backend" in metafunc.fixturenames:
         names = backend_names(metafunc.config)
-        metafunc.parametrize("conformance_backend", names,
-                             ids=[_label(n).replace(":", "-") for n in names])
+        metafunc.parametrize("conformance_backend", names, ids=[_label(n).replace(":", "-") for n in names])
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -231,8 +255,9 @@ def pytest_collection_modifyitems(session, config, items):
             continue
         marks = list(item.iter_markers("clause"))
         if len(marks) != 1 or len(marks[0].args) != 1:
-            raise pytest.UsageError(f"{item.nodeid}: a conformance test needs exactly one "
-                                    f"@pytest.mark.clause('ID') marker")
+            raise pytest.UsageError(
+                f"{item.nodeid}: a conformance test needs exactly one @pytest.mark.clause('ID') marker"
+            )
         try:
             cid = clause(marks[0].args[0]).id
         except UnknownClause as exc:
@@ -327,13 +352,20 @@ class _Recorder:
             if report.when == "teardown" and report.skipped:
                 return
             outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
-            self._record(cid, props.get("backend", "-"), outcome, report.nodeid,
-                         skip_reason(report) if report.skipped else None)
+            self._record(
+                cid,
+                props.get("backend", "-"),
+                outcome,
+                report.nodeid,
+                skip_reason(report) if report.skipped else None,
+            )
 
     def _record(self, cid: str, backend: str, outcome: str, nodeid: str, reason: str | None = None) -> None:
         state = self.state
-        cell = state.results.setdefault((cid, backend), {"passed": 0, "failed": 0, "skipped": 0,
-                                                          "failures": [], "skips": [], "skip_reasons": []})
+        cell = state.results.setdefault(
+            (cid, backend),
+            {"passed": 0, "failed": 0, "skipped": 0, "failures": [], "skips": [], "skip_reasons": []},
+        )
         cell[outcome] += 1
         names = cell["failures"] if outcome == "failed" else cell["skips"] if outcome == "skipped" else None
         if names is not None and nodeid not in names:
@@ -350,14 +382,22 @@ class _Recorder:
         for c in CLAUSES:
             if chosen is not None and c.id not in chosen:
                 continue
-            rows[c.id] = {b: {"status": status(state.results.get((c.id, b))),
-                              **(state.results.get((c.id, b)) or {})} for b in backends}
+            rows[c.id] = {
+                b: {"status": status(state.results.get((c.id, b))), **(state.results.get((c.id, b)) or {})}
+                for b in backends
+            }
         order = [c.id for c in CLAUSES]
-        failed = sorted({cid for (cid, _), cell in state.results.items() if cell["failed"]},
-                        key=order.index)
-        return {"backends": backends, "capabilities": backend_capabilities(config),
-                "reactor": reactor_spec(config), "profile": profiles.name(),
-                "seed": hypothesis_seed(config), "clauses": rows, "failed_clauses": failed, "collected": dict(state.collected)}
+        failed = sorted({cid for (cid, _), cell in state.results.items() if cell["failed"]}, key=order.index)
+        return {
+            "backends": backends,
+            "capabilities": backend_capabilities(config),
+            "reactor": reactor_spec(config),
+            "profile": profiles.name(),
+            "seed": hypothesis_seed(config),
+            "clauses": rows,
+            "failed_clauses": failed,
+            "collected": dict(state.collected),
+        }
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if hasattr(config, "workerinput") or not self.state.results:
@@ -365,20 +405,24 @@ class _Recorder:
         from .table import render
 
         out = io.StringIO()
-        render(self.summary(), out, width=terminalreporter._tw.fullwidth,
-               color=terminalreporter.hasmarkup)
+        render(self.summary(), out, width=terminalreporter._tw.fullwidth, color=terminalreporter.hasmarkup)
         terminalreporter.write(out.getvalue())
 
     def pytest_keyboard_interrupt(self, excinfo):
         # xdist's Interrupted("stopping after N failures") for -x/--maxfail, as
         # opposed to a real Ctrl-C or a worker that crashed.
-        self.stopped_at_maxfail = (type(excinfo.value).__module__.startswith("xdist")
-                                   and str(excinfo.value).startswith("stopping after"))
+        self.stopped_at_maxfail = type(excinfo.value).__module__.startswith("xdist") and str(
+            excinfo.value
+        ).startswith("stopping after")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        if (self.stopped_at_maxfail and session.testsfailed and exitstatus == pytest.ExitCode.INTERRUPTED
-                and _is_conformance_run(self.config)):
+        if (
+            self.stopped_at_maxfail
+            and session.testsfailed
+            and exitstatus == pytest.ExitCode.INTERRUPTED
+            and _is_conformance_run(self.config)
+        ):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # what pytest gives without xdist
         path = self.config.getoption("conformance_json")
         if path and not hasattr(self.config, "workerinput"):

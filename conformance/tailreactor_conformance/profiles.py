@@ -41,15 +41,22 @@ def register() -> None:
         deadline=None,  # real sockets and a shared 2-core box: time per example varies
         database=None,
         print_blob=True,  # a failure prints @reproduce_failure(...) to replay it
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                               HealthCheck.data_too_large],
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+        ],
     )
     if not shrink:
         common["phases"] = [p for p in Phase if p is not Phase.shrink]
     for prof, (examples, steps) in PROFILES.items():
         settings.register_profile(
-            f"tailreactor-{prof}", max_examples=examples, stateful_step_count=steps,
-            derandomize=(prof == "ci"), **common)
+            f"tailreactor-{prof}",
+            max_examples=examples,
+            stateful_step_count=steps,
+            derandomize=(prof == "ci"),
+            **common,
+        )
 
 
 def select(profile: str) -> None:

@@ -46,7 +46,9 @@ def programs(max_steps: int = 40) -> st.SearchStrategy[list[tuple]]:
     """A program: a few ``open`` steps, then up to ``max_steps`` steps, then ``settle``."""
     return st.builds(
         lambda n_open, body: [("open",)] * n_open + body + [("settle",)],
-        st.integers(1, 4), st.lists(steps(), max_size=max_steps))
+        st.integers(1, 4),
+        st.lists(steps(), max_size=max_steps),
+    )
 
 
 @dataclass(frozen=True)

@@ -20,24 +20,36 @@ _STYLE = {"pass": "green", "FAIL": "bold red", "skip": "yellow", "not run": "dim
 
 
 def _console(out, width: int, color: bool) -> Console:
-    return Console(file=out, width=max(width, 100), force_terminal=color, no_color=not color,
-                   highlight=False, soft_wrap=False)
+    return Console(
+        file=out,
+        width=max(width, 100),
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        soft_wrap=False,
+    )
 
 
 def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None:
     """Write the clause x backend table of ``summary`` (see ``plugin.summary``) to ``out``."""
     console = _console(out, width, color)
     backends = summary["backends"]
-    console.print(f"[bold]tailreactor conformance[/]: reactor {summary['reactor']}, "
-                  f"profile {summary['profile']}, seed {summary['seed']}")
+    console.print(
+        f"[bold]tailreactor conformance[/]: reactor {summary['reactor']}, "
+        f"profile {summary['profile']}, seed {summary['seed']}"
+    )
     table = Table()
     table.add_column("clause", no_wrap=True)
     table.add_column("requirement", overflow="fold", min_width=24)
     for b in backends:
         table.add_column(b, overflow="fold")
     caps = summary.get("capabilities") or {}
-    table.add_row("caps", "declared capabilities",
-                  *[f"[dim]{capability_text(caps.get(b))}[/]" for b in backends], end_section=True)
+    table.add_row(
+        "caps",
+        "declared capabilities",
+        *[f"[dim]{capability_text(caps.get(b))}[/]" for b in backends],
+        end_section=True,
+    )
     for cid, cells in summary["clauses"].items():
         row = [cid, clause(cid).title]
         for b in backends:
@@ -45,8 +57,12 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
             row.append(f"[{_STYLE[st]}]{st}[/]")
         table.add_row(*row)
     console.print(table)
-    failing = [(cid, b, cells[b]["failures"]) for cid, cells in summary["clauses"].items()
-               for b in backends if cells[b]["status"] == "FAIL"]
+    failing = [
+        (cid, b, cells[b]["failures"])
+        for cid, cells in summary["clauses"].items()
+        for b in backends
+        if cells[b]["status"] == "FAIL"
+    ]
     if failing:
         console.print("[bold red]failing clauses[/]")
         for cid, b, nodeids in failing:
@@ -55,8 +71,12 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
                 console.print(f"      {nodeid}")
     else:
         console.print("[green]no clause failed[/]")
-    skipped = [(cid, b, cells[b].get("skip_reasons") or []) for cid, cells in summary["clauses"].items()
-               for b in backends if cells[b]["status"] == "skip"]
+    skipped = [
+        (cid, b, cells[b].get("skip_reasons") or [])
+        for cid, cells in summary["clauses"].items()
+        for b in backends
+        if cells[b]["status"] == "skip"
+    ]
     if skipped:
         console.print("[yellow]skipped clauses[/]")
         for cid, b, reasons in skipped:

@@ -16,10 +16,15 @@ also finding it already imported by this package.
 from importlib import import_module
 
 _EXPORTS = {
-    "Reactor": "reactor", "Counters": "reactor",
-    "Config": "config", "ConfigError": "config",
-    "READ": "backends", "WRITE": "backends", "IoUringUnavailable": "backends",
-    "UnknownBackend": "backends", "create_backend": "backends",
+    "Reactor": "reactor",
+    "Counters": "reactor",
+    "Config": "config",
+    "ConfigError": "config",
+    "READ": "backends",
+    "WRITE": "backends",
+    "IoUringUnavailable": "backends",
+    "UnknownBackend": "backends",
+    "create_backend": "backends",
 }
 
 __all__ = list(_EXPORTS)

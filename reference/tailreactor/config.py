@@ -67,7 +67,9 @@ class Knob:
     lo: int | None = None
     hi: int | None = None
     choices: tuple[str, ...] = ()
-    prefixes: tuple[tuple[str, str], ...] = ()  # a choice knob also takes PREFIX + a value: (("cabi:", "PATH"),)
+    prefixes: tuple[
+        tuple[str, str], ...
+    ] = ()  # a choice knob also takes PREFIX + a value: (("cabi:", "PATH"),)
     default_text: str = ""
     backends: tuple[str, ...] = ("all",)
     test_only: bool = False
@@ -78,7 +80,9 @@ class Knob:
         if self.kind == "int":
             return f"an integer from {self.lo} to {self.hi}"
         if self.kind == "choice":
-            return "one of " + ", ".join(self.choices) + "".join(f", or {p}{what}" for p, what in self.prefixes)
+            return (
+                "one of " + ", ".join(self.choices) + "".join(f", or {p}{what}" for p, what in self.prefixes)
+            )
         if self.kind == "bool":
             return "0 or 1"
         return "a file path in an existing, writable directory (checked with CWIST_LATENCY_PROBE=1)"
@@ -88,8 +92,9 @@ class Knob:
         return self.lo is not None and self.hi is not None and self.lo <= value <= self.hi
 
     def _is_choice(self, text: str) -> bool:
-        return text in self.choices or any(text.startswith(p) and text[len(p):].strip()
-                                           for p, _ in self.prefixes)
+        return text in self.choices or any(
+            text.startswith(p) and text[len(p) :].strip() for p, _ in self.prefixes
+        )
 
     def parse(self, raw: str) -> Any:
         """Parse one raw string; raise :class:`ConfigError` if it is not accepted."""
@@ -140,42 +145,172 @@ class Knob:
 # The registry.  Order is the order of the generated docs within each area.  What the docs say
 # about each knob (English and Korean) is in knobs.toml next to this file.
 KNOBS: tuple[Knob, ...] = (
-    Knob(name="CWIST_REACTOR_BACKEND", attr="backend", kind="choice", default="auto",
-         choices=("auto", "io_uring", "epoll", "selectors"), prefixes=(("cabi:", "PATH"),),
-         area="backend"),
-    Knob(name="CWIST_URING_ENTRIES", attr="uring_entries", kind="int", default=256, lo=1, hi=32768,
-         area="backend", backends=("io_uring",), unit="entries"),
-    Knob(name="CWIST_REACTOR_TAIL_US", attr="tail_us", kind="int", default=3500, lo=0,
-         hi=86_400_000_000, area="dispatch", unit="us"),
-    Knob(name="CWIST_REACTOR_AGE_FROM", attr="age_from", kind="choice", default="arm",
-         choices=("arm", "ready"), area="dispatch"),
-    Knob(name="CWIST_REACTOR_ROUND_BUDGET_US", attr="round_budget_us", kind="int", default=2000, lo=0,
-         hi=60_000_000, area="dispatch", backends=("io_uring",), unit="us"),
-    Knob(name="CWIST_REACTOR_HARVEST_US", attr="harvest_us", kind="int", default=0, lo=0,
-         hi=60_000_000, area="dispatch", backends=("epoll", "io_uring", "selectors"), unit="us"),
-    Knob(name="CWIST_REACTOR_DRAIN_CHUNK", attr="drain_chunk", kind="int", default=8, lo=0,
-         hi=1_000_000, area="dispatch", unit="callbacks"),
-    Knob(name="CWIST_RX_URING", attr="rx_uring", kind="choice", default="auto",
-         choices=("auto", "1", "0"), area="backend", backends=("io_uring",)),
+    Knob(
+        name="CWIST_REACTOR_BACKEND",
+        attr="backend",
+        kind="choice",
+        default="auto",
+        choices=("auto", "io_uring", "epoll", "selectors"),
+        prefixes=(("cabi:", "PATH"),),
+        area="backend",
+    ),
+    Knob(
+        name="CWIST_URING_ENTRIES",
+        attr="uring_entries",
+        kind="int",
+        default=256,
+        lo=1,
+        hi=32768,
+        area="backend",
+        backends=("io_uring",),
+        unit="entries",
+    ),
+    Knob(
+        name="CWIST_REACTOR_TAIL_US",
+        attr="tail_us",
+        kind="int",
+        default=3500,
+        lo=0,
+        hi=86_400_000_000,
+        area="dispatch",
+        unit="us",
+    ),
+    Knob(
+        name="CWIST_REACTOR_AGE_FROM",
+        attr="age_from",
+        kind="choice",
+        default="arm",
+        choices=("arm", "ready"),
+        area="dispatch",
+    ),
+    Knob(
+        name="CWIST_REACTOR_ROUND_BUDGET_US",
+        attr="round_budget_us",
+        kind="int",
+        default=2000,
+        lo=0,
+        hi=60_000_000,
+        area="dispatch",
+        backends=("io_uring",),
+        unit="us",
+    ),
+    Knob(
+        name="CWIST_REACTOR_HARVEST_US",
+        attr="harvest_us",
+        kind="int",
+        default=0,
+        lo=0,
+        hi=60_000_000,
+        area="dispatch",
+        backends=("epoll", "io_uring", "selectors"),
+        unit="us",
+    ),
+    Knob(
+        name="CWIST_REACTOR_DRAIN_CHUNK",
+        attr="drain_chunk",
+        kind="int",
+        default=8,
+        lo=0,
+        hi=1_000_000,
+        area="dispatch",
+        unit="callbacks",
+    ),
+    Knob(
+        name="CWIST_RX_URING",
+        attr="rx_uring",
+        kind="choice",
+        default="auto",
+        choices=("auto", "1", "0"),
+        area="backend",
+        backends=("io_uring",),
+    ),
     Knob(name="CWIST_LATENCY_PROBE", attr="latency_probe", kind="bool", default=False, area="probe"),
-    Knob(name="CWIST_LATENCY_PROBE_FILE", attr="latency_probe_file", kind="path", default=None,
-         area="probe"),
-    Knob(name="CWIST_HTTP_BATCH", attr="http_batch", kind="int", default=16, lo=1, hi=1024,
-         area="http", unit="requests"),
-    Knob(name="CWIST_HTTP_YIELD_BATCH", attr="http_yield_batch", kind="int", default=None, lo=1,
-         hi=1024, area="http", unit="requests", default_text="CWIST_HTTP_BATCH"),
-    Knob(name="CWIST_HTTP_KEEP_ALIVE_TIMEOUT", attr="http_keep_alive_timeout_s", kind="int",
-         default=15, lo=0, hi=86400, area="http", unit="s"),
-    Knob(name="CWIST_WORKERS", attr="workers", kind="int", default=1, lo=1, hi=1024, area="workers",
-         unit="processes"),
-    Knob(name="CWIST_BENCH_DELAY_US", attr="bench_delay_us", kind="int", default=0, lo=0, hi=1_000_000,
-         area="bench", unit="us", test_only=True),
-    Knob(name="CWIST_BENCH_SLOW_US", attr="bench_slow_us", kind="int", default=0, lo=0, hi=1_000_000,
-         area="bench", unit="us", test_only=True),
-    Knob(name="CWIST_BENCH_STALL_US", attr="bench_stall_us", kind="int", default=0, lo=0, hi=1_000_000,
-         area="bench", unit="us", test_only=True),
-    Knob(name="CWIST_BENCH_STALL_EVERY_MS", attr="bench_stall_every_ms", kind="int", default=0, lo=0,
-         hi=3_600_000, area="bench", unit="ms", test_only=True),
+    Knob(name="CWIST_LATENCY_PROBE_FILE", attr="latency_probe_file", kind="path", default=None, area="probe"),
+    Knob(
+        name="CWIST_HTTP_BATCH",
+        attr="http_batch",
+        kind="int",
+        default=16,
+        lo=1,
+        hi=1024,
+        area="http",
+        unit="requests",
+    ),
+    Knob(
+        name="CWIST_HTTP_YIELD_BATCH",
+        attr="http_yield_batch",
+        kind="int",
+        default=None,
+        lo=1,
+        hi=1024,
+        area="http",
+        unit="requests",
+        default_text="CWIST_HTTP_BATCH",
+    ),
+    Knob(
+        name="CWIST_HTTP_KEEP_ALIVE_TIMEOUT",
+        attr="http_keep_alive_timeout_s",
+        kind="int",
+        default=15,
+        lo=0,
+        hi=86400,
+        area="http",
+        unit="s",
+    ),
+    Knob(
+        name="CWIST_WORKERS",
+        attr="workers",
+        kind="int",
+        default=1,
+        lo=1,
+        hi=1024,
+        area="workers",
+        unit="processes",
+    ),
+    Knob(
+        name="CWIST_BENCH_DELAY_US",
+        attr="bench_delay_us",
+        kind="int",
+        default=0,
+        lo=0,
+        hi=1_000_000,
+        area="bench",
+        unit="us",
+        test_only=True,
+    ),
+    Knob(
+        name="CWIST_BENCH_SLOW_US",
+        attr="bench_slow_us",
+        kind="int",
+        default=0,
+        lo=0,
+        hi=1_000_000,
+        area="bench",
+        unit="us",
+        test_only=True,
+    ),
+    Knob(
+        name="CWIST_BENCH_STALL_US",
+        attr="bench_stall_us",
+        kind="int",
+        default=0,
+        lo=0,
+        hi=1_000_000,
+        area="bench",
+        unit="us",
+        test_only=True,
+    ),
+    Knob(
+        name="CWIST_BENCH_STALL_EVERY_MS",
+        attr="bench_stall_every_ms",
+        kind="int",
+        default=0,
+        lo=0,
+        hi=3_600_000,
+        area="bench",
+        unit="ms",
+        test_only=True,
+    ),
 )
 
 _BY_NAME = {k.name: k for k in KNOBS}
@@ -254,8 +389,7 @@ class Config:
         """
         unknown = sorted(set(changes) - set(_BY_ATTR))
         if unknown:
-            raise TypeError(f"Config has no attribute {', '.join(unknown)}; "
-                            f"accepted: {', '.join(_BY_ATTR)}")
+            raise TypeError(f"Config has no attribute {', '.join(unknown)}; accepted: {', '.join(_BY_ATTR)}")
         values = {attr: getattr(self, attr) for attr in _BY_ATTR}
         for attr, value in changes.items():
             values[attr] = _BY_ATTR[attr].check(value)
@@ -308,9 +442,13 @@ def warnings(env: Mapping[str, str] | None = None) -> list[str]:
         near = difflib.get_close_matches(name, _BY_NAME, n=1, cutoff=0.85)
         if near:
             out.append(f"{name} is not a setting of the reference and is ignored; did you mean {near[0]}?")
-    if (env.get("CWIST_LATENCY_PROBE_FILE") or "").strip() and (env.get("CWIST_LATENCY_PROBE") or "").strip() != "1":
-        out.append("CWIST_LATENCY_PROBE_FILE is set but CWIST_LATENCY_PROBE is not 1: "
-                   "no probe runs and no probe file is written")
+    if (env.get("CWIST_LATENCY_PROBE_FILE") or "").strip() and (
+        env.get("CWIST_LATENCY_PROBE") or ""
+    ).strip() != "1":
+        out.append(
+            "CWIST_LATENCY_PROBE_FILE is set but CWIST_LATENCY_PROBE is not 1: "
+            "no probe runs and no probe file is written"
+        )
     return out
 
 
@@ -338,23 +476,34 @@ def check_probe_file(template: str, workers) -> None:
     """
     name = "CWIST_LATENCY_PROBE_FILE"
     if template.endswith(os.sep):
-        raise ConfigError(name, template, "a file path, not a directory (each worker would write a "
-                                          "hidden .<pid>.<worker> file in it)")
+        raise ConfigError(
+            name,
+            template,
+            "a file path, not a directory (each worker would write a hidden .<pid>.<worker> file in it)",
+        )
     for worker in workers:
         folder = os.path.dirname(probe_file_path(template, os.getpid(), worker)) or "."
         if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
-            raise ConfigError(name, template, f"a path in an existing, writable directory "
-                                              f"({folder!r}, worker {worker}'s, is not)")
+            raise ConfigError(
+                name,
+                template,
+                f"a path in an existing, writable directory ({folder!r}, worker {worker}'s, is not)",
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m tailreactor.config --fields``: print :class:`Config`'s knob fields from the registry."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tailreactor.config",
-                                     description="Print Config's knob fields, generated from KNOBS.")
-    parser.add_argument("--fields", action="store_true", required=True,
-                        help="print the field block of class Config (one line per knob, registry order)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tailreactor.config", description="Print Config's knob fields, generated from KNOBS."
+    )
+    parser.add_argument(
+        "--fields",
+        action="store_true",
+        required=True,
+        help="print the field block of class Config (one line per knob, registry order)",
+    )
     parser.parse_args(argv)
     sys.stdout.write(field_block())
     return 0

@@ -123,8 +123,11 @@ _T: dict[str, dict[str, Any]] = _PAGE["labels"]
 #: The "Tuning by symptom" table, in page order.  Every knob named must be a registry row
 #: (tests/test_docs.py).
 SYMPTOMS: tuple[Symptom, ...] = tuple(
-    Symptom(tuple(row["knobs"]), *({lang: row[lang][key] for lang in LANGS} for key in ("seen", "try", "cost")))
-    for row in _PAGE["symptoms"])
+    Symptom(
+        tuple(row["knobs"]), *({lang: row[lang][key] for lang in LANGS} for key in ("seen", "try", "cost"))
+    )
+    for row in _PAGE["symptoms"]
+)
 
 
 # -- one knob's cells ---------------------------------------------------------
@@ -223,7 +226,7 @@ def invalid_example(k: Knob) -> tuple[str, str] | None:
 def _cwist_line(text: KnobText, t: dict[str, str]) -> str:
     cwist = text.cwist.strip()
     if cwist.startswith("CWIST:"):
-        cwist = cwist[len("CWIST:"):].strip()
+        cwist = cwist[len("CWIST:") :].strip()
     return f"- **CWIST:** {cwist or t['cwist_unknown']}"
 
 
@@ -269,8 +272,9 @@ def _error_example(knobs: Sequence[Knob]) -> str:
     return ""
 
 
-def _areas(knobs: Sequence[Knob], lang: str, t: dict[str, Any],
-           texts: Mapping[str, Mapping[str, KnobText]]) -> list[str]:
+def _areas(
+    knobs: Sequence[Knob], lang: str, t: dict[str, Any], texts: Mapping[str, Mapping[str, KnobText]]
+) -> list[str]:
     """Each area's title, introduction, table and knob sections."""
     out: list[str] = []
     for area, rows in _grouped(knobs):
@@ -282,8 +286,14 @@ def _areas(knobs: Sequence[Knob], lang: str, t: dict[str, Any],
         out += [t["cols"], "|---|---|---|---|---|---|"]
         for k in rows:
             text = texts.get(k.name, {}).get(lang) or KnobText(help=t["no_when"])
-            cells = [f"[`{k.name}`](#{k.name.lower()})", _type(k, t), _default(k, t),
-                     _accepted(k, t), _zero(k, text, t), _backends(k, t)]
+            cells = [
+                f"[`{k.name}`](#{k.name.lower()})",
+                _type(k, t),
+                _default(k, t),
+                _accepted(k, t),
+                _zero(k, text, t),
+                _backends(k, t),
+            ]
             out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         out.append("")
         for k in rows:
@@ -301,8 +311,9 @@ def _areas(knobs: Sequence[Knob], lang: str, t: dict[str, Any],
     return out
 
 
-def render(lang: str, knobs: Iterable[Knob] | None = None,
-           texts: Mapping[str, Mapping[str, KnobText]] | None = None) -> str:
+def render(
+    lang: str, knobs: Iterable[Knob] | None = None, texts: Mapping[str, Mapping[str, KnobText]] | None = None
+) -> str:
     """The whole runtime-config page for ``lang`` (``en`` or ``ko``) as Markdown text.
 
     ``knobs`` defaults to :data:`tailreactor.config.KNOBS` and ``texts`` (knob
@@ -315,9 +326,11 @@ def render(lang: str, knobs: Iterable[Knob] | None = None,
     texts = knob_texts() if texts is None else texts
     t = _T[lang]
     page = string.Template(_data(f"templates/runtime-config.{lang}.md"))
-    return page.substitute(symptoms="\n".join(_symptom_table(lang, t)),
-                           areas="\n".join(_areas(knobs, lang, t, texts)),
-                           error_example=_error_example(knobs))
+    return page.substitute(
+        symptoms="\n".join(_symptom_table(lang, t)),
+        areas="\n".join(_areas(knobs, lang, t, texts)),
+        error_example=_error_example(knobs),
+    )
 
 
 # -- check and command line ---------------------------------------------------------
@@ -348,8 +361,11 @@ def check(lang: str, path: Path | None = None, knobs: Iterable[Knob] | None = No
         return False, f"{path}: cannot read ({exc.strerror}); {regen}"
     if have == want:
         return True, f"{path}: up to date"
-    diff = list(difflib.unified_diff(have.splitlines(), want.splitlines(),
-                                     f"{path} (committed)", "generated", lineterm="", n=1))
+    diff = list(
+        difflib.unified_diff(
+            have.splitlines(), want.splitlines(), f"{path} (committed)", "generated", lineterm="", n=1
+        )
+    )
     shown = "\n".join(diff[:40]) + ("\n..." if len(diff) > 40 else "")
     return False, f"{path} differs from the registry; {regen}\n{shown}"
 
@@ -362,12 +378,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(
         prog="python -m tailreactor.config_docs",
-        description="Print (or --check) the runtime-config page of the CWIST_* knob registry.")
+        description="Print (or --check) the runtime-config page of the CWIST_* knob registry.",
+    )
     parser.add_argument("--lang", required=True, choices=LANGS)
-    parser.add_argument("--check", action="store_true",
-                      help="exit 1 if the committed page differs from the generated one")
-    parser.add_argument("--file", type=Path, default=None,
-                      help="page to check (default: docs/<lang>/runtime-config.md of this checkout)")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if the committed page differs from the generated one"
+    )
+    parser.add_argument(
+        "--file",
+        type=Path,
+        default=None,
+        help="page to check (default: docs/<lang>/runtime-config.md of this checkout)",
+    )
     args = parser.parse_args(argv)
     if args.check:
         ok, message = check(args.lang, args.file)

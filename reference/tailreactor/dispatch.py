@@ -218,8 +218,11 @@ class AgeOrder:
         # An event re-armed in place (Reactor.arm) and joining again is a new arming:
         # its entry from the earlier one goes.
         joining = {id(ev) for ev in events}
-        kept = [(stamp, ev) for stamp, ev in zip(self._sorted_stamps[start:], self._by_age[start:])
-                if ev.state == READY and id(ev) not in joining]
+        kept = [
+            (stamp, ev)
+            for stamp, ev in zip(self._sorted_stamps[start:], self._by_age[start:])
+            if ev.state == READY and id(ev) not in joining
+        ]
         stamp = self._stamp
         merged = sorted(kept + [(stamp(ev), ev) for ev in events], key=_FIRST)  # stable
         self._by_age = [ev for _, ev in merged]
@@ -253,8 +256,19 @@ class DeliveryOrder:
     made.  ``_age`` is the round's :class:`AgeOrder`, None until it is built.
     """
 
-    __slots__ = ("_batch", "_age_from", "_stamp", "_threshold", "_age", "_seq", "_i", "_n", "_resume",
-                 "_check_at", "elevated")
+    __slots__ = (
+        "_batch",
+        "_age_from",
+        "_stamp",
+        "_threshold",
+        "_age",
+        "_seq",
+        "_i",
+        "_n",
+        "_resume",
+        "_check_at",
+        "elevated",
+    )
     _batch: Sequence  # the round's events in backend order; () once the round is over
     _seq: Sequence  # the sequence walked now: the batch or a run
     _age: AgeOrder | None  # built on first need (_age_order)
@@ -343,8 +357,9 @@ class DeliveryOrder:
         """The round's :class:`AgeOrder`, built now if it is not yet: over the batch but its last ``joined``."""
         if self._age is None:
             batch = self._batch
-            self._age = AgeOrder(batch[:len(batch) - joined] if joined else batch, self._age_from,
-                                 self._threshold)
+            self._age = AgeOrder(
+                batch[: len(batch) - joined] if joined else batch, self._age_from, self._threshold
+            )
         return self._age
 
     def _walk_batch(self, i: int) -> None:

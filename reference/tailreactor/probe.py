@@ -238,8 +238,9 @@ class LatencyProbe:
             "backend": self.backend,
             "counters": self.counters(),
             "reactor": self.reactor_counters,
-            "histograms": {name: summarize(s.hist, s.sum, HISTOGRAMS[name][1])
-                           for name, s in self._series.items()},
+            "histograms": {
+                name: summarize(s.hist, s.sum, HISTOGRAMS[name][1]) for name, s in self._series.items()
+            },
         }
 
     def document(self) -> dict:
@@ -297,8 +298,9 @@ def format_report(snap: dict) -> str:
     out = [tag + " " + " ".join(f"{k}={v}" for k, v in snap["counters"].items())]
     for name, h in snap["histograms"].items():
         pct = " ".join(f"{k}={h[k]}" for k in PERCENTILES)
-        out.append(f"{tag} {name:<17} {h['unit']:<6} count={h['count']} {pct} max={h['max']} "
-                   f"mean={h['mean']:.1f}")
+        out.append(
+            f"{tag} {name:<17} {h['unit']:<6} count={h['count']} {pct} max={h['max']} mean={h['mean']:.1f}"
+        )
     if snap.get("reactor"):
         out.append(tag + " reactor " + " ".join(f"{k}={v}" for k, v in snap["reactor"].items()))
     return "\n".join(out) + "\n"

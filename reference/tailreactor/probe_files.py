@@ -60,8 +60,10 @@ def load_probe_file(path: str) -> dict:
         try:
             doc["decoded"][name] = HdrHistogram.decode(doc["histograms"][name]["hdr"])
         except Exception as exc:  # noqa: BLE001 -- hdrh raises several types for a bad blob
-            raise ValueError(f"{path}: histogram {name!r} is missing or not HdrHistogram base64 "
-                             f"({type(exc).__name__}: {exc})") from None
+            raise ValueError(
+                f"{path}: histogram {name!r} is missing or not HdrHistogram base64 "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
     doc["path"] = path
     return doc
 
@@ -104,9 +106,18 @@ def merge(docs: list[dict]) -> dict:
     }
 
 
-_TABLE = (("pid", 8), ("worker", 6), ("backend", 9), ("tail_elevations", 15), ("over_5ms", 9),
-          ("arm_p50_us", 10), ("arm_p99_us", 10), ("ready_p50_us", 12), ("ready_p99_us", 12),
-          ("dispatched", 10))
+_TABLE = (
+    ("pid", 8),
+    ("worker", 6),
+    ("backend", 9),
+    ("tail_elevations", 15),
+    ("over_5ms", 9),
+    ("arm_p50_us", 10),
+    ("arm_p99_us", 10),
+    ("ready_p50_us", 12),
+    ("ready_p99_us", 12),
+    ("dispatched", 10),
+)
 
 
 def worker_table(docs: list[dict]) -> str:
@@ -116,11 +127,22 @@ def worker_table(docs: list[dict]) -> str:
     arm > 5 ms), queue_delay_arm p50/p99 and queue_delay_ready p50/p99 (us),
     dispatched.  The last row (pid ``all``) is :func:`merge` of every doc.
     """
+
     def row(d, pid, worker):
         qa, qr = d["histograms"]["queue_delay_arm"], d["histograms"]["queue_delay_ready"]
         c = d["counters"]
-        return (pid, worker, d["backend"], c["tail_elevations"], c["over_5ms"], qa["p50"], qa["p99"],
-                qr["p50"], qr["p99"], c["dispatched"])
+        return (
+            pid,
+            worker,
+            d["backend"],
+            c["tail_elevations"],
+            c["over_5ms"],
+            qa["p50"],
+            qa["p99"],
+            qr["p50"],
+            qr["p99"],
+            c["dispatched"],
+        )
 
     rows = [row(d, d["pid"], d["worker"]) for d in docs]
     if docs:
@@ -138,9 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tailreactor.probe_files",
         description="Print the latency probe's per-worker table (and all workers merged) from the "
-                    "files CWIST_LATENCY_PROBE_FILE made the workers write.")
-    parser.add_argument("files", nargs="+", metavar="TEMPLATE_OR_FILE",
-                        help="a CWIST_LATENCY_PROBE_FILE template ({pid}, {worker}) or a probe file")
+        "files CWIST_LATENCY_PROBE_FILE made the workers write.",
+    )
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="TEMPLATE_OR_FILE",
+        help="a CWIST_LATENCY_PROBE_FILE template ({pid}, {worker}) or a probe file",
+    )
     args = parser.parse_args(argv).files
     docs = []
     for arg in args:

@@ -90,8 +90,10 @@ _DIRECTIONS = (READ, WRITE)
 
 
 def _reentered(method: str) -> RuntimeError:
-    return RuntimeError(f"{method}() called from a callback of the round in progress: a round is not "
-                        f"re-entrant (clause R22); return from the callback, or post() the work")
+    return RuntimeError(
+        f"{method}() called from a callback of the round in progress: a round is not "
+        f"re-entrant (clause R22); return from the callback, or post() the work"
+    )
 
 
 __all__ = ["Reactor", "Counters", "READ", "WRITE"]
@@ -117,9 +119,18 @@ class Counters:
     other: its round, and every callback that ran, the one that raised too.
     """
 
-    __slots__ = ("rounds", "dispatched", "tail_elevations", "timers_fired", "posts_run",
-                 "round_budget_flushes", "drain_chunk_drains", "callback_errors", "harvests",
-                 "harvested")
+    __slots__ = (
+        "rounds",
+        "dispatched",
+        "tail_elevations",
+        "timers_fired",
+        "posts_run",
+        "round_budget_flushes",
+        "drain_chunk_drains",
+        "callback_errors",
+        "harvests",
+        "harvested",
+    )
 
     def __init__(self):
         for name in self.__slots__:
@@ -164,8 +175,16 @@ class Due:
     ``harvest_ns`` (0: off) and ``drain_chunk`` (0: off).
     """
 
-    __slots__ = ("drain_at", "flush_at", "harvest_at", "harvest_left", "at_ns", "_budget_ns", "_harvest_ns",
-                 "_drain_chunk")
+    __slots__ = (
+        "drain_at",
+        "flush_at",
+        "harvest_at",
+        "harvest_left",
+        "at_ns",
+        "_budget_ns",
+        "_harvest_ns",
+        "_drain_chunk",
+    )
 
     def __init__(self, budget_ns: int = 0, harvest_ns: int = 0, drain_chunk: int = 0):
         self._budget_ns = budget_ns
@@ -242,6 +261,7 @@ class Reactor:
         self._running: Event | None = None
         if probe is None and self.config.latency_probe:
             from .probe import LatencyProbe
+
             probe = LatencyProbe(backend=self.backend_name, worker=worker, config=self.config)
         self.probe = probe
 
@@ -304,9 +324,11 @@ class Reactor:
         that only when closing.  Source: CWIST PR #187 (``CWIST_RX_URING``).
         """
         if not self._rx:
-            raise RuntimeError(f"arm_recv needs a backend with a receive operation and CWIST_RX_URING "
-                               f"not 0; backend {self.backend_name}, "
-                               f"CWIST_RX_URING={self.config.rx_uring}: arm READ and recv instead")
+            raise RuntimeError(
+                f"arm_recv needs a backend with a receive operation and CWIST_RX_URING "
+                f"not 0; backend {self.backend_name}, "
+                f"CWIST_RX_URING={self.config.rx_uring}: arm READ and recv instead"
+            )
         if self._closed:
             raise RuntimeError("reactor is closed")
         if not len(buffer):
@@ -326,8 +348,12 @@ class Reactor:
         work: backends/base.py).
         """
         running = self._running
-        if running is not None and running.fd == fd and running.direction == direction \
-                and running.state == DONE:
+        if (
+            running is not None
+            and running.fd == fd
+            and running.direction == direction
+            and running.state == DONE
+        ):
             ev = running
             ev.callback = callback
             ev.data = data
@@ -564,7 +590,9 @@ class Reactor:
                     now = clock()
                 ev = order.next(now)
                 if now >= due.at_ns or ran == due.drain_at:  # something is due
-                    if (ran == due.drain_at or now >= due.harvest_at) and self._between(due, order, now, ran, ev):
+                    if (ran == due.drain_at or now >= due.harvest_at) and self._between(
+                        due, order, now, ran, ev
+                    ):
                         continue  # posts ran or events joined: ask the order again
                     if now > due.flush_at and ev is not None and self._arms_since_flush:
                         # Past the round budget: submit the re-arms queued since the last submit.
@@ -592,8 +620,9 @@ class Reactor:
                 try:
                     callback(ev)
                 except Exception:  # noqa: BLE001 (a callback's error must not stop the round)
-                    self._callback_failed("callback %r for fd %d (%s)", callback, ev.fd,
-                                          direction_name(ev.direction))
+                    self._callback_failed(
+                        "callback %r for fd %d (%s)", callback, ev.fd, direction_name(ev.direction)
+                    )
                 finally:
                     if probe is not None:
                         probe.dispatch(queued_ns, ready_for_ns, clock() - now, elevated)

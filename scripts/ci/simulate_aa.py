@@ -55,8 +55,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tailjob import pooled, stats
 
-SPREAD = {"rps": 0.15, "cpu_us_per_req": 0.10, "p50": 0.15, "p99": 0.40, "p99.9": 0.40,
-          "p99.99": 0.50, "p99.999": 0.50}
+SPREAD = {
+    "rps": 0.15,
+    "cpu_us_per_req": 0.10,
+    "p50": 0.15,
+    "p99": 0.40,
+    "p99.9": 0.40,
+    "p99.99": 0.50,
+    "p99.999": 0.50,
+}
 
 
 def aa_leg(rng: random.Random, n: int, rho: float, confidence: float, resamples: int) -> list[str]:
@@ -67,17 +74,31 @@ def aa_leg(rng: random.Random, n: int, rho: float, confidence: float, resamples:
         runs[arm] = []
         for t in range(n):
             machine = rng.gauss(0, 1)
-            runs[arm].append({k: math.exp(sd * (0.5 * trial[t] + rho * machine + (1 - rho) * rng.gauss(0, 1)))
-                              for k, sd in SPREAD.items()})
-    return [stats.compare(m, [r[m.key] for r in runs["A"]], [r[m.key] for r in runs["B"]],
-                          seed=rng.randrange(1 << 30), resamples=resamples, confidence=confidence,
-                          min_pairs=1).verdict
-            for m in stats.METRICS]
+            runs[arm].append(
+                {
+                    k: math.exp(sd * (0.5 * trial[t] + rho * machine + (1 - rho) * rng.gauss(0, 1)))
+                    for k, sd in SPREAD.items()
+                }
+            )
+    return [
+        stats.compare(
+            m,
+            [r[m.key] for r in runs["A"]],
+            [r[m.key] for r in runs["B"]],
+            seed=rng.randrange(1 << 30),
+            resamples=resamples,
+            confidence=confidence,
+            min_pairs=1,
+        ).verdict
+        for m in stats.METRICS
+    ]
 
 
 def part_verdicts(args, rng: random.Random) -> None:
-    print("| pairs | rho | interval per metric | legs with a spurious verdict | per metric "
-          "| equivalent | inconclusive |")
+    print(
+        "| pairs | rho | interval per metric | legs with a spurious verdict | per metric "
+        "| equivalent | inconclusive |"
+    )
     print("|---:|---:|---|---:|---:|---:|---:|")
     for n in (5, 8):
         for rho in (0.3, 0.7):
@@ -86,10 +107,15 @@ def part_verdicts(args, rng: random.Random) -> None:
                 called = [sum(v in (stats.GAIN, stats.REGRESSION) for v in leg) for leg in legs]
                 cells = len(legs) * len(stats.METRICS)
                 any_rate = sum(c > 0 for c in called) / len(legs)
-                share = {w: sum(v == w for leg in legs for v in leg) / cells
-                         for w in (stats.EQUIVALENT, stats.INCONCLUSIVE)}
-                print(f"| {n} | {rho} | {label} | {any_rate:.0%} | {sum(called) / cells:.1%} "
-                      f"| {share[stats.EQUIVALENT]:.0%} | {share[stats.INCONCLUSIVE]:.0%} |", flush=True)
+                share = {
+                    w: sum(v == w for leg in legs for v in leg) / cells
+                    for w in (stats.EQUIVALENT, stats.INCONCLUSIVE)
+                }
+                print(
+                    f"| {n} | {rho} | {label} | {any_rate:.0%} | {sum(called) / cells:.1%} "
+                    f"| {share[stats.EQUIVALENT]:.0%} | {share[stats.INCONCLUSIVE]:.0%} |",
+                    flush=True,
+                )
 
 
 TAIL = ("p99.9", "p99.99", "p99.999")
@@ -112,8 +138,9 @@ def run_figures(samples: np.ndarray) -> tuple[str, dict[str, int]]:
     return text, own
 
 
-def tail_leg(rng: random.Random, nrng: np.random.Generator, n: int, samples: int, effect: float,
-             resamples: int) -> dict[str, list[stats.Comparison]]:
+def tail_leg(
+    rng: random.Random, nrng: np.random.Generator, n: int, samples: int, effect: float, resamples: int
+) -> dict[str, list[stats.Comparison]]:
     """Both estimators' comparisons of the tail percentiles in one leg (B = A x ``effect``)."""
     trial = [rng.gauss(0, 1) for _ in range(n)]
     runs = {"A": [], "B": []}
@@ -125,11 +152,20 @@ def tail_leg(rng: random.Random, nrng: np.random.Generator, n: int, samples: int
     out = {"median": [], "pooled": []}
     for key in TAIL:
         m = stats.metric(key)
-        out["median"].append(stats.compare(m, [own[key] for _, own in runs["A"]],
-                                           [own[key] for _, own in runs["B"]], seed=seed,
-                                           resamples=resamples))
-        out["pooled"].append(pooled.compare_pooled(m, [h for h, _ in runs["A"]], [h for h, _ in runs["B"]],
-                                                   seed=seed, resamples=resamples))
+        out["median"].append(
+            stats.compare(
+                m,
+                [own[key] for _, own in runs["A"]],
+                [own[key] for _, own in runs["B"]],
+                seed=seed,
+                resamples=resamples,
+            )
+        )
+        out["pooled"].append(
+            pooled.compare_pooled(
+                m, [h for h, _ in runs["A"]], [h for h, _ in runs["B"]], seed=seed, resamples=resamples
+            )
+        )
     return out
 
 
@@ -137,25 +173,34 @@ def part_tail(args, rng: random.Random) -> None:
     nrng = np.random.default_rng(args.seed)
     aa = [tail_leg(rng, nrng, 8, args.samples, 1.0, args.resamples) for _ in range(args.jobs)]
     slow = [tail_leg(rng, nrng, 8, args.samples, 1.25, args.resamples) for _ in range(args.jobs)]
-    print(f"{args.jobs} A/A legs and {args.jobs} legs with B = 1.25 x A, 8 pairs, {args.samples:,} samples "
-          "per run")
+    print(
+        f"{args.jobs} A/A legs and {args.jobs} legs with B = 1.25 x A, 8 pairs, {args.samples:,} samples "
+        "per run"
+    )
     print()
-    print("| estimator | metric | samples behind (per arm) | A/A: false gain/regression | A/A: equivalent "
-          "| A/A: median detectable | 1.25x: regression |")
+    print(
+        "| estimator | metric | samples behind (per arm) | A/A: false gain/regression | A/A: equivalent "
+        "| A/A: median detectable | 1.25x: regression |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
     for est in ("median", "pooled"):
         for i, key in enumerate(TAIL):
             a = [leg[est][i] for leg in aa]
             s = [leg[est][i] for leg in slow]
             p = pooled.POOLED_KEYS[key]
-            behind = (stats.median([c.samples_a for c in a]) if est == "pooled"
-                      else args.samples - int(p * args.samples / 100 + 0.5) + 1)
+            behind = (
+                stats.median([c.samples_a for c in a])
+                if est == "pooled"
+                else args.samples - int(p * args.samples / 100 + 0.5) + 1
+            )
             false = sum(c.verdict in (stats.GAIN, stats.REGRESSION) for c in a) / len(a)
             equiv = sum(c.verdict == stats.EQUIVALENT for c in a) / len(a)
             det = stats.median([c.detectable for c in a])
             hit = sum(c.verdict == stats.REGRESSION for c in s) / len(s)
-            print(f"| {est} | {key} | {behind:,.0f} | {false:.0%} | {equiv:.0%} | ±{det:.0%} | {hit:.0%} |",
-                  flush=True)
+            print(
+                f"| {est} | {key} | {behind:,.0f} | {false:.0%} | {equiv:.0%} | ±{det:.0%} | {hit:.0%} |",
+                flush=True,
+            )
 
 
 def part_real(args) -> None:
@@ -180,8 +225,10 @@ def part_real(args) -> None:
                 sb = "" if c.samples_b is None else f" ({c.samples_b:,})"
                 ci = "-" if c.ci is None else f"{c.ci[0]:.3f}-{c.ci[1]:.3f}"
                 det = "-" if c.detectable is None else f"±{c.detectable:.0%}"
-                print(f"| {leg['name']} | {c.estimator} | {key} | {c.median_a / 1000:.3f}{sa} "
-                      f"| {c.median_b / 1000:.3f}{sb} | {c.ratio:.3f} | {ci} | {det} | {c.verdict} |")
+                print(
+                    f"| {leg['name']} | {c.estimator} | {key} | {c.median_a / 1000:.3f}{sa} "
+                    f"| {c.median_b / 1000:.3f}{sb} | {c.ratio:.3f} | {ci} | {det} | {c.verdict} |"
+                )
 
 
 def replace_histogram(record):
@@ -197,7 +244,9 @@ def main() -> None:
     p.add_argument("--result", help="with --part real: a job's result JSON (benchmarks/results/<stem>.json)")
     p.add_argument("--jobs", type=int, default=200, help="simulated legs per cell (200)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
-    p.add_argument("--samples", type=int, default=20_000, help="latency samples per run, --part tail (20,000)")
+    p.add_argument(
+        "--samples", type=int, default=20_000, help="latency samples per run, --part tail (20,000)"
+    )
     p.add_argument("--seed", type=int, default=2)
     args = p.parse_args()
     rng = random.Random(args.seed)

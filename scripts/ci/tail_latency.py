@@ -15,6 +15,8 @@ if __name__ == "__main__":  # run as a file, its directory (scripts/ci, package 
     if {"-h", "--help"} & set(sys.argv[1:]):
         # Help needs only the standard library (scripts/tail-latency.sh --help installs nothing).
         from tailjob.options import build_parser
+
         build_parser().parse_args(["--help"])
     from tailjob.cli import main
+
     sys.exit(main())

@@ -22,20 +22,41 @@ def synthetic_job():
     for t, order in enumerate(schedule):
         for pos, key in enumerate(order):
             flags = ("polluted",) if (t, key) == (2, "A") else ()
-            errors = {"connect": 0, "read": 3, "write": 0, "status": 0, "timeout": 1} \
-                if (t, key) == (7, "B") else None
+            errors = (
+                {"connect": 0, "read": 3, "write": 0, "status": 0, "timeout": 1}
+                if (t, key) == (7, "B")
+                else None
+            )
             if errors:
                 flags = ("socket-errors",)
-            runs.append(record(0, t, pos, key, scale=2.0 if key == "B" else 1.0, flags=flags,
-                                errors=errors))
+            runs.append(record(0, t, pos, key, scale=2.0 if key == "B" else 1.0, flags=flags, errors=errors))
     envs = {a.key: server_env({}, leg, a) for a in arms}
-    lr = runner.LegResult(leg=leg, arms=arms, env=envs, knobs={k: arm_knobs(e) for k, e in envs.items()},
-                          schedule=schedule, runs=runs)
+    lr = runner.LegResult(
+        leg=leg,
+        arms=arms,
+        env=envs,
+        knobs={k: arm_knobs(e) for k, e in envs.items()},
+        schedule=schedule,
+        runs=runs,
+    )
     lr.comparisons = runner.compare_leg(runs, seed=1)
     settings = runner.Settings(seed=1)
     return runner.JobResult(
-        argv=["--a", "", "--b", "CWIST_BENCH_DELAY_US=200"], profile="quick", ab="custom", arms=arms,
-        settings=settings, legs=[lr],
-        provenance={"git_commit": "0" * 40, "git_dirty": False, "python": "3.11.7", "kernel": "6.18",
-                    "cpu_model": "Test CPU", "cpus": 2, "wrk_version": "wrk 4.1.0"},
-        started_at="2026-11-29T21:00:00+00:00", finished_at="2026-11-29T21:01:00+00:00")
+        argv=["--a", "", "--b", "CWIST_BENCH_DELAY_US=200"],
+        profile="quick",
+        ab="custom",
+        arms=arms,
+        settings=settings,
+        legs=[lr],
+        provenance={
+            "git_commit": "0" * 40,
+            "git_dirty": False,
+            "python": "3.11.7",
+            "kernel": "6.18",
+            "cpu_model": "Test CPU",
+            "cpus": 2,
+            "wrk_version": "wrk 4.1.0",
+        },
+        started_at="2026-11-29T21:00:00+00:00",
+        finished_at="2026-11-29T21:01:00+00:00",
+    )

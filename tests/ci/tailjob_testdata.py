@@ -25,25 +25,54 @@ def record(leg, trial, position, arm, *, warmup=False, scale=1.0, flags=(), erro
     from tailjob.runner import RunRecord
 
     base = 1000 + 10 * trial + position  # us at p50, a little different per run
-    pct = {50: base, 75: 1.2 * base, 90: 1.5 * base, 99: 3 * base, 99.9: 5 * base,
-           99.99: 8 * base, 99.999: 9 * base}
+    pct = {
+        50: base,
+        75: 1.2 * base,
+        90: 1.5 * base,
+        99: 3 * base,
+        99.9: 5 * base,
+        99.99: 8 * base,
+        99.999: 9 * base,
+    }
     # a run of 1,000,000 samples: enough at or beyond every rank to bound it (stats.samples_to_bound)
     samples = {50: 500000, 75: 250000, 90: 100000, 99: 10000, 99.9: 1000, 99.99: 100, 99.999: 10}
     rps = 40000 / scale + 100 * trial
     requests = int(rps * 2)
     errors = errors or {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
     spectrum = [[100 * (1 - 10 ** (-k / 10)), int(base * scale * (1 + k / 5))] for k in range(51)]
-    wrk = {"requests": requests, "duration_us": 2_000_000, "bytes": requests * 40, "rps": rps,
-           "text_rps": rps, "latency_samples": 1_000_000, "latency_us": {"min": 50, "max": 9 * base,
-                                                                     "mean": base, "stdev": base / 3},
-           "percentiles": [{"p": p, "us": int(v * scale), "samples": samples[p]} for p, v in pct.items()],
-           "spectrum": spectrum, "errors": errors}
+    wrk = {
+        "requests": requests,
+        "duration_us": 2_000_000,
+        "bytes": requests * 40,
+        "rps": rps,
+        "text_rps": rps,
+        "latency_samples": 1_000_000,
+        "latency_us": {"min": 50, "max": 9 * base, "mean": base, "stdev": base / 3},
+        "percentiles": [{"p": p, "us": int(v * scale), "samples": samples[p]} for p, v in pct.items()],
+        "spectrum": spectrum,
+        "errors": errors,
+    }
     metrics = {"rps": rps, "cpu_us_per_req": 25.0 * scale + trial / 10}
     metrics.update({f"p{p:g}": int(v * scale) for p, v in pct.items() if p not in (75, 90)})
-    return RunRecord(leg=leg, trial=trial, position=position, arm=arm, warmup=warmup, backend="epoll",
-                     port=3000, started_at="2026-11-29T21:00:00+00:00", wall_s=2.0,
-                     wrk_argv=["wrk", "-t2", "-c64", "-d2s"], wrk=wrk, server_cpu_s=requests * 25e-6,
-                     wrk_cpu_s=2.5, self_cpu_s=0.01, machine_busy_s=6.0, steal_s=0.0,
-                     other_cpu_s=0.3 if "polluted" in flags else 0.01,
-                     other_cores=0.1 if "polluted" in flags else 0.003, metrics=metrics,
-                     flags=list(flags))
+    return RunRecord(
+        leg=leg,
+        trial=trial,
+        position=position,
+        arm=arm,
+        warmup=warmup,
+        backend="epoll",
+        port=3000,
+        started_at="2026-11-29T21:00:00+00:00",
+        wall_s=2.0,
+        wrk_argv=["wrk", "-t2", "-c64", "-d2s"],
+        wrk=wrk,
+        server_cpu_s=requests * 25e-6,
+        wrk_cpu_s=2.5,
+        self_cpu_s=0.01,
+        machine_busy_s=6.0,
+        steal_s=0.0,
+        other_cpu_s=0.3 if "polluted" in flags else 0.01,
+        other_cores=0.1 if "polluted" in flags else 0.003,
+        metrics=metrics,
+        flags=list(flags),
+    )

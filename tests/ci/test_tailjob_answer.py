@@ -10,12 +10,15 @@ from tailjob.sim.answer import Row, rows
 
 def _c(key, ratio, verdict, detectable=None, n=8):
     m = stats.metric(key)
-    return stats.Comparison(m, n, 1.0, ratio, ratio, (ratio, ratio), m.min_effect, verdict, "",
-                            detectable=detectable)
+    return stats.Comparison(
+        m, n, 1.0, ratio, ratio, (ratio, ratio), m.min_effect, verdict, "", detectable=detectable
+    )
 
 
 def test_a_sim_gain_is_set_against_the_live_detectable_effect_and_the_pairs_it_would_need():
-    [row] = rows({"epoll": [_c("p99", 0.8, stats.GAIN)]}, {"epoll": [_c("p99", 1.1, stats.INCONCLUSIVE, 0.4)]})
+    [row] = rows(
+        {"epoll": [_c("p99", 0.8, stats.GAIN)]}, {"epoll": [_c("p99", 1.1, stats.INCONCLUSIVE, 0.4)]}
+    )
     assert row == Row("epoll", "p99 ms", 0.8, stats.GAIN, 1.1, stats.INCONCLUSIVE, 0.4, 0.2, 32)
 
 

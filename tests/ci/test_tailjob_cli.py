@@ -7,17 +7,20 @@ import pytest
 from tailjob.cli import main
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--a", "CWIST_NOPE=1"], "--a: unknown knob CWIST_NOPE"),
-    (["--b", "CWIST_REACTOR_TAIL_US=-5"], "--b: CWIST_REACTOR_TAIL_US='-5' is invalid"),
-    (["--ab", "tail", "--a", "CWIST_HTTP_BATCH=4"], "--ab cannot be combined with --a/--b"),
-    (["--threads", "8", "--connections", "4"], "at least as many connections as threads"),
-    (["--ab", "backend", "--backend", "epoll"], "--backend epoll: both arms set CWIST_REACTOR_BACKEND"),
-    (["--pin", "--server-cpus", "4096"], "--server-cpus '4096': CPUs [4096] are not available"),
-    (["--calibrate", "2", "--ab", "aa"], "--calibrate chooses its own arms"),
-    (["--calibrate", "2", "--gate"], "--gate applies to an A/B, not to --calibrate"),
-    (["--calibrate", "2", "--peers"], "--calibrate and --peers are different jobs"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--a", "CWIST_NOPE=1"], "--a: unknown knob CWIST_NOPE"),
+        (["--b", "CWIST_REACTOR_TAIL_US=-5"], "--b: CWIST_REACTOR_TAIL_US='-5' is invalid"),
+        (["--ab", "tail", "--a", "CWIST_HTTP_BATCH=4"], "--ab cannot be combined with --a/--b"),
+        (["--threads", "8", "--connections", "4"], "at least as many connections as threads"),
+        (["--ab", "backend", "--backend", "epoll"], "--backend epoll: both arms set CWIST_REACTOR_BACKEND"),
+        (["--pin", "--server-cpus", "4096"], "--server-cpus '4096': CPUs [4096] are not available"),
+        (["--calibrate", "2", "--ab", "aa"], "--calibrate chooses its own arms"),
+        (["--calibrate", "2", "--gate"], "--gate applies to an A/B, not to --calibrate"),
+        (["--calibrate", "2", "--peers"], "--calibrate and --peers are different jobs"),
+    ],
+)
 def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
     assert main([*argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -33,8 +36,9 @@ def test_an_invalid_ambient_knob_is_refused_too(monkeypatch, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv", [["--runs", "1"], ["--ab", "backend"], ["--peers"]])
-def test_an_invalid_ambient_knob_is_refused_even_when_every_arm_overrides_it(argv, monkeypatch, capsys,
-                                                                            tmp_path):
+def test_an_invalid_ambient_knob_is_refused_even_when_every_arm_overrides_it(
+    argv, monkeypatch, capsys, tmp_path
+):
     # A user's report: CWIST_REACTOR_TAIL_US=abc ran and exited 0 because --ab tail sets it in both arms
     # (and CWIST_REACTOR_BACKEND=nope because --ab backend and --peers set the backend).
     name = "CWIST_REACTOR_BACKEND" if argv != ["--runs", "1"] else "CWIST_REACTOR_TAIL_US"
@@ -46,9 +50,17 @@ def test_an_invalid_ambient_knob_is_refused_even_when_every_arm_overrides_it(arg
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("argv", [["--duration", "3x"], ["--runs", "0"], ["--min-effect", "150%"],
-                                  ["--calibrate", "0"],
-                                  ["--connections", "64,"], ["--profile", "huge"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--duration", "3x"],
+        ["--runs", "0"],
+        ["--min-effect", "150%"],
+        ["--calibrate", "0"],
+        ["--connections", "64,"],
+        ["--profile", "huge"],
+    ],
+)
 def test_malformed_values_are_argparse_errors(argv, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)
@@ -66,7 +78,14 @@ def test_the_installed_console_script_is_the_job(tmp_path):
     script = Path(sys.executable).with_name("tailreactor-tail-latency")
     assert script.exists(), "reinstall: pip install -e .[test,bench]"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([str(script), "--runs", "1", "--a", "CWIST_NOPE=1", "--out", str(tmp_path)],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600, check=False)
+    out = subprocess.run(
+        [str(script), "--runs", "1", "--a", "CWIST_NOPE=1", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+        check=False,
+    )
     assert out.returncode == 2 and out.stderr.startswith("tail_latency: error: --a: unknown knob CWIST_NOPE")
     assert list(tmp_path.iterdir()) == []

@@ -18,9 +18,28 @@ pytestmark = pytest.mark.wrk  # skipped without wrk (tests/conftest.py)
 @pytest.mark.io_uring
 def test_tiny_tail_job_on_both_backends_writes_report_plot_and_history(tmp_path):
     out = subprocess.run(
-        [sys.executable, str(CI_DIR / "tail_latency.py"), "--ab", "tail", "--threads", "1",
-         "--connections", "8", "--duration", "1", "--runs", "1", "--no-warmup", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            str(CI_DIR / "tail_latency.py"),
+            "--ab",
+            "tail",
+            "--threads",
+            "1",
+            "--connections",
+            "8",
+            "--duration",
+            "1",
+            "--runs",
+            "1",
+            "--no-warmup",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "## Verdicts" in out.stdout
     assert "io_uring, c8: no verdict (1 paired run; a verdict needs 8)" in out.stdout
@@ -57,16 +76,43 @@ def test_tiny_tail_job_on_both_backends_writes_report_plot_and_history(tmp_path)
                 hi = h.get_value_at_percentile(min(q["p"] + one, 100.0))
                 assert lo * (1 - 5e-3) - 2 <= q["us"] <= hi * (1 + 5e-3) + 2, (q, lo, hi)
         estimators = {c["metric"]: c["estimator"] for c in leg["comparisons"]}
-        assert estimators == {"rps": "median", "cpu_us_per_req": "median", "p50": "median",
-                              "p99": "median", "p99.9": "pooled", "p99.99": "pooled", "p99.999": "pooled"}
+        assert estimators == {
+            "rps": "median",
+            "cpu_us_per_req": "median",
+            "p50": "median",
+            "p99": "median",
+            "p99.9": "pooled",
+            "p99.99": "pooled",
+            "p99.999": "pooled",
+        }
 
 
 def test_calibrate_runs_aa_and_slowdown_legs_and_writes_the_table(tmp_path):
     out = subprocess.run(
-        [sys.executable, str(CI_DIR / "tail_latency.py"), "--calibrate", "1", "--backend", "epoll",
-         "--threads", "1", "--connections", "8", "--duration", "1", "--runs", "1", "--no-warmup",
-         "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            str(CI_DIR / "tail_latency.py"),
+            "--calibrate",
+            "1",
+            "--backend",
+            "epoll",
+            "--threads",
+            "1",
+            "--connections",
+            "8",
+            "--duration",
+            "1",
+            "--runs",
+            "1",
+            "--no-warmup",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Calibration: K = 1 rounds, profile `quick` (`wrk -t1 -c8 -d1s`)" in out.stdout
     rows = [ln for ln in out.stdout.splitlines() if ln.startswith("| epoll, c8 |")]
@@ -84,17 +130,42 @@ def test_calibrate_runs_aa_and_slowdown_legs_and_writes_the_table(tmp_path):
 @pytest.mark.io_uring
 def test_probe_leg_gathers_every_workers_file_on_both_backends(tmp_path):
     out = subprocess.run(
-        [sys.executable, str(CI_DIR / "tail_latency.py"), "--ab", "tail", "--probe", "--workers", "2",
-         "--threads", "1", "--connections", "8", "--duration", "1", "--runs", "1", "--no-warmup",
-         "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            str(CI_DIR / "tail_latency.py"),
+            "--ab",
+            "tail",
+            "--probe",
+            "--workers",
+            "2",
+            "--threads",
+            "1",
+            "--connections",
+            "8",
+            "--duration",
+            "1",
+            "--runs",
+            "1",
+            "--no-warmup",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     for backend in ("io_uring", "epoll"):
         section = out.stdout.split(f"## Latency probe: {backend}, c8, medians over 1 run per arm")[1]
-        rows = [ln.split(" | ")[:2] for ln in section.split("\n## ")[0].splitlines()
-                if ln.startswith("| ") and not ln.startswith("| Arm ")]
-        assert rows == [["| A: tail off", w] for w in ("0", "1", "all")] + \
-                      [["| B: tail on", w] for w in ("0", "1", "all")], backend
+        rows = [
+            ln.split(" | ")[:2]
+            for ln in section.split("\n## ")[0].splitlines()
+            if ln.startswith("| ") and not ln.startswith("| Arm ")
+        ]
+        assert rows == [["| A: tail off", w] for w in ("0", "1", "all")] + [
+            ["| B: tail on", w] for w in ("0", "1", "all")
+        ], backend
 
     result = json.loads(next((tmp_path / "results").glob("*-quick-tail.json")).read_text())
     for leg in result["legs"]:
@@ -120,9 +191,27 @@ def test_peers_comparison_runs_every_server_and_writes_the_readme_table(tmp_path
     nginx = peers.find_nginx()  # the test installs nothing: without nginx there is no ceiling row
     no_pin = [] if len(os.sched_getaffinity(0)) >= 2 else ["--no-pin"]
     out = subprocess.run(
-        [sys.executable, str(CI_DIR / "tail_latency.py"), "--peers", "--connections", "8", "--duration", "1",
-         "--runs", "1", "--no-warmup", "--write-readme", "--out", str(tmp_path), *no_pin],
-        capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            str(CI_DIR / "tail_latency.py"),
+            "--peers",
+            "--connections",
+            "8",
+            "--duration",
+            "1",
+            "--runs",
+            "1",
+            "--no-warmup",
+            "--write-readme",
+            "--out",
+            str(tmp_path),
+            *no_pin,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     missing_lines = [ln for ln in out.stderr.splitlines() if "nginx not found" in ln]
     if nginx:
@@ -130,8 +219,9 @@ def test_peers_comparison_runs_every_server_and_writes_the_readme_table(tmp_path
     else:
         assert missing_lines == [f"tail_latency: {peers.NGINX_MISSING}"]
 
-    labels = ["tailreactor (io_uring)", "tailreactor (epoll)", "asyncio", "uvloop"] + \
-        (["nginx (ceiling)"] if nginx else [])
+    labels = ["tailreactor (io_uring)", "tailreactor (epoll)", "asyncio", "uvloop"] + (
+        ["nginx (ceiling)"] if nginx else []
+    )
     readme = (tmp_path / "README.md").read_text()
     for text in (out.stdout, readme):
         for header in ("| Server | Requests/s |", "| Server | Req/s ÷ asyncio |"):
@@ -143,11 +233,14 @@ def test_peers_comparison_runs_every_server_and_writes_the_readme_table(tmp_path
     result = json.loads(next((tmp_path / "results").glob("*-quick-peers.json")).read_text())
     (leg,) = result["legs"]
     assert sorted(r["arm"] for r in leg["runs"]) == sorted(leg["servers"])
-    assert [r["backend"] for r in leg["runs"] if r["arm"].startswith("tailreactor-")] == \
-        [r["arm"].split("-", 1)[1] for r in leg["runs"] if r["arm"].startswith("tailreactor-")]
+    assert [r["backend"] for r in leg["runs"] if r["arm"].startswith("tailreactor-")] == [
+        r["arm"].split("-", 1)[1] for r in leg["runs"] if r["arm"].startswith("tailreactor-")
+    ]
     for r in leg["runs"]:  # every server answered every request with a 2xx
         assert r["wrk"]["requests"] > 0, r["arm"]
-        assert r["wrk"]["errors"] == {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}, r["arm"]
+        assert r["wrk"]["errors"] == {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}, r[
+            "arm"
+        ]
         assert r["metrics"]["cpu_us_per_req"] > 0
         if not no_pin:
             assert r["wrk_argv"][:3] == ["taskset", "-c", "1"] and "-t1" in r["wrk_argv"]
@@ -178,10 +271,30 @@ def test_sigterm_to_the_job_stops_its_bench_server(tmp_path):
     import select
     import signal
     import time
+
     job = subprocess.Popen(
-        [sys.executable, str(CI_DIR / "tail_latency.py"), "--ab", "aa", "--backend", "epoll", "--threads", "1",
-         "--connections", "4", "--duration", "30", "--runs", "1", "--no-warmup", "--out", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            str(CI_DIR / "tail_latency.py"),
+            "--ab",
+            "aa",
+            "--backend",
+            "epoll",
+            "--threads",
+            "1",
+            "--connections",
+            "4",
+            "--duration",
+            "30",
+            "--runs",
+            "1",
+            "--no-warmup",
+            "--out",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         servers: list[int] = []
         loads: list[int] = []

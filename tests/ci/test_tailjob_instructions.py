@@ -21,16 +21,21 @@ from tailjob import instructions
 from tailjob.instructions import Count, attribute, compare
 
 CI_DIR = Path(__file__).resolve().parents[2] / "scripts" / "ci"
-needs_valgrind = pytest.mark.skipif(instructions.missing_tool() is not None,
-                                    reason="needs valgrind's callgrind; install it: apt-get install valgrind")
+needs_valgrind = pytest.mark.skipif(
+    instructions.missing_tool() is not None,
+    reason="needs valgrind's callgrind; install it: apt-get install valgrind",
+)
+
+
 def _has_symbol_table(path: str) -> bool:
     """Whether the ELF file at ``path`` keeps its symbol table (``.symtab``): a stripped one does not."""
     import struct
+
     with open(path, "rb") as f:
         head = f.read(64)
         if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit ELF only; anything else: assume symbols
             return True
-        shoff, = struct.unpack_from("<Q", head, 0x28)
+        (shoff,) = struct.unpack_from("<Q", head, 0x28)
         shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
         f.seek(shoff)
         table = f.read(shentsize * shnum)
@@ -40,11 +45,14 @@ def _has_symbol_table(path: str) -> bool:
 def _symbols_missing() -> str | None:
     """Why callgrind cannot name the functions the components are made of in this Python, or None."""
     import select
+
     where = getattr(select, "__file__", None) or os.path.realpath(sys.executable)
     if _has_symbol_table(where):
         return None
-    return (f"{where} is stripped (select_epoll_poll, sock_recv have no symbol): the per-component table "
-            f"needs a Python with symbols (a source build such as pyenv's, or the distribution's -dbg)")
+    return (
+        f"{where} is stripped (select_epoll_poll, sock_recv have no symbol): the per-component table "
+        f"needs a Python with symbols (a source build such as pyenv's, or the distribution's -dbg)"
+    )
 
 
 #: Small but well above the dump's race (a fraction of one request).
@@ -52,8 +60,14 @@ SMALL = {"requests": 300, "warmup": 100, "connections": 4}
 
 
 def job(*args, env=None, timeout=600):
-    return subprocess.run([sys.executable, str(CI_DIR / "tail_latency.py"), *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, str(CI_DIR / "tail_latency.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
 
 
 DUMP = """\
@@ -120,8 +134,13 @@ def test_the_table_puts_the_rest_in_python():
 
 def test_verdicts_are_two_percent_either_side():
     base = {"a": 1000.0, "b": 1000.0, "c": 1000.0, "d": 1000.0}
-    counts = [Count("a", 1, 1021), Count("b", 1, 1020), Count("c", 1, 979), Count("d", 1, 980),
-              Count("absent", 1, 5)]
+    counts = [
+        Count("a", 1, 1021),
+        Count("b", 1, 1020),
+        Count("c", 1, 979),
+        Count("d", 1, 980),
+        Count("absent", 1, 5),
+    ]
     got = {v.server: v.verdict for v in compare(counts, base)}
     assert got == {"a": "regression", "b": "equivalent", "c": "gain", "d": "equivalent"}
 
@@ -152,10 +171,22 @@ def test_gate_fails_on_a_count_above_the_baseline(tmp_path):
     # A baseline far below any real count (where the +2 % line falls is test_verdicts_are_two_percent_
     # either_side's): the job's own count is the only valgrind run here.
     baseline = tmp_path / "baseline.json"
-    baseline.write_text(json.dumps({"servers": {"bench-epoll": {"per_request": 1000.0},
-                                                "asyncio": {"per_request": 1.0}}}))
-    res = job("--tier", "instructions", "--server", "bench-epoll", "--gate", "--baseline", str(baseline),
-              "--requests", str(SMALL["requests"]), "--out", str(tmp_path))
+    baseline.write_text(
+        json.dumps({"servers": {"bench-epoll": {"per_request": 1000.0}, "asyncio": {"per_request": 1.0}}})
+    )
+    res = job(
+        "--tier",
+        "instructions",
+        "--server",
+        "bench-epoll",
+        "--gate",
+        "--baseline",
+        str(baseline),
+        "--requests",
+        str(SMALL["requests"]),
+        "--out",
+        str(tmp_path),
+    )
     assert res.returncode == 1, res.stderr
     assert "bench-epoll" in res.stdout and "regression" in res.stdout
     assert "| HTTP parse |" in res.stdout
@@ -170,12 +201,15 @@ def test_without_valgrind_the_tier_is_one_line_and_exit_2(tmp_path):
     assert res.stderr.strip().count("\n") == 0 and "apt-get install valgrind" in res.stderr
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--requests", "0"], "--requests"),
-    (["--server", "nginx"], "--server"),
-    (["--baseline", "/nonexistent/b.json", "--gate"], "--baseline"),
-    (["--gate", "--requests", "500"], "--requests 500: the baseline counted 1000 requests"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--requests", "0"], "--requests"),
+        (["--server", "nginx"], "--server"),
+        (["--baseline", "/nonexistent/b.json", "--gate"], "--baseline"),
+        (["--gate", "--requests", "500"], "--requests 500: the baseline counted 1000 requests"),
+    ],
+)
 def test_bad_options_of_the_tier_are_one_line_and_exit_2(tmp_path, args, says):
     res = job("--tier", "instructions", *args, "--out", str(tmp_path))
     assert res.returncode == 2 and res.stdout == ""
@@ -193,10 +227,8 @@ def test_the_tier_options_are_refused_on_the_wall_tier(tmp_path):
     assert "--requests applies to --tier instructions" in res.stderr
 
 
-
-
-
 # -- the per-component table: callgrind's C components, the Python rest split by bytecodes ----------
+
 
 def test_python_code_maps_to_the_component_it_serves():
     of = instructions.python_component
@@ -227,17 +259,33 @@ def test_the_python_row_is_split_by_bytecode_share():
     assert rows["backend wait/report"] == 10  # C only: no Python share
     assert rows["HTTP parse"] == 40 + 10  # feed_data (C and its callbacks) + the Python around it
     assert sum(rows.values()) == pytest.approx(c.per_request)
-    assert list(rows)[:7] == ["reactor round", "dispatch walk", "backend wait/report", "arm", "HTTP parse",
-                              "route", "send"]
-    text = instructions.render([c], {"bench-epoll": {"reactor round": 0.6, "dispatch walk": 0.2,
-                                                     "HTTP parse": 0.2}})
+    assert list(rows)[:7] == [
+        "reactor round",
+        "dispatch walk",
+        "backend wait/report",
+        "arm",
+        "HTTP parse",
+        "route",
+        "send",
+    ]
+    text = instructions.render(
+        [c], {"bench-epoll": {"reactor round": 0.6, "dispatch walk": 0.2, "HTTP parse": 0.2}}
+    )
     assert "| reactor round | 30 |" in text and "| **total** | **100** |" in text
 
 
 def test_bytecode_shares_of_the_bench_server_name_every_part_of_its_path():
     shares = instructions.bytecode_shares("bench-epoll", cycles=20)
     assert sum(shares.values()) == pytest.approx(1.0)
-    for part in ("reactor round", "dispatch walk", "backend wait/report", "arm", "HTTP parse", "route",
-                 "connection", "send"):
+    for part in (
+        "reactor round",
+        "dispatch walk",
+        "backend wait/report",
+        "arm",
+        "HTTP parse",
+        "route",
+        "connection",
+        "send",
+    ):
         assert shares.get(part, 0) > 0, shares
     assert "other" not in shares, shares

@@ -24,9 +24,20 @@ from tailjob.loadgen import ClientClass, LoadSpec, SpecError
 # -- schedules (pure) ------------------------------------------------------------
 def test_constant_schedule_is_evenly_spaced_and_staggered_across_connections():
     # 4 connections sharing 1000 req/s: each sends every 4 ms, connection i offset by i ms.
-    times = [list(loadgen.intended_times("constant", rate=1000, connections=4, index=i,
-                                         rng=random.Random(0), start_ns=0, end_ns=20_000_000))
-             for i in range(4)]
+    times = [
+        list(
+            loadgen.intended_times(
+                "constant",
+                rate=1000,
+                connections=4,
+                index=i,
+                rng=random.Random(0),
+                start_ns=0,
+                end_ns=20_000_000,
+            )
+        )
+        for i in range(4)
+    ]
     assert times[0] == [0, 4_000_000, 8_000_000, 12_000_000, 16_000_000]
     assert times[1][:2] == [1_000_000, 5_000_000]
     merged = sorted(t for ts in times for t in ts)
@@ -35,18 +46,34 @@ def test_constant_schedule_is_evenly_spaced_and_staggered_across_connections():
 
 def test_poisson_schedule_is_seeded_and_has_the_asked_rate():
     def draw(seed):
-        return list(loadgen.intended_times("poisson", rate=2000, connections=1, index=0,
-                                           rng=random.Random(seed), start_ns=0, end_ns=10_000_000_000))
+        return list(
+            loadgen.intended_times(
+                "poisson",
+                rate=2000,
+                connections=1,
+                index=0,
+                rng=random.Random(seed),
+                start_ns=0,
+                end_ns=10_000_000_000,
+            )
+        )
+
     a, b, c = draw(7), draw(7), draw(8)
-    assert a == b and a != c                          # reproducible from the seed
-    assert 19_000 < len(a) < 21_000                   # 2000/s over 10 s: 20000 +- 7 sigma
-    assert all(x < y for x, y in zip(a, a[1:]))       # strictly increasing
+    assert a == b and a != c  # reproducible from the seed
+    assert 19_000 < len(a) < 21_000  # 2000/s over 10 s: 20000 +- 7 sigma
+    assert all(x < y for x, y in zip(a, a[1:]))  # strictly increasing
     assert all(0 <= t < 10_000_000_000 for t in a)
 
 
 def test_spec_round_trips_through_json_and_rejects_bad_classes():
-    spec = LoadSpec(classes=(ClientClass("interactive", 4, "open", rate=100.0),
-                             ClientClass("bulk", 8, "closed", depth=16)), duration_s=2.0, seed=3)
+    spec = LoadSpec(
+        classes=(
+            ClientClass("interactive", 4, "open", rate=100.0),
+            ClientClass("bulk", 8, "closed", depth=16),
+        ),
+        duration_s=2.0,
+        seed=3,
+    )
     assert LoadSpec.from_json(spec.to_json()) == spec
     for bad, words in [
         (ClientClass("x", 0, "open", rate=10), "connections"),
@@ -60,8 +87,7 @@ def test_spec_round_trips_through_json_and_rejects_bad_classes():
         with pytest.raises(SpecError, match=words):
             bad.check()
     with pytest.raises(SpecError, match="twice"):
-        LoadSpec(classes=(ClientClass("a", 1, "closed"), ClientClass("a", 1, "closed")),
-                 duration_s=1).check()
+        LoadSpec(classes=(ClientClass("a", 1, "closed"), ClientClass("a", 1, "closed")), duration_s=1).check()
 
 
 def test_saturation_flag_at_two_percent_short():
@@ -72,9 +98,14 @@ def test_saturation_flag_at_two_percent_short():
 
 # -- the real client against the real bench server ---------------------------------
 def _run(server, spec: LoadSpec) -> dict:
-    done = subprocess.run(loadgen.command(f"http://127.0.0.1:{server.port}/", spec),
-                          capture_output=True, text=True, timeout=spec.duration_s + 60,
-                          env=loadgen.client_env(), check=False)
+    done = subprocess.run(
+        loadgen.command(f"http://127.0.0.1:{server.port}/", spec),
+        capture_output=True,
+        text=True,
+        timeout=spec.duration_s + 60,
+        env=loadgen.client_env(),
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return loadgen.parse_output(done.stdout)
 
@@ -83,6 +114,7 @@ def _run(server, spec: LoadSpec) -> dict:
 def bench(backend_name):
     """``bench(**CWIST_vars)`` -> a running tailreactor-bench on the parametrized backend."""
     from http_helpers import bench_env, start_bench
+
     servers = []
 
     def start(**env):
@@ -90,6 +122,7 @@ def bench(backend_name):
         servers.append(srv)
         assert srv.backend == backend_name
         return srv
+
     yield start
     for s in servers:
         s.stop()
@@ -97,8 +130,14 @@ def bench(backend_name):
 
 def test_every_offered_request_is_answered_and_matched(bench):
     srv = bench()
-    spec = LoadSpec(classes=(ClientClass("interactive", 3, "open", rate=300.0),
-                             ClientClass("bulk", 2, "closed", depth=16)), duration_s=1.0, seed=5)
+    spec = LoadSpec(
+        classes=(
+            ClientClass("interactive", 3, "open", rate=300.0),
+            ClientClass("bulk", 2, "closed", depth=16),
+        ),
+        duration_s=1.0,
+        seed=5,
+    )
     out = _run(srv, spec)
     inter, bulk = out["classes"]["interactive"], out["classes"]["bulk"]
     # Every request offered in the window was sent, answered once, and its echo matched.
@@ -114,7 +153,9 @@ def test_every_offered_request_is_answered_and_matched(bench):
     assert [q["p"] for q in inter["latency"]["percentiles"]] == list(loadgen.PERCENTILES)
     # The flags come from the counters (a busy machine may answer late, so not "False" here: the
     # threshold itself is test_saturation_flag_at_two_percent_short's; a closed loop is never saturated).
-    assert inter["saturated"] is loadgen.saturated(offered=inter["offered_due"], achieved=inter["answered_in_window"])
+    assert inter["saturated"] is loadgen.saturated(
+        offered=inter["offered_due"], achieved=inter["answered_in_window"]
+    )
     assert 0 < inter["offered_due"] <= inter["offered"] and inter["answered_in_window"] <= inter["answered"]
     assert bulk["saturated"] is False
 
@@ -125,16 +166,22 @@ def test_the_class_processes_start_the_run_only_once_all_are_connected(bench, tm
     # head start of 1 s this run was over before its processes connected, and nothing was answered in it).
     srv = bench()
     slow = tmp_path / "slow-python"
-    slow.write_text(f"#!/bin/sh\nsleep 3\nexec {sys.executable} \"$@\"\n")
+    slow.write_text(f'#!/bin/sh\nsleep 3\nexec {sys.executable} "$@"\n')
     slow.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(slow))
-    spec = LoadSpec(classes=(ClientClass("interactive", 2, "open", rate=200.0),
-                             ClientClass("bulk", 1, "closed", depth=4)), duration_s=0.5, seed=5)
+    spec = LoadSpec(
+        classes=(
+            ClientClass("interactive", 2, "open", rate=200.0),
+            ClientClass("bulk", 1, "closed", depth=4),
+        ),
+        duration_s=0.5,
+        seed=5,
+    )
     code, out = loadgen._supervise(spec, f"http://127.0.0.1:{srv.port}/")
     assert code == 0, out
     assert isinstance(out, dict)
     starts = {p["start_ns"] for p in out["processes"]}
-    assert len(starts) == 1                                     # one start for the run
+    assert len(starts) == 1  # one start for the run
     assert all(p["connected_ns"] < p["start_ns"] for p in out["processes"])
     for c in out["classes"].values():
         assert c["answered_in_window"] > 0 and c["errors"] == dict.fromkeys(loadgen.ERROR_KINDS, 0)
@@ -163,17 +210,30 @@ def test_an_overloaded_server_is_flagged_saturated(bench):
 
 
 def test_client_exits_2_with_one_line_on_a_bad_spec():
-    done = subprocess.run([*loadgen.command("http://127.0.0.1:1/", None), "--spec", "{\"classes\": []}"],
-                          capture_output=True, text=True, timeout=300, env=loadgen.client_env(), check=False)
+    done = subprocess.run(
+        [*loadgen.command("http://127.0.0.1:1/", None), "--spec", '{"classes": []}'],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=loadgen.client_env(),
+        check=False,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "classes" in done.stderr
 
 
 def test_client_exits_1_when_nothing_listens():
     from tailjob.server import free_port
+
     spec = LoadSpec(classes=(ClientClass("all", 1, "open", rate=10.0),), duration_s=1.0)
-    done = subprocess.run(loadgen.command(f"http://127.0.0.1:{free_port()}/", spec),
-                          capture_output=True, text=True, timeout=300, env=loadgen.client_env(), check=False)
+    done = subprocess.run(
+        loadgen.command(f"http://127.0.0.1:{free_port()}/", spec),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=loadgen.client_env(),
+        check=False,
+    )
     assert done.returncode == 1 and "connect" in done.stderr
 
 

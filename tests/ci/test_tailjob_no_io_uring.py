@@ -18,8 +18,13 @@ TINY = ["--threads", "1", "--connections", "8", "--duration", "1", "--runs", "1"
 
 
 def job(tmp_path, *args):
-    return subprocess.run([*DENY_IO_URING, sys.executable, str(CI_DIR / "tail_latency.py"), *args,
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [*DENY_IO_URING, sys.executable, str(CI_DIR / "tail_latency.py"), *args, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_default_backends_skip_io_uring_with_the_reason_and_measure_epoll(tmp_path):

@@ -39,13 +39,16 @@ def test_uniform_closed_loop_is_todays_job_and_open_loop_defaults_to_0_7x():
     assert plan_load("think-time", None, None, None) == LoadPlan("think-time", None, "poisson")
 
 
-@pytest.mark.parametrize("args,words", [
-    (("uniform", None, "2000", None), "--rate needs open-loop load: add --load open"),
-    (("uniform", "closed", None, "constant"), "--schedule needs open-loop load"),
-    (("mixed", "open", None, None), "workload mixed sets its own load"),
-    (("think-time", None, "100", None), "workload think-time has no open-loop class"),
-    (("mixed", None, "lots", None), "--rate 'lots'"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (("uniform", None, "2000", None), "--rate needs open-loop load: add --load open"),
+        (("uniform", "closed", None, "constant"), "--schedule needs open-loop load"),
+        (("mixed", "open", None, None), "workload mixed sets its own load"),
+        (("think-time", None, "100", None), "workload think-time has no open-loop class"),
+        (("mixed", None, "lots", None), "--rate 'lots'"),
+    ],
+)
 def test_contradicting_load_options_are_refused_with_one_line(args, words):
     with pytest.raises(PlanError, match=words):
         plan_load(*args)
@@ -54,7 +57,13 @@ def test_contradicting_load_options_are_refused_with_one_line(args, words):
 # -- workloads ----------------------------------------------------------------------
 def test_mixed_is_bulk_pipelining_beside_few_open_loop_interactive_clients():
     inter, bulk = workloads.classes_for("mixed", connections=64, rate_rps=200.0)
-    assert (inter.name, inter.loop, inter.connections, inter.rate, inter.depth) == ("interactive", "open", 8, 200.0, 1)
+    assert (inter.name, inter.loop, inter.connections, inter.rate, inter.depth) == (
+        "interactive",
+        "open",
+        8,
+        200.0,
+        1,
+    )
     assert (bulk.name, bulk.loop, bulk.connections, bulk.depth) == ("bulk", "closed", 16, 16)
     # every request costs service time, so the bulk class saturates the server and rounds grow long
     assert LoadPlan("mixed", "200").server_env() == {"CWIST_BENCH_DELAY_US": str(workloads.MIXED_SERVICE_US)}
@@ -84,27 +93,46 @@ def test_relative_rate_is_resolved_against_the_capacity_run():
 # -- flags ----------------------------------------------------------------------------
 def test_generator_bound_when_the_generator_is_busy_and_the_server_is_not():
     assert generator_bound(generator_busy=0.95, server_busy=0.5) is True
-    assert generator_bound(generator_busy=0.95, server_busy=0.95) is False   # both busy: saturated
-    assert generator_bound(generator_busy=0.5, server_busy=0.25) is False    # neither
-    r = LoadRunResult({**_doc(), "processes": [{"classes": ["interactive"], "busy": 0.05},
-                                               {"classes": ["bulk"], "busy": 0.97}]})
+    assert generator_bound(generator_busy=0.95, server_busy=0.95) is False  # both busy: saturated
+    assert generator_bound(generator_busy=0.5, server_busy=0.25) is False  # neither
+    r = LoadRunResult(
+        {
+            **_doc(),
+            "processes": [{"classes": ["interactive"], "busy": 0.05}, {"classes": ["bulk"], "busy": 0.97}],
+        }
+    )
     assert r.generator_busy == 0.97  # the busiest process counts: each has one thread
 
 
 def _doc(*, inter_p99=5000, saturated=False, mismatch=0):
     def cls(name, loop, p99, answered, offered_rps):
-        pct = [{"p": p, "us": p99 if p >= 99 else 100, "samples": 10} for p in (50, 75, 90, 99, 99.9, 99.99, 99.999)]
-        return {"name": name, "loop": loop, "connections": 8, "offered": answered, "sent": answered,
-                "answered": answered, "answered_in_window": answered, "duration_us": 2_000_000,
-                "offered_rps": offered_rps, "achieved_rps": answered / 2,
-                "errors": {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 1, "mismatch": mismatch},
-                "latency": {"count": answered, "min": 50, "max": p99, "mean": 200.0, "percentiles": pct},
-                "lag": {"count": answered, "min": 1, "max": 900, "mean": 300.0, "percentiles": pct},
-                "saturated": saturated}
+        pct = [
+            {"p": p, "us": p99 if p >= 99 else 100, "samples": 10}
+            for p in (50, 75, 90, 99, 99.9, 99.99, 99.999)
+        ]
+        return {
+            "name": name,
+            "loop": loop,
+            "connections": 8,
+            "offered": answered,
+            "sent": answered,
+            "answered": answered,
+            "answered_in_window": answered,
+            "duration_us": 2_000_000,
+            "offered_rps": offered_rps,
+            "achieved_rps": answered / 2,
+            "errors": {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 1, "mismatch": mismatch},
+            "latency": {"count": answered, "min": 50, "max": p99, "mean": 200.0, "percentiles": pct},
+            "lag": {"count": answered, "min": 1, "max": 900, "mean": 300.0, "percentiles": pct},
+            "saturated": saturated,
+        }
+
     inter = cls("interactive", "open", inter_p99, 400, 200.0)
     bulk = cls("bulk", "closed", 30000, 40000, None)
-    merged = {**cls("all", "mixed", 30000, 40400, None), "errors": {k: inter["errors"][k] + bulk["errors"][k]
-                                                                     for k in inter["errors"]}}
+    merged = {
+        **cls("all", "mixed", 30000, 40400, None),
+        "errors": {k: inter["errors"][k] + bulk["errors"][k] for k in inter["errors"]},
+    }
     return {"classes": {"interactive": inter, "bulk": bulk}, "all": merged}
 
 
@@ -163,9 +191,26 @@ def test_report_has_a_table_per_class_with_its_checks(mixed_job):
 
 # -- the real job -------------------------------------------------------------------------
 def _job(tmp_path, *args):
-    return subprocess.run([sys.executable, str(CI_DIR / "tail_latency.py"), *args, "--threads", "1",
-                           "--duration", "1", "--runs", "1", "--no-warmup", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(CI_DIR / "tail_latency.py"),
+            *args,
+            "--threads",
+            "1",
+            "--duration",
+            "1",
+            "--runs",
+            "1",
+            "--no-warmup",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_mixed_ab_reports_interactive_and_bulk_separately_with_the_probe(tmp_path):
@@ -180,15 +225,31 @@ def test_mixed_ab_reports_interactive_and_bulk_separately_with_the_probe(tmp_pat
     for r in leg["runs"]:
         inter, bulk = r["classes"]["interactive"], r["classes"]["bulk"]
         assert inter["answered"] > 0 and bulk["answered"] > 0
-        assert inter["errors"] == bulk["errors"] == dict.fromkeys(("connect", "read", "write", "status",
-                                                                   "timeout", "mismatch"), 0)
+        assert (
+            inter["errors"]
+            == bulk["errors"]
+            == dict.fromkeys(("connect", "read", "write", "status", "timeout", "mismatch"), 0)
+        )
         assert r["probe"]["all"]["dispatched"] > 0
 
 
 @pytest.mark.io_uring  # runs the job with --backend io_uring
 def test_open_loop_at_a_fraction_of_capacity_measures_the_capacity_first(tmp_path):
-    out = _job(tmp_path, "--load", "open", "--rate", "0.3x", "--ab", "aa", "--backend", "io_uring",
-               "--connections", "4", "--schedule", "constant")
+    out = _job(
+        tmp_path,
+        "--load",
+        "open",
+        "--rate",
+        "0.3x",
+        "--ab",
+        "aa",
+        "--backend",
+        "io_uring",
+        "--connections",
+        "4",
+        "--schedule",
+        "constant",
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "capacity [io_uring, c4] arm A, closed loop" in out.stderr
     result = json.loads(next((tmp_path / "results").glob("*-quick-aa.json")).read_text())

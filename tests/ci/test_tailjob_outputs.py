@@ -21,13 +21,20 @@ def test_verdicts_of_the_synthetic_slowdown(synthetic_job):
 def test_report_table_has_the_seed_shape_with_ratio_ci_and_verdict(synthetic_job):
     text = report.render(synthetic_job, runs=False)
     lines = text.splitlines()
-    header = ("| Metric | A: A | B: B | B/A | Joint 95% CI | Min. effect | Detectable | Pairs needed "
-              "| Verdict |")
+    header = (
+        "| Metric | A: A | B: B | B/A | Joint 95% CI | Min. effect | Detectable | Pairs needed | Verdict |"
+    )
     i = lines.index(header)
-    rows = lines[i + 2:i + 9]
+    rows = lines[i + 2 : i + 9]
     assert [r.split(" | ")[0] for r in rows] == [
-        "| Requests/s", "| Server CPU us/request", "| p50 ms", "| p99 ms", "| p99.9 ms",
-        "| p99.99 ms", "| p99.999 ms"]
+        "| Requests/s",
+        "| Server CPU us/request",
+        "| p50 ms",
+        "| p99 ms",
+        "| p99.9 ms",
+        "| p99.99 ms",
+        "| p99.999 ms",
+    ]
     assert all(r.endswith("| **regression** |") for r in rows)  # bold: what fails --gate
     assert "## epoll, c64: `wrk -t2 -c64 -d2s`, medians over 8 runs per arm" in lines
     for row in rows:  # the verdict follows from the row's own ratio, interval and minimum effect
@@ -35,13 +42,16 @@ def test_report_table_has_the_seed_shape_with_ratio_ci_and_verdict(synthetic_job
         ratio, (lo, hi) = float(cells[3]), map(float, cells[4].split("–"))
         e = float(cells[5].rstrip("%")) / 100
         better_up = cells[0] == "Requests/s"
-        assert cells[8].strip("*") == stats.verdict(ratio, (lo, hi), min_effect=e, higher_is_better=better_up).verdict
+        assert (
+            cells[8].strip("*")
+            == stats.verdict(ratio, (lo, hi), min_effect=e, higher_is_better=better_up).verdict
+        )
         assert cells[6].startswith("±") and cells[6].endswith("%")
         assert int(cells[7]) >= stats.MIN_PAIRS
     # median p50 of A: runs 1000 + 10 t + position over t = 0..7 -> about 1035 us
     assert 1.030 <= float(rows[2].split(" | ")[1]) <= 1.040
-    assert rows[0].split(" | ")[1] == "40,350"            # median A req/s: 40000 + 100 x 3.5
-    assert rows[5].split(" | ")[1].endswith("(100)")     # samples behind p99.99 (median of the runs)
+    assert rows[0].split(" | ")[1] == "40,350"  # median A req/s: 40000 + 100 x 3.5
+    assert rows[5].split(" | ")[1].endswith("(100)")  # samples behind p99.99 (median of the runs)
     assert rows[6].split(" | ")[2].endswith("(10)")
 
 
@@ -54,20 +64,43 @@ def test_report_header_names_the_arms_schedule_and_machine(synthetic_job):
 
 
 def _c(key, v, ratio=1.0, ci=(0.9, 1.1), reason="", detectable=0.1):
-    return stats.Comparison(stats.metric(key), 8, 1.0, ratio, ratio, ci, stats.metric(key).min_effect, v,
-                            reason, detectable=detectable, pairs_needed=8)
+    return stats.Comparison(
+        stats.metric(key),
+        8,
+        1.0,
+        ratio,
+        ratio,
+        ci,
+        stats.metric(key).min_effect,
+        v,
+        reason,
+        detectable=detectable,
+        pairs_needed=8,
+    )
 
 
 def test_verdict_summary_counts_metrics_per_verdict_worst_first():
-    cs = [_c("rps", "equivalent"), _c("cpu_us_per_req", "gain", 0.9), _c("p50", "equivalent"),
-          _c("p99", "regression", 1.25), _c("p99.9", "inconclusive", detectable=0.42),
-          _c("p99.99", "inconclusive", detectable=0.815), _c("p99.999", "n/a", reason="x")]
+    cs = [
+        _c("rps", "equivalent"),
+        _c("cpu_us_per_req", "gain", 0.9),
+        _c("p50", "equivalent"),
+        _c("p99", "regression", 1.25),
+        _c("p99.9", "inconclusive", detectable=0.42),
+        _c("p99.99", "inconclusive", detectable=0.815),
+        _c("p99.999", "n/a", reason="x"),
+    ]
     assert report.verdict_summary(cs) == (
         "**regression** on 1: p99 ms (+25.0%); gain on 1: Server CPU us/request (-10.0%); "
         "**inconclusive** on 2: p99.9 ms (detectable ±42%), p99.99 ms (detectable ±82%); "
-        "equivalent on 2: Requests/s, p50 ms; n/a on 1: p99.999 ms")
-    assert report.verdict_counts(cs) == {"regression": 1, "gain": 1, "inconclusive": 2, "equivalent": 2,
-                                         "n/a": 1}
+        "equivalent on 2: Requests/s, p50 ms; n/a on 1: p99.999 ms"
+    )
+    assert report.verdict_counts(cs) == {
+        "regression": 1,
+        "gain": 1,
+        "inconclusive": 2,
+        "equivalent": 2,
+        "n/a": 1,
+    }
     every = [_c(k, "equivalent") for k in ("rps", "p50")]
     assert report.verdict_summary(every) == "equivalent on 2: Requests/s, p50 ms"
     none = [_c(k, "n/a", reason="3 paired runs; a verdict needs 8") for k in ("rps", "p50")]
@@ -102,10 +135,14 @@ def test_verdict_line_says_when_its_runs_were_flagged(synthetic_job):
     a result.  The verdict line itself says how many of its runs were flagged."""
     text = report.render(synthetic_job, runs=False)
     line = next(ln for ln in text.splitlines() if ln.startswith("- epoll, c64: "))
-    assert line.endswith("; 2 of 16 measured runs flagged (1 polluted, 1 with socket errors): "
-                         "a verdict from flagged runs may reflect the machine, not the arms"), line
-    clean = replace(synthetic_job, legs=[replace(lr, runs=[replace(r, flags=()) for r in lr.runs])
-                                         for lr in synthetic_job.legs])
+    assert line.endswith(
+        "; 2 of 16 measured runs flagged (1 polluted, 1 with socket errors): "
+        "a verdict from flagged runs may reflect the machine, not the arms"
+    ), line
+    clean = replace(
+        synthetic_job,
+        legs=[replace(lr, runs=[replace(r, flags=()) for r in lr.runs]) for lr in synthetic_job.legs],
+    )
     line = next(ln for ln in report.render(clean, runs=False).splitlines() if ln.startswith("- epoll, c64: "))
     assert "flagged" not in line
 
@@ -157,9 +194,9 @@ def test_history_reads_old_lines_and_maps_neutral_by_the_new_rule(synthetic_job,
     old = json.loads(json.dumps(line))
     old["schema"] = 1
     m = old["legs"][0]["metrics"]
-    m["rps"].update(ratio=1.02, ci=[0.99, 1.04], verdict="neutral")       # within +-5 %: equivalent
-    m["p99"].update(ratio=1.4, ci=[0.5, 2.8], verdict="neutral")          # wide, includes 1
-    m["p50"].update(ratio=1.03, ci=[1.01, 1.06], verdict="neutral")       # excluded 1, small effect
+    m["rps"].update(ratio=1.02, ci=[0.99, 1.04], verdict="neutral")  # within +-5 %: equivalent
+    m["p99"].update(ratio=1.4, ci=[0.5, 2.8], verdict="neutral")  # wide, includes 1
+    m["p50"].update(ratio=1.03, ci=[1.01, 1.06], verdict="neutral")  # excluded 1, small effect
     m["p99.9"].update(ci=None, verdict="n/a")
     for k in ("detectable", "pairs_needed", "estimator", "samples_a", "samples_b"):
         for v in m.values():
@@ -209,13 +246,22 @@ def test_every_output_of_the_job_is_ignored_by_git():
     # (benchmarks/README.md).  peers.jsonl was missing from .gitignore.
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    outputs = ["benchmarks/tail-latency.jsonl", "benchmarks/peers.jsonl",
-               "benchmarks/results/20261129T210000Z-quick-tail.json"]
-    ignored = subprocess.run(["git", "check-ignore", "--no-index", *outputs], cwd=ROOT, capture_output=True,
-                             text=True, check=False).stdout.split()
+    outputs = [
+        "benchmarks/tail-latency.jsonl",
+        "benchmarks/peers.jsonl",
+        "benchmarks/results/20261129T210000Z-quick-tail.json",
+    ]
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *outputs], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.split()
     assert ignored == outputs
-    kept = subprocess.run(["git", "check-ignore", "--no-index", "benchmarks/results/.gitkeep"], cwd=ROOT,
-                          capture_output=True, text=True, check=False)
+    kept = subprocess.run(
+        ["git", "check-ignore", "--no-index", "benchmarks/results/.gitkeep"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert kept.returncode == 1  # not ignored
 
 
@@ -260,10 +306,17 @@ def _with_class_verdicts(job, klass, verdicts):
     """The job with every whole-run metric equivalent and one client class's verdicts set."""
     job = _with_verdicts(job, {})
     lr = job.legs[0]
-    cs = [replace(c, verdict=verdicts.get(c.metric.key, "equivalent")) for c in lr.comparisons
-          if c.metric.per_class]
-    return replace(job, legs=[replace(lr, class_comparisons={klass: cs, "bulk": [
-        replace(c, verdict="equivalent") for c in cs]})])
+    cs = [
+        replace(c, verdict=verdicts.get(c.metric.key, "equivalent"))
+        for c in lr.comparisons
+        if c.metric.per_class
+    ]
+    return replace(
+        job,
+        legs=[
+            replace(lr, class_comparisons={klass: cs, "bulk": [replace(c, verdict="equivalent") for c in cs]})
+        ],
+    )
 
 
 def test_the_gate_fails_on_a_regression_of_any_class_and_names_the_class(synthetic_job):

@@ -57,7 +57,7 @@ def test_shuffled_schedule_runs_every_server_once_per_trial_in_random_order():
     keys = ["a", "b", "c", "d", "e"]
     schedule = shuffled_schedule(keys, 30, seed=3)
     assert len(schedule) == 30 and all(sorted(t) == keys for t in schedule)
-    assert len({tuple(t) for t in schedule}) > 5          # the order changes between trials
+    assert len({tuple(t) for t in schedule}) > 5  # the order changes between trials
     assert schedule == shuffled_schedule(keys, 30, seed=3)  # and is reproducible
     assert rmit_schedule(12, seed=5) == shuffled_schedule(["A", "B"], 12, seed=5)
 
@@ -81,12 +81,26 @@ def peers_job():
     lr.ratios = peersjob.ratios(lr.summary)
     lr.intervals = peersjob.ratio_intervals(lr.runs, lr.servers, seed=1)
     return peersjob.PeersJobResult(
-        argv=["--peers"], profile="quick", servers=SERVERS, settings=peersjob.peers_settings(seed=1),
-        legs=[lr], provenance={"git_commit": "1" * 40, "git_dirty": False, "cpu_model": "Test CPU",
-                               "cpus": 2, "kernel": "6.18", "python": "3.11.7", "wrk_version": "wrk 4.1.0",
-                               "packages": {"uvloop": "0.23.0"}, "nginx": None},
-        started_at="2026-11-29T21:00:00+00:00", finished_at="2026-11-29T21:01:00+00:00",
-        ceiling_note=peers.NGINX_MISSING)
+        argv=["--peers"],
+        profile="quick",
+        servers=SERVERS,
+        settings=peersjob.peers_settings(seed=1),
+        legs=[lr],
+        provenance={
+            "git_commit": "1" * 40,
+            "git_dirty": False,
+            "cpu_model": "Test CPU",
+            "cpus": 2,
+            "kernel": "6.18",
+            "python": "3.11.7",
+            "wrk_version": "wrk 4.1.0",
+            "packages": {"uvloop": "0.23.0"},
+            "nginx": None,
+        },
+        started_at="2026-11-29T21:00:00+00:00",
+        finished_at="2026-11-29T21:01:00+00:00",
+        ceiling_note=peers.NGINX_MISSING,
+    )
 
 
 def test_summary_is_the_median_over_measured_runs_per_server(peers_job):
@@ -103,7 +117,7 @@ def test_ratios_divide_each_servers_median_by_each_peers(peers_job):
     assert r["asyncio"]["asyncio"]["cpu_us_per_req"] == pytest.approx(1.0)
     assert r["tailreactor-io_uring"]["asyncio"]["cpu_us_per_req"] == pytest.approx(12.85 / 25.35)
     assert r["tailreactor-io_uring"]["uvloop"]["cpu_us_per_req"] == pytest.approx(12.85 / 15.35)
-    assert "nginx" not in r["tailreactor-io_uring"]   # no ceiling in this job
+    assert "nginx" not in r["tailreactor-io_uring"]  # no ceiling in this job
     assert set(r["uvloop"]["asyncio"]) == set(peersjob.PEER_METRICS)
 
 
@@ -118,8 +132,11 @@ def test_cpu_ratio_intervals_pair_runs_by_trial_and_hold_the_ratio(peers_job):
 
 
 def test_cpu_ratio_intervals_need_8_paired_trials_like_a_verdict():
-    runs = [record(0, t, p, key, scale=sc) for t in range(7)
-            for p, (key, sc) in enumerate((("asyncio", 1.0), ("uvloop", 0.6)))]
+    runs = [
+        record(0, t, p, key, scale=sc)
+        for t in range(7)
+        for p, (key, sc) in enumerate((("asyncio", 1.0), ("uvloop", 0.6)))
+    ]
     few = peersjob.ratio_intervals(runs, ["asyncio", "uvloop"], seed=1)
     assert few["uvloop"]["asyncio"] is None
     # A server against itself is exactly 1 whatever the trials (not "-", which reads as unknown).
@@ -149,7 +166,7 @@ def _rows(text: str, header_start: str) -> list[str]:
     lines = text.splitlines()
     i = next(n for n, ln in enumerate(lines) if ln.startswith(header_start))
     out = []
-    for ln in lines[i + 2:]:
+    for ln in lines[i + 2 :]:
         if not ln.startswith("| "):
             break
         out.append(ln)
@@ -160,7 +177,11 @@ def test_report_has_a_row_per_server_and_says_there_is_no_ceiling(peers_job):
     text = peersreport.render(peers_job, runs=False)
     rows = _rows(text, "| Server | Requests/s |")
     assert [r.split(" | ")[0] for r in rows] == [
-        "| tailreactor (io_uring)", "| tailreactor (epoll)", "| asyncio", "| uvloop"]
+        "| tailreactor (io_uring)",
+        "| tailreactor (epoll)",
+        "| asyncio",
+        "| uvloop",
+    ]
     ratio_rows = _rows(text, "| Server | Req/s ÷ asyncio |")
     assert len(ratio_rows) == 4
     io_uring = ratio_rows[0].split(" | ")
@@ -191,17 +212,23 @@ def test_readme_is_created_when_missing(peers_job, tmp_path):
 
 
 # -- options ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("argv, message", [
-    (["--peers", "--ab", "tail"], "--peers compares servers, not arms: leave out --ab"),
-    (["--peers", "--a", "CWIST_HTTP_BATCH=4"], "--peers compares servers, not arms: leave out --a/--b"),
-    (["--peers", "--backend", "epoll"], "--peers runs the bench server on every backend: leave out --backend"),
-    (["--peers", "--workers", "2"], "--peers compares single-process servers: leave out --workers"),
-    (["--peers", "--probe"], "--probe applies to the A/B job, not to --peers"),
-    (["--peers", "--gate"], "--gate applies to the A/B job, not to --peers"),
-    (["--write-readme"], "--write-readme needs --peers"),
-    (["--no-pin"], "--no-pin needs --peers"),
-    (["--peers", "--pin", "--no-pin"], "--pin and --no-pin contradict each other"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--peers", "--ab", "tail"], "--peers compares servers, not arms: leave out --ab"),
+        (["--peers", "--a", "CWIST_HTTP_BATCH=4"], "--peers compares servers, not arms: leave out --a/--b"),
+        (
+            ["--peers", "--backend", "epoll"],
+            "--peers runs the bench server on every backend: leave out --backend",
+        ),
+        (["--peers", "--workers", "2"], "--peers compares single-process servers: leave out --workers"),
+        (["--peers", "--probe"], "--probe applies to the A/B job, not to --peers"),
+        (["--peers", "--gate"], "--gate applies to the A/B job, not to --peers"),
+        (["--write-readme"], "--write-readme needs --peers"),
+        (["--no-pin"], "--no-pin needs --peers"),
+        (["--peers", "--pin", "--no-pin"], "--pin and --no-pin contradict each other"),
+    ],
+)
 def test_bad_peers_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
     assert main([*argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err

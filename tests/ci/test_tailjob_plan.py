@@ -34,8 +34,8 @@ def test_profiles_reproduce_the_seed_workloads():
 
 def test_ab_presets():
     a, b = arms_for("tail")
-    assert a.env == {"CWIST_REACTOR_TAIL_US": "3600000"}   # A: off, the baseline
-    assert b.env == {"CWIST_REACTOR_TAIL_US": "3500"}      # B: on, the treatment
+    assert a.env == {"CWIST_REACTOR_TAIL_US": "3600000"}  # A: off, the baseline
+    assert b.env == {"CWIST_REACTOR_TAIL_US": "3500"}  # B: on, the treatment
     a, b = arms_for("backend")
     assert (a.env, b.env) == ({"CWIST_REACTOR_BACKEND": "epoll"}, {"CWIST_REACTOR_BACKEND": "io_uring"})
     a, b = arms_for("aa")
@@ -48,12 +48,15 @@ def test_custom_arms():
     assert b.env == {"CWIST_BENCH_DELAY_US": "200", "CWIST_HTTP_BATCH": "4"}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("CWIST_HTTP_BATCH", "not K=V"),
-    ("CWIST_NOPE=1", "unknown knob CWIST_NOPE"),
-    ("CWIST_HTTP_BATCH=0", "CWIST_HTTP_BATCH='0' is invalid"),
-    ("CWIST_HTTP_BATCH=1 CWIST_HTTP_BATCH=2", "set twice"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("CWIST_HTTP_BATCH", "not K=V"),
+        ("CWIST_NOPE=1", "unknown knob CWIST_NOPE"),
+        ("CWIST_HTTP_BATCH=0", "CWIST_HTTP_BATCH='0' is invalid"),
+        ("CWIST_HTTP_BATCH=1 CWIST_HTTP_BATCH=2", "set twice"),
+    ],
+)
 def test_bad_assignments_are_one_line_errors(text, message):
     with pytest.raises(PlanError, match=message) as e:
         parse_assignments(text, option="--b")
@@ -95,8 +98,11 @@ def test_one_arm_setting_the_backend_makes_one_leg_the_other_on_backend_or_auto(
 
 
 def test_a_blank_backend_in_an_arm_is_the_default_auto():
-    leg = plan_legs(PROFILES["quick"], arms_for(None, a="CWIST_REACTOR_BACKEND=", b="CWIST_REACTOR_BACKEND=epoll"),
-                    Overrides())[0]
+    leg = plan_legs(
+        PROFILES["quick"],
+        arms_for(None, a="CWIST_REACTOR_BACKEND=", b="CWIST_REACTOR_BACKEND=epoll"),
+        Overrides(),
+    )[0]
     assert (leg.backend_for("A"), leg.backend_for("B")) == ("auto", "epoll")
 
 
@@ -108,14 +114,22 @@ def test_backend_option_that_no_arm_would_use_is_refused():
 def test_high_profile_has_a_cell_per_backend_and_connection_count():
     legs = plan_legs(PROFILES["high"], arms_for("tail"), Overrides())
     assert [(leg.backend, leg.connections) for leg in legs] == [
-        ("io_uring", 512), ("io_uring", 1024), ("epoll", 512), ("epoll", 1024)]
+        ("io_uring", 512),
+        ("io_uring", 1024),
+        ("epoll", 512),
+        ("epoll", 1024),
+    ]
 
 
 def test_overrides_and_pinning():
-    legs = plan_legs(PROFILES["quick"], arms_for("tail"),
-                     Overrides(connections=(32,), duration_s=1, runs=1, backend="io_uring"))
+    legs = plan_legs(
+        PROFILES["quick"],
+        arms_for("tail"),
+        Overrides(connections=(32,), duration_s=1, runs=1, backend="io_uring"),
+    )
     assert [(leg.threads, leg.connections, leg.duration_s, leg.runs) for leg in legs] == [
-        (PROFILES["quick"].threads, 32, 1, 1)]
+        (PROFILES["quick"].threads, 32, 1, 1)
+    ]
     pinned = plan_legs(PROFILES["quick"], arms_for("tail"), Overrides(pin=True))
     assert all(leg.threads == 1 for leg in pinned)
     explicit = plan_legs(PROFILES["quick"], arms_for("tail"), Overrides(pin=True, threads=2))
@@ -133,9 +147,9 @@ def test_server_env_layers_ambient_leg_and_arm():
     leg = plan_legs(PROFILES["quick"], (a, b), Overrides())[1]
     env = server_env(ambient, leg, b)
     assert env["PATH"] == "/bin"
-    assert env["CWIST_HTTP_BATCH"] == "32"          # ambient knobs apply to both arms
+    assert env["CWIST_HTTP_BATCH"] == "32"  # ambient knobs apply to both arms
     assert env["CWIST_REACTOR_BACKEND"] == "epoll"  # the leg's backend
-    assert env["CWIST_REACTOR_TAIL_US"] == "3500"   # the arm wins
+    assert env["CWIST_REACTOR_TAIL_US"] == "3500"  # the arm wins
 
 
 def test_rmit_schedule_runs_each_arm_once_per_trial_in_random_order():

@@ -46,8 +46,10 @@ def test_pooled_percentile_is_the_merged_histograms_and_counts_the_samples_behin
 @pytest.mark.parametrize("p", [50, 99, 99.9, 99.99, 99.999])
 def test_the_vectorised_rule_agrees_with_hdrh(runs, p):
     arms = pooled.PooledArms(runs[:8], runs[8:])
-    assert arms.point(p) == (pooled.pooled_percentile(runs[:8], p).us,
-                             pooled.pooled_percentile(runs[8:], p).us)
+    assert arms.point(p) == (
+        pooled.pooled_percentile(runs[:8], p).us,
+        pooled.pooled_percentile(runs[8:], p).us,
+    )
 
 
 def test_identical_arms_give_exactly_one(runs):
@@ -73,8 +75,7 @@ def test_compare_pooled_follows_the_verdict_rule_and_reports_samples(runs):
     c = pooled.compare_pooled(m, runs[:8], runs[8:], seed=1, resamples=2000)
     assert c.estimator == "pooled"
     assert c.samples_a == c.samples_b == 24000 - int(99.9 * 24000 / 100 + 0.5) + 1
-    assert c.verdict == stats.verdict(c.ratio, c.ci, min_effect=c.min_effect,
-                                      higher_is_better=False).verdict
+    assert c.verdict == stats.verdict(c.ratio, c.ci, min_effect=c.min_effect, higher_is_better=False).verdict
     assert c.ci[0] <= c.ratio <= c.ci[1]
     few = pooled.compare_pooled(m, runs[:5], runs[8:13], seed=1)
     assert few.verdict == "n/a" and few.reason == "5 paired runs; a verdict needs 8"
@@ -86,7 +87,9 @@ def test_compare_pooled_refuses_unpaired_arms(runs):
 
 
 # -- no percentile the samples cannot carry (issue 30 item 3) ------------------------------
-@pytest.mark.parametrize("p, confidence", [(99.999, stats.CONFIDENCE), (99.99, 0.95), (99.9, stats.CONFIDENCE)])
+@pytest.mark.parametrize(
+    "p, confidence", [(99.999, stats.CONFIDENCE), (99.99, 0.95), (99.9, stats.CONFIDENCE)]
+)
 def test_samples_to_bound_is_the_binomial_order_statistic_rule(p, confidence):
     """N = samples at or beyond the rank of the smallest count n whose largest sample is above
     the p-quantile with probability 1 - alpha/2: q^n <= alpha/2 (q = p/100), so n = ceil(ln(alpha/2)/ln q)."""
@@ -94,7 +97,7 @@ def test_samples_to_bound_is_the_binomial_order_statistic_rule(p, confidence):
 
     q, alpha = p / 100, 1 - confidence
     n = math.ceil(math.log(alpha / 2) / math.log(q))
-    assert q ** n <= alpha / 2 < q ** (n - 1)
+    assert q**n <= alpha / 2 < q ** (n - 1)
     rank = max(1, int(q * n + 0.5))
     assert stats.samples_to_bound(p, confidence) == n - rank + 1
     assert stats.samples_to_bound(99.999, stats.CONFIDENCE) == 7  # the job's per-metric 99.29 %
@@ -108,8 +111,10 @@ def test_a_pooled_percentile_with_too_few_samples_beyond_its_rank_gets_no_verdic
     c = pooled.compare_pooled(m, few[:8], few[8:], seed=1, resamples=500)
     need = stats.samples_to_bound(99.99)
     assert c.samples_a < need and c.verdict == "n/a" and c.ci is None
-    assert c.needs_samples == need and c.reason == f"needs {need} samples at or beyond its rank; A has " \
-                                                    f"{c.samples_a}, B {c.samples_b}"
+    assert (
+        c.needs_samples == need
+        and c.reason == f"needs {need} samples at or beyond its rank; A has {c.samples_a}, B {c.samples_b}"
+    )
     enough = pooled.compare_pooled(stats.metric("p99"), few[:8], few[8:], seed=1, resamples=500)
     assert enough.verdict != "n/a" and enough.needs_samples is None
 
@@ -121,9 +126,21 @@ def test_the_report_shows_n_a_with_the_samples_needed(synthetic_job):
 
     lr = synthetic_job.legs[0]
     need = stats.samples_to_bound(99.999)
-    cs = [_replace(c, verdict="n/a", ratio=None, ci=None, needs_samples=need, detectable=None,
-                   pairs_needed=None, reason=f"needs {need} samples at or beyond its rank; A has 1, B 1")
-          if c.metric.key == "p99.999" else c for c in lr.comparisons]
+    cs = [
+        _replace(
+            c,
+            verdict="n/a",
+            ratio=None,
+            ci=None,
+            needs_samples=need,
+            detectable=None,
+            pairs_needed=None,
+            reason=f"needs {need} samples at or beyond its rank; A has 1, B 1",
+        )
+        if c.metric.key == "p99.999"
+        else c
+        for c in lr.comparisons
+    ]
     job = _replace(synthetic_job, legs=[_replace(lr, comparisons=cs)])
     text = report.render(job)
     row = next(ln for ln in text.splitlines() if ln.startswith("| p99.999 ms |"))
@@ -146,8 +163,14 @@ def test_a_median_estimated_percentile_whose_runs_lack_the_samples_gets_no_verdi
     for t in range(8):
         for pos, arm in enumerate("AB"):
             r = record(0, t, pos, arm, scale=2.0 if arm == "B" else 1.0)
-            figs = {**r.metrics, "p99_samples": need - 1, "p50_samples": 200, "p99.9_samples": 1,
-                    "p99.99_samples": 1, "p99.999_samples": 1}
+            figs = {
+                **r.metrics,
+                "p99_samples": need - 1,
+                "p50_samples": 200,
+                "p99.9_samples": 1,
+                "p99.99_samples": 1,
+                "p99.999_samples": 1,
+            }
             runs.append(_replace(r, classes={"interactive": figs}))
     by_key = {c.metric.key: c for c in runner.compare_leg(runs, seed=1, resamples=500, klass="interactive")}
     assert by_key["p99"].verdict == "n/a" and by_key["p99"].needs_samples == need

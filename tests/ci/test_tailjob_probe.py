@@ -15,8 +15,9 @@ from tailreactor import Config
 from tailreactor.probe import LatencyProbe
 
 
-def write_worker(template: str, worker: int, *, delays_us: list[int], elevated: int,
-                 round_us: int = 1000) -> None:
+def write_worker(
+    template: str, worker: int, *, delays_us: list[int], elevated: int, round_us: int = 1000
+) -> None:
     """One worker's probe file: one dispatch per delay (queue delay since arm = since ready = delay),
     all in one round of ``round_us``."""
     probe = LatencyProbe("epoll", worker=worker, config=Config.default().replace(latency_probe_file=template))
@@ -36,8 +37,10 @@ def two_workers(tmp_path):
 
 def test_probe_env_turns_the_probe_on_with_a_per_worker_template(tmp_path):
     env = probeleg.probe_env(tmp_path / "leg0-t1-A")
-    assert env == {"CWIST_LATENCY_PROBE": "1",
-                   "CWIST_LATENCY_PROBE_FILE": str(tmp_path / "leg0-t1-A" / "probe-{pid}-{worker}.json")}
+    assert env == {
+        "CWIST_LATENCY_PROBE": "1",
+        "CWIST_LATENCY_PROBE_FILE": str(tmp_path / "leg0-t1-A" / "probe-{pid}-{worker}.json"),
+    }
 
 
 def test_gather_reads_every_worker_and_merges_them(two_workers):
@@ -73,15 +76,29 @@ def test_no_file_at_all_is_an_error_too(tmp_path):
 
 def _with_probe(record, *, scale: int):
     """A copy of a synthetic RunRecord with a 2-worker probe whose figures are multiples of ``scale``."""
+
     def figures(worker):
         k = scale * (1 if worker == 0 else 10)
-        return {"pid": 100 + worker, "worker": worker, "backend": "epoll", "tail_elevations": k,
-                "over_5ms": 2 * k, "over_5ms_ready": k, "arm_p50_us": 3 * k, "arm_p99_us": 4 * k,
-                "ready_p50_us": 5 * k, "ready_p99_us": 6 * k, "round_p50_us": 7 * k, "round_p99_us": 8 * k,
-                "dispatched": 1000 * k}
+        return {
+            "pid": 100 + worker,
+            "worker": worker,
+            "backend": "epoll",
+            "tail_elevations": k,
+            "over_5ms": 2 * k,
+            "over_5ms_ready": k,
+            "arm_p50_us": 3 * k,
+            "arm_p99_us": 4 * k,
+            "ready_p50_us": 5 * k,
+            "ready_p99_us": 6 * k,
+            "round_p50_us": 7 * k,
+            "round_p99_us": 8 * k,
+            "dispatched": 1000 * k,
+        }
+
     merged = {**figures(0), "worker": "all", "pid": None, "dispatched": 11000 * scale}
-    return replace(record, probe={"template": "t", "files": [], "workers": [figures(0), figures(1)],
-                                  "all": merged})
+    return replace(
+        record, probe={"template": "t", "files": [], "workers": [figures(0), figures(1)], "all": merged}
+    )
 
 
 @pytest.fixture
@@ -91,7 +108,9 @@ def probe_job(synthetic_job):
     runs = [_with_probe(r, scale=(r.trial + 1) * (100 if r.arm == "B" else 1)) for r in lr.runs]
     leg = replace(lr, runs=runs)
     leg.probe = probeleg.summarize(leg.runs)
-    return replace(synthetic_job, legs=[leg], settings=replace(synthetic_job.settings, probe_dir="out/x-probe"))
+    return replace(
+        synthetic_job, legs=[leg], settings=replace(synthetic_job.settings, probe_dir="out/x-probe")
+    )
 
 
 def test_summary_is_the_median_over_measured_runs_per_arm_and_worker(probe_job):
@@ -111,8 +130,25 @@ def test_report_has_a_probe_table_with_one_row_per_arm_and_worker(probe_job):
     section = text.split("## Latency probe: epoll, c64")[1].split("\n## ")[0]
     rows = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith("| Arm ")]
     assert [r.split(" | ")[:2] for r in rows] == [
-        ["| A: A", "0"], ["| A: A", "1"], ["| A: A", "all"], ["| B: B", "0"], ["| B: B", "1"], ["| B: B", "all"]]
-    assert rows[0].split(" | ")[2:] == ["4.5", "9", "4.5", "13.5", "18", "22.5", "27", "31.5", "36", "4,500 |"]
+        ["| A: A", "0"],
+        ["| A: A", "1"],
+        ["| A: A", "all"],
+        ["| B: B", "0"],
+        ["| B: B", "1"],
+        ["| B: B", "all"],
+    ]
+    assert rows[0].split(" | ")[2:] == [
+        "4.5",
+        "9",
+        "4.5",
+        "13.5",
+        "18",
+        "22.5",
+        "27",
+        "31.5",
+        "36",
+        "4,500 |",
+    ]
 
 
 def test_job_without_probe_has_no_probe_section(synthetic_job):

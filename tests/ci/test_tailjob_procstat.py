@@ -34,8 +34,9 @@ for line in sys.stdin:
 def start_tree():
     """A burner with one child burner; returns the parent's Popen once both are ready."""
     code = f"CODE = {BURNER!r}\n{BURNER}"
-    p = subprocess.Popen([sys.executable, "-c", code, "1"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert p.stdout.readline() == "ready\n"
     return p
 
@@ -90,9 +91,14 @@ def test_machine_busy_time_covers_the_burn():
 
 def test_children_rusage_counts_a_waited_child():
     before = procstat.children_cpu_s()
-    subprocess.run([sys.executable, "-c",
-                    "import time\nend = time.process_time() + 0.1\n"
-                    "while time.process_time() < end: pass"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import time\nend = time.process_time() + 0.1\nwhile time.process_time() < end: pass",
+        ],
+        check=True,
+    )
     assert procstat.children_cpu_s() > before
 
 

@@ -20,13 +20,20 @@ BACKENDS = ["epoll", "io_uring", "selectors"]
 
 
 def _open(rate, connections=8, duration_s=1.0, seed=1):
-    return LoadSpec(classes=(ClientClass("all", connections, "open", rate=rate),), duration_s=duration_s,
-                    seed=seed, drain_s=1.0)
+    return LoadSpec(
+        classes=(ClientClass("all", connections, "open", rate=rate),),
+        duration_s=duration_s,
+        seed=seed,
+        drain_s=1.0,
+    )
 
 
 def _run(backend, spec, env=None, cost=None):
-    return engine.simulate(engine.SimRun(backend=backend, env=dict(env or {}), spec=spec,
-                                         costs=cost or costs.for_backend(backend)))
+    return engine.simulate(
+        engine.SimRun(
+            backend=backend, env=dict(env or {}), spec=spec, costs=cost or costs.for_backend(backend)
+        )
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -42,8 +49,15 @@ def test_every_offered_request_is_answered_and_matched(backend):
 
 @pytest.mark.parametrize("backend", ["epoll", "io_uring"])
 def test_the_same_run_twice_gives_identical_results(backend):
-    spec = LoadSpec(classes=(ClientClass("interactive", 8, "open", rate=200),
-                             ClientClass("bulk", 16, "closed", depth=16)), duration_s=0.5, seed=3, drain_s=1.0)
+    spec = LoadSpec(
+        classes=(
+            ClientClass("interactive", 8, "open", rate=200),
+            ClientClass("bulk", 16, "closed", depth=16),
+        ),
+        duration_s=0.5,
+        seed=3,
+        drain_s=1.0,
+    )
     env = {"CWIST_BENCH_DELAY_US": "20", "CWIST_REACTOR_TAIL_US": "3500"}
     a = json.dumps(_run(backend, spec, env), sort_keys=True)
     b = json.dumps(_run(backend, spec, env), sort_keys=True)
@@ -60,7 +74,7 @@ def test_injected_service_time_costs_virtual_time_not_real_time():
     base = _run("epoll", _open(500, connections=2))
     slow = _run("epoll", _open(500, connections=2), env={"CWIST_BENCH_DELAY_US": "1000"})
     p50 = lambda d: next(q["us"] for q in d["all"]["latency"]["percentiles"] if q["p"] == 50)  # noqa: E731
-    assert p50(slow) - p50(base) >= 1000 - 5   # one request, one millisecond more (HdrHistogram precision)
+    assert p50(slow) - p50(base) >= 1000 - 5  # one request, one millisecond more (HdrHistogram precision)
     assert slow["server"]["busy_us"] >= 1000 * slow["server"]["requests"] > base["server"]["busy_us"]
 
 
@@ -76,9 +90,15 @@ def test_a_stall_of_20_ms_every_200_ms_puts_open_loop_p99_at_10_ms_or_more(backe
 
 
 def test_slow_route_costs_only_its_own_requests():
-    spec = LoadSpec(classes=(ClientClass("fast", 8, "open", rate=1000),
-                             ClientClass("slow", 2, "open", rate=20, path="/slow/")), duration_s=1.0, seed=1,
-                    drain_s=1.0)
+    spec = LoadSpec(
+        classes=(
+            ClientClass("fast", 8, "open", rate=1000),
+            ClientClass("slow", 2, "open", rate=20, path="/slow/"),
+        ),
+        duration_s=1.0,
+        seed=1,
+        drain_s=1.0,
+    )
     doc = _run("epoll", spec, {"CWIST_BENCH_SLOW_US": "2000"})
     slow = doc["classes"]["slow"]["latency"]
     fast = doc["classes"]["fast"]["latency"]
@@ -86,8 +106,15 @@ def test_slow_route_costs_only_its_own_requests():
 
 
 def test_age_based_dispatch_runs_in_the_simulation():
-    spec = LoadSpec(classes=(ClientClass("interactive", 8, "open", rate=200),
-                             ClientClass("bulk", 16, "closed", depth=16)), duration_s=0.5, seed=1, drain_s=1.0)
+    spec = LoadSpec(
+        classes=(
+            ClientClass("interactive", 8, "open", rate=200),
+            ClientClass("bulk", 16, "closed", depth=16),
+        ),
+        duration_s=0.5,
+        seed=1,
+        drain_s=1.0,
+    )
     off = _run("epoll", spec, {"CWIST_BENCH_DELAY_US": "20", "CWIST_REACTOR_TAIL_US": "3600000"})
     on = _run("epoll", spec, {"CWIST_BENCH_DELAY_US": "20", "CWIST_REACTOR_TAIL_US": "3500"})
     assert off["server"]["counters"]["tail_elevations"] == 0
@@ -113,8 +140,10 @@ def test_every_cost_constant_says_where_it_came_from():
 # -- verdicts over seeds ------------------------------------------------------------
 def _ab(a_env, b_env, *, seeds=8):
     spec = dict(workload="uniform", load="open", connections=16, duration_s=1.0, rate="2000")
-    return job.run_ab(job.AbPlan(backend="epoll", a_env=a_env, b_env=b_env, seeds=tuple(range(1, seeds + 1)),
-                                 **spec), processes=2)
+    return job.run_ab(
+        job.AbPlan(backend="epoll", a_env=a_env, b_env=b_env, seeds=tuple(range(1, seeds + 1)), **spec),
+        processes=2,
+    )
 
 
 def test_a_a_gives_ratio_exactly_one_and_calls_nothing():
@@ -143,16 +172,25 @@ def test_arms_of_a_pair_share_the_seed():
 
 @pytest.mark.parametrize("backend", ["epoll", "io_uring"])
 def test_harvesting_mid_round_takes_what_arrived_during_the_round(backend):
-    spec = LoadSpec(classes=(ClientClass("interactive", 8, "open", rate=400),
-                             ClientClass("bulk", 16, "closed", depth=16)), duration_s=0.5, seed=1, drain_s=1.0)
+    spec = LoadSpec(
+        classes=(
+            ClientClass("interactive", 8, "open", rate=400),
+            ClientClass("bulk", 16, "closed", depth=16),
+        ),
+        duration_s=0.5,
+        seed=1,
+        drain_s=1.0,
+    )
     env = {"CWIST_BENCH_DELAY_US": "20", "CWIST_REACTOR_TAIL_US": "3500"}
     off = _run(backend, spec, env)
     on = _run(backend, spec, {**env, "CWIST_REACTOR_HARVEST_US": "500"})
     assert off["server"]["counters"]["harvests"] == 0
     assert on["server"]["counters"]["harvests"] > 0 and on["server"]["counters"]["harvested"] > 0
+
     # What was harvested ran in the round it arrived in: the interactive class waits less.
     def p50(doc):
         return next(q["us"] for q in doc["classes"]["interactive"]["latency"]["percentiles"] if q["p"] == 50)
+
     assert p50(on) < p50(off)
 
 
@@ -171,12 +209,25 @@ def test_arm_a_runs_the_code_of_a_git_ref(tmp_path):
     from pathlib import Path
 
     from tailjob.sim import refcode
+
     repo = Path(__file__).resolve().parents[2]
     commit = refcode.resolve(repo, "HEAD")
     with refcode.checkout(repo, commit) as tree:
-        leg = job.run_ab(job.AbPlan(backend="epoll", a_env={}, b_env={}, seeds=(1, 2), workload="uniform",
-                                    load="open", connections=8, duration_s=0.5, rate="1000",
-                                    a_code=str(tree / "reference")), processes=1)
+        leg = job.run_ab(
+            job.AbPlan(
+                backend="epoll",
+                a_env={},
+                b_env={},
+                seeds=(1, 2),
+                workload="uniform",
+                load="open",
+                connections=8,
+                duration_s=0.5,
+                rate="1000",
+                a_code=str(tree / "reference"),
+            ),
+            processes=1,
+        )
         assert all(r.code.startswith(str(tree)) for r in leg.runs["A"])
         assert not any(r.code.startswith(str(tree)) for r in leg.runs["B"])
     assert not tree.exists()
@@ -186,8 +237,9 @@ def test_arm_a_runs_the_code_of_a_git_ref(tmp_path):
 
 # -- the closed-loop client's turnaround --------------------------------------------
 def _closed(connections=32, duration_s=0.3, seed=1):
-    return LoadSpec(classes=(ClientClass("all", connections, "closed"),), duration_s=duration_s, seed=seed,
-                    drain_s=1.0)
+    return LoadSpec(
+        classes=(ClientClass("all", connections, "closed"),), duration_s=duration_s, seed=seed, drain_s=1.0
+    )
 
 
 def _pcts(doc):

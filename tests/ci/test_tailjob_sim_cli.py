@@ -38,20 +38,37 @@ def test_the_same_command_twice_gives_byte_identical_result_json(tmp_path):
 
 
 def test_gate_fails_on_a_regression_in_virtual_time(tmp_path, capsys):
-    argv = [*QUICK, "--load", "open", "--rate", "2000", "--connections", "16", "--a", "",
-            "--b", "CWIST_BENCH_DELAY_US=4", "--gate", "--out", str(tmp_path)]
+    argv = [
+        *QUICK,
+        "--load",
+        "open",
+        "--rate",
+        "2000",
+        "--connections",
+        "16",
+        "--a",
+        "",
+        "--b",
+        "CWIST_BENCH_DELAY_US=4",
+        "--gate",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 1
     assert "REGRESSION" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--tier", "sim", "--sim-cost", "request_us=-1"], "--sim-cost request_us=-1: accepted 0 to"),
-    (["--tier", "sim", "--sim-cost", "nope=1"], "--sim-cost nope=1: unknown constant; accepted"),
-    (["--sim-cost", "request_us=3"], "--sim-cost applies to --tier sim"),
-    (["--tier", "sim", "--pin"], "--pin: the sim tier"),
-    (["--tier", "sim", "--workers", "2"], "--workers 2: the sim tier"),
-    (["--tier", "sim", "--peers"], "--peers: the sim tier"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tier", "sim", "--sim-cost", "request_us=-1"], "--sim-cost request_us=-1: accepted 0 to"),
+        (["--tier", "sim", "--sim-cost", "nope=1"], "--sim-cost nope=1: unknown constant; accepted"),
+        (["--sim-cost", "request_us=3"], "--sim-cost applies to --tier sim"),
+        (["--tier", "sim", "--pin"], "--pin: the sim tier"),
+        (["--tier", "sim", "--workers", "2"], "--workers 2: the sim tier"),
+        (["--tier", "sim", "--peers"], "--peers: the sim tier"),
+    ],
+)
 def test_bad_sim_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
     assert main([*argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -63,12 +80,30 @@ def test_bad_sim_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
 def test_a_backend_the_cost_model_does_not_know_is_refused(monkeypatch, capsys, tmp_path):
     # Every backend the knob registry accepts today is modelled; a plug-in one (module:factory) would not be.
     import tailjob.sim.cli as sim_cli
+
     monkeypatch.setattr(sim_cli, "MODELLED", ("epoll",))
-    assert main(["--tier", "sim", "--backend", "epoll", "--a", "CWIST_REACTOR_BACKEND=selectors", "--b", "",
-                 "--out", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "--tier",
+                "sim",
+                "--backend",
+                "epoll",
+                "--a",
+                "CWIST_REACTOR_BACKEND=selectors",
+                "--b",
+                "",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err == ("tail_latency: error: --a CWIST_REACTOR_BACKEND=selectors: the sim tier models epoll "
-                   "(its cost model has constants for those only)\n")
+    assert err == (
+        "tail_latency: error: --a CWIST_REACTOR_BACKEND=selectors: the sim tier models epoll "
+        "(its cost model has constants for those only)\n"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -82,21 +117,42 @@ def test_an_unknown_tier_is_refused_naming_what_is_accepted(capsys, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("argv, option", [(["--workload", "burst"], "--workload"),
-                                          (["--backend", "asyncio"], "--backend")])
+@pytest.mark.parametrize(
+    "argv, option", [(["--workload", "burst"], "--workload"), (["--backend", "asyncio"], "--backend")]
+)
 def test_a_choice_the_sim_cannot_take_is_one_line(argv, option, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["--tier", "sim", *argv, "--out", str(tmp_path)])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"tail_latency: error: argument {option}: invalid choice: ") and "(choose from " in err
+    assert (
+        err.startswith(f"tail_latency: error: argument {option}: invalid choice: ") and "(choose from " in err
+    )
     assert err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_ref_runs_arm_a_on_a_commit_and_names_it(tmp_path, capsys):
-    argv = ["--tier", "sim", "--backend", "epoll", "--duration", "1", "--runs", "2", "--load", "open",
-            "--rate", "1000", "--connections", "8", "--a-ref", "HEAD", "--out", str(tmp_path)]
+    argv = [
+        "--tier",
+        "sim",
+        "--backend",
+        "epoll",
+        "--duration",
+        "1",
+        "--runs",
+        "2",
+        "--load",
+        "open",
+        "--rate",
+        "1000",
+        "--connections",
+        "8",
+        "--a-ref",
+        "HEAD",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "arm A runs `--a-ref HEAD`, commit " in text and "B `working tree`" in text
@@ -104,10 +160,16 @@ def test_a_ref_runs_arm_a_on_a_commit_and_names_it(tmp_path, capsys):
     assert doc["a_ref"]["ref"] == "HEAD" and len(doc["a_ref"]["commit"]) == 40
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--tier", "sim", "--a-ref", "no-such-ref"], "--a-ref 'no-such-ref': not a commit of this repository"),
-    (["--a-ref", "HEAD"], "--a-ref applies to --tier sim"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--tier", "sim", "--a-ref", "no-such-ref"],
+            "--a-ref 'no-such-ref': not a commit of this repository",
+        ),
+        (["--a-ref", "HEAD"], "--a-ref applies to --tier sim"),
+    ],
+)
 def test_a_bad_a_ref_is_one_line(argv, message, capsys, tmp_path):
     assert main([*argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -66,8 +66,7 @@ def test_metric_directions():
     assert metric("rps").higher_is_better
     for key in ("cpu_us_per_req", "p50", "p99", "p99.9", "p99.99", "p99.999"):
         assert not metric(key).higher_is_better
-    assert [m.key for m in METRICS] == ["rps", "cpu_us_per_req", "p50", "p99", "p99.9",
-                                        "p99.99", "p99.999"]
+    assert [m.key for m in METRICS] == ["rps", "cpu_us_per_req", "p50", "p99", "p99.9", "p99.99", "p99.999"]
 
 
 def test_more_requests_per_second_is_a_gain_and_fewer_a_regression():

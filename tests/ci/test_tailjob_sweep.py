@@ -62,15 +62,24 @@ def test_a_tiny_sweep_writes_report_json_heat_maps_and_a_history_line(tmp_path, 
     text = capsys.readouterr().out
     assert "virtual time" in text.lower() and "### `mixed`, class `interactive`" in text
     names = sorted(p.name.split("-", 1)[1] for p in (out / "results").iterdir())
-    assert names == ["tiny-sweep-mixed.png", "tiny-sweep-mixed.svg", "tiny-sweep-uniform.png",
-                     "tiny-sweep-uniform.svg", "tiny-sweep.json", "tiny-sweep.md"]
+    assert names == [
+        "tiny-sweep-mixed.png",
+        "tiny-sweep-mixed.svg",
+        "tiny-sweep-uniform.png",
+        "tiny-sweep-uniform.svg",
+        "tiny-sweep.json",
+        "tiny-sweep.md",
+    ]
     [js] = (out / "results").glob("*-sweep.json")
     doc = json.loads(js.read_text())
     cells = {(c["load"]["workload"], c["policy"]["label"]): c for c in doc["legs"]}
     assert len(cells) == 4
     control = cells[("uniform", "TAIL_US=0 (A/A control)")]
-    assert all(m["ratio"] == 1.0 and m["verdict"] == "equivalent" for k, m in control["comparisons"].items()
-               if m["needs_samples"] is None)
+    assert all(
+        m["ratio"] == 1.0 and m["verdict"] == "equivalent"
+        for k, m in control["comparisons"].items()
+        if m["needs_samples"] is None
+    )
     on = cells[("mixed", "TAIL_US=3500")]
     assert on["counters"]["A"]["tail_elevations"] == 0 and on["counters"]["B"]["tail_elevations"] > 0
     assert set(on["classes"]) == {"interactive", "bulk"}
@@ -81,32 +90,50 @@ def test_a_tiny_sweep_writes_report_json_heat_maps_and_a_history_line(tmp_path, 
 
 
 def test_local_processes_and_a_dask_local_cluster_give_the_same_result_document():
-    distributed = pytest.importorskip("distributed", reason="dask[distributed] (the sweep extra) not installed")
+    distributed = pytest.importorskip(
+        "distributed", reason="dask[distributed] (the sweep extra) not installed"
+    )
     grid = sweep.parse_grid(TINY.replace("seeds = 8", "seeds = 3"), where="tiny")
     local = sweep.run_sweep(grid, processes=2)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         on_dask = sweep.run_sweep(grid, engine="dask", client=client)
     pv = {"git_commit": "x"}
     a = sweep.dumps(sweep.result_document(local, argv=["--tier", "sim", "--sweep"], provenance=pv))
-    b = sweep.dumps(sweep.result_document(on_dask, argv=["--tier", "sim", "--sweep", "--dask"], provenance=pv))
+    b = sweep.dumps(
+        sweep.result_document(on_dask, argv=["--tier", "sim", "--sweep", "--dask"], provenance=pv)
+    )
     assert a == b
     assert on_dask.runs == local.runs == 3 * 2 * 2  # seeds x loads x distinct arms (TAIL_US=0 is arm A)
 
 
 BAD = [
-    (TINY.replace("CWIST_REACTOR_TAIL_US = [0, 3500]", "CWIST_REACTOR_NOPE = [1]"),
-     "unknown knob CWIST_REACTOR_NOPE; accepted: "),
+    (
+        TINY.replace("CWIST_REACTOR_TAIL_US = [0, 3500]", "CWIST_REACTOR_NOPE = [1]"),
+        "unknown knob CWIST_REACTOR_NOPE; accepted: ",
+    ),
     (TINY.replace("[0, 3500]", "[0, -5]"), "CWIST_REACTOR_TAIL_US = -5; accepted an integer from"),
-    (TINY.replace("[0, 3500]", "[0, 99999999999]"), "CWIST_REACTOR_TAIL_US = 99999999999; accepted an integer"),
+    (
+        TINY.replace("[0, 3500]", "[0, 99999999999]"),
+        "CWIST_REACTOR_TAIL_US = 99999999999; accepted an integer",
+    ),
     (TINY.replace('name = "tiny"', 'name = "tiny"\ncolour = "red"'), "unknown key 'colour'; accepted: name,"),
     (TINY.replace('workload = "mixed"', 'workload = "bursty"'), "workload = 'bursty'; accepted: uniform,"),
     (TINY.replace("duration = 0.5", "duration = 0"), "duration = 0; accepted virtual seconds above 0"),
-    (TINY.replace('backends = ["epoll"]', 'backends = ["kqueue"]'), "backends = ['kqueue']; accepted a list of"),
+    (
+        TINY.replace('backends = ["epoll"]', 'backends = ["kqueue"]'),
+        "backends = ['kqueue']; accepted a list of",
+    ),
     (TINY.replace("seeds = 8", "seeds = 0"), "seeds = 0; accepted an integer from 1 to 64"),
     (TINY.replace('rate = "2000"', 'rate = "fast"'), "--rate 'fast': accepted"),
-    (TINY.replace("CWIST_REACTOR_TAIL_US = [0, 3500]", "CWIST_REACTOR_BACKEND = ['epoll']"),
-     "CWIST_REACTOR_BACKEND cannot be a policy knob"),
+    (
+        TINY.replace("CWIST_REACTOR_TAIL_US = [0, 3500]", "CWIST_REACTOR_BACKEND = ['epoll']"),
+        "CWIST_REACTOR_BACKEND cannot be a policy knob",
+    ),
     (TINY + "[[policy]]\nagainst = 3500\nCWIST_REACTOR_TAIL_US = [1]\n", "against = 3500; accepted a table"),
     ("name = [", "not TOML"),
 ]
@@ -123,14 +150,23 @@ def test_a_bad_grid_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, tex
     assert not out.exists()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--tier", "sim", "--sweep", "--ab", "tail"], "--ab: a sweep takes its cells from --grid"),
-    (["--tier", "sim", "--sweep", "--workload", "mixed"], "--workload: a sweep takes its cells from --grid"),
-    (["--tier", "sim", "--sweep", "--grid", "/nonexistent/grid.toml"], "--grid /nonexistent/grid.toml: cannot read"),
-    (["--tier", "sim", "--grid", "default"], "--grid applies to --tier sim --sweep"),
-    (["--tier", "sim", "--dask"], "--dask applies to --tier sim --sweep"),
-    (["--sweep"], "--sweep applies to --tier sim"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tier", "sim", "--sweep", "--ab", "tail"], "--ab: a sweep takes its cells from --grid"),
+        (
+            ["--tier", "sim", "--sweep", "--workload", "mixed"],
+            "--workload: a sweep takes its cells from --grid",
+        ),
+        (
+            ["--tier", "sim", "--sweep", "--grid", "/nonexistent/grid.toml"],
+            "--grid /nonexistent/grid.toml: cannot read",
+        ),
+        (["--tier", "sim", "--grid", "default"], "--grid applies to --tier sim --sweep"),
+        (["--tier", "sim", "--dask"], "--dask applies to --tier sim --sweep"),
+        (["--sweep"], "--sweep applies to --tier sim"),
+    ],
+)
 def test_options_a_sweep_does_not_take_are_one_line_exit_2(tmp_path, capsys, argv, message):
     out = tmp_path / "out"
     assert main([*argv, "--out", str(out)]) == 2

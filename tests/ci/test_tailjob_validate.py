@@ -29,23 +29,31 @@ RECORDED = ROOT / "fixtures" / "validate"
 
 
 def _c(verdict, ratio=None, ci=None, **kw):
-    return {"verdict": verdict, "ratio": ratio, "ci": list(ci) if ci else None, "detectable": kw.get("detectable"),
-            "reason": kw.get("reason", "")}
+    return {
+        "verdict": verdict,
+        "ratio": ratio,
+        "ci": list(ci) if ci else None,
+        "detectable": kw.get("detectable"),
+        "reason": kw.get("reason", ""),
+    }
 
 
-@pytest.mark.parametrize("live, sim, expected", [
-    (_c("inconclusive", 1.2, (0.5, 2.0), detectable=0.75), _c("regression", 1.3), LIVE_UNRESOLVED),
-    (_c("n/a", reason="needs 7 samples"), _c("gain", 0.5), LIVE_UNRESOLVED),
-    (_c("gain", 0.48, (0.41, 0.55)), _c("gain", 0.38, (0.37, 0.39)), AGREE),      # same verdict, outside
-    (_c("gain", 0.90, (0.85, 0.97)), _c("equivalent", 0.96), AGREE),             # inside the live interval
-    (_c("equivalent", 1.0, (0.98, 1.03)), _c("equivalent", 1.04), AGREE),
-    (_c("gain", 0.48, (0.41, 0.55)), _c("equivalent", 1.0, (1.0, 1.0)), DISAGREE),
-    (_c("regression", 1.15, (1.08, 1.22)), _c("equivalent", 1.0, (1.0, 1.0)), DISAGREE),
-    (_c("regression", 1.15, (1.08, 1.22)), _c("gain", 0.8), DISAGREE),
-    (_c("equivalent", 1.0, (0.97, 1.02)), _c("n/a"), SIM_UNRESOLVED),
-    (_c("gain", 0.5, (0.4, 0.6)), _c("inconclusive", 0.9, (0.6, 1.2)), SIM_UNRESOLVED),
-    (_c("gain", 0.5, (0.4, 0.6)), _c("inconclusive", 0.55, (0.3, 1.2)), AGREE),  # its B/A inside
-])
+@pytest.mark.parametrize(
+    "live, sim, expected",
+    [
+        (_c("inconclusive", 1.2, (0.5, 2.0), detectable=0.75), _c("regression", 1.3), LIVE_UNRESOLVED),
+        (_c("n/a", reason="needs 7 samples"), _c("gain", 0.5), LIVE_UNRESOLVED),
+        (_c("gain", 0.48, (0.41, 0.55)), _c("gain", 0.38, (0.37, 0.39)), AGREE),  # same verdict, outside
+        (_c("gain", 0.90, (0.85, 0.97)), _c("equivalent", 0.96), AGREE),  # inside the live interval
+        (_c("equivalent", 1.0, (0.98, 1.03)), _c("equivalent", 1.04), AGREE),
+        (_c("gain", 0.48, (0.41, 0.55)), _c("equivalent", 1.0, (1.0, 1.0)), DISAGREE),
+        (_c("regression", 1.15, (1.08, 1.22)), _c("equivalent", 1.0, (1.0, 1.0)), DISAGREE),
+        (_c("regression", 1.15, (1.08, 1.22)), _c("gain", 0.8), DISAGREE),
+        (_c("equivalent", 1.0, (0.97, 1.02)), _c("n/a"), SIM_UNRESOLVED),
+        (_c("gain", 0.5, (0.4, 0.6)), _c("inconclusive", 0.9, (0.6, 1.2)), SIM_UNRESOLVED),
+        (_c("gain", 0.5, (0.4, 0.6)), _c("inconclusive", 0.55, (0.3, 1.2)), AGREE),  # its B/A inside
+    ],
+)
 def test_the_agreement_rule(live, sim, expected):
     got, why = outcome(live, sim)
     assert got == expected, why
@@ -64,11 +72,20 @@ def test_the_table_of_recorded_runs_pairs_every_scope_and_metric():
     [leg] = live["legs"]
     assert len(rows) == len(leg["comparisons"]) + sum(len(c) for c in leg["class_comparisons"].values())
     for r in rows:  # each row is its two documents' figures and the rule's outcome of them
-        lc = next(c for c in (leg["comparisons"] if r.scope is None else leg["class_comparisons"][r.scope])
-                  if c["metric"] == r.metric)
-        sc = (sim["legs"][0]["comparisons"] if r.scope is None else sim["legs"][0]["classes"][r.scope])[r.metric]
-        assert (r.live_ratio, r.live_verdict, r.sim_ratio, r.sim_verdict) == (lc["ratio"], lc["verdict"],
-                                                                               sc["ratio"], sc["verdict"])
+        lc = next(
+            c
+            for c in (leg["comparisons"] if r.scope is None else leg["class_comparisons"][r.scope])
+            if c["metric"] == r.metric
+        )
+        sc = (sim["legs"][0]["comparisons"] if r.scope is None else sim["legs"][0]["classes"][r.scope])[
+            r.metric
+        ]
+        assert (r.live_ratio, r.live_verdict, r.sim_ratio, r.sim_verdict) == (
+            lc["ratio"],
+            lc["verdict"],
+            sc["ratio"],
+            sc["verdict"],
+        )
         assert r.outcome == outcome(lc, sc)[0]
 
 
@@ -79,7 +96,12 @@ def test_a_cost_both_tiers_resolve_agrees_and_a_single_class_is_the_whole_run():
     assert {r.scope for r in rows} == {None}  # the one class "all" is not a table of its own
     by_metric = {r.metric: r for r in rows}
     cpu = by_metric.pop("cpu_us_per_req")
-    assert (cpu.live_verdict, cpu.sim_verdict, cpu.outcome, cpu.inside) == ("regression", "regression", AGREE, True)
+    assert (cpu.live_verdict, cpu.sim_verdict, cpu.outcome, cpu.inside) == (
+        "regression",
+        "regression",
+        AGREE,
+        True,
+    )
     assert {r.outcome for r in by_metric.values()} == {LIVE_UNRESOLVED}
 
 
@@ -105,22 +127,47 @@ def test_summary_names_the_rows_that_differ():
 
 
 def test_each_tier_gets_the_options_that_mean_something_to_it():
-    live, sim = tier_argvs(["--validate", "--workload", "mixed", "--pin", "--threads", "1", "--probe",
-                            "--sim-cost", "request_us=20", "--duration=4", "--server-cpus=0"])
-    assert live == ["--workload", "mixed", "--pin", "--threads", "1", "--probe", "--duration=4", "--server-cpus=0"]
+    live, sim = tier_argvs(
+        [
+            "--validate",
+            "--workload",
+            "mixed",
+            "--pin",
+            "--threads",
+            "1",
+            "--probe",
+            "--sim-cost",
+            "request_us=20",
+            "--duration=4",
+            "--server-cpus=0",
+        ]
+    )
+    assert live == [
+        "--workload",
+        "mixed",
+        "--pin",
+        "--threads",
+        "1",
+        "--probe",
+        "--duration=4",
+        "--server-cpus=0",
+    ]
     assert sim == ["--tier", "sim", "--workload", "mixed", "--sim-cost", "request_us=20", "--duration=4"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--tier", "sim"], "leave out --tier sim"),
-    (["--gate"], "leave out --gate"),
-    (["--a-ref", "HEAD"], "leave out --a-ref"),
-    (["--calibrate", "2"], "leave out --calibrate"),
-    (["--workers", "2"], "leave out --workers"),
-    (["--sim-cost", "request_us=-1"], "--sim-cost request_us=-1: accepted 0 to"),
-    (["--workload", "mixed", "--load", "open"], "--load open: workload mixed sets its own load"),
-    (["--pin", "--server-cpus", "99"], "--server-cpus '99': CPUs [99] are not available"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tier", "sim"], "leave out --tier sim"),
+        (["--gate"], "leave out --gate"),
+        (["--a-ref", "HEAD"], "leave out --a-ref"),
+        (["--calibrate", "2"], "leave out --calibrate"),
+        (["--workers", "2"], "leave out --workers"),
+        (["--sim-cost", "request_us=-1"], "--sim-cost request_us=-1: accepted 0 to"),
+        (["--workload", "mixed", "--load", "open"], "--load open: workload mixed sets its own load"),
+        (["--pin", "--server-cpus", "99"], "--server-cpus '99': CPUs [99] are not available"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_nothing_written(argv, message, capsys, tmp_path):
     assert main(["--validate", *argv, "--out", str(tmp_path / "out")]) == 2
     captured = capsys.readouterr()
@@ -131,11 +178,29 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(argv, message, capsys,
 
 def test_validate_runs_both_tiers_and_writes_the_table(tmp_path, capsys):
     out = tmp_path / "out"
-    argv = ["--validate", "--backend", "epoll", "--load", "open", "--rate", "300", "--connections", "4",
-            "--duration", "1", "--runs", "1", "--no-warmup", "--out", str(out)]
+    argv = [
+        "--validate",
+        "--backend",
+        "epoll",
+        "--load",
+        "open",
+        "--rate",
+        "300",
+        "--connections",
+        "4",
+        "--duration",
+        "1",
+        "--runs",
+        "1",
+        "--no-warmup",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert "validation of the sim tier against the live job" in text and "| Scope | Metric | Live B/A |" in text
+    assert (
+        "validation of the sim tier against the live job" in text and "| Scope | Metric | Live B/A |" in text
+    )
     [md] = (out / "results").glob("*-validate.md")
     [js] = (out / "results").glob("*-validate.json")
     doc = json.loads(js.read_text())

@@ -50,8 +50,8 @@ def test_an_interval_touching_one_does_not_exclude_it():
 
 def test_one_sided_intervals_are_called_by_direction():
     above, below = (1.06, 1.30), (0.70, 0.94)
-    assert rule(1.15, above, higher=False) == REGRESSION   # more latency or CPU
-    assert rule(1.15, above, higher=True) == GAIN          # more requests/s
+    assert rule(1.15, above, higher=False) == REGRESSION  # more latency or CPU
+    assert rule(1.15, above, higher=True) == GAIN  # more requests/s
     assert rule(0.85, below, higher=False) == GAIN
     assert rule(0.85, below, higher=True) == REGRESSION
 
@@ -110,12 +110,20 @@ def test_pairs_needed_scales_with_the_square_of_width_over_minimum_effect():
 
 def test_compare_rows_agree_with_the_rule():
     a = [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0, 998.0, 1007.0]
-    for b in ([x * 1.5 for x in a], list(a), [x * 1.02 for x in a],
-              [x * f for x, f in zip(a, (0.6, 1.7, 0.9, 1.3, 1.0, 0.7, 1.5, 1.1))]):
+    for b in (
+        [x * 1.5 for x in a],
+        list(a),
+        [x * 1.02 for x in a],
+        [x * f for x, f in zip(a, (0.6, 1.7, 0.9, 1.3, 1.0, 0.7, 1.5, 1.1))],
+    ):
         for key in ("rps", "p99"):
             m = stats.metric(key)
             c = stats.compare(m, a, b, seed=1)
-            assert c.verdict == verdict(c.ratio, c.ci, min_effect=c.min_effect,
-                                        higher_is_better=m.higher_is_better).verdict
+            assert (
+                c.verdict
+                == verdict(
+                    c.ratio, c.ci, min_effect=c.min_effect, higher_is_better=m.higher_is_better
+                ).verdict
+            )
             assert c.detectable == pytest.approx(stats.detectable_effect(c.ci))
             assert c.pairs_needed == stats.pairs_needed(c.n_pairs, c.ci, c.min_effect)

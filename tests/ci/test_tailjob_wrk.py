@@ -74,19 +74,33 @@ def test_a_truncated_metrics_line_is_a_clear_error():
 
 
 def test_disagreement_between_wrks_text_and_the_metrics_line_is_an_error():
-    text = load("socket-errors.txt").replace("read 640, write 0, timeout 16\n",
-                                               "read 641, write 0, timeout 16\n", 1)
+    text = load("socket-errors.txt").replace(
+        "read 640, write 0, timeout 16\n", "read 641, write 0, timeout 16\n", 1
+    )
     with pytest.raises(WrkOutputError, match="read"):
         parse_wrk_output(text)
 
 
 def test_wrk_command_line():
-    cmd = wrk_command("http://127.0.0.1:3000/", threads=2, connections=64, duration_s=3,
-                      script="scripts/ci/tail_latency.lua")
-    assert cmd == ["wrk", "-t2", "-c64", "-d3s", "-s", "scripts/ci/tail_latency.lua",
-                   "http://127.0.0.1:3000/"]
-    pinned = wrk_command("http://127.0.0.1:3000/", threads=1, connections=64, duration_s=3,
-                         script="x.lua", cpus="1")
+    cmd = wrk_command(
+        "http://127.0.0.1:3000/",
+        threads=2,
+        connections=64,
+        duration_s=3,
+        script="scripts/ci/tail_latency.lua",
+    )
+    assert cmd == [
+        "wrk",
+        "-t2",
+        "-c64",
+        "-d3s",
+        "-s",
+        "scripts/ci/tail_latency.lua",
+        "http://127.0.0.1:3000/",
+    ]
+    pinned = wrk_command(
+        "http://127.0.0.1:3000/", threads=1, connections=64, duration_s=3, script="x.lua", cpus="1"
+    )
     assert pinned[:3] == ["taskset", "-c", "1"]
 
 
@@ -96,7 +110,7 @@ def _with_histogram(buckets) -> str:
 
     lines = load("normal.txt").splitlines()
     i = next(k for k, ln in enumerate(lines) if ln.startswith("TAILREACTOR_METRICS "))
-    m = json.loads(lines[i][len("TAILREACTOR_METRICS "):])
+    m = json.loads(lines[i][len("TAILREACTOR_METRICS ") :])
     m["histogram"] = buckets
     lines[i] = "TAILREACTOR_METRICS " + json.dumps(m)
     return "\n".join(lines) + "\n"
@@ -165,9 +179,16 @@ def test_tail_latency_lua_sends_path_then_seq_when_the_url_has_a_prefix(path, ex
 
     srv, paths = _recording_server()
     try:
-        argv = wrk.wrk_command(f"http://127.0.0.1:{srv.server_address[1]}{path}", threads=1, connections=1,
-                               duration_s=1, script=str(measure.SCRIPT))
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=wrk.wrk_env(), check=False)
+        argv = wrk.wrk_command(
+            f"http://127.0.0.1:{srv.server_address[1]}{path}",
+            threads=1,
+            connections=1,
+            duration_s=1,
+            script=str(measure.SCRIPT),
+        )
+        out = subprocess.run(
+            argv, capture_output=True, text=True, timeout=300, env=wrk.wrk_env(), check=False
+        )
     finally:
         srv.shutdown()
     assert out.returncode == 0, out.stderr

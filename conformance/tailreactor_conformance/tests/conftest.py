@@ -27,8 +27,10 @@ def make_backend(conformance_backend, request):
     when ``TAILREACTOR_REQUIRE_IO_URING=1`` says this machine must have it.
     """
     made = []
-    explicit = bool(request.config.getoption("conformance_backends")) or \
-        os.environ.get("TAILREACTOR_REQUIRE_IO_URING") == "1"
+    explicit = (
+        bool(request.config.getoption("conformance_backends"))
+        or os.environ.get("TAILREACTOR_REQUIRE_IO_URING") == "1"
+    )
 
     def make():
         try:

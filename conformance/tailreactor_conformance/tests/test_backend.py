@@ -110,8 +110,8 @@ def test_disarmed_token_is_never_reported(make_backend, pairs):
     b = make_backend()
     p, control = pairs(2)
     b.arm(p.fd, READ, "disarmed")
-    b.flush()                 # the arming has reached the kernel...
-    p.make_readable()         # ...and the fd became ready before the disarm
+    b.flush()  # the arming has reached the kernel...
+    p.make_readable()  # ...and the fd became ready before the disarm
     b.disarm(p.fd, READ)
     control.make_readable()
     b.arm(control.fd, READ, "control")  # proves the waits below do report
@@ -181,7 +181,8 @@ def test_disarm_drops_a_report_collected_but_not_delivered(make_backend, pairs):
     late = collect(b, 1, extra_waits=3)
     assert late == Counter({"control": 1}), (
         f"tokens {sorted(t for t in late if t != 'control')} reported after their disarm (a wait returned "
-        f"{sorted(delivered)} of {len(ps)} ready fds; the rest were disarmed)")
+        f"{sorted(delivered)} of {len(ps)} ready fds; the rest were disarmed)"
+    )
 
 
 @pytest.mark.clause("B3")
@@ -224,7 +225,8 @@ def test_reused_fd_number_never_gets_a_report_collected_for_the_old_one(make_bac
         b.arm(control.fd, READ, "control")
         late = collect(b, 1, extra_waits=3)
         assert late == Counter({"control": 1}), (
-            f"reported on reused fd numbers: {sorted(t for t in late if t != 'control')}")
+            f"reported on reused fd numbers: {sorted(t for t in late if t != 'control')}"
+        )
         for s in reused:
             b.disarm(s.fileno(), READ)
     finally:
@@ -238,12 +240,12 @@ def test_reused_fd_number_never_gets_the_old_report(make_backend, pairs):
     old, new, control = pairs(3)
     old.make_readable()
     b.arm(old.fd, READ, "old")
-    b.flush()                      # the old registration is ready in the kernel
+    b.flush()  # the old registration is ready in the kernel
     b.disarm(old.fd, READ)
     number = old.ours.detach()
     os.dup2(new.ours.fileno(), number)  # closes the old socket; its number now names `new`
     with socket.socket(fileno=number) as reused:
-        b.arm(number, READ, "new")     # not readable yet
+        b.arm(number, READ, "new")  # not readable yet
         control.make_readable()
         b.arm(control.fd, READ, "control")
         assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
@@ -265,7 +267,7 @@ def test_an_fd_closed_without_disarm_then_disarmed_and_its_number_reused(make_ba
     number = old.ours.detach()
     os.dup2(new.ours.fileno(), number)  # closes the old file, armed; its number now names `new`
     with socket.socket(fileno=number) as reused:
-        b.disarm(number, READ)   # one direction still armed: a backend narrows the registration
+        b.disarm(number, READ)  # one direction still armed: a backend narrows the registration
         b.disarm(number, WRITE)
         b.arm(number, READ, "new")  # not readable yet
         control.make_readable()
@@ -486,7 +488,9 @@ def test_wake_never_blocks(make_backend):
     finished = done.wait(LIVENESS_S)
     while t.is_alive():
         b.wait(0)  # a blocked wake: empty the channel so that the thread ends
-    assert finished, f"10,000 wakes with no wait between them did not return within {LIVENESS_S} s: wake() blocks"
+    assert finished, (
+        f"10,000 wakes with no wait between them did not return within {LIVENESS_S} s: wake() blocks"
+    )
     assert b.wait(LIVENESS_S) == []  # ended by the pending wake
 
 
@@ -542,7 +546,8 @@ def test_a_ready_disarmed_fd_does_not_end_a_wait_early(make_backend, pairs):
         elapsed = time.monotonic_ns() - t0
         assert got == [], got
         assert elapsed >= timeout_s * 1e9, (
-            f"wait({timeout_s}) returned nothing after {elapsed / 1e6:.3f} ms: a disarmed, ready fd woke it")
+            f"wait({timeout_s}) returned nothing after {elapsed / 1e6:.3f} ms: a disarmed, ready fd woke it"
+        )
 
 
 @pytest.mark.clause("B8")
@@ -563,7 +568,8 @@ def test_a_wake_already_taken_does_not_end_a_later_wait_early(make_backend, pair
         assert got == [], got
         assert elapsed >= timeout_s * 1e9, (
             f"wait({timeout_s}) after a wake already taken returned nothing after {elapsed / 1e6:.3f} ms: "
-            "the wake channel was not emptied")
+            "the wake channel was not emptied"
+        )
 
 
 def _signal_during(b, timeout_s, handler_s, rescue):
@@ -607,11 +613,13 @@ def test_a_signal_whose_handler_returns_does_not_end_a_wait_early(make_backend, 
     got, elapsed, rescued = _signal_during(b, timeout_s, 0, p.make_readable)
     assert not rescued and got == [], f"a wait({timeout_s}) interrupted by a signal did not return: {got}"
     assert elapsed >= timeout_s * 1e9, (
-        f"wait({timeout_s}) interrupted by a signal returned after {elapsed / 1e6:.3f} ms, early")
+        f"wait({timeout_s}) interrupted by a signal returned after {elapsed / 1e6:.3f} ms, early"
+    )
     got, elapsed, rescued = _signal_during(b, timeout_s, 2 * timeout_s, p.make_readable)
     assert not rescued and got == [], (
         f"wait({timeout_s}) interrupted by a signal whose handler took {2 * timeout_s} s did not return "
-        f"within {LIVENESS_S} s: the time left was not taken after the handler")
+        f"within {LIVENESS_S} s: the time left was not taken after the handler"
+    )
 
 
 @pytest.mark.clause("B7")
@@ -655,7 +663,9 @@ def _never_early(b, what):
         got = b.wait(timeout_s)
         elapsed = time.monotonic_ns() - t0
         assert got == [], got
-        assert elapsed >= timeout_s * 1e9, f"wait({timeout_s}) returned nothing after {elapsed / 1e6:.3f} ms: {what}"
+        assert elapsed >= timeout_s * 1e9, (
+            f"wait({timeout_s}) returned nothing after {elapsed / 1e6:.3f} ms: {what}"
+        )
 
 
 @pytest.mark.clause("B8")
@@ -726,7 +736,8 @@ def test_wait_timeout_after_an_idle_gap_is_never_early(make_backend, pairs, time
     assert got == []
     assert elapsed >= timeout_s * 1e9, (
         f"wait({timeout_s}) after an idle gap of {2 * timeout_s * 1e3:g} ms returned after "
-        f"{elapsed / 1e6:.3f} ms: is the deadline taken from a clock cached before the gap?")
+        f"{elapsed / 1e6:.3f} ms: is the deadline taken from a clock cached before the gap?"
+    )
 
 
 # -- B9 ------------------------------------------------------------------------
@@ -802,8 +813,11 @@ def test_a_declared_batch_cap_is_kept(make_backend, pairs):
             sizes.append(len(got))
             seen += len(got)
     if seen < len(ps):
-        rule_broken("B1, B11", f"{len(ps)} ready armed fds, {seen} reported within {LIVENESS_S} s; every "
-                               f"ready armed fd must be reported")
+        rule_broken(
+            "B1, B11",
+            f"{len(ps)} ready armed fds, {seen} reported within {LIVENESS_S} s; every "
+            f"ready armed fd must be reported",
+        )
     assert max(sizes) <= cap, f"declared max_batch={cap}, a wait returned {max(sizes)} (batches {sizes})"
 
 
@@ -942,9 +956,9 @@ def test_arming_costs_no_fd_and_close_releases_them(make_backend, pairs):
     collect(b, 1, extra_waits=0)
     with_backend = open_fd_count()
     for n in range(100):
-        b.arm(a.fd, READ, n)             # reported
-        b.arm(c.fd, WRITE, n)            # reported
-        b.arm(c.fd, READ, n)             # never ready: disarmed below
+        b.arm(a.fd, READ, n)  # reported
+        b.arm(c.fd, WRITE, n)  # reported
+        b.arm(c.fd, READ, n)  # never ready: disarmed below
         if sum(collect(b, 2, extra_waits=0).values()) < 2:
             rule_broken("B1", f"round {n}: two ready armed tokens, not both reported within {LIVENESS_S} s")
         b.disarm(c.fd, READ)
@@ -1018,8 +1032,12 @@ def test_a_report_says_what_was_ready(make_backend, pairs):
     b.arm(w.fd, WRITE, "write")
     got = dict(reports(b, 2))
     assert set(got) == {"read", "write"}, got
-    assert got["read"] & IN and not got["read"] & ERR, f"READ of a readable socket reported revents {got['read']:#x}"
-    assert got["write"] & OUT and not got["write"] & ERR, f"WRITE of a writable socket reported revents {got['write']:#x}"
+    assert got["read"] & IN and not got["read"] & ERR, (
+        f"READ of a readable socket reported revents {got['read']:#x}"
+    )
+    assert got["write"] & OUT and not got["write"] & ERR, (
+        f"WRITE of a writable socket reported revents {got['write']:#x}"
+    )
 
 
 # -- B16 -----------------------------------------------------------------------
@@ -1107,7 +1125,7 @@ def test_receive_reports_its_byte_count_once_with_the_data_in_the_buffer(make_ba
     got = reports(b, len(ps))
     assert sorted(got) == [(i, len(b"m%d" % i)) for i in range(len(ps))]
     for i, buf in enumerate(bufs):
-        assert bytes(buf[:len(b"m%d" % i)]) == b"m%d" % i
+        assert bytes(buf[: len(b"m%d" % i)]) == b"m%d" % i
     assert all(p.drain() == b"" for p in ps), "the kernel's receive must take the bytes it reports"
 
 

@@ -38,7 +38,8 @@ def test_a_rearm_after_a_flush_that_collected_the_report_reports_only_the_new_to
     b.arm(p.fd, READ, "new")
     got = collect(b, 1, extra_waits=3)
     assert got == Counter({"new": 1}), (
-        f"reported {dict(got)}: the re-arm kept the report its flush had collected for the replaced token")
+        f"reported {dict(got)}: the re-arm kept the report its flush had collected for the replaced token"
+    )
 
 
 @pytest.mark.clause("B1")
@@ -52,7 +53,8 @@ def test_a_rearm_of_a_report_collected_but_not_delivered_reports_only_the_new_to
         b.arm(ps[i].fd, READ, f"new {i}")
     got = collect(b, len(undelivered), extra_waits=3)
     assert got == Counter({f"new {i}": 1 for i in undelivered}), (
-        f"reported {dict(got)}: a re-arm kept the replaced token's report, collected before the re-arm")
+        f"reported {dict(got)}: a re-arm kept the replaced token's report, collected before the re-arm"
+    )
 
 
 # -- B7: a wake a flush sees is kept for the next wait ------------------------------
@@ -73,8 +75,10 @@ def test_a_wake_before_a_flush_still_ends_the_next_wait(make_backend, pairs):
     with Watchdog(rescue.make_readable) as dog:
         got = b.wait(None)
         dog.done()
-    assert not dog.fired, (f"wake() then flush() then wait(None): the wait did not return within {LIVENESS_S} s "
-                           f"(the watchdog ended it): the flush took the wake")
+    assert not dog.fired, (
+        f"wake() then flush() then wait(None): the wait did not return within {LIVENESS_S} s "
+        f"(the watchdog ended it): the flush took the wake"
+    )
     assert "rescue" not in [tok for tok, _ in got]
 
 
@@ -96,8 +100,10 @@ def test_no_ready_token_starves_when_more_are_ready_than_one_wait_returns(make_b
     else:
         cap = capabilities(b).max_batch
         if cap is None:
-            pytest.skip(f"{getattr(b, 'name', type(b).__name__)} declares no max_batch: no batch to exceed "
-                        f"(test_backend.py's B10 test covers it)")
+            pytest.skip(
+                f"{getattr(b, 'name', type(b).__name__)} declares no max_batch: no batch to exceed "
+                f"(test_backend.py's B10 test covers it)"
+            )
     n = max(64, cap + 16)
     _raise_nofile(2 * n + 64)
     ps = pairs(n)
@@ -114,8 +120,10 @@ def test_no_ready_token_starves_when_more_are_ready_than_one_wait_returns(make_b
     if not counts:
         rule_broken("B1, B2", f"{n} ready armed fds, nothing reported in {waits} waits")
     starved = [i for i in range(n) if counts[i] == 0]
-    assert not starved, (f"{len(starved)} of {n} ready tokens never reported in {waits} waits of at most {cap} "
-                         f"reports while others were re-armed: {starved[:16]}")
+    assert not starved, (
+        f"{len(starved)} of {n} ready tokens never reported in {waits} waits of at most {cap} "
+        f"reports while others were re-armed: {starved[:16]}"
+    )
 
 
 # -- B13: a wake from another thread while close runs --------------------------------

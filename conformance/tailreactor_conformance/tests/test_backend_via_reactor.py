@@ -25,7 +25,8 @@ def _one_batch(rec: RecordingBackend, n: int) -> None:
 @pytest.mark.clause("B4")
 @pytest.mark.parametrize("how", ["disarm", "disarm-and-close"])
 def test_event_disarmed_by_an_earlier_callback_of_the_batch_never_runs(
-        make_reactor, make_backend, pairs, how):
+    make_reactor, make_backend, pairs, how
+):
     rec = RecordingBackend(make_backend(), gather=2)
     r = make_reactor(backend=rec, tail_us=0)
     x, y = pairs(2)

@@ -27,8 +27,9 @@ from tailreactor_conformance.strategies import AgeScenario, age_scenarios
 class Round:
     """One dispatch round built from an :class:`AgeScenario`; see the module docstring."""
 
-    def __init__(self, reactor, rec, clock, ps, sc: AgeScenario, slow_first_us: int = 0,
-                 staged: bool = False):
+    def __init__(
+        self, reactor, rec, clock, ps, sc: AgeScenario, slow_first_us: int = 0, staged: bool = False
+    ):
         self.r, self.rec, self.clock, self.sc = reactor, rec, clock, sc
         self.log: list[tuple[int, bool]] = []
         self.delivered_at: dict[int, int] = {}  # event -> the clock when its callback started
@@ -76,8 +77,9 @@ class Round:
 
     def expected(self, *, age_from_ready: bool = False) -> list[tuple[int, bool]]:
         start = self.base + self.sc.start_us * 1000
-        stamps = {i: start if age_from_ready else self.base + at * 1000
-                  for i, at in enumerate(self.sc.arm_us)}
+        stamps = {
+            i: start if age_from_ready else self.base + at * 1000 for i, at in enumerate(self.sc.arm_us)
+        }
         advance = {i: us * 1000 for i, us in enumerate(self.sc.slow_us)}
         if self._slow_first and self.backend_order:
             # The slow-first bonus goes to whichever runs first: recompute with it.
@@ -89,6 +91,7 @@ class Round:
 @pytest.fixture
 def age_round(make_reactor, make_backend, pairs, clock):
     """``age_round(scenario, slow_first_us=0, **config)`` -> a finished :class:`Round`."""
+
     def run(sc: AgeScenario, slow_first_us: int = 0, *, in_ready_order: bool = False, **attrs) -> Round:
         """``in_ready_order``: the scenario needs the batch in ready order; a backend
         that does not declare ``ordered`` gets it built for it (``staged``)."""
@@ -97,15 +100,22 @@ def age_round(make_reactor, make_backend, pairs, clock):
         r = make_reactor(clock=clock, backend=rec, **attrs)
         staged = in_ready_order and not capabilities(rec.inner).ordered
         return Round(r, rec, clock, pairs(len(sc.arm_us)), sc, slow_first_us, staged=staged)
+
     return run
 
 
 # Aged at round start (T = 1000 us): events 0, 1, 2; the fds become ready youngest first.
-ROUND_START = AgeScenario(arm_us=(0, 100, 900, 1500, 1900, 2000), ready_order=(5, 4, 3, 2, 1, 0),
-                          tail_us=1000, start_us=2000, slow_us=(0,) * 6)
+ROUND_START = AgeScenario(
+    arm_us=(0, 100, 900, 1500, 1900, 2000),
+    ready_order=(5, 4, 3, 2, 1, 0),
+    tail_us=1000,
+    start_us=2000,
+    slow_us=(0,) * 6,
+)
 # Nothing aged at round start; the first callback takes 300 us, after which event 0 is aged.
-PER_DELIVERY = AgeScenario(arm_us=(0, 800, 850, 900), ready_order=(3, 2, 1, 0),
-                           tail_us=1000, start_us=900, slow_us=(0,) * 4)
+PER_DELIVERY = AgeScenario(
+    arm_us=(0, 800, 850, 900), ready_order=(3, 2, 1, 0), tail_us=1000, start_us=900, slow_us=(0,) * 4
+)
 
 
 def require_oldest_not_first(rnd) -> None:
@@ -119,8 +129,11 @@ def require_oldest_not_first(rnd) -> None:
     built in ready order, ``in_ready_order=True``, so the scenario runs.)
     """
     if rnd.backend_order[0] == 0:
-        rule_broken("B9", f"the fds became ready youngest first, and the backend, which declares "
-                          f"ordered, reported the oldest first (order {rnd.backend_order})")
+        rule_broken(
+            "B9",
+            f"the fds became ready youngest first, and the backend, which declares "
+            f"ordered, reported the oldest first (order {rnd.backend_order})",
+        )
 
 
 # -- R10 -----------------------------------------------------------------------
@@ -156,6 +169,7 @@ def test_age_order_matches_the_rule_for_any_round(fresh_reactor, make_backend):
             r.close()
             for p in ps:
                 p.close()
+
     check()
 
 
@@ -182,9 +196,15 @@ def test_dispatch_late_is_false_in_timers_and_posts(make_reactor, pairs, clock):
     r = make_reactor(clock=clock, tail_us=1000)
     (p,) = pairs(1)
     seen = []
-    r.arm(p.fd, READ, lambda ev: (seen.append(("io", r.dispatch_late())),
-                                  r.post(lambda d: seen.append(("post", r.dispatch_late()))),
-                                  r.call_later_us(0, lambda t: seen.append(("timer", r.dispatch_late())))))
+    r.arm(
+        p.fd,
+        READ,
+        lambda ev: (
+            seen.append(("io", r.dispatch_late())),
+            r.post(lambda d: seen.append(("post", r.dispatch_late()))),
+            r.call_later_us(0, lambda t: seen.append(("timer", r.dispatch_late()))),
+        ),
+    )
     p.make_readable()
     clock.advance_us(5000)  # aged
     for _ in range(3):
@@ -233,22 +253,30 @@ def test_dispatch_late_and_elevations_match_the_rule_for_any_round(fresh_reactor
             # Late exactly when the event had aged past T when its callback ran, in
             # whatever order the events ran (the order is R10's business): under R10's
             # rule an event that has aged is never passed over for one that has not.
-            want = {i: rnd.delivered_at[i] - (rnd.base + sc.arm_us[i] * 1000) >= sc.tail_us * 1000
-                    for i, _ in rnd.log}
+            want = {
+                i: rnd.delivered_at[i] - (rnd.base + sc.arm_us[i] * 1000) >= sc.tail_us * 1000
+                for i, _ in rnd.log
+            }
             assert dict(rnd.log) == want, (sc, rnd.backend_order, rnd.order)
             assert rnd.elevations == sum(want.values())
         finally:
             r.close()
             for p in ps:
                 p.close()
+
     check()
 
 
 # -- R12 -----------------------------------------------------------------------
 @pytest.mark.clause("R12")
 def test_tail_us_zero_keeps_backend_order_and_never_elevates(age_round):
-    old = AgeScenario(arm_us=(0, 1000, 2000, 3000, 4000), ready_order=(4, 3, 2, 1, 0), tail_us=0,
-                      start_us=10_000_000, slow_us=(5000,) * 5)  # ages of seconds, slow callbacks
+    old = AgeScenario(
+        arm_us=(0, 1000, 2000, 3000, 4000),
+        ready_order=(4, 3, 2, 1, 0),
+        tail_us=0,
+        start_us=10_000_000,
+        slow_us=(5000,) * 5,
+    )  # ages of seconds, slow callbacks
     rnd = age_round(old)
     assert rnd.order == rnd.backend_order
     assert rnd.late == [False] * 5
@@ -256,8 +284,9 @@ def test_tail_us_zero_keeps_backend_order_and_never_elevates(age_round):
 
 
 # -- R13 -----------------------------------------------------------------------
-AGE_FROM_READY = AgeScenario(arm_us=(0, 1, 2, 3), ready_order=(3, 2, 1, 0), tail_us=1000,
-                             start_us=10_000, slow_us=(0,) * 4)  # armed 10 ms ago, ready only now
+AGE_FROM_READY = AgeScenario(
+    arm_us=(0, 1, 2, 3), ready_order=(3, 2, 1, 0), tail_us=1000, start_us=10_000, slow_us=(0,) * 4
+)  # armed 10 ms ago, ready only now
 
 
 @pytest.mark.clause("R13")
@@ -322,9 +351,11 @@ def test_age_from_ready_a_carried_event_keeps_its_ready_stamp(make_reactor, make
     fields = "(event, elevated, ready_ns)"
     assert log[1] == (carried, True, first_seen), (
         f"the carried event {carried} must keep ready_ns {first_seen} (round 1) and run first, "
-        f"elevated: got {log[1]} {fields}")
+        f"elevated: got {log[1]} {fields}"
+    )
     assert log[2] == (2, False, first_seen + 2_000_000), (
-        f"the event reaped in round 2 is not aged: got {log[2]} {fields}")
+        f"the event reaped in round 2 is not aged: got {log[2]} {fields}"
+    )
 
 
 # -- R14 -----------------------------------------------------------------------
@@ -336,7 +367,7 @@ def _rearming_round(make_reactor, make_backend, pairs, clock, budget_us):
     def callback(ev):
         rec.note_callback()
         r.arm(ev.fd, READ, callback)  # a queued re-arm (the data stays: ready again)
-        clock.advance_us(600)         # a slow callback: the round overruns 1000 us after two
+        clock.advance_us(600)  # a slow callback: the round overruns 1000 us after two
 
     for p in ps:
         p.make_readable()
@@ -349,7 +380,8 @@ def _rearming_round(make_reactor, make_backend, pairs, clock, budget_us):
 
 @pytest.mark.clause("R14")
 def test_round_over_budget_submits_queued_rearms_before_the_next_callback(
-        make_reactor, make_backend, pairs, clock):
+    make_reactor, make_backend, pairs, clock
+):
     mid_round = _rearming_round(make_reactor, make_backend, pairs, clock, budget_us=1000)
     # After 2 callbacks the round has run 1200 us > 1000 us with re-arms queued.
     assert 2 in mid_round, f"flushes between callbacks at {mid_round}; expected one before the 3rd"
@@ -420,8 +452,10 @@ def test_posts_are_drained_after_exactly_every_nth_callback(make_reactor, make_b
         if kind == "post":
             pending.append((k, last_io))
     want = list(range(chunk, BATCH + 1, chunk))
-    assert drained_after == want, (f"DRAIN_CHUNK={chunk}: posts ran after callbacks {drained_after}, "
-                                   f"expected after every {chunk}th: {want}")
+    assert drained_after == want, (
+        f"DRAIN_CHUNK={chunk}: posts ran after callbacks {drained_after}, "
+        f"expected after every {chunk}th: {want}"
+    )
     late = [(k, at) for k, at in pending if not k <= at < k + chunk]
     assert not late, f"posts (made by callback, ran after callback) outside the period: {late}"
     assert drains == len(want)

@@ -23,8 +23,10 @@ def harvesting(make_backend) -> RecordingBackend:
     """A recorded backend of the kind under test, or skip: it has no harvest()."""
     b = make_backend()
     if not callable(getattr(b, "harvest", None)):
-        pytest.skip(f"backend {getattr(b, 'name', type(b).__name__)} has no harvest() (optional): "
-                    f"CWIST_REACTOR_HARVEST_US does nothing on it")
+        pytest.skip(
+            f"backend {getattr(b, 'name', type(b).__name__)} has no harvest() (optional): "
+            f"CWIST_REACTOR_HARVEST_US does nothing on it"
+        )
     return RecordingBackend(b)
 
 
@@ -51,7 +53,8 @@ class MidRound:
         reactor.run_once(0)
         assert reactor.counters.rounds == rounds + 1
         assert rec.batches and sorted(ev.data for ev in rec.batches[-1]) == ["a", "b", "c"], (
-            f"precondition: A, B and C in the round's batch, got {rec.batches}")
+            f"precondition: A, B and C in the round's batch, got {rec.batches}"
+        )
         self.batch = [ev.data for ev in rec.batches[-1]]
         self.harvested = [ev.data for h in rec.harvests for ev in h]
 
@@ -74,10 +77,12 @@ class MidRound:
 @pytest.fixture
 def mid_round(make_reactor, make_backend, pairs, clock):
     """``mid_round(chain=False, **config)`` -> a finished :class:`MidRound`."""
+
     def run(chain=False, **attrs) -> MidRound:
         rec = harvesting(make_backend)
         r = make_reactor(clock=clock, backend=rec, **attrs)
         return MidRound(r, rec, clock, pairs(6), chain)
+
     return run
 
 
@@ -154,32 +159,35 @@ def _flood(make_reactor, make_backend, pairs, clock, cap=400, **attrs):
 
 
 @pytest.mark.clause("R24")
-def test_a_round_takes_at_most_as_many_more_events_as_its_wait_returned(make_reactor, make_backend, pairs,
-                                                                         clock):
+def test_a_round_takes_at_most_as_many_more_events_as_its_wait_returned(
+    make_reactor, make_backend, pairs, clock
+):
     log, batch = _flood(make_reactor, make_backend, pairs, clock, tail_us=0, drain_chunk=0)
     assert batch == 4, f"precondition: the four fds in the first round's batch, got {batch}"
-    first = log[:log.index("|")]
+    first = log[: log.index("|")]
     if first.count("io") <= batch:
         rule_broken("R23", f"nothing was harvested in the first round ({first})")
     assert first.count("io") <= 2 * batch, f"the round ran {first.count('io')} callbacks, batch {batch}"
 
 
 @pytest.mark.clause("R24")
-def test_a_timer_due_during_a_harvesting_round_fires_at_the_next_rounds_start(make_reactor, make_backend,
-                                                                             pairs, clock):
+def test_a_timer_due_during_a_harvesting_round_fires_at_the_next_rounds_start(
+    make_reactor, make_backend, pairs, clock
+):
     log, _ = _flood(make_reactor, make_backend, pairs, clock, tail_us=1000, drain_chunk=0)
     rounds = " ".join(log).split(" | ")
     assert log.index("timer") > log.index("|"), f"the timer fired inside the round it became due in: {log}"
-    assert log[:log.index("timer")].count("io") <= 8, f"the timer waited for more than two batches: {log}"
+    assert log[: log.index("timer")].count("io") <= 8, f"the timer waited for more than two batches: {log}"
     assert rounds[1].split()[:2] in (["post", "timer"], ["timer", "post"]), log
     assert rounds[1].split()[2] == "io", log  # both before the second round's I/O
 
 
 @pytest.mark.clause("R24")
-def test_posts_run_within_drain_chunk_callbacks_in_a_harvesting_round(make_reactor, make_backend, pairs,
-                                                                      clock):
+def test_posts_run_within_drain_chunk_callbacks_in_a_harvesting_round(
+    make_reactor, make_backend, pairs, clock
+):
     log, _ = _flood(make_reactor, make_backend, pairs, clock, tail_us=1000, drain_chunk=2)
-    first = log[:log.index("|")]
+    first = log[: log.index("|")]
     assert "post" in first and first.index("post") <= 3, log  # posted by the 1st callback, run after the 2nd
 
 

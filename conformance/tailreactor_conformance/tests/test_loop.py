@@ -20,9 +20,11 @@ from tailreactor_conformance.harness import LIVENESS_S, Watchdog, rule_broken, r
 
 def _rescue(r, pair):
     """A rescue for a run() that never wakes: stop, then make an armed fd readable."""
+
     def rescue():
         r.stop()
         pair.make_readable()
+
     return rescue
 
 
@@ -30,6 +32,7 @@ def _arm_rescue(r, pair):
     def on_rescue(ev):
         pair.drain()
         r.arm(pair.fd, READ, on_rescue)
+
     r.arm(pair.fd, READ, on_rescue)
 
 
@@ -142,8 +145,9 @@ def test_callback_exceptions_are_logged_counted_and_the_loop_goes_on(make_reacto
     with caplog.at_level(logging.ERROR):
         run_until(r, lambda: len(ran) >= 4)
         r.run_once(0)
-    assert sorted(ran, key=str) == sorted([("io", "first"), ("io", "second"), ("timer", None),
-                                           ("post", None)], key=str)
+    assert sorted(ran, key=str) == sorted(
+        [("io", "first"), ("io", "second"), ("timer", None), ("post", None)], key=str
+    )
     logged = [rec for rec in caplog.records if rec.levelno >= logging.ERROR and rec.exc_info]
     assert len(logged) == 3, [rec.getMessage() for rec in caplog.records]
     assert r.counters.callback_errors - errors_before == 3
@@ -169,6 +173,7 @@ def test_an_exception_that_escapes_a_callback_loses_no_other_callback(make_react
             if not escaped:
                 escaped.append(tag)
                 raise Escape(tag)
+
         return run
 
     tags = ["a", "b", "c", "d"]
@@ -273,8 +278,9 @@ def test_an_escape_outside_an_io_callback_keeps_the_batch(make_reactor, pairs, c
 
 @pytest.mark.clause("R21")
 @pytest.mark.parametrize("where", ["at the round's stamp", "halfway through the batch"])
-def test_an_interrupt_right_after_the_wait_loses_no_reaped_event(make_reactor, make_backend, pairs, clock,
-                                                                  where):
+def test_an_interrupt_right_after_the_wait_loses_no_reaped_event(
+    make_reactor, make_backend, pairs, clock, where
+):
     """A signal handler can raise at any bytecode, also between the wait that took a
     batch from the kernel and its dispatch.  Simulated here once the wait has returned
     events: the clock's next read (the round's stamp) raises, or walking the batch
@@ -331,8 +337,9 @@ def test_an_interrupt_right_after_the_wait_loses_no_reaped_event(make_reactor, m
     assert r.counters.dispatched == len(ps)
 
 
-def _interrupted_rounds(make_reactor, backend, clock, pairs, interrupt, read_clock=None, arm_write=False,
-                        **knobs):
+def _interrupted_rounds(
+    make_reactor, backend, clock, pairs, interrupt, read_clock=None, arm_write=False, **knobs
+):
     """Arm 4 readable pairs on ``backend``; run rounds until ``interrupt`` (armed by the
     test) has raised once, then until every event ran.  Callbacks advance ``clock`` (a
     ManualClock); the reactor reads ``read_clock`` (default ``clock``); with ``arm_write``
@@ -397,9 +404,16 @@ def test_an_interrupt_at_any_clock_read_of_a_round_loses_nothing(make_reactor, m
                 interrupt["reads"] += 1
             return clock()
 
-        raised, ran, r = _interrupted_rounds(make_reactor, Arming(make_backend()), clock, pairs, interrupt,
-                                             read_clock=interrupting_clock, tail_us=1000,
-                                             round_budget_us=1000)
+        raised, ran, r = _interrupted_rounds(
+            make_reactor,
+            Arming(make_backend()),
+            clock,
+            pairs,
+            interrupt,
+            read_clock=interrupting_clock,
+            tail_us=1000,
+            round_budget_us=1000,
+        )
         assert sorted(ran) == [0, 1, 2, 3], f"interrupt at clock read {k}: ran {ran}"
         r.close()
         if not raised:
@@ -425,8 +439,16 @@ def test_an_interrupt_in_a_mid_round_flush_loses_nothing(make_reactor, make_back
             return super().flush()
 
     # gather=4: the four events in one round, also on a backend that caps its batch (B10)
-    raised, ran, r = _interrupted_rounds(make_reactor, InterruptedFlush(make_backend(), gather=4), clock, pairs,
-                                         interrupt, arm_write=True, tail_us=0, round_budget_us=1000)
+    raised, ran, r = _interrupted_rounds(
+        make_reactor,
+        InterruptedFlush(make_backend(), gather=4),
+        clock,
+        pairs,
+        interrupt,
+        arm_write=True,
+        tail_us=0,
+        round_budget_us=1000,
+    )
     if not raised:
         rule_broken("R14", "re-arms queued and the round past its budget, yet no flush ran mid-round")
     assert sorted(ran) == [0, 1, 2, 3]
@@ -559,7 +581,8 @@ def test_self_reposting_post_cannot_starve_io_or_timers(make_reactor, pairs):
     rounds = run_until(r, lambda: len(seen) == 2, max_rounds=10)
     assert len(seen) == 2, f"after {rounds} rounds: ran {seen}, the post ran {count[0]} times"
     assert seen["io"] <= 3 and seen["timer"] <= 3, (
-        f"the post ran {seen} times before the I/O callback and the timer")
+        f"the post ran {seen} times before the I/O callback and the timer"
+    )
 
 
 @pytest.mark.clause("R17")
@@ -599,8 +622,10 @@ def test_with_harvesting_fds_that_stay_ready_cannot_starve_timers(make_reactor, 
     rounds = run_until(r, lambda: "timer" in seen, max_rounds=10)
     assert posts[0] <= rounds + 1, f"the self-re-posting post ran {posts[0]} times in {rounds} rounds"
     assert "timer" in seen, f"after {rounds} rounds the timer has not fired; I/O ran {io[0]} times"
-    assert seen["timer"] <= 4, (f"the timer waited for {seen['timer']} I/O callbacks; a round of a batch "
-                                f"of 2 takes at most 2 more by harvesting")
+    assert seen["timer"] <= 4, (
+        f"the timer waited for {seen['timer']} I/O callbacks; a round of a batch "
+        f"of 2 takes at most 2 more by harvesting"
+    )
 
 
 # -- R18 -----------------------------------------------------------------------

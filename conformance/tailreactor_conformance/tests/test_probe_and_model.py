@@ -84,7 +84,11 @@ def test_shipped_latency_probe_counts_match_the_reactor(make_reactor, pairs, clo
     _probe_workload(r, clock, pairs)
     p, c = r.probe, r.counters
     assert (p.dispatched, p.tail_elevations, p.posts, p.rounds) == (
-        c.dispatched, c.tail_elevations, c.posts_run, c.rounds)
+        c.dispatched,
+        c.tail_elevations,
+        c.posts_run,
+        c.rounds,
+    )
     r.close()
     assert p.reactor_counters == c.as_dict()
     assert "[latency-probe]" in capsys.readouterr().err
@@ -105,6 +109,7 @@ def test_random_programs_agree_with_the_model(fresh_reactor):
         finally:
             d.reactor.close()
             d.close_sockets()
+
     check()
 
 

@@ -26,8 +26,21 @@ from .epoll import EpollBackend
 from .io_uring import IoUringBackend, IoUringUnavailable
 
 __all__ = [
-    "Backend", "EpollBackend", "IoUringBackend", "IoUringUnavailable", "UnknownBackend",
-    "READ", "WRITE", "IN", "OUT", "ERR", "HUP", "RDHUP", "SHIPPED", "create_backend", "io_uring_refused",
+    "Backend",
+    "EpollBackend",
+    "IoUringBackend",
+    "IoUringUnavailable",
+    "UnknownBackend",
+    "READ",
+    "WRITE",
+    "IN",
+    "OUT",
+    "ERR",
+    "HUP",
+    "RDHUP",
+    "SHIPPED",
+    "create_backend",
+    "io_uring_refused",
 ]
 
 log = logging.getLogger("tailreactor")
@@ -39,6 +52,7 @@ class UnknownBackend(ValueError):
 
 def _selectors_backend() -> Backend:
     from .selectors_backend import SelectorsBackend
+
     return SelectorsBackend()
 
 
@@ -74,8 +88,10 @@ def import_factory(spec: str):
         raise ValueError("not module:factory")
     if "/" in mod_name or mod_name.endswith(".py") or mod_name.startswith("."):
         stem = os.path.basename(mod_name).removesuffix(".py").lstrip(".") or "module"
-        raise ValueError(f"{mod_name!r} is a file path; give a module name, not a file path (run from "
-                         f"its directory or put that on PYTHONPATH, then {stem}:{attr})")
+        raise ValueError(
+            f"{mod_name!r} is a file path; give a module name, not a file path (run from "
+            f"its directory or put that on PYTHONPATH, then {stem}:{attr})"
+        )
     try:
         return getattr(importlib.import_module(mod_name), attr)
     except (ImportError, AttributeError) as exc:
@@ -137,7 +153,9 @@ def create_backend(name: str = "auto", *, ring_entries: int | None = None):
             raise UnknownBackend(
                 f"backend {name!r}: its factory returned {describe(backend)}, not a backend: no "
                 f"{', '.join(m + '()' for m in missing)} (a backend has {', '.join(BACKEND_METHODS)}: "
-                f"tailreactor.backends.base.Backend)")
+                f"tailreactor.backends.base.Backend)"
+            )
         return backend
     raise UnknownBackend(
-        f"unknown backend {name!r}: accepted auto, {', '.join(SHIPPED)}, module:factory or cabi:PATH")
+        f"unknown backend {name!r}: accepted auto, {', '.join(SHIPPED)}, module:factory or cabi:PATH"
+    )

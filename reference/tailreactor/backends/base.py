@@ -89,7 +89,7 @@ import select
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-READ = 1   # direction: readable (POLLIN)
+READ = 1  # direction: readable (POLLIN)
 WRITE = 2  # direction: writable (POLLOUT)
 
 # revents bits (equal to select.POLL* / select.EPOLL* on Linux).
@@ -126,10 +126,10 @@ def capabilities(backend: object) -> Capabilities:
     if not isinstance(ordered, bool):
         raise ValueError(f"backend capability ordered={ordered!r}: accepted True or False")
     max_batch = getattr(backend, "max_batch", None)
-    if max_batch is not None and (isinstance(max_batch, bool) or not isinstance(max_batch, int)
-                                  or max_batch < 1):
-        raise ValueError(f"backend capability max_batch={max_batch!r}: accepted None (no cap) "
-                         f"or an int >= 1")
+    if max_batch is not None and (
+        isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1
+    ):
+        raise ValueError(f"backend capability max_batch={max_batch!r}: accepted None (no cap) or an int >= 1")
     return Capabilities(ordered=ordered, max_batch=max_batch)
 
 
@@ -157,7 +157,9 @@ def not_open_error(fd: int, why: str = "") -> OSError:
 
     ``why``, if given, is added in parentheses.
     """
-    return OSError(errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor" + (f" ({why})" if why else ""))
+    return OSError(
+        errno.EBADF, f"cannot arm fd {fd}: not an open file descriptor" + (f" ({why})" if why else "")
+    )
 
 
 def closed_error(name: str) -> RuntimeError:

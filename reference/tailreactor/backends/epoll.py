@@ -88,7 +88,6 @@ _READY_READ = SATISFIES[READ]
 _READY_WRITE = SATISFIES[WRITE]
 
 
-
 class _FdRecord:
     """What the backend holds for one registered fd.
 

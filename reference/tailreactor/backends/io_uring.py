@@ -123,10 +123,12 @@ def memlock_text() -> str:
 
 def memlock_hint(entries: int) -> str:
     """Why a ring of ``entries`` was refused ENOMEM, and the two ways out."""
-    return (f"locked-memory limit too low for another ring of {entries} entries (about "
-            f"{ring_kib(entries)} KiB of locked memory; RLIMIT_MEMLOCK {memlock_text()}, shared by "
-            f"every process of this user, root exempt): raise it (ulimit -l, memlock in "
-            f"/etc/security/limits.conf) or lower CWIST_URING_ENTRIES")
+    return (
+        f"locked-memory limit too low for another ring of {entries} entries (about "
+        f"{ring_kib(entries)} KiB of locked memory; RLIMIT_MEMLOCK {memlock_text()}, shared by "
+        f"every process of this user, root exempt): raise it (ulimit -l, memlock in "
+        f"/etc/security/limits.conf) or lower CWIST_URING_ENTRIES"
+    )
 
 
 def ring_kib(entries: int) -> int:

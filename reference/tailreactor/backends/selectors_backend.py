@@ -159,8 +159,14 @@ class SelectorsBackend:
                         pass
                 continue
             for direction in (READ, WRITE):
-                if mask & _SEL_EVENT[direction] and direction in key.data and (limit is None or len(out) < limit):
-                    out.append((key.data[direction], IN if direction == READ else OUT))  # listed before dropped
+                if (
+                    mask & _SEL_EVENT[direction]
+                    and direction in key.data
+                    and (limit is None or len(out) < limit)
+                ):
+                    out.append(
+                        (key.data[direction], IN if direction == READ else OUT)
+                    )  # listed before dropped
                     self._drop(key.fd, direction)
 
     def flush(self) -> int:
@@ -181,4 +187,3 @@ class SelectorsBackend:
         self._sel.close()
         self._wake_r.close()
         self._wake_w.close()
-

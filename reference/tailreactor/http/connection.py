@@ -206,10 +206,10 @@ class Connection(RequestPipeline):
         self._listener = listener
         self._reactor = listener.reactor
         self._init_request()
-        self._out = bytearray()            # answered, not yet sent
-        self._closing = False              # the last answer said Connection: close
-        self._peer_eof = False             # the client shut down its write side
-        self._draining = False             # the server is stopping: read no new requests
+        self._out = bytearray()  # answered, not yet sent
+        self._closing = False  # the last answer said Connection: close
+        self._peer_eof = False  # the client shut down its write side
+        self._draining = False  # the server is stopping: read no new requests
         self._linger: Timer | None = None  # timer bounding a graceful close
         # Timeouts: one lazily re-armed timer (module docstring).
         self._last_ns = self._reactor.clock()  # last progress: bytes in, or output drained

@@ -106,10 +106,10 @@ class Listener:
         self.recv_view = memoryview(self.recv_buffer)
         self.connections: dict[int, Connection] = {}
         self.stats = ListenerStats()
-        self.closed = False          # not accepting any more (drain or close)
+        self.closed = False  # not accepting any more (drain or close)
         self._warned_out_of_fds = False
         self._warned_fd_reuse = False
-        self._on_drained = None      # set by drain(): called when the last connection leaves
+        self._on_drained = None  # set by drain(): called when the last connection leaves
 
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
@@ -167,10 +167,15 @@ class Listener:
         self.stats.accept_backoffs += 1
         if not self._warned_out_of_fds:
             self._warned_out_of_fds = True
-            log.warning("accept on %s:%d: %s (%s); pausing accepts for %d us at a time "
-                        "(logged once; raise RLIMIT_NOFILE or use fewer connections)",
-                        self.host, self.port, errno.errorcode.get(exc.errno or 0, exc.errno),
-                        exc.strerror, ACCEPT_BACKOFF_US)
+            log.warning(
+                "accept on %s:%d: %s (%s); pausing accepts for %d us at a time "
+                "(logged once; raise RLIMIT_NOFILE or use fewer connections)",
+                self.host,
+                self.port,
+                errno.errorcode.get(exc.errno or 0, exc.errno),
+                exc.strerror,
+                ACCEPT_BACKOFF_US,
+            )
         self._backoff.arm_us(ACCEPT_BACKOFF_US)
 
     def _on_stall(self, timer) -> None:
@@ -192,8 +197,12 @@ class Listener:
     def _abandon(self, stale: Connection) -> None:
         if not self._warned_fd_reuse:
             self._warned_fd_reuse = True
-            log.warning("fd %d was closed behind the server's back while connection %s used it; "
-                        "that connection is abandoned (logged once)", stale.fd, stale.peer)
+            log.warning(
+                "fd %d was closed behind the server's back while connection %s used it; "
+                "that connection is abandoned (logged once)",
+                stale.fd,
+                stale.peer,
+            )
         stale.abandon()
 
     def forget(self, conn: Connection) -> None:

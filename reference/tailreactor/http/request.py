@@ -106,16 +106,16 @@ class RequestPipeline:
 
     def _init_request(self) -> None:
         self._parser = httptools.HttpRequestParser(self)
-        self._target = b""                 # request-target of the message being parsed
-        self._pipeline: deque = deque()    # parsed, not yet answered: (method, target, keep_alive)
+        self._target = b""  # request-target of the message being parsed
+        self._pipeline: deque = deque()  # parsed, not yet answered: (method, target, keep_alive)
         # Per-request parser state, reset by on_message_begin.
         self._phase = IDLE
         self._header_count = 0
         self._header_bytes = 0
-        self._hosts = 0                    # Host fields seen
+        self._hosts = 0  # Host fields seen
         self._expect: bytes | None = None  # the Expect field's value, if any
-        self._continue_due = False         # 100 Continue owed once this read is parsed
-        self._head_wire = 0                # bytes received while this head was incomplete
+        self._continue_due = False  # 100 Continue owed once this read is parsed
+        self._head_wire = 0  # bytes received while this head was incomplete
         self._head_started_ns: int | None = None  # time of the read that began this head
 
     # -- httptools callbacks (called from feed_data) -----------------------------
@@ -147,8 +147,9 @@ class RequestPipeline:
     def on_headers_complete(self) -> None:
         self._phase = BODY
         if self._expect is not None:
-            self._continue_due = (self._expect.lower() == b"100-continue"
-                                  and self._parser.get_http_version() == "1.1")
+            self._continue_due = (
+                self._expect.lower() == b"100-continue" and self._parser.get_http_version() == "1.1"
+            )
 
     def on_message_complete(self) -> None:
         self._phase = IDLE
@@ -185,9 +186,13 @@ class RequestPipeline:
                 self._pipeline.append((None, routes.BAD_REQUEST, False))
         except httptools.HttpParserError as exc:
             cause = exc.__context__
-            answer = (routes.URI_TOO_LONG if isinstance(cause, TargetTooLong)
-                      else routes.HEADERS_TOO_LARGE if isinstance(cause, HeadersTooLarge)
-                      else routes.BAD_REQUEST)
+            answer = (
+                routes.URI_TOO_LONG
+                if isinstance(cause, TargetTooLong)
+                else routes.HEADERS_TOO_LARGE
+                if isinstance(cause, HeadersTooLarge)
+                else routes.BAD_REQUEST
+            )
             self._pipeline.append((None, answer, False))
         else:
             if self._phase == HEAD:  # a head is still arriving (rare: wrk never splits one)

@@ -42,14 +42,22 @@ import json
 
 import httptools
 
-__all__ = ["respond", "BAD_REQUEST", "URI_TOO_LONG", "VERSION_NOT_SUPPORTED", "REQUEST_TIMEOUT",
-           "HEADERS_TOO_LARGE", "CONTINUE"]
+__all__ = [
+    "respond",
+    "BAD_REQUEST",
+    "URI_TOO_LONG",
+    "VERSION_NOT_SUPPORTED",
+    "REQUEST_TIMEOUT",
+    "HEADERS_TOO_LARGE",
+    "CONTINUE",
+]
 
 _CONNECTION = (b"Connection: close\r\n", b"Connection: keep-alive\r\n")  # by keep_alive
 
 
-def build(status: str, body: bytes = b"", content_type: str | None = None,
-          extra: str = "") -> tuple[bytes, bytes]:
+def build(
+    status: str, body: bytes = b"", content_type: str | None = None, extra: str = ""
+) -> tuple[bytes, bytes]:
     """The two wire forms ``(close, keep_alive)`` of one response."""
     head = f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n"
     if content_type:
@@ -85,8 +93,10 @@ USER_PREFIX = b"/user/"
 SLOW_PREFIX = b"/slow/"  # answered as /user/:id; the connection busy-waits CWIST_BENCH_SLOW_US for it
 PROBE_PATH = b"/__probe"
 
-_USER_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + _CONNECTION[0],
-              b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + _CONNECTION[1])
+_USER_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + _CONNECTION[0],
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + _CONNECTION[1],
+)
 
 
 def path_of(target: bytes) -> bytes | None:
@@ -130,7 +140,7 @@ def respond(method: bytes, target: bytes, keep_alive: bool, probe=None) -> bytes
         allowed, ok, not_allowed = route
         return ok[keep_alive] if method == allowed else not_allowed[keep_alive]
     if path.startswith((USER_PREFIX, SLOW_PREFIX)):
-        user_id = path[len(USER_PREFIX):]  # /slow/ is as long as /user/
+        user_id = path[len(USER_PREFIX) :]  # /slow/ is as long as /user/
         if user_id and b"/" not in user_id:
             if method != b"GET":
                 return ALLOW_GET[keep_alive]

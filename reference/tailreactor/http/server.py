@@ -90,16 +90,25 @@ def _int_in(lo: int, hi: int):
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{value} is out of range: accepted {lo} to {hi}")
         return value
+
     return parse
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=PROG, description="CWIST's bench HTTP app on the tailreactor Reactor.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=_int_in(0, 65535), default=3000,
-                   help="TCP port (default 3000; 0 picks a free port, printed at start)")
-    p.add_argument("--workers", type=_int_in(1, 1024), default=None,
-                   help="worker processes sharing the port with SO_REUSEPORT (default CWIST_WORKERS, 1)")
+    p.add_argument(
+        "--port",
+        type=_int_in(0, 65535),
+        default=3000,
+        help="TCP port (default 3000; 0 picks a free port, printed at start)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_int_in(1, 1024),
+        default=None,
+        help="worker processes sharing the port with SO_REUSEPORT (default CWIST_WORKERS, 1)",
+    )
     return p.parse_args(argv)
 
 
@@ -184,8 +193,12 @@ def drain(reactor: Reactor, listener: Listener, grace_us: int = SHUTDOWN_GRACE_U
     left = len(listener.connections)
     if left:
         waited_ms = (reactor.clock() - started_ns) // 1_000_000  # a second signal may end it early
-        log.warning("stopping: %d connection(s) still busy after %d ms (grace %d ms); closing them",
-                    left, waited_ms, grace_us // 1000)
+        log.warning(
+            "stopping: %d connection(s) still busy after %d ms (grace %d ms); closing them",
+            left,
+            waited_ms,
+            grace_us // 1000,
+        )
     return left
 
 
@@ -200,8 +213,11 @@ def serve(cfg: _config.Config, host: str, port: int, *, worker: int = 0, on_read
     except (IoUringUnavailable, UnknownBackend) as exc:
         raise _backend_error(cfg, exc) from None
     if cfg.rx_uring == "1" and not reactor.rx_supported and worker == 0:
-        log.warning("CWIST_RX_URING=1, but the %s backend has no receive operation: "
-                    "connections read on readiness + recv", reactor.backend_name)
+        log.warning(
+            "CWIST_RX_URING=1, but the %s backend has no receive operation: "
+            "connections read on readiness + recv",
+            reactor.backend_name,
+        )
     try:
         try:
             listener = Listener(reactor, host, port)
@@ -211,7 +227,7 @@ def serve(cfg: _config.Config, host: str, port: int, *, worker: int = 0, on_read
         try:
             if on_ready is not None:
                 on_ready(listener, reactor)
-            reactor.run()     # until the first SIGINT/SIGTERM
+            reactor.run()  # until the first SIGINT/SIGTERM
             drain(reactor, listener)
         finally:
             stopper.close()
@@ -222,8 +238,11 @@ def serve(cfg: _config.Config, host: str, port: int, *, worker: int = 0, on_read
 
 
 def _announce(host: str, port: int, backend: str, workers: int) -> None:
-    print(f"{PROG}: listening on {host}:{port}, backend {backend}, workers {workers}, pid {os.getpid()}",
-          file=sys.stderr, flush=True)
+    print(
+        f"{PROG}: listening on {host}:{port}, backend {backend}, workers {workers}, pid {os.getpid()}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -353,8 +372,13 @@ def run_workers(cfg: _config.Config, host: str, port: int, n: int) -> int:
             if not started:
                 startup_code = max(startup_code, code)  # 2 (config/backend) wins over 1
             else:
-                log.warning("worker %d (pid %d) exited with %s; %d still serving", worker, pid,
-                            f"signal {-code}" if code < 0 else f"status {code}", len(children))
+                log.warning(
+                    "worker %d (pid %d) exited with %s; %d still serving",
+                    worker,
+                    pid,
+                    f"signal {-code}" if code < 0 else f"status {code}",
+                    len(children),
+                )
         if not started and not stop_requested:
             return startup_code
         return EXIT_FAILED if failed else EXIT_OK
@@ -398,9 +422,9 @@ def _stop_with_parent(parent_pid: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)  # delivered once the signal is unblocked
 
 
-def _worker_main(cfg: _config.Config, host: str, port: int, index: int, ready_w: int,
-                 parent_pid: int) -> int:
+def _worker_main(cfg: _config.Config, host: str, port: int, index: int, ready_w: int, parent_pid: int) -> int:
     """Body of a forked worker; returns its exit code (never raises)."""
+
     def ready(listener, reactor):
         os.write(ready_w, f"{reactor.backend_name}\n".encode())
         os.close(ready_w)
@@ -434,8 +458,10 @@ def main(argv=None) -> int:
         raise_nofile_limit()
         check_port_free(args.host, args.port)
         if workers == 1:
+
             def ready(listener, reactor):
                 _announce(listener.host, listener.port, reactor.backend_name, 1)
+
             return serve(cfg, args.host, args.port, on_ready=ready)
         return run_workers(cfg, args.host, args.port, workers)
     except _config.ConfigError as exc:

@@ -36,8 +36,16 @@ from .plan import AB_PRESETS, Arm, Leg
 from .runner import LegResult, Settings, run_job
 from .stats import Comparison, median
 
-__all__ = ["KINDS", "SLOWDOWNS", "CalibrationLeg", "CalibrationRow", "delays_for", "summarize",
-           "render_table", "run_calibration"]
+__all__ = [
+    "KINDS",
+    "SLOWDOWNS",
+    "CalibrationLeg",
+    "CalibrationRow",
+    "delays_for",
+    "summarize",
+    "render_table",
+    "run_calibration",
+]
 
 SLOWDOWNS = {"slow10": 0.10, "slow25": 0.25}
 """Injected slowdowns, as a share of the measured server CPU per request."""
@@ -57,9 +65,14 @@ class CalibrationLeg:
     result: LegResult | None = None
 
     def as_dict(self) -> dict:
-        return {"kind": self.kind, "round": self.round, "backend": self.backend, "delay_us": self.delay_us,
-                "comparisons": [c.as_dict() for c in self.comparisons],
-                "leg": self.result.as_dict() if self.result else None}
+        return {
+            "kind": self.kind,
+            "round": self.round,
+            "backend": self.backend,
+            "delay_us": self.delay_us,
+            "comparisons": [c.as_dict() for c in self.comparisons],
+            "leg": self.result.as_dict() if self.result else None,
+        }
 
 
 def delays_for(cpu_us_per_req: float) -> dict[str, int]:
@@ -107,8 +120,12 @@ def summarize(legs: list[CalibrationLeg]) -> list[CalibrationRow]:
                 row.detected[kind] = sum(leg.comparisons[i].verdict == stats.REGRESSION for leg in slow)
                 row.wrong_way[kind] = sum(leg.comparisons[i].verdict == stats.GAIN for leg in slow)
                 row.delays[kind] = sorted({leg.delay_us for leg in slow if leg.delay_us is not None})
-                cpu = [c.ratio for leg in slow for c in leg.comparisons
-                       if c.metric.key == "cpu_us_per_req" and c.ratio is not None]
+                cpu = [
+                    c.ratio
+                    for leg in slow
+                    for c in leg.comparisons
+                    if c.metric.key == "cpu_us_per_req" and c.ratio is not None
+                ]
                 row.cpu_ratio[kind] = median(cpu) if cpu else None
             rows.append(row)
     return rows
@@ -121,8 +138,11 @@ def _of(n: int, k: int) -> str:
 def render_table(legs: list[CalibrationLeg], *, profile: str, k: int, wrk: str) -> str:
     """The calibration as Markdown: what ran, then one row per backend and metric."""
     rows = summarize(legs)
-    lines = [f"Calibration: K = {k} rounds, profile `{profile}` (`wrk {wrk}`); each round is an A/A leg, "
-             "then a leg with about +10% and one with about +25% server CPU per request injected in B.", ""]
+    lines = [
+        f"Calibration: K = {k} rounds, profile `{profile}` (`wrk {wrk}`); each round is an A/A leg, "
+        "then a leg with about +10% and one with about +25% server CPU per request injected in B.",
+        "",
+    ]
     for backend in dict.fromkeys(r.backend for r in rows):
         r = next(x for x in rows if x.backend == backend)
         parts = []
@@ -131,10 +151,12 @@ def render_table(legs: list[CalibrationLeg], *, profile: str, k: int, wrk: str) 
             cpu = r.cpu_ratio[kind]
             parts.append(f"+{share:.0%}: {delays}" + (f" (CPU/request B/A {cpu:.3f}, median)" if cpu else ""))
         lines.append(f"- {backend}: " + "; ".join(parts) + ".")
-    lines += ["",
-              "| Backend | Metric | Min. effect | A/A: false gain/regression | A/A: equivalent "
-              "| A/A: median detectable | +10%: detected | +25%: detected |",
-              "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "| Backend | Metric | Min. effect | A/A: false gain/regression | A/A: equivalent "
+        "| A/A: median detectable | +10%: detected | +25%: detected |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         det = "-" if r.median_detectable is None else f"±{r.median_detectable:.1%}"
         slow = []
@@ -143,12 +165,17 @@ def render_table(legs: list[CalibrationLeg], *, profile: str, k: int, wrk: str) 
             if r.wrong_way[kind]:
                 cell += f" ({r.wrong_way[kind]} gain)"
             slow.append(cell)
-        lines.append(f"| {r.backend} | {r.metric.label} | {r.metric.min_effect:.0%} "
-                     f"| {_of(r.false_calls, r.aa_legs)} | {_of(r.aa_equivalent, r.aa_legs)} | {det} "
-                     f"| {slow[0]} | {slow[1]} |")
-    lines += ["", "Detected: the slowdown leg called that metric a `regression`; (n gain): called the wrong "
-              "way. A/A: every `gain` or `regression` is false; the rest are `equivalent`, `inconclusive` "
-              "or `n/a`."]
+        lines.append(
+            f"| {r.backend} | {r.metric.label} | {r.metric.min_effect:.0%} "
+            f"| {_of(r.false_calls, r.aa_legs)} | {_of(r.aa_equivalent, r.aa_legs)} | {det} "
+            f"| {slow[0]} | {slow[1]} |"
+        )
+    lines += [
+        "",
+        "Detected: the slowdown leg called that metric a `regression`; (n gain): called the wrong "
+        "way. A/A: every `gain` or `regression` is false; the rest are `equivalent`, `inconclusive` "
+        "or `n/a`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -159,8 +186,9 @@ def _baseline_cpu(lr: LegResult) -> float:
     return median(values)
 
 
-def run_calibration(legs: list[Leg], k: int, settings: Settings, *, ambient: Mapping[str, str],
-                    progress=None) -> list[CalibrationLeg]:
+def run_calibration(
+    legs: list[Leg], k: int, settings: Settings, *, ambient: Mapping[str, str], progress=None
+) -> list[CalibrationLeg]:
     """Run K rounds over ``legs`` (A/A, +10 %, +25 % per leg and round); see the module docstring.
 
     Each leg's seed is ``settings.seed + 1000 * round + kind index``, so every
@@ -175,9 +203,10 @@ def run_calibration(legs: list[Leg], k: int, settings: Settings, *, ambient: Map
                     arms, delay = AB_PRESETS["aa"], None
                 else:
                     delay = delays[leg.index][kind]
-                    arms = (Arm("A", "A", {}),
-                            Arm("B", f"+{SLOWDOWNS[kind]:.0%} CPU/request",
-                                {"CWIST_BENCH_DELAY_US": str(delay)}))
+                    arms = (
+                        Arm("A", "A", {}),
+                        Arm("B", f"+{SLOWDOWNS[kind]:.0%} CPU/request", {"CWIST_BENCH_DELAY_US": str(delay)}),
+                    )
                 s = replace(settings, seed=settings.seed + 1000 * rnd + j)
                 [lr] = run_job([leg], arms, s, ambient=ambient, progress=progress)
                 if kind == "aa" and leg.index not in delays:

@@ -67,13 +67,18 @@ __all__ = ["main", "build_parser"]
 def _cpu_list(text: str, option: str) -> str:
     allowed = os.sched_getaffinity(0)
     try:
-        cpus = {int(x) for part in text.split(",") for x in
-                (range(int(part.split("-")[0]), int(part.split("-")[1]) + 1) if "-" in part else [part])}
+        cpus = {
+            int(x)
+            for part in text.split(",")
+            for x in (range(int(part.split("-")[0]), int(part.split("-")[1]) + 1) if "-" in part else [part])
+        }
     except ValueError:
         raise PlanError(f"{option} {text!r}: accepted a CPU list like 0 or 0,2 or 0-1") from None
     if not cpus <= allowed:
-        raise PlanError(f"{option} {text!r}: CPUs {sorted(cpus - allowed)} are not available "
-                        f"(available: {sorted(allowed)})")
+        raise PlanError(
+            f"{option} {text!r}: CPUs {sorted(cpus - allowed)} are not available "
+            f"(available: {sorted(allowed)})"
+        )
     return text
 
 
@@ -84,8 +89,6 @@ def _error(message: str, code: int) -> int:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 
 
 def _without_refused_io_uring(legs: list, arms, asked: str | None) -> list:
@@ -110,25 +113,42 @@ def _without_refused_io_uring(legs: list, arms, asked: str | None) -> list:
 def _check_mode(args: argparse.Namespace) -> None:
     """Options that belong to another job (A/B, ``--calibrate``, ``--peers``) are refused with one line."""
     cal, peers, arms = args.calibrate is not None, args.peers, args.a is not None or args.b is not None
-    load = ((args.workload != "uniform", "--workload"), (args.load, "--load"), (args.rate, "--rate"),
-            (args.schedule, "--schedule"))
+    load = (
+        (args.workload != "uniform", "--workload"),
+        (args.load, "--load"),
+        (args.rate, "--rate"),
+        (args.schedule, "--schedule"),
+    )
     refused = [
         (cal and peers, "--calibrate and --peers are different jobs: choose one"),
-        (cal and (args.ab or arms), "--calibrate chooses its own arms (A/A and injected slowdowns): leave out "
-                                    "--ab/--a/--b"),
-        *((cal and flag, f"{name} applies to an A/B, not to --calibrate")
-          for flag, name in ((args.gate, "--gate"), (args.probe, "--probe"))),
-        *((not peers and flag, f"{name} needs --peers")
-          for flag, name in ((args.write_readme, "--write-readme"), (args.no_pin, "--no-pin"))),
+        (
+            cal and (args.ab or arms),
+            "--calibrate chooses its own arms (A/A and injected slowdowns): leave out --ab/--a/--b",
+        ),
+        *(
+            (cal and flag, f"{name} applies to an A/B, not to --calibrate")
+            for flag, name in ((args.gate, "--gate"), (args.probe, "--probe"))
+        ),
+        *(
+            (not peers and flag, f"{name} needs --peers")
+            for flag, name in ((args.write_readme, "--write-readme"), (args.no_pin, "--no-pin"))
+        ),
         (peers and args.ab, "--peers compares servers, not arms: leave out --ab"),
-        *((peers and given, f"{name} applies to the A/B job; --peers runs wrk's uniform closed loop")
-          for given, name in load),
+        *(
+            (peers and given, f"{name} applies to the A/B job; --peers runs wrk's uniform closed loop")
+            for given, name in load
+        ),
         (peers and arms, "--peers compares servers, not arms: leave out --a/--b"),
         (peers and args.backend, "--peers runs the bench server on every backend: leave out --backend"),
         (peers and args.workers, "--peers compares single-process servers: leave out --workers"),
-        *((peers and flag, f"{name} applies to the A/B job, not to --peers")
-          for flag, name in ((args.probe, "--probe"), (args.gate, "--gate"),
-                             (args.min_effect is not None, "--min-effect"))),
+        *(
+            (peers and flag, f"{name} applies to the A/B job, not to --peers")
+            for flag, name in (
+                (args.probe, "--probe"),
+                (args.gate, "--gate"),
+                (args.min_effect is not None, "--min-effect"),
+            )
+        ),
         (peers and args.pin and args.no_pin, "--pin and --no-pin contradict each other"),
     ]
     for bad, message in refused:
@@ -205,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.validate:
         from .sim.validate import main_validate
+
         return main_validate(args, argv)
     return run_args(args, argv)
 
@@ -217,16 +238,22 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
             if given:
                 return _error(f"{name} applies to --tier sim --sweep", 2)
     if args.tier != "sim":
-        for given, name in ((args.sim_cost, "--sim-cost"), (args.a_ref, "--a-ref"), (args.sweep or None, "--sweep")):
+        for given, name in (
+            (args.sim_cost, "--sim-cost"),
+            (args.a_ref, "--a-ref"),
+            (args.sweep or None, "--sweep"),
+        ):
             if given is not None:
                 return _error(f"{name} applies to --tier sim", 2)
     if args.tier == "instructions" or instructions.tier_options_given(args):
         return instructions.main_tier(args)
     if args.tier == "sim" and args.sweep:
         from .sim.sweepreport import main_sweep
+
         return main_sweep(args, argv)
     if args.tier == "sim":
         from .sim.cli import main_sim
+
         return main_sim(args, argv, collect=collect)
     try:
         _check_mode(args)
@@ -258,9 +285,12 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
     if printed.after:
         print(printed.after)
     code = _error(printed.failed, 1) if printed.failed else 0
-    if not argv and collect is None:  # the job as the README runs it: the sim tier's answer beside the live run
+    if (
+        not argv and collect is None
+    ):  # the job as the README runs it: the sim tier's answer beside the live run
         # (--validate alone runs the live job with no options too, and the sim tier itself)
         from .sim.answer import beside_live
+
         return beside_live(args, results, code)
     return code
 
@@ -284,9 +314,14 @@ def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:
 
 def _settings(args: argparse.Namespace, *, pin: bool, **kw) -> Settings:
     """The run settings from the options (:class:`PlanError` for a bad CPU list)."""
-    return Settings(seed=args.seed, warmup=not args.no_warmup, pollution_limit=args.pollution_limit,
-                    server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if pin else None,
-                    wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if pin else None, **kw)
+    return Settings(
+        seed=args.seed,
+        warmup=not args.no_warmup,
+        pollution_limit=args.pollution_limit,
+        server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if pin else None,
+        wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if pin else None,
+        **kw,
+    )
 
 
 def _tools(pin: bool, taskset: str = "--pin needs taskset (util-linux), which is not on PATH") -> str:
@@ -297,8 +332,14 @@ def _tools(pin: bool, taskset: str = "--pin needs taskset (util-linux), which is
 
 
 def _overrides(args: argparse.Namespace, pin: bool, backend: str | None = None) -> Overrides:
-    return Overrides(backend=backend, threads=args.threads, connections=args.connections,
-                     duration_s=args.duration, runs=args.runs, pin=pin)
+    return Overrides(
+        backend=backend,
+        threads=args.threads,
+        connections=args.connections,
+        duration_s=args.duration,
+        runs=args.runs,
+        pin=pin,
+    )
 
 
 def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
@@ -329,16 +370,29 @@ def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
         return run_trials(legs, ABDesign(arms, s, os.environ), s, progress=progress)
 
     def finish(results, o: Outputs) -> Printed:
-        job = JobResult(argv=argv, profile=profile.name, ab=ab, arms=arms, settings=o.settings, legs=results,
-                        provenance=o.provenance, started_at=o.started, finished_at=o.finished)
+        job = JobResult(
+            argv=argv,
+            profile=profile.name,
+            ab=ab,
+            arms=arms,
+            settings=o.settings,
+            legs=results,
+            provenance=o.provenance,
+            started_at=o.started,
+            finished_at=o.finished,
+        )
         files, result_json, jsonl = _write(job, o, report.render)
         if o.settings.probe_dir:
             files.append(f"{o.settings.probe_dir}/ (every worker's latency probe file, per run)")
         code, lines = report.gate(job)
-        return Printed(report.render(job, runs=False), [*files, f"{jsonl} (one line appended)"],
-                       after="\n" + "\n".join(f"!!! {line}" for line in lines) if lines else None,
-                       failed="--gate: a metric regressed (see the verdicts above)" if args.gate and code else None,
-                       result=result_json)
+        return Printed(
+            report.render(job, runs=False),
+            [*files, f"{jsonl} (one line appended)"],
+            after="\n" + "\n".join(f"!!! {line}" for line in lines) if lines else None,
+            failed="--gate: a metric regressed (see the verdicts above)" if args.gate and code else None,
+            result=result_json,
+        )
+
     return Job(ab, profile.name, legs, 2, settings, wrk, run, finish)
 
 
@@ -359,18 +413,29 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
         table = calibrate.render_table(results, profile=profile.name, k=k, wrk=legs[0].wrk_args())
         measured = [r for c in results if c.result for r in c.result.measured()]
         polluted = sum("polluted" in r.flags for r in measured)
-        text = (f"# Tail-latency job: `--calibrate {k}`, profile `{profile.name}`\n\n"
-                f"- Command: `scripts/tail-latency.sh {' '.join(argv)}`; started {o.started}, finished {o.finished}.\n"
-                f"- {report.machine_line(o.provenance)}\n"
-                f"- {polluted} of {report.plural(len(measured), 'measured run')} flagged `polluted` (other "
-                f"processes used more than {o.settings.pollution_limit:.2f} cores).\n\n" + table)
+        text = (
+            f"# Tail-latency job: `--calibrate {k}`, profile `{profile.name}`\n\n"
+            f"- Command: `scripts/tail-latency.sh {' '.join(argv)}`; started {o.started}, finished {o.finished}.\n"
+            f"- {report.machine_line(o.provenance)}\n"
+            f"- {polluted} of {report.plural(len(measured), 'measured run')} flagged `polluted` (other "
+            f"processes used more than {o.settings.pollution_limit:.2f} cores).\n\n" + table
+        )
         md, js = o.results_dir / f"{o.stem}.md", o.results_dir / f"{o.stem}.json"
         md.write_text(text)
-        data = {"schema": history.SCHEMA, "argv": argv, "profile": profile.name, "k": k, "started_at": o.started,
-                "finished_at": o.finished, "provenance": o.provenance, "settings": asdict(o.settings),
-                "legs": [c.as_dict() for c in results]}
+        data = {
+            "schema": history.SCHEMA,
+            "argv": argv,
+            "profile": profile.name,
+            "k": k,
+            "started_at": o.started,
+            "finished_at": o.finished,
+            "provenance": o.provenance,
+            "settings": asdict(o.settings),
+            "legs": [c.as_dict() for c in results],
+        }
         js.write_text(json.dumps(data, indent=1) + "\n")
         return Printed(text, [md, js])
+
     n_kinds = len(calibrate.KINDS)
     return Job("calibrate", profile.name, legs * (k * n_kinds), 2, settings, wrk, run, finish)
 
@@ -403,12 +468,24 @@ def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
     def finish(results, o: Outputs) -> Printed:
         o.provenance["packages"]["uvloop"] = history.package_version("uvloop")
         o.provenance["nginx"] = peers.nginx_version(nginx) if nginx else None
-        job = peersjob.PeersJobResult(argv=argv, profile=profile.name, servers=servers, settings=o.settings,
-                                      legs=results, provenance=o.provenance, started_at=o.started,
-                                      finished_at=o.finished, ceiling_note=ceiling_note)
+        job = peersjob.PeersJobResult(
+            argv=argv,
+            profile=profile.name,
+            servers=servers,
+            settings=o.settings,
+            legs=results,
+            provenance=o.provenance,
+            started_at=o.started,
+            finished_at=o.finished,
+            ceiling_note=ceiling_note,
+        )
         files, result_json, jsonl = _write(job, o, peersreport.render)
         if args.write_readme:
-            files.append(peersreport.write_readme(job, o.results_dir.parent / "README.md",
-                                                  result_file=f"results/{result_json.name}"))
+            files.append(
+                peersreport.write_readme(
+                    job, o.results_dir.parent / "README.md", result_file=f"results/{result_json.name}"
+                )
+            )
         return Printed(peersreport.render(job, runs=False), [*files, f"{jsonl} (one line appended)"])
+
     return Job("peers", profile.name, legs, len(servers), settings, wrk, run, finish)

@@ -38,9 +38,21 @@ from pathlib import Path
 
 from . import stats
 
-__all__ = ["provenance", "package_version", "stem", "result_stem", "write_result", "history_line",
-           "append_history", "read_history", "upgrade_line", "history_file",
-           "HISTORY_FILE", "PEERS_HISTORY_FILE", "SCHEMA"]
+__all__ = [
+    "provenance",
+    "package_version",
+    "stem",
+    "result_stem",
+    "write_result",
+    "history_line",
+    "append_history",
+    "read_history",
+    "upgrade_line",
+    "history_file",
+    "HISTORY_FILE",
+    "PEERS_HISTORY_FILE",
+    "SCHEMA",
+]
 
 HISTORY_FILE = "tail-latency.jsonl"
 PEERS_HISTORY_FILE = "peers.jsonl"
@@ -53,7 +65,9 @@ SCHEMA = 2
 
 def _git(repo: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10, check=False
+        )
     except (FileNotFoundError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -138,13 +152,24 @@ def _flagged(lr) -> dict[str, int]:
 def _verdicts(comparisons) -> dict:
     """``metrics`` (each comparison's figures and verdict) and ``verdict_counts`` of one table."""
     return {
-        "metrics": {c.metric.key: {"a": c.median_a, "b": c.median_b, "ratio": c.ratio,
-                                   "ci": list(c.ci) if c.ci else None, "n_pairs": c.n_pairs,
-                                   "min_effect": c.min_effect, "verdict": c.verdict,
-                                   "detectable": c.detectable, "pairs_needed": c.pairs_needed,
-                                   "estimator": c.estimator, "samples_a": c.samples_a,
-                                   "samples_b": c.samples_b, "needs_samples": c.needs_samples}
-                    for c in comparisons},
+        "metrics": {
+            c.metric.key: {
+                "a": c.median_a,
+                "b": c.median_b,
+                "ratio": c.ratio,
+                "ci": list(c.ci) if c.ci else None,
+                "n_pairs": c.n_pairs,
+                "min_effect": c.min_effect,
+                "verdict": c.verdict,
+                "detectable": c.detectable,
+                "pairs_needed": c.pairs_needed,
+                "estimator": c.estimator,
+                "samples_a": c.samples_a,
+                "samples_b": c.samples_b,
+                "needs_samples": c.needs_samples,
+            }
+            for c in comparisons
+        },
         "verdict_counts": {v: n for v in stats.VERDICTS if (n := sum(c.verdict == v for c in comparisons))},
     }
 
@@ -154,36 +179,76 @@ def history_line(job, *, result_file: str) -> dict:
     s = job.settings
     if job.ab == "peers":
         return {
-            "schema": 1, "started_at": job.started_at, "finished_at": job.finished_at, "result": result_file,
-            "profile": job.profile, "argv": job.argv, "servers": [p.key for p in job.servers],
-            "ceiling_note": job.ceiling_note, "pinned": s.pinned, "server_cpus": s.server_cpus,
-            "wrk_cpus": s.wrk_cpus, "seed": s.seed, "warmup": s.warmup, "provenance": job.provenance,
-            "legs": [{"name": lr.leg.name, "threads": lr.leg.threads, "connections": lr.leg.connections,
-                      "duration_s": lr.leg.duration_s, "runs": lr.leg.runs, "summary": lr.summary,
-                      "ratios": lr.ratios, "intervals": lr.intervals, "flagged_runs": _flagged(lr)}
-                     for lr in job.legs],
+            "schema": 1,
+            "started_at": job.started_at,
+            "finished_at": job.finished_at,
+            "result": result_file,
+            "profile": job.profile,
+            "argv": job.argv,
+            "servers": [p.key for p in job.servers],
+            "ceiling_note": job.ceiling_note,
+            "pinned": s.pinned,
+            "server_cpus": s.server_cpus,
+            "wrk_cpus": s.wrk_cpus,
+            "seed": s.seed,
+            "warmup": s.warmup,
+            "provenance": job.provenance,
+            "legs": [
+                {
+                    "name": lr.leg.name,
+                    "threads": lr.leg.threads,
+                    "connections": lr.leg.connections,
+                    "duration_s": lr.leg.duration_s,
+                    "runs": lr.leg.runs,
+                    "summary": lr.summary,
+                    "ratios": lr.ratios,
+                    "intervals": lr.intervals,
+                    "flagged_runs": _flagged(lr),
+                }
+                for lr in job.legs
+            ],
         }
     legs = []
     for lr in job.legs:
-        legs.append({
-            "name": lr.leg.name, "backend": lr.leg.backend, "backends": lr.backends(),
-            "threads": lr.leg.threads,
-            "connections": lr.leg.connections, "duration_s": lr.leg.duration_s, "runs": lr.leg.runs,
-            "knobs": lr.knobs, "env": lr.env,
-            **_verdicts(lr.comparisons),
-            "classes": {name: _verdicts(cs) for name, cs in lr.class_comparisons.items()},
-            "flagged_runs": _flagged(lr),
-        })
+        legs.append(
+            {
+                "name": lr.leg.name,
+                "backend": lr.leg.backend,
+                "backends": lr.backends(),
+                "threads": lr.leg.threads,
+                "connections": lr.leg.connections,
+                "duration_s": lr.leg.duration_s,
+                "runs": lr.leg.runs,
+                "knobs": lr.knobs,
+                "env": lr.env,
+                **_verdicts(lr.comparisons),
+                "classes": {name: _verdicts(cs) for name, cs in lr.class_comparisons.items()},
+                "flagged_runs": _flagged(lr),
+            }
+        )
         if lr.probe:  # --probe: each arm's merged-worker medians (the "all" row)
-            legs[-1]["probe"] = {arm: next(r for r in v["rows"] if r["worker"] == "all")
-                                 for arm, v in lr.probe.items()}
+            legs[-1]["probe"] = {
+                arm: next(r for r in v["rows"] if r["worker"] == "all") for arm, v in lr.probe.items()
+            }
     return {
-        "schema": SCHEMA, "started_at": job.started_at, "finished_at": job.finished_at,
-        "result": result_file, "profile": job.profile, "ab": job.ab, "argv": job.argv,
+        "schema": SCHEMA,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "result": result_file,
+        "profile": job.profile,
+        "ab": job.ab,
+        "argv": job.argv,
         "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in job.arms},
-        "pinned": s.pinned, "server_cpus": s.server_cpus, "wrk_cpus": s.wrk_cpus,
-        "workers": s.workers, "seed": s.seed, "warmup": s.warmup, "probe": s.probe_dir is not None,
-        "pollution_limit": s.pollution_limit, "provenance": job.provenance, "legs": legs,
+        "pinned": s.pinned,
+        "server_cpus": s.server_cpus,
+        "wrk_cpus": s.wrk_cpus,
+        "workers": s.workers,
+        "seed": s.seed,
+        "warmup": s.warmup,
+        "probe": s.probe_dir is not None,
+        "pollution_limit": s.pollution_limit,
+        "provenance": job.provenance,
+        "legs": legs,
         "regression": any(v == "regression" for v in job.verdicts()),
     }
 
@@ -214,11 +279,15 @@ def upgrade_line(line: dict) -> dict:
                 better_up = stats.metric(key).higher_is_better
             except KeyError:
                 better_up = False
-            m["verdict"] = stats.verdict(ratio, tuple(ci), min_effect=m["min_effect"],
-                                         higher_is_better=better_up).verdict
+            m["verdict"] = stats.verdict(
+                ratio, tuple(ci), min_effect=m["min_effect"], higher_is_better=better_up
+            ).verdict
             m["detectable"] = stats.detectable_effect(ci)
-        leg["verdict_counts"] = {v: n for v in stats.VERDICTS
-                                 if (n := sum(m.get("verdict") == v for m in leg.get("metrics", {}).values()))}
+        leg["verdict_counts"] = {
+            v: n
+            for v in stats.VERDICTS
+            if (n := sum(m.get("verdict") == v for m in leg.get("metrics", {}).values()))
+        }
     return line
 
 

@@ -96,8 +96,11 @@ GATE_LIMIT = 0.02
 REQUESTS, CONNECTIONS, WARMUP = 1000, 8, 200
 REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 #: Knobs this measure sets unless the environment does (module docstring).
-DEFAULT_KNOBS = {"CWIST_HTTP_KEEP_ALIVE_TIMEOUT": "0", "CWIST_REACTOR_TAIL_US": "1",
-                 "CWIST_REACTOR_ROUND_BUDGET_US": "0"}
+DEFAULT_KNOBS = {
+    "CWIST_HTTP_KEEP_ALIVE_TIMEOUT": "0",
+    "CWIST_REACTOR_TAIL_US": "1",
+    "CWIST_REACTOR_ROUND_BUDGET_US": "0",
+}
 
 #: Components of a request: (name, the C functions it is the inclusive cost of, as a regular
 #: expression on callgrind's function names).  A call into one of them from a function outside
@@ -113,24 +116,47 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 
 
 #: The rows of the whole table (:meth:`Count.split`): the parts of a request, then what is left.
-ROWS = ("reactor round", "dispatch walk", "backend wait/report", "arm", "HTTP parse", "route", "send",
-        "recv", "connection", "clock", "other")
+ROWS = (
+    "reactor round",
+    "dispatch walk",
+    "backend wait/report",
+    "arm",
+    "HTTP parse",
+    "route",
+    "send",
+    "recv",
+    "connection",
+    "clock",
+    "other",
+)
 #: The row each C component of :data:`COMPONENTS` is part of.
-C_ROW = {"backend wait": "backend wait/report", "arm": "arm", "recv": "recv", "HTTP parse": "HTTP parse",
-         "send": "send", "clock": "clock"}
+C_ROW = {
+    "backend wait": "backend wait/report",
+    "arm": "arm",
+    "recv": "recv",
+    "HTTP parse": "HTTP parse",
+    "send": "send",
+    "clock": "clock",
+}
 #: Python code -> row, by (file path part, names, row); the first match wins.  A name is a
 #: qualified name (``Reactor._arm``), a class (``Due.``: its methods) or a method of any class
 #: (``rearm``); no names: every function of the file.  Row None: code that runs inside httptools'
 #: ``feed_data`` (its callbacks), whose instructions callgrind's HTTP parse row holds.
 PYTHON_ROWS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
-    ("tailreactor/reactor.py", ("Reactor._dispatch", "Reactor._between", "Reactor._harvest", "Due."),
-     "dispatch walk"),
+    (
+        "tailreactor/reactor.py",
+        ("Reactor._dispatch", "Reactor._between", "Reactor._harvest", "Due."),
+        "dispatch walk",
+    ),
     ("tailreactor/reactor.py", ("Reactor.arm", "Reactor.arm_recv", "Reactor._arm"), "arm"),
     ("tailreactor/dispatch.py", (), "dispatch walk"),
     ("tailreactor/backends/", ("rearm", "arm", "arm_recv", "_register", "_operation"), "arm"),
     ("tailreactor/backends/", (), "backend wait/report"),
-    ("tailreactor/http/request.py", ("on_message_begin", "on_url", "on_header", "on_headers_complete",
-                                     "on_body", "on_message_complete"), None),
+    (
+        "tailreactor/http/request.py",
+        ("on_message_begin", "on_url", "on_header", "on_headers_complete", "on_body", "on_message_complete"),
+        None,
+    ),
     ("tailreactor/http/request.py", (), "HTTP parse"),
     ("tailreactor/http/routes.py", (), "route"),
     ("tailreactor/http/connection.py", ("Connection._send",), "send"),
@@ -158,13 +184,18 @@ def python_component(filename: str, qualname: str) -> str | None:
                 return row
             method = qualname.rsplit(".", 1)[-1]
             for name in prefixes:
-                if qualname == name or (name.endswith(".") and qualname.startswith(name)) \
-                        or ("." not in name and method == name):
+                if (
+                    qualname == name
+                    or (name.endswith(".") and qualname.startswith(name))
+                    or ("." not in name and method == name)
+                ):
                     return row
     return "other"
 
 
-def bytecode_shares(name: str, *, cycles: int = 200, env: Mapping[str, str] | None = None) -> dict[str, float]:
+def bytecode_shares(
+    name: str, *, cycles: int = 200, env: Mapping[str, str] | None = None
+) -> dict[str, float]:
     """Fractions of the Python bytecodes server ``name`` runs per request outside the parser, by row.
 
     Counted by ``benchmarks/bytecodes.py`` in this process, one client (one request per round, as
@@ -293,15 +324,26 @@ def _control(option: str, pid: int) -> None:
     subprocess.run(["callgrind_control", option, str(pid)], check=True, capture_output=True, timeout=120)
 
 
-def count(name: str, *, requests: int = REQUESTS, connections: int = CONNECTIONS, warmup: int = WARMUP,
-          env: Mapping[str, str] | None = None) -> Count:
+def count(
+    name: str,
+    *,
+    requests: int = REQUESTS,
+    connections: int = CONNECTIONS,
+    warmup: int = WARMUP,
+    env: Mapping[str, str] | None = None,
+) -> Count:
     """Count server ``name`` over ``requests`` requests (module docstring).  Raises :class:`MeasureError`."""
     ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env), "PYTHONHASHSEED": "0"}
     with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
         out = Path(tmp) / "callgrind.out"
         server = make_server(peer_of(name), ambient=ambient, host="127.0.0.1", cpus=None, nginx=None)
-        server.run_under = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
-                            f"--callgrind-out-file={out}"]
+        server.run_under = [
+            "valgrind",
+            "--tool=callgrind",
+            "--dump-instr=no",
+            "--dump-line=no",
+            f"--callgrind-out-file={out}",
+        ]
         server.start_timeout_s = 300.0  # Python starts slowly under valgrind
         try:
             server.start()
@@ -414,18 +456,29 @@ def baseline_requests(path: Path = BASELINE) -> set[int]:
     return {int(v["requests"]) for v in data.get("servers", {}).values() if "requests" in v}
 
 
-def write_baseline(counts: list[Count], path: Path = BASELINE, *, commit: str = "",
-                   shares: Mapping[str, Mapping[str, float]] | None = None) -> None:
+def write_baseline(
+    counts: list[Count],
+    path: Path = BASELINE,
+    *,
+    commit: str = "",
+    shares: Mapping[str, Mapping[str, float]] | None = None,
+) -> None:
     """Write the counts as JSON: per server its total, its C table and, with ``shares``, its rows."""
     servers: dict[str, dict] = {}
     for c in counts:
-        entry: dict = {"per_request": round(c.per_request, 1), "requests": c.requests,
-                       "table": {k: round(v, 1) for k, v in c.table().items()}}
+        entry: dict = {
+            "per_request": round(c.per_request, 1),
+            "requests": c.requests,
+            "table": {k: round(v, 1) for k, v in c.table().items()},
+        }
         if shares is not None and c.server in shares:
             entry["rows"] = {k: round(v, 1) for k, v in c.split(shares[c.server]).items()}
         servers[c.server] = entry
-    data = {"what": "callgrind instructions per request (scripts/ci/tailjob/instructions.py)",
-            "commit": commit, "servers": servers}
+    data = {
+        "what": "callgrind instructions per request (scripts/ci/tailjob/instructions.py)",
+        "commit": commit,
+        "servers": servers,
+    }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data) + "\n")
     tmp.replace(path)
@@ -472,6 +525,7 @@ PROG = "tail_latency"
 def _requests(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         import argparse
+
         raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive integer (default {REQUESTS})")
     return int(text)
 
@@ -479,24 +533,38 @@ def _requests(text: str) -> int:
 def add_options(parser) -> None:
     """The tier's options (the job's ``--tier``, :mod:`tailjob.options`, selects it); shared with the job's ``--gate``, ``--backend``, ``--out``."""
     g = parser.add_argument_group("instruction tier (--tier instructions)")
-    g.add_argument("--server", action="append", choices=SERVERS,
-                   help="with --tier instructions: a server to count (repeatable; default: all, or the "
-                        "bench server on --backend and asyncio)")
-    g.add_argument("--requests", type=_requests, default=REQUESTS,
-                   help=f"with --tier instructions: requests counted per server ({REQUESTS})")
-    g.add_argument("--baseline", type=Path, default=BASELINE,
-                   help="with --tier instructions: the baseline JSON (default: "
-                        "benchmarks/results/instructions-baseline.json)")
-    g.add_argument("--write-baseline", action="store_true",
-                   help="with --tier instructions: store this count as the baseline")
+    g.add_argument(
+        "--server",
+        action="append",
+        choices=SERVERS,
+        help="with --tier instructions: a server to count (repeatable; default: all, or the "
+        "bench server on --backend and asyncio)",
+    )
+    g.add_argument(
+        "--requests",
+        type=_requests,
+        default=REQUESTS,
+        help=f"with --tier instructions: requests counted per server ({REQUESTS})",
+    )
+    g.add_argument(
+        "--baseline",
+        type=Path,
+        default=BASELINE,
+        help="with --tier instructions: the baseline JSON (default: "
+        "benchmarks/results/instructions-baseline.json)",
+    )
+    g.add_argument(
+        "--write-baseline",
+        action="store_true",
+        help="with --tier instructions: store this count as the baseline",
+    )
 
 
 def _fail(message: str, code: int) -> int:
     import sys
+
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return code
-
-
 
 
 def tier_options_given(args) -> bool:
@@ -514,29 +582,48 @@ def main_tier(args) -> int:
     from datetime import datetime, timezone
 
     if args.tier != "instructions":
-        given = next(name for flag, name in ((args.server, "--server"), (args.write_baseline, "--write-baseline"),
-                                             (args.requests != REQUESTS, "--requests"), (True, "--baseline"))
-                     if flag)
+        given = next(
+            name
+            for flag, name in (
+                (args.server, "--server"),
+                (args.write_baseline, "--write-baseline"),
+                (args.requests != REQUESTS, "--requests"),
+                (True, "--baseline"),
+            )
+            if flag
+        )
         return _fail(f"{given} applies to --tier instructions", 2)
     if args.write_baseline and args.gate:
-        return _fail("--write-baseline stores this count; --gate compares it with the stored one: choose one", 2)
-    for flag, name in ((args.peers, "--peers"), (args.calibrate is not None, "--calibrate"),
-                       (args.ab, "--ab"), (args.a is not None or args.b is not None, "--a/--b")):
+        return _fail(
+            "--write-baseline stores this count; --gate compares it with the stored one: choose one", 2
+        )
+    for flag, name in (
+        (args.peers, "--peers"),
+        (args.calibrate is not None, "--calibrate"),
+        (args.ab, "--ab"),
+        (args.a is not None or args.b is not None, "--a/--b"),
+    ):
         if flag:
             return _fail(f"{name} applies to --tier wall, not to --tier instructions", 2)
     baseline = load_baseline(args.baseline)
     if args.gate and not baseline:
-        return _fail(f"--baseline {args.baseline}: no baseline there to gate on (write one with "
-                     f"--write-baseline)", 2)
+        return _fail(
+            f"--baseline {args.baseline}: no baseline there to gate on (write one with --write-baseline)", 2
+        )
     counted = baseline_requests(args.baseline)
     if baseline and counted and counted != {args.requests}:
         # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
         # interpreter's caches): a verdict compares equal counts.
         if args.gate:
-            return _fail(f"--requests {args.requests}: the baseline counted "
-                         f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count", 2)
+            return _fail(
+                f"--requests {args.requests}: the baseline counted "
+                f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count",
+                2,
+            )
         baseline = {}
-    chosen = list(args.server or [s for s in SERVERS if not args.backend or s in (f"bench-{args.backend}", "asyncio")])
+    chosen = list(
+        args.server or [s for s in SERVERS if not args.backend or s in (f"bench-{args.backend}", "asyncio")]
+    )
     missing = missing_tool()
     if missing:
         return _fail(f"--tier instructions needs callgrind: {missing}", 2)
@@ -553,8 +640,11 @@ def main_tier(args) -> int:
             c = count(name, requests=args.requests)
         except MeasureError as exc:
             return _fail(str(exc), 3)
-        print(f"{name}: {c.per_request:,.0f} instructions/request ({c.instructions:,} over "
-              f"{c.requests:,} requests)", flush=True)
+        print(
+            f"{name}: {c.per_request:,.0f} instructions/request ({c.instructions:,} over "
+            f"{c.requests:,} requests)",
+            flush=True,
+        )
         counts.append(c)
     print()
     print(render(counts))
@@ -567,8 +657,10 @@ def main_tier(args) -> int:
             print(f"{PROG}: no split of the python row for {exc}", file=sys.stderr, flush=True)
     if shares:
         print()
-        print("By part of the request (C components by callgrind; the python row split by bytecodes, "
-              "benchmarks/bytecodes.py):")
+        print(
+            "By part of the request (C components by callgrind; the python row split by bytecodes, "
+            "benchmarks/bytecodes.py):"
+        )
         print()
         print(render(counts, shares))
     verdicts = compare(counts, baseline)
@@ -582,8 +674,10 @@ def main_tier(args) -> int:
     results.mkdir(parents=True, exist_ok=True)
     commit = _commit()
     whole = f"\n\nBy part (the python row split by bytecodes):\n\n{render(counts, shares)}" if shares else ""
-    (results / f"{stem}.md").write_text(f"Instructions per request, commit {commit or 'unknown'}, "
-                                        f"{args.requests} requests per server\n\n{render(counts)}{whole}\n")
+    (results / f"{stem}.md").write_text(
+        f"Instructions per request, commit {commit or 'unknown'}, "
+        f"{args.requests} requests per server\n\n{render(counts)}{whole}\n"
+    )
     write_baseline(counts, results / f"{stem}.json", commit=commit, shares=shares)
     print(f"\nFiles:\n- {results / (stem + '.md')}\n- {results / (stem + '.json')}")
     if args.write_baseline:
@@ -596,8 +690,13 @@ def main_tier(args) -> int:
 
 def _commit() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except OSError:
         return ""
     return out.stdout.strip()

@@ -67,9 +67,26 @@ from urllib.parse import urlsplit
 
 from .metrics import PERCENTILES
 
-__all__ = ["ClientClass", "ClassStats", "ClientConnection", "US_MAX", "offered", "LoadSpec", "SpecError",
-           "LoadOutputError", "intended_times", "saturated", "command", "client_env", "parse_output", "PERCENTILES", "ERROR_KINDS", "OUTPUT_PREFIX",
-           "SATURATION_SHORTFALL", "main"]
+__all__ = [
+    "ClientClass",
+    "ClassStats",
+    "ClientConnection",
+    "US_MAX",
+    "offered",
+    "LoadSpec",
+    "SpecError",
+    "LoadOutputError",
+    "intended_times",
+    "saturated",
+    "command",
+    "client_env",
+    "parse_output",
+    "PERCENTILES",
+    "ERROR_KINDS",
+    "OUTPUT_PREFIX",
+    "SATURATION_SHORTFALL",
+    "main",
+]
 
 OUTPUT_PREFIX = "TAILREACTOR_LOAD "
 READY_LINE = "TAILREACTOR_LOAD_READY"
@@ -109,8 +126,10 @@ class ClientClass:
 
     def check(self) -> None:
         """Raise :class:`SpecError` naming the field, the value and what is accepted."""
+
         def bad(field, value, accepted):
             raise SpecError(f"class {self.name!r}: {field}={value!r} is invalid: accepted {accepted}")
+
         if not self.name or not isinstance(self.name, str):
             bad("name", self.name, "a non-empty name")
         if not isinstance(self.connections, int) or self.connections < 1:
@@ -161,15 +180,24 @@ class LoadSpec:
             classes = tuple(ClientClass(**c) for c in raw.pop("classes"))
             spec = cls(classes=classes, **raw)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
-            raise SpecError(f"spec is not a load spec ({type(e).__name__}: {e}); expected JSON "
-                            "{\"classes\": [{\"name\", \"connections\", \"loop\", ...}], \"duration_s\"}") \
-                from None
+            raise SpecError(
+                f"spec is not a load spec ({type(e).__name__}: {e}); expected JSON "
+                '{"classes": [{"name", "connections", "loop", ...}], "duration_s"}'
+            ) from None
         spec.check()
         return spec
 
 
-def intended_times(schedule: str, *, rate: float, connections: int, index: int, rng: random.Random,
-                   start_ns: int, end_ns: int) -> Iterator[int]:
+def intended_times(
+    schedule: str,
+    *,
+    rate: float,
+    connections: int,
+    index: int,
+    rng: random.Random,
+    start_ns: int,
+    end_ns: int,
+) -> Iterator[int]:
     """Intended send times (ns) of connection ``index`` of an open-loop class, in ``[start, end)``.
 
     Each connection carries ``rate / connections`` requests/s.  ``poisson``:
@@ -207,6 +235,7 @@ class ClassStats:
 
     def __init__(self, cls: ClientClass):
         from hdrh.histogram import HdrHistogram
+
         self.cls = cls
         self.latency = HdrHistogram(1, US_MAX, 3)
         self.lag = HdrHistogram(1, US_MAX, 3)
@@ -224,9 +253,19 @@ class ClassStats:
 def offered(spec: LoadSpec, cls: ClientClass, start_ns: int, end_ns: int) -> int:
     """Requests the schedules of open-loop class ``cls`` offer from ``start_ns`` to ``end_ns`` (the
     same seeds as its connections: a copy of what they draw)."""
-    return sum(1 for i in range(cls.connections) for _ in intended_times(
-        cls.schedule, rate=cls.rate, connections=cls.connections, index=i,
-        rng=random.Random(f"{spec.seed}/{cls.name}/{i}"), start_ns=start_ns, end_ns=end_ns))
+    return sum(
+        1
+        for i in range(cls.connections)
+        for _ in intended_times(
+            cls.schedule,
+            rate=cls.rate,
+            connections=cls.connections,
+            index=i,
+            rng=random.Random(f"{spec.seed}/{cls.name}/{i}"),
+            start_ns=start_ns,
+            end_ns=end_ns,
+        )
+    )
 
 
 class ClientConnection:
@@ -242,13 +281,14 @@ class ClientConnection:
 
     def __init__(self, run, stats: ClassStats, index: int):
         import httptools
+
         self.run, self.stats, self.index = run, stats, index
         self.cls = stats.cls
         self.parser = httptools.HttpResponseParser(self)
         self.in_flight: collections.deque[tuple[bytes, int]] = collections.deque()  # (seq, intended ns)
         self.body = bytearray()
         self.schedule: Iterator[int] = iter(())  # open loop: the intended times, drawn in start()
-        self.next_ns: int | None = None   # open loop: the next intended time not yet sent
+        self.next_ns: int | None = None  # open loop: the next intended time not yet sent
         self.rng = random.Random(f"{run.spec.seed}/{self.cls.name}/{index}")
 
     # what a subclass gives
@@ -273,9 +313,15 @@ class ClientConnection:
     def start(self) -> None:
         now = self.now_ns()
         if self.cls.loop == "open":
-            self.schedule = intended_times(self.cls.schedule, rate=self.cls.rate,
-                                           connections=self.cls.connections, index=self.index,
-                                           rng=self.rng, start_ns=self.run.start_ns, end_ns=self.run.end_ns)
+            self.schedule = intended_times(
+                self.cls.schedule,
+                rate=self.cls.rate,
+                connections=self.cls.connections,
+                index=self.index,
+                rng=self.rng,
+                start_ns=self.run.start_ns,
+                end_ns=self.run.end_ns,
+            )
             self.next_ns = next(self.schedule, None)
             self._next_open(now)
         else:
@@ -443,8 +489,9 @@ class _Run:
         for st in stats:
             for i in range(st.cls.connections):
                 try:
-                    _, proto = await loop.create_connection(functools.partial(_Connection, self, st, i),
-                                                            self.host, self.port)
+                    _, proto = await loop.create_connection(
+                        functools.partial(_Connection, self, st, i), self.host, self.port
+                    )
                 except OSError as e:
                     raise ConnectionError(f"connect to {self.host}:{self.port} failed ({e})") from None
                 conns.append(proto)
@@ -476,7 +523,9 @@ class _Run:
             # even from a server that keeps up), at most a tenth of the run before it (a saturated
             # server's median latency grows with the run, and would excuse it).
             if st.cls.loop == "open" and st.latency.get_total_count():
-                margin_ns = min(st.latency.get_value_at_percentile(50) * 1000, (self.end_ns - self.start_ns) // 10)
+                margin_ns = min(
+                    st.latency.get_value_at_percentile(50) * 1000, (self.end_ns - self.start_ns) // 10
+                )
                 st.offered_due = offered(self.spec, st.cls, self.start_ns, self.end_ns - margin_ns)
         for c in conns:
             owed = c.owed()
@@ -487,8 +536,14 @@ class _Run:
             if c.transport is not None:
                 c.transport.close()
         doc = report(stats, self.spec.duration_s)
-        doc["processes"] = [{"classes": [st.cls.name for st in stats], "busy": busy,
-                             "connected_ns": self.connected_ns, "start_ns": self.start_ns}]
+        doc["processes"] = [
+            {
+                "classes": [st.cls.name for st in stats],
+                "busy": busy,
+                "connected_ns": self.connected_ns,
+                "start_ns": self.start_ns,
+            }
+        ]
         doc["parts"] = [_part(st) for st in stats]
         return doc
 
@@ -498,12 +553,18 @@ _COUNTERS = ("offered", "offered_due", "sent", "answered", "in_window", "latency
 
 def _part(st: ClassStats) -> dict:
     """A class's raw figures, for merging the classes of several processes (histograms encoded)."""
-    return {"class": asdict(st.cls), **{k: getattr(st, k) for k in _COUNTERS}, "errors": st.errors,
-            "latency": st.latency.encode().decode(), "lag": st.lag.encode().decode()}
+    return {
+        "class": asdict(st.cls),
+        **{k: getattr(st, k) for k in _COUNTERS},
+        "errors": st.errors,
+        "latency": st.latency.encode().decode(),
+        "lag": st.lag.encode().decode(),
+    }
 
 
 def _stats_of(part: dict) -> ClassStats:
     from hdrh.histogram import HdrHistogram
+
     st = ClassStats(ClientClass(**part["class"]))
     for k in _COUNTERS:
         setattr(st, k, part[k])
@@ -523,19 +584,29 @@ def merge(docs: list[dict], spec: LoadSpec) -> dict:
     return doc
 
 
-def _histogram_summary(h, total_sum_us: int | None = None, *, spectrum: bool = False,
-                       histogram: bool = False) -> dict:
+def _histogram_summary(
+    h, total_sum_us: int | None = None, *, spectrum: bool = False, histogram: bool = False
+) -> dict:
     """Count, min/max/mean and :data:`PERCENTILES` (each with the samples at or beyond its rank);
     ``spectrum``: also (percentile, us) from p0 to p99.999 in steps of 0.1 "nines", for plots."""
     n = h.get_total_count()
     pct = []
     for p in PERCENTILES:
         rank = math.floor(p / 100 * n + 1)
-        pct.append({"p": p, "us": h.get_value_at_percentile(p) if n else None,
-                    "samples": max(n - rank + 1, 0) if n else 0})
-    out = {"count": n, "min": h.get_min_value() if n else None, "max": h.get_max_value() if n else None,
-           "mean": (total_sum_us / n if total_sum_us is not None else h.get_mean_value()) if n else None,
-           "percentiles": pct}
+        pct.append(
+            {
+                "p": p,
+                "us": h.get_value_at_percentile(p) if n else None,
+                "samples": max(n - rank + 1, 0) if n else 0,
+            }
+        )
+    out = {
+        "count": n,
+        "min": h.get_min_value() if n else None,
+        "max": h.get_max_value() if n else None,
+        "mean": (total_sum_us / n if total_sum_us is not None else h.get_mean_value()) if n else None,
+        "percentiles": pct,
+    }
     if histogram:  # the whole histogram, for pooling runs (tailjob.pooled: same range and precision)
         blob = h.encode()
         out["histogram"] = blob.decode("ascii") if isinstance(blob, bytes) else blob
@@ -547,24 +618,34 @@ def _histogram_summary(h, total_sum_us: int | None = None, *, spectrum: bool = F
 
 def _class_report(sts: list[ClassStats], duration_s: float, name: str, loop: str) -> dict:
     from hdrh.histogram import HdrHistogram
+
     lat, lag = HdrHistogram(1, US_MAX, 3), HdrHistogram(1, US_MAX, 3)
     for st in sts:
         lat.add(st.latency)
         lag.add(st.lag)
     offered = sum(st.offered for st in sts)
     achieved = sum(st.in_window for st in sts) / duration_s
-    out: dict[str, Any] = {"name": name, "loop": loop, "connections": sum(st.cls.connections for st in sts),
-           "offered": offered, "sent": sum(st.sent for st in sts),
-           "answered": sum(st.answered for st in sts), "answered_in_window": sum(st.in_window for st in sts),
-           "duration_us": round(duration_s * 1e6),
-           "offered_rps": offered / duration_s if loop == "open" else None,
-           "achieved_rps": achieved,
-           "errors": {k: sum(st.errors[k] for st in sts) for k in ERROR_KINDS},
-           "latency": _histogram_summary(lat, sum(st.latency_sum_us for st in sts), spectrum=name == "all",
-                                         histogram=True),
-           "lag": _histogram_summary(lag)}
+    out: dict[str, Any] = {
+        "name": name,
+        "loop": loop,
+        "connections": sum(st.cls.connections for st in sts),
+        "offered": offered,
+        "sent": sum(st.sent for st in sts),
+        "answered": sum(st.answered for st in sts),
+        "answered_in_window": sum(st.in_window for st in sts),
+        "duration_us": round(duration_s * 1e6),
+        "offered_rps": offered / duration_s if loop == "open" else None,
+        "achieved_rps": achieved,
+        "errors": {k: sum(st.errors[k] for st in sts) for k in ERROR_KINDS},
+        "latency": _histogram_summary(
+            lat, sum(st.latency_sum_us for st in sts), spectrum=name == "all", histogram=True
+        ),
+        "lag": _histogram_summary(lag),
+    }
     out["offered_due"] = sum(st.offered_due for st in sts)
-    out["saturated"] = loop == "open" and saturated(offered=out["offered_due"], achieved=out["answered_in_window"])
+    out["saturated"] = loop == "open" and saturated(
+        offered=out["offered_due"], achieved=out["answered_in_window"]
+    )
     return out
 
 
@@ -589,13 +670,29 @@ def _supervise(spec: LoadSpec, url: str) -> tuple[int, dict | str]:
     Returns ``(0, document)`` or ``(exit status, the failing process's stderr)``.
     """
     import subprocess
+
     procs = []
     for cls in spec.classes:
         one = LoadSpec(classes=(cls,), duration_s=spec.duration_s, seed=spec.seed, drain_s=spec.drain_s)
-        procs.append(subprocess.Popen([sys.executable, "-m", "tailjob.loadgen", "--url", url, "--spec",
-                                       one.to_json(), "--start-on-stdin"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, env=client_env()))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tailjob.loadgen",
+                    "--url",
+                    url,
+                    "--spec",
+                    one.to_json(),
+                    "--start-on-stdin",
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=client_env(),
+            )
+        )
     # Each process prints the ready line once connected (or exits: EOF, its error follows below).
     ready = [p.stdout is not None and p.stdout.readline().strip() == READY_LINE for p in procs]
     start_ns = time.monotonic_ns() + 20_000_000
@@ -615,8 +712,9 @@ def _supervise(spec: LoadSpec, url: str) -> tuple[int, dict | str]:
 
 
 # -- the process around it ---------------------------------------------------------
-def command(url: str, spec: LoadSpec | None, *, cpus: str | None = None,
-            python: str = sys.executable) -> list[str]:
+def command(
+    url: str, spec: LoadSpec | None, *, cpus: str | None = None, python: str = sys.executable
+) -> list[str]:
     """argv of one client run (``spec`` None: without ``--spec``); ``cpus`` pins it with taskset."""
     cmd = [python, "-m", "tailjob.loadgen", "--url", url]
     if spec is not None:
@@ -637,7 +735,7 @@ def parse_output(text: str) -> dict:
     if not lines:
         raise LoadOutputError("no TAILREACTOR_LOAD line in the load client's output")
     try:
-        return json.loads(lines[-1][len(OUTPUT_PREFIX):])
+        return json.loads(lines[-1][len(OUTPUT_PREFIX) :])
     except json.JSONDecodeError as e:
         raise LoadOutputError(f"TAILREACTOR_LOAD line is not valid JSON ({e})") from None
 
@@ -646,9 +744,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tailjob.loadgen", description=__doc__.split("\n\n")[0])
     p.add_argument("--url", required=True, help="http://127.0.0.1:PORT/")
     p.add_argument("--spec", required=True, help="the LoadSpec as JSON")
-    p.add_argument("--start-on-stdin", action="store_true",
-                   help="(one process of several) once connected print the ready line, then read the run's "
-                        "start (monotonic ns) from stdin")
+    p.add_argument(
+        "--start-on-stdin",
+        action="store_true",
+        help="(one process of several) once connected print the ready line, then read the run's "
+        "start (monotonic ns) from stdin",
+    )
     args = p.parse_args(argv)
     try:
         spec = LoadSpec.from_json(args.spec)
@@ -662,12 +763,15 @@ def main(argv: list[str] | None = None) -> int:
         code, doc = _supervise(spec, args.url)
         if code:
             assert isinstance(doc, str)  # the failing process's stderr
-            print(doc if doc.startswith("tailjob.loadgen") else f"tailjob.loadgen: error: {doc}",
-                  file=sys.stderr)
+            print(
+                doc if doc.startswith("tailjob.loadgen") else f"tailjob.loadgen: error: {doc}",
+                file=sys.stderr,
+            )
             return code
     else:
         try:
             import uvloop
+
             runner: Callable[[Coroutine[Any, Any, dict]], dict] = uvloop.run
         except ImportError:  # the bench extra is missing: the stdlib loop works too, a little slower
             runner = asyncio.run

@@ -32,8 +32,20 @@ from .plan import Leg
 from .server import ServerError, ServerProcess
 from .workloads import LoadPlan, LoadRunResult
 
-__all__ = ["Measure", "RunPlan", "RunRecord", "Settings", "JobError", "ServerMeasure", "Client", "WRK",
-           "LOAD_CLIENT", "SCRIPT", "BUSY_FRACTION", "generator_bound"]
+__all__ = [
+    "Measure",
+    "RunPlan",
+    "RunRecord",
+    "Settings",
+    "JobError",
+    "ServerMeasure",
+    "Client",
+    "WRK",
+    "LOAD_CLIENT",
+    "SCRIPT",
+    "BUSY_FRACTION",
+    "generator_bound",
+]
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tail_latency.lua"
 BUSY_FRACTION = 0.9
@@ -178,8 +190,11 @@ def _cpus(cpu_list: str | None) -> int:
     """How many CPUs a taskset list names (None: every CPU this process may use)."""
     if cpu_list is None:
         return len(os.sched_getaffinity(0))
-    return sum(int(b) - int(a) + 1 if "-" in part else 1
-               for part in cpu_list.split(",") for a, _, b in [part.partition("-")])
+    return sum(
+        int(b) - int(a) + 1 if "-" in part else 1
+        for part in cpu_list.split(",")
+        for a, _, b in [part.partition("-")]
+    )
 
 
 @dataclass(frozen=True)
@@ -202,8 +217,9 @@ class ServerMeasure:
     def run(self, plan: RunPlan) -> RunRecord:
         s, env, template = plan.settings, dict(plan.env), None
         if s.probe_dir is not None:
-            folder = probeleg.run_dir(Path(s.probe_dir), leg=plan.leg.index, trial=plan.trial, arm=plan.arm,
-                                      warmup=plan.warmup)
+            folder = probeleg.run_dir(
+                Path(s.probe_dir), leg=plan.leg.index, trial=plan.trial, arm=plan.arm, warmup=plan.warmup
+            )
             folder.mkdir(parents=True, exist_ok=True)
             env.update(probeleg.probe_env(folder))
             template = env["CWIST_LATENCY_PROBE_FILE"]
@@ -234,8 +250,9 @@ class ServerMeasure:
             sys0, srv0 = procstat.system_cpu(), procstat.tree_cpu_s(server.pid)
             kids0, self0, t0 = procstat.children_cpu_s(), procstat.self_cpu_s(), time.monotonic()
             try:
-                out = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout_s,
-                                     env=client.env())  # its exit status is checked below
+                out = subprocess.run(
+                    argv, check=False, capture_output=True, text=True, timeout=timeout_s, env=client.env()
+                )  # its exit status is checked below
             except subprocess.TimeoutExpired:
                 raise JobError(f"{where}: {client.name} did not finish within {timeout_s:.0f} s") from None
             t1 = time.monotonic()
@@ -247,8 +264,9 @@ class ServerMeasure:
         if not alive:
             raise JobError(f"{where}: {server.WHAT} died during the run" + server.last_stderr())
         if out.returncode != 0:
-            raise JobError(f"{where}: {client.name} exited {out.returncode}: "
-                           f"{(out.stderr or out.stdout).strip()[-300:]}")
+            raise JobError(
+                f"{where}: {client.name} exited {out.returncode}: {(out.stderr or out.stdout).strip()[-300:]}"
+            )
         try:
             result = client.parse(out.stdout)
         except client.errors as e:
@@ -256,39 +274,78 @@ class ServerMeasure:
         if result.requests == 0:
             # wrk does not count requests that are never answered, so a server that
             # accepts connections but never serves looks like a quiet, error-free run.
-            raise JobError(f"{where}: {client.name} completed no request in {leg.duration_s} s "
-                           f"(errors {result.errors}); the server used {srv1 - srv0:.2f} s of CPU"
-                           + server.last_stderr())
+            raise JobError(
+                f"{where}: {client.name} completed no request in {leg.duration_s} s "
+                f"(errors {result.errors}); the server used {srv1 - srv0:.2f} s of CPU" + server.last_stderr()
+            )
         wall = t1 - t0
         server_cpu, wrk_cpu, self_cpu = srv1 - srv0, kids1 - kids0, self1 - self0
         busy = sys1.busy_s - sys0.busy_s
         other = busy - server_cpu - wrk_cpu - self_cpu
         other_cores = other / wall if wall > 0 else 0.0
-        flags += [flag for flag, raised in (
-            ("polluted", other_cores > s.pollution_limit), ("socket-errors", result.socket_errors),
-            ("non-2xx", result.non_2xx), ("saturated", client.open_loop and result.saturated)) if raised]
+        flags += [
+            flag
+            for flag, raised in (
+                ("polluted", other_cores > s.pollution_limit),
+                ("socket-errors", result.socket_errors),
+                ("non-2xx", result.non_2xx),
+                ("saturated", client.open_loop and result.saturated),
+            )
+            if raised
+        ]
         if wall > 0:
-            gen_busy = (result.generator_busy if client.open_loop
-                        else wrk_cpu / wall / min(leg.threads, _cpus(s.wrk_cpus)))
+            gen_busy = (
+                result.generator_busy
+                if client.open_loop
+                else wrk_cpu / wall / min(leg.threads, _cpus(s.wrk_cpus))
+            )
             server_busy = server_cpu / wall / min(server.workers or 1, _cpus(s.server_cpus))
             if generator_bound(generator_busy=gen_busy, server_busy=server_busy):
                 flags.append("generator-bound")
-        return RunRecord(leg=leg.index, trial=plan.trial, position=plan.position, arm=plan.arm,
-                         warmup=plan.warmup, backend=server.backend or "?", port=server.port or 0,
-                         started_at=started_at, wall_s=wall, wrk_argv=argv, wrk=result.as_dict(),
-                         server_cpu_s=server_cpu, wrk_cpu_s=wrk_cpu, self_cpu_s=self_cpu, machine_busy_s=busy,
-                         steal_s=sys1.steal_s - sys0.steal_s, other_cpu_s=other, other_cores=other_cores,
-                         metrics=metrics.run_metrics(result, server_cpu_s=server_cpu), flags=flags,
-                         classes=result.class_metrics() if client.open_loop else None)
+        return RunRecord(
+            leg=leg.index,
+            trial=plan.trial,
+            position=plan.position,
+            arm=plan.arm,
+            warmup=plan.warmup,
+            backend=server.backend or "?",
+            port=server.port or 0,
+            started_at=started_at,
+            wall_s=wall,
+            wrk_argv=argv,
+            wrk=result.as_dict(),
+            server_cpu_s=server_cpu,
+            wrk_cpu_s=wrk_cpu,
+            self_cpu_s=self_cpu,
+            machine_busy_s=busy,
+            steal_s=sys1.steal_s - sys0.steal_s,
+            other_cpu_s=other,
+            other_cores=other_cores,
+            metrics=metrics.run_metrics(result, server_cpu_s=server_cpu),
+            flags=flags,
+            classes=result.class_metrics() if client.open_loop else None,
+        )
 
 
-WRK: Measure = ServerMeasure(Client(
-    "wrk", lambda url, p: wrk.wrk_command(url, threads=p.leg.threads, connections=p.leg.connections,
-                                          duration_s=p.leg.duration_s, script=p.settings.script,
-                                          cpus=p.settings.wrk_cpus),
-    timeout_s=lambda p: p.leg.duration_s + 60, env=wrk.wrk_env, parse=wrk.parse_wrk_output,
-    errors=(wrk.WrkOutputError,)))
+WRK: Measure = ServerMeasure(
+    Client(
+        "wrk",
+        lambda url, p: wrk.wrk_command(
+            url,
+            threads=p.leg.threads,
+            connections=p.leg.connections,
+            duration_s=p.leg.duration_s,
+            script=p.settings.script,
+            cpus=p.settings.wrk_cpus,
+        ),
+        timeout_s=lambda p: p.leg.duration_s + 60,
+        env=wrk.wrk_env,
+        parse=wrk.parse_wrk_output,
+        errors=(wrk.WrkOutputError,),
+    )
+)
 """wrk, closed loop: ``leg.threads`` threads, ``leg.connections`` connections, ``tail_latency.lua``."""
+
 
 def _load_timeout_s(plan: RunPlan) -> float:
     """The load client's timeout: its run, its drain and 30 s to start and report."""
@@ -296,8 +353,15 @@ def _load_timeout_s(plan: RunPlan) -> float:
     return plan.load.duration_s + plan.load.drain_s + 30
 
 
-LOAD_CLIENT: Measure = ServerMeasure(Client(
-    "the load client", lambda url, p: loadgen.command(url, p.load, cpus=p.settings.wrk_cpus),
-    timeout_s=_load_timeout_s, env=loadgen.client_env,
-    parse=LoadRunResult.parse, errors=(loadgen.LoadOutputError,), open_loop=True))
+LOAD_CLIENT: Measure = ServerMeasure(
+    Client(
+        "the load client",
+        lambda url, p: loadgen.command(url, p.load, cpus=p.settings.wrk_cpus),
+        timeout_s=_load_timeout_s,
+        env=loadgen.client_env,
+        parse=LoadRunResult.parse,
+        errors=(loadgen.LoadOutputError,),
+        open_loop=True,
+    )
+)
 """The job's load client (:mod:`tailjob.loadgen`) offering ``plan.load``."""

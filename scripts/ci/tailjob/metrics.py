@@ -28,8 +28,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["Percentile", "RunCounts", "Metric", "METRICS", "metric", "PERCENTILES", "EXTRA_PERCENTILES", "LATENCY_KEYS",
-           "POOLED_KEYS", "CLASS_METRICS", "PEER_METRICS", "run_metrics", "ms", "ci_text", "format_value"]
+__all__ = [
+    "Percentile",
+    "RunCounts",
+    "Metric",
+    "METRICS",
+    "metric",
+    "PERCENTILES",
+    "EXTRA_PERCENTILES",
+    "LATENCY_KEYS",
+    "POOLED_KEYS",
+    "CLASS_METRICS",
+    "PEER_METRICS",
+    "run_metrics",
+    "ms",
+    "ci_text",
+    "format_value",
+]
 
 
 @dataclass(frozen=True)
@@ -96,10 +111,19 @@ class RunCounts:
 # of samples per run (p99.999 of a 3 s run is about its maximum) and move by
 # tens of per cent between identical runs, so only a larger effect is called.
 METRICS: tuple[Metric, ...] = (
-    Metric("rps", "Requests/s", "req/s", True, 0.05, how="requests completed / measured duration",
-           peers=True),
-    Metric("cpu_us_per_req", "Server CPU us/request", "us", False, 0.05,
-           how="server process tree's CPU over the run / requests", per_class=False, peers=True),
+    Metric(
+        "rps", "Requests/s", "req/s", True, 0.05, how="requests completed / measured duration", peers=True
+    ),
+    Metric(
+        "cpu_us_per_req",
+        "Server CPU us/request",
+        "us",
+        False,
+        0.05,
+        how="server process tree's CPU over the run / requests",
+        per_class=False,
+        peers=True,
+    ),
     Metric("p50", "p50 ms", "us", False, 0.05, 50, "latency histogram", peers=True),
     Metric("p99", "p99 ms", "us", False, 0.10, 99, "latency histogram", peers=True),
     Metric("p99.9", "p99.9 ms", "us", False, 0.10, 99.9, "latency histogram", pooled=True, peers=True),
@@ -110,12 +134,15 @@ METRICS: tuple[Metric, ...] = (
 EXTRA_PERCENTILES: tuple[float, ...] = (75, 90)
 """Percentiles recorded and printed for every run though no verdict is drawn on them."""
 
-PERCENTILES: tuple[float, ...] = tuple(sorted({*EXTRA_PERCENTILES,
-                                               *(m.percentile for m in METRICS if m.percentile)}))
+PERCENTILES: tuple[float, ...] = tuple(
+    sorted({*EXTRA_PERCENTILES, *(m.percentile for m in METRICS if m.percentile)})
+)
 """Every percentile a run records (wrk's script and the load client), ascending."""
 
 LATENCY_KEYS: dict[str, float] = {m.key: m.percentile for m in METRICS if m.percentile is not None}
-POOLED_KEYS: dict[str, float] = {m.key: m.percentile for m in METRICS if m.pooled and m.percentile is not None}
+POOLED_KEYS: dict[str, float] = {
+    m.key: m.percentile for m in METRICS if m.pooled and m.percentile is not None
+}
 CLASS_METRICS: tuple[str, ...] = tuple(m.key for m in METRICS if m.per_class)
 PEER_METRICS: tuple[str, ...] = tuple(m.key for m in METRICS if m.peers)
 

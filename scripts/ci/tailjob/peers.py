@@ -48,9 +48,21 @@ from pathlib import Path
 
 from .server import BenchServer, ServerProcess, free_port
 
-__all__ = ["Peer", "servers", "REFERENCES", "PEER_SCRIPT", "PythonPeer", "NginxServer", "nginx_config",
-           "find_nginx", "nginx_version", "NGINX_MISSING", "uvloop_missing", "UVLOOP_MODULE",
-           "make_server"]
+__all__ = [
+    "Peer",
+    "servers",
+    "REFERENCES",
+    "PEER_SCRIPT",
+    "PythonPeer",
+    "NginxServer",
+    "nginx_config",
+    "find_nginx",
+    "nginx_version",
+    "NGINX_MISSING",
+    "uvloop_missing",
+    "UVLOOP_MODULE",
+    "make_server",
+]
 
 REPO = Path(__file__).resolve().parents[3]
 PEER_SCRIPT = REPO / "benchmarks" / "peers" / "asyncio_server.py"
@@ -59,8 +71,10 @@ PEER_SCRIPT = REPO / "benchmarks" / "peers" / "asyncio_server.py"
 REFERENCES = ("asyncio", "uvloop", "nginx")
 
 #: One line, printed when nginx is not found; the job then runs without the ceiling.
-NGINX_MISSING = ("nginx not found: no ceiling row in this comparison (install it with "
-                 "scripts/bootstrap.sh --nginx, i.e. apt-get install nginx)")
+NGINX_MISSING = (
+    "nginx not found: no ceiling row in this comparison (install it with "
+    "scripts/bootstrap.sh --nginx, i.e. apt-get install nginx)"
+)
 
 #: The module the uvloop peer imports; a name so a test can point the check elsewhere.
 UVLOOP_MODULE = "uvloop"
@@ -84,16 +98,40 @@ class Peer:
 
 def servers(*, nginx: str | None) -> list[Peer]:
     """The servers of a ``--peers`` job, in report order; nginx only if its path is given."""
-    out = [Peer(f"tailreactor-{b}", f"tailreactor ({b})", "bench",
-                f"`python -m tailreactor.http.server --workers 1`, `CWIST_REACTOR_BACKEND={b}`", backend=b)
-           for b in ("io_uring", "epoll")]
-    out += [Peer("asyncio", "asyncio", "python", "`benchmarks/peers/asyncio_server.py` "
-                 "(asyncio.Protocol + httptools)"),
-            Peer("uvloop", "uvloop", "python", "`benchmarks/peers/asyncio_server.py --uvloop`",
-                 options=("--uvloop",))]
+    out = [
+        Peer(
+            f"tailreactor-{b}",
+            f"tailreactor ({b})",
+            "bench",
+            f"`python -m tailreactor.http.server --workers 1`, `CWIST_REACTOR_BACKEND={b}`",
+            backend=b,
+        )
+        for b in ("io_uring", "epoll")
+    ]
+    out += [
+        Peer(
+            "asyncio",
+            "asyncio",
+            "python",
+            "`benchmarks/peers/asyncio_server.py` (asyncio.Protocol + httptools)",
+        ),
+        Peer(
+            "uvloop",
+            "uvloop",
+            "python",
+            "`benchmarks/peers/asyncio_server.py --uvloop`",
+            options=("--uvloop",),
+        ),
+    ]
     if nginx:
-        out.append(Peer("nginx", "nginx (ceiling)", "nginx",
-                        "Debian's nginx, one worker, `return 200` from memory, config written per run"))
+        out.append(
+            Peer(
+                "nginx",
+                "nginx (ceiling)",
+                "nginx",
+                "Debian's nginx, one worker, `return 200` from memory, config written per run",
+            )
+        )
     return out
 
 
@@ -101,8 +139,10 @@ def uvloop_missing() -> str | None:
     """None if uvloop imports in this Python (the peers run on it), else a one-line error."""
     if importlib_util.find_spec(UVLOOP_MODULE) is not None:
         return None
-    return (f"--peers needs uvloop, which {sys.executable} cannot import: pip install -e '.[bench]' "
-            "(scripts/bootstrap.sh installs it)")
+    return (
+        f"--peers needs uvloop, which {sys.executable} cannot import: pip install -e '.[bench]' "
+        "(scripts/bootstrap.sh installs it)"
+    )
 
 
 def find_nginx(path: str | None = None, fallbacks: tuple[str, ...] = ("/usr/sbin/nginx",)) -> str | None:
@@ -145,8 +185,9 @@ def nginx_config(*, host: str, port: int, prefix: Path, nofile: int = 65536) -> 
     worker (:func:`nofile_limit`); it bounds the connections too.
     """
     p = Path(prefix)
-    temp = "\n".join(f"    {kind}_temp_path {p / kind};" for kind in
-                     ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    temp = "\n".join(
+        f"    {kind}_temp_path {p / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     return f"""# The ceiling of tailreactor's --peers comparison; written per run by scripts/ci/tailjob/peers.py.
 daemon off;
 master_process on;
@@ -182,14 +223,14 @@ class PythonPeer(ServerProcess):
     READY = re.compile(r"(?P<backend>asyncio|uvloop)-peer: listening on ")
     WHAT = "asyncio peer"
 
-    def __init__(self, env: Mapping[str, str], *, options: tuple[str, ...] = (), python: str = sys.executable,
-                 **kw):
+    def __init__(
+        self, env: Mapping[str, str], *, options: tuple[str, ...] = (), python: str = sys.executable, **kw
+    ):
         super().__init__(env, **kw)
         self.options, self.python = options, python
 
     def command(self) -> list[str]:
-        return [self.python, str(PEER_SCRIPT), "--host", self.host, "--port", str(self.port),
-                *self.options]
+        return [self.python, str(PEER_SCRIPT), "--host", self.host, "--port", str(self.port), *self.options]
 
 
 class NginxServer(ServerProcess):
@@ -215,8 +256,9 @@ class NginxServer(ServerProcess):
         self.prefix = Path(tempfile.mkdtemp(prefix="tailreactor-nginx-"))
         if self.port is None:  # the config names the port, so choose it before start()
             self.port = free_port(self.host)
-        (self.prefix / "nginx.conf").write_text(nginx_config(host=self.host, port=self.port,
-                                                             prefix=self.prefix, nofile=nofile_limit()))
+        (self.prefix / "nginx.conf").write_text(
+            nginx_config(host=self.host, port=self.port, prefix=self.prefix, nofile=nofile_limit())
+        )
         super().start()
         return self
 
@@ -227,8 +269,9 @@ class NginxServer(ServerProcess):
         return flags
 
 
-def make_server(peer: Peer, *, ambient: Mapping[str, str], host: str, cpus: str | None,
-                nginx: str | None) -> ServerProcess:
+def make_server(
+    peer: Peer, *, ambient: Mapping[str, str], host: str, cpus: str | None, nginx: str | None
+) -> ServerProcess:
     """A not yet started server process for ``peer``.
 
     The bench server gets this process's environment (ambient ``CWIST_*``
@@ -238,7 +281,9 @@ def make_server(peer: Peer, *, ambient: Mapping[str, str], host: str, cpus: str 
     if peer.kind == "bench":
         if peer.backend is None:
             raise ValueError(f"the bench peer {peer.key!r} needs a backend")
-        return BenchServer({**ambient, "CWIST_REACTOR_BACKEND": peer.backend}, host=host, workers=1, cpus=cpus)
+        return BenchServer(
+            {**ambient, "CWIST_REACTOR_BACKEND": peer.backend}, host=host, workers=1, cpus=cpus
+        )
     if peer.kind == "python":
         return PythonPeer(dict(ambient), options=peer.options, host=host, cpus=cpus)
     if peer.kind == "nginx":

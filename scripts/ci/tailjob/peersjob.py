@@ -32,18 +32,40 @@ from .peers import REFERENCES, Peer, make_server
 from .plan import Leg, shuffled_schedule
 from .stats import MIN_PAIRS, bootstrap_ratio_ci, median
 
-__all__ = ["PEER_METRICS", "PeersLegResult", "PeersJobResult", "PeersDesign", "peers_settings",
-           "summarize", "ratios", "ratio_intervals", "INTERVAL_METRIC"]
+__all__ = [
+    "PEER_METRICS",
+    "PeersLegResult",
+    "PeersJobResult",
+    "PeersDesign",
+    "peers_settings",
+    "summarize",
+    "ratios",
+    "ratio_intervals",
+    "INTERVAL_METRIC",
+]
 
 #: The metric whose ratios get an interval: issue 9's target, server CPU per request.
 INTERVAL_METRIC = "cpu_us_per_req"
 
 
-def peers_settings(*, seed: int = 1, warmup: bool = True, pin: bool = True, server_cpus: str = "0",
-                   wrk_cpus: str = "1", pollution_limit: float = 0.10) -> Settings:
+def peers_settings(
+    *,
+    seed: int = 1,
+    warmup: bool = True,
+    pin: bool = True,
+    server_cpus: str = "0",
+    wrk_cpus: str = "1",
+    pollution_limit: float = 0.10,
+) -> Settings:
     """Settings of a peers job: pinned by default (server on CPU 0, wrk on CPU 1), one bench worker."""
-    return Settings(seed=seed, warmup=warmup, workers=1, server_cpus=server_cpus if pin else None,
-                    wrk_cpus=wrk_cpus if pin else None, pollution_limit=pollution_limit)
+    return Settings(
+        seed=seed,
+        warmup=warmup,
+        workers=1,
+        server_cpus=server_cpus if pin else None,
+        wrk_cpus=wrk_cpus if pin else None,
+        pollution_limit=pollution_limit,
+    )
 
 
 @dataclass
@@ -54,17 +76,24 @@ class PeersLegResult:
     servers: list[str]
     schedule: list[list[str]]
     runs: list[RunRecord]
-    summary: dict = field(default_factory=dict)   # server -> {runs, <metric>: median | None}
-    ratios: dict = field(default_factory=dict)    # server -> reference -> metric -> ratio | None
+    summary: dict = field(default_factory=dict)  # server -> {runs, <metric>: median | None}
+    ratios: dict = field(default_factory=dict)  # server -> reference -> metric -> ratio | None
     intervals: dict = field(default_factory=dict)  # server -> reference -> [low, high] | None (CPU)
 
     def measured(self, server: str | None = None) -> list[RunRecord]:
         return [r for r in self.runs if not r.warmup and (server is None or r.arm == server)]
 
     def as_dict(self) -> dict:
-        return {"leg": asdict(self.leg), "name": self.leg.name, "servers": self.servers,
-                "schedule": self.schedule, "runs": [r.as_dict() for r in self.runs],
-                "summary": self.summary, "ratios": self.ratios, "intervals": self.intervals}
+        return {
+            "leg": asdict(self.leg),
+            "name": self.leg.name,
+            "servers": self.servers,
+            "schedule": self.schedule,
+            "runs": [r.as_dict() for r in self.runs],
+            "summary": self.summary,
+            "ratios": self.ratios,
+            "intervals": self.intervals,
+        }
 
 
 @dataclass
@@ -89,11 +118,18 @@ class PeersJobResult:
         return self.servers
 
     def as_dict(self) -> dict:
-        return {"mode": "peers", "argv": self.argv, "profile": self.profile,
-                "servers": [asdict(s) for s in self.servers], "ceiling_note": self.ceiling_note,
-                "settings": asdict(self.settings), "provenance": self.provenance,
-                "started_at": self.started_at, "finished_at": self.finished_at,
-                "legs": [lr.as_dict() for lr in self.legs]}
+        return {
+            "mode": "peers",
+            "argv": self.argv,
+            "profile": self.profile,
+            "servers": [asdict(s) for s in self.servers],
+            "ceiling_note": self.ceiling_note,
+            "settings": asdict(self.settings),
+            "provenance": self.provenance,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "legs": [lr.as_dict() for lr in self.legs],
+        }
 
 
 def summarize(runs: list[RunRecord], servers: list[str]) -> dict:
@@ -120,8 +156,9 @@ def ratios(summary: dict) -> dict:
         out[key] = {}
         for ref in refs:
             base = summary[ref]
-            out[key][ref] = {m: (row[m] / base[m] if row[m] is not None and base[m] else None)
-                             for m in PEER_METRICS}
+            out[key][ref] = {
+                m: (row[m] / base[m] if row[m] is not None and base[m] else None) for m in PEER_METRICS
+            }
     return out
 
 
@@ -135,9 +172,13 @@ def ratio_intervals(runs: list[RunRecord], servers: list[str], *, seed: int) -> 
     trials, the A/B's rule: a bootstrap over fewer runs claims more than it knows.
     A server against itself is ``[1.0, 1.0]`` once it has a measured run.
     """
+
     def by_trial(key: str) -> dict[int, float]:
-        return {r.trial: r.metrics[INTERVAL_METRIC] for r in runs
-                if not r.warmup and r.arm == key and r.metrics.get(INTERVAL_METRIC) is not None}
+        return {
+            r.trial: r.metrics[INTERVAL_METRIC]
+            for r in runs
+            if not r.warmup and r.arm == key and r.metrics.get(INTERVAL_METRIC) is not None
+        }
 
     values = {key: by_trial(key) for key in servers}
     refs = [r for r in REFERENCES if r in values]
@@ -152,8 +193,9 @@ def ratio_intervals(runs: list[RunRecord], servers: list[str], *, seed: int) -> 
             if len(trials) < MIN_PAIRS:
                 out[key][ref] = None
                 continue
-            low, high = bootstrap_ratio_ci([values[ref][t] for t in trials], [values[key][t] for t in trials],
-                                           seed=seed)
+            low, high = bootstrap_ratio_ci(
+                [values[ref][t] for t in trials], [values[key][t] for t in trials], seed=seed
+            )
             out[key][ref] = [low, high]
     return out
 
@@ -177,15 +219,29 @@ class PeersDesign:
 
     def plan(self, leg: Leg, notify) -> PeersLegResult:
         keys = [p.key for p in self.servers]
-        return PeersLegResult(leg=leg, servers=keys, runs=[],
-                              schedule=shuffled_schedule(keys, leg.runs, seed=self.settings.seed + leg.index))
+        return PeersLegResult(
+            leg=leg,
+            servers=keys,
+            runs=[],
+            schedule=shuffled_schedule(keys, leg.runs, seed=self.settings.seed + leg.index),
+        )
 
     def run_plan(self, lr: PeersLegResult, key: str, *, trial: int, position: int, warmup: bool) -> RunPlan:
         peer, s = self.arm(key), self.settings
-        return RunPlan(leg=lr.leg, arm=key, env=self.ambient, settings=s, trial=trial, position=position,
-                       warmup=warmup, where=f"{lr.leg.name}, {peer.label}", backend=peer.backend,
-                       server=lambda env: make_server(peer, ambient=env, host=s.host, cpus=s.server_cpus,
-                                                      nginx=self.nginx))
+        return RunPlan(
+            leg=lr.leg,
+            arm=key,
+            env=self.ambient,
+            settings=s,
+            trial=trial,
+            position=position,
+            warmup=warmup,
+            where=f"{lr.leg.name}, {peer.label}",
+            backend=peer.backend,
+            server=lambda env: make_server(
+                peer, ambient=env, host=s.host, cpus=s.server_cpus, nginx=self.nginx
+            ),
+        )
 
     def decide(self, lr: PeersLegResult) -> None:
         lr.summary = summarize(lr.runs, lr.servers)

@@ -40,25 +40,40 @@ def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") ->
     """The medians table and the ratios table of one leg (every server a row, in job order)."""
     n_runs = min((row["runs"] for row in lr.summary.values()), default=0)
     labels = {p.key: p.label for p in job.servers}
-    lines = [f"{level} {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {plural(n_runs, 'run')} per server", "",
-             "| Server | " + " | ".join(label for _, label in _COLUMNS) + " |",
-             "|---|" + "---:|" * len(_COLUMNS)]
+    lines = [
+        f"{level} {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {plural(n_runs, 'run')} per server",
+        "",
+        "| Server | " + " | ".join(label for _, label in _COLUMNS) + " |",
+        "|---|" + "---:|" * len(_COLUMNS),
+    ]
     for key in lr.servers:
         row = lr.summary[key]
         lines.append(f"| {labels[key]} | " + " | ".join(format_value(m, row[m]) for m, _ in _COLUMNS) + " |")
-    lines += ["", flag_summary(lr), "",
-              f"{level}# Ratios, {lr.leg.name}: server / peer, of the medians", "",
-              "| Server | " + " | ".join(f"{name} ÷ {ref}" for _, name in _RATIO_METRICS for ref in REFERENCES)
-              + " |", "|---|" + "---:|" * (len(_RATIO_METRICS) * len(REFERENCES))]
+    lines += [
+        "",
+        flag_summary(lr),
+        "",
+        f"{level}# Ratios, {lr.leg.name}: server / peer, of the medians",
+        "",
+        "| Server | "
+        + " | ".join(f"{name} ÷ {ref}" for _, name in _RATIO_METRICS for ref in REFERENCES)
+        + " |",
+        "|---|" + "---:|" * (len(_RATIO_METRICS) * len(REFERENCES)),
+    ]
     for key in lr.servers:
         per_ref = lr.ratios.get(key, {})
         cells = [_ratio(per_ref.get(ref, {}).get(m)) for m, _ in _RATIO_METRICS for ref in REFERENCES]
         lines.append(f"| {labels[key]} | " + " | ".join(cells) + " |")
-    lines += ["", f"{level}# CPU us/request ratios, {lr.leg.name}: 95% bootstrap interval over the trials", "",
-              "A trial runs every server once, so the runs pair by trial; the interval is the percentile "
-              "bootstrap of the ratio of medians (`-`: fewer than 8 paired trials, as for an A/B verdict, or no such peer).", "",
-              "| Server | " + " | ".join(f"CPU us/req ÷ {ref}, 95% interval" for ref in REFERENCES) + " |",
-              "|---|" + "---:|" * len(REFERENCES)]
+    lines += [
+        "",
+        f"{level}# CPU us/request ratios, {lr.leg.name}: 95% bootstrap interval over the trials",
+        "",
+        "A trial runs every server once, so the runs pair by trial; the interval is the percentile "
+        "bootstrap of the ratio of medians (`-`: fewer than 8 paired trials, as for an A/B verdict, or no such peer).",
+        "",
+        "| Server | " + " | ".join(f"CPU us/req ÷ {ref}, 95% interval" for ref in REFERENCES) + " |",
+        "|---|" + "---:|" * len(REFERENCES),
+    ]
     for key in lr.servers:
         per_ref = lr.intervals.get(key, {})
         cells = [_interval(per_ref.get(ref)) for ref in REFERENCES]
@@ -73,21 +88,28 @@ def _interval(v) -> str:
 def _setup(job: PeersJobResult) -> list[str]:
     s = job.settings
     leg0 = job.legs[0].leg if job.legs else None
-    pin = (f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
-           if s.pinned else "not pinned (--no-pin)")
+    pin = (
+        f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
+        if s.pinned
+        else "not pinned (--no-pin)"
+    )
     lines = []
     if leg0:
-        lines.append(f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s scripts/ci/tail_latency.lua "
-                     f"http://{s.host}:<port>/`: keep-alive `GET /`, answered by every server with 200 and an "
-                     "empty body; every server is restarted for every run"
-                     + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."))
-    lines.append("- Servers, one process each: " + "; ".join(f"**{p.label}** {p.describe}" for p in job.servers)
-                 + ".")
+        lines.append(
+            f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s scripts/ci/tail_latency.lua "
+            f"http://{s.host}:<port>/`: keep-alive `GET /`, answered by every server with 200 and an "
+            "empty body; every server is restarted for every run"
+            + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run.")
+        )
+    lines.append(
+        "- Servers, one process each: " + "; ".join(f"**{p.label}** {p.describe}" for p in job.servers) + "."
+    )
     if job.ceiling_note:
         lines.append(f"- {job.ceiling_note}")
-    lines += [f"- Schedule: each trial runs every server once, in an order drawn at random (seed {s.seed}); "
-              f"{pin}.",
-              f"- {machine_line(job.provenance)}"]
+    lines += [
+        f"- Schedule: each trial runs every server once, in an order drawn at random (seed {s.seed}); {pin}.",
+        f"- {machine_line(job.provenance)}",
+    ]
     return lines
 
 
@@ -100,7 +122,9 @@ def render(job: PeersJobResult, *, runs: bool = True) -> str:
         for lr in job.legs:
             lines += ["", f"## Runs: {lr.leg.name}", ""] + run_rows(lr.runs, who="Server")
     lines += [
-        "", "## What the numbers are", "",
+        "",
+        "## What the numbers are",
+        "",
         "- Latencies are wrk's histogram of its own requests (closed loop: a stalled server is sent fewer "
         "requests, so the tail is under-reported; see docs/en/tail-latency-ci.md).",
         "- Server CPU us/request: utime+stime of the server's process tree from /proc over the wrk run, "
@@ -118,12 +142,16 @@ def render(job: PeersJobResult, *, runs: bool = True) -> str:
 def readme_section(job: PeersJobResult, *, result_file: str) -> str:
     """The README block, markers included."""
     s = job.settings
-    pin = (f"server pinned to CPU {s.server_cpus}, wrk to CPU {s.wrk_cpus}" if s.pinned else "not pinned")
-    lines = [BEGIN,
-             "## Latest peers comparison", "",
-             f"Written by `scripts/tail-latency.sh {' '.join(job.argv)}` (`--write-readme`); do not edit by hand. "
-             f"Started {job.started_at}; {pin}; {machine_line(job.provenance)} "
-             f"Whole job: `{result_file}` (and the `.md` report beside it).", ""]
+    pin = f"server pinned to CPU {s.server_cpus}, wrk to CPU {s.wrk_cpus}" if s.pinned else "not pinned"
+    lines = [
+        BEGIN,
+        "## Latest peers comparison",
+        "",
+        f"Written by `scripts/tail-latency.sh {' '.join(job.argv)}` (`--write-readme`); do not edit by hand. "
+        f"Started {job.started_at}; {pin}; {machine_line(job.provenance)} "
+        f"Whole job: `{result_file}` (and the `.md` report beside it).",
+        "",
+    ]
     if job.ceiling_note:
         lines += [job.ceiling_note, ""]
     for lr in job.legs:

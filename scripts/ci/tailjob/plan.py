@@ -33,9 +33,24 @@ from dataclasses import dataclass, field
 
 from tailreactor import config as _config
 
-__all__ = ["Profile", "PROFILES", "Arm", "AB_PRESETS", "arms_for", "parse_assignments",
-           "Overrides", "Leg", "plan_legs", "peer_legs", "server_env", "arm_knobs", "rmit_schedule",
-           "shuffled_schedule", "PlanError", "BACKENDS"]
+__all__ = [
+    "Profile",
+    "PROFILES",
+    "Arm",
+    "AB_PRESETS",
+    "arms_for",
+    "parse_assignments",
+    "Overrides",
+    "Leg",
+    "plan_legs",
+    "peer_legs",
+    "server_env",
+    "arm_knobs",
+    "rmit_schedule",
+    "shuffled_schedule",
+    "PlanError",
+    "BACKENDS",
+]
 
 BACKENDS = ("io_uring", "epoll")
 
@@ -66,17 +81,28 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     # Scaled down for CI and laptops: 2 s per run, 8 runs per arm (the fewest
     # that support a verdict, see stats.MIN_PAIRS); both backends in ~1.5 min.
-    "quick": Profile("quick", 2, (64,), 2, {"*": 8},
-                     "wrk -t2 -c64 -d2s, 8 runs per arm"),
+    "quick": Profile("quick", 2, (64,), 2, {"*": 8}, "wrk -t2 -c64 -d2s, 8 runs per arm"),
     # The seed PR's workload, wrk -t4 -c256 -d30s; it ran 8 runs on io_uring and 3 on epoll, which
     # gives no verdict, so both run the pairs a verdict needs (the report says so).
-    "seed": Profile("seed", 4, (256,), 30, {"*": 8},
-                    "the seed PR's wrk -t4 -c256 -d30s, 8 runs per arm (the PR: 8 on io_uring, 3 on epoll)",
-                    seed_pr_runs={"io_uring": 8, "epoll": 3}),
+    "seed": Profile(
+        "seed",
+        4,
+        (256,),
+        30,
+        {"*": 8},
+        "the seed PR's wrk -t4 -c256 -d30s, 8 runs per arm (the PR: 8 on io_uring, 3 on epoll)",
+        seed_pr_runs={"io_uring": 8, "epoll": 3},
+    ),
     # The seed PR's high-concurrency validation, wrk -t8, c512 and c1024; 3 runs per cell there.
-    "high": Profile("high", 8, (512, 1024), 30, {"*": 8},
-                    "the seed PR's wrk -t8 -c512/-c1024 -d30s, 8 runs per cell (the PR: 3)",
-                    seed_pr_runs={"*": 3}),
+    "high": Profile(
+        "high",
+        8,
+        (512, 1024),
+        30,
+        {"*": 8},
+        "the seed PR's wrk -t8 -c512/-c1024 -d30s, 8 runs per cell (the PR: 3)",
+        seed_pr_runs={"*": 3},
+    ),
 }
 
 
@@ -94,10 +120,14 @@ class Arm:
 
 AB_PRESETS: dict[str, tuple[Arm, Arm]] = {
     # The seed's on/off: "off" = 3600000 us, the heuristic effectively disabled.
-    "tail": (Arm("A", "tail off", {"CWIST_REACTOR_TAIL_US": "3600000"}),
-             Arm("B", "tail on", {"CWIST_REACTOR_TAIL_US": "3500"})),
-    "backend": (Arm("A", "epoll", {"CWIST_REACTOR_BACKEND": "epoll"}),
-                Arm("B", "io_uring", {"CWIST_REACTOR_BACKEND": "io_uring"})),
+    "tail": (
+        Arm("A", "tail off", {"CWIST_REACTOR_TAIL_US": "3600000"}),
+        Arm("B", "tail on", {"CWIST_REACTOR_TAIL_US": "3500"}),
+    ),
+    "backend": (
+        Arm("A", "epoll", {"CWIST_REACTOR_BACKEND": "epoll"}),
+        Arm("B", "io_uring", {"CWIST_REACTOR_BACKEND": "io_uring"}),
+    ),
     # A control: identical arms must come out with no gain and no regression on any metric.
     "aa": (Arm("A", "A", {}), Arm("B", "A'", {})),
 }
@@ -204,8 +234,10 @@ def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg
     arm_backends: tuple[tuple[str, str], ...] = ()
     if any(_BACKEND in arm.env for arm in arms):
         if o.backend is not None and all(_BACKEND in arm.env for arm in arms):
-            raise PlanError(f"--backend {o.backend}: both arms set {_BACKEND}, so it would apply to "
-                            "neither; leave out --backend")
+            raise PlanError(
+                f"--backend {o.backend}: both arms set {_BACKEND}, so it would apply to "
+                "neither; leave out --backend"
+            )
         arm_backends = tuple((arm.key, _arm_backend(arm, o.backend or "auto")) for arm in arms)
         backends: tuple[str | None, ...] = (None,)
     elif o.backend is not None:
@@ -217,11 +249,20 @@ def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg
     for backend in backends:
         for connections in o.connections or profile.connections:
             if threads > connections:
-                raise PlanError(f"wrk needs at least as many connections as threads: "
-                                f"-t{threads} with -c{connections}")
-            legs.append(Leg(len(legs), backend, threads, connections,
-                            o.duration_s or profile.duration_s,
-                            o.runs or profile.runs_for(backend), arm_backends=arm_backends))
+                raise PlanError(
+                    f"wrk needs at least as many connections as threads: -t{threads} with -c{connections}"
+                )
+            legs.append(
+                Leg(
+                    len(legs),
+                    backend,
+                    threads,
+                    connections,
+                    o.duration_s or profile.duration_s,
+                    o.runs or profile.runs_for(backend),
+                    arm_backends=arm_backends,
+                )
+            )
     return legs
 
 
@@ -247,10 +288,20 @@ def peer_legs(profile: Profile, o: Overrides) -> list[Leg]:
     legs: list[Leg] = []
     for connections in o.connections or profile.connections:
         if threads > connections:
-            raise PlanError(f"wrk needs at least as many connections as threads: "
-                            f"-t{threads} with -c{connections}")
-        legs.append(Leg(len(legs), None, threads, connections, o.duration_s or profile.duration_s,
-                        o.runs or profile.runs_for(None), label=f"c{connections}"))
+            raise PlanError(
+                f"wrk needs at least as many connections as threads: -t{threads} with -c{connections}"
+            )
+        legs.append(
+            Leg(
+                len(legs),
+                None,
+                threads,
+                connections,
+                o.duration_s or profile.duration_s,
+                o.runs or profile.runs_for(None),
+                label=f"c{connections}",
+            )
+        )
     return legs
 
 

@@ -74,14 +74,24 @@ def plot_job(job: JobResult, stem: Path) -> list[Path]:
             runs = lr.measured(arm.key)
             curves = [[(p, us) for p, us in r.wrk["spectrum"]] for r in runs if r.wrk["latency_samples"]]
             for curve in curves:
-                ax.plot([_x(p) for p, _ in curve], [max(us, 1) / 1000 for _, us in curve],
-                        color=color, alpha=0.22, linewidth=0.8)
+                ax.plot(
+                    [_x(p) for p, _ in curve],
+                    [max(us, 1) / 1000 for _, us in curve],
+                    color=color,
+                    alpha=0.22,
+                    linewidth=0.8,
+                )
             bold = arm_curve(runs)
             if bold:
                 what, points = bold
                 name = arm.label if arm.key not in COLORS else f"{arm.key}: {arm.label}"
-                ax.plot([_x(p) for p, _ in points], [max(us, 1) / 1000 for _, us in points], color=color,
-                        linewidth=2.2, label=f"{name} ({what})")
+                ax.plot(
+                    [_x(p) for p, _ in points],
+                    [max(us, 1) / 1000 for _, us in points],
+                    color=color,
+                    linewidth=2.2,
+                    label=f"{name} ({what})",
+                )
         ax.set_xscale("log")
         ax.set_yscale("log")
         # 0.5, 2, 10 rather than 5x10^-1; minor labels only at 2x and 5x a power of ten
@@ -95,8 +105,11 @@ def plot_job(job: JobResult, stem: Path) -> list[Path]:
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
     mode = "--peers" if job.ab == "peers" else f"--ab {job.ab}"
-    fig.suptitle(f"wrk latency by percentile: {mode}, profile {job.profile} "
-                 "(faint: each run; bold: each arm, pooled or median as its label says)", fontsize=11)
+    fig.suptitle(
+        f"wrk latency by percentile: {mode}, profile {job.profile} "
+        "(faint: each run; bold: each arm, pooled or median as its label says)",
+        fontsize=11,
+    )
     fig.tight_layout()
     paths = [stem.with_suffix(".svg"), stem.with_suffix(".png")]
     stem.parent.mkdir(parents=True, exist_ok=True)

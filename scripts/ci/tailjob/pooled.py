@@ -53,8 +53,19 @@ from hdrh.histogram import HdrHistogram
 from . import stats
 from .metrics import POOLED_KEYS
 
-__all__ = ["POOLED_KEYS", "LOWEST_US", "HIGHEST_US", "DIGITS", "histogram_of", "encode", "decode",
-           "Pooled", "pooled_percentile", "PooledArms", "compare_pooled"]
+__all__ = [
+    "POOLED_KEYS",
+    "LOWEST_US",
+    "HIGHEST_US",
+    "DIGITS",
+    "histogram_of",
+    "encode",
+    "decode",
+    "Pooled",
+    "pooled_percentile",
+    "PooledArms",
+    "compare_pooled",
+]
 
 LOWEST_US, HIGHEST_US, DIGITS = 1, 60_000_000, 3
 
@@ -109,17 +120,19 @@ class PooledArms:
 
     def __init__(self, a: Sequence[str], b: Sequence[str]):
         if len(a) != len(b) or not a:
-            raise ValueError(f"pooled comparison needs paired, non-empty arms: got {len(a)} A and "
-                             f"{len(b)} B histograms")
+            raise ValueError(
+                f"pooled comparison needs paired, non-empty arms: got {len(a)} A and {len(b)} B histograms"
+            )
         hists = [decode(t) for t in (*a, *b)]
-        counts = np.array([np.ctypeslib.as_array(h.counts)[:h.counts_len] for h in hists], dtype=np.int64)
+        counts = np.array([np.ctypeslib.as_array(h.counts)[: h.counts_len] for h in hists], dtype=np.int64)
         used = np.flatnonzero(counts.sum(axis=0))  # the grid: buckets some run used
         ref = hists[0]
-        self.values = np.array([ref.get_highest_equivalent_value(ref.get_value_from_index(int(i)))
-                                for i in used], dtype=np.int64)
+        self.values = np.array(
+            [ref.get_highest_equivalent_value(ref.get_value_from_index(int(i))) for i in used], dtype=np.int64
+        )
         cum = np.cumsum(counts[:, used], axis=1)
         self.n = len(a)
-        self.cum_a, self.cum_b = cum[:self.n], cum[self.n:]
+        self.cum_a, self.cum_b = cum[: self.n], cum[self.n :]
 
     def _percentile(self, cum: np.ndarray, p: float) -> np.ndarray:
         """HdrHistogram's percentile rule on each row of cumulative counts."""
@@ -134,8 +147,9 @@ class PooledArms:
         b = self._percentile(self.cum_b.sum(axis=0, keepdims=True), p)[0]
         return int(a), int(b)
 
-    def log_ratios(self, p: float, *, seed: int, resamples: int = stats.RESAMPLES,
-                   chunk: int = 1000) -> np.ndarray:
+    def log_ratios(
+        self, p: float, *, seed: int, resamples: int = stats.RESAMPLES, chunk: int = 1000
+    ) -> np.ndarray:
         """log(pooled(B*)/pooled(A*)) at ``p`` for ``resamples`` resamples of whole trials."""
         rng = np.random.default_rng(seed)
         out = []
@@ -151,8 +165,9 @@ class PooledArms:
             out.append(np.log(vb / va))
         return np.concatenate(out)
 
-    def ratio_ci(self, p: float, *, seed: int, resamples: int = stats.RESAMPLES,
-                 confidence: float = stats.CONFIDENCE) -> tuple[float, float]:
+    def ratio_ci(
+        self, p: float, *, seed: int, resamples: int = stats.RESAMPLES, confidence: float = stats.CONFIDENCE
+    ) -> tuple[float, float]:
         """Interval of pooled(B)/pooled(A) at ``p``: log ratio +- t(n-1) x bootstrap SE (module docstring)."""
         a, b = self.point(p)
         if a == 0:
@@ -170,10 +185,17 @@ def _t_quantile(confidence: float, df: int) -> float:
     return float(student_t.ppf(1 - (1 - confidence) / 2, df))
 
 
-def compare_pooled(m: stats.Metric, a: Sequence[str | None], b: Sequence[str | None], *, seed: int,
-                   min_effect: float | None = None, resamples: int = stats.RESAMPLES,
-                   confidence: float = stats.CONFIDENCE,
-                   min_pairs: int = stats.MIN_PAIRS) -> stats.Comparison:
+def compare_pooled(
+    m: stats.Metric,
+    a: Sequence[str | None],
+    b: Sequence[str | None],
+    *,
+    seed: int,
+    min_effect: float | None = None,
+    resamples: int = stats.RESAMPLES,
+    confidence: float = stats.CONFIDENCE,
+    min_pairs: int = stats.MIN_PAIRS,
+) -> stats.Comparison:
     """:func:`tailjob.stats.compare` for a metric of :data:`POOLED_KEYS`, from per-trial histograms.
 
     ``a[i]`` / ``b[i]`` are the encoded histograms of trial ``i``'s runs
@@ -188,23 +210,44 @@ def compare_pooled(m: stats.Metric, a: Sequence[str | None], b: Sequence[str | N
     pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
     n = len(pairs)
     if n == 0:
-        return stats.Comparison(m, 0, None, None, None, None, effect, stats.NO_VERDICT, "no paired runs",
-                                estimator="pooled")
+        return stats.Comparison(
+            m, 0, None, None, None, None, effect, stats.NO_VERDICT, "no paired runs", estimator="pooled"
+        )
     pa, pb = [x for x, _ in pairs], [y for _, y in pairs]
     qa, qb = pooled_percentile(pa, p), pooled_percentile(pb, p)
     extra: dict[str, Any] = {"estimator": "pooled", "samples_a": qa.samples, "samples_b": qb.samples}
     if qa.us == 0:
-        return stats.Comparison(m, n, qa.us, qb.us, None, None, effect, stats.NO_VERDICT,
-                                "pooled A is 0", **extra)
+        return stats.Comparison(
+            m, n, qa.us, qb.us, None, None, effect, stats.NO_VERDICT, "pooled A is 0", **extra
+        )
     need = stats.samples_to_bound(p, confidence)
     if min(qa.samples, qb.samples) < need:  # the interval of the percentile itself has no upper end
-        return stats.Comparison(m, n, qa.us, qb.us, None, None, effect, stats.NO_VERDICT,
-                                f"needs {need} samples at or beyond its rank; A has {qa.samples}, "
-                                f"B {qb.samples}", needs_samples=need, **extra)
+        return stats.Comparison(
+            m,
+            n,
+            qa.us,
+            qb.us,
+            None,
+            None,
+            effect,
+            stats.NO_VERDICT,
+            f"needs {need} samples at or beyond its rank; A has {qa.samples}, B {qb.samples}",
+            needs_samples=need,
+            **extra,
+        )
     ratio = qb.us / qa.us
     if n < min_pairs:
-        return stats.Comparison(m, n, qa.us, qb.us, ratio, None, effect, stats.NO_VERDICT,
-                                f"{n} paired run{'s' if n != 1 else ''}; a verdict needs {min_pairs}",
-                                **extra)
+        return stats.Comparison(
+            m,
+            n,
+            qa.us,
+            qb.us,
+            ratio,
+            None,
+            effect,
+            stats.NO_VERDICT,
+            f"{n} paired run{'s' if n != 1 else ''}; a verdict needs {min_pairs}",
+            **extra,
+        )
     ci = PooledArms(pa, pb).ratio_ci(p, seed=seed, resamples=resamples, confidence=confidence)
     return stats.decided(m, n, qa.us, qb.us, ratio, ci, effect, **extra)

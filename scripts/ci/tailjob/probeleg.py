@@ -28,8 +28,7 @@ from tailreactor import probe_files as _probe
 
 from .stats import median
 
-__all__ = ["FIGURES", "PROBE_FILE", "ProbeError", "probe_env", "run_dir", "gather", "figures",
-           "summarize"]
+__all__ = ["FIGURES", "PROBE_FILE", "ProbeError", "probe_env", "run_dir", "gather", "figures", "summarize"]
 
 #: File name template inside a run's directory (``{pid}``, ``{worker}`` filled by each worker).
 PROBE_FILE = "probe-{pid}-{worker}.json"
@@ -68,11 +67,21 @@ def figures(doc: dict) -> dict:
     qa, qr = doc["histograms"]["queue_delay_arm"], doc["histograms"]["queue_delay_ready"]
     rt = doc["histograms"]["round_time"]
     c = doc["counters"]
-    return {"pid": doc["pid"], "worker": doc["worker"], "backend": doc["backend"],
-            "tail_elevations": c["tail_elevations"], "over_5ms": c["over_5ms"],
-            "over_5ms_ready": c["over_5ms_ready"], "arm_p50_us": qa["p50"], "arm_p99_us": qa["p99"],
-            "ready_p50_us": qr["p50"], "ready_p99_us": qr["p99"], "round_p50_us": rt["p50"],
-            "round_p99_us": rt["p99"], "dispatched": c["dispatched"]}
+    return {
+        "pid": doc["pid"],
+        "worker": doc["worker"],
+        "backend": doc["backend"],
+        "tail_elevations": c["tail_elevations"],
+        "over_5ms": c["over_5ms"],
+        "over_5ms_ready": c["over_5ms_ready"],
+        "arm_p50_us": qa["p50"],
+        "arm_p99_us": qa["p99"],
+        "ready_p50_us": qr["p50"],
+        "ready_p99_us": qr["p99"],
+        "round_p50_us": rt["p50"],
+        "round_p99_us": rt["p99"],
+        "dispatched": c["dispatched"],
+    }
 
 
 def gather(template: str, *, workers: int) -> dict:
@@ -90,15 +99,23 @@ def gather(template: str, *, workers: int) -> dict:
     missing = [w for w in range(workers) if w not in found]
     if missing:
         who = f"worker {missing[0]}" if len(missing) == 1 else f"workers {', '.join(map(str, missing))}"
-        raise ProbeError(f"{who} wrote no latency probe file matching {template} (found "
-                         f"{len(docs)} of {workers}; a worker writes it only at a graceful stop)")
+        raise ProbeError(
+            f"{who} wrote no latency probe file matching {template} (found "
+            f"{len(docs)} of {workers}; a worker writes it only at a graceful stop)"
+        )
     twice = sorted({w for w in found if found.count(w) > 1})
     if twice or len(docs) != workers:
-        raise ProbeError(f"expected one latency probe file per worker 0..{workers - 1} matching "
-                         f"{template}, found workers {found}")
+        raise ProbeError(
+            f"expected one latency probe file per worker 0..{workers - 1} matching "
+            f"{template}, found workers {found}"
+        )
     merged = _probe.merge(docs)
-    return {"template": template, "files": [d["path"] for d in docs],
-            "workers": [figures(d) for d in docs], "all": figures(merged)}
+    return {
+        "template": template,
+        "files": [d["path"] for d in docs],
+        "workers": [figures(d) for d in docs],
+        "all": figures(merged),
+    }
 
 
 def summarize(runs: list) -> dict:
@@ -119,7 +136,9 @@ def summarize(runs: list) -> dict:
                 per_worker.setdefault(w["worker"], []).append(w)
         groups: list[tuple[int | str, list[dict]]] = [(w, per_worker[w]) for w in sorted(per_worker)]
         groups.append(("all", [p["all"] for p in probes]))
-        rows = [{"worker": w, "runs": len(fs), **{k: median([f[k] for f in fs]) for k, _ in FIGURES}}
-                for w, fs in groups]
+        rows = [
+            {"worker": w, "runs": len(fs), **{k: median([f[k] for f in fs]) for k, _ in FIGURES}}
+            for w, fs in groups
+        ]
         out[arm] = {"runs": len(probes), "rows": rows}
     return out

@@ -26,8 +26,7 @@ import os
 import resource
 from dataclasses import dataclass
 
-__all__ = ["CLK_TCK", "process_tree", "tree_cpu_s", "SystemCpu", "system_cpu",
-           "children_cpu_s", "self_cpu_s"]
+__all__ = ["CLK_TCK", "process_tree", "tree_cpu_s", "SystemCpu", "system_cpu", "children_cpu_s", "self_cpu_s"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -40,7 +39,7 @@ def _stat_fields(pid: int) -> list[str] | None:
     except (FileNotFoundError, ProcessLookupError):
         return None
     # The command name is in parentheses and may itself contain spaces or ')'.
-    return data[data.rindex(")") + 2:].split()
+    return data[data.rindex(")") + 2 :].split()
 
 
 def process_tree(pid: int) -> list[int]:
@@ -100,8 +99,7 @@ def system_cpu() -> SystemCpu:
     if first[0] != "cpu":
         raise RuntimeError(f"/proc/stat starts with {first[0]!r}, expected 'cpu'")
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in first[1:9])
-    return SystemCpu(busy_s=(user + nice + system + irq + softirq + steal) / CLK_TCK,
-                     steal_s=steal / CLK_TCK)
+    return SystemCpu(busy_s=(user + nice + system + irq + softirq + steal) / CLK_TCK, steal_s=steal / CLK_TCK)
 
 
 def children_cpu_s() -> float:

@@ -32,9 +32,15 @@ class JobProgress:
         self.done = 0
         self.overhead_s: list[float] = []
         self._started = 0.0
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("{task.fields[left]}"), console=self.console,
-                             transient=True, disable=not self.console.is_terminal)
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[left]}"),
+            console=self.console,
+            transient=True,
+            disable=not self.console.is_terminal,
+        )
         self._task = self._bar.add_task("starting", total=self.total, left="")
 
     def __enter__(self) -> JobProgress:
@@ -46,22 +52,29 @@ class JobProgress:
 
     def time_left_s(self) -> float:
         overhead = sum(self.overhead_s) / len(self.overhead_s) if self.overhead_s else 1.0
-        remaining = self.plan_s[self.done:]
+        remaining = self.plan_s[self.done :]
         return sum(remaining) + overhead * len(remaining)
 
     def __call__(self, event: str, info: dict) -> None:
         leg, arm = info["leg"], info["arm"]
         if event == "capacity":
             cap = info["capacity"]
-            self.console.print(f"capacity [{leg.name}] arm {arm.key}, closed loop ({' '.join(cap['wrk_argv'])}): "
-                               f"{cap['rps']:,.0f} req/s" + (f"  [{', '.join(cap['flags'])}]" if cap["flags"] else ""),
-                               highlight=False, markup=False, soft_wrap=True)
+            self.console.print(
+                f"capacity [{leg.name}] arm {arm.key}, closed loop ({' '.join(cap['wrk_argv'])}): "
+                f"{cap['rps']:,.0f} req/s" + (f"  [{', '.join(cap['flags'])}]" if cap["flags"] else ""),
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
             return
         what = "warm-up" if info["warmup"] else f"trial {info['trial'] + 1}/{leg.runs}"
         if event == "run-start":
             self._started = time.monotonic()
-            self._bar.update(self._task, description=f"[{leg.name}] {what}, {arm.key}: {arm.label}",
-                             left=f"~{self.time_left_s():.0f} s left")
+            self._bar.update(
+                self._task,
+                description=f"[{leg.name}] {what}, {arm.key}: {arm.label}",
+                left=f"~{self.time_left_s():.0f} s left",
+            )
             return
         took = time.monotonic() - self._started
         self.overhead_s.append(max(0.0, took - self.plan_s[self.done]))
@@ -73,11 +86,20 @@ class JobProgress:
         cpu = f"{m['cpu_us_per_req']:.1f}" if m["cpu_us_per_req"] is not None else "-"
         flags = f"  [{', '.join(r.flags)}]" if r.flags else ""
         if r.classes:  # the load client: each class's achieved rate and p99
-            flags = "; " + ", ".join(
-                f"{name} {c['rps']:,.0f} req/s p99 " + (f"{c['p99'] / 1000:.2f} ms" if c["p99"] is not None else "-")
-                for name, c in r.classes.items()) + flags
+            flags = (
+                "; "
+                + ", ".join(
+                    f"{name} {c['rps']:,.0f} req/s p99 "
+                    + (f"{c['p99'] / 1000:.2f} ms" if c["p99"] is not None else "-")
+                    for name, c in r.classes.items()
+                )
+                + flags
+            )
         self.console.print(
             f"run {self.done}/{self.total} [{leg.name}] {what} {arm.key} ({arm.label}): "
             f"{m['rps']:,.0f} req/s, p99 {p99} ms, server CPU {cpu} us/req, "
             f"other CPU {r.other_cores:.2f} cores{flags}; ~{self.time_left_s():.0f} s left",
-            highlight=False, markup=False, soft_wrap=True)
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )

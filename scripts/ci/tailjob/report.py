@@ -52,8 +52,19 @@ from .stats import (
 )
 from .workloads import CAPACITY_PATH, CAPACITY_S
 
-__all__ = ["render", "plural", "verdict_summary", "verdict_counts", "runs_line", "gate", "probe_table", "run_rows",
-           "flag_summary", "machine_line", "format_value"]
+__all__ = [
+    "render",
+    "plural",
+    "verdict_summary",
+    "verdict_counts",
+    "runs_line",
+    "gate",
+    "probe_table",
+    "run_rows",
+    "flag_summary",
+    "machine_line",
+    "format_value",
+]
 
 FLAG_TEXT = {
     "polluted": "polluted (other processes used more CPU than the limit)",
@@ -115,8 +126,10 @@ def verdict_summary(c_list: list[Comparison]) -> str:
 
 def _compared(lr: LegResult) -> list[tuple[str, list[Comparison]]]:
     """A leg's comparisons as ``(where, comparisons)``: the whole run's, then each client class's."""
-    return [(lr.leg.name, lr.comparisons),
-            *((f"{lr.leg.name}, class {name}", cs) for name, cs in lr.class_comparisons.items())]
+    return [
+        (lr.leg.name, lr.comparisons),
+        *((f"{lr.leg.name}, class {name}", cs) for name, cs in lr.class_comparisons.items()),
+    ]
 
 
 def gate(job: JobResult) -> tuple[int, list[str]]:
@@ -133,14 +146,19 @@ def gate(job: JobResult) -> tuple[int, list[str]]:
         hits = [c for _, cs in tables for c in cs if c.verdict == word]
         if not hits:
             continue
-        named = "; ".join(f"{where}: " + ", ".join(_item(c) for c in cs if c.verdict == word)
-                          for where, cs in tables if any(c.verdict == word for c in cs))
+        named = "; ".join(
+            f"{where}: " + ", ".join(_item(c) for c in cs if c.verdict == word)
+            for where, cs in tables
+            if any(c.verdict == word for c in cs)
+        )
         if word == REGRESSION:
             lines.append(f"REGRESSION: {plural(len(hits), 'metric')} ({named}).")
         else:
-            lines.append(f"INCONCLUSIVE: {plural(len(hits), 'metric')} ({named}): this run cannot tell an "
-                         "effect of the minimum size from none -- not a pass; more pairs (see 'Pairs needed') "
-                         "or a quieter machine.")
+            lines.append(
+                f"INCONCLUSIVE: {plural(len(hits), 'metric')} ({named}): this run cannot tell an "
+                "effect of the minimum size from none -- not a pass; more pairs (see 'Pairs needed') "
+                "or a quieter machine."
+            )
     return (1 if any(c.verdict == REGRESSION for _, cs in tables for c in cs) else 0), lines
 
 
@@ -153,11 +171,14 @@ def runs_line(job: JobResult, lr: LegResult) -> str | None:
     if used is None:
         return None
     needed = [c.pairs_needed for c in lr.comparisons if c.pairs_needed is not None]
-    text = (f"Runs: the seed PR used {plural(used, 'run')} on {lr.leg.backend}; a verdict needs {MIN_PAIRS}; "
-            f"this leg ran {plural(min(len(lr.measured('A')), len(lr.measured('B'))), 'pair')}")
+    text = (
+        f"Runs: the seed PR used {plural(used, 'run')} on {lr.leg.backend}; a verdict needs {MIN_PAIRS}; "
+        f"this leg ran {plural(min(len(lr.measured('A')), len(lr.measured('B'))), 'pair')}"
+    )
     if needed:
-        text += (f", and at its noise every metric would reach its minimum effect with about "
-                 f"{max(needed)} pairs")
+        text += (
+            f", and at its noise every metric would reach its minimum effect with about {max(needed)} pairs"
+        )
     return text + "."
 
 
@@ -165,14 +186,19 @@ CLASS_LABELS = {"rps": "Achieved req/s"}
 """Row labels of a client class's table other than the metric's own (its rate is what it achieved)."""
 
 
-def comparison_table(arms, comps: list[Comparison], samples, *, labels: dict[str, str] | None = None) -> list[str]:
+def comparison_table(
+    arms, comps: list[Comparison], samples, *, labels: dict[str, str] | None = None
+) -> list[str]:
     """The table of a leg's (or a class's) comparisons: per metric the arms' figures (with
     ``samples(c, arm)`` after them), B/A, the interval, the minimum and detectable effects, pairs
     needed and the verdict (bold when it is ``regression`` or ``inconclusive``).  ``labels``: a
     metric's row label other than its own, by key."""
     a, b = arms
-    lines = [f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Detectable "
-             "| Pairs needed | Verdict |", "|---|---:|---:|---:|:---:|---:|---:|---:|---|"]
+    lines = [
+        f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Detectable "
+        "| Pairs needed | Verdict |",
+        "|---|---:|---:|---:|:---:|---:|---:|---:|---|",
+    ]
     for c in comps:
         key = c.metric.key
         label = (labels or {}).get(key, c.metric.label)
@@ -180,9 +206,11 @@ def comparison_table(arms, comps: list[Comparison], samples, *, labels: dict[str
         detectable = "-" if c.detectable is None else f"±{c.detectable:.1%}"
         needed = "-" if c.pairs_needed is None else str(c.pairs_needed)
         verdict = verdict_cell(c)
-        lines.append(f"| {label} | {format_value(key, c.median_a)}{samples(c, 'A')} "
-                     f"| {format_value(key, c.median_b)}{samples(c, 'B')} | {ratio} | {ci_text(c)} "
-                     f"| {c.min_effect:.0%} | {detectable} | {needed} | {verdict} |")
+        lines.append(
+            f"| {label} | {format_value(key, c.median_a)}{samples(c, 'A')} "
+            f"| {format_value(key, c.median_b)}{samples(c, 'B')} | {ratio} | {ci_text(c)} "
+            f"| {c.min_effect:.0%} | {detectable} | {needed} | {verdict} |"
+        )
     return lines
 
 
@@ -191,11 +219,18 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
     n_runs = min(len(runs_a), len(runs_b))
     pooled = [c.metric.label for c in lr.comparisons if c.estimator == "pooled"]
     how = f"; {', '.join(pooled)} pooled over each arm's runs" if pooled else ""
-    what = (f"the load client, {lr.leg.duration_s} s per run, all classes together" if lr.load_spec
-            else f"`wrk {lr.leg.wrk_args()}`")
-    lines = [f"## {lr.leg.name}: {what}, medians over {plural(n_runs, 'run')} per arm{how}", "",
-             *comparison_table(job.arms, lr.comparisons,
-                               lambda c, arm: _samples(c, runs_a if arm == "A" else runs_b, arm))]
+    what = (
+        f"the load client, {lr.leg.duration_s} s per run, all classes together"
+        if lr.load_spec
+        else f"`wrk {lr.leg.wrk_args()}`"
+    )
+    lines = [
+        f"## {lr.leg.name}: {what}, medians over {plural(n_runs, 'run')} per arm{how}",
+        "",
+        *comparison_table(
+            job.arms, lr.comparisons, lambda c, arm: _samples(c, runs_a if arm == "A" else runs_b, arm)
+        ),
+    ]
     lines += ["", flag_summary(lr)]
     seed = runs_line(job, lr)
     if seed:
@@ -215,9 +250,13 @@ def flag_summary(lr) -> str:
     """'16 measured runs (+1 warm-up, discarded): 1 polluted ...' for a leg (A/B or peers)."""
     measured = lr.measured()
     other = [f"{n} {FLAG_TEXT[f]}" for f, n in _flag_counts(measured).items()]
-    return (plural(len(measured), "measured run")
-            + (f" (+{len(lr.runs) - len(measured)} warm-up, discarded)" if len(lr.runs) > len(measured) else "")
-            + ": " + ("; ".join(other) if other else "none flagged") + ".")
+    return (
+        plural(len(measured), "measured run")
+        + (f" (+{len(lr.runs) - len(measured)} warm-up, discarded)" if len(lr.runs) > len(measured) else "")
+        + ": "
+        + ("; ".join(other) if other else "none flagged")
+        + "."
+    )
 
 
 def _flagged_note(lr) -> str:
@@ -232,15 +271,19 @@ def _flagged_note(lr) -> str:
         return ""
     # The flag's text without its explanation in parentheses: the table's summary has that.
     kinds = ", ".join(f"{n} {FLAG_TEXT[f].split(' (')[0]}" for f, n in _flag_counts(measured).items())
-    return (f"; {flagged} of {plural(len(measured), 'measured run')} flagged ({kinds}): "
-            "a verdict from flagged runs may reflect the machine, not the arms")
+    return (
+        f"; {flagged} of {plural(len(measured), 'measured run')} flagged ({kinds}): "
+        "a verdict from flagged runs may reflect the machine, not the arms"
+    )
 
 
 def machine_line(pv: dict) -> str:
     """'Machine: CPU, 2 CPUs, Linux .., Python .., wrk ..; commit abc (dirty).' from provenance."""
     commit = pv.get("git_commit", "?")[:12] + (" (dirty)" if pv.get("git_dirty") else "")
-    return (f"Machine: {pv.get('cpu_model', '?')}, {pv.get('cpus', '?')} CPUs, Linux {pv.get('kernel', '?')}, "
-            f"Python {pv.get('python', '?')}, {pv.get('wrk_version', 'wrk ?')}; commit {commit}.")
+    return (
+        f"Machine: {pv.get('cpu_model', '?')}, {pv.get('cpus', '?')} CPUs, Linux {pv.get('kernel', '?')}, "
+        f"Python {pv.get('python', '?')}, {pv.get('wrk_version', 'wrk ?')}; commit {commit}."
+    )
 
 
 def _count(v: float) -> str:
@@ -253,31 +296,46 @@ def probe_table(job: JobResult, lr: LegResult) -> list[str]:
     assert lr.probe is not None, "a leg measured with --probe"
     labels = {a.key: f"{a.key}: {a.label}" for a in job.arms}
     n_runs = min(arm["runs"] for arm in lr.probe.values())
-    lines = [f"## Latency probe: {lr.leg.name}, medians over {plural(n_runs, 'run')} per arm", "",
-             "| Arm | Worker | " + " | ".join(label for _, label in FIGURES) + " |",
-             "|---|---|" + "---:|" * len(FIGURES)]
+    lines = [
+        f"## Latency probe: {lr.leg.name}, medians over {plural(n_runs, 'run')} per arm",
+        "",
+        "| Arm | Worker | " + " | ".join(label for _, label in FIGURES) + " |",
+        "|---|---|" + "---:|" * len(FIGURES),
+    ]
     for key in [a.key for a in job.arms if a.key in lr.probe]:
         for row in lr.probe[key]["rows"]:
-            lines.append(f"| {labels[key]} | {row['worker']} | "
-                         + " | ".join(_count(row[k]) for k, _ in FIGURES) + " |")
+            lines.append(
+                f"| {labels[key]} | {row['worker']} | "
+                + " | ".join(_count(row[k]) for k, _ in FIGURES)
+                + " |"
+            )
     return lines
 
 
-_RUN_COLUMNS = (("rps", "Req/s"), *((k, metric(k).label) for k in LATENCY_KEYS), ("cpu_us_per_req", "CPU us/req"))
+_RUN_COLUMNS = (
+    ("rps", "Req/s"),
+    *((k, metric(k).label) for k in LATENCY_KEYS),
+    ("cpu_us_per_req", "CPU us/req"),
+)
 
 
 def run_rows(runs: Sequence[RunRecord], who: str = "Arm") -> list[str]:
     """Every run of a leg (``runs``), warm-up first, with its flags; ``who`` heads the arm (or server) column."""
-    lines = [f"| Trial.order | {who} | Backend | " + " | ".join(label for _, label in _RUN_COLUMNS)
-             + " | Other CPU (cores) | Errors (sock/non-2xx) | Flags |",
-             "|---|---|---|" + "---:|" * (len(_RUN_COLUMNS) + 2) + "---|"]
+    lines = [
+        f"| Trial.order | {who} | Backend | "
+        + " | ".join(label for _, label in _RUN_COLUMNS)
+        + " | Other CPU (cores) | Errors (sock/non-2xx) | Flags |",
+        "|---|---|---|" + "---:|" * (len(_RUN_COLUMNS) + 2) + "---|",
+    ]
     for r in runs:
         m, e = r.metrics, r.wrk["errors"]
         sock = e["connect"] + e["read"] + e["write"] + e["timeout"]
         trial = "warm-up" if r.warmup else f"{r.trial + 1}.{r.position + 1}"
-        lines.append(f"| {trial} | {r.arm} | {r.backend} | "
-                     + " | ".join(format_value(k, m.get(k)) for k, _ in _RUN_COLUMNS)
-                     + f" | {r.other_cores:.2f} | {sock}/{e['status']} | {', '.join(r.flags) or '-'} |")
+        lines.append(
+            f"| {trial} | {r.arm} | {r.backend} | "
+            + " | ".join(format_value(k, m.get(k)) for k, _ in _RUN_COLUMNS)
+            + f" | {r.other_cores:.2f} | {sock}/{e['status']} | {', '.join(r.flags) or '-'} |"
+        )
     return lines
 
 
@@ -286,8 +344,11 @@ def render(job: JobResult, *, runs: bool = True) -> str:
     s, pv = job.settings, job.provenance
     a, b = job.arms
     leg0 = job.legs[0].leg if job.legs else None
-    pin = (f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
-           if s.pinned else "not pinned")
+    pin = (
+        f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
+        if s.pinned
+        else "not pinned"
+    )
     if s.workers:
         workers = f"--workers {s.workers}"
     else:
@@ -295,17 +356,20 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         workers = f"CWIST_WORKERS={n}"
     lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
     if leg0 and s.load is not None:
-        lines.append(f"- Workload: {s.load.describe()}, on the job's load client against `tailreactor-bench` "
-                     f"({workers}), {leg0.duration_s} s per run; the server is restarted for every run"
-                     + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."))
+        lines.append(
+            f"- Workload: {s.load.describe()}, on the job's load client against `tailreactor-bench` "
+            f"({workers}), {leg0.duration_s} s per run; the server is restarted for every run"
+            + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run.")
+        )
     elif leg0:
-        lines.append(f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s "
-                     f"scripts/ci/tail_latency.lua http://{s.host}:<port>/` against `tailreactor-bench` "
-                     f"({workers}); the server is restarted for every run"
-                     + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."))
+        lines.append(
+            f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s "
+            f"scripts/ci/tail_latency.lua http://{s.host}:<port>/` against `tailreactor-bench` "
+            f"({workers}); the server is restarted for every run"
+            + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run.")
+        )
     lines += [
-        f"- Arms: **A = {a.label}** `{a.env_text()}`; **B = {b.label}** `{b.env_text()}`. "
-        "Ratios are B/A.",
+        f"- Arms: **A = {a.label}** `{a.env_text()}`; **B = {b.label}** `{b.env_text()}`. Ratios are B/A.",
         f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
         f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
         f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "
@@ -316,10 +380,16 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         "Detectable: the CI's half-width; pairs needed: about how many paired runs would bring it to the "
         "minimum effect (width falls as 1/sqrt(pairs)).",
         f"- {machine_line(pv)}",
-        "", "## Verdicts", ""]
+        "",
+        "## Verdicts",
+        "",
+    ]
     for lr in job.legs:
-        lines.append(f"- {lr.leg.name}" + (", all classes" if lr.class_comparisons else "")
-                     + f": {verdict_summary(lr.comparisons)}{_flagged_note(lr)}")
+        lines.append(
+            f"- {lr.leg.name}"
+            + (", all classes" if lr.class_comparisons else "")
+            + f": {verdict_summary(lr.comparisons)}{_flagged_note(lr)}"
+        )
         for name, comps in lr.class_comparisons.items():
             lines.append(f"  - class `{name}`: {verdict_summary(comps)}")
     for lr in job.legs:
@@ -331,20 +401,32 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         for lr in job.legs:
             lines += ["", f"### Runs: {lr.leg.name}", ""] + run_rows(lr.runs)
     lines += [
-        "", "## What the numbers are", "",
-        *([f"- Latency probe (`--probe`): every run's server had `CWIST_LATENCY_PROBE=1` and wrote one "
-           f"JSON file per worker at its graceful stop, under `{s.probe_dir}`. A row per worker index is "
-           "the median over the runs of that worker's figures; `all` is the median of each run's "
-           "workers merged (histograms added, counters summed). queue_delay_arm runs from the arm "
-           "stamp to the callback, queue_delay_ready from the round that reaped the event; percentiles "
-           "in us (HdrHistogram, 3 significant digits); over 5 ms counts the callbacks whose queue "
-           "delay exceeded 5 ms; tail_elevations the callbacks age-based dispatch moved ahead."]
-          if s.probe_dir else []),
-        *(CLASS_NOTES if s.load is not None else [
-            "- Latencies are wrk's histogram of its own requests. wrk is closed-loop (a connection sends its "
-            "next request only after the response), so a stalled server is sent fewer requests and the tail "
-            "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "
-            "partial correction. Responses slower than wrk's timeout are counted as errors, not latencies."]),
+        "",
+        "## What the numbers are",
+        "",
+        *(
+            [
+                f"- Latency probe (`--probe`): every run's server had `CWIST_LATENCY_PROBE=1` and wrote one "
+                f"JSON file per worker at its graceful stop, under `{s.probe_dir}`. A row per worker index is "
+                "the median over the runs of that worker's figures; `all` is the median of each run's "
+                "workers merged (histograms added, counters summed). queue_delay_arm runs from the arm "
+                "stamp to the callback, queue_delay_ready from the round that reaped the event; percentiles "
+                "in us (HdrHistogram, 3 significant digits); over 5 ms counts the callbacks whose queue "
+                "delay exceeded 5 ms; tail_elevations the callbacks age-based dispatch moved ahead."
+            ]
+            if s.probe_dir
+            else []
+        ),
+        *(
+            CLASS_NOTES
+            if s.load is not None
+            else [
+                "- Latencies are wrk's histogram of its own requests. wrk is closed-loop (a connection sends its "
+                "next request only after the response), so a stalled server is sent fewer requests and the tail "
+                "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "
+                "partial correction. Responses slower than wrk's timeout are counted as errors, not latencies."
+            ]
+        ),
         "- p99.9, p99.99 and p99.999 are each arm's runs pooled: the runs' latency histograms merged "
         "(HdrHistogram, exact), the percentile read from the merged one; (n) is the samples at or beyond "
         "its rank. The interval still resamples whole trials (a resample merges the drawn trials' "
@@ -364,13 +446,19 @@ def load_line(lr) -> str:
     """'Load: ... Capacity (closed loop, wrk ..., arm A): N req/s.' for a leg run on the load client."""
     parts = []
     if lr.capacity:
-        parts.append(f"capacity measured first, closed loop `wrk -t{lr.leg.threads} -c{lr.leg.connections} "
-                     f"-d{CAPACITY_S}s`, `GET {CAPACITY_PATH}<seq>`, "
-                     f"on arm {lr.capacity['arm']}: **{lr.capacity['rps']:,.0f} req/s**"
-                     + (f" (flagged {', '.join(lr.capacity['flags'])})" if lr.capacity["flags"] else ""))
+        parts.append(
+            f"capacity measured first, closed loop `wrk -t{lr.leg.threads} -c{lr.leg.connections} "
+            f"-d{CAPACITY_S}s`, `GET {CAPACITY_PATH}<seq>`, "
+            f"on arm {lr.capacity['arm']}: **{lr.capacity['rps']:,.0f} req/s**"
+            + (f" (flagged {', '.join(lr.capacity['flags'])})" if lr.capacity["flags"] else "")
+        )
     for c in lr.load_spec["classes"]:
-        what = (f"open loop, {c['schedule']}, {c['rate']:,.0f} req/s offered" if c["loop"] == "open" else
-                f"closed loop, depth {c['depth']}" + (f", think {c['think_ms']:g} ms" if c["think_ms"] else ""))
+        what = (
+            f"open loop, {c['schedule']}, {c['rate']:,.0f} req/s offered"
+            if c["loop"] == "open"
+            else f"closed loop, depth {c['depth']}"
+            + (f", think {c['think_ms']:g} ms" if c["think_ms"] else "")
+        )
         parts.append(f"`{c['name']}`: {c['connections']} connections, {what}, `GET {c['path']}<seq>`")
     return "Load (tailjob.loadgen, " + f"{lr.load_spec['duration_s']:g} s per run): " + "; ".join(parts) + "."
 
@@ -381,19 +469,30 @@ def class_tables(job, lr) -> list[str]:
     for c in lr.load_spec["classes"]:
         name = c["name"]
         comps = lr.class_comparisons.get(name, [])
-        figs = {arm: [r.classes[name] for r in lr.measured(arm) if r.classes and name in r.classes]
-                for arm in ("A", "B")}
+        figs = {
+            arm: [r.classes[name] for r in lr.measured(arm) if r.classes and name in r.classes]
+            for arm in ("A", "B")
+        }
         n = min(len(figs["A"]), len(figs["B"]))
         pooled = any(x.estimator == "pooled" for x in comps)
 
-        def samples(cmp, arm, figs=figs) -> str:  # the samples behind a tail figure: pooled, or the median run's
+        def samples(
+            cmp, arm, figs=figs
+        ) -> str:  # the samples behind a tail figure: pooled, or the median run's
             if cmp.estimator == "pooled" or cmp.metric.key not in POOLED_KEYS:
                 return _pooled_samples(cmp, arm)
             counts = [f[f"{cmp.metric.key}_samples"] for f in figs[arm]]
             return f" ({median(counts):.0f})" if counts else ""
-        lines += ["", f"### Class `{name}` ({c['loop']} loop): medians over {n} runs per arm"
-                  + ("; p99.9 and beyond pooled over each arm's runs" if pooled else ""), "",
-                  *comparison_table(job.arms, comps, samples, labels=CLASS_LABELS), "", _checks(c, figs)]
+
+        lines += [
+            "",
+            f"### Class `{name}` ({c['loop']} loop): medians over {n} runs per arm"
+            + ("; p99.9 and beyond pooled over each arm's runs" if pooled else ""),
+            "",
+            *comparison_table(job.arms, comps, samples, labels=CLASS_LABELS),
+            "",
+            _checks(c, figs),
+        ]
     return lines
 
 

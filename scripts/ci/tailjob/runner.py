@@ -37,8 +37,19 @@ from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer
 from .workloads import CAPACITY_PATH, CAPACITY_S
 
-__all__ = ["Settings", "RunRecord", "LegResult", "JobResult", "JobError", "Design", "ABDesign", "run_trials",
-           "run_job", "compare_leg", "Progress"]
+__all__ = [
+    "Settings",
+    "RunRecord",
+    "LegResult",
+    "JobResult",
+    "JobError",
+    "Design",
+    "ABDesign",
+    "run_trials",
+    "run_job",
+    "compare_leg",
+    "Progress",
+]
 
 Progress = Callable[[str, dict], None]
 """``progress(event, info)``: ``"run-start"`` / ``"run-end"`` (``info``: ``leg``, ``arm``, ``trial``,
@@ -68,15 +79,17 @@ class Design(Protocol):
         """Fill in the leg's comparisons from ``lr.runs``."""
 
 
-def run_trials(legs: list[Leg], design: Design, settings: Settings, *,
-               progress: Progress | None = None) -> list:
+def run_trials(
+    legs: list[Leg], design: Design, settings: Settings, *, progress: Progress | None = None
+) -> list:
     """Run every leg of ``design`` in order (see the module docstring) and return their results."""
     notify = progress or (lambda event, info: None)
     results = []
     for leg in legs:
         lr = design.plan(leg, notify)
         order = ([(-1, 0, design.warmup_arm(lr), True)] if settings.warmup else []) + [
-            (t, pos, key, False) for t, keys in enumerate(lr.schedule) for pos, key in enumerate(keys)]
+            (t, pos, key, False) for t, keys in enumerate(lr.schedule) for pos, key in enumerate(keys)
+        ]
         for trial, pos, key, warmup in order:
             info = {"leg": leg, "arm": design.arm(key), "trial": trial, "warmup": warmup}
             notify("run-start", info)
@@ -95,8 +108,8 @@ class LegResult:
 
     leg: Leg
     arms: tuple[Arm, Arm]
-    env: dict          # arm key -> the CWIST_* variables the server saw
-    knobs: dict        # arm key -> every knob's parsed value
+    env: dict  # arm key -> the CWIST_* variables the server saw
+    knobs: dict  # arm key -> every knob's parsed value
     schedule: list[list[str]]
     runs: list[RunRecord]
     comparisons: list[stats.Comparison] = field(default_factory=list)
@@ -117,13 +130,21 @@ class LegResult:
         return {a.key: self.leg.backend_for(a.key) for a in self.arms}
 
     def as_dict(self) -> dict:
-        return {"leg": asdict(self.leg), "name": self.leg.name, "backends": self.backends(),
-                "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
-                "env": self.env, "knobs": self.knobs, "schedule": self.schedule,
-                "runs": [r.as_dict() for r in self.runs],
-                "comparisons": [c.as_dict() for c in self.comparisons], "probe": self.probe,
-                "capacity": self.capacity, "load_spec": self.load_spec,
-                "class_comparisons": {k: [c.as_dict() for c in v] for k, v in self.class_comparisons.items()}}
+        return {
+            "leg": asdict(self.leg),
+            "name": self.leg.name,
+            "backends": self.backends(),
+            "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
+            "env": self.env,
+            "knobs": self.knobs,
+            "schedule": self.schedule,
+            "runs": [r.as_dict() for r in self.runs],
+            "comparisons": [c.as_dict() for c in self.comparisons],
+            "probe": self.probe,
+            "capacity": self.capacity,
+            "load_spec": self.load_spec,
+            "class_comparisons": {k: [c.as_dict() for c in v] for k, v in self.class_comparisons.items()},
+        }
 
 
 class ComparedRun(Protocol):
@@ -144,8 +165,14 @@ class ComparedRun(Protocol):
     def wrk(self) -> dict: ...
 
 
-def compare_leg(runs: Sequence[ComparedRun], *, seed: int, min_effect: float | None = None,
-                resamples: int = stats.RESAMPLES, klass: str | None = None) -> list[stats.Comparison]:
+def compare_leg(
+    runs: Sequence[ComparedRun],
+    *,
+    seed: int,
+    min_effect: float | None = None,
+    resamples: int = stats.RESAMPLES,
+    klass: str | None = None,
+) -> list[stats.Comparison]:
     """Per-metric comparison of arm B against arm A, runs paired by trial.
 
     The percentiles of :data:`tailjob.POOLED_KEYS` are compared on the
@@ -168,16 +195,27 @@ def compare_leg(runs: Sequence[ComparedRun], *, seed: int, min_effect: float | N
         """The samples at or beyond percentile ``m``'s rank in run ``r`` (None: not recorded)."""
         if klass is not None:
             return figures(r).get(f"{m.key}_samples")
-        return next((q["samples"] for q in (r.wrk or {}).get("percentiles", ()) if q["p"] == m.percentile), None)
+        return next(
+            (q["samples"] for q in (r.wrk or {}).get("percentiles", ()) if q["p"] == m.percentile), None
+        )
+
     compared = stats.METRICS if klass is None else [stats.metric(k) for k in CLASS_METRICS]
     out = []
-    hist = {arm: [(by_trial[t][arm].wrk if klass is None else figures(by_trial[t][arm])).get("histogram")
-                  for t in trials] for arm in "AB"}
+    hist = {
+        arm: [
+            (by_trial[t][arm].wrk if klass is None else figures(by_trial[t][arm])).get("histogram")
+            for t in trials
+        ]
+        for arm in "AB"
+    }
     poolable = bool(trials) and all(h is not None for arm in "AB" for h in hist[arm])
     for m in compared:
         if poolable and m.key in POOLED_KEYS:
-            out.append(pooled.compare_pooled(m, hist["A"], hist["B"], seed=seed, min_effect=min_effect,
-                                             resamples=resamples))
+            out.append(
+                pooled.compare_pooled(
+                    m, hist["A"], hist["B"], seed=seed, min_effect=min_effect, resamples=resamples
+                )
+            )
             continue
         a = [figures(by_trial[t]["A"]).get(m.key) for t in trials]
         b = [figures(by_trial[t]["B"]).get(m.key) for t in trials]
@@ -196,11 +234,18 @@ def _unbounded(c: stats.Comparison, samples: list[list[int | None]]) -> stats.Co
     sa, sb = (round(stats.median([s for s in arm if s is not None])) for arm in samples)  # none is None
     if min(sa, sb) >= need:
         return c
-    return replace(c, ratio=None, ci=None, verdict=stats.NO_VERDICT, detectable=None, pairs_needed=None,
-                   reason=f"needs {need} samples at or beyond its rank; the median run of A has {sa}, of B {sb}",
-                   samples_a=sa, samples_b=sb, needs_samples=need)
-
-
+    return replace(
+        c,
+        ratio=None,
+        ci=None,
+        verdict=stats.NO_VERDICT,
+        detectable=None,
+        pairs_needed=None,
+        reason=f"needs {need} samples at or beyond its rank; the median run of A has {sa}, of B {sb}",
+        samples_a=sa,
+        samples_b=sb,
+        needs_samples=need,
+    )
 
 
 def _cwist_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -243,46 +288,92 @@ class ABDesign:
         s, load = self.settings, self.settings.load
         envs = {a.key: server_env(self.ambient, leg, a) for a in self.arms}
         for a in self.arms:  # what the workload needs of the server, unless an arm says otherwise
-            envs[a.key].update({k: v for k, v in (load.server_env() if load else {}).items() if k not in a.env})
+            envs[a.key].update(
+                {k: v for k, v in (load.server_env() if load else {}).items() if k not in a.env}
+            )
             if s.probe_dir is not None:  # the per-run file is added by the tier
                 envs[a.key]["CWIST_LATENCY_PROBE"] = "1"
-        lr = LegResult(leg=leg, arms=self.arms, env={k: _cwist_env(e) for k, e in envs.items()},
-                       knobs={k: arm_knobs(e) for k, e in envs.items()},
-                       schedule=rmit_schedule(leg.runs, seed=s.seed + leg.index), runs=[], run_env=envs)
+        lr = LegResult(
+            leg=leg,
+            arms=self.arms,
+            env={k: _cwist_env(e) for k, e in envs.items()},
+            knobs={k: arm_knobs(e) for k, e in envs.items()},
+            schedule=rmit_schedule(leg.runs, seed=s.seed + leg.index),
+            runs=[],
+            run_env=envs,
+        )
         if load is not None:
             if load.relative:
                 first = self.arms[0]
                 short = replace(self, settings=replace(s, probe_dir=None))
-                r = WRK.run(replace(short.run_plan(lr, first.key, trial=-1, position=0, warmup=True,
-                                                   leg=replace(leg, duration_s=CAPACITY_S)), path=CAPACITY_PATH))
-                lr.capacity = {"arm": first.key, "wrk_argv": r.wrk_argv, "rps": r.metrics["rps"], "flags": r.flags}
+                r = WRK.run(
+                    replace(
+                        short.run_plan(
+                            lr,
+                            first.key,
+                            trial=-1,
+                            position=0,
+                            warmup=True,
+                            leg=replace(leg, duration_s=CAPACITY_S),
+                        ),
+                        path=CAPACITY_PATH,
+                    )
+                )
+                lr.capacity = {
+                    "arm": first.key,
+                    "wrk_argv": r.wrk_argv,
+                    "rps": r.metrics["rps"],
+                    "flags": r.flags,
+                }
                 notify("capacity", {"leg": leg, "arm": first, "capacity": lr.capacity})
-            spec = load.spec(leg, capacity_rps=lr.capacity["rps"] if lr.capacity else None, seed=s.seed + leg.index)
+            spec = load.spec(
+                leg, capacity_rps=lr.capacity["rps"] if lr.capacity else None, seed=s.seed + leg.index
+            )
             lr.load_spec = asdict(spec)
             lr.spec = spec
         return lr
 
-    def run_plan(self, lr: LegResult, key: str, *, trial: int, position: int, warmup: bool,
-                 leg: Leg | None = None) -> RunPlan:
+    def run_plan(
+        self, lr: LegResult, key: str, *, trial: int, position: int, warmup: bool, leg: Leg | None = None
+    ) -> RunPlan:
         s, env = self.settings, lr.run_env[key]
-        return RunPlan(leg=leg or lr.leg, arm=key, env=env, settings=s, trial=trial, position=position,
-                       warmup=warmup, load=lr.spec, where=f"{lr.leg.name}, arm {key}",
-                       backend=_expected_backend(env),
-                       server=lambda e: BenchServer(e, host=s.host, workers=s.workers, cpus=s.server_cpus,
-                                                    module=s.server_module))
+        return RunPlan(
+            leg=leg or lr.leg,
+            arm=key,
+            env=env,
+            settings=s,
+            trial=trial,
+            position=position,
+            warmup=warmup,
+            load=lr.spec,
+            where=f"{lr.leg.name}, arm {key}",
+            backend=_expected_backend(env),
+            server=lambda e: BenchServer(
+                e, host=s.host, workers=s.workers, cpus=s.server_cpus, module=s.server_module
+            ),
+        )
 
     def decide(self, lr: LegResult) -> None:
         s = self.settings
         lr.comparisons = compare_leg(lr.runs, seed=s.seed, min_effect=s.min_effect)
         if lr.load_spec is not None:
-            lr.class_comparisons = {c["name"]: compare_leg(lr.runs, seed=s.seed, min_effect=s.min_effect,
-                                                           klass=c["name"]) for c in lr.load_spec["classes"]}
+            lr.class_comparisons = {
+                c["name"]: compare_leg(lr.runs, seed=s.seed, min_effect=s.min_effect, klass=c["name"])
+                for c in lr.load_spec["classes"]
+            }
         if s.probe_dir is not None:
             lr.probe = probeleg.summarize(lr.runs)
 
 
-def run_job(legs: list[Leg], arms: tuple[Arm, Arm], settings: Settings, *, ambient: Mapping[str, str],
-            progress: Progress | None = None, tier: Measure | None = None) -> list[LegResult]:
+def run_job(
+    legs: list[Leg],
+    arms: tuple[Arm, Arm],
+    settings: Settings,
+    *,
+    ambient: Mapping[str, str],
+    progress: Progress | None = None,
+    tier: Measure | None = None,
+) -> list[LegResult]:
     """The A/B of ``arms`` on every leg (:class:`ABDesign` in :func:`run_trials`)."""
     return run_trials(legs, ABDesign(arms, settings, ambient, tier), settings, progress=progress)
 
@@ -306,12 +397,21 @@ class JobResult:
     finished_at: str
 
     def verdicts(self) -> list[str]:
-        return [c.verdict for lr in self.legs
-                for c in [*lr.comparisons, *(c for cs in lr.class_comparisons.values() for c in cs)]]
+        return [
+            c.verdict
+            for lr in self.legs
+            for c in [*lr.comparisons, *(c for cs in lr.class_comparisons.values() for c in cs)]
+        ]
 
     def as_dict(self) -> dict:
-        return {"argv": self.argv, "profile": self.profile, "ab": self.ab,
-                "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
-                "settings": asdict(self.settings), "provenance": self.provenance,
-                "started_at": self.started_at, "finished_at": self.finished_at,
-                "legs": [lr.as_dict() for lr in self.legs]}
+        return {
+            "argv": self.argv,
+            "profile": self.profile,
+            "ab": self.ab,
+            "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
+            "settings": asdict(self.settings),
+            "provenance": self.provenance,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "legs": [lr.as_dict() for lr in self.legs],
+        }

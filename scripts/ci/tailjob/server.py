@@ -35,8 +35,10 @@ from collections.abc import Mapping
 
 __all__ = ["ServerProcess", "BenchServer", "ServerError", "free_port", "LISTENING"]
 
-LISTENING = re.compile(r"tailreactor-bench: listening on (?P<host>[^\s:]+):(?P<port>\d+), "
-                       r"backend (?P<backend>[\w-]+), workers (?P<workers>\d+)")
+LISTENING = re.compile(
+    r"tailreactor-bench: listening on (?P<host>[^\s:]+):(?P<port>\d+), "
+    r"backend (?P<backend>[\w-]+), workers (?P<workers>\d+)"
+)
 
 
 class ServerError(RuntimeError):
@@ -67,8 +69,15 @@ class ServerProcess:
     #: Names the server in error messages.
     WHAT = "server"
 
-    def __init__(self, env: Mapping[str, str], *, host: str = "127.0.0.1", port: int | None = None,
-                 cpus: str | None = None, start_timeout_s: float = 30.0):
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        cpus: str | None = None,
+        start_timeout_s: float = 30.0,
+    ):
         self.env = dict(env)
         self.host, self.port = host, port
         self.cpus = cpus
@@ -107,11 +116,15 @@ class ServerProcess:
         """
         if self.port is None:
             self.port = free_port(self.host)
-        self.proc = subprocess.Popen(self.argv(), env=self.env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     start_new_session=True)
-        self._reader = threading.Thread(target=self._read_stderr, name=f"{self.WHAT}-stderr",
-                                        daemon=True)
+        self.proc = subprocess.Popen(
+            self.argv(),
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read_stderr, name=f"{self.WHAT}-stderr", daemon=True)
         self._reader.start()
         # Set by the listening line, or by the end of stderr (the server died).
         try:
@@ -124,10 +137,12 @@ class ServerProcess:
         if not ready or self.backend is None:
             died = self.proc.poll() is not None or not self._reader.is_alive()
             self.stop()
-            what = "exited before listening" if died else \
-                f"printed no ready line within {self.start_timeout_s:.0f} s"
-            raise ServerError(f"{self.WHAT} {what}: {' '.join(self.argv())}"
-                              + self.last_stderr())
+            what = (
+                "exited before listening"
+                if died
+                else f"printed no ready line within {self.start_timeout_s:.0f} s"
+            )
+            raise ServerError(f"{self.WHAT} {what}: {' '.join(self.argv())}" + self.last_stderr())
         return self
 
     def _read_stderr(self) -> None:
@@ -191,10 +206,18 @@ class BenchServer(ServerProcess):
     READY = LISTENING
     WHAT = "bench server"
 
-    def __init__(self, env: Mapping[str, str], *, host: str = "127.0.0.1", port: int | None = None,
-                 workers: int | None = None, cpus: str | None = None,
-                 python: str = sys.executable, module: str = "tailreactor.http.server",
-                 start_timeout_s: float = 30.0):
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        workers: int | None = None,
+        cpus: str | None = None,
+        python: str = sys.executable,
+        module: str = "tailreactor.http.server",
+        start_timeout_s: float = 30.0,
+    ):
         super().__init__(env, host=host, port=port, cpus=cpus, start_timeout_s=start_timeout_s)
         self.workers_arg = workers
         self.python, self.module = python, module
@@ -207,5 +230,3 @@ class BenchServer(ServerProcess):
 
     def on_ready(self, match: re.Match) -> None:
         self.backend, self.workers = match.group("backend"), int(match.group("workers"))
-
-

@@ -52,11 +52,32 @@ from dataclasses import dataclass
 
 from .metrics import METRICS, Metric, metric
 
-__all__ = ["Metric", "METRICS", "metric", "Comparison", "MIN_PAIRS", "CONFIDENCE",
-           "FAMILY_CONFIDENCE", "median", "quantile",
-           "median_ratio", "bootstrap_ratio_ci", "compare", "decided", "is_regression",
-           "GAIN", "REGRESSION", "EQUIVALENT", "INCONCLUSIVE", "NO_VERDICT", "VERDICTS",
-           "Verdict", "verdict", "detectable_effect", "pairs_needed"]
+__all__ = [
+    "Metric",
+    "METRICS",
+    "metric",
+    "Comparison",
+    "MIN_PAIRS",
+    "CONFIDENCE",
+    "FAMILY_CONFIDENCE",
+    "median",
+    "quantile",
+    "median_ratio",
+    "bootstrap_ratio_ci",
+    "compare",
+    "decided",
+    "is_regression",
+    "GAIN",
+    "REGRESSION",
+    "EQUIVALENT",
+    "INCONCLUSIVE",
+    "NO_VERDICT",
+    "VERDICTS",
+    "Verdict",
+    "verdict",
+    "detectable_effect",
+    "pairs_needed",
+]
 
 MIN_PAIRS = 8
 """Fewest paired runs for a gain/regression verdict (see the module docstring)."""
@@ -96,9 +117,14 @@ def median_ratio(a: Sequence[float], b: Sequence[float]) -> float | None:
     return None if ma == 0 else median(b) / ma
 
 
-def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], *, seed: int,
-                       resamples: int = RESAMPLES,
-                       confidence: float = CONFIDENCE) -> tuple[float, float]:
+def bootstrap_ratio_ci(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    seed: int,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float]:
     """Percentile-bootstrap CI of median(b)/median(a) over paired runs.
 
     ``a[i]`` and ``b[i]`` are the two arms of trial ``i``; a resample draws
@@ -140,7 +166,9 @@ def samples_to_bound(p: float, confidence: float = CONFIDENCE) -> int:
     """
     q, alpha = p / 100, 1 - confidence
     if not (0 < q < 1 and 0 < alpha < 1):
-        raise ValueError(f"percentile {p!r}, confidence {confidence!r}: accepted 0 < p < 100 and 0 < confidence < 1")
+        raise ValueError(
+            f"percentile {p!r}, confidence {confidence!r}: accepted 0 < p < 100 and 0 < confidence < 1"
+        )
     n = math.ceil(math.log(alpha / 2) / math.log(q) - 1e-9)
     return n - max(1, int(q * n + 0.5)) + 1
 
@@ -170,8 +198,7 @@ class Verdict:
     reason: str
 
 
-def verdict(ratio: float, ci: tuple[float, float], *, min_effect: float,
-            higher_is_better: bool) -> Verdict:
+def verdict(ratio: float, ci: tuple[float, float], *, min_effect: float, higher_is_better: bool) -> Verdict:
     """The verdict on a B/A ``ratio`` with interval ``ci`` = (low, high) and minimum effect e.
 
     * gain / regression: ``low > 1`` or ``high < 1`` (the interval excludes 1;
@@ -199,8 +226,11 @@ def verdict(ratio: float, ci: tuple[float, float], *, min_effect: float,
     if 1 - min_effect <= low and high <= 1 + min_effect:
         return Verdict(EQUIVALENT, f"CI within {bound}")
     if excludes_one:
-        return Verdict(INCONCLUSIVE, f"CI excludes 1 but effect {effect:+.1%} is under {min_effect:.0%} "
-                                     f"and the CI reaches past {bound}")
+        return Verdict(
+            INCONCLUSIVE,
+            f"CI excludes 1 but effect {effect:+.1%} is under {min_effect:.0%} "
+            f"and the CI reaches past {bound}",
+        )
     return Verdict(INCONCLUSIVE, f"CI includes 1 and reaches past {bound}")
 
 
@@ -209,8 +239,7 @@ def detectable_effect(ci: tuple[float, float]) -> float:
     return (ci[1] - ci[0]) / 2
 
 
-def pairs_needed(n_pairs: int, ci: tuple[float, float], min_effect: float, *,
-                 floor: int = MIN_PAIRS) -> int:
+def pairs_needed(n_pairs: int, ci: tuple[float, float], min_effect: float, *, floor: int = MIN_PAIRS) -> int:
     """About how many paired runs would shrink the detectable effect to ``min_effect``.
 
     An interval's width falls as 1/sqrt(pairs), so ``n * (half-width / e)^2``,
@@ -254,18 +283,36 @@ class Comparison:
     needs_samples: int | None = None
 
     def as_dict(self) -> dict:
-        return {"metric": self.metric.key, "n_pairs": self.n_pairs, "median_a": self.median_a,
-                "median_b": self.median_b, "ratio": self.ratio,
-                "ci": list(self.ci) if self.ci else None, "min_effect": self.min_effect,
-                "verdict": self.verdict, "reason": self.reason, "detectable": self.detectable,
-                "pairs_needed": self.pairs_needed, "estimator": self.estimator,
-                "samples_a": self.samples_a, "samples_b": self.samples_b,
-                "needs_samples": self.needs_samples}
+        return {
+            "metric": self.metric.key,
+            "n_pairs": self.n_pairs,
+            "median_a": self.median_a,
+            "median_b": self.median_b,
+            "ratio": self.ratio,
+            "ci": list(self.ci) if self.ci else None,
+            "min_effect": self.min_effect,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "detectable": self.detectable,
+            "pairs_needed": self.pairs_needed,
+            "estimator": self.estimator,
+            "samples_a": self.samples_a,
+            "samples_b": self.samples_b,
+            "needs_samples": self.needs_samples,
+        }
 
 
-def compare(m: Metric, a: Sequence[float | None], b: Sequence[float | None], *, seed: int,
-            min_effect: float | None = None, resamples: int = RESAMPLES,
-            confidence: float = CONFIDENCE, min_pairs: int = MIN_PAIRS) -> Comparison:
+def compare(
+    m: Metric,
+    a: Sequence[float | None],
+    b: Sequence[float | None],
+    *,
+    seed: int,
+    min_effect: float | None = None,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    min_pairs: int = MIN_PAIRS,
+) -> Comparison:
     """Compare arm B with arm A on metric ``m``.
 
     ``a`` and ``b`` are aligned by trial; a trial where either value is
@@ -279,8 +326,17 @@ def compare(m: Metric, a: Sequence[float | None], b: Sequence[float | None], *, 
     pb = [y for _, y in pairs]
 
     def result(ratio, ci, verdict, reason):
-        return Comparison(m, n, median(pa) if pa else None, median(pb) if pb else None,
-                          ratio, ci, effect_floor, verdict, reason)
+        return Comparison(
+            m,
+            n,
+            median(pa) if pa else None,
+            median(pb) if pb else None,
+            ratio,
+            ci,
+            effect_floor,
+            verdict,
+            reason,
+        )
 
     if n == 0:
         return result(None, None, "n/a", "no paired runs")
@@ -288,23 +344,43 @@ def compare(m: Metric, a: Sequence[float | None], b: Sequence[float | None], *, 
     if ratio is None:
         return result(None, None, "n/a", "median of A is 0")
     if n < min_pairs:
-        return result(ratio, None, "n/a",
-                      f"{n} paired run{'s' if n != 1 else ''}; a verdict needs {min_pairs}")
+        return result(
+            ratio, None, "n/a", f"{n} paired run{'s' if n != 1 else ''}; a verdict needs {min_pairs}"
+        )
     if any(x == 0 for x in pa):
         return result(ratio, None, "n/a", "A has zero values")
     ci = bootstrap_ratio_ci(pa, pb, seed=seed, resamples=resamples, confidence=confidence)
     return decided(m, n, median(pa), median(pb), ratio, ci, effect_floor)
 
 
-def decided(m: Metric, n: int, value_a: float, value_b: float, ratio: float, ci: tuple[float, float],
-            min_effect: float, **extra) -> Comparison:
+def decided(
+    m: Metric,
+    n: int,
+    value_a: float,
+    value_b: float,
+    ratio: float,
+    ci: tuple[float, float],
+    min_effect: float,
+    **extra,
+) -> Comparison:
     """The :class:`Comparison` of a metric with an interval: :func:`verdict`, detectable effect and
     pairs needed filled in from ``ratio``, ``ci`` and ``min_effect``; ``extra`` sets the estimator
     fields."""
     v = verdict(ratio, ci, min_effect=min_effect, higher_is_better=m.higher_is_better)
-    return Comparison(m, n, value_a, value_b, ratio, ci, min_effect, v.verdict, v.reason,
-                      detectable=detectable_effect(ci), pairs_needed=pairs_needed(n, ci, min_effect),
-                      **extra)
+    return Comparison(
+        m,
+        n,
+        value_a,
+        value_b,
+        ratio,
+        ci,
+        min_effect,
+        v.verdict,
+        v.reason,
+        detectable=detectable_effect(ci),
+        pairs_needed=pairs_needed(n, ci, min_effect),
+        **extra,
+    )
 
 
 def is_regression(verdicts: Iterable[str]) -> bool:

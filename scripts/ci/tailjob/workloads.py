@@ -58,9 +58,23 @@ from .loadgen import ClientClass, LoadSpec
 from .metrics import LATENCY_KEYS, Percentile, RunCounts
 from .plan import Leg, PlanError
 
-__all__ = ["Workload", "WORKLOADS", "classes_for", "LoadPlan", "plan_load", "parse_rate", "LoadRunResult",
-           "CAPACITY_S", "CAPACITY_PATH", "MIXED_SERVICE_US", "SLOW_FRACTION", "SLOW_US", "THINK_MS", "BULK_DEPTH",
-           "INTERACTIVE_CONNECTIONS"]
+__all__ = [
+    "Workload",
+    "WORKLOADS",
+    "classes_for",
+    "LoadPlan",
+    "plan_load",
+    "parse_rate",
+    "LoadRunResult",
+    "CAPACITY_S",
+    "CAPACITY_PATH",
+    "MIXED_SERVICE_US",
+    "SLOW_FRACTION",
+    "SLOW_US",
+    "THINK_MS",
+    "BULK_DEPTH",
+    "INTERACTIVE_CONNECTIONS",
+]
 
 CAPACITY_S = 2
 """Seconds of the closed-loop run that measures capacity for a ``0.7x`` rate."""
@@ -108,31 +122,60 @@ def _uniform(connections: int, rate: float | None, schedule: str) -> tuple[Clien
     return (ClientClass("all", connections, "open", rate=rate, schedule=schedule),)
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (
-    Workload("uniform", "every connection alike (wrk closed loop; one open-loop class with --load open)",
-             _uniform, open_classes=False, default_rate="0.7x"),
-    Workload("mixed", f"C/4 bulk connections pipelining depth {BULK_DEPTH} (closed loop) + "
-             f"{INTERACTIVE_CONNECTIONS} interactive clients (open loop, low rate), "
-             f"{MIXED_SERVICE_US} us of service per request",
-             lambda c, rate, sched: (
-                 ClientClass("interactive", INTERACTIVE_CONNECTIONS, "open", rate=_rate(rate), schedule=sched),
-                 ClientClass("bulk", max(c // 4, 1), "closed", depth=BULK_DEPTH)),
-             open_classes=True, default_rate="200", server_env={"CWIST_BENCH_DELAY_US": str(MIXED_SERVICE_US)}),
-    Workload("slow-route", f"open loop; {SLOW_FRACTION:.0%} of requests to /slow/ at {SLOW_US} us",
-             lambda c, rate, sched: (
-                 ClientClass("fast", c, "open", rate=_rate(rate) * (1 - SLOW_FRACTION), schedule=sched),
-                 ClientClass("slow", max(c // 16, 2), "open", rate=_rate(rate) * SLOW_FRACTION, schedule=sched,
-                             path="/slow/")),
-             open_classes=True, default_rate="0.5x", server_env={"CWIST_BENCH_SLOW_US": str(SLOW_US)}),
-    Workload("think-time", f"4C keep-alive connections, think time {THINK_MS:g} ms mean between requests "
-             "(closed loop)",
-             lambda c, rate, sched: (ClientClass("all", 4 * c, "closed", think_ms=THINK_MS),),
-             open_classes=False),
-)}
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            "uniform",
+            "every connection alike (wrk closed loop; one open-loop class with --load open)",
+            _uniform,
+            open_classes=False,
+            default_rate="0.7x",
+        ),
+        Workload(
+            "mixed",
+            f"C/4 bulk connections pipelining depth {BULK_DEPTH} (closed loop) + "
+            f"{INTERACTIVE_CONNECTIONS} interactive clients (open loop, low rate), "
+            f"{MIXED_SERVICE_US} us of service per request",
+            lambda c, rate, sched: (
+                ClientClass("interactive", INTERACTIVE_CONNECTIONS, "open", rate=_rate(rate), schedule=sched),
+                ClientClass("bulk", max(c // 4, 1), "closed", depth=BULK_DEPTH),
+            ),
+            open_classes=True,
+            default_rate="200",
+            server_env={"CWIST_BENCH_DELAY_US": str(MIXED_SERVICE_US)},
+        ),
+        Workload(
+            "slow-route",
+            f"open loop; {SLOW_FRACTION:.0%} of requests to /slow/ at {SLOW_US} us",
+            lambda c, rate, sched: (
+                ClientClass("fast", c, "open", rate=_rate(rate) * (1 - SLOW_FRACTION), schedule=sched),
+                ClientClass(
+                    "slow",
+                    max(c // 16, 2),
+                    "open",
+                    rate=_rate(rate) * SLOW_FRACTION,
+                    schedule=sched,
+                    path="/slow/",
+                ),
+            ),
+            open_classes=True,
+            default_rate="0.5x",
+            server_env={"CWIST_BENCH_SLOW_US": str(SLOW_US)},
+        ),
+        Workload(
+            "think-time",
+            f"4C keep-alive connections, think time {THINK_MS:g} ms mean between requests (closed loop)",
+            lambda c, rate, sched: (ClientClass("all", 4 * c, "closed", think_ms=THINK_MS),),
+            open_classes=False,
+        ),
+    )
+}
 
 
-def classes_for(workload: str, *, connections: int, rate_rps: float | None,
-                schedule: str = "poisson") -> tuple[ClientClass, ...]:
+def classes_for(
+    workload: str, *, connections: int, rate_rps: float | None, schedule: str = "poisson"
+) -> tuple[ClientClass, ...]:
     """The client classes of ``workload`` for a leg of ``connections`` (see the module table).
 
     ``rate_rps`` is the resolved ``--rate`` (None for workloads without an open-loop class);
@@ -151,8 +194,10 @@ def parse_rate(text: str) -> tuple[float, bool]:
     m = _RATE.fullmatch(text.strip())
     value = float(m.group(1)) if m else 0.0
     if not m or value <= 0 or (m.group(2) and value > 10):
-        raise PlanError(f"--rate {text!r}: accepted requests/s above 0 (e.g. 2000) or a fraction of "
-                        "the measured capacity (e.g. 0.7x, at most 10x)")
+        raise PlanError(
+            f"--rate {text!r}: accepted requests/s above 0 (e.g. 2000) or a fraction of "
+            "the measured capacity (e.g. 0.7x, at most 10x)"
+        )
     return value, bool(m.group(2))
 
 
@@ -185,9 +230,13 @@ class LoadPlan:
     def spec(self, leg: Leg, *, capacity_rps: float | None, seed: int) -> LoadSpec:
         """The client's spec for ``leg`` (one spec per leg: every run of the leg offers the same load)."""
         rate = self.resolve_rate(capacity_rps)
-        spec = LoadSpec(classes=classes_for(self.workload, connections=leg.connections, rate_rps=rate,
-                                            schedule=self.schedule),
-                        duration_s=float(leg.duration_s), seed=seed)
+        spec = LoadSpec(
+            classes=classes_for(
+                self.workload, connections=leg.connections, rate_rps=rate, schedule=self.schedule
+            ),
+            duration_s=float(leg.duration_s),
+            seed=seed,
+        )
         spec.check()
         return spec
 
@@ -212,8 +261,9 @@ def plan_load(workload: str, load: str | None, rate: str | None, schedule: str |
         rate = rate or w.default_rate
     else:
         if load is not None:
-            raise PlanError(f"--load {load}: workload {workload} sets its own load (see --help); "
-                            "leave out --load")
+            raise PlanError(
+                f"--load {load}: workload {workload} sets its own load (see --help); leave out --load"
+            )
         if not w.open_classes:
             for given, name in ((rate, "--rate"), (schedule, "--schedule")):
                 if given is not None:
@@ -246,8 +296,13 @@ class LoadRunResult(RunCounts):
         self.duration_us = merged["duration_us"]
         self.latency_samples = merged["latency"]["count"]
         e = merged["errors"]
-        self.errors = {"connect": e["connect"], "read": e["read"] + e["mismatch"], "write": e["write"],
-                       "status": e["status"], "timeout": e["timeout"]}
+        self.errors = {
+            "connect": e["connect"],
+            "read": e["read"] + e["mismatch"],
+            "write": e["write"],
+            "status": e["status"],
+            "timeout": e["timeout"],
+        }
 
     @property
     def generator_busy(self) -> float:
@@ -270,10 +325,18 @@ class LoadRunResult(RunCounts):
         for name, c in self.doc["classes"].items():
             pct = {q["p"]: q for q in c["latency"]["percentiles"]}
             lag = {q["p"]: q["us"] for q in c["lag"]["percentiles"]}
-            m = {"rps": c["achieved_rps"], "offered_rps": c["offered_rps"], "loop": c["loop"],
-                 "connections": c["connections"], "answered": c["answered"],
-                 "saturated": c["saturated"], "errors": c["errors"],
-                 "lag_p50": lag[50], "lag_p99": lag[99], "histogram": c["latency"].get("histogram")}
+            m = {
+                "rps": c["achieved_rps"],
+                "offered_rps": c["offered_rps"],
+                "loop": c["loop"],
+                "connections": c["connections"],
+                "answered": c["answered"],
+                "saturated": c["saturated"],
+                "errors": c["errors"],
+                "lag_p50": lag[50],
+                "lag_p99": lag[99],
+                "histogram": c["latency"].get("histogram"),
+            }
             for key, p in LATENCY_KEYS.items():
                 m[key] = pct[p]["us"]
                 m[f"{key}_samples"] = pct[p]["samples"]
@@ -283,10 +346,16 @@ class LoadRunResult(RunCounts):
     def as_dict(self) -> dict:
         """The run's record (``RunRecord.wrk``): wrk's keys where they mean the same, plus ``classes``."""
         merged = self.doc["all"]
-        return {"tool": "tailjob.loadgen", "requests": self.requests, "duration_us": self.duration_us,
-                "rps": self.rps, "latency_samples": self.latency_samples,
-                "latency_us": {k: merged["latency"][k] for k in ("min", "max", "mean")},
-                "percentiles": merged["latency"]["percentiles"],
-                "spectrum": merged["latency"].get("spectrum", []), "errors": self.errors,
-                "histogram": merged["latency"].get("histogram"),
-                "classes": self.doc["classes"]}
+        return {
+            "tool": "tailjob.loadgen",
+            "requests": self.requests,
+            "duration_us": self.duration_us,
+            "rps": self.rps,
+            "latency_samples": self.latency_samples,
+            "latency_us": {k: merged["latency"][k] for k in ("min", "max", "mean")},
+            "percentiles": merged["latency"]["percentiles"],
+            "spectrum": merged["latency"].get("spectrum", []),
+            "errors": self.errors,
+            "histogram": merged["latency"].get("histogram"),
+            "classes": self.doc["classes"],
+        }

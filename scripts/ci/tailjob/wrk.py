@@ -29,14 +29,22 @@ from dataclasses import dataclass
 from . import pooled
 from .metrics import PERCENTILES, Percentile, RunCounts
 
-__all__ = ["PERCENTILES", "Percentile", "WrkResult", "WrkOutputError", "parse_wrk_output",
-           "wrk_command", "wrk_env", "wrk_version", "METRICS_PREFIX"]
+__all__ = [
+    "PERCENTILES",
+    "Percentile",
+    "WrkResult",
+    "WrkOutputError",
+    "parse_wrk_output",
+    "wrk_command",
+    "wrk_env",
+    "wrk_version",
+    "METRICS_PREFIX",
+]
 
 METRICS_PREFIX = "TAILREACTOR_METRICS "
 ERROR_KINDS = ("connect", "read", "write", "status", "timeout")
 
-_SOCKET_ERRORS = re.compile(
-    r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
+_SOCKET_ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
 _NON_2XX = re.compile(r"Non-2xx or 3xx responses: (\d+)")
 _RPS = re.compile(r"^Requests/sec:\s+([0-9.]+)", re.M)
 
@@ -79,13 +87,19 @@ class WrkResult(RunCounts):
         raise KeyError(f"percentile {p} not recorded: recorded {[q.p for q in self.percentiles]}")
 
     def as_dict(self) -> dict:
-        return {"requests": self.requests, "duration_us": self.duration_us, "bytes": self.bytes,
-                "rps": self.rps, "text_rps": self.text_rps,
-                "latency_samples": self.latency_samples, "latency_us": self.latency_us,
-                "percentiles": [{"p": q.p, "us": q.us, "samples": q.samples}
-                                for q in self.percentiles],
-                "spectrum": [list(x) for x in self.spectrum], "errors": self.errors,
-                "histogram": self.histogram}
+        return {
+            "requests": self.requests,
+            "duration_us": self.duration_us,
+            "bytes": self.bytes,
+            "rps": self.rps,
+            "text_rps": self.text_rps,
+            "latency_samples": self.latency_samples,
+            "latency_us": self.latency_us,
+            "percentiles": [{"p": q.p, "us": q.us, "samples": q.samples} for q in self.percentiles],
+            "spectrum": [list(x) for x in self.spectrum],
+            "errors": self.errors,
+            "histogram": self.histogram,
+        }
 
 
 def parse_wrk_output(text: str) -> WrkResult:
@@ -97,9 +111,10 @@ def parse_wrk_output(text: str) -> WrkResult:
     """
     lines = [ln for ln in text.splitlines() if ln.startswith(METRICS_PREFIX)]
     if not lines:
-        raise WrkOutputError("no TAILREACTOR_METRICS line in wrk's output "
-                             "(was wrk run with -s scripts/ci/tail_latency.lua?)")
-    raw = lines[-1][len(METRICS_PREFIX):]
+        raise WrkOutputError(
+            "no TAILREACTOR_METRICS line in wrk's output (was wrk run with -s scripts/ci/tail_latency.lua?)"
+        )
+    raw = lines[-1][len(METRICS_PREFIX) :]
     try:
         m = json.loads(raw)
     except json.JSONDecodeError as e:
@@ -109,19 +124,27 @@ def parse_wrk_output(text: str) -> WrkResult:
         empty = samples == 0
         percentiles = tuple(
             Percentile(float(q["p"]), None if empty else int(q["us"]), int(q["samples"]))
-            for q in m["percentiles"])
+            for q in m["percentiles"]
+        )
         result = WrkResult(
-            requests=int(m["requests"]), duration_us=int(m["duration_us"]), bytes=int(m["bytes"]),
-            latency_samples=samples, latency_us=dict(m["latency_us"]),
+            requests=int(m["requests"]),
+            duration_us=int(m["duration_us"]),
+            bytes=int(m["bytes"]),
+            latency_samples=samples,
+            latency_us=dict(m["latency_us"]),
             percentiles=percentiles,
             spectrum=tuple((float(p), int(us)) for p, us in m["spectrum"]),
             errors={k: int(m["errors"][k]) for k in ERROR_KINDS},
-            text_rps=_text_rps(text), histogram=_histogram(m.get("histogram")))
+            text_rps=_text_rps(text),
+            histogram=_histogram(m.get("histogram")),
+        )
     except (KeyError, TypeError, ValueError) as e:
         raise WrkOutputError(f"TAILREACTOR_METRICS line lacks or mangles a field: {e!r}") from None
     if [q.p for q in result.percentiles] != list(PERCENTILES):
-        raise WrkOutputError(f"TAILREACTOR_METRICS percentiles are {[q.p for q in result.percentiles]}, "
-                             f"expected {list(PERCENTILES)}")
+        raise WrkOutputError(
+            f"TAILREACTOR_METRICS percentiles are {[q.p for q in result.percentiles]}, "
+            f"expected {list(PERCENTILES)}"
+        )
     _check_text_agrees(text, result)
     return result
 
@@ -141,22 +164,35 @@ def _text_rps(text: str) -> float | None:
 def _check_text_agrees(text: str, r: WrkResult) -> None:
     # wrk prints these lines only when the counters are non-zero.
     found = _SOCKET_ERRORS.search(text)
-    text_errors = dict(zip(("connect", "read", "write", "timeout"),
-                           map(int, found.groups()))) if found else dict.fromkeys(
-                               ("connect", "read", "write", "timeout"), 0)
+    text_errors = (
+        dict(zip(("connect", "read", "write", "timeout"), map(int, found.groups())))
+        if found
+        else dict.fromkeys(("connect", "read", "write", "timeout"), 0)
+    )
     for kind, n in text_errors.items():
         if r.errors[kind] != n:
-            raise WrkOutputError(f"wrk's text says {kind} errors = {n}, "
-                                 f"TAILREACTOR_METRICS says {r.errors[kind]}")
+            raise WrkOutputError(
+                f"wrk's text says {kind} errors = {n}, TAILREACTOR_METRICS says {r.errors[kind]}"
+            )
     found = _NON_2XX.search(text)
     text_status = int(found.group(1)) if found else 0
     if r.errors["status"] != text_status:
-        raise WrkOutputError(f"wrk's text says non-2xx = {text_status}, "
-                             f"TAILREACTOR_METRICS says {r.errors['status']}")
+        raise WrkOutputError(
+            f"wrk's text says non-2xx = {text_status}, TAILREACTOR_METRICS says {r.errors['status']}"
+        )
 
 
-def wrk_command(url: str, *, threads: int, connections: int, duration_s: int, script: str,
-                cpus: str | None = None, timeout_s: int | None = None, wrk: str = "wrk") -> list[str]:
+def wrk_command(
+    url: str,
+    *,
+    threads: int,
+    connections: int,
+    duration_s: int,
+    script: str,
+    cpus: str | None = None,
+    timeout_s: int | None = None,
+    wrk: str = "wrk",
+) -> list[str]:
     """argv for one wrk run; ``cpus`` (e.g. ``"1"``) pins it with ``taskset -c``."""
     cmd = [wrk, f"-t{threads}", f"-c{connections}", f"-d{duration_s}s"]
     if timeout_s is not None:
@@ -168,7 +204,10 @@ def wrk_command(url: str, *, threads: int, connections: int, duration_s: int, sc
 def wrk_env(base: dict | None = None) -> dict:
     """wrk's environment: ``base`` (default ``os.environ``) with ``TAILREACTOR_PERCENTILES``, the
     percentiles ``tail_latency.lua`` prints (:data:`tailjob.metrics.PERCENTILES`, comma-separated)."""
-    return {**(os.environ if base is None else base), "TAILREACTOR_PERCENTILES": ",".join(f"{p:g}" for p in PERCENTILES)}
+    return {
+        **(os.environ if base is None else base),
+        "TAILREACTOR_PERCENTILES": ",".join(f"{p:g}" for p in PERCENTILES),
+    }
 
 
 def wrk_version(wrk: str = "wrk") -> str:
@@ -176,8 +215,10 @@ def wrk_version(wrk: str = "wrk") -> str:
     try:
         out = subprocess.run([wrk, "-v"], capture_output=True, text=True, timeout=10, check=False)
     except FileNotFoundError:
-        raise FileNotFoundError(f"{wrk!r} not found; install it: scripts/bootstrap.sh --wrk "
-                                "(as root or with sudo: apt-get install wrk)") from None
+        raise FileNotFoundError(
+            f"{wrk!r} not found; install it: scripts/bootstrap.sh --wrk "
+            "(as root or with sudo: apt-get install wrk)"
+        ) from None
     lines = (out.stdout or out.stderr).splitlines()
     # "wrk debian/4.1.0-3+b2 [epoll] Copyright (C) 2012 Will Glozer" -> up to the copyright
     return lines[0].split(" Copyright")[0].strip() if lines else "unknown"

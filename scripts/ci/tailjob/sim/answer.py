@@ -44,12 +44,25 @@ def rows(sim: dict[str, list[Comparison]], live: dict[str, list[Comparison]]) ->
         for s in comps:
             lc = by_key.get(s.metric.key)
             called = s.ratio if s.verdict in (GAIN, REGRESSION) else None  # the ratio of a called verdict
-            target = round(abs(called - 1), 6) if called is not None else s.min_effect  # a ratio's 3 digits, not its float noise
+            target = (
+                round(abs(called - 1), 6) if called is not None else s.min_effect
+            )  # a ratio's 3 digits, not its float noise
             needed = None
             if lc is not None and lc.detectable and target > 0:
                 needed = math.ceil(lc.n_pairs * (lc.detectable / target) ** 2)
-            out.append(Row(backend, s.metric.label, s.ratio, s.verdict, lc.ratio if lc else None,
-                           lc.verdict if lc else None, lc.detectable if lc else None, target, needed))
+            out.append(
+                Row(
+                    backend,
+                    s.metric.label,
+                    s.ratio,
+                    s.verdict,
+                    lc.ratio if lc else None,
+                    lc.verdict if lc else None,
+                    lc.detectable if lc else None,
+                    target,
+                    needed,
+                )
+            )
     return out
 
 
@@ -58,19 +71,26 @@ def _ratio(r: float | None) -> str:
 
 
 def render(table: list[Row]) -> str:
-    lines = ["The answer: the sim tier (virtual time) beside the live run, same workload and arms",
-             "",
-             "| Backend | Metric | Sim B/A | Sim verdict | Live B/A | Live verdict | Live detectable "
-             "| Effect to resolve | Live pairs for it |",
-             "|---|---|---:|---|---:|---|---:|---:|---:|"]
+    lines = [
+        "The answer: the sim tier (virtual time) beside the live run, same workload and arms",
+        "",
+        "| Backend | Metric | Sim B/A | Sim verdict | Live B/A | Live verdict | Live detectable "
+        "| Effect to resolve | Live pairs for it |",
+        "|---|---|---:|---|---:|---|---:|---:|---:|",
+    ]
     for r in table:
         det = "-" if r.live_detectable is None else f"±{r.live_detectable:.1%}"
         need = "-" if r.live_pairs_needed is None else f"{r.live_pairs_needed:,}"
-        lines.append(f"| {r.backend} | {r.metric} | {_ratio(r.sim_ratio)} | {r.sim_verdict} | {_ratio(r.live_ratio)} "
-                     f"| {r.live_verdict or '-'} | {det} | {r.target:.1%} | {need} |")
-    lines += ["", "Effect to resolve: the sim's |B/A - 1| where it calls a gain or regression, else the "
-              "metric's minimum effect; live pairs for it: about how many pairs the live run would need for "
-              "its interval to be that narrow at this run's noise."]
+        lines.append(
+            f"| {r.backend} | {r.metric} | {_ratio(r.sim_ratio)} | {r.sim_verdict} | {_ratio(r.live_ratio)} "
+            f"| {r.live_verdict or '-'} | {det} | {r.target:.1%} | {need} |"
+        )
+    lines += [
+        "",
+        "Effect to resolve: the sim's |B/A - 1| where it calls a gain or regression, else the "
+        "metric's minimum effect; live pairs for it: about how many pairs the live run would need for "
+        "its interval to be that narrow at this run's noise.",
+    ]
     return "\n".join(lines)
 
 
@@ -79,9 +99,19 @@ def beside_live(args, live_legs, code: int) -> int:
     print the answer.  Returns the live job's exit code, or the sim tier's when that failed (2, 3)."""
     from ..options import build_parser
     from .cli import main_sim
+
     # One virtual second per run (the live runs' 2 s hold the same rate): the answer stays within about
     # two minutes beside the live job on a 2-core machine.
-    argv = ["--tier", "sim", "--workload", args.workload, "--duration", str(ANSWER_DURATION_S), "--out", str(args.out)]
+    argv = [
+        "--tier",
+        "sim",
+        "--workload",
+        args.workload,
+        "--duration",
+        str(ANSWER_DURATION_S),
+        "--out",
+        str(args.out),
+    ]
     print("\nThe same A/B in virtual time (--tier sim):\n", flush=True)
     sim_legs: list = []
     sim_code = main_sim(build_parser().parse_args(argv), argv, legs_out=sim_legs)

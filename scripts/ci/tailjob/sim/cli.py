@@ -41,13 +41,21 @@ def _error(message: str, code: int) -> int:
 
 
 def _refuse_live_only(args: argparse.Namespace) -> None:
-    for given, text in ((args.pin, "--pin"), (args.workers, f"--workers {args.workers}"),
-                        (args.threads, f"--threads {args.threads}"), (args.probe, "--probe"),
-                        (args.peers, "--peers"), (args.calibrate, f"--calibrate {args.calibrate}"),
-                        (args.no_pin, "--no-pin"), (args.write_readme, "--write-readme")):
+    for given, text in (
+        (args.pin, "--pin"),
+        (args.workers, f"--workers {args.workers}"),
+        (args.threads, f"--threads {args.threads}"),
+        (args.probe, "--probe"),
+        (args.peers, "--peers"),
+        (args.calibrate, f"--calibrate {args.calibrate}"),
+        (args.no_pin, "--no-pin"),
+        (args.write_readme, "--write-readme"),
+    ):
         if given:
-            raise PlanError(f"{text}: the sim tier runs one reactor in virtual time, with no processes to "
-                            "pin or count, no wrk threads, no probe files; leave it out or use --tier wall")
+            raise PlanError(
+                f"{text}: the sim tier runs one reactor in virtual time, with no processes to "
+                "pin or count, no wrk threads, no probe files; leave it out or use --tier wall"
+            )
 
 
 def _ambient(environ) -> dict[str, str]:
@@ -59,6 +67,7 @@ def plan_sim(args: argparse.Namespace) -> tuple[str, object, list[AbPlan]]:
     """(the --ab name, the arms, one AbPlan per leg) from the options; PlanError/CostError if bad."""
     _refuse_live_only(args)
     from ..cli import _check_environment
+
     _check_environment(os.environ)
     if args.ab and (args.a is not None or args.b is not None):
         raise PlanError("--ab cannot be combined with --a/--b")
@@ -68,11 +77,18 @@ def plan_sim(args: argparse.Namespace) -> tuple[str, object, list[AbPlan]]:
     if args.a_ref is not None:
         ab = "aref" if custom and args.a is None and args.b is None else ab
         a, b = arms
-        arms = (Arm("A", f"{a.label} @ {args.a_ref}" if a.label != "A" else args.a_ref, a.env),
-                Arm("B", f"{b.label} @ working tree" if b.label != "B" else "working tree", b.env))
+        arms = (
+            Arm("A", f"{a.label} @ {args.a_ref}" if a.label != "A" else args.a_ref, a.env),
+            Arm("B", f"{b.label} @ working tree" if b.label != "B" else "working tree", b.env),
+        )
     profile = PROFILES[args.profile]
-    legs = plan_legs(profile, arms, Overrides(backend=args.backend, connections=args.connections,
-                                              duration_s=args.duration, runs=args.runs))
+    legs = plan_legs(
+        profile,
+        arms,
+        Overrides(
+            backend=args.backend, connections=args.connections, duration_s=args.duration, runs=args.runs
+        ),
+    )
     load = workloads.plan_load(args.workload, args.load, args.rate, args.schedule)
     ambient = _ambient(os.environ)
     plans = []
@@ -84,20 +100,35 @@ def plan_sim(args: argparse.Namespace) -> tuple[str, object, list[AbPlan]]:
             backend = env.get(_BACKEND) or "auto"
             if backend == "auto":
                 from tailreactor.backends import io_uring_refused as _io_uring_refused
+
                 backend = "epoll" if _io_uring_refused() else "io_uring"
             if backend not in MODELLED:
                 option = f"--{arm.key.lower()} " if _BACKEND in arm.env else ""
-                raise PlanError(f"{option}{_BACKEND}={backend}: the sim tier models {', '.join(MODELLED)} "
-                                "(its cost model has constants for those only)")
+                raise PlanError(
+                    f"{option}{_BACKEND}={backend}: the sim tier models {', '.join(MODELLED)} "
+                    "(its cost model has constants for those only)"
+                )
             env[_BACKEND] = backend
             _costs.with_overrides(_costs.for_backend(backend), args.sim_cost)
             envs[arm.key] = env
         seeds = tuple(range(args.seed, args.seed + leg.runs))
-        plans.append(AbPlan(backend=leg.backend or envs["A"][_BACKEND], a_env=envs["A"], b_env=envs["B"],
-                            seeds=seeds, workload=args.workload, load=args.load,
-                            rate=load.rate if load else None, connections=leg.connections,
-                            duration_s=float(leg.duration_s), schedule=load.schedule if load else "poisson",
-                            cost_overrides=args.sim_cost, bootstrap_seed=args.seed, min_effect=args.min_effect))
+        plans.append(
+            AbPlan(
+                backend=leg.backend or envs["A"][_BACKEND],
+                a_env=envs["A"],
+                b_env=envs["B"],
+                seeds=seeds,
+                workload=args.workload,
+                load=args.load,
+                rate=load.rate if load else None,
+                connections=leg.connections,
+                duration_s=float(leg.duration_s),
+                schedule=load.schedule if load else "poisson",
+                cost_overrides=args.sim_cost,
+                bootstrap_seed=args.seed,
+                min_effect=args.min_effect,
+            )
+        )
     return ab, arms, plans
 
 
@@ -106,6 +137,7 @@ def _without_refused_io_uring(plans: list[AbPlan], asked: str | None) -> list[Ab
     if not on:
         return plans
     from tailreactor.backends import io_uring_refused as _io_uring_refused
+
     refused = _io_uring_refused()
     if refused is None:
         return plans
@@ -115,8 +147,9 @@ def _without_refused_io_uring(plans: list[AbPlan], asked: str | None) -> list[Ab
     return [p for p in plans if p not in on]
 
 
-def main_sim(args: argparse.Namespace, argv: list[str], *, legs_out: list | None = None,
-             collect: dict | None = None) -> int:
+def main_sim(
+    args: argparse.Namespace, argv: list[str], *, legs_out: list | None = None, collect: dict | None = None
+) -> int:
     """``--tier sim``; ``legs_out``: gets the legs' results (for the main job's answer); ``collect``:
     gets ``result``, the path of the result JSON (for ``--validate``)."""
     try:
@@ -142,12 +175,18 @@ def _run(args, argv, ab, arms, plans, a_commit, legs_out=None, collect=None) -> 
         tty = sys.stderr.isatty()
         with new_executor() as executor:
             for plan in plans:
+
                 def progress(done, total, plan=plan, tty=tty):
                     if not tty and done != total and done % max(total // 4, 1):
                         return  # a log gets a line per quarter, a terminal one line rewritten
-                    print(f"{chr(13) if tty else ''}{PROG}: sim {plan.backend_for('A')}, c{plan.connections}: "
-                          f"{done}/{total} runs", end="" if tty and done < total else "\n", file=sys.stderr,
-                          flush=True)
+                    print(
+                        f"{chr(13) if tty else ''}{PROG}: sim {plan.backend_for('A')}, c{plan.connections}: "
+                        f"{done}/{total} runs",
+                        end="" if tty and done < total else "\n",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+
                 legs.append(run_ab(plan, executor=executor, progress=progress))
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
@@ -155,12 +194,17 @@ def _run(args, argv, ab, arms, plans, a_commit, legs_out=None, collect=None) -> 
         legs_out.extend(legs)
     finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
     pv = history.provenance(REPO, wrk_version="-")
-    job = {"argv": argv, "profile": args.profile, "ab": ab,
-           "arms": {a.key: {"label": a.label, "env": dict(a.env), "env_text": a.env_text()} for a in arms},
-           "seeds": list(plans[0].seeds) if plans else [],
-           "a_ref": None if a_commit is None else {"ref": args.a_ref, "commit": a_commit},
-           "provenance": {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")},
-           "started_at": started, "finished_at": finished}
+    job = {
+        "argv": argv,
+        "profile": args.profile,
+        "ab": ab,
+        "arms": {a.key: {"label": a.label, "env": dict(a.env), "env_text": a.env_text()} for a in arms},
+        "seeds": list(plans[0].seeds) if plans else [],
+        "a_ref": None if a_commit is None else {"ref": args.a_ref, "commit": a_commit},
+        "provenance": {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")},
+        "started_at": started,
+        "finished_at": finished,
+    }
     out = args.out
     stem = history.stem(started, args.profile, ab) + "-sim"
     results_dir = out / "results"
@@ -171,8 +215,11 @@ def _run(args, argv, ab, arms, plans, a_commit, legs_out=None, collect=None) -> 
     if collect is not None:
         collect["result"] = js
     images = sim_report.plot(legs, results_dir / stem)
-    jsonl = history.append_history(sim_report.history_line(job, legs, result_file=f"results/{js.name}"), out,
-                                   name=sim_report.HISTORY_FILE)
+    jsonl = history.append_history(
+        sim_report.history_line(job, legs, result_file=f"results/{js.name}"),
+        out,
+        name=sim_report.HISTORY_FILE,
+    )
     print(sim_report.render(job, legs, runs=False))
     print("Files:")
     for path in (md, js, *images):

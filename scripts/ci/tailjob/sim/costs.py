@@ -80,23 +80,33 @@ class CostModel:
 
     def sources(self) -> dict[str, str]:
         """Where each constant came from, by field name."""
-        scale = f" x{IO_URING_FACTOR:.3f} (io_uring's CPU/request over epoll's, {_README} peers table)" \
-            if self.backend == "io_uring" else ""
+        scale = (
+            f" x{IO_URING_FACTOR:.3f} (io_uring's CPU/request over epoll's, {_README} peers table)"
+            if self.backend == "io_uring"
+            else ""
+        )
         return {
             "wait_us": "estimate, not measured here: one wait system call returning a batch",
-            "harvest_us": ("estimate: io_uring's harvest peeks the completion queue without a system call"
-                           if self.backend == "io_uring" else
-                           "estimate: one poll with timeout 0 (epoll_wait / select)"),
+            "harvest_us": (
+                "estimate: io_uring's harvest peeks the completion queue without a system call"
+                if self.backend == "io_uring"
+                else "estimate: one poll with timeout 0 (epoll_wait / select)"
+            ),
             "callback_us": f"kernel CPU per request at one request per callback, 14.8 us ({_README}, "
-                           f"'Server CPU is about half user, half kernel'){scale}",
+            f"'Server CPU is about half user, half kernel'){scale}",
             "request_us": f"user CPU per request, 16.1 us ({_README}, same measurement){scale}",
-            "age_order_us": ("the age order's share of user-space instructions per request at c256, "
-                             + ("1.6 % (630 of 40,400)" if self.backend == "io_uring" else "1.9 % (690 of 36,000)")
-                             + f" ({_README}), of request_us"),
-            "client_us": ("0 by default: a closed-loop client sends its next request the moment an answer "
-                          "arrives (wrk's own CPU is about 5.4 us per request at c256, "
-                          "benchmarks/results/20261201T143716Z-seed-tail.json; its wake-ups are not measured)"
-                          if self.client_us == 0 else "set with --sim-cost"),
+            "age_order_us": (
+                "the age order's share of user-space instructions per request at c256, "
+                + ("1.6 % (630 of 40,400)" if self.backend == "io_uring" else "1.9 % (690 of 36,000)")
+                + f" ({_README}), of request_us"
+            ),
+            "client_us": (
+                "0 by default: a closed-loop client sends its next request the moment an answer "
+                "arrives (wrk's own CPU is about 5.4 us per request at c256, "
+                "benchmarks/results/20261201T143716Z-seed-tail.json; its wake-ups are not measured)"
+                if self.client_us == 0
+                else "set with --sim-cost"
+            ),
         }
 
     def as_dict(self) -> dict:
@@ -111,11 +121,23 @@ def for_backend(backend: str) -> CostModel:
     """The calibrated model of ``backend`` (``epoll``, ``io_uring`` or ``selectors``)."""
     if backend == "io_uring":
         k = IO_URING_FACTOR
-        return CostModel(backend, wait_us=2.0, harvest_us=0.2, callback_us=round(14.8 * k, 2),
-                         request_us=round(16.1 * k, 2), age_order_us=round(0.016 * 16.1 * k, 2))
+        return CostModel(
+            backend,
+            wait_us=2.0,
+            harvest_us=0.2,
+            callback_us=round(14.8 * k, 2),
+            request_us=round(16.1 * k, 2),
+            age_order_us=round(0.016 * 16.1 * k, 2),
+        )
     if backend in ("epoll", "selectors"):
-        return CostModel(backend, wait_us=2.0, harvest_us=1.0, callback_us=14.8, request_us=16.1,
-                         age_order_us=round(0.019 * 16.1, 2))
+        return CostModel(
+            backend,
+            wait_us=2.0,
+            harvest_us=1.0,
+            callback_us=14.8,
+            request_us=16.1,
+            age_order_us=round(0.019 * 16.1, 2),
+        )
     raise CostError(f"backend {backend!r}: the cost model knows epoll, io_uring, selectors")
 
 

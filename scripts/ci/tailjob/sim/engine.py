@@ -199,8 +199,9 @@ class _Backend:
         if got or timeout_s == 0:
             return got
         now = clock.now_ns
-        deadline = sim.hard_end_ns if timeout_s is None else \
-            min(sim.hard_end_ns, now + math.ceil(timeout_s * 1e9))
+        deadline = (
+            sim.hard_end_ns if timeout_s is None else min(sim.hard_end_ns, now + math.ceil(timeout_s * 1e9))
+        )
         heap = sim.sends
         while True:
             if not heap or heap[0][0] > deadline:
@@ -294,7 +295,7 @@ class _Sim:
     spec: LoadSpec
     model: CostModel
     clock: _Clock = field(default_factory=_Clock)
-    sends: list = field(default_factory=list)     # heap of (time ns, order, client, count)
+    sends: list = field(default_factory=list)  # heap of (time ns, order, client, count)
     start_ns: int = 0
     end_ns: int = 0
     hard_end_ns: int = 0
@@ -371,8 +372,9 @@ def simulate(run: SimRun) -> dict:
     clients: list[_Client] = []
     pairs: list[socket.socket] = []
     with _virtual_busy_wait(sim):
-        reactor = Reactor(_Backend(create_backend(run.backend), sim, age_order=cfg.tail_us > 0), config=cfg,
-                          clock=sim.clock)
+        reactor = Reactor(
+            _Backend(create_backend(run.backend), sim, age_order=cfg.tail_us > 0), config=cfg, clock=sim.clock
+        )
         try:
             listener = SimListener(reactor, sim)
             for st in stats:
@@ -404,7 +406,9 @@ def simulate(run: SimRun) -> dict:
                 _record(c.stats, c.latencies)
             for st in stats:
                 if st.cls.loop == "open" and st.latency.get_total_count():
-                    margin = min(st.latency.get_value_at_percentile(50) * 1000, (sim.end_ns - sim.start_ns) // 10)
+                    margin = min(
+                        st.latency.get_value_at_percentile(50) * 1000, (sim.end_ns - sim.start_ns) // 10
+                    )
                     st.offered_due = loadgen.offered(spec, st.cls, sim.start_ns, sim.end_ns - margin)
             for c in clients:
                 owed = c.owed()
@@ -419,6 +423,11 @@ def simulate(run: SimRun) -> dict:
             for s in pairs:
                 s.close()
     doc = loadgen.report(stats, spec.duration_s)
-    doc["server"] = {"requests": requests, "busy_us": busy_ns / 1000, "stalls": stalls, "counters": counters,
-                     "virtual_end_us": (sim.clock.now_ns - sim.start_ns) / 1000}
+    doc["server"] = {
+        "requests": requests,
+        "busy_us": busy_ns / 1000,
+        "stalls": stalls,
+        "counters": counters,
+        "virtual_end_us": (sim.clock.now_ns - sim.start_ns) / 1000,
+    }
     return doc

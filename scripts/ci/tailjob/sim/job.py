@@ -33,8 +33,7 @@ from ..workloads import WORKLOADS, classes_for, parse_rate
 from . import costs as _costs
 from .engine import SimRun, simulate
 
-__all__ = ["AbPlan", "SimRunResult", "LegResult", "run_ab", "CAPACITY_S", "capacity",
-           "load_spec"]
+__all__ = ["AbPlan", "SimRunResult", "LegResult", "run_ab", "CAPACITY_S", "capacity", "load_spec"]
 
 CAPACITY_S = 0.5
 """Virtual seconds of the closed-loop run that measures capacity for a rate like ``0.7x`` (arm A)."""
@@ -88,8 +87,9 @@ def load_spec(plan: AbPlan, seed: int, rate_rps: float | None) -> LoadSpec:
     if plan.closed_uniform():
         classes = (ClientClass("all", plan.connections, "closed"),)
     else:
-        classes = classes_for(plan.workload, connections=plan.connections, rate_rps=rate_rps,
-                              schedule=plan.schedule)
+        classes = classes_for(
+            plan.workload, connections=plan.connections, rate_rps=rate_rps, schedule=plan.schedule
+        )
     spec = LoadSpec(classes=classes, duration_s=float(plan.duration_s), seed=seed, drain_s=DRAIN_S)
     spec.check()
     return spec
@@ -98,8 +98,12 @@ def load_spec(plan: AbPlan, seed: int, rate_rps: float | None) -> LoadSpec:
 def capacity(plan: AbPlan) -> float:
     """Requests/s of a closed-loop run of ``plan.connections`` on arm A for :data:`CAPACITY_S`
     virtual seconds (what a relative ``--rate`` multiplies)."""
-    spec = LoadSpec(classes=(ClientClass("all", plan.connections, "closed"),), duration_s=CAPACITY_S,
-                    seed=plan.seeds[0], drain_s=DRAIN_S)
+    spec = LoadSpec(
+        classes=(ClientClass("all", plan.connections, "closed"),),
+        duration_s=CAPACITY_S,
+        seed=plan.seeds[0],
+        drain_s=DRAIN_S,
+    )
     doc = simulate(SimRun(plan.backend_for("A"), plan.arm_env("A"), spec, plan.costs_for("A")))
     return doc["all"]["answered_in_window"] / CAPACITY_S
 
@@ -133,8 +137,14 @@ class SimRunResult:
         return {"percentiles": [{"p": p, "samples": n} for p, n in self.samples.items()]}
 
     def as_dict(self) -> dict:
-        return {"arm": self.arm, "seed": self.seed, "offered": self.offered, "metrics": self.metrics,
-                "classes": self.classes, "server": self.server}
+        return {
+            "arm": self.arm,
+            "seed": self.seed,
+            "offered": self.offered,
+            "metrics": self.metrics,
+            "classes": self.classes,
+            "server": self.server,
+        }
 
 
 def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
@@ -142,30 +152,51 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
     pct = {q["p"]: q["us"] for q in merged["latency"]["percentiles"]}
     server = doc["server"]
     requests = server["requests"]
-    metrics = {"rps": merged["answered_in_window"] / (merged["duration_us"] / 1e6),
-               "cpu_us_per_req": server["busy_us"] / requests if requests else None,
-               "p50": pct[50], "p99": pct[99], "p99.9": pct[99.9], "p99.99": pct[99.99], "p99.999": pct[99.999]}
+    metrics = {
+        "rps": merged["answered_in_window"] / (merged["duration_us"] / 1e6),
+        "cpu_us_per_req": server["busy_us"] / requests if requests else None,
+        "p50": pct[50],
+        "p99": pct[99],
+        "p99.9": pct[99.9],
+        "p99.99": pct[99.99],
+        "p99.999": pct[99.999],
+    }
     classes = {}
     for name, c in doc["classes"].items():
         cp = {q["p"]: q for q in c["latency"]["percentiles"]}
-        figs = {"rps": c["achieved_rps"], "offered_rps": c["offered_rps"], "answered": c["answered"],
-                "saturated": c["saturated"], "errors": sum(c["errors"].values()), "loop": c["loop"],
-                "connections": c["connections"]}
+        figs = {
+            "rps": c["achieved_rps"],
+            "offered_rps": c["offered_rps"],
+            "answered": c["answered"],
+            "saturated": c["saturated"],
+            "errors": sum(c["errors"].values()),
+            "loop": c["loop"],
+            "connections": c["connections"],
+        }
         for key, p in (("p50", 50), ("p99", 99), ("p99.9", 99.9), ("p99.99", 99.99), ("p99.999", 99.999)):
             figs[key] = cp[p]["us"]
             figs[f"{key}_samples"] = cp[p]["samples"]
         classes[name] = figs
     errors = sum(merged["errors"].values())
     import tailreactor
-    return SimRunResult(arm, seed, merged["offered"], metrics, classes,
-                        {**server, "errors": errors}, code=os.path.dirname(tailreactor.__file__),
-                        samples={q["p"]: q["samples"] for q in merged["latency"]["percentiles"]})
+
+    return SimRunResult(
+        arm,
+        seed,
+        merged["offered"],
+        metrics,
+        classes,
+        {**server, "errors": errors},
+        code=os.path.dirname(tailreactor.__file__),
+        samples={q["p"]: q["samples"] for q in merged["latency"]["percentiles"]},
+    )
 
 
 def _one(task) -> SimRunResult:
     plan, arm, seed, rate_rps = task
-    doc = simulate(SimRun(plan.backend_for(arm), plan.arm_env(arm), load_spec(plan, seed, rate_rps),
-                          plan.costs_for(arm)))
+    doc = simulate(
+        SimRun(plan.backend_for(arm), plan.arm_env(arm), load_spec(plan, seed, rate_rps), plan.costs_for(arm))
+    )
     return _figures(arm, seed, doc)
 
 
@@ -184,14 +215,18 @@ class LegResult:
         """The live job's comparison (:func:`tailjob.runner.compare_leg`: the metric table, the
         verdict rule, ``n/a`` for a percentile its runs cannot bound), pairs by seed."""
         from ..runner import compare_leg
+
         runs = [*self.runs["A"], *self.runs["B"]]
         seed, min_effect = self.plan.bootstrap_seed, self.plan.min_effect
         self.comparisons = {c.metric.key: c for c in compare_leg(runs, seed=seed, min_effect=min_effect)}
         names = list(self.runs["A"][0].classes) if self.runs["A"] else []
         if len(names) > 1:  # one class is the whole run: its table would repeat the leg's
             self.class_comparisons = {
-                name: {c.metric.key: c for c in compare_leg(runs, klass=name, seed=seed, min_effect=min_effect)}
-                for name in names}
+                name: {
+                    c.metric.key: c for c in compare_leg(runs, klass=name, seed=seed, min_effect=min_effect)
+                }
+                for name in names
+            }
 
 
 def needs_capacity(plan: AbPlan) -> bool:
@@ -229,8 +264,7 @@ def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progres
         cap = executor_a.submit(capacity, plan).result() if needs_capacity(plan) else None
         rate_rps = resolve_rate(plan, cap)
         tasks = [(plan, arm, seed, rate_rps) for seed in plan.seeds for arm in ("A", "B")]
-        futures = [(executor_a if arm == "A" else executor).submit(_one, t) for t in tasks
-                   for arm in [t[1]]]
+        futures = [(executor_a if arm == "A" else executor).submit(_one, t) for t in tasks for arm in [t[1]]]
         done = 0
         for _ in concurrent.futures.as_completed(futures):
             done += 1
@@ -248,7 +282,9 @@ def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progres
     return leg
 
 
-def new_executor(processes: int | None = None, *, code: str | None = None) -> concurrent.futures.ProcessPoolExecutor:
+def new_executor(
+    processes: int | None = None, *, code: str | None = None
+) -> concurrent.futures.ProcessPoolExecutor:
     """Worker processes for simulated runs (spawned: no state of this process is inherited); ``code``:
     the ``reference/`` directory they import :mod:`tailreactor` from (``--a-ref``)."""
     n = processes or len(os.sched_getaffinity(0))
@@ -256,4 +292,7 @@ def new_executor(processes: int | None = None, *, code: str | None = None) -> co
     if code is None:
         return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx)
     from .refcode import use
-    return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=use, initargs=(code,))
+
+    return concurrent.futures.ProcessPoolExecutor(
+        max_workers=n, mp_context=ctx, initializer=use, initargs=(code,)
+    )

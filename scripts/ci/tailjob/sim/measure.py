@@ -37,20 +37,37 @@ class SimMeasure:
         from ..measure import RunRecord
         from ..metrics import run_metrics
         from ..workloads import LoadRunResult
+
         backend = plan.backend or plan.env.get("CWIST_REACTOR_BACKEND") or "epoll"
         seed = trial_seed(plan.settings.seed, plan.trial)
         if plan.load is not None:
             spec = replace(plan.load, seed=seed)
         else:  # the leg's closed loop, as wrk: one request per connection, no think
-            spec = LoadSpec(classes=(ClientClass("all", plan.leg.connections, "closed"),),
-                            duration_s=float(plan.leg.duration_s), seed=seed, drain_s=DRAIN_S)
+            spec = LoadSpec(
+                classes=(ClientClass("all", plan.leg.connections, "closed"),),
+                duration_s=float(plan.leg.duration_s),
+                seed=seed,
+                drain_s=DRAIN_S,
+            )
         model = _costs.with_overrides(_costs.for_backend(backend), self.cost_overrides)
         doc = simulate(SimRun(backend, dict(plan.env), spec, model))
         result = LoadRunResult(doc)
         busy_s = doc["server"]["busy_us"] / 1e6
-        flags = [flag for flag, raised in (("socket-errors", result.socket_errors),
-                                           ("saturated", result.saturated)) if raised]
-        return RunRecord(leg=plan.leg.index, trial=plan.trial, position=plan.position, arm=plan.arm,
-                         warmup=plan.warmup, backend=backend, wrk=result.as_dict(), server_cpu_s=busy_s,
-                         metrics=run_metrics(result, server_cpu_s=busy_s), flags=flags,
-                         classes=result.class_metrics())
+        flags = [
+            flag
+            for flag, raised in (("socket-errors", result.socket_errors), ("saturated", result.saturated))
+            if raised
+        ]
+        return RunRecord(
+            leg=plan.leg.index,
+            trial=plan.trial,
+            position=plan.position,
+            arm=plan.arm,
+            warmup=plan.warmup,
+            backend=backend,
+            wrk=result.as_dict(),
+            server_cpu_s=busy_s,
+            metrics=run_metrics(result, server_cpu_s=busy_s),
+            flags=flags,
+            classes=result.class_metrics(),
+        )

@@ -35,8 +35,10 @@ def resolve(repo: Path, ref: str) -> str:
     """The commit ``ref`` names in ``repo``; :class:`RefError` naming the option otherwise."""
     done = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if done.returncode != 0 or not done.stdout.strip():
-        raise RefError(f"--a-ref {ref!r}: not a commit of this repository (accepted a branch, tag, "
-                       "commit id or an expression like HEAD~1)")
+        raise RefError(
+            f"--a-ref {ref!r}: not a commit of this repository (accepted a branch, tag, "
+            "commit id or an expression like HEAD~1)"
+        )
     return done.stdout.strip()
 
 

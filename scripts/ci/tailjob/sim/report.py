@@ -51,14 +51,20 @@ def _table(job: dict, comps: dict, labels: dict[str, str]) -> list[str]:
 def _load_line(leg) -> str:
     p = leg.plan
     from .job import load_spec
+
     spec = load_spec(p, p.seeds[0], leg.rate_rps)
     parts = []
     if leg.capacity_rps:
-        parts.append(f"capacity (closed loop, c{p.connections}, arm A, 0.5 virtual s): "
-                     f"**{leg.capacity_rps:,.0f} req/s**, rate {p.rate} of it")
+        parts.append(
+            f"capacity (closed loop, c{p.connections}, arm A, 0.5 virtual s): "
+            f"**{leg.capacity_rps:,.0f} req/s**, rate {p.rate} of it"
+        )
     for c in spec.classes:
-        what = (f"open loop, {c.schedule}, {c.rate:,.0f} req/s offered" if c.loop == "open" else
-                f"closed loop, depth {c.depth}" + (f", think {c.think_ms:g} ms" if c.think_ms else ""))
+        what = (
+            f"open loop, {c.schedule}, {c.rate:,.0f} req/s offered"
+            if c.loop == "open"
+            else f"closed loop, depth {c.depth}" + (f", think {c.think_ms:g} ms" if c.think_ms else "")
+        )
         parts.append(f"`{c.name}`: {c.connections} connections, {what}, `GET {c.path}<seq>`")
     return f"Load ({p.duration_s:g} virtual s per run, workload `{p.workload}`): " + "; ".join(parts) + "."
 
@@ -71,67 +77,109 @@ def _costs_table(leg) -> list[str]:
             break
         src = model.sources()
         for name in model.constants:
-            lines.append(f"| `{name}` | {'A and B' if key == 'A' and model == leg.plan.costs_for('B') else key} "
-                         f"({model.backend}) | {getattr(model, name):g} | {src[name]} |")
+            lines.append(
+                f"| `{name}` | {'A and B' if key == 'A' and model == leg.plan.costs_for('B') else key} "
+                f"({model.backend}) | {getattr(model, name):g} | {src[name]} |"
+            )
     return lines
 
 
 def render(job: dict, legs, *, runs: bool = True) -> str:
     """The report of a sim job (``job``: the document's header fields; ``legs``: LegResults)."""
     a, b = job["arms"]["A"], job["arms"]["B"]
-    lines = [f"# Tail-latency job in virtual time (`--tier sim`): `--ab {job['ab']}`, profile `{job['profile']}`",
-             "",
-             "**Virtual time.** Every figure below is simulated: the real `tailreactor.Reactor` and bench "
-             "connection code on the real backend, a virtual clock moved by the cost model and the injected "
-             "knobs (docs/en/tail-latency-ci.md, \"The virtual-time tier\"). It is a function of the code, "
-             "the knobs, the workload, the seeds and the cost model: the machine's load does not enter it. "
-             "It does not model TCP, kernel scheduling, caches, or the client's own cost.",
-             "",
-             f"- Command: `scripts/tail-latency.sh {' '.join(job['argv'])}`"
-             + (f"; started {job['started_at']}, finished {job['finished_at']} (wall clock)" if job.get("started_at")
-                else "") + ".",
-             f"- Code: commit {job['provenance'].get('git_commit', 'unknown')}"
-             + (" (dirty)" if job["provenance"].get("git_dirty") else "")
-             + (f"; arm A runs `--a-ref {job['a_ref']['ref']}`, commit {job['a_ref']['commit']}, arm B the working "
-                "tree" if job.get("a_ref") else "") + ".",
-             f"- Arms: A `{a['label']}` ({a['env_text']}), B `{b['label']}` ({b['env_text']}).",
-             f"- Seeds: {seeds_text(job['seeds'])}; arm A and arm B of a pair run with the same seed (common random "
-             f"numbers: the same client schedules), and the intervals are over seeds (paired bootstrap, "
-             f"{stats.FAMILY_CONFIDENCE:.0%} joint over the leg's metrics, {stats.MIN_PAIRS} pairs at least).",
-             ""]
+    lines = [
+        f"# Tail-latency job in virtual time (`--tier sim`): `--ab {job['ab']}`, profile `{job['profile']}`",
+        "",
+        "**Virtual time.** Every figure below is simulated: the real `tailreactor.Reactor` and bench "
+        "connection code on the real backend, a virtual clock moved by the cost model and the injected "
+        'knobs (docs/en/tail-latency-ci.md, "The virtual-time tier"). It is a function of the code, '
+        "the knobs, the workload, the seeds and the cost model: the machine's load does not enter it. "
+        "It does not model TCP, kernel scheduling, caches, or the client's own cost.",
+        "",
+        f"- Command: `scripts/tail-latency.sh {' '.join(job['argv'])}`"
+        + (
+            f"; started {job['started_at']}, finished {job['finished_at']} (wall clock)"
+            if job.get("started_at")
+            else ""
+        )
+        + ".",
+        f"- Code: commit {job['provenance'].get('git_commit', 'unknown')}"
+        + (" (dirty)" if job["provenance"].get("git_dirty") else "")
+        + (
+            f"; arm A runs `--a-ref {job['a_ref']['ref']}`, commit {job['a_ref']['commit']}, arm B the working "
+            "tree"
+            if job.get("a_ref")
+            else ""
+        )
+        + ".",
+        f"- Arms: A `{a['label']}` ({a['env_text']}), B `{b['label']}` ({b['env_text']}).",
+        f"- Seeds: {seeds_text(job['seeds'])}; arm A and arm B of a pair run with the same seed (common random "
+        f"numbers: the same client schedules), and the intervals are over seeds (paired bootstrap, "
+        f"{stats.FAMILY_CONFIDENCE:.0%} joint over the leg's metrics, {stats.MIN_PAIRS} pairs at least).",
+        "",
+    ]
     for leg in legs:
         n = min(len(leg.runs["A"]), len(leg.runs["B"]))
-        lines += [f"## {leg_name(leg)}: medians over {plural(n, 'seed')} per arm", "",
-                  _load_line(leg), "", "Cost model:", "", *_costs_table(leg), "",
-                  "Whole run (all classes together):", "",
-                  *_table(job, leg.comparisons, {"cpu_us_per_req": "Server virtual CPU us/request"})]
+        lines += [
+            f"## {leg_name(leg)}: medians over {plural(n, 'seed')} per arm",
+            "",
+            _load_line(leg),
+            "",
+            "Cost model:",
+            "",
+            *_costs_table(leg),
+            "",
+            "Whole run (all classes together):",
+            "",
+            *_table(job, leg.comparisons, {"cpu_us_per_req": "Server virtual CPU us/request"}),
+        ]
         lines += ["", "Verdicts: " + verdict_summary(list(leg.comparisons.values()))]
         errors = {k: sum(r.server["errors"] for r in leg.runs[k]) for k in ("A", "B")}
         if any(errors.values()):
             lines.append(f"Client errors (timeouts, mismatches): A {errors['A']}, B {errors['B']}.")
-        sat = {k: sum(any(c["saturated"] for c in r.classes.values()) for r in leg.runs[k]) for k in ("A", "B")}
+        sat = {
+            k: sum(any(c["saturated"] for c in r.classes.values()) for r in leg.runs[k]) for k in ("A", "B")
+        }
         if any(sat.values()):
-            lines.append(f"Runs with a class `saturated` (answers over 2 % short of the offered load): "
-                         f"A {sat['A']}, B {sat['B']} of {n}.")
+            lines.append(
+                f"Runs with a class `saturated` (answers over 2 % short of the offered load): "
+                f"A {sat['A']}, B {sat['B']} of {n}."
+            )
         for name, comps in leg.class_comparisons.items():
             first = leg.runs["A"][0].classes[name]
-            lines += ["", f"### Class `{name}` ({first['loop']} loop, {first['connections']} connections)", "",
-                      *_table(job, comps, CLASS_LABELS)]
+            lines += [
+                "",
+                f"### Class `{name}` ({first['loop']} loop, {first['connections']} connections)",
+                "",
+                *_table(job, comps, CLASS_LABELS),
+            ]
             lines += ["", f"`{name}` verdicts: " + verdict_summary(list(comps.values()))]
         counters = {k: _median_counters(leg.runs[k]) for k in ("A", "B")}
-        lines += ["", "Reactor counters, median over the seeds (rounds, callbacks, elevated by age, harvested): "
-                  + "; ".join(f"{k}: {c['rounds']:,.0f}, {c['dispatched']:,.0f}, {c['tail_elevations']:,.0f}, "
-                              f"{c['harvested']:,.0f}" for k, c in counters.items()) + "."]
+        lines += [
+            "",
+            "Reactor counters, median over the seeds (rounds, callbacks, elevated by age, harvested): "
+            + "; ".join(
+                f"{k}: {c['rounds']:,.0f}, {c['dispatched']:,.0f}, {c['tail_elevations']:,.0f}, "
+                f"{c['harvested']:,.0f}"
+                for k, c in counters.items()
+            )
+            + ".",
+        ]
         if runs:
-            lines += ["", "| Seed | Arm | Offered | Req/s | p50 ms | p99 ms | p99.9 ms | Virtual CPU us/req |",
-                      "|---:|---|---:|---:|---:|---:|---:|---:|"]
+            lines += [
+                "",
+                "| Seed | Arm | Offered | Req/s | p50 ms | p99 ms | p99.9 ms | Virtual CPU us/req |",
+                "|---:|---|---:|---:|---:|---:|---:|---:|",
+            ]
             for ra, rb in zip(leg.runs["A"], leg.runs["B"]):
                 for r in (ra, rb):
                     m = r.metrics
-                    lines.append(f"| {r.seed} | {r.arm} | {r.offered:,} | {m['rps']:,.0f} | "
-                                 f"{format_value('p50', m['p50'])} | {format_value('p99', m['p99'])} | "
-                                 f"{format_value('p99.9', m['p99.9'])} | "
-                                 f"{format_value('cpu_us_per_req', m['cpu_us_per_req'])} |")
+                    lines.append(
+                        f"| {r.seed} | {r.arm} | {r.offered:,} | {m['rps']:,.0f} | "
+                        f"{format_value('p50', m['p50'])} | {format_value('p99', m['p99'])} | "
+                        f"{format_value('p99.9', m['p99.9'])} | "
+                        f"{format_value('cpu_us_per_req', m['cpu_us_per_req'])} |"
+                    )
         lines.append("")
     return "\n".join(lines)
 
@@ -161,39 +209,79 @@ def without_out(argv: list[str]) -> list[str]:
 def result_document(job: dict, legs) -> dict:
     """Everything the job decided, without wall-clock time or output directory (byte-identical when
     rerun)."""
-    out = {"schema": SCHEMA, "tier": "sim", "virtual_time": True,
-           **{k: v for k, v in job.items() if k not in ("started_at", "finished_at")}, "legs": []}
+    out = {
+        "schema": SCHEMA,
+        "tier": "sim",
+        "virtual_time": True,
+        **{k: v for k, v in job.items() if k not in ("started_at", "finished_at")},
+        "legs": [],
+    }
     out["argv"] = without_out(job["argv"])
     for leg in legs:
         p = leg.plan
-        out["legs"].append({
-            "name": leg_name(leg), "backends": {"A": p.backend_for("A"), "B": p.backend_for("B")},
-            "workload": p.workload, "load": p.load, "rate": p.rate, "schedule": p.schedule,
-            "connections": p.connections, "duration_s": p.duration_s, "seeds": list(p.seeds),
-            "env": {"A": p.arm_env("A"), "B": p.arm_env("B")},
-            "costs": {k: {**p.costs_for(k).as_dict(), "sources": p.costs_for(k).sources()} for k in ("A", "B")},
-            "rate_rps": leg.rate_rps, "capacity_rps": leg.capacity_rps,
-            "comparisons": _comparisons_dict(leg.comparisons),
-            "classes": {name: _comparisons_dict(c) for name, c in leg.class_comparisons.items()},
-            "runs": {k: [r.as_dict() for r in leg.runs[k]] for k in ("A", "B")}})
+        out["legs"].append(
+            {
+                "name": leg_name(leg),
+                "backends": {"A": p.backend_for("A"), "B": p.backend_for("B")},
+                "workload": p.workload,
+                "load": p.load,
+                "rate": p.rate,
+                "schedule": p.schedule,
+                "connections": p.connections,
+                "duration_s": p.duration_s,
+                "seeds": list(p.seeds),
+                "env": {"A": p.arm_env("A"), "B": p.arm_env("B")},
+                "costs": {
+                    k: {**p.costs_for(k).as_dict(), "sources": p.costs_for(k).sources()} for k in ("A", "B")
+                },
+                "rate_rps": leg.rate_rps,
+                "capacity_rps": leg.capacity_rps,
+                "comparisons": _comparisons_dict(leg.comparisons),
+                "classes": {name: _comparisons_dict(c) for name, c in leg.class_comparisons.items()},
+                "runs": {k: [r.as_dict() for r in leg.runs[k]] for k in ("A", "B")},
+            }
+        )
     return out
 
 
 def _short(c) -> dict:
-    return {"a": c.median_a, "b": c.median_b, "ratio": c.ratio, "ci": list(c.ci) if c.ci else None,
-            "verdict": c.verdict, "detectable": c.detectable}
+    return {
+        "a": c.median_a,
+        "b": c.median_b,
+        "ratio": c.ratio,
+        "ci": list(c.ci) if c.ci else None,
+        "verdict": c.verdict,
+        "detectable": c.detectable,
+    }
 
 
 def history_line(job: dict, legs, *, result_file: str) -> dict:
     """One line of ``tail-latency-sim.jsonl``: when, what, and every verdict (per class too)."""
-    return {"schema": SCHEMA, "tier": "sim", "started_at": job["started_at"], "finished_at": job["finished_at"],
-            "result": result_file, "profile": job["profile"], "ab": job["ab"], "argv": job["argv"],
-            "arms": job["arms"], "seeds": job["seeds"], "provenance": job["provenance"],
-            "legs": [{"name": leg_name(leg), "workload": leg.plan.workload,
-                      "metrics": {k: _short(c) for k, c in leg.comparisons.items()},
-                      "classes": {n: {k: _short(c) for k, c in comps.items()}
-                                  for n, comps in leg.class_comparisons.items()}} for leg in legs],
-            "regression": bool(gate(legs)[0])}
+    return {
+        "schema": SCHEMA,
+        "tier": "sim",
+        "started_at": job["started_at"],
+        "finished_at": job["finished_at"],
+        "result": result_file,
+        "profile": job["profile"],
+        "ab": job["ab"],
+        "argv": job["argv"],
+        "arms": job["arms"],
+        "seeds": job["seeds"],
+        "provenance": job["provenance"],
+        "legs": [
+            {
+                "name": leg_name(leg),
+                "workload": leg.plan.workload,
+                "metrics": {k: _short(c) for k, c in leg.comparisons.items()},
+                "classes": {
+                    n: {k: _short(c) for k, c in comps.items()} for n, comps in leg.class_comparisons.items()
+                },
+            }
+            for leg in legs
+        ],
+        "regression": bool(gate(legs)[0]),
+    }
 
 
 def gate(legs) -> tuple[int, list[str]]:
@@ -203,34 +291,53 @@ def gate(legs) -> tuple[int, list[str]]:
         named = []
         for leg in legs:
             hits = [c.metric.label for c in leg.comparisons.values() if c.verdict == word]
-            hits += [f"{name} {c.metric.label}" for name, comps in leg.class_comparisons.items()
-                     for c in comps.values() if c.verdict == word]
+            hits += [
+                f"{name} {c.metric.label}"
+                for name, comps in leg.class_comparisons.items()
+                for c in comps.values()
+                if c.verdict == word
+            ]
             if hits:
                 named.append(f"{leg_name(leg)}: {', '.join(hits)}")
         if named:
             what = "REGRESSION" if word == REGRESSION else "INCONCLUSIVE"
             lines.append(f"{what} in virtual time: " + "; ".join(named) + ".")
-    code = int(any(c.verdict == REGRESSION for leg in legs for comps in
-                   [leg.comparisons, *leg.class_comparisons.values()] for c in comps.values()))
+    code = int(
+        any(
+            c.verdict == REGRESSION
+            for leg in legs
+            for comps in [leg.comparisons, *leg.class_comparisons.values()]
+            for c in comps.values()
+        )
+    )
     return code, lines
 
 
 def plot(legs, stem: Path) -> list[Path]:
     """One figure: per leg, B/A with its interval for every metric (whole run and classes)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, len(legs), figsize=(6 * len(legs), 5), squeeze=False)
     for ax, leg in zip(axes[0], legs):
         rows = [("all " + c.metric.key, c) for c in leg.comparisons.values()]
-        rows += [(f"{name} {c.metric.key}", c) for name, comps in leg.class_comparisons.items()
-                 for c in comps.values()]
+        rows += [
+            (f"{name} {c.metric.key}", c)
+            for name, comps in leg.class_comparisons.items()
+            for c in comps.values()
+        ]
         rows = [(label, c) for label, c in rows if c.ratio is not None]
         ys = range(len(rows))
         for y, (_label, c) in zip(ys, rows):
             lo, hi = c.ci if c.ci else (c.ratio, c.ratio)
-            colour = {"gain": "tab:green", "regression": "tab:red", "equivalent": "tab:blue"}.get(c.verdict, "grey")
-            ax.errorbar([c.ratio], [y], xerr=[[c.ratio - lo], [hi - c.ratio]], fmt="o", color=colour, capsize=3)
+            colour = {"gain": "tab:green", "regression": "tab:red", "equivalent": "tab:blue"}.get(
+                c.verdict, "grey"
+            )
+            ax.errorbar(
+                [c.ratio], [y], xerr=[[c.ratio - lo], [hi - c.ratio]], fmt="o", color=colour, capsize=3
+            )
         ax.axvline(1.0, color="black", lw=0.8)
         ax.set_yticks(list(ys), [label for label, _ in rows])
         ax.invert_yaxis()

@@ -72,8 +72,21 @@ from ..plan import PlanError
 from . import costs as _costs
 from .job import AbPlan, LegResult, SimRunResult, capacity, load_spec
 
-__all__ = ["GridError", "LoadPoint", "Policy", "Grid", "Cell", "parse_grid", "load_grid", "DEFAULT_GRID",
-           "SweepResult", "run_sweep", "result_document", "OFF", "POLICY_KNOBS"]
+__all__ = [
+    "GridError",
+    "LoadPoint",
+    "Policy",
+    "Grid",
+    "Cell",
+    "parse_grid",
+    "load_grid",
+    "DEFAULT_GRID",
+    "SweepResult",
+    "run_sweep",
+    "result_document",
+    "OFF",
+    "POLICY_KNOBS",
+]
 
 TAIL, HARVEST = "CWIST_REACTOR_TAIL_US", "CWIST_REACTOR_HARVEST_US"
 POLICY_KNOBS = (TAIL, HARVEST)
@@ -170,8 +183,15 @@ class LoadPoint:
         return f"{self.workload} {what} c{self.connections}"
 
     def as_dict(self) -> dict:
-        return {"workload": self.workload, "load": self.load, "rate": self.rate, "schedule": self.schedule,
-                "connections": self.connections, "duration_s": self.duration_s, "label": self.label}
+        return {
+            "workload": self.workload,
+            "load": self.load,
+            "rate": self.rate,
+            "schedule": self.schedule,
+            "connections": self.connections,
+            "duration_s": self.duration_s,
+            "label": self.label,
+        }
 
 
 _PREFIX = re.compile(r"^CWIST_(?:REACTOR_|HTTP_)?")
@@ -226,8 +246,12 @@ class Grid:
     """The grid's TOML text, as given (the report prints it)."""
 
     def cells(self) -> list[Cell]:
-        return [Cell(backend, load, policy) for load in self.loads for backend in self.backends
-                for policy in self.policies]
+        return [
+            Cell(backend, load, policy)
+            for load in self.loads
+            for backend in self.backends
+            for policy in self.policies
+        ]
 
 
 @dataclass(frozen=True)
@@ -239,12 +263,23 @@ class Cell:
     def plan(self, seeds: tuple[int, ...]) -> AbPlan:
         p = self.load
         env = {"CWIST_REACTOR_BACKEND": self.backend}
-        return AbPlan(backend=self.backend, a_env={**env, **dict(self.policy.a)}, b_env={**env, **dict(self.policy.b)},
-                      seeds=seeds, workload=p.workload, load=p.load, rate=p.rate, connections=p.connections,
-                      duration_s=p.duration_s, schedule=p.schedule, bootstrap_seed=seeds[0])
+        return AbPlan(
+            backend=self.backend,
+            a_env={**env, **dict(self.policy.a)},
+            b_env={**env, **dict(self.policy.b)},
+            seeds=seeds,
+            workload=p.workload,
+            load=p.load,
+            rate=p.rate,
+            connections=p.connections,
+            duration_s=p.duration_s,
+            schedule=p.schedule,
+            bootstrap_seed=seeds[0],
+        )
 
 
 # --- the grid file ---------------------------------------------------------------------------------
+
 
 def _toml(text: str, where: str) -> dict:
     if sys.version_info >= (3, 11):
@@ -254,8 +289,10 @@ def _toml(text: str, where: str) -> dict:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise GridError(f"--grid {where}: not TOML ({e}); accepted: a grid file as in "
-                        "docs/en/tail-latency-ci.md, \"The sweep\"") from None
+        raise GridError(
+            f"--grid {where}: not TOML ({e}); accepted: a grid file as in "
+            'docs/en/tail-latency-ci.md, "The sweep"'
+        ) from None
 
 
 def _unknown(keys, accepted: tuple[str, ...], where: str) -> None:
@@ -272,11 +309,15 @@ def _int(value, key: str, lo: int, hi: int, where: str) -> int:
 
 def _knob_value(name: str, value, where: str) -> str:
     if not isinstance(name, str) or not name.startswith("CWIST_"):
-        raise GridError(f"--grid {where}: {name!r} is not a knob; accepted CWIST_* knobs "
-                        "(tailreactor.config.KNOBS) and 'against'")
+        raise GridError(
+            f"--grid {where}: {name!r} is not a knob; accepted CWIST_* knobs "
+            "(tailreactor.config.KNOBS) and 'against'"
+        )
     if name in REFUSED_KNOBS:
-        raise GridError(f"--grid {where}: {name} cannot be a policy knob (the backend is the grid's "
-                        "'backends'; the probe has no file in virtual time)")
+        raise GridError(
+            f"--grid {where}: {name} cannot be a policy knob (the backend is the grid's "
+            "'backends'; the probe has no file in virtual time)"
+        )
     try:
         knob = _config.knob(name)
     except KeyError:
@@ -310,9 +351,15 @@ def _load_point(raw, i: int, connections: int, where: str) -> LoadPoint:
     if schedule not in ("poisson", "constant"):
         raise GridError(f"--grid {at}: schedule = {schedule!r}; accepted: poisson, constant")
     duration = raw.get("duration", 2)
-    if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0 < duration <= MAX_DURATION_S:
-        raise GridError(f"--grid {at}: duration = {duration!r}; accepted virtual seconds above 0, "
-                        f"at most {MAX_DURATION_S:g}")
+    if (
+        isinstance(duration, bool)
+        or not isinstance(duration, (int, float))
+        or not 0 < duration <= MAX_DURATION_S
+    ):
+        raise GridError(
+            f"--grid {at}: duration = {duration!r}; accepted virtual seconds above 0, "
+            f"at most {MAX_DURATION_S:g}"
+        )
     conns = _int(raw.get("connections", connections), "connections", 1, MAX_CONNECTIONS, at)
     try:
         plan = workloads.plan_load(wl, load, rate, raw.get("schedule"))
@@ -327,8 +374,10 @@ def _policies(raw, i: int, where: str) -> list[Policy]:
         raise GridError(f"--grid {at}: not a table of knobs; accepted CWIST_* knobs = [values] and 'against'")
     against_raw = raw.get("against", {})
     if not isinstance(against_raw, dict):
-        raise GridError(f"--grid {at}: against = {against_raw!r}; accepted a table of knobs, "
-                        "e.g. {{ CWIST_REACTOR_TAIL_US = 3500 }}")
+        raise GridError(
+            f"--grid {at}: against = {against_raw!r}; accepted a table of knobs, "
+            "e.g. {{ CWIST_REACTOR_TAIL_US = 3500 }}"
+        )
     against = {k: _knob_value(k, v, at + " against") for k, v in against_raw.items()}
     axes = []
     for name, values in raw.items():
@@ -379,8 +428,9 @@ def parse_grid(text: str, *, where: str = "default") -> Grid:
                 _config.load({**load_server_env(load), **dict(p.b)})
             except _config.ConfigError as e:
                 raise GridError(f"--grid {where}: policy {p.label} with {load.label}: {e}") from None
-    return Grid(name, tuple(dict.fromkeys(backends)), loads, tuple(policies),
-                tuple(range(first, first + n)), text)
+    return Grid(
+        name, tuple(dict.fromkeys(backends)), loads, tuple(policies), tuple(range(first, first + n)), text
+    )
 
 
 def load_server_env(load: LoadPoint) -> dict[str, str]:
@@ -395,12 +445,14 @@ def load_grid(spec: str) -> Grid:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise GridError(f"--grid {spec}: cannot read it ({e.__class__.__name__}); accepted 'default' or a "
-                        "TOML grid file") from None
+        raise GridError(
+            f"--grid {spec}: cannot read it ({e.__class__.__name__}); accepted 'default' or a TOML grid file"
+        ) from None
     return parse_grid(text, where=spec)
 
 
 # --- running ---------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RunKey:
@@ -414,8 +466,18 @@ class RunKey:
 
 def _capacity_plan(backend: str, load: LoadPoint, seeds: tuple[int, ...]) -> AbPlan:
     env = {"CWIST_REACTOR_BACKEND": backend, **OFF}
-    return AbPlan(backend=backend, a_env=env, b_env=env, seeds=seeds, workload=load.workload, load=load.load,
-                  rate=load.rate, connections=load.connections, duration_s=load.duration_s, schedule=load.schedule)
+    return AbPlan(
+        backend=backend,
+        a_env=env,
+        b_env=env,
+        seeds=seeds,
+        workload=load.workload,
+        load=load.load,
+        rate=load.rate,
+        connections=load.connections,
+        duration_s=load.duration_s,
+        schedule=load.schedule,
+    )
 
 
 def _capacity_task(plan: AbPlan) -> float:
@@ -426,12 +488,28 @@ def _run_task(key: RunKey, rate_rps: float | None) -> SimRunResult:
     """One run (in a worker): arm ``A`` is a placeholder, the cell sets each run's arm."""
     from .engine import SimRun, simulate
     from .job import _figures
+
     env = {"CWIST_REACTOR_BACKEND": key.backend, **dict(key.env)}
-    plan = AbPlan(backend=key.backend, a_env=env, b_env=env, seeds=(key.seed,), workload=key.load.workload,
-                  load=key.load.load, rate=key.load.rate, connections=key.load.connections,
-                  duration_s=key.load.duration_s, schedule=key.load.schedule)
-    doc = simulate(SimRun(key.backend, plan.arm_env("A"), load_spec(plan, key.seed, rate_rps),
-                          _costs.for_backend(key.backend)))
+    plan = AbPlan(
+        backend=key.backend,
+        a_env=env,
+        b_env=env,
+        seeds=(key.seed,),
+        workload=key.load.workload,
+        load=key.load.load,
+        rate=key.load.rate,
+        connections=key.load.connections,
+        duration_s=key.load.duration_s,
+        schedule=key.load.schedule,
+    )
+    doc = simulate(
+        SimRun(
+            key.backend,
+            plan.arm_env("A"),
+            load_spec(plan, key.seed, rate_rps),
+            _costs.for_backend(key.backend),
+        )
+    )
     return _figures("A", key.seed, doc)
 
 
@@ -440,11 +518,13 @@ class _Local:
 
     def __init__(self, processes: int | None = None):
         from .job import new_executor
+
         self.pool = new_executor(processes)
         self.workers = processes or len(os.sched_getaffinity(0))
 
     def map(self, fn, tasks, progress=None):
         import concurrent.futures
+
         futures = [self.pool.submit(fn, *t) for t in tasks]
         for done, _ in enumerate(concurrent.futures.as_completed(futures), 1):
             if progress:
@@ -464,14 +544,18 @@ class _Dask:
         try:
             from distributed import Client, LocalCluster
         except ModuleNotFoundError:
-            raise GridError("--dask: dask[distributed] is not installed; accepted after "
-                            "pip install -e '.[sweep]' (or leave out --dask: local worker processes)") from None
+            raise GridError(
+                "--dask: dask[distributed] is not installed; accepted after "
+                "pip install -e '.[sweep]' (or leave out --dask: local worker processes)"
+            ) from None
         self.cluster = None
         if client is not None:
             self.client, self.own = client, False
         elif address == "local":
             n = processes or len(os.sched_getaffinity(0))
-            self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            self.cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+            )
             self.client, self.own = Client(self.cluster), True
         else:
             self.client, self.own = Client(address), True
@@ -479,6 +563,7 @@ class _Dask:
 
     def map(self, fn, tasks, progress=None):
         from distributed import as_completed
+
         futures = [self.client.submit(fn, *t, pure=False) for t in tasks]
         for done, _ in enumerate(as_completed(futures), 1):
             if progress:
@@ -514,8 +599,15 @@ class SweepResult:
     counters: dict = field(default_factory=dict)
 
 
-def run_sweep(grid: Grid, *, engine: str = "local", processes: int | None = None, dask_address: str = "local",
-              client=None, progress=None) -> SweepResult:
+def run_sweep(
+    grid: Grid,
+    *,
+    engine: str = "local",
+    processes: int | None = None,
+    dask_address: str = "local",
+    client=None,
+    progress=None,
+) -> SweepResult:
     """Run every cell of ``grid`` (each distinct run once) on local worker processes (``engine``
     ``local``) or Dask (``dask``: a LocalCluster, ``dask_address``, or ``client``)."""
     pool = _Dask(dask_address, processes, client) if engine == "dask" else _Local(processes)
@@ -523,8 +615,11 @@ def run_sweep(grid: Grid, *, engine: str = "local", processes: int | None = None
         cap_keys = [(b, load) for load in grid.loads for b in grid.backends]
         cap_plans = {k: _capacity_plan(k[0], k[1], grid.seeds) for k in cap_keys}
         from .job import needs_capacity, resolve_rate
+
         wanted = [k for k in cap_keys if needs_capacity(cap_plans[k])]
-        caps = dict(zip(wanted, pool.map(_capacity_task, [(cap_plans[k],) for k in wanted]))) if wanted else {}
+        caps = (
+            dict(zip(wanted, pool.map(_capacity_task, [(cap_plans[k],) for k in wanted]))) if wanted else {}
+        )
         capacities = {k: caps.get(k) for k in cap_keys}
         rates = {k: resolve_rate(cap_plans[k], capacities[k]) for k in cap_keys}
         keys: dict[RunKey, None] = {}
@@ -542,8 +637,10 @@ def run_sweep(grid: Grid, *, engine: str = "local", processes: int | None = None
     by_key = dict(zip(order, results))
     cells = []
     for cell in grid.cells():
-        runs = {arm: [replace(by_key[RunKey(cell.backend, env, cell.load, s)], arm=arm) for s in grid.seeds]
-                for arm, env in (("A", cell.policy.a), ("B", cell.policy.b))}
+        runs = {
+            arm: [replace(by_key[RunKey(cell.backend, env, cell.load, s)], arm=arm) for s in grid.seeds]
+            for arm, env in (("A", cell.policy.a), ("B", cell.policy.b))
+        }
         k = (cell.backend, cell.load)
         leg = LegResult(cell.plan(grid.seeds), rates[k], capacities[k], runs)
         leg.compare()
@@ -554,10 +651,20 @@ def run_sweep(grid: Grid, *, engine: str = "local", processes: int | None = None
 
 # --- the result document ---------------------------------------------------------------------------
 
+
 def _comp(c: stats.Comparison) -> dict:
-    return {"a": c.median_a, "b": c.median_b, "ratio": c.ratio, "ci": list(c.ci) if c.ci else None,
-            "min_effect": c.min_effect, "verdict": c.verdict, "detectable": c.detectable,
-            "pairs_needed": c.pairs_needed, "estimator": c.estimator, "needs_samples": c.needs_samples}
+    return {
+        "a": c.median_a,
+        "b": c.median_b,
+        "ratio": c.ratio,
+        "ci": list(c.ci) if c.ci else None,
+        "min_effect": c.min_effect,
+        "verdict": c.verdict,
+        "detectable": c.detectable,
+        "pairs_needed": c.pairs_needed,
+        "estimator": c.estimator,
+        "needs_samples": c.needs_samples,
+    }
 
 
 COUNTERS = ("rounds", "dispatched", "tail_elevations", "harvested")
@@ -569,11 +676,16 @@ def median_counters(runs) -> dict:
 
 def cell_document(cr: CellResult) -> dict:
     c, leg = cr.cell, cr.leg
-    return {"backend": c.backend, "load": c.load.as_dict(), "policy": c.policy.as_dict(),
-            "rate_rps": leg.rate_rps, "capacity_rps": leg.capacity_rps,
-            "comparisons": {k: _comp(v) for k, v in leg.comparisons.items()},
-            "classes": {n: {k: _comp(v) for k, v in comps.items()} for n, comps in leg.class_comparisons.items()},
-            "counters": {arm: median_counters(leg.runs[arm]) for arm in ("A", "B")}}
+    return {
+        "backend": c.backend,
+        "load": c.load.as_dict(),
+        "policy": c.policy.as_dict(),
+        "rate_rps": leg.rate_rps,
+        "capacity_rps": leg.capacity_rps,
+        "comparisons": {k: _comp(v) for k, v in leg.comparisons.items()},
+        "classes": {n: {k: _comp(v) for k, v in comps.items()} for n, comps in leg.class_comparisons.items()},
+        "counters": {arm: median_counters(leg.runs[arm]) for arm in ("A", "B")},
+    }
 
 
 def result_document(result: SweepResult, *, argv: list[str], provenance: dict) -> dict:
@@ -581,17 +693,34 @@ def result_document(result: SweepResult, *, argv: list[str], provenance: dict) -
     grid at the same commit gives the same bytes, on local processes or on Dask.  ``legs``: the
     cells (the key ``benchmarks/compact_result.py`` reads)."""
     from .report import without_out
+
     g = result.grid
-    models = {b: {**_costs.for_backend(b).as_dict(), "sources": _costs.for_backend(b).sources()} for b in g.backends}
-    return {"schema": 1, "tier": "sim", "kind": "sweep", "virtual_time": True,
-            "argv": [a for a in without_out(argv) if a != "--dask" and not a.startswith("--dask=")],
-            "grid": {"name": g.name, "backends": list(g.backends), "seeds": list(g.seeds),
-                     "loads": [lp.as_dict() for lp in g.loads], "policies": [p.as_dict() for p in g.policies],
-                     "toml": g.source},
-            "provenance": provenance, "costs": models, "runs": result.runs,
-            "simulated_requests": result.simulated_requests,
-            "capacities": [{"backend": b, "load": lp.label, "rps": v} for (b, lp), v in result.capacities.items()],
-            "legs": [cell_document(cr) for cr in result.cells]}
+    models = {
+        b: {**_costs.for_backend(b).as_dict(), "sources": _costs.for_backend(b).sources()} for b in g.backends
+    }
+    return {
+        "schema": 1,
+        "tier": "sim",
+        "kind": "sweep",
+        "virtual_time": True,
+        "argv": [a for a in without_out(argv) if a != "--dask" and not a.startswith("--dask=")],
+        "grid": {
+            "name": g.name,
+            "backends": list(g.backends),
+            "seeds": list(g.seeds),
+            "loads": [lp.as_dict() for lp in g.loads],
+            "policies": [p.as_dict() for p in g.policies],
+            "toml": g.source,
+        },
+        "provenance": provenance,
+        "costs": models,
+        "runs": result.runs,
+        "simulated_requests": result.simulated_requests,
+        "capacities": [
+            {"backend": b, "load": lp.label, "rps": v} for (b, lp), v in result.capacities.items()
+        ],
+        "legs": [cell_document(cr) for cr in result.cells],
+    }
 
 
 def write_atomic(path: Path, data: bytes) -> None:

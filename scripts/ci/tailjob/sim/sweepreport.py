@@ -43,8 +43,13 @@ __all__ = ["main_sweep", "render", "history_line", "heat_maps", "HISTORY_FILE", 
 HISTORY_FILE = "tail-latency-sweep.jsonl"
 HEAT_METRICS = ("p50", "p99", "p99.9")
 TABLE_METRICS = ("p50", "p99", "p99.9", "rps")
-COLOURS = {GAIN: "#4daf4a", REGRESSION: "#e41a1c", EQUIVALENT: "#9ecae1", INCONCLUSIVE: "#d9d9d9",
-           NO_VERDICT: "#ffffff"}
+COLOURS = {
+    GAIN: "#4daf4a",
+    REGRESSION: "#e41a1c",
+    EQUIVALENT: "#9ecae1",
+    INCONCLUSIVE: "#d9d9d9",
+    NO_VERDICT: "#ffffff",
+}
 
 
 def _error(message: str, code: int) -> int:
@@ -54,17 +59,35 @@ def _error(message: str, code: int) -> int:
 
 def refuse_cell_options(args: argparse.Namespace) -> None:
     """The options a sweep's grid replaces (or that mean nothing for it): one line each."""
-    given = [("--ab", args.ab), ("--a", args.a), ("--b", args.b), ("--backend", args.backend),
-             ("--workload", args.workload != "uniform"), ("--load", args.load), ("--rate", args.rate),
-             ("--schedule", args.schedule), ("--connections", args.connections), ("--duration", args.duration),
-             ("--runs", args.runs), ("--min-effect", args.min_effect), ("--sim-cost", args.sim_cost),
-             ("--a-ref", args.a_ref), ("--gate", args.gate), ("--pin", args.pin), ("--probe", args.probe),
-             ("--peers", args.peers), ("--calibrate", args.calibrate), ("--workers", args.workers),
-             ("--threads", args.threads)]
+    given = [
+        ("--ab", args.ab),
+        ("--a", args.a),
+        ("--b", args.b),
+        ("--backend", args.backend),
+        ("--workload", args.workload != "uniform"),
+        ("--load", args.load),
+        ("--rate", args.rate),
+        ("--schedule", args.schedule),
+        ("--connections", args.connections),
+        ("--duration", args.duration),
+        ("--runs", args.runs),
+        ("--min-effect", args.min_effect),
+        ("--sim-cost", args.sim_cost),
+        ("--a-ref", args.a_ref),
+        ("--gate", args.gate),
+        ("--pin", args.pin),
+        ("--probe", args.probe),
+        ("--peers", args.peers),
+        ("--calibrate", args.calibrate),
+        ("--workers", args.workers),
+        ("--threads", args.threads),
+    ]
     for name, value in given:
         if value:
-            raise _sweep.GridError(f"{name}: a sweep takes its cells from --grid (backends, [[load]], "
-                                   "[[policy]], seeds); accepted with --sweep: --grid, --dask, --out")
+            raise _sweep.GridError(
+                f"{name}: a sweep takes its cells from --grid (backends, [[load]], "
+                "[[policy]], seeds); accepted with --sweep: --grid, --dask, --out"
+            )
 
 
 def _cell(c) -> str:
@@ -90,8 +113,10 @@ def _classes(result) -> dict[str, list[str]]:
 
 def _counters(cr) -> str:
     ca, cb = (_sweep.median_counters(cr.leg.runs[k]) for k in ("A", "B"))
-    text = f"rounds {ca['rounds']:,.0f} → {cb['rounds']:,.0f}; elevated {cb['tail_elevations']:,.0f} of " \
-           f"{cb['dispatched']:,.0f}"
+    text = (
+        f"rounds {ca['rounds']:,.0f} → {cb['rounds']:,.0f}; elevated {cb['tail_elevations']:,.0f} of "
+        f"{cb['dispatched']:,.0f}"
+    )
     if cb["harvested"] or ca["harvested"]:
         text += f"; harvested {ca['harvested']:,.0f} → {cb['harvested']:,.0f}"
     return text
@@ -100,71 +125,114 @@ def _counters(cr) -> str:
 def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
     g = result.grid
     commit = provenance.get("git_commit", "unknown") + (" (dirty)" if provenance.get("git_dirty") else "")
-    lines = [f"# Sweep in virtual time (`--tier sim --sweep`): grid `{g.name}`", "",
-             "**Virtual time.** Every figure is simulated (docs/en/tail-latency-ci.md, \"The virtual-time tier\"): "
-             "a function of the code, the knobs, the workload, the seeds and the cost model, not of the machine's "
-             "load. The same command at the same commit gives the same verdicts.", "",
-             f"- Command: `scripts/tail-latency.sh {' '.join(argv)}`.",
-             f"- Code: commit {commit}.",
-             f"- Cells: {len(result.cells)} ({len(g.backends)} backends x {len(g.loads)} load points x "
-             f"{len(g.policies)} policies); {result.runs:,} distinct runs, {result.simulated_requests:,} "
-             f"simulated requests.",
-             f"- Seeds: {g.seeds[0]}-{g.seeds[-1]} per arm; arm A and arm B of a pair share the seed (common "
-             "random numbers); intervals are paired bootstrap over the seeds, joint 95 % over a table's metrics.",
-             "- Arm A of a cell: arm B's knobs with age-based dispatch off (`CWIST_REACTOR_TAIL_US=0`, "
-             "`CWIST_REACTOR_HARVEST_US=0`), unless the policy says `vs ...` (its `against`). Knobs after "
-             "\"both\" are set in both arms. A policy equal to its arm A is an A/A control.",
-             "- A rate like `0.7x` is a fraction of one capacity per backend and load point (closed loop, "
-             "0.5 virtual s, policy off at the other knobs' defaults), so every cell of a load point offers the "
-             "same load.",
-             f"- Wall time {timing['wall_s']:.0f} s, worker CPU {timing['cpu_s']:.0f} s, {result.workers} "
-             f"workers ({timing['engine']}), started {timing['started_at']}; taken under load (load average "
-             f"{timing['load_before']:.1f} at the start, {timing['load_after']:.1f} at the end). Wall time is not "
-             "a figure of the sweep; the verdicts do not depend on it.", "",
-             "The grid:", "", "```toml", g.source.rstrip(), "```", "",
-             "Capacities (req/s, closed loop): " + "; ".join(
-                 f"{b} {lp.label} {v:,.0f}" for (b, lp), v in result.capacities.items() if v) + ".", "",
-             "Cost model (virtual us; sources in the JSON and costs.py): " + "; ".join(
-                 f"{b}: " + ", ".join(f"{k} {v:g}" for k, v in _sweep._costs.for_backend(b).as_dict().items()
-                                      if k != "backend") for b in g.backends) + ".", ""]
+    lines = [
+        f"# Sweep in virtual time (`--tier sim --sweep`): grid `{g.name}`",
+        "",
+        '**Virtual time.** Every figure is simulated (docs/en/tail-latency-ci.md, "The virtual-time tier"): '
+        "a function of the code, the knobs, the workload, the seeds and the cost model, not of the machine's "
+        "load. The same command at the same commit gives the same verdicts.",
+        "",
+        f"- Command: `scripts/tail-latency.sh {' '.join(argv)}`.",
+        f"- Code: commit {commit}.",
+        f"- Cells: {len(result.cells)} ({len(g.backends)} backends x {len(g.loads)} load points x "
+        f"{len(g.policies)} policies); {result.runs:,} distinct runs, {result.simulated_requests:,} "
+        f"simulated requests.",
+        f"- Seeds: {g.seeds[0]}-{g.seeds[-1]} per arm; arm A and arm B of a pair share the seed (common "
+        "random numbers); intervals are paired bootstrap over the seeds, joint 95 % over a table's metrics.",
+        "- Arm A of a cell: arm B's knobs with age-based dispatch off (`CWIST_REACTOR_TAIL_US=0`, "
+        "`CWIST_REACTOR_HARVEST_US=0`), unless the policy says `vs ...` (its `against`). Knobs after "
+        '"both" are set in both arms. A policy equal to its arm A is an A/A control.',
+        "- A rate like `0.7x` is a fraction of one capacity per backend and load point (closed loop, "
+        "0.5 virtual s, policy off at the other knobs' defaults), so every cell of a load point offers the "
+        "same load.",
+        f"- Wall time {timing['wall_s']:.0f} s, worker CPU {timing['cpu_s']:.0f} s, {result.workers} "
+        f"workers ({timing['engine']}), started {timing['started_at']}; taken under load (load average "
+        f"{timing['load_before']:.1f} at the start, {timing['load_after']:.1f} at the end). Wall time is not "
+        "a figure of the sweep; the verdicts do not depend on it.",
+        "",
+        "The grid:",
+        "",
+        "```toml",
+        g.source.rstrip(),
+        "```",
+        "",
+        "Capacities (req/s, closed loop): "
+        + "; ".join(f"{b} {lp.label} {v:,.0f}" for (b, lp), v in result.capacities.items() if v)
+        + ".",
+        "",
+        "Cost model (virtual us; sources in the JSON and costs.py): "
+        + "; ".join(
+            f"{b}: "
+            + ", ".join(
+                f"{k} {v:g}" for k, v in _sweep._costs.for_backend(b).as_dict().items() if k != "backend"
+            )
+            for b in g.backends
+        )
+        + ".",
+        "",
+    ]
     lines += _summary(result)
     for workload, names in _classes(result).items():
         lines += [f"## `{workload}`", ""]
         for name in names:
-            lines += [f"### `{workload}`, class `{name}`", "",
-                      "| Backend | Load | Policy (B) | p50 B/A | p99 B/A | p99.9 B/A | Achieved req/s B/A "
-                      "| Counters A → B (medians) |", "|---|---|---|---|---|---|---|---|"]
+            lines += [
+                f"### `{workload}`, class `{name}`",
+                "",
+                "| Backend | Load | Policy (B) | p50 B/A | p99 B/A | p99.9 B/A | Achieved req/s B/A "
+                "| Counters A → B (medians) |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
             for cr in result.cells:
                 if cr.cell.load.workload != workload or name not in cr.class_comparisons():
                     continue
                 comps = cr.class_comparisons()[name]
-                lines.append(f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
-                             + " | ".join(_cell(comps.get(k)) for k in TABLE_METRICS) + f" | {_counters(cr)} |")
+                lines.append(
+                    f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
+                    + " | ".join(_cell(comps.get(k)) for k in TABLE_METRICS)
+                    + f" | {_counters(cr)} |"
+                )
             lines.append("")
-        lines += [f"Whole run of `{workload}`: server virtual CPU per request B/A per cell:", "",
-                  "| Backend | Load | Policy (B) | CPU us/request A | B/A |", "|---|---|---|---:|---|"]
+        lines += [
+            f"Whole run of `{workload}`: server virtual CPU per request B/A per cell:",
+            "",
+            "| Backend | Load | Policy (B) | CPU us/request A | B/A |",
+            "|---|---|---|---:|---|",
+        ]
         for cr in result.cells:
             if cr.cell.load.workload == workload:
                 c = cr.leg.comparisons["cpu_us_per_req"]
-                lines.append(f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
-                             f"{format_value('cpu_us_per_req', c.median_a)} | {_cell(c)} |")
+                lines.append(
+                    f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
+                    f"{format_value('cpu_us_per_req', c.median_a)} | {_cell(c)} |"
+                )
         lines.append("")
     return "\n".join(lines)
 
 
 def _summary(result) -> list[str]:
-    lines = ["## Verdicts", "",
-             "Per workload, class and percentile, the cells counted per verdict (the A/A control cells "
-             "included).", "",
-             "| Workload | Class | Metric | gain | regression | equivalent | inconclusive | n/a |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "## Verdicts",
+        "",
+        "Per workload, class and percentile, the cells counted per verdict (the A/A control cells included).",
+        "",
+        "| Workload | Class | Metric | gain | regression | equivalent | inconclusive | n/a |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for workload, names in _classes(result).items():
         for name in names:
             for key in TABLE_METRICS:
-                n = Counter(cr.class_comparisons()[name][key].verdict for cr in result.cells
-                            if cr.cell.load.workload == workload and name in cr.class_comparisons())
-                lines.append(f"| `{workload}` | `{name}` | {key} | " + " | ".join(
-                    str(n.get(v, 0)) for v in (GAIN, REGRESSION, EQUIVALENT, INCONCLUSIVE, NO_VERDICT)) + " |")
+                n = Counter(
+                    cr.class_comparisons()[name][key].verdict
+                    for cr in result.cells
+                    if cr.cell.load.workload == workload and name in cr.class_comparisons()
+                )
+                lines.append(
+                    f"| `{workload}` | `{name}` | {key} | "
+                    + " | ".join(
+                        str(n.get(v, 0)) for v in (GAIN, REGRESSION, EQUIVALENT, INCONCLUSIVE, NO_VERDICT)
+                    )
+                    + " |"
+                )
     lines += ["", "Every `gain` and `regression` of a latency percentile or a class's achieved rate:", ""]
     hits = 0
     for cr in result.cells:
@@ -173,38 +241,69 @@ def _summary(result) -> list[str]:
                 c = comps[key]
                 if c.verdict in (GAIN, REGRESSION):
                     hits += 1
-                    lines.append(f"- {cr.cell.backend}, {cr.cell.load.label}, {cr.cell.policy.label}: "
-                                 f"`{name}` {key} {_cell(c)}")
+                    lines.append(
+                        f"- {cr.cell.backend}, {cr.cell.load.label}, {cr.cell.policy.label}: "
+                        f"`{name}` {key} {_cell(c)}"
+                    )
     if not hits:
         lines.append("- none")
     return [*lines, ""]
 
 
 def _short(c) -> dict:
-    return {"ratio": c.ratio, "ci": list(c.ci) if c.ci else None, "verdict": c.verdict,
-            "needs_samples": c.needs_samples}
+    return {
+        "ratio": c.ratio,
+        "ci": list(c.ci) if c.ci else None,
+        "verdict": c.verdict,
+        "needs_samples": c.needs_samples,
+    }
 
 
 def history_line(result, *, argv, provenance, timing, result_file: str) -> dict:
     """One line of ``tail-latency-sweep.jsonl``: when, what, and every cell's verdicts per class."""
-    return {"schema": 1, "tier": "sim", "kind": "sweep", "started_at": timing["started_at"],
-            "finished_at": timing["finished_at"], "wall_s": round(timing["wall_s"], 1),
-            "load_average": [timing["load_before"], timing["load_after"]], "engine": timing["engine"],
-            "result": result_file, "argv": argv, "grid": result.grid.name, "provenance": provenance,
-            "cells": [{"backend": cr.cell.backend, "load": cr.cell.load.label, "policy": cr.cell.policy.label,
-                       "classes": {n: {k: _short(c) for k, c in comps.items() if k in TABLE_METRICS}
-                                   for n, comps in cr.class_comparisons().items()}} for cr in result.cells],
-            "regression": any(c.verdict == REGRESSION for cr in result.cells
-                              for comps in cr.class_comparisons().values() for c in comps.values())}
+    return {
+        "schema": 1,
+        "tier": "sim",
+        "kind": "sweep",
+        "started_at": timing["started_at"],
+        "finished_at": timing["finished_at"],
+        "wall_s": round(timing["wall_s"], 1),
+        "load_average": [timing["load_before"], timing["load_after"]],
+        "engine": timing["engine"],
+        "result": result_file,
+        "argv": argv,
+        "grid": result.grid.name,
+        "provenance": provenance,
+        "cells": [
+            {
+                "backend": cr.cell.backend,
+                "load": cr.cell.load.label,
+                "policy": cr.cell.policy.label,
+                "classes": {
+                    n: {k: _short(c) for k, c in comps.items() if k in TABLE_METRICS}
+                    for n, comps in cr.class_comparisons().items()
+                },
+            }
+            for cr in result.cells
+        ],
+        "regression": any(
+            c.verdict == REGRESSION
+            for cr in result.cells
+            for comps in cr.class_comparisons().values()
+            for c in comps.values()
+        ),
+    }
 
 
 def heat_maps(result) -> dict[str, dict[str, bytes]]:
     """Per workload, its figure as ``{"svg": bytes, "png": bytes}``: a row of heat maps per class,
     one per percentile of :data:`HEAT_METRICS`; y the policies, x the backend and load point."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
+
     out = {}
     for workload, names in _classes(result).items():
         cells = [cr for cr in result.cells if cr.cell.load.workload == workload]
@@ -212,8 +311,12 @@ def heat_maps(result) -> dict[str, dict[str, bytes]]:
         rows = list(dict.fromkeys(cr.cell.policy.label for cr in cells))
         at = {(cr.cell.policy.label, (cr.cell.backend, cr.cell.load.label)): cr for cr in cells}
         width = max(3.0, 0.9 * len(cols) + 0.5)
-        fig, axes = plt.subplots(len(names), len(HEAT_METRICS), squeeze=False,
-                                 figsize=(len(HEAT_METRICS) * width + 3, 0.45 * len(rows) * len(names) + 2.2))
+        fig, axes = plt.subplots(
+            len(names),
+            len(HEAT_METRICS),
+            squeeze=False,
+            figsize=(len(HEAT_METRICS) * width + 3, 0.45 * len(rows) * len(names) + 2.2),
+        )
         for i, name in enumerate(names):
             for j, key in enumerate(HEAT_METRICS):
                 ax = axes[i][j]
@@ -230,15 +333,26 @@ def heat_maps(result) -> dict[str, dict[str, bytes]]:
                         ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=7)
                 ax.set_xlim(0, len(cols))
                 ax.set_ylim(len(rows), 0)
-                ax.set_xticks([x + 0.5 for x in range(len(cols))],
-                              [f"{b}\n{lab.removeprefix(workload + ' ')}" for b, lab in cols], fontsize=6,
-                              rotation=90)
-                ax.set_yticks([y + 0.5 for y in range(len(rows))], rows if j == 0 else [""] * len(rows),
-                              fontsize=7)
+                ax.set_xticks(
+                    [x + 0.5 for x in range(len(cols))],
+                    [f"{b}\n{lab.removeprefix(workload + ' ')}" for b, lab in cols],
+                    fontsize=6,
+                    rotation=90,
+                )
+                ax.set_yticks(
+                    [y + 0.5 for y in range(len(rows))], rows if j == 0 else [""] * len(rows), fontsize=7
+                )
                 ax.set_title(f"{name} {key} B/A", fontsize=9)
-        fig.legend(handles=[Patch(facecolor=COLOURS[v], edgecolor="grey", label=v) for v in (GAIN, REGRESSION, EQUIVALENT, INCONCLUSIVE,
-                                                                        NO_VERDICT)],
-                   loc="lower center", ncol=5, fontsize=7, frameon=False)
+        fig.legend(
+            handles=[
+                Patch(facecolor=COLOURS[v], edgecolor="grey", label=v)
+                for v in (GAIN, REGRESSION, EQUIVALENT, INCONCLUSIVE, NO_VERDICT)
+            ],
+            loc="lower center",
+            ncol=5,
+            fontsize=7,
+            frameon=False,
+        )
         fig.suptitle(f"Sweep `{result.grid.name}`, {workload}: B/A per cell (virtual time)", fontsize=10)
         fig.tight_layout(rect=(0, 0.04, 1, 0.97))
         images = {}
@@ -258,10 +372,13 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
         grid = _sweep.load_grid(args.grid or "default")
         if "io_uring" in grid.backends:
             from tailreactor.backends import io_uring_refused
+
             refused = io_uring_refused()
             if refused is not None:
-                raise _sweep.GridError(f"--grid {args.grid or 'default'}: backends lists io_uring, unavailable "
-                                       f"here ({refused}); accepted: a grid without it")
+                raise _sweep.GridError(
+                    f"--grid {args.grid or 'default'}: backends lists io_uring, unavailable "
+                    f"here ({refused}); accepted: a grid without it"
+                )
     except _sweep.GridError as e:
         return _error(str(e), 2)
     engine = "dask" if args.dask else "local"
@@ -274,21 +391,31 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
     def progress(done, total):
         if not tty and done != total and done % max(total // 10, 1):
             return
-        print(f"{chr(13) if tty else ''}{PROG}: sweep {grid.name}: {done}/{total} runs",
-              end="" if tty and done < total else "\n", file=sys.stderr, flush=True)
+        print(
+            f"{chr(13) if tty else ''}{PROG}: sweep {grid.name}: {done}/{total} runs",
+            end="" if tty and done < total else "\n",
+            file=sys.stderr,
+            flush=True,
+        )
 
     try:
-        result = _sweep.run_sweep(grid, engine=engine, dask_address=args.dask or "local", client=client,
-                                  progress=progress)
+        result = _sweep.run_sweep(
+            grid, engine=engine, dask_address=args.dask or "local", client=client, progress=progress
+        )
     except _sweep.GridError as e:
         return _error(str(e), 2)
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    timing = {"started_at": started, "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "wall_s": time.monotonic() - t0, "load_before": load_before, "load_after": os.getloadavg()[0],
-              "cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime),
-              "engine": "Dask" if engine == "dask" else "local processes"}
+    timing = {
+        "started_at": started,
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "wall_s": time.monotonic() - t0,
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+        "cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime),
+        "engine": "Dask" if engine == "dask" else "local processes",
+    }
     pv = history.provenance(REPO, wrk_version="-")
     provenance = {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")}
     stem = history.stem(started, grid.name, "sweep")
@@ -298,11 +425,18 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
     images = heat_maps(result)
     results_dir.mkdir(parents=True, exist_ok=True)
     files = [(results_dir / f"{stem}.json", _sweep.dumps(doc)), (results_dir / f"{stem}.md", md.encode())]
-    files += [(results_dir / f"{stem}-{w}.{ext}", data) for w, im in images.items() for ext, data in im.items()]
+    files += [
+        (results_dir / f"{stem}-{w}.{ext}", data) for w, im in images.items() for ext, data in im.items()
+    ]
     for path, data in files:
         _sweep.write_atomic(path, data)
-    jsonl = history.append_history(history_line(result, argv=argv, provenance=provenance, timing=timing,
-                                                result_file=f"results/{stem}.json"), args.out, name=HISTORY_FILE)
+    jsonl = history.append_history(
+        history_line(
+            result, argv=argv, provenance=provenance, timing=timing, result_file=f"results/{stem}.json"
+        ),
+        args.out,
+        name=HISTORY_FILE,
+    )
     print(md)
     print("Files:")
     for path, _ in files:

@@ -44,8 +44,19 @@ from ..options import PROG, REPO, build_parser
 from ..plan import PlanError
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION, metric
 
-__all__ = ["Row", "outcome", "compare", "render", "main_validate", "AGREE", "DISAGREE", "LIVE_UNRESOLVED",
-           "SIM_UNRESOLVED", "HISTORY_FILE", "RULE"]
+__all__ = [
+    "Row",
+    "outcome",
+    "compare",
+    "render",
+    "main_validate",
+    "AGREE",
+    "DISAGREE",
+    "LIVE_UNRESOLVED",
+    "SIM_UNRESOLVED",
+    "HISTORY_FILE",
+    "RULE",
+]
 
 AGREE, DISAGREE, LIVE_UNRESOLVED, SIM_UNRESOLVED = "agree", "disagree", "live unresolved", "sim unresolved"
 OUTCOMES = (AGREE, DISAGREE, SIM_UNRESOLVED, LIVE_UNRESOLVED)
@@ -53,12 +64,14 @@ RESOLVED = (GAIN, REGRESSION, EQUIVALENT)
 HISTORY_FILE = "tail-latency-validate.jsonl"
 SCHEMA = 1
 
-RULE = ("A row is compared only where the live run resolved it (`gain`, `regression` or `equivalent`); "
-        "where the live verdict is `inconclusive` or `n/a` it is **live unresolved** and no agreement is "
-        "claimed. A resolved row **agrees** when the sim calls the same verdict, or when the sim's B/A lies "
-        "inside the live joint 95 % interval; it **disagrees** when the sim resolves it to another verdict "
-        "with its B/A outside the live interval; it is **sim unresolved** when the sim calls `inconclusive` "
-        "or `n/a` and its B/A (if any) is outside the live interval.")
+RULE = (
+    "A row is compared only where the live run resolved it (`gain`, `regression` or `equivalent`); "
+    "where the live verdict is `inconclusive` or `n/a` it is **live unresolved** and no agreement is "
+    "claimed. A resolved row **agrees** when the sim calls the same verdict, or when the sim's B/A lies "
+    "inside the live joint 95 % interval; it **disagrees** when the sim resolves it to another verdict "
+    "with its B/A outside the live interval; it is **sim unresolved** when the sim calls `inconclusive` "
+    "or `n/a` and its B/A (if any) is outside the live interval."
+)
 
 # Options that only mean something for processes on a machine: the live side takes them, the sim's
 # command leaves them out (with their values).
@@ -91,8 +104,12 @@ class Row:
         return self.live_ci[0] <= self.sim_ratio <= self.live_ci[1]
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "live_ci": list(self.live_ci) if self.live_ci else None,
-                "sim_ci": list(self.sim_ci) if self.sim_ci else None, "inside_live_interval": self.inside}
+        return {
+            **asdict(self),
+            "live_ci": list(self.live_ci) if self.live_ci else None,
+            "sim_ci": list(self.sim_ci) if self.sim_ci else None,
+            "inside_live_interval": self.inside,
+        }
 
 
 def _r(x: float | None) -> str:
@@ -107,11 +124,21 @@ def outcome(live: dict, sim: dict) -> tuple[str, str]:
     """(outcome, why) of one metric from the two tiers' comparisons (``Comparison.as_dict()``)."""
     lv, sv, sr, ci = live["verdict"], sim["verdict"], sim.get("ratio"), live.get("ci")
     inside = sr is not None and ci is not None and ci[0] <= sr <= ci[1]
-    where = (f"sim B/A {_r(sr)} inside the live interval {_ci(ci)}" if inside else
-             f"sim B/A {_r(sr)} outside the live interval {_ci(ci)}" if sr is not None and ci else "")
-    if lv not in RESOLVED:  # what is known is said (the interval's width, where the sim falls), nothing claimed
-        why = (f"live {lv}: detectable ±{live['detectable']:.1%}" if lv == INCONCLUSIVE and live.get("detectable")
-               else f"live {lv}" + (f": {live['reason']}" if live.get("reason") else ""))
+    where = (
+        f"sim B/A {_r(sr)} inside the live interval {_ci(ci)}"
+        if inside
+        else f"sim B/A {_r(sr)} outside the live interval {_ci(ci)}"
+        if sr is not None and ci
+        else ""
+    )
+    if (
+        lv not in RESOLVED
+    ):  # what is known is said (the interval's width, where the sim falls), nothing claimed
+        why = (
+            f"live {lv}: detectable ±{live['detectable']:.1%}"
+            if lv == INCONCLUSIVE and live.get("detectable")
+            else f"live {lv}" + (f": {live['reason']}" if live.get("reason") else "")
+        )
         return LIVE_UNRESOLVED, why + (f"; {where}" if where else "")
     if sv == lv:
         return AGREE, f"both {lv}" + (f"; {where}" if where else "")
@@ -139,8 +166,10 @@ def _live_tables(leg: dict) -> dict[str | None, dict[str, dict]]:
 def _sim_tables(leg: dict) -> dict[str | None, dict[str, dict]]:
     """A sim leg's comparisons by scope and metric key (``tailjob.sim.report.result_document``)."""
     classes = leg.get("classes") or {}
-    return {WHOLE_RUN: dict(leg["comparisons"]), **({name: dict(c) for name, c in classes.items()}
-                                                    if len(classes) > 1 else {})}
+    return {
+        WHOLE_RUN: dict(leg["comparisons"]),
+        **({name: dict(c) for name, c in classes.items()} if len(classes) > 1 else {}),
+    }
 
 
 def _leg_key(leg: dict) -> tuple:
@@ -172,8 +201,21 @@ def compare(live_doc: dict, sim_doc: dict) -> list[Row]:
                 if sc is None:
                     continue
                 what, why = outcome(lc, sc)
-                rows.append(Row(leg["name"], scope, key, lc.get("ratio"), _tuple(lc.get("ci")), lc["verdict"],
-                                sc.get("ratio"), _tuple(sc.get("ci")), sc["verdict"], what, why))
+                rows.append(
+                    Row(
+                        leg["name"],
+                        scope,
+                        key,
+                        lc.get("ratio"),
+                        _tuple(lc.get("ci")),
+                        lc["verdict"],
+                        sc.get("ratio"),
+                        _tuple(sc.get("ci")),
+                        sc["verdict"],
+                        what,
+                        why,
+                    )
+                )
     return rows
 
 
@@ -188,14 +230,27 @@ def summary(rows: list[Row]) -> dict:
     if not resolved:
         answer = f"no comparison: the live run resolved none of the {len(rows)} metrics (all live unresolved)"
     elif counts[DISAGREE] or counts[SIM_UNRESOLVED]:
-        bad = [f"{r.leg} {scope_name(r.scope)} {r.metric}" for r in rows if r.outcome in (DISAGREE, SIM_UNRESOLVED)]
-        answer = (f"sim and live differ on {counts[DISAGREE] + counts[SIM_UNRESOLVED]} of the {resolved} metrics "
-                  f"the live run resolved: " + ", ".join(bad))
+        bad = [
+            f"{r.leg} {scope_name(r.scope)} {r.metric}"
+            for r in rows
+            if r.outcome in (DISAGREE, SIM_UNRESOLVED)
+        ]
+        answer = (
+            f"sim and live differ on {counts[DISAGREE] + counts[SIM_UNRESOLVED]} of the {resolved} metrics "
+            f"the live run resolved: " + ", ".join(bad)
+        )
     else:
-        answer = ("sim and live agree on the one metric the live run resolved" if resolved == 1 else
-                  f"sim and live agree on all {resolved} metrics the live run resolved")
-    return {"counts": {k: counts[k] for k in OUTCOMES}, "live_resolved": resolved, "rows": len(rows),
-            "answer": answer}
+        answer = (
+            "sim and live agree on the one metric the live run resolved"
+            if resolved == 1
+            else f"sim and live agree on all {resolved} metrics the live run resolved"
+        )
+    return {
+        "counts": {k: counts[k] for k in OUTCOMES},
+        "live_resolved": resolved,
+        "rows": len(rows),
+        "answer": answer,
+    }
 
 
 def scope_name(scope: str | None) -> str:
@@ -211,13 +266,18 @@ def table(rows: list[Row]) -> list[str]:
     """The validation table in Markdown, one block per leg."""
     lines: list[str] = []
     for leg in dict.fromkeys(r.leg for r in rows):
-        lines += [f"### {leg}", "",
-                  "| Scope | Metric | Live B/A | Live interval | Live verdict | Sim B/A | Sim verdict | Outcome | Why |",
-                  "|---|---|---:|:---:|---|---:|---|---|---|"]
+        lines += [
+            f"### {leg}",
+            "",
+            "| Scope | Metric | Live B/A | Live interval | Live verdict | Sim B/A | Sim verdict | Outcome | Why |",
+            "|---|---|---:|:---:|---|---:|---|---|---|",
+        ]
         for r in (r for r in rows if r.leg == leg):
             mark = f"**{r.outcome}**" if r.outcome in (DISAGREE, SIM_UNRESOLVED) else r.outcome
-            lines.append(f"| {scope_name(r.scope)} | {_label(r.scope, r.metric)} | {_r(r.live_ratio)} | {_ci(r.live_ci)} | "
-                         f"{r.live_verdict} | {_r(r.sim_ratio)} | {r.sim_verdict} | {mark} | {r.why} |")
+            lines.append(
+                f"| {scope_name(r.scope)} | {_label(r.scope, r.metric)} | {_r(r.live_ratio)} | {_ci(r.live_ci)} | "
+                f"{r.live_verdict} | {_r(r.sim_ratio)} | {r.sim_verdict} | {mark} | {r.why} |"
+            )
         lines.append("")
     return lines
 
@@ -232,42 +292,86 @@ def render(doc: dict) -> str:
     """The validation report (``doc``: :func:`document`'s)."""
     live, sim, s = doc["live"], doc["sim"], doc["summary"]
     la = doc["load_average"]
-    lines = ["# Tail-latency job: validation of the sim tier against the live job", "",
-             f"**{s['answer'][0].upper() + s['answer'][1:]}.**", "",
-             "The same A/B ran twice: on the live tier (the bench server under load in wall-clock time) and "
-             "on the sim tier (the same reactor and HTTP code in virtual time, docs/en/tail-latency-ci.md, "
-             "\"The virtual-time tier\"). Each row sets one metric's live figures beside the sim's.", "",
-             f"- Live: `scripts/tail-latency.sh {' '.join(live['argv'])}`; result `{live['result']}`.",
-             f"- Sim: `scripts/tail-latency.sh {' '.join(sim['argv'])}`; result `{sim['result']}`.",
-             f"- Code: commit {doc['provenance'].get('git_commit', 'unknown')}"
-             + (" (dirty)" if doc["provenance"].get("git_dirty") else "") + f"; started {doc['started_at']}, "
-             f"finished {doc['finished_at']} (wall clock).",
-             f"- The live runs' machine: load average {la['before_live']:.2f} before them, {la['after_live']:.2f} "
-             f"after (1-minute, {la['cpus']} CPUs); {live['polluted']} of {live['measured']} measured live runs "
-             "flagged `polluted` (other processes used more than the pollution limit). Live intervals, and so "
-             "how many rows the live run resolves, depend on how quiet the machine was; the sim's figures do "
-             "not.",
-             "- Outcomes: " + ", ".join(f"{k} {n}" for k, n in s["counts"].items()) + f" (of {s['rows']} rows).",
-             "", "Rule: " + doc["rule"], "",
-             "A sim rate given as a fraction of capacity (`0.7x`) is of the sim's own capacity, the live one of "
-             "the live server's: both tiers run at the same load relative to what they can serve.", ""]
-    lines += table([Row(**{**r, "live_ci": _tuple(r["live_ci"]), "sim_ci": _tuple(r["sim_ci"])})
-                    for r in ({k: v for k, v in row.items() if k != "inside_live_interval"} for row in doc["rows"])])
+    lines = [
+        "# Tail-latency job: validation of the sim tier against the live job",
+        "",
+        f"**{s['answer'][0].upper() + s['answer'][1:]}.**",
+        "",
+        "The same A/B ran twice: on the live tier (the bench server under load in wall-clock time) and "
+        "on the sim tier (the same reactor and HTTP code in virtual time, docs/en/tail-latency-ci.md, "
+        "\"The virtual-time tier\"). Each row sets one metric's live figures beside the sim's.",
+        "",
+        f"- Live: `scripts/tail-latency.sh {' '.join(live['argv'])}`; result `{live['result']}`.",
+        f"- Sim: `scripts/tail-latency.sh {' '.join(sim['argv'])}`; result `{sim['result']}`.",
+        f"- Code: commit {doc['provenance'].get('git_commit', 'unknown')}"
+        + (" (dirty)" if doc["provenance"].get("git_dirty") else "")
+        + f"; started {doc['started_at']}, "
+        f"finished {doc['finished_at']} (wall clock).",
+        f"- The live runs' machine: load average {la['before_live']:.2f} before them, {la['after_live']:.2f} "
+        f"after (1-minute, {la['cpus']} CPUs); {live['polluted']} of {live['measured']} measured live runs "
+        "flagged `polluted` (other processes used more than the pollution limit). Live intervals, and so "
+        "how many rows the live run resolves, depend on how quiet the machine was; the sim's figures do "
+        "not.",
+        "- Outcomes: " + ", ".join(f"{k} {n}" for k, n in s["counts"].items()) + f" (of {s['rows']} rows).",
+        "",
+        "Rule: " + doc["rule"],
+        "",
+        "A sim rate given as a fraction of capacity (`0.7x`) is of the sim's own capacity, the live one of "
+        "the live server's: both tiers run at the same load relative to what they can serve.",
+        "",
+    ]
+    lines += table(
+        [
+            Row(**{**r, "live_ci": _tuple(r["live_ci"]), "sim_ci": _tuple(r["sim_ci"])})
+            for r in ({k: v for k, v in row.items() if k != "inside_live_interval"} for row in doc["rows"])
+        ]
+    )
     return "\n".join(lines)
 
 
-def document(rows, *, live: dict, sim: dict, provenance: dict, started: str, finished: str,
-             argv: list[str], load_average: dict) -> dict:
-    return {"schema": SCHEMA, "kind": "validate", "argv": argv, "rule": RULE, "live": live, "sim": sim,
-            "provenance": provenance, "started_at": started, "finished_at": finished,
-            "load_average": load_average, "summary": summary(rows), "rows": [r.as_dict() for r in rows]}
+def document(
+    rows,
+    *,
+    live: dict,
+    sim: dict,
+    provenance: dict,
+    started: str,
+    finished: str,
+    argv: list[str],
+    load_average: dict,
+) -> dict:
+    return {
+        "schema": SCHEMA,
+        "kind": "validate",
+        "argv": argv,
+        "rule": RULE,
+        "live": live,
+        "sim": sim,
+        "provenance": provenance,
+        "started_at": started,
+        "finished_at": finished,
+        "load_average": load_average,
+        "summary": summary(rows),
+        "rows": [r.as_dict() for r in rows],
+    }
 
 
 def history_line(doc: dict, *, result_file: str) -> dict:
-    return {"schema": SCHEMA, "kind": "validate", "started_at": doc["started_at"], "finished_at": doc["finished_at"],
-            "result": result_file, "argv": doc["argv"], "live_result": doc["live"]["result"],
-            "sim_result": doc["sim"]["result"], "provenance": doc["provenance"], "summary": doc["summary"],
-            "outcomes": {f"{r['leg']} / {scope_name(r['scope'])} / {r['metric']}": r["outcome"] for r in doc["rows"]}}
+    return {
+        "schema": SCHEMA,
+        "kind": "validate",
+        "started_at": doc["started_at"],
+        "finished_at": doc["finished_at"],
+        "result": result_file,
+        "argv": doc["argv"],
+        "live_result": doc["live"]["result"],
+        "sim_result": doc["sim"]["result"],
+        "provenance": doc["provenance"],
+        "summary": doc["summary"],
+        "outcomes": {
+            f"{r['leg']} / {scope_name(r['scope'])} / {r['metric']}": r["outcome"] for r in doc["rows"]
+        },
+    }
 
 
 # -- the command -------------------------------------------------------------------------------------
@@ -300,13 +404,21 @@ def tier_argvs(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def _refuse(args: argparse.Namespace) -> None:
     from .. import instructions
-    for given, text in ((args.tier != "wall", f"--tier {args.tier}"), (args.calibrate, "--calibrate"),
-                        (args.peers, "--peers"), (args.a_ref is not None, "--a-ref"), (args.gate, "--gate"),
-                        (args.workers, "--workers"), (instructions.tier_options_given(args), "an instruction-tier "
-                                                                                               "option")):
+
+    for given, text in (
+        (args.tier != "wall", f"--tier {args.tier}"),
+        (args.calibrate, "--calibrate"),
+        (args.peers, "--peers"),
+        (args.a_ref is not None, "--a-ref"),
+        (args.gate, "--gate"),
+        (args.workers, "--workers"),
+        (instructions.tier_options_given(args), "an instruction-tier option"),
+    ):
         if given:
-            raise PlanError(f"--validate runs one A/B on the live tier and on the sim tier, on this tree's code, "
-                            f"and reports whether they agree: leave out {text}")
+            raise PlanError(
+                f"--validate runs one A/B on the live tier and on the sim tier, on this tree's code, "
+                f"and reports whether they agree: leave out {text}"
+            )
 
 
 def _rel(path: Path, out: Path) -> str:
@@ -322,6 +434,7 @@ def main_validate(args: argparse.Namespace, argv: list[str]) -> int:
     from ..cli import _error, run_args
     from .cli import main_sim, plan_sim
     from .costs import CostError
+
     live_argv, sim_argv = tier_argvs(argv)
     parser = build_parser()
     live_args, sim_args = parser.parse_args(live_argv), parser.parse_args(sim_argv)
@@ -333,13 +446,18 @@ def main_validate(args: argparse.Namespace, argv: list[str]) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     before = os.getloadavg()[0]
     live: dict = {}
-    print(f"{PROG}: --validate: the live A/B first (scripts/tail-latency.sh {' '.join(live_argv)})\n", flush=True)
+    print(
+        f"{PROG}: --validate: the live A/B first (scripts/tail-latency.sh {' '.join(live_argv)})\n",
+        flush=True,
+    )
     code = run_args(live_args, live_argv, collect=live)
     if code:
         return code
     after = os.getloadavg()[0]
-    print(f"\n{PROG}: --validate: the same A/B in virtual time (scripts/tail-latency.sh {' '.join(sim_argv)})\n",
-          flush=True)
+    print(
+        f"\n{PROG}: --validate: the same A/B in virtual time (scripts/tail-latency.sh {' '.join(sim_argv)})\n",
+        flush=True,
+    )
     sim: dict = {}
     code = main_sim(sim_args, sim_argv, collect=sim)
     if code:
@@ -354,19 +472,30 @@ def main_validate(args: argparse.Namespace, argv: list[str]) -> int:
     out = args.out
     n_polluted, measured = polluted(live_doc)
     pv = history.provenance(REPO, wrk_version="-")
-    doc = document(rows, argv=argv, started=started, finished=finished,
-                   live={"argv": live_argv, "result": _rel(Path(live["result"]), out), "polluted": n_polluted,
-                         "measured": measured},
-                   sim={"argv": sim_argv, "result": _rel(Path(sim["result"]), out)},
-                   provenance={k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
-                   load_average={"before_live": before, "after_live": after, "cpus": os.cpu_count()})
+    doc = document(
+        rows,
+        argv=argv,
+        started=started,
+        finished=finished,
+        live={
+            "argv": live_argv,
+            "result": _rel(Path(live["result"]), out),
+            "polluted": n_polluted,
+            "measured": measured,
+        },
+        sim={"argv": sim_argv, "result": _rel(Path(sim["result"]), out)},
+        provenance={k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
+        load_average={"before_live": before, "after_live": after, "cpus": os.cpu_count()},
+    )
     stem = history.stem(started, args.profile, live_doc["ab"]) + "-validate"
     results_dir = out / "results"
     md, js = results_dir / f"{stem}.md", results_dir / f"{stem}.json"
     text = render(doc)
     md.write_text(text + "\n")
     js.write_text(json.dumps(doc, indent=1) + "\n")
-    jsonl = history.append_history(history_line(doc, result_file=f"results/{js.name}"), out, name=HISTORY_FILE)
+    jsonl = history.append_history(
+        history_line(doc, result_file=f"results/{js.name}"), out, name=HISTORY_FILE
+    )
     print("\n" + text)
     print("Files:")
     for path in (md, js):
