@@ -40,3 +40,20 @@ def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scripts/mutation.sh: ") and says in lines[0], proc.stderr
     assert not out.exists()
+
+
+def test_every_listed_survivor_names_a_line_its_file_still_has():
+    """An entry of conformance/mutation-survivors.toml is keyed by its source line's text: a line
+    reworded or reformatted since the run leaves an entry that names nothing (and its mutant, on the
+    next run, unlisted).  The C example's entries are checked too."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    listed = tomllib.loads((ROOT / "conformance" / "mutation-survivors.toml").read_text(encoding="utf-8"))
+    stale = []
+    for entry in listed["survivor"]:
+        lines = {raw.strip() for raw in (ROOT / entry["file"]).read_text(encoding="utf-8").splitlines()}
+        if entry["line"].strip() not in lines:
+            stale.append(f"{entry['file']}: {entry['line']!r}")
+    assert listed["survivor"] and not stale, stale
