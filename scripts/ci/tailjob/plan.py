@@ -244,6 +244,12 @@ def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg
         backends = (o.backend,)
     else:
         backends = BACKENDS
+    return _legs(profile, o, backends, arm_backends=arm_backends)
+
+
+def _legs(profile: Profile, o: Overrides, backends, **extra) -> list[Leg]:
+    """One leg per backend and connection count, in that order (``extra`` goes to every :class:`Leg`;
+    a ``label`` in it is formatted with ``connections``)."""
     threads = o.threads or (1 if o.pin else profile.threads)
     legs: list[Leg] = []
     for backend in backends:
@@ -252,6 +258,9 @@ def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg
                 raise PlanError(
                     f"wrk needs at least as many connections as threads: -t{threads} with -c{connections}"
                 )
+            fields = dict(extra)
+            if "label" in fields:
+                fields["label"] = fields["label"].format(connections=connections)
             legs.append(
                 Leg(
                     len(legs),
@@ -260,7 +269,7 @@ def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg
                     connections,
                     o.duration_s or profile.duration_s,
                     o.runs or profile.runs_for(backend),
-                    arm_backends=arm_backends,
+                    **fields,
                 )
             )
     return legs
@@ -284,25 +293,7 @@ def peer_legs(profile: Profile, o: Overrides) -> list[Leg]:
     Threads and pinning as in :func:`plan_legs`; :class:`PlanError` for more
     wrk threads than connections.
     """
-    threads = o.threads or (1 if o.pin else profile.threads)
-    legs: list[Leg] = []
-    for connections in o.connections or profile.connections:
-        if threads > connections:
-            raise PlanError(
-                f"wrk needs at least as many connections as threads: -t{threads} with -c{connections}"
-            )
-        legs.append(
-            Leg(
-                len(legs),
-                None,
-                threads,
-                connections,
-                o.duration_s or profile.duration_s,
-                o.runs or profile.runs_for(None),
-                label=f"c{connections}",
-            )
-        )
-    return legs
+    return _legs(profile, o, [None], label="c{connections}")
 
 
 def server_env(ambient: Mapping[str, str], leg: Leg, arm: Arm) -> dict[str, str]:
