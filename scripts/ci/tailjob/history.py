@@ -149,27 +149,28 @@ def _flagged(lr) -> dict[str, int]:
     return {flag: sum(flag in r.flags for r in lr.measured()) for flag in FLAGS}
 
 
+#: What a history line keeps of each comparison.
+HISTORY_FIELDS = (
+    "a",
+    "b",
+    "ratio",
+    "ci",
+    "n_pairs",
+    "min_effect",
+    "verdict",
+    "detectable",
+    "pairs_needed",
+    "estimator",
+    "samples_a",
+    "samples_b",
+    "needs_samples",
+)
+
+
 def _verdicts(comparisons) -> dict:
     """``metrics`` (each comparison's figures and verdict) and ``verdict_counts`` of one table."""
     return {
-        "metrics": {
-            c.metric.key: {
-                "a": c.median_a,
-                "b": c.median_b,
-                "ratio": c.ratio,
-                "ci": list(c.ci) if c.ci else None,
-                "n_pairs": c.n_pairs,
-                "min_effect": c.min_effect,
-                "verdict": c.verdict,
-                "detectable": c.detectable,
-                "pairs_needed": c.pairs_needed,
-                "estimator": c.estimator,
-                "samples_a": c.samples_a,
-                "samples_b": c.samples_b,
-                "needs_samples": c.needs_samples,
-            }
-            for c in comparisons
-        },
+        "metrics": {c.metric.key: stats.summary(c, HISTORY_FIELDS) for c in comparisons},
         "verdict_counts": {v: n for v in stats.VERDICTS if (n := sum(c.verdict == v for c in comparisons))},
     }
 

@@ -173,6 +173,20 @@ def samples_to_bound(p: float, confidence: float = CONFIDENCE) -> int:
     return n - max(1, int(q * n + 0.5)) + 1
 
 
+#: A document's short name for a :class:`Comparison` field (``a`` is ``median_a``); other names are the field's.
+_SHORT_NAMES = {"a": "median_a", "b": "median_b"}
+
+
+def summary(c: Comparison, keys: Iterable[str]) -> dict:
+    """The fields ``keys`` of ``c`` as JSON (``ci`` a list or None): the history line's and the sim
+    and sweep documents' record of a comparison, each document naming the fields it keeps."""
+    out = {}
+    for key in keys:
+        value = getattr(c, _SHORT_NAMES.get(key, key))
+        out[key] = (list(value) if value else None) if key == "ci" else value
+    return out
+
+
 def verdict_cell(c: Comparison) -> str:
     """A comparison's verdict as a report prints it: ``regression`` and ``inconclusive`` bold,
     a percentile without the samples to bound it ``n/a (needs N samples)``."""

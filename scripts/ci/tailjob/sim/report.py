@@ -245,14 +245,7 @@ def result_document(job: dict, legs) -> dict:
 
 
 def _short(c) -> dict:
-    return {
-        "a": c.median_a,
-        "b": c.median_b,
-        "ratio": c.ratio,
-        "ci": list(c.ci) if c.ci else None,
-        "verdict": c.verdict,
-        "detectable": c.detectable,
-    }
+    return stats.summary(c, ("a", "b", "ratio", "ci", "verdict", "detectable"))
 
 
 def history_line(job: dict, legs, *, result_file: str) -> dict:

@@ -653,18 +653,21 @@ def run_sweep(
 
 
 def _comp(c: stats.Comparison) -> dict:
-    return {
-        "a": c.median_a,
-        "b": c.median_b,
-        "ratio": c.ratio,
-        "ci": list(c.ci) if c.ci else None,
-        "min_effect": c.min_effect,
-        "verdict": c.verdict,
-        "detectable": c.detectable,
-        "pairs_needed": c.pairs_needed,
-        "estimator": c.estimator,
-        "needs_samples": c.needs_samples,
-    }
+    return stats.summary(
+        c,
+        (
+            "a",
+            "b",
+            "ratio",
+            "ci",
+            "min_effect",
+            "verdict",
+            "detectable",
+            "pairs_needed",
+            "estimator",
+            "needs_samples",
+        ),
+    )
 
 
 COUNTERS = ("rounds", "dispatched", "tail_elevations", "harvested")

@@ -32,7 +32,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import history
+from .. import history, stats
 from ..metrics import ci_text, format_value
 from ..options import PROG, REPO
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
@@ -251,12 +251,7 @@ def _summary(result) -> list[str]:
 
 
 def _short(c) -> dict:
-    return {
-        "ratio": c.ratio,
-        "ci": list(c.ci) if c.ci else None,
-        "verdict": c.verdict,
-        "needs_samples": c.needs_samples,
-    }
+    return stats.summary(c, ("ratio", "ci", "verdict", "needs_samples"))
 
 
 def history_line(result, *, argv, provenance, timing, result_file: str) -> dict:
