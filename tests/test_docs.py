@@ -712,21 +712,31 @@ def test_the_tail_us_row_gives_a_command_that_ab_tests_the_users_value(lang):
     assert set(b.env) == {"CWIST_REACTOR_TAIL_US"} and int(b.env["CWIST_REACTOR_TAIL_US"]) < 3500
 
 
-STUDY = ROOT / "benchmarks" / "results" / "study"
-YIELD_REPORT = "20261201T142929Z-quick-custom.md"
+YIELD_SWEEP = "20261201T232328Z-default-sweep"
 
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)
 def test_the_yield_batch_row_says_its_measured_cost_and_report(lang):
-    """The study measured YIELD_BATCH=4 with tail on as a regression for the interactive class:
-    the row recommending a yield batch below the batch must say so, with the report's figures."""
-    report = (STUDY / YIELD_REPORT).read_text(encoding="utf-8")
-    interactive = report.split("### Class `interactive`")[1].split("### ")[0]
-    p99 = next(ln for ln in interactive.splitlines() if ln.startswith("| p99 ms"))
-    ratio, verdict = p99.split(" | ")[3], p99.rstrip(" |").split(" | ")[-1]
-    assert verdict == "**regression**"
+    """The sweep measured YIELD_BATCH=4 with tail on as a regression for the interactive class: the
+    row recommending a yield batch below the batch must say so, with the sweep's report, commit and
+    figures (the interactive p50 and p99 on both backends)."""
+    doc = json.loads((ROOT / "benchmarks" / "results" / f"{YIELD_SWEEP}.json").read_text(encoding="utf-8"))
     row = next(r for r in _symptom_rows(lang) if "CWIST_HTTP_YIELD_BATCH" in r[2])
-    assert YIELD_REPORT in row[4] and ratio in row[4] and "regression" in row[4], row[4]
+    assert f"{YIELD_SWEEP}.md" in row[4] and doc["provenance"]["git_commit"][:7] in row[4], row[4]
+    cells = [
+        c
+        for c in doc["legs"]
+        if "YIELD_BATCH=4" in c["policy"]["label"] and c["load"]["label"].startswith("mixed")
+    ]
+    assert {c["backend"] for c in cells} == {"epoll", "io_uring"}
+    for cell in cells:
+        for key in ("p50", "p99"):
+            c = cell["classes"]["interactive"][key]
+            assert c["verdict"] == "regression" and f"{c['ratio']:.3f}" in row[4], (
+                cell["backend"],
+                key,
+                row[4],
+            )
 
 
 def test_the_readme_states_the_verdict_rule_as_the_code_decides_it():
