@@ -10,6 +10,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 user="${TAILREACTOR_TEST_USER:-nobody}"
 nofile=1024
 memlock=$((8 * 1024 * 1024))
+case "${1:-}" in
+  -h|--help)
+    echo "usage: scripts/test-unprivileged.sh [PYTEST-ARGUMENT ...]   (as root; none: the whole suite)"
+    echo "runs scripts/test.sh as $user with nofile $nofile and memlock 8 MiB, on a copy of this work tree"
+    exit 0 ;;
+esac
 if [ "$(id -u)" -ne 0 ]; then
   echo "test-unprivileged: run it as root (it switches to $user); as $user itself run scripts/test.sh" >&2
   exit 2
