@@ -142,6 +142,18 @@ def test_disarm_of_write_keeps_read(make_backend, pairs):
     assert collect(b, 1, extra_waits=3) == Counter({"read": 1})
 
 
+def _read_from(pairs) -> list[tuple[int, bytes]]:
+    """(fd, bytes) for every non-blocking socket of ``pairs`` that has something to read."""
+    written = []
+    for pair in pairs:
+        for s in pair:
+            try:
+                written.append((s.fileno(), s.recv(64)))
+            except BlockingIOError:
+                pass
+    return written
+
+
 def _collected_not_delivered(b, pairs):
     """Arm more ready fds than one wait returns and take one wait's reports.
 
@@ -928,13 +940,7 @@ def test_wake_after_close_writes_to_no_fd(make_backend):
             for s in pair:
                 s.setblocking(False)
         b.wake()
-        written = []
-        for pair in taken:
-            for s in pair:
-                try:
-                    written.append((s.fileno(), s.recv(64)))
-                except BlockingIOError:
-                    pass
+        written = _read_from(taken)
         assert not written, f"wake() after close() wrote to fds that now name other files: {written}"
     finally:
         for pair in taken:

@@ -22,7 +22,7 @@ import pytest
 from tailreactor.backends import READ
 from tailreactor.backends.base import capabilities
 from tailreactor_conformance.harness import LIVENESS_S, Watchdog, collect, rule_broken
-from tailreactor_conformance.tests.test_backend import _collected_not_delivered, _raise_nofile
+from tailreactor_conformance.tests.test_backend import _collected_not_delivered, _raise_nofile, _read_from
 
 
 # -- B1: a re-arm drops the replaced token's report ---------------------------------
@@ -176,13 +176,7 @@ def _close_under_wakes(b) -> None:
         t.join(LIVENESS_S)
         assert not t.is_alive(), f"wake() did not return within {LIVENESS_S} s after close()"
         assert not errors, f"wake() from another thread during or after close() raised {errors[0]!r}"
-        written = []
-        for pair in taken:
-            for s in pair:
-                try:
-                    written.append((s.fileno(), s.recv(64)))
-                except BlockingIOError:
-                    pass
+        written = _read_from(taken)
         assert not written, f"wake() after close() wrote to fds that now name other files: {written}"
     finally:
         reused.set()
