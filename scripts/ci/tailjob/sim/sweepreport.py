@@ -146,8 +146,8 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
         "0.5 virtual s, policy off at the other knobs' defaults), so every cell of a load point offers the "
         "same load.",
         f"- Wall time {timing['wall_s']:.0f} s, worker CPU {timing['cpu_s']:.0f} s, {result.workers} "
-        f"workers ({timing['engine']}), started {timing['started_at']}; taken under load (load average "
-        f"{timing['load_before']:.1f} at the start, {timing['load_after']:.1f} at the end). Wall time is not "
+        f"workers ({timing['engine']}), started {timing['started_at']}; load average {timing['load_before']:.1f} at the "
+        f"start, {timing['load_after']:.1f} at the end, on {os.cpu_count()} CPUs. Wall time is not "
         "a figure of the sweep; the verdicts do not depend on it.",
         "",
         "The grid:",
