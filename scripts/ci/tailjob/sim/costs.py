@@ -102,8 +102,8 @@ class CostModel:
             ),
             "client_us": (
                 "0 by default: a closed-loop client sends its next request the moment an answer "
-                "arrives (wrk's own CPU is about 5.4 us per request at c256, "
-                "benchmarks/results/20261201T143716Z-seed-tail.json; its wake-ups are not measured)"
+                "arrives (wrk's own CPU is about 11 us per request at c256 on a quiet machine, the median of "
+                "32 runs in benchmarks/results/20261202T021403Z-seed-tail.json; its wake-ups are not measured)"
                 if self.client_us == 0
                 else "set with --sim-cost"
             ),
