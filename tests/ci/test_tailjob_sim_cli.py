@@ -167,7 +167,7 @@ def test_a_ref_runs_arm_a_on_a_commit_and_names_it(tmp_path, capsys):
             ["--tier", "sim", "--a-ref", "no-such-ref"],
             "--a-ref 'no-such-ref': not a commit of this repository",
         ),
-        (["--a-ref", "HEAD"], "--a-ref applies to --tier sim"),
+        (["--tier", "instructions", "--a-ref", "HEAD"], "--a-ref applies to the A/B of --tier wall or sim"),
     ],
 )
 def test_a_bad_a_ref_is_one_line(argv, message, capsys, tmp_path):

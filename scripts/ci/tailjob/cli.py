@@ -59,6 +59,7 @@ from .plan import (
 )
 from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
+from .sim import refcode
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]
@@ -240,11 +241,17 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
     if args.tier != "sim":
         for given, name in (
             (args.sim_cost, "--sim-cost"),
-            (args.a_ref, "--a-ref"),
             (args.sweep or None, "--sweep"),
         ):
             if given is not None:
                 return _error(f"{name} applies to --tier sim", 2)
+        other_job = args.tier == "instructions" or instructions.tier_options_given(args)
+        if args.a_ref is not None and (other_job or args.peers or args.calibrate is not None):
+            return _error(
+                "--a-ref applies to the A/B of --tier wall or sim (leave out --peers, --calibrate "
+                "and the instruction tier's options)",
+                2,
+            )
     if args.tier == "instructions" or instructions.tier_options_given(args):
         return instructions.main_tier(args)
     if args.tier == "sim" and args.sweep:
@@ -260,7 +267,7 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
         _check_environment(os.environ)
         plan = _plan_peers if args.peers else _plan_calibrate if args.calibrate is not None else _plan_ab
         job = plan(args, argv)
-    except (PlanError, FileNotFoundError) as e:
+    except (PlanError, FileNotFoundError, refcode.RefError) as e:
         return _error(str(e), 2)
     started = _now()
     stem = history.stem(started, job.profile, job.name)
@@ -271,6 +278,8 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
     try:
         with JobProgress(job.legs, warmup=settings.warmup, arms=job.arms) as progress:
             results = job.run(settings, progress)
+    except refcode.RefError as e:  # git could not make the worktree: nothing ran
+        return _error(str(e), 2)
     except (JobError, ValueError) as e:
         return _error(str(e), 3)
     provenance = history.provenance(REPO, wrk_version=job.wrk)
@@ -347,8 +356,12 @@ def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
     if args.ab and (args.a is not None or args.b is not None):
         raise PlanError("--ab cannot be combined with --a/--b")
     custom = args.a is not None or args.b is not None
-    ab = "custom" if custom else (args.ab or "tail")
-    arms = arms_for(None if custom else ab, a=args.a, b=args.b)
+    ab = "custom" if custom else (args.ab or ("aref" if args.a_ref is not None else "tail"))
+    arms = arms_for(None if custom or ab == "aref" else ab, a=args.a, b=args.b)
+    a_commit = None
+    if args.a_ref is not None:  # arm A on the ref's code, arm B on the working tree's (refcode)
+        a_commit = refcode.resolve(REPO, args.a_ref)
+        arms = refcode.label_arms(arms, args.a_ref)
     profile = PROFILES[args.profile]
     legs = plan_legs(profile, arms, _overrides(args, args.pin, args.backend))
     load = workloads.plan_load(args.workload, args.load, args.rate, args.schedule)
@@ -367,7 +380,11 @@ def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
     legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
 
     def run(s: Settings, progress) -> list:
-        return run_trials(legs, ABDesign(arms, s, os.environ), s, progress=progress)
+        if a_commit is None:
+            return run_trials(legs, ABDesign(arms, s, os.environ), s, progress=progress)
+        with refcode.checkout(REPO, a_commit) as tree:  # removed however the runs end
+            code = {"A": str(tree / "reference"), "B": refcode.own_code()}
+            return run_trials(legs, ABDesign(arms, s, os.environ, code=code), s, progress=progress)
 
     def finish(results, o: Outputs) -> Printed:
         job = JobResult(
@@ -380,6 +397,7 @@ def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
             provenance=o.provenance,
             started_at=o.started,
             finished_at=o.finished,
+            a_ref=None if a_commit is None else {"ref": args.a_ref, "commit": a_commit},
         )
         files, result_json, jsonl = _write(job, o, report.render)
         if o.settings.probe_dir:

@@ -240,6 +240,7 @@ def history_line(job, *, result_file: str) -> dict:
         "ab": job.ab,
         "argv": job.argv,
         "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in job.arms},
+        "a_ref": job.a_ref,
         "pinned": s.pinned,
         "server_cpus": s.server_cpus,
         "wrk_cpus": s.wrk_cpus,

@@ -97,7 +97,9 @@ class RunPlan:
     message; ``backend``: the backend asked for, checked against the server's;
     ``server``: makes the (not yet started) server, for the tiers that run one;
     ``path``: the URL's path wrk requests (a prefix such as ``/user/`` makes
-    ``tail_latency.lua`` send ``<path><seq>``, the load client's request).
+    ``tail_latency.lua`` send ``<path><seq>``, the load client's request);
+    ``code``: with ``--a-ref``, the ``reference/`` directory whose :mod:`tailreactor` the
+    server must say it imported (None: not asked).
     """
 
     leg: Leg
@@ -112,6 +114,7 @@ class RunPlan:
     backend: str | None = None
     server: Callable[[Mapping[str, str]], ServerProcess] | None = None
     path: str = "/"
+    code: str | None = None
 
 
 @dataclass
@@ -121,7 +124,8 @@ class RunRecord:
     ``trial`` is -1 for the warm-up.  ``wrk``: the client's own record
     (``WrkResult.as_dict()``, or the load client's).  ``probe``: with
     ``--probe``, :func:`tailjob.probeleg.gather`'s figures; ``classes``: the load
-    client's figures per class (``LoadRunResult.class_metrics()``).
+    client's figures per class (``LoadRunResult.class_metrics()``).  ``code``: with
+    ``--a-ref``, the directory of the :mod:`tailreactor` the server said it imported.
     """
 
     leg: int
@@ -146,6 +150,7 @@ class RunRecord:
     flags: list[str] = field(default_factory=list)
     probe: dict | None = None
     classes: dict | None = None
+    code: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -244,6 +249,12 @@ class ServerMeasure:
         try:
             if plan.backend and server.backend != plan.backend:
                 raise JobError(f"{where}: asked for backend {plan.backend}, server reports {server.backend}")
+            code = getattr(server, "code", None)
+            if plan.code is not None and not _same_dir(code, os.path.join(plan.code, "tailreactor")):
+                raise JobError(
+                    f"{where}: asked for the tailreactor of {plan.code}, the server imported "
+                    f"{code or 'one it did not name'}"
+                )
             argv = client.command(f"http://{s.host}:{server.port}{plan.path}", plan)
             timeout_s = client.timeout_s(plan)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -324,7 +335,12 @@ class ServerMeasure:
             metrics=metrics.run_metrics(result, server_cpu_s=server_cpu),
             flags=flags,
             classes=result.class_metrics() if client.open_loop else None,
+            code=code,
         )
+
+
+def _same_dir(a: str | None, b: str) -> bool:
+    return a is not None and os.path.realpath(a) == os.path.realpath(b)
 
 
 WRK: Measure = ServerMeasure(

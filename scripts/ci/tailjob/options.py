@@ -140,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
     arms.add_argument("--a", metavar="'K=V ...'", help="arm A's CWIST_* variables (custom A/B)")
     arms.add_argument("--b", metavar="'K=V ...'", help="arm B's CWIST_* variables (custom A/B)")
     arms.add_argument(
+        "--a-ref",
+        metavar="REF",
+        help="on --tier wall (arm A's bench server) or --tier sim (arm A's simulated runs): arm A "
+        "runs the reactor and HTTP code of git ref REF (a temporary worktree, removed at the end), "
+        "arm B the working tree's; with no --ab/--a/--b both arms' knobs alike",
+    )
+    arms.add_argument(
         "--backend",
         choices=BACKENDS,
         help="backend for arms that do not set it (default: each backend in turn)",
@@ -218,12 +225,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="'K=US ...'",
         help="with --tier sim: override cost-model constants (wait_us, harvest_us, callback_us, "
         "age_order_us, request_us, client_us; virtual microseconds)",
-    )
-    sim.add_argument(
-        "--a-ref",
-        metavar="REF",
-        help="with --tier sim: arm A runs the reactor and HTTP code of git ref REF (a temporary "
-        "worktree), arm B the working tree's; with no --ab/--a/--b both arms' knobs alike",
     )
     sim.add_argument(
         "--sweep",

@@ -370,6 +370,14 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         )
     lines += [
         f"- Arms: **A = {a.label}** `{a.env_text()}`; **B = {b.label}** `{b.env_text()}`. Ratios are B/A.",
+        *(
+            [
+                f"- Code: arm A runs `--a-ref {job.a_ref['ref']}`, commit {job.a_ref['commit']}, arm B the "
+                "working tree (each server said which tailreactor it imported: `code` in the result JSON's runs)."
+            ]
+            if job.a_ref
+            else []
+        ),
         f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
         f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
         f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "

@@ -35,6 +35,7 @@ from .measure import LOAD_CLIENT, WRK, JobError, Measure, RunPlan, RunRecord, Se
 from .metrics import CLASS_METRICS, POOLED_KEYS
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer
+from .sim import refcode
 from .workloads import CAPACITY_PATH, CAPACITY_S
 
 __all__ = [
@@ -265,12 +266,18 @@ class ABDesign:
 
     With the load client (``settings.load``) a rate like ``0.7x`` is resolved per leg by a
     :data:`tailjob.workloads.CAPACITY_S` s closed-loop wrk run on arm A (``LegResult.capacity``).
+
+    ``code`` (``--a-ref``): per arm key, the ``reference/`` directory its bench server imports
+    :mod:`tailreactor` from (first on its ``PYTHONPATH``, :func:`tailjob.sim.refcode.server_env`);
+    every server then says which it imported, and a run whose server imported another is a
+    :class:`JobError`.  None: the servers import what the job's own import path finds.
     """
 
     arms: tuple[Arm, Arm]
     settings: Settings
     ambient: Mapping[str, str]
     tier: Measure | None = None  # None: wrk, or the load client with settings.load
+    code: Mapping[str, str] | None = None
 
     @property
     def measure(self) -> Measure:
@@ -293,6 +300,8 @@ class ABDesign:
             )
             if s.probe_dir is not None:  # the per-run file is added by the tier
                 envs[a.key]["CWIST_LATENCY_PROBE"] = "1"
+            if self.code is not None:
+                envs[a.key] = refcode.server_env(envs[a.key], self.code[a.key])
         lr = LegResult(
             leg=leg,
             arms=self.arms,
@@ -349,8 +358,14 @@ class ABDesign:
             where=f"{lr.leg.name}, arm {key}",
             backend=_expected_backend(env),
             server=lambda e: BenchServer(
-                e, host=s.host, workers=s.workers, cpus=s.server_cpus, module=s.server_module
+                e,
+                host=s.host,
+                workers=s.workers,
+                cpus=s.server_cpus,
+                module=s.server_module,
+                report_code=self.code is not None,
             ),
+            code=self.code[key] if self.code is not None else None,
         )
 
     def decide(self, lr: LegResult) -> None:
@@ -382,8 +397,10 @@ def run_job(
 class JobResult:
     """Everything a job produced; what the report, plot and history are made from.
 
-    ``ab`` is the preset name (``tail``, ``backend``, ``aa``) or ``custom``;
-    ``provenance`` comes from :func:`tailjob.history.provenance`.
+    ``ab`` is the preset name (``tail``, ``backend``, ``aa``), ``custom``, or ``aref`` (``--a-ref``
+    alone: the same knobs, arm A on the ref's code); ``provenance`` comes from
+    :func:`tailjob.history.provenance`; ``a_ref``: with ``--a-ref``, ``{"ref": REF, "commit": SHA}``
+    (arm A ran that commit's code, arm B the working tree's).
     """
 
     argv: list[str]
@@ -395,6 +412,7 @@ class JobResult:
     provenance: dict
     started_at: str
     finished_at: str
+    a_ref: dict | None = None
 
     def verdicts(self) -> list[str]:
         return [
@@ -413,5 +431,6 @@ class JobResult:
             "provenance": self.provenance,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
+            "a_ref": self.a_ref,
             "legs": [lr.as_dict() for lr in self.legs],
         }

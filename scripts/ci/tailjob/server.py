@@ -14,7 +14,9 @@ the run flagged).  Subclasses say what to run and which line means "ready":
 
       tailreactor-bench: listening on 127.0.0.1:3000, backend io_uring, workers 1, pid 42
 
-  which also names the backend and the number of workers;
+  which also names the backend and the number of workers; with ``--a-ref``
+  (``report_code``) it runs under :func:`tailjob.sim.refcode.server_command`
+  and so first names the :mod:`tailreactor` it imported (``code``);
 * the peers of ``--peers`` (:mod:`tailjob.peers`).
 
 Waiting is on events (the ready line, or the end of stderr when the server
@@ -32,6 +34,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
+
+from .sim import refcode
 
 __all__ = ["ServerProcess", "BenchServer", "ServerError", "free_port", "LISTENING"]
 
@@ -94,6 +98,9 @@ class ServerProcess:
     def command(self) -> list[str]:
         raise NotImplementedError
 
+    def on_line(self, line: str) -> None:
+        """Called with every stderr line until the ready line (this one included); by default nothing."""
+
     def on_ready(self, match: re.Match) -> None:
         """Called with the ready line's match; must set ``self.backend``."""
         self.backend = match.groupdict().get("backend") or self.WHAT
@@ -151,6 +158,7 @@ class ServerProcess:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             self.stderr_tail.append(line)
             if self.backend is None:
+                self.on_line(line)
                 m = self.READY.search(line)
                 if m:
                     self.listening_line = line
@@ -200,7 +208,8 @@ class BenchServer(ServerProcess):
     """The bench server (``tailreactor-bench``).
 
     ``workers`` adds ``--workers N``; after :meth:`start`, ``backend`` and
-    ``workers`` are what its listening line reported.
+    ``workers`` are what its listening line reported, and with ``report_code``
+    ``code`` the directory of the :mod:`tailreactor` it imported (None until it says).
     """
 
     READY = LISTENING
@@ -217,16 +226,25 @@ class BenchServer(ServerProcess):
         python: str = sys.executable,
         module: str = "tailreactor.http.server",
         start_timeout_s: float = 30.0,
+        report_code: bool = False,
     ):
         super().__init__(env, host=host, port=port, cpus=cpus, start_timeout_s=start_timeout_s)
         self.workers_arg = workers
         self.python, self.module = python, module
+        self.report_code = report_code
+        self.code: str | None = None
 
     def command(self) -> list[str]:
-        cmd = [self.python, "-m", self.module, "--host", self.host, "--port", str(self.port)]
+        args = ["--host", self.host, "--port", str(self.port)]
         if self.workers_arg is not None:
-            cmd += ["--workers", str(self.workers_arg)]
-        return cmd
+            args += ["--workers", str(self.workers_arg)]
+        if self.report_code:
+            return refcode.server_command(self.python, self.module, args)
+        return [self.python, "-m", self.module, *args]
+
+    def on_line(self, line: str) -> None:
+        if self.report_code and self.code is None:
+            self.code = refcode.imported(line)
 
     def on_ready(self, match: re.Match) -> None:
         self.backend, self.workers = match.group("backend"), int(match.group("workers"))

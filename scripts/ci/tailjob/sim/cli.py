@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 
 from .. import history, workloads
 from ..options import PROG, REPO
-from ..plan import PROFILES, Arm, Overrides, PlanError, arm_knobs, arms_for, plan_legs, server_env
+from ..plan import PROFILES, Overrides, PlanError, arm_knobs, arms_for, plan_legs, server_env
 from . import costs as _costs
 from . import refcode
 from . import report as sim_report
@@ -76,11 +76,7 @@ def plan_sim(args: argparse.Namespace) -> tuple[str, object, list[AbPlan]]:
     arms = arms_for(None if custom else ab, a=args.a, b=args.b)
     if args.a_ref is not None:
         ab = "aref" if custom and args.a is None and args.b is None else ab
-        a, b = arms
-        arms = (
-            Arm("A", f"{a.label} @ {args.a_ref}" if a.label != "A" else args.a_ref, a.env),
-            Arm("B", f"{b.label} @ working tree" if b.label != "B" else "working tree", b.env),
-        )
+        arms = refcode.label_arms(arms, args.a_ref)
     profile = PROFILES[args.profile]
     legs = plan_legs(
         profile,

@@ -3,23 +3,58 @@
 Role
 ----
 :func:`checkout` resolves ``REF`` to a commit of this repository, checks it
-out in a temporary ``git worktree`` (detached) and removes it afterwards.
-:func:`use` is the initializer of the worker processes that simulate arm A:
-it puts the worktree's ``reference/`` first on ``sys.path`` before anything
-imports :mod:`tailreactor`, so those runs use the ref's reactor, backends and
-HTTP code, and the working tree's simulator (this package) around them.
-Nothing here imports :mod:`tailreactor`: the initializer must run first.
+out in a temporary ``git worktree`` (detached) and removes it afterwards,
+however the job ends (an error, Ctrl-C, SIGTERM made an exception by the
+job's handler).  Both tiers take the ref's code from its ``reference/``:
+
+* the sim tier: :func:`use` is the initializer of the worker processes that
+  simulate arm A; it puts the worktree's ``reference/`` first on ``sys.path``
+  before anything imports :mod:`tailreactor`, so those runs use the ref's
+  reactor, backends and HTTP code, and the working tree's simulator (this
+  package) around them;
+* the live tier: :func:`server_env` puts it first on ``PYTHONPATH`` of arm A's
+  bench server (and so of its forked workers), and :func:`server_command` runs
+  the server so that it first says, on stderr, where the :mod:`tailreactor` it
+  imported lives (:data:`CODE_LINE`, :func:`imported`): the job checks every run
+  against the code its arm asked for, whatever the ref's own server prints.
+
+Nothing here imports :mod:`tailreactor` at import time: the initializer must run first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["RefError", "resolve", "checkout", "use"]
+__all__ = [
+    "RefError",
+    "resolve",
+    "checkout",
+    "use",
+    "label_arms",
+    "server_env",
+    "server_command",
+    "imported",
+    "own_code",
+    "CODE_LINE",
+]
+
+CODE_LINE = re.compile(r"^tailjob: tailreactor from (?P<path>\S.*)$")
+"""The line a server started by :func:`server_command` prints first: its :mod:`tailreactor`'s directory."""
+
+# Run as ``python -c _REPORT_AND_RUN MODULE ARGS...``: import tailreactor (from wherever the import path
+# finds it), say where it is, then run MODULE as ``python -m MODULE ARGS...`` would.
+_REPORT_AND_RUN = (
+    "import runpy, sys, tailreactor; "
+    "print('tailjob: tailreactor from ' + tailreactor.__path__[0], file=sys.stderr, flush=True); "
+    "module = sys.argv.pop(1); "
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
 
 
 class RefError(ValueError):
@@ -61,3 +96,40 @@ def use(code_dir: str) -> None:
     if "tailreactor" in sys.modules:
         raise RuntimeError("tailreactor was imported before the --a-ref worker could choose its code")
     sys.path.insert(0, code_dir)
+
+
+def label_arms(arms: tuple, ref: str) -> tuple:
+    """``arms`` (two :class:`tailjob.plan.Arm`) labelled with their code: arm A ``REF`` (or
+    ``LABEL @ REF``), arm B ``working tree`` (or ``LABEL @ working tree``); knobs unchanged."""
+    from ..plan import Arm
+
+    a, b = arms
+    return (
+        Arm("A", f"{a.label} @ {ref}" if a.label != "A" else ref, a.env),
+        Arm("B", f"{b.label} @ working tree" if b.label != "B" else "working tree", b.env),
+    )
+
+
+def server_env(env: dict[str, str], code_dir: str) -> dict[str, str]:
+    """``env`` with ``code_dir`` (a tree's ``reference/``) first on ``PYTHONPATH``: a server process
+    started with it, and every process it forks or spawns, imports :mod:`tailreactor` from there."""
+    rest = env.get("PYTHONPATH")
+    return {**env, "PYTHONPATH": code_dir + (os.pathsep + rest if rest else "")}
+
+
+def server_command(python: str, module: str, args: list[str]) -> list[str]:
+    """``python -m module args...``, preceded by the :data:`CODE_LINE` of the server's :mod:`tailreactor`."""
+    return [python, "-c", _REPORT_AND_RUN, module, *args]
+
+
+def imported(line: str) -> str | None:
+    """The :mod:`tailreactor` directory a :data:`CODE_LINE` names (None: another line)."""
+    m = CODE_LINE.match(line)
+    return m.group("path") if m else None
+
+
+def own_code() -> str:
+    """The ``reference/`` directory this process imports :mod:`tailreactor` from (the working tree's)."""
+    import tailreactor
+
+    return os.path.dirname(tailreactor.__path__[0])
