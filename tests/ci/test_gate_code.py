@@ -1,0 +1,99 @@
+"""``scripts/gate-code.sh``, the code gate of ``.ci/run``: the sim tier with ``--gate --a-ref BASE``.
+
+Each test works in a temporary clone of this repository's HEAD (the gate script as committed), with a
+local ``main`` at HEAD and a scratch branch on top: a real slowdown committed there exits 1, a commit
+that changes no code exits 0, and a clone without the base says so in one line and exits 0.  To keep
+the suite's time, the job runs on epoll with 1 virtual second per run (the gate's own settings:
+``--backend``/``--duration`` are passed through); .ci/run runs the quick profile on both backends
+(docs/en/tail-latency-ci.md, "The code gate").
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tailjob_testdata import ROOT
+
+SERVE = "reference/tailreactor/http/connection.py"
+YIELD_EVERY = "if not late and served % yield_every == 0 and pipeline:"
+SMALL = ["--backend", "epoll", "--duration", "1"]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=test", "-c", "user.email=test@example.invalid", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    """A clone of HEAD on branch ``scratch``, with ``main`` at HEAD: the base is HEAD."""
+    repo = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
+    _git(repo, "checkout", "-q", "-b", "scratch")
+    _git(repo, "branch", "-f", "main", "HEAD")
+    return repo
+
+
+def _gate(repo: Path, out: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(out), "TAILREACTOR_PY": sys.executable}
+    return subprocess.run(
+        [str(repo / "scripts" / "gate-code.sh"), *argv, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+def _result(out: Path) -> dict:
+    return json.loads(next((out / "results").glob("*-quick-aref-sim.json")).read_text())
+
+
+def test_a_slowdown_committed_on_a_branch_fails_the_gate(clone, tmp_path):
+    base = _git(clone, "rev-parse", "HEAD").strip()
+    path = clone / SERVE
+    text = path.read_text()
+    assert text.count(YIELD_EVERY) == 1
+    path.write_text(text.replace(YIELD_EVERY, "if not late and pipeline:"))  # yield after every request
+    _git(clone, "commit", "-q", "-am", "scratch: Connection._serve yields after every request")
+    done = _gate(clone, tmp_path / "out", *SMALL)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert f"gate-code: arm A runs {base[:12]} (the merge base with main)" in done.stderr
+    assert "--gate: a metric regressed in virtual time" in done.stderr
+    doc = _result(tmp_path / "out")
+    assert doc["a_ref"] == {"ref": base, "commit": base}
+    verdicts = {k: c["verdict"] for k, c in doc["legs"][0]["comparisons"].items()}
+    assert verdicts["rps"] == "regression" and verdicts["p99"] == "regression"
+
+
+def test_a_change_that_touches_no_code_passes_the_gate(clone, tmp_path):
+    (clone / "NOTES.txt").write_text("a change outside the code\n")
+    _git(clone, "add", "NOTES.txt")
+    _git(clone, "commit", "-q", "-m", "scratch: a note")
+    done = _gate(clone, tmp_path / "out", *SMALL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = _result(tmp_path / "out")
+    # the same code on both arms: every ratio exactly 1, whatever the machine is doing
+    ratios = {c["ratio"] for c in doc["legs"][0]["comparisons"].values() if c["ratio"] is not None}
+    assert ratios == {1.0}
+
+
+def test_without_the_base_the_gate_says_so_and_passes(tmp_path):
+    repo = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{ROOT}", str(repo)], check=True)
+    done = _gate(repo, tmp_path / "out")
+    assert done.returncode == 0
+    assert done.stderr == (
+        "gate-code: HEAD~1 is not in this clone (a shallow clone, or the first commit): "
+        "the code gate is skipped\n"
+    )
+    assert not (tmp_path / "out").exists()
