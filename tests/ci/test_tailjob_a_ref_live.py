@@ -54,7 +54,6 @@ def _job(tmp_path: Path, *argv: str, **kw) -> subprocess.Popen:
 
 @pytest.mark.wrk  # skipped without wrk (tests/conftest.py)
 def test_arm_a_serves_from_a_worktree_of_the_ref_and_the_result_names_its_commit(tmp_path):
-    before = _worktrees()
     job = _job(
         tmp_path, "--a-ref", "HEAD", *_tiny(), "--no-warmup", stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -73,7 +72,7 @@ def test_arm_a_serves_from_a_worktree_of_the_ref_and_the_result_names_its_commit
     assert a_code != Path(own) and a_code.parts[-2:] == ("reference", "tailreactor")
     assert "tailjob-a-ref-" in str(a_code)
     assert not a_code.exists()  # the worktree was removed ...
-    assert _worktrees() == before  # ... and unregistered
+    assert str(a_code.parents[1]) not in _worktrees()  # ... and unregistered
     report = next((tmp_path / "results").glob("*-quick-aref.md")).read_text()
     assert f"arm A runs `--a-ref HEAD`, commit {head}, arm B the working tree" in report
     assert f"arm A runs `--a-ref HEAD`, commit {head}" in out.decode()
@@ -84,7 +83,6 @@ def test_arm_a_serves_from_a_worktree_of_the_ref_and_the_result_names_its_commit
 @pytest.mark.wrk
 def test_sigterm_mid_run_removes_the_worktree(tmp_path):
     """A CI timeout or Ctrl-C during arm A's run leaves no worktree behind (nor a server)."""
-    before = _worktrees()
     # The warm-up is arm A's: the first server is the one importing the worktree's code.
     job = _job(
         tmp_path,
@@ -106,7 +104,7 @@ def test_sigterm_mid_run_removes_the_worktree(tmp_path):
             time.sleep(0.05)
         assert path is not None, f"the job exited {job.returncode} before arm A's server started"
         assert path.parts[-1] == "reference" and path.is_dir()
-        assert str(path.parent) in _worktrees() - before
+        assert str(path.parent) in _worktrees()
         fd = os.pidfd_open(server)
         try:
             job.send_signal(signal.SIGTERM)
@@ -115,7 +113,7 @@ def test_sigterm_mid_run_removes_the_worktree(tmp_path):
         finally:
             os.close(fd)
         assert not path.exists()
-        assert _worktrees() == before
+        assert str(path.parent) not in _worktrees()
     finally:
         if job.poll() is None:
             job.kill()
@@ -158,9 +156,7 @@ def _environ(pid: int) -> dict[str, str]:
     ],
 )
 def test_a_bad_a_ref_on_the_live_tier_is_one_line(argv, message, capsys, tmp_path):
-    before = _worktrees()
     assert main([*argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
-    assert _worktrees() == before
