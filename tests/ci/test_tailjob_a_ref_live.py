@@ -160,3 +160,34 @@ def test_a_bad_a_ref_on_the_live_tier_is_one_line(argv, message, capsys, tmp_pat
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.wrk
+def test_a_server_that_imported_other_code_fails_the_run_and_the_worktree_goes(tmp_path):
+    """In a clone, REF is a commit without ``reference/tailreactor``: arm A's server falls through to
+    the clone's own, says so, and the job stops (exit 3) naming both, with the worktree removed."""
+    repo = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=test", "-c", "user.email=test@example.invalid"]
+    subprocess.run([*git, "checkout", "-q", "-b", "no-reactor"], check=True)
+    subprocess.run([*git, "rm", "-r", "-q", "reference/tailreactor"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "scratch: no reactor"], check=True)
+    subprocess.run([*git, "checkout", "-q", "-"], check=True)
+    env = {**os.environ, "PYTHONPATH": f"{repo / 'scripts' / 'ci'}:{repo / 'reference'}"}
+    done = subprocess.run(
+        [sys.executable, str(repo / "scripts" / "ci" / "tail_latency.py"), "--a-ref", "no-reactor", *_tiny()]
+        + ["--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr[-2000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert "arm A: asked for the tailreactor of " in line
+    asked = Path(line.split("asked for the tailreactor of ", 1)[1].split(",", 1)[0])
+    assert f"the server imported {repo / 'reference' / 'tailreactor'}" in done.stderr
+    assert asked.parts[-1] == "reference" and not asked.parent.exists()
+    listed = subprocess.run([*git, "worktree", "list"], capture_output=True, text=True, check=True).stdout
+    assert str(asked.parent) not in listed
