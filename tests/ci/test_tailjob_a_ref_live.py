@@ -66,7 +66,9 @@ def test_arm_a_serves_from_a_worktree_of_the_ref_and_the_result_names_its_commit
     assert result["arms"]["A"]["env"] == result["arms"]["B"]["env"] == {}  # the same knobs: the code differs
     runs = {r["arm"]: r for r in result["legs"][0]["runs"]}
     # Each server said where the tailreactor it imported lives: arm A the worktree's, arm B this tree's.
-    own = str(ROOT / "reference" / "tailreactor")
+    import tailreactor  # what this interpreter imports is the working tree's, for the job as for us
+
+    own = tailreactor.__path__[0]
     assert runs["B"]["code"] == own
     a_code = Path(runs["A"]["code"])
     assert a_code != Path(own) and a_code.parts[-2:] == ("reference", "tailreactor")
