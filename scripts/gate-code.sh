@@ -6,7 +6,8 @@
 #
 # BASE: the merge base with the main branch (main, else origin/main) when HEAD is not on it, else HEAD~1
 # (HEAD is main's tip, or an older commit of main).  Where BASE is not in this clone (a shallow clone,
-# the first commit) it says so in one line and exits 0: there is nothing to compare with.
+# the first commit, a branch that shares no history with main) it says so in one line and exits 0:
+# there is nothing to compare with.
 #
 # It cannot fail on noise: a simulated run is a function of code, knobs, workload and seed, so two arms
 # on the same code give ratio 1.000 on every metric, `equivalent`.  What it gates is what the sim tier
@@ -34,9 +35,13 @@ for ref in main origin/main; do
   if commit "$ref" >/dev/null; then main="$ref"; break; fi
 done
 base="" what=""
-if [ -n "$main" ]; then
-  merge_base="$(git merge-base HEAD "$main" 2>/dev/null || true)"
-  if [ -n "$merge_base" ] && [ "$merge_base" != "$head" ]; then
+if [ -n "$main" ] && [ "$(commit "$main")" != "$head" ]; then
+  if ! merge_base="$(git merge-base HEAD "$main" 2>/dev/null)"; then
+    echo "gate-code: HEAD and $main have no merge base in this clone (a shallow clone, or unrelated" \
+         "histories): the code gate is skipped" >&2
+    exit 0
+  fi
+  if [ "$merge_base" != "$head" ]; then  # else HEAD is an older commit of main: HEAD~1, below
     base="$merge_base" what="the merge base with $main"
   fi
 fi

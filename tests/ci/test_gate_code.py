@@ -87,13 +87,46 @@ def test_a_change_that_touches_no_code_passes_the_gate(clone, tmp_path):
     assert ratios == {1.0}
 
 
-def test_without_the_base_the_gate_says_so_and_passes(tmp_path):
+def test_without_head_1_the_gate_says_so_and_passes(clone, tmp_path):
+    """HEAD on main (``main`` at HEAD) in a ``--depth 1`` clone: the base would be HEAD~1, not there."""
     repo = tmp_path / "shallow"
-    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{ROOT}", str(repo)], check=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", "-b", "main", f"file://{clone}", str(repo)], check=True
+    )
     done = _gate(repo, tmp_path / "out")
     assert done.returncode == 0
     assert done.stderr == (
         "gate-code: HEAD~1 is not in this clone (a shallow clone, or the first commit): "
         "the code gate is skipped\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_the_merge_base_the_gate_says_so_and_passes(clone, tmp_path):
+    """A branch off main in a ``--depth 1`` clone of both: the merge base is cut off."""
+    (clone / "NOTES.txt").write_text("a change outside the code\n")
+    _git(clone, "add", "NOTES.txt")
+    _git(clone, "commit", "-q", "-m", "scratch: a note")
+    repo = tmp_path / "shallow"
+    subprocess.run(
+        [
+            "git",
+            "clone",
+            "-q",
+            "--depth",
+            "1",
+            "--no-single-branch",
+            "-b",
+            "scratch",
+            f"file://{clone}",
+            str(repo),
+        ],
+        check=True,
+    )
+    done = _gate(repo, tmp_path / "out")
+    assert done.returncode == 0
+    assert done.stderr == (
+        "gate-code: HEAD and origin/main have no merge base in this clone (a shallow clone, or unrelated "
+        "histories): the code gate is skipped\n"
     )
     assert not (tmp_path / "out").exists()
