@@ -23,6 +23,13 @@
 # The job runs from this tree (scripts/ci, reference/ first on the import path) under $TAILREACTOR_PY
 # (set by scripts/bootstrap.sh), or python3.
 set -euo pipefail
+case "${1:-}" in
+  -h|--help)
+    echo "usage: scripts/gate-code.sh [JOB-OPTION ...]   (e.g. --out DIR; added to the job's options)"
+    echo "the sim tier's quick profile, workload mixed, --gate --a-ref BASE: arm A on BASE's code, arm B"
+    echo "on the working tree's; BASE: the merge base with main (or origin/main) off main, else HEAD~1"
+    exit 0 ;;
+esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 py="${TAILREACTOR_PY:-python3}"
