@@ -56,6 +56,11 @@ ROUTES = [
     (get("/user/42"), 200, b"42", {"content-length": "2"}),
     (get("/user/abc?x=1"), 200, b"abc", {}),
     (get("/slow/42"), 200, b"42", {"content-length": "2"}),  # CWIST_BENCH_SLOW_US=0: not slow
+    (get("/service/20/42"), 200, b"42", {"content-length": "2"}),  # CWIST_BENCH_SERVICE_ROUTE=0: free
+    (get("/service/x/42"), 404, b"", {}),  # the cost is decimal microseconds
+    (get("/service/1000001/42"), 404, b"", {}),  # at most 1 s, as the other bench knobs
+    (get("/service/20/"), 404, b"", {}),
+    (get("/service/20/4/2"), 404, b"", {}),
     (b"POST /user HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello", 200, b"", {"content-length": "0"}),
     (
         b"POST /user HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
@@ -530,6 +535,33 @@ def test_bench_slow_route_busy_waits_only_there(backend_name):
     assert elapsed >= slow_us / 1e6  # a lower bound only: a busy-wait cannot finish early
 
 
+def test_bench_service_route_busy_waits_what_the_request_names(backend_name):
+    # GET /service/<us>/<id>: a traffic class's per-request service cost, carried by its requests.
+    service_us = 50_000
+    with ServerThread(backend_name, bench_service_route=True) as srv:
+        with connect(srv.port) as c:
+            t0 = time.perf_counter()
+            c.sendall(get(f"/service/{service_us}/7") + get("/user/8"))
+            answers = read_responses(c, 2)
+            elapsed = time.perf_counter() - t0
+    assert [(r.status, r.body) for r in answers] == [(200, b"7"), (200, b"8")]
+    assert elapsed >= service_us / 1e6  # a lower bound only: a busy-wait cannot finish early
+
+
+def test_bench_service_route_costs_nothing_unless_the_knob_is_on(backend_name, monkeypatch):
+    spins = []
+    monkeypatch.setattr("tailreactor.http.connection.busy_wait_ns", spins.append)
+    with ServerThread(backend_name) as srv:  # CWIST_BENCH_SERVICE_ROUTE=0: answered, not charged
+        with connect(srv.port) as c:
+            c.sendall(get("/service/50000/7"))
+            assert [(r.status, r.body) for r in read_responses(c, 1)] == [(200, b"7")]
+    with ServerThread(backend_name, bench_service_route=True) as srv:
+        with connect(srv.port) as c:
+            c.sendall(get("/service/250/7") + get("/user/8"))
+            assert [(r.status, r.body) for r in read_responses(c, 2)] == [(200, b"7"), (200, b"8")]
+    assert spins == [250_000]  # the one /service/ request, in ns; /user/ is not charged
+
+
 # -- the real entry point -----------------------------------------------------
 @pytest.mark.parametrize(
     "name,value",
@@ -542,6 +574,7 @@ def test_bench_slow_route_busy_waits_only_there(backend_name):
         ("CWIST_BENCH_STALL_US", "-1"),
         ("CWIST_BENCH_STALL_EVERY_MS", "x"),
         ("CWIST_BENCH_SLOW_US", "-1"),
+        ("CWIST_BENCH_SERVICE_ROUTE", "yes"),
     ],
 )
 def test_config_error_exits_2_naming_the_knob(name, value):

@@ -290,6 +290,14 @@ KNOBS: tuple[Knob, ...] = (
         test_only=True,
     ),
     Knob(
+        name="CWIST_BENCH_SERVICE_ROUTE",
+        attr="bench_service_route",
+        kind="bool",
+        default=False,
+        area="bench",
+        test_only=True,
+    ),
+    Knob(
         name="CWIST_BENCH_STALL_US",
         attr="bench_stall_us",
         kind="int",
@@ -371,6 +379,7 @@ class Config:
     workers: int = 1
     bench_delay_us: int = 0
     bench_slow_us: int = 0
+    bench_service_route: bool = False
     bench_stall_us: int = 0
     bench_stall_every_ms: int = 0
     # -- end of knob fields --

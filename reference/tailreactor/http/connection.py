@@ -138,7 +138,7 @@ from .request import (  # noqa: F401 -- the limits are re-exported: tests and do
     RECV_BYTES,
     RequestPipeline,
 )
-from .routes import BAD_REQUEST, SLOW_PREFIX, respond
+from .routes import BAD_REQUEST, SLOW_PREFIX, respond, service_ns
 
 #: Bytes of a connection's own RX-uring buffer (``CWIST_RX_URING``): a receive
 #: in flight needs a buffer of its own, and an idle keep-alive connection
@@ -323,7 +323,7 @@ class Connection(RequestPipeline):
         listener = self._listener
         pipeline, out = self._pipeline, self._out
         batch, yield_every, delay_ns = listener.batch, listener.yield_batch, listener.delay_ns
-        slow_ns = listener.slow_ns
+        slow_ns, service_route = listener.slow_ns, listener.service_route
         probe = self._reactor.probe
         served = 0
         while pipeline and served < batch:
@@ -341,6 +341,8 @@ class Connection(RequestPipeline):
                 busy_wait_ns(delay_ns)
             if slow_ns and target.startswith(SLOW_PREFIX):
                 busy_wait_ns(slow_ns)
+            if service_route and (cost_ns := service_ns(target)):
+                busy_wait_ns(cost_ns)  # the cost a traffic class's request names (/service/<us>/)
             served += 1
             if not keep_alive:
                 self._closing = True

@@ -7,18 +7,20 @@ its response.  The routes are those of CWIST's bench app
 (``benchmarks/web-frameworks``, ``cwist_bench``) plus ``/plaintext``; every
 GET route also answers HEAD (below):
 
-============  ========  =============================================
-path          method    answer
-============  ========  =============================================
-``/``         GET       200, empty body
-``/user/:id`` GET       200, body is the id (bytes as sent, no decoding)
-``/slow/:id`` GET       as ``/user/:id``, after ``CWIST_BENCH_SLOW_US`` (test knob)
-``/user``     POST      200, empty body (a request body is discarded)
-``/plaintext`` GET      200, ``Hello, World!`` (text/plain)
-``/__probe``  GET       200 JSON of ``reactor.probe.snapshot()``, or 404
-other paths   any       404
-known path    other     405 with ``Allow`` (``GET, HEAD`` or ``POST``)
-============  ========  =============================================
+======================  ========  ======================================================
+path                    method    answer
+======================  ========  ======================================================
+``/``                   GET       200, empty body
+``/user/:id``           GET       200, body is the id (bytes as sent, no decoding)
+``/slow/:id``           GET       as ``/user/:id``, after ``CWIST_BENCH_SLOW_US`` (test knob)
+``/service/:us/:id``    GET       as ``/user/:id``, after ``:us`` microseconds (at most
+                                  1000000) when ``CWIST_BENCH_SERVICE_ROUTE=1`` (test knob)
+``/user``               POST      200, empty body (a request body is discarded)
+``/plaintext``          GET       200, ``Hello, World!`` (text/plain)
+``/__probe``            GET       200 JSON of ``reactor.probe.snapshot()``, or 404
+other paths             any       404
+known path              other     405 with ``Allow`` (``GET, HEAD`` or ``POST``)
+======================  ========  ======================================================
 
 HEAD (RFC 9110 9.3.2; 9.1: a general-purpose server MUST support it) gets
 exactly the head GET would get -- status, ``Content-Length`` of the body GET
@@ -44,6 +46,7 @@ import httptools
 
 __all__ = [
     "respond",
+    "service_ns",
     "BAD_REQUEST",
     "URI_TOO_LONG",
     "VERSION_NOT_SUPPORTED",
@@ -91,6 +94,8 @@ FIXED = {
 }
 USER_PREFIX = b"/user/"
 SLOW_PREFIX = b"/slow/"  # answered as /user/:id; the connection busy-waits CWIST_BENCH_SLOW_US for it
+SERVICE_PREFIX = b"/service/"  # /service/<us>/<id>: answered as /user/<id>, <us> of busy-wait (a knob)
+SERVICE_US_MAX = 1_000_000  # as the other bench knobs: at most 1 s per request
 PROBE_PATH = b"/__probe"
 
 _USER_HEAD = (
@@ -120,6 +125,21 @@ def path_of(target: bytes) -> bytes | None:
     return url.path or b"/"
 
 
+def service_ns(target: bytes) -> int | None:
+    """The service cost a ``/service/<us>/<id>`` target asks for, in ns; None for any other target.
+
+    A traffic class's per-request cost travels in its requests, so the server needs no table of
+    classes: the load client sends ``GET /service/20/<seq>`` for a class costing 20 us.
+    """
+    path = path_of(target)
+    if path is None or not path.startswith(SERVICE_PREFIX):
+        return None
+    us, sep, user_id = path[len(SERVICE_PREFIX) :].partition(b"/")
+    if not (sep and user_id and b"/" not in user_id and us.isdigit() and int(us) <= SERVICE_US_MAX):
+        return None
+    return int(us) * 1000
+
+
 def respond(method: bytes, target: bytes, keep_alive: bool, probe=None) -> bytes:
     """Response bytes for one request.
 
@@ -145,6 +165,11 @@ def respond(method: bytes, target: bytes, keep_alive: bool, probe=None) -> bytes
             if method != b"GET":
                 return ALLOW_GET[keep_alive]
             return b"%sContent-Length: %d\r\n\r\n%s" % (_USER_HEAD[keep_alive], len(user_id), user_id)
+    elif path.startswith(SERVICE_PREFIX) and service_ns(path) is not None:
+        if method != b"GET":
+            return ALLOW_GET[keep_alive]
+        user_id = path.rpartition(b"/")[2]
+        return b"%sContent-Length: %d\r\n\r\n%s" % (_USER_HEAD[keep_alive], len(user_id), user_id)
     elif path == PROBE_PATH:
         snapshot = getattr(probe, "snapshot", None)  # probe.py may not exist in older trees
         if snapshot is not None:
