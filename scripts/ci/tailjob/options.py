@@ -66,10 +66,49 @@ def _cores(text: str) -> float:
 
 class _Parser(argparse.ArgumentParser):
     """argparse, whose errors are one line (``tail_latency: error: argument --tier: invalid choice:
-    ...``): the option, the value and what is accepted, without the usage block before it."""
+    ...``): the option, the value and what is accepted, without the usage block before it.
+
+    After parsing, ``--workload`` and ``--class`` become the workload (:func:`_traffic`)."""
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        ns, rest = super().parse_known_args(args, namespace)
+        if hasattr(ns, "classes"):  # this parser's own namespace (not a subparser's)
+            try:
+                _traffic(ns)
+            except workloads.TrafficError as e:
+                self.error(str(e))
+        return ns, rest
+
+
+def _traffic(ns: argparse.Namespace) -> None:
+    """``ns.workload``: a workload's name, or the :class:`~tailjob.workloads.Traffic` of a file or of
+    the ``--class`` options, checked whole before anything runs; with a traffic, ``ns.connections`` is
+    its connections (the leg's), and the options the traffic sets are refused."""
+    if ns.classes:
+        if ns.workload is not None:
+            raise workloads.TrafficError(f"--class describes the traffic: leave out --workload {ns.workload}")
+        ns.workload = workloads.parse_classes(ns.classes)
+    else:
+        ns.workload = workloads.workload_of(ns.workload or "uniform")
+    t = ns.workload
+    if not isinstance(t, workloads.Traffic):
+        return
+    given = (
+        (ns.connections, "--connections", "connections"),
+        (ns.load, "--load", "loop"),
+        (ns.rate, "--rate", "rate"),
+        (ns.schedule, "--schedule", "schedule"),
+    )
+    for value, option, what in given:
+        if value is not None:
+            shown = ",".join(map(str, value)) if isinstance(value, tuple) else value
+            raise workloads.TrafficError(
+                f"{option} {shown}: the traffic ({t.name}) sets each class's {what}; leave out {option}"
+            )
+    ns.connections = (t.connections,)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,14 +142,25 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--workers", type=_positive, help="bench server --workers (default: CWIST_WORKERS)")
     w.add_argument(
         "--workload",
-        choices=list(workloads.WORKLOADS),
-        default="uniform",
+        metavar="NAME|FILE.toml",
         help="; ".join(
             f"{k}: {v.description}".replace("%", "%%")  # argparse formats help with %
             for k, v in workloads.WORKLOADS.items()
         )
-        + ". Every workload but closed-loop uniform runs on the job's load client "
-        "(tailjob.loadgen) and is reported per client class, with the latency probe on",
+        + "; default uniform. Or FILE.toml: your own traffic, one table per client class "
+        "(keys: " + ", ".join(workloads.TRAFFIC_KEYS) + "; docs/en/tail-latency-ci.md, "
+        '"Your own traffic"; example: scripts/ci/workloads/example.toml). Every workload but '
+        "closed-loop uniform runs on the job's load client (tailjob.loadgen) and is reported "
+        "per client class, with the latency probe on",
+    )
+    w.add_argument(
+        "--class",
+        dest="classes",
+        action="append",
+        metavar="'name=N K=V ...'",
+        help="instead of --workload: one client class of your own traffic, the keys of a "
+        "traffic file's table (e.g. 'name=bulk connections=16 loop=closed depth=16 "
+        "service_us=20'); repeat for each class",
     )
     w.add_argument(
         "--load",

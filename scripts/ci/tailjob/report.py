@@ -50,7 +50,7 @@ from .stats import (
     median,
     verdict_cell,
 )
-from .workloads import CAPACITY_PATH, CAPACITY_S
+from .workloads import CAPACITY_PATH, CAPACITY_S, service_text
 
 __all__ = [
     "render",
@@ -467,7 +467,9 @@ def load_line(lr) -> str:
             else f"closed loop, depth {c['depth']}"
             + (f", think {c['think_ms']:g} ms" if c["think_ms"] else "")
         )
-        parts.append(f"`{c['name']}`: {c['connections']} connections, {what}, `GET {c['path']}<seq>`")
+        parts.append(
+            f"`{c['name']}`: {c['connections']} connections, {what}, `GET {c['path']}<seq>`{service_text(c)}"
+        )
     return "Load (tailjob.loadgen, " + f"{lr.load_spec['duration_s']:g} s per run): " + "; ".join(parts) + "."
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from .. import stats
 from ..loadgen import ClientClass, LoadSpec
-from ..workloads import WORKLOADS, classes_for, parse_rate
+from ..workloads import Traffic, classes_for, parse_rate, resolve
 from . import costs as _costs
 from .engine import SimRun, simulate
 
@@ -50,7 +50,7 @@ class AbPlan:
     a_env: Mapping[str, str]
     b_env: Mapping[str, str]
     seeds: tuple[int, ...]
-    workload: str = "uniform"
+    workload: str | Traffic = "uniform"
     load: str | None = None
     rate: str | None = None
     connections: int = 64
@@ -73,18 +73,21 @@ class AbPlan:
     def arm_env(self, key: str) -> dict[str, str]:
         """Arm ``key``'s server environment: its variables, then the workload's (both arms, as live)."""
         env = dict(self.a_env if key == "A" else self.b_env)
-        env.update(WORKLOADS[self.workload].env())
+        env.update(resolve(self.workload).env())
         return env
 
     def closed_uniform(self) -> bool:
         return self.workload == "uniform" and self.load in (None, "closed")
 
 
-def load_spec(plan: AbPlan, seed: int, rate_rps: float | None) -> LoadSpec:
+def load_spec(plan: AbPlan, seed: int, rate_rps: float | None, capacity_rps: float | None = None) -> LoadSpec:
     """The client classes of ``plan`` for one seed: wrk's closed loop (depth 1, no think) for
-    closed-loop ``uniform``, the workload's classes otherwise."""
+    closed-loop ``uniform``, a traffic's classes (its relative rates of ``capacity_rps``), the
+    workload's classes otherwise."""
     classes: tuple[ClientClass, ...]
-    if plan.closed_uniform():
+    if isinstance(plan.workload, Traffic):
+        classes = plan.workload.client_classes(capacity_rps)
+    elif plan.closed_uniform():
         classes = (ClientClass("all", plan.connections, "closed"),)
     else:
         classes = classes_for(
@@ -193,10 +196,9 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
 
 
 def _one(task) -> SimRunResult:
-    plan, arm, seed, rate_rps = task
-    doc = simulate(
-        SimRun(plan.backend_for(arm), plan.arm_env(arm), load_spec(plan, seed, rate_rps), plan.costs_for(arm))
-    )
+    plan, arm, seed, rate_rps, capacity_rps = task
+    spec = load_spec(plan, seed, rate_rps, capacity_rps)
+    doc = simulate(SimRun(plan.backend_for(arm), plan.arm_env(arm), spec, plan.costs_for(arm)))
     return _figures(arm, seed, doc)
 
 
@@ -230,19 +232,24 @@ class LegResult:
 
 
 def needs_capacity(plan: AbPlan) -> bool:
-    """True when ``plan``'s rate is a fraction of the capacity (``0.7x``)."""
-    if plan.closed_uniform() or not WORKLOADS[plan.workload].open_classes and plan.workload != "uniform":
+    """True when ``plan``'s rate (a traffic: a class's) is a fraction of the capacity (``0.7x``)."""
+    if isinstance(plan.workload, Traffic):
+        return plan.workload.relative
+    if plan.closed_uniform() or not resolve(plan.workload).open_classes and plan.workload != "uniform":
         return False
-    rate = plan.rate or WORKLOADS[plan.workload].default_rate
+    rate = plan.rate or resolve(plan.workload).default_rate
     assert rate is not None  # every workload with an open-loop class has a default rate
     return parse_rate(rate)[1]
 
 
 def resolve_rate(plan: AbPlan, capacity_rps: float | None) -> float | None:
-    """The open-loop rate of ``plan`` in requests/s (None without an open-loop class)."""
-    if plan.closed_uniform() or not WORKLOADS[plan.workload].open_classes and plan.workload != "uniform":
+    """The open-loop rate of ``plan`` in requests/s (None without an open-loop class, and for a
+    traffic: each of its classes has its own, :func:`load_spec`)."""
+    if isinstance(plan.workload, Traffic):
         return None
-    rate = plan.rate or WORKLOADS[plan.workload].default_rate
+    if plan.closed_uniform() or not resolve(plan.workload).open_classes and plan.workload != "uniform":
+        return None
+    rate = plan.rate or resolve(plan.workload).default_rate
     assert rate is not None  # every workload with an open-loop class has a default rate
     value, relative = parse_rate(rate)
     if not relative:
@@ -263,7 +270,7 @@ def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progres
     try:
         cap = executor_a.submit(capacity, plan).result() if needs_capacity(plan) else None
         rate_rps = resolve_rate(plan, cap)
-        tasks = [(plan, arm, seed, rate_rps) for seed in plan.seeds for arm in ("A", "B")]
+        tasks = [(plan, arm, seed, rate_rps, cap) for seed in plan.seeds for arm in ("A", "B")]
         futures = [(executor_a if arm == "A" else executor).submit(_one, t) for t in tasks for arm in [t[1]]]
         done = 0
         for _ in concurrent.futures.as_completed(futures):

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from .. import stats
 from ..report import CLASS_LABELS, comparison_table, format_value, plural, verdict_summary
 from ..stats import INCONCLUSIVE, REGRESSION
+from ..workloads import Traffic, label, service_text
 
 __all__ = ["render", "result_document", "history_line", "gate", "plot", "HISTORY_FILE", "SCHEMA"]
 
@@ -52,12 +53,13 @@ def _load_line(leg) -> str:
     p = leg.plan
     from .job import load_spec
 
-    spec = load_spec(p, p.seeds[0], leg.rate_rps)
+    spec = load_spec(p, p.seeds[0], leg.rate_rps, leg.capacity_rps)
     parts = []
     if leg.capacity_rps:
         parts.append(
             f"capacity (closed loop, c{p.connections}, arm A, 0.5 virtual s): "
-            f"**{leg.capacity_rps:,.0f} req/s**, rate {p.rate} of it"
+            f"**{leg.capacity_rps:,.0f} req/s**, "
+            + (f"rate {p.rate} of it" if p.rate else "the classes' relative rates of it")
         )
     for c in spec.classes:
         what = (
@@ -65,8 +67,9 @@ def _load_line(leg) -> str:
             if c.loop == "open"
             else f"closed loop, depth {c.depth}" + (f", think {c.think_ms:g} ms" if c.think_ms else "")
         )
-        parts.append(f"`{c.name}`: {c.connections} connections, {what}, `GET {c.path}<seq>`")
-    return f"Load ({p.duration_s:g} virtual s per run, workload `{p.workload}`): " + "; ".join(parts) + "."
+        parts.append(f"`{c.name}`: {c.connections} connections, {what}, `GET {c.path}<seq>`{service_text(c)}")
+    what = f"traffic `{p.workload}`" if isinstance(p.workload, Traffic) else f"workload `{p.workload}`"
+    return f"Load ({p.duration_s:g} virtual s per run, {what}): " + "; ".join(parts) + "."
 
 
 def _costs_table(leg) -> list[str]:
@@ -223,7 +226,8 @@ def result_document(job: dict, legs) -> dict:
             {
                 "name": leg_name(leg),
                 "backends": {"A": p.backend_for("A"), "B": p.backend_for("B")},
-                "workload": p.workload,
+                "workload": label(p.workload),
+                **({"traffic": p.workload.as_dict()} if isinstance(p.workload, Traffic) else {}),
                 "load": p.load,
                 "rate": p.rate,
                 "schedule": p.schedule,
@@ -265,7 +269,7 @@ def history_line(job: dict, legs, *, result_file: str) -> dict:
         "legs": [
             {
                 "name": leg_name(leg),
-                "workload": leg.plan.workload,
+                "workload": label(leg.plan.workload),
                 "metrics": {k: _short(c) for k, c in leg.comparisons.items()},
                 "classes": {
                     n: {k: _short(c) for k, c in comps.items()} for n, comps in leg.class_comparisons.items()
