@@ -25,8 +25,10 @@ and one on the client side:
 =================  ===============================================================
 
 plus, at their own length, the injected knobs ``CWIST_BENCH_DELAY_US`` (per
-request), ``CWIST_BENCH_SLOW_US`` (per ``/slow/`` request) and
-``CWIST_BENCH_STALL_US`` (per stall), which cost virtual time, never real time.
+request), ``CWIST_BENCH_SLOW_US`` (per ``/slow/`` request),
+``CWIST_BENCH_STALL_US`` (per stall) and a traffic class's ``service_us`` (per
+``/service/<us>/`` request, ``CWIST_BENCH_SERVICE_ROUTE``), which cost virtual
+time, never real time.
 
 Where the numbers come from
 ---------------------------

@@ -27,8 +27,9 @@ What is real, what is virtual
   request served and (with age-based dispatch on) event ordered by age,
   charged where the work happens (a request's cost before the
   ``send`` that carries its answer) -- and by the injected knobs
-  (``CWIST_BENCH_DELAY_US``, ``SLOW_US``, ``STALL_US``: the bench code's
-  ``busy_wait_ns`` advances the virtual clock instead of spinning).  When the
+  (``CWIST_BENCH_DELAY_US``, ``SLOW_US``, ``STALL_US``, and the cost a traffic
+  class's ``GET /service/<us>/<seq>`` names: the bench code's ``busy_wait_ns``
+  advances the virtual clock instead of spinning).  When the
   reactor would block, the clock jumps to the next client send, or the
   reactor's timeout (its earliest timer), whichever comes first: a simulated
   run never waits in real time.
