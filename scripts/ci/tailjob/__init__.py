@@ -25,7 +25,8 @@ The flow, the same for an A/B, a calibration and the ``--peers`` comparison::
   and the A/B design (verdicts per metric); :mod:`tailjob.peersjob` the peers
   design; :mod:`tailjob.calibrate` a series of A/B legs (A/A, injected slowdowns);
 * :mod:`tailjob.workloads` -- **the workloads**, each one definition (client
-  classes, server settings, default rate), and the load plan;
+  classes, server settings, default rate), a user's own traffic (a TOML file or
+  ``--class`` options), and the load plan;
 * :mod:`tailjob.plan` -- profiles, arms, legs, the randomised interleaved schedule;
 * :mod:`tailjob.server`, :mod:`tailjob.peers`, :mod:`tailjob.procstat`,
   :mod:`tailjob.wrk`, :mod:`tailjob.loadgen`, :mod:`tailjob.probeleg` -- what a
