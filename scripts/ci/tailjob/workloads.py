@@ -426,7 +426,7 @@ def read_traffic(path: str | Path) -> Traffic:
     try:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise TrafficError(f"{where}: no such file; accepted {_ACCEPTED}") from None
+        raise TrafficError(f"{where}: no such file ({Path(path).absolute()}); accepted {_ACCEPTED}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise TrafficError(f"{where}: cannot read it ({e.__class__.__name__}: {e})") from None
     except tomllib.TOMLDecodeError as e:
