@@ -269,3 +269,5 @@ def test_bad_load_options_exit_2_with_one_line(tmp_path):
     assert out.stderr.strip() == "tail_latency: error: --rate needs open-loop load: add --load open"
     out = _job(tmp_path, "--peers", "--workload", "mixed")
     assert out.returncode == 2 and "--workload applies to the A/B job" in out.stderr
+    out = _job(tmp_path, "--peers", "--class", "name=web connections=4 loop=closed")
+    assert out.returncode == 2 and "--class applies to the A/B job" in out.stderr

@@ -115,7 +115,7 @@ def _check_mode(args: argparse.Namespace) -> None:
     """Options that belong to another job (A/B, ``--calibrate``, ``--peers``) are refused with one line."""
     cal, peers, arms = args.calibrate is not None, args.peers, args.a is not None or args.b is not None
     load = (
-        (args.workload != "uniform", "--workload"),
+        (args.workload != "uniform", "--class" if getattr(args, "classes", None) else "--workload"),
         (args.load, "--load"),
         (args.rate, "--rate"),
         (args.schedule, "--schedule"),
