@@ -11,7 +11,6 @@ clauses skip with the reason.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 
@@ -22,9 +21,9 @@ from tailreactor_conformance.harness import (
     LIVENESS_S,
     RecordingBackend,
     collect,
+    ready_if_it_sleeps,
     rule_broken,
     run_until,
-    wait_until_blocked,
 )
 
 
@@ -37,34 +36,6 @@ def harvesting(make_backend) -> RecordingBackend:
             f"CWIST_REACTOR_HARVEST_US does nothing on it"
         )
     return RecordingBackend(b)
-
-
-def ready_if_it_sleeps(call, late):
-    """``call()`` on this thread while another makes the pair ``late`` readable once this
-    thread sleeps in the kernel; returns what ``call()`` returned.
-
-    How a call that must not block is shown not to, without a clock: an fd armed before the
-    call becomes ready only after the calling thread was seen asleep in a system call
-    (``/proc``, as B7's tests do). A call that polls never sleeps, so it cannot report that
-    fd; one that blocks (a harvest that waits up to a second, a wait that holds reports and
-    still blocks) sleeps, the fd becomes ready, and the call returns it. However loaded the
-    machine, a correct call is never seen asleep (a thread that waits for the GIL sleeps in a
-    futex, which does not count) and a blocking one is seen within its block.
-    """
-    me = threading.get_native_id()
-    stop = threading.Event()
-
-    def make_late_ready():
-        if wait_until_blocked(me, stop) and not stop.is_set():
-            late.make_readable()
-
-    t = threading.Thread(target=make_late_ready, name="conformance-late", daemon=True)
-    t.start()
-    try:
-        return call()
-    finally:
-        stop.set()
-        t.join()
 
 
 class MidRound:
