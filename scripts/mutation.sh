@@ -120,6 +120,11 @@ status=0
 declare -A SECONDS_TAKEN=()
 for t in "${targets[@]}"; do
   start=$(date +%s)
+  sess="$out/$t.sqlite" && [ -z "$only" ] || sess="$out/only-$t.sqlite"
+  if [ "$check_only" = 1 ] && { { [ "$t" = c ] && [ ! -f "$out/c/tr_epoll.c" ]; } || { [ "$t" != c ] && [ ! -f "$sess" ]; }; }; then
+    echo "$t: no session in $out to check (run $me ${only:+--only FILE }$t first)"
+    status=1 && SECONDS_TAKEN[$t]=0 && continue
+  fi
   if [ "$t" = c ]; then
     d="$out/c"
     mkdir -p "$d"
@@ -154,7 +159,6 @@ SH
     "$py/python" scripts/mutation_survivors.py check-c "$d" --reasons "$reasons" --name c \
         --file "${FILE[c]}" > "$d/report.txt" || status=1
   else
-    sess="$out/$t.sqlite" && [ -z "$only" ] || sess="$out/only-$t.sqlite"
     cfg="$out/$t.toml"
     cat > "$cfg" <<TOML
 [cosmic-ray]
@@ -197,8 +201,9 @@ done
   echo "|---|---|---|---|"
   for t in "${targets[@]}"; do
     rep="$out/$t.txt" && [ "$t" = c ] && rep="$out/c/report.txt"
+    [ -f "$rep" ] || continue
     echo "| $t | \`${FILE[$t]}\` | $(grep -E "^$t: [0-9]+ mutants" "$rep" | sed "s/^$t: //") | ${SECONDS_TAKEN[$t]} |"
   done
 } > "$out/report.md"
-echo "$me: report in $out/report.md$([ $status = 0 ] || echo "; survivors without a listed reason: see above")"
+echo "$me: report in $out/report.md$([ $status = 0 ] || echo "; a target without a session, or survivors without a listed reason: see above")"
 exit $status
