@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of the backends, the conformance suite as the test command.
 #
-#   scripts/mutation.sh [--clause LIST] [--timeout S] [--sample N] [--rerun-survivors] [--check] [TARGET ...]
+#   scripts/mutation.sh [--clause LIST] [--timeout S] [--sample N] [--rerun-survivors] [--only FILE] [--check] [TARGET ...]
 #
 #   TARGET   poll selectors_poll batch16 selectors epoll io_uring c (default: all of them)
 #   --clause LIST       the clauses of the test command (default B; e.g. B,R for a second pass)
@@ -9,6 +9,7 @@
 #                       counts as killed, by timeout)
 #   --sample N          how many of the C example's mutants to run (default 120, a fixed seed)
 #   --rerun-survivors   run the survivors of the sessions again (after a clause was sharpened)
+#   --only FILE         only the survivors a reasons file lists (an earlier commit's), fresh sessions only-T
 #   --check             run nothing: report the sessions there are against the listed reasons
 #
 # The Python files are mutated by cosmic-ray, the C example (examples/c-backend/tr_epoll.c) by
@@ -22,7 +23,10 @@
 #
 # Every survivor needs a reason in conformance/mutation-survivors.toml (scripts/mutation_survivors.py
 # prints the entry to fill in): the run exits 1 while one has none, 0 when all have one, 2 on bad
-# input.  The report, ${MUTATION_OUT:-.mutation}/report.md, names the command, the commit, the counts per
+# input.  --only FILE confirms sharpened tests without a whole session: it runs, in sessions of their
+# own (only-TARGET.sqlite), just the mutants whose file, operator and line FILE lists as survivors
+# (git show REV:conformance/mutation-survivors.toml > FILE; Python targets only); the others count as
+# skipped there.  The report, ${MUTATION_OUT:-.mutation}/report.md, names the command, the commit, the counts per
 # file and how long each session took (conformance/mutation-report.md is the committed one).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,7 +56,7 @@ ALL=(poll selectors_poll batch16 selectors epoll io_uring c)
 
 usage() {
   echo "usage:"
-  sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'
 }
 bad() {  # bad OPTION VALUE ACCEPTED: one line, exit 2, nothing written
   echo "$me: $1 ${2@Q}: accepted $3" >&2
@@ -60,7 +64,7 @@ bad() {  # bad OPTION VALUE ACCEPTED: one line, exit 2, nothing written
 }
 
 args=("$@")
-clauses=B timeout_s=60 sample=120 rerun=0 check_only=0 targets=()
+clauses=B timeout_s=60 sample=120 rerun=0 check_only=0 only="" targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -79,12 +83,18 @@ while [ $# -gt 0 ]; do
       shift 2 ;;
     --rerun-survivors) rerun=1; shift ;;
     --check) check_only=1; shift ;;
-    -*) bad option "$1" "--clause LIST, --timeout S, --sample N, --rerun-survivors, --check, -h" ;;
+    --only)
+      [ $# -ge 2 ] && [ -f "$2" ] || bad --only "${2:-}" "an existing reasons file (TOML with [[survivor]] entries)"
+      only="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
+    -*) bad option "$1" "--clause LIST, --timeout S, --sample N, --rerun-survivors, --only FILE, --check, -h" ;;
     *) [ -n "${FILE[$1]:-}" ] || bad TARGET "$1" "${ALL[*]}"
        targets+=("$1"); shift ;;
   esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=("${ALL[@]}")
+if [ -n "$only" ]; then
+  for t in "${targets[@]}"; do [ "$t" != c ] || bad TARGET c "with --only: poll selectors_poll batch16 selectors epoll io_uring"; done
+fi
 [ -x "$py/cosmic-ray" ] && [ -x "$py/mutate" ] || {
   echo "$me: cosmic-ray or universalmutator missing in .venv: .venv/bin/pip install -e '.[test,mutation]'" >&2
   exit 2
@@ -96,7 +106,7 @@ commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- reference fixtur
 if [ "$check_only" = 0 ]; then
   # The copy: the working tree's files as they are now (tracked ones, changes included).
   rm -rf "$tree.new" && mkdir -p "$tree.new"
-  git ls-files -z reference fixtures conformance examples | xargs -0 cp --parents -t "$tree.new"
+  git ls-files -z reference fixtures conformance examples | xargs -0 cp -P --parents -t "$tree.new"  # -P: symlinks as symlinks
   rm -rf "$tree" && mv "$tree.new" "$tree"
 fi
 # The children import the copy (PYTHONPATH comes before the editable install) and keep their
@@ -110,6 +120,11 @@ status=0
 declare -A SECONDS_TAKEN=()
 for t in "${targets[@]}"; do
   start=$(date +%s)
+  sess="$out/$t.sqlite" && [ -z "$only" ] || sess="$out/only-$t.sqlite"
+  if [ "$check_only" = 1 ] && { { [ "$t" = c ] && [ ! -f "$out/c/tr_epoll.c" ]; } || { [ "$t" != c ] && [ ! -f "$sess" ]; }; }; then
+    echo "$t: no session in $out to check (run $me ${only:+--only FILE }$t first)"
+    status=1 && SECONDS_TAKEN[$t]=0 && continue
+  fi
   if [ "$t" = c ]; then
     d="$out/c"
     mkdir -p "$d"
@@ -156,16 +171,17 @@ test-command = "sh -c '$run_env $suite --backend ${BACKEND[$t]}'"
 name = "local"
 TOML
     if [ "$check_only" = 0 ]; then
-      if [ ! -f "$out/$t.sqlite" ]; then
-        (cd "$tree" && "$py/cosmic-ray" init "$cfg" "$out/$t.sqlite" \
-            && "$py/python" "$root/scripts/mutation_survivors.py" skip "$out/$t.sqlite" --reasons "$reasons")
+      if [ ! -f "$sess" ]; then
+        (cd "$tree" && "$py/cosmic-ray" init "$cfg" "$sess" \
+            && "$py/python" "$root/scripts/mutation_survivors.py" skip "$sess" --reasons "$reasons" \
+            && { [ -z "$only" ] || "$py/python" "$root/scripts/mutation_survivors.py" only "$sess" --listed "$only"; })
       fi
-      [ "$rerun" = 0 ] || "$py/python" scripts/mutation_survivors.py rerun-survivors "$out/$t.sqlite"
-      (cd "$tree" && "$py/cosmic-ray" exec "$cfg" "$out/$t.sqlite")
+      [ "$rerun" = 0 ] || "$py/python" scripts/mutation_survivors.py rerun-survivors "$sess"
+      (cd "$tree" && "$py/cosmic-ray" exec "$cfg" "$sess")
     fi
     # Again after the run: entries added to the reasons file since the session began count too.
-    (cd "$tree" && "$py/python" "$root/scripts/mutation_survivors.py" skip "$out/$t.sqlite" --reasons "$reasons") >/dev/null
-    (cd "$tree" && "$py/python" "$root/scripts/mutation_survivors.py" check "$out/$t.sqlite" \
+    (cd "$tree" && "$py/python" "$root/scripts/mutation_survivors.py" skip "$sess" --reasons "$reasons") >/dev/null
+    (cd "$tree" && "$py/python" "$root/scripts/mutation_survivors.py" check "$sess" \
         --reasons "$reasons" --name "$t") > "$out/$t.txt" || status=1
     report="$out/$t.txt"
   fi
@@ -185,8 +201,9 @@ done
   echo "|---|---|---|---|"
   for t in "${targets[@]}"; do
     rep="$out/$t.txt" && [ "$t" = c ] && rep="$out/c/report.txt"
+    [ -f "$rep" ] || continue
     echo "| $t | \`${FILE[$t]}\` | $(grep -E "^$t: [0-9]+ mutants" "$rep" | sed "s/^$t: //") | ${SECONDS_TAKEN[$t]} |"
   done
 } > "$out/report.md"
-echo "$me: report in $out/report.md$([ $status = 0 ] || echo "; survivors without a listed reason: see above")"
+echo "$me: report in $out/report.md$([ $status = 0 ] || echo "; a target without a session, or survivors without a listed reason: see above")"
 exit $status

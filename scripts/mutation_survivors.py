@@ -10,6 +10,10 @@
     python scripts/mutation_survivors.py rerun-survivors SESSION
         forgets the results of the survivors, so the next `cosmic-ray exec` runs them again (after a
         clause was sharpened).
+    python scripts/mutation_survivors.py only SESSION --listed TOML
+        marks skipped every mutant of a fresh session whose file, operator and source line no survivor
+        entry of TOML names (a reasons file, e.g. an earlier commit's), so that `cosmic-ray exec` runs
+        just the survivors it listed (and their siblings: other mutants of that operator on that line).
 
 A survivor's entry names the file, cosmic-ray's operator, the source line and the mutated line (both
 stripped of surrounding blanks), so it still matches when lines move, and the reason: a kind
@@ -262,6 +266,31 @@ def check_c(d: Path, reasons: Path, name: str, file: str) -> int:
     return 0
 
 
+def only(db: WorkDB, listed_file: Path) -> tuple[int, int]:
+    """Skip the mutants no survivor entry of ``listed_file`` names by file, operator and line; returns
+    (kept, skipped)."""
+    keys = {(e["file"], e["operator"], e["line"]) for e in load_reasons(listed_file)}
+    lines: dict[str, list[str]] = {}
+    results = dict(db.results)
+    kept = skipped = 0
+    for item in db.work_items:
+        m = item.mutations[0]
+        path = str(m.module_path)
+        if path not in lines:
+            lines[path] = Path(path).read_text().splitlines()
+        if (path, m.operator_name, lines[path][m.start_pos[0] - 1].strip()) in keys:
+            kept += 1
+        elif item.job_id not in results:
+            db.set_result(
+                item.job_id,
+                WorkResult(
+                    worker_outcome=WorkerOutcome.SKIPPED, output=f"not a survivor {listed_file} lists"
+                ),
+            )
+            skipped += 1
+    return kept, skipped
+
+
 def rerun_survivors(db: WorkDB) -> int:
     n = 0
     for job_id, r in list(db.results):
@@ -298,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     cl.add_argument("source", type=Path)
     r = sub.add_parser("rerun-survivors")
     r.add_argument("session")
+    o = sub.add_parser("only")
+    o.add_argument("session")
+    o.add_argument("--listed", type=Path, required=True)
     a = p.parse_args(argv)
     if a.cmd == "check-c":
         return check_c(a.dir, a.reasons, a.name, a.file)
@@ -313,6 +345,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if a.cmd == "check":
             return check(db, a.reasons, a.name)
+        if a.cmd == "only":
+            kept, skipped = only(db, a.listed)
+            print(f"{a.session}: {kept} mutants on the lines {a.listed} lists, {skipped} others skipped")
+            return 0
         print(f"{a.session}: {rerun_survivors(db)} survivors to run again")
         return 0
 

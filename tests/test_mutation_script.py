@@ -23,6 +23,12 @@ SCRIPT = ROOT / "scripts" / "mutation.sh"
         (["--clause", "B;true"], "--clause 'B;true': accepted clause ids or letters"),
         (["--bogus"], "option '--bogus': accepted --clause LIST, --timeout S"),
         (["no_such_target"], "TARGET 'no_such_target': accepted poll selectors_poll batch16"),
+        (["--only", "no/such.toml"], "--only 'no/such.toml': accepted an existing reasons file"),
+        (["--only"], "--only '': accepted an existing reasons file"),
+        (
+            ["--only", "conformance/mutation-survivors.toml", "c"],
+            "TARGET 'c': accepted with --only: poll selectors_poll batch16 selectors epoll io_uring",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path):
@@ -57,3 +63,27 @@ def test_every_listed_survivor_names_a_line_its_file_still_has():
         if entry["line"].strip() not in lines:
             stale.append(f"{entry['file']}: {entry['line']!r}")
     assert listed["survivor"] and not stale, stale
+
+
+@pytest.mark.skipif(
+    not (ROOT / ".venv" / "bin" / "cosmic-ray").exists(),
+    reason="the mutation extra is not installed in .venv (cosmic-ray, universalmutator)",
+)
+def test_check_without_a_session_says_so_per_target_and_exits_1(tmp_path):
+    """--check runs nothing: a target with no session is one line naming it (no traceback, and no
+    empty session left behind for the next check to read as 0 mutants)."""
+    out = tmp_path / "sessions"
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "--check", "epoll", "c"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MUTATION_OUT": str(out)},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"epoll: no session in {out} to check" in proc.stdout, proc.stdout
+    assert f"c: no session in {out} to check" in proc.stdout, proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not list(out.glob("*.sqlite"))

@@ -37,6 +37,7 @@ __all__ = [
     "collect",
     "open_fd_count",
     "wait_until_blocked",
+    "ready_if_it_sleeps",
     "Watchdog",
     "fill_send_buffer",
     "run_until",
@@ -319,6 +320,34 @@ def wait_until_blocked(native_id: int, stop: threading.Event | None = None) -> b
             return False
         time.sleep(0.0005)  # polling /proc: there is no event for "entered a syscall"
     return False
+
+
+def ready_if_it_sleeps(call, late):
+    """``call()`` on this thread while another makes the pair ``late`` readable once this
+    thread sleeps in the kernel; returns what ``call()`` returned.
+
+    How a call that must not block is shown not to, without a clock: an fd armed before the
+    call becomes ready only after the calling thread was seen asleep in a system call
+    (``/proc``, as B7's tests do). A call that polls never sleeps, so it cannot report that
+    fd; one that blocks (a harvest that waits up to a second, a wait that holds reports and
+    still blocks) sleeps, the fd becomes ready, and the call returns it. However loaded the
+    machine, a correct call is never seen asleep (a thread that waits for the GIL sleeps in a
+    futex, which does not count) and a blocking one is seen within its block.
+    """
+    me = threading.get_native_id()
+    stop = threading.Event()
+
+    def make_late_ready():
+        if wait_until_blocked(me, stop) and not stop.is_set():
+            late.make_readable()
+
+    t = threading.Thread(target=make_late_ready, name="conformance-late", daemon=True)
+    t.start()
+    try:
+        return call()
+    finally:
+        stop.set()
+        t.join()
 
 
 class Watchdog:

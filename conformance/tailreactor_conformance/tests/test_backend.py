@@ -717,6 +717,27 @@ def test_a_hung_up_fd_reported_and_not_rearmed_does_not_end_waits_early(make_bac
 
 
 @pytest.mark.clause("B8")
+def test_an_armed_fd_closed_without_disarm_does_not_end_waits_early(make_backend, pairs):
+    """The header's rule for an armed fd closed without disarm (the caller's bug): the backend
+    drops that arming silently or reports it once. Either way the closed number is
+    not ready after that, and waits with nothing else ready last their timeout. A poll(2)
+    backend that keeps the number in its array gets POLLNVAL from every poll: each wait
+    returns at once, empty."""
+    b = make_backend()
+    p, idle = pairs(2)
+    b.arm(idle.fd, READ, "never ready")
+    b.arm(p.fd, READ, "closed")  # not readable: the peer stays open and writes nothing
+    b.flush()
+    number = p.ours.detach()
+    os.close(number)  # armed, never disarmed; this test opens no fd after it, so the number stays closed
+    # It may report the closed arming once (ERR; a selector that cannot tell says readable,
+    # and the callback's recv then fails with EBADF).
+    got = b.wait(0) + b.wait(0)
+    assert [tok for tok, _ in got] in ([], ["closed"]), got
+    _never_early(b, "an armed fd closed without disarm woke it")
+
+
+@pytest.mark.clause("B8")
 def test_wait_zero_polls_without_blocking(make_backend, pairs):
     """wait(0) is a poll: 100 of them with nothing ready end well within the liveness bound
     (a backend that blocks, e.g. rounds 0 up to a millisecond or more, does not)."""
@@ -909,6 +930,57 @@ def test_rearm_of_one_direction_keeps_the_other_armed(make_backend, pairs):
     p.make_readable()
     seen += collect(b, 1, extra_waits=2)
     assert seen == Counter({"write 0": 1, "write 1": 1, "write 2": 1, "write 3": 1, "read": 1}), seen
+
+
+def _one_report(b) -> list:
+    """The reports of the first wait that reports anything (bounded by LIVENESS_S); no wait after it,
+    so that what the caller arms next is armed from that report's callback (``rearm``)."""
+    got: list = []
+    deadline = time.monotonic() + LIVENESS_S
+    while not got and time.monotonic() < deadline:
+        got = b.wait(0.01)
+    return got
+
+
+@pytest.mark.clause("B12")
+@DIRECTIONS
+def test_a_rearm_from_the_callback_of_the_report_is_reported_again(make_backend, pairs, direction):
+    """The reactor's re-arm from inside the callback of the event just reported goes through
+    ``rearm`` where the backend has one (base.py): the fd stays ready (readable and never read,
+    or writable), so each re-arm of the same direction is reported by the next wait, in that
+    direction. A backend that files a WRITE re-arm under READ never reports it."""
+    b = make_backend()
+    (p,) = pairs(1)
+    if direction == READ:
+        p.make_readable()  # stays readable: never read
+    rearm = getattr(b, "rearm", b.arm)
+    b.arm(p.fd, direction, 0)
+    for n in range(1, 4):
+        got = _one_report(b)
+        assert [tok for tok, _ in got] == [n - 1], f"re-arm {n - 1} of direction {direction}: {got}"
+        assert got[0][1] & SATISFIES[direction], got
+        rearm(p.fd, direction, n)  # from the callback of report n - 1: no wait in between
+    assert collect(b, 1, extra_waits=1) == Counter({3: 1})
+
+
+@pytest.mark.clause("B12")
+def test_a_rearm_of_the_other_direction_from_the_callback_of_the_report_is_reported(make_backend, pairs):
+    """READ is reported; its callback reads everything, then arms WRITE on the same fd (the
+    reactor's ``rearm``: from the callback of the fd's report). The fd is writable and not
+    readable: WRITE must be reported. A backend that takes its cheap re-arm (store the token, no
+    system call) for a direction the kernel does not watch never reports it."""
+    b = make_backend()
+    (p,) = pairs(1)
+    rearm = getattr(b, "rearm", b.arm)
+    p.make_readable()
+    b.arm(p.fd, READ, "read")
+    got = _one_report(b)
+    assert [tok for tok, _ in got] == ["read"], got
+    p.drain()  # the read callback reads what was there ...
+    rearm(p.fd, WRITE, "write")  # ... and arms WRITE for its answer
+    seen = collect(b, 1, extra_waits=1)
+    assert seen == Counter({"write": 1}), f"WRITE armed from READ's callback, writable: reported {dict(seen)}"
+    b.disarm(p.fd, READ)
 
 
 # -- B13 -----------------------------------------------------------------------
@@ -1172,3 +1244,23 @@ def test_arming_read_replaces_a_pending_receive(make_backend, pairs):
     got = reports(b, 1)
     assert [t for t, _ in got] == ["poll"]
     assert p.drain() == b"x"
+
+
+@pytest.mark.clause("B17")
+def test_a_receive_that_fails_reports_minus_errno(make_backend):
+    """A receive the kernel fails reports ``-errno`` (B17), never ERR: a receive's result is a
+    byte count, so a positive ERR bit would read as bytes received. A TCP reset (linger 0)
+    fails the pending receive with ECONNRESET."""
+    b = _recv_backend(make_backend)
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        cli = socket.create_connection(srv.getsockname(), timeout=LIVENESS_S)
+        acc, _ = srv.accept()
+        with cli:
+            cli.setblocking(False)
+            b.arm_recv(cli.fileno(), bytearray(8), "reset")
+            b.flush()
+            acc.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+            acc.close()  # linger 0: RST, the receive fails with ECONNRESET
+            got = reports(b, 1)
+            b.disarm(cli.fileno(), READ)
+    assert got == [("reset", -errno.ECONNRESET)], got

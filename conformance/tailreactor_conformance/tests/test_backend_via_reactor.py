@@ -13,7 +13,7 @@ import socket
 import pytest
 
 from tailreactor.backends import READ
-from tailreactor_conformance.harness import RecordingBackend, require_batch, run_until
+from tailreactor_conformance.harness import RecordingBackend, require_batch, rule_broken, run_until
 
 
 def _one_batch(rec: RecordingBackend, n: int) -> None:
@@ -84,6 +84,60 @@ def test_fd_number_reused_inside_a_batch_gets_no_stale_event(make_reactor, make_
         run_until(r, lambda: len(ran) > 1)
         r.run_once(0)
         assert ran[1:] == ["new registration"]
+    finally:
+        for s in reused:
+            r.disarm(s.fileno())
+            s.close()
+
+
+class _Interrupt(BaseException):
+    """Stands for KeyboardInterrupt from a signal handler: not an Exception, so it leaves run_once (R21)."""
+
+
+@pytest.mark.clause("B5")
+def test_a_carried_over_event_rearming_its_reused_number_registers_the_new_file(
+    make_reactor, make_backend, pairs
+):
+    """One batch of x and y. The first callback closes the other's file without disarm (the
+    caller's bug the header has a backend survive), puts a fresh socket on its number, and is
+    cut short (R21): the other's event is carried over to the next round, which waits again
+    before it runs it. Its callback re-arms READ on its own number -- from its own callback
+    (the reactor's ``rearm``), but after a later wait than the one that reported it, and the
+    number names another file since. The header's rule: a later arm of a reused number
+    registers the new file. A backend whose cheap re-arm skips the system call for a report
+    of an older wait (when any callback in between could have closed the fd) never reports it."""
+    rec = RecordingBackend(make_backend(), gather=2)
+    r = make_reactor(backend=rec, tail_us=0)
+    x, y, fresh = pairs(3)
+    other = {"x": y, "y": x}
+    ran = []
+    reused = []
+
+    def callback(ev):
+        ran.append(ev.data)
+        if len(ran) == 1:
+            number = other[ev.data].ours.detach()
+            os.dup2(fresh.ours.fileno(), number)  # closes the other's file, armed; its number names `fresh`
+            reused.append(socket.socket(fileno=number))
+            raise _Interrupt("signal")
+        if ev.data != "new":  # the carried-over event
+            r.arm(ev.fd, READ, callback, "new")
+
+    for name, p in (("x", x), ("y", y)):
+        p.make_readable()
+        r.arm(p.fd, READ, callback, name)
+    try:
+        with pytest.raises(_Interrupt):
+            run_until(r, lambda: ran, max_rounds=50)
+        _one_batch(rec, 2)
+        run_until(r, lambda: len(ran) >= 2, max_rounds=50)
+        if len(ran) < 2:
+            rule_broken("R21", f"the event left by a round cut short never ran (ran {ran})")
+        fresh.make_readable()  # the new file, on the re-armed number, has something to report
+        run_until(r, lambda: "new" in ran)
+        assert "new" in ran, (
+            f"the reused number re-armed from a carried-over event's callback was never reported: {ran}"
+        )
     finally:
         for s in reused:
             r.disarm(s.fileno())

@@ -11,12 +11,20 @@ clauses skip with the reason.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pytest
 
-from tailreactor.backends import READ
-from tailreactor_conformance.harness import RecordingBackend, rule_broken, run_until
+from tailreactor.backends import READ, WRITE
+from tailreactor_conformance.harness import (
+    LIVENESS_S,
+    RecordingBackend,
+    collect,
+    ready_if_it_sleeps,
+    rule_broken,
+    run_until,
+)
 
 
 def harvesting(make_backend) -> RecordingBackend:
@@ -128,6 +136,25 @@ def test_harvest_us_zero_adds_nothing_to_a_round(mid_round):
     assert sorted(rnd.order[3:]) == ["old", "young"]  # the next round's
 
 
+@pytest.mark.clause("R23")
+def test_a_harvest_takes_what_is_ready_then_without_blocking(make_backend, pairs):
+    """The harvest takes the events ready *then* (base.py: without blocking): with nothing
+    ready it returns at once, empty. Shown by an fd made ready only once the harvesting
+    thread sleeps in the kernel (:func:`ready_if_it_sleeps`): a harvest that blocks (a poll
+    with a timeout of 1 instead of 0) returns it."""
+    b = harvesting(make_backend)
+    idle, late = pairs(2)
+    b.arm(idle.fd, READ, "never ready")
+    b.arm(late.fd, READ, "late")
+    b.flush()
+    assert b.wait(0) == []  # the round's wait
+    for _ in range(3):
+        got = ready_if_it_sleeps(lambda: b.harvest(8), late)
+        assert got == [], f"a harvest with nothing ready blocked: it returned {got}, ready only once it slept"
+    b.disarm(idle.fd, READ)
+    b.disarm(late.fd, READ)
+
+
 # -- R24 -----------------------------------------------------------------------
 def _flood(make_reactor, make_backend, pairs, clock, cap=400, **attrs):
     """Four fds that stay readable and re-arm from their callbacks, each callback 200 us
@@ -228,3 +255,66 @@ def test_every_harvested_event_runs_exactly_once(make_reactor, make_backend, pai
         r.run_once(0)
     assert runs == Counter({i: 1 for i in range(12)}), f"runs per fd {dict(runs)}; harvests {rec.harvests}"
     assert empty == [], f"events run with nothing to read (reported twice): {empty}"
+
+
+@pytest.mark.clause("R25")
+def test_a_harvest_returns_at_most_its_bound_also_for_write_tokens(make_backend, pairs):
+    """The harvest's bound (the reactor passes what the round may still add, R24) is kept
+    whatever is ready: one fd ready both ways with READ and WRITE armed, and three more
+    readable, harvested one at a time: no harvest returns more than one report, and every
+    token is reported exactly once by the harvests and the waits after them."""
+    b = harvesting(make_backend)
+    both, *more = pairs(4)
+    both.make_readable()
+    b.arm(both.fd, READ, "both read")
+    b.arm(both.fd, WRITE, "both write")
+    for i, p in enumerate(more):
+        p.make_readable()
+        b.arm(p.fd, READ, f"read {i}")
+    b.flush()
+    expected = Counter(["both read", "both write", "read 0", "read 1", "read 2"])
+    seen: Counter = Counter()
+    sizes = []
+    deadline = time.monotonic() + LIVENESS_S
+    while sum(seen.values()) < len(expected) and time.monotonic() < deadline:
+        got = b.harvest(1)
+        sizes.append(len(got))
+        seen.update(tok for tok, _ in got)
+    assert max(sizes) <= 1, f"harvest(1) returned {max(sizes)} reports (sizes {sizes}; reports {dict(seen)})"
+    seen += collect(b, len(expected) - sum(seen.values()), extra_waits=2)
+    assert seen == expected, dict(seen)
+    b.disarm(both.fd, WRITE)
+
+
+@pytest.mark.clause("R25")
+def test_what_a_harvest_leaves_the_next_wait_returns_at_once(make_backend, pairs):
+    """Events ready beyond the harvest's bound run in a later round: the next wait returns
+    them, at once (base.py: what the harvest leaves, the next wait returns). Three fds ready,
+    a harvest takes one; the next wait, given a long timeout, must not block while it holds
+    the other two: an fd made ready only once the waiting thread sleeps in the kernel
+    (:func:`ready_if_it_sleeps`) is not in what it returns. A backend that keeps the
+    completions it peeked and blocks anyway returns that fd too."""
+    b = harvesting(make_backend)
+    ps = pairs(3)
+    (late,) = pairs(1)
+    for i, p in enumerate(ps):
+        p.make_readable()
+        b.arm(p.fd, READ, i)
+    b.arm(late.fd, READ, "late")
+    b.flush()
+    taken = []
+    deadline = time.monotonic() + LIVENESS_S
+    while not taken and time.monotonic() < deadline:
+        taken = b.harvest(1)
+    if not taken:
+        rule_broken("R23", f"three armed fds ready for {LIVENESS_S} s, and no harvest took one")
+    got = ready_if_it_sleeps(lambda: b.wait(LIVENESS_S), late)
+    tokens = [tok for tok, _ in got]
+    assert "late" not in tokens, (
+        "the wait after a harvest that left two events ready blocked before it handed them over: it returned "
+        f"{tokens}, with an fd made ready only once it slept"
+    )
+    rest = Counter(tok for tok, _ in taken) + Counter(tokens)
+    rest += collect(b, 3 - sum(rest.values()), extra_waits=2)
+    rest.pop("late", None)
+    assert rest == Counter({0: 1, 1: 1, 2: 1}), dict(rest)

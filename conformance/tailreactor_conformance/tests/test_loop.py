@@ -10,12 +10,20 @@ wake-up would leave blocked, so these tests fail instead of hanging.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 
 import pytest
 
 from tailreactor.backends import READ, WRITE
-from tailreactor_conformance.harness import LIVENESS_S, Watchdog, rule_broken, run_until, wait_until_blocked
+from tailreactor_conformance.harness import (
+    LIVENESS_S,
+    Watchdog,
+    ready_if_it_sleeps,
+    rule_broken,
+    run_until,
+    wait_until_blocked,
+)
 
 
 def _rescue(r, pair):
@@ -335,6 +343,63 @@ def test_an_interrupt_right_after_the_wait_loses_no_reaped_event(
         r.run_once(0)
     assert sorted(ran) == list(range(len(ps)))
     assert r.counters.dispatched == len(ps)
+
+
+def _wait_cut_short_at(b, k: int) -> bool:
+    """``b.wait(LIVENESS_S)`` with an :class:`Escape` raised at the ``k``-th Python call or
+    return (or call into C, or return from it) of this thread inside it, as a signal
+    handler may raise at any of them; returns whether it was cut short."""
+    counting = {"on": True, "seen": 0}
+
+    def profile(frame, event, arg):
+        if counting["on"]:
+            counting["seen"] += 1
+            if counting["seen"] > k:
+                counting["on"] = False
+                raise Escape(f"signal at event {k} of the wait")
+
+    before = sys.getprofile()  # a profiler the suite runs under gets its hook back
+    sys.setprofile(profile)
+    try:
+        b.wait(LIVENESS_S)
+    except Escape:
+        return True
+    finally:
+        counting["on"] = False
+        sys.setprofile(before)
+    return False
+
+
+@pytest.mark.clause("R21")
+def test_a_wait_cut_short_inside_the_backend_hands_its_reports_over_at_once(make_backend, pairs):
+    """A signal handler may raise anywhere in a backend's wait, also after it took a report
+    from the kernel and before it returned it; a backend that keeps such reports (so that
+    they are not lost, R21) must hand them over from the next wait at once, not block for
+    that wait's timeout first. One armed fd ready, the wait cut short at its k-th call or
+    return, for every k the wait has; then the next wait, given a long timeout, runs while an
+    fd is made ready only once the waiting thread sleeps in the kernel
+    (:func:`ready_if_it_sleeps`): it may return that fd alone (it had nothing: the cut lost
+    the report, or came before it), never beside the report it held."""
+    k = 0
+    while True:
+        b = make_backend()
+        ready, late = pairs(2)
+        ready.make_readable()
+        b.arm(ready.fd, READ, "ready")
+        b.arm(late.fd, READ, "late")
+        b.flush()
+        if not _wait_cut_short_at(b, k):
+            b.close()
+            break
+        got = [tok for tok, _ in ready_if_it_sleeps(lambda b=b: b.wait(LIVENESS_S), late)]
+        b.close()
+        assert "late" not in got or got == ["late"], (
+            f"cut short at event {k}, the next wait blocked while it held a report: it returned {got}, "
+            "with an fd made ready only once it slept"
+        )
+        k += 1
+        assert k < 10_000, "a wait of more than 10,000 calls"
+    assert k >= 2, f"precondition: a wait makes more than {k} calls"
 
 
 def _interrupted_rounds(

@@ -31,10 +31,13 @@ Contract (the conformance suite checks every point; see docs/en/conformance.md)
   the read callback.  A backend may bound the batch size; what it does not
   return now it returns in a later wait (nothing starves).
 * ``rearm(fd, direction, token)`` (optional): the same as ``arm``; the
-  reactor calls it instead of ``arm`` only from inside the callback of the
-  event the latest ``wait`` reported for ``fd``, so a backend may skip work
-  there (epoll keeps the registration and stores the token).  Without it the
-  reactor calls ``arm``.
+  reactor calls it instead of ``arm`` only from inside the callback of an
+  event reported for ``fd``, so a backend may skip work there (epoll keeps
+  the registration and stores the token).  Usually the latest ``wait``
+  reported it; an event carried over from a round cut short (clause R21)
+  runs after a later wait, when another callback may have closed the fd and
+  its number been reused, so the skip is safe only for a report of the
+  latest wait (epoll checks that).  Without it the reactor calls ``arm``.
 * ``harvest(max_events)`` (optional): take what is ready *now*, without
   blocking, for the round in progress (``CWIST_REACTOR_HARVEST_US``).  It
   makes queued arms visible first (as ``flush``), then reports as ``wait``
