@@ -160,6 +160,28 @@ def test_every_offered_request_is_answered_and_matched(bench):
     assert bulk["saturated"] is False
 
 
+def test_a_closed_class_records_its_turnaround_once_per_batch_it_sends_after_an_answer(bench):
+    # The turnaround: from the read that completes a batch's last answer to the write of the next batch,
+    # in the client process.  One per batch after the first; an open class (no batches) records none.
+    srv = bench()
+    spec = LoadSpec(
+        classes=(
+            ClientClass("interactive", 2, "open", rate=200.0),
+            ClientClass("bulk", 2, "closed", depth=8),
+        ),
+        duration_s=0.5,
+        seed=3,
+    )
+    out = _run(srv, spec)
+    inter, bulk = out["classes"]["interactive"], out["classes"]["bulk"]
+    batches = bulk["sent"] // 8
+    assert bulk["turnaround"]["count"] == batches - 2  # every batch but each connection's first
+    assert bulk["turnaround"]["min"] >= 1
+    assert [q["p"] for q in bulk["turnaround"]["percentiles"]] == list(loadgen.PERCENTILES)
+    assert inter["turnaround"]["count"] == 0
+    assert out["all"]["turnaround"]["count"] == bulk["turnaround"]["count"]  # merged over the classes
+
+
 def test_the_class_processes_start_the_run_only_once_all_are_connected(bench, tmp_path, monkeypatch):
     # A class process that takes 3 s to start (a busy machine: imports, connects) still has the whole
     # run: the run's start is fixed once every process has connected, not ahead of time (with a fixed

@@ -251,6 +251,22 @@ def test_without_a_turnaround_the_closed_loop_is_in_lockstep_and_the_seed_change
     assert _pcts(a) == _pcts(b) and a["server"]["counters"] == b["server"]["counters"]
 
 
+def test_wrks_closed_loop_turns_around_in_wrk_us_and_the_load_clients_in_client_us():
+    # Closed-loop uniform is wrk's loop live, the other closed classes the job's load client's: each
+    # client's turnaround is its own constant, and a constant of the other client changes nothing.
+    def run(client, text):
+        model = costs.with_overrides(costs.for_backend("epoll"), text)
+        return engine.simulate(engine.SimRun("epoll", {}, _closed(seed=1), model, client))
+
+    loadgen_200, wrk_200 = run("loadgen", "client_us=200 wrk_us=0"), run("wrk", "wrk_us=200 client_us=0")
+    assert _pcts(wrk_200) == _pcts(loadgen_200)
+    assert wrk_200["server"]["counters"] == loadgen_200["server"]["counters"]
+    lockstep = run("loadgen", "client_us=0 wrk_us=0")
+    assert _pcts(run("wrk", "client_us=200 wrk_us=0")) == _pcts(lockstep)
+    assert _pcts(run("loadgen", "wrk_us=200 client_us=0")) == _pcts(lockstep)
+    assert _pcts(loadgen_200) != _pcts(lockstep)
+
+
 def test_a_client_turnaround_from_the_seeded_rng_desynchronises_the_closed_loop():
     cost = costs.with_overrides(costs.for_backend("epoll"), "client_us=200")
     tail = {"CWIST_REACTOR_TAIL_US": "3500"}

@@ -40,7 +40,13 @@ percentiles (us, HdrHistogram, 3 significant digits) with the samples behind
 each, and the **send lag** -- how late the client itself sent requests whose
 connection was idle at their time.  The lag is the client's own error: the
 event loop's timers have millisecond resolution, so a request is sent up to
-about 1 ms after its time, and that is in its latency, as in wrk2.
+about 1 ms after its time, and that is in its latency, as in wrk2.  A
+closed-loop class without think time also records its **turnaround**: from
+the read that brought a batch's last answer to the write of the next batch,
+in this process (the kernel's delivery and the process's wake-up are not in
+it, so it is a lower bound).  The virtual-time tier models it
+(``client_us``, :mod:`tailjob.sim.costs`): while it lasts, the server may
+start a round without that connection.
 
 Run: ``python -m tailjob.loadgen --url http://127.0.0.1:3000/ --spec JSON``
 (:func:`command` builds the argv).  Exit 0 with the line, 1 when a connection
@@ -231,7 +237,8 @@ def saturated(*, offered: float | None, achieved: float) -> bool:
 
 # -- the client ------------------------------------------------------------------
 class ClassStats:
-    """One class's counters and histograms (latency from intended time; send lag)."""
+    """One class's counters and histograms (latency from intended time; send lag; a closed loop's
+    turnaround)."""
 
     def __init__(self, cls: ClientClass):
         from hdrh.histogram import HdrHistogram
@@ -239,6 +246,7 @@ class ClassStats:
         self.cls = cls
         self.latency = HdrHistogram(1, US_MAX, 3)
         self.lag = HdrHistogram(1, US_MAX, 3)
+        self.turnaround = HdrHistogram(1, US_MAX, 3)
         self.offered = self.sent = self.answered = self.in_window = self.offered_due = 0
         self.errors = dict.fromkeys(ERROR_KINDS, 0)
         self.latency_sum_us = 0
@@ -410,12 +418,14 @@ class _Connection(asyncio.Protocol, ClientConnection):
         self.lost = False
         self.done = asyncio.get_running_loop().create_future()
         self.timer: asyncio.TimerHandle | None = None
+        self.read_ns = 0  # when the read being parsed began (a closed loop's turnaround starts there)
 
     # asyncio callbacks
     def connection_made(self, transport) -> None:
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        self.read_ns = time.monotonic_ns()
         try:
             self.parser.feed_data(data)
         except Exception:  # noqa: BLE001 (httptools.HttpParserError or a callback's: the stream is lost)
@@ -448,6 +458,13 @@ class _Connection(asyncio.Protocol, ClientConnection):
             self.fire(intended_ns, count)
         else:
             self.timer = asyncio.get_running_loop().call_later(delay, self.fire, intended_ns, count)
+
+    def _next_batch(self, now: int) -> None:
+        sent = self.stats.sent
+        super()._next_batch(now)
+        if self.stats.sent > sent and not self.cls.think_ms:  # the next batch went out on this read
+            us = (time.monotonic_ns() - self.read_ns + 999) // 1000
+            self.stats.turnaround.record_value(min(max(us, 1), US_MAX))
 
     def _finished(self) -> bool:
         return self.cls.loop == "open" and self.next_ns is None and not self.in_flight
@@ -559,6 +576,7 @@ def _part(st: ClassStats) -> dict:
         "errors": st.errors,
         "latency": st.latency.encode().decode(),
         "lag": st.lag.encode().decode(),
+        "turnaround": st.turnaround.encode().decode(),
     }
 
 
@@ -571,6 +589,7 @@ def _stats_of(part: dict) -> ClassStats:
     st.errors = dict(part["errors"])
     st.latency.add(HdrHistogram.decode(part["latency"]))
     st.lag.add(HdrHistogram.decode(part["lag"]))
+    st.turnaround.add(HdrHistogram.decode(part["turnaround"]))
     return st
 
 
@@ -619,10 +638,11 @@ def _histogram_summary(
 def _class_report(sts: list[ClassStats], duration_s: float, name: str, loop: str) -> dict:
     from hdrh.histogram import HdrHistogram
 
-    lat, lag = HdrHistogram(1, US_MAX, 3), HdrHistogram(1, US_MAX, 3)
+    lat, lag, turn = (HdrHistogram(1, US_MAX, 3) for _ in range(3))
     for st in sts:
         lat.add(st.latency)
         lag.add(st.lag)
+        turn.add(st.turnaround)
     offered = sum(st.offered for st in sts)
     achieved = sum(st.in_window for st in sts) / duration_s
     out: dict[str, Any] = {
@@ -641,6 +661,7 @@ def _class_report(sts: list[ClassStats], duration_s: float, name: str, loop: str
             lat, sum(st.latency_sum_us for st in sts), spectrum=name == "all", histogram=True
         ),
         "lag": _histogram_summary(lag),
+        "turnaround": _histogram_summary(turn),
     }
     out["offered_due"] = sum(st.offered_due for st in sts)
     out["saturated"] = loop == "open" and saturated(

@@ -526,6 +526,11 @@ def _checks(c: dict, figs: dict) -> str:
         lag99 = median([f["lag_p99"] for f in fs if f["lag_p99"] is not None] or [0])
         if c["loop"] == "open" or c["think_ms"]:
             part += f", client send lag p50 {ms(lag50)} / p99 {ms(lag99)} ms"
+        turns = [f for f in fs if f.get("turnaround_p50") is not None]
+        if turns:
+            t50 = median([f["turnaround_p50"] for f in turns])
+            t99 = median([f["turnaround_p99"] for f in turns])
+            part += f", client turnaround p50 {t50:,.0f} / p99 {t99:,.0f} us"
         part += f", {errors} errors" if errors else ""
         out.append(part)
     return "Checks: " + "; ".join(out) + "."
@@ -540,6 +545,10 @@ CLASS_NOTES = [
     "- Achieved req/s of a class: its answers that arrived inside the run, per second. An open-loop class "
     "achieving more than 2% less than offered is flagged `saturated`: the server did not keep up and the "
     "latencies grow with the run's length.",
+    "- Client turnaround (a closed-loop class without think time): from the read that brought a batch's "
+    "last answer to the write of the next batch, in the client process, medians of the runs' p50 and p99 "
+    "(the kernel's delivery and the process's wake-up are not in it). The virtual-time tier models it as "
+    "`client_us`.",
     "- Client send lag: how late the client sent requests whose connection was idle at their time (its "
     "timers have millisecond resolution, and it shares the machine); the lag is inside the latencies, as "
     "in wrk2. A run whose load generator (wrk or the client) used >= 90% of the CPU it can use while the "

@@ -677,6 +677,7 @@ class LoadRunResult(RunCounts):
         for name, c in self.doc["classes"].items():
             pct = {q["p"]: q for q in c["latency"]["percentiles"]}
             lag = {q["p"]: q["us"] for q in c["lag"]["percentiles"]}
+            turn = {q["p"]: q["us"] for q in c.get("turnaround", {}).get("percentiles", [])}
             m = {
                 "rps": c["achieved_rps"],
                 "offered_rps": c["offered_rps"],
@@ -687,6 +688,8 @@ class LoadRunResult(RunCounts):
                 "errors": c["errors"],
                 "lag_p50": lag[50],
                 "lag_p99": lag[99],
+                "turnaround_p50": turn.get(50),
+                "turnaround_p99": turn.get(99),
                 "histogram": c["latency"].get("histogram"),
             }
             for key, p in LATENCY_KEYS.items():

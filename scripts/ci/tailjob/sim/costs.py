@@ -19,9 +19,12 @@ In a simulated run the virtual clock moves only by what this model charges
 and one on the client side:
 
 =================  ===============================================================
-``client_us``      the mean of a closed-loop client's turnaround: from an answer
-                   to its next request, drawn per request from the connection's
-                   seeded generator (exponential); 0 sends at once
+``client_us``      the mean turnaround of a closed-loop class of the job's load
+                   client (``tailjob.loadgen``): from a batch's last answer to
+                   the next batch, drawn per batch from the connection's seeded
+                   generator (exponential); 0 sends at once
+``wrk_us``         the same for wrk's closed loop (closed-loop ``uniform``, which
+                   the live job drives with wrk)
 =================  ===============================================================
 
 plus, at their own length, the injected knobs ``CWIST_BENCH_DELAY_US`` (per
@@ -63,6 +66,10 @@ IO_URING_FACTOR = 38.8 / 36.7
 
 _README = "benchmarks/README.md"
 
+CLIENT_US = 0.0
+"""The load client's closed-loop turnaround (``client_us``)."""
+CLIENT_US_SOURCE = "0: a closed-loop class sends its next batch the moment the last answer arrives"
+
 
 class CostError(ValueError):
     """A cost constant the model cannot take; the message is one line naming the option."""
@@ -78,7 +85,8 @@ class CostModel:
     callback_us: float
     request_us: float
     age_order_us: float
-    client_us: float = 0.0
+    client_us: float = CLIENT_US
+    wrk_us: float = 0.0
 
     def sources(self) -> dict[str, str]:
         """Where each constant came from, by field name."""
@@ -102,11 +110,12 @@ class CostModel:
                 + ("1.6 % (630 of 40,400)" if self.backend == "io_uring" else "1.9 % (690 of 36,000)")
                 + f" ({_README}), of request_us"
             ),
-            "client_us": (
-                "0 by default: a closed-loop client sends its next request the moment an answer "
-                "arrives (wrk's own CPU is about 11 us per request at c256 on a quiet machine, the median of "
-                "32 runs in benchmarks/results/20261202T021403Z-seed-tail.json; its wake-ups are not measured)"
-                if self.client_us == 0
+            "client_us": CLIENT_US_SOURCE if self.client_us == CLIENT_US else "set with --sim-cost",
+            "wrk_us": (
+                "0 by default: wrk sends a connection's next request the moment its answer arrives (wrk's own "
+                "CPU is about 11 us per request at c256 on a quiet machine, the median of 32 runs in "
+                "benchmarks/results/20261202T021403Z-seed-tail.json; its wake-ups are not measured)"
+                if self.wrk_us == 0
                 else "set with --sim-cost"
             ),
         }

@@ -39,7 +39,10 @@ What is real, what is virtual
   ready list is in that order; an answer arrives at the virtual time of the
   server's ``send``.  Latency is from the intended send time, as the load
   client measures it; the client has no send lag (its lag histogram stays
-  empty).
+  empty).  A closed-loop connection waits its turnaround (``client_us``, or
+  ``wrk_us`` for wrk's loop; exponential, from its own seeded generator)
+  between a batch's last answer and the next batch: a round that starts
+  meanwhile starts without it.
 
 Hooks into the bench code, and only these: a :class:`SimListener` adopts the
 socketpairs (no TCP accept, no ``TCP_NODELAY``); :class:`SimConnection` wraps
@@ -88,6 +91,9 @@ class SimRun:
     env: Mapping[str, str]
     spec: LoadSpec
     costs: CostModel
+    client: str = "loadgen"
+    """Whose closed loop the clients are: ``loadgen`` (turnaround ``client_us``) or ``wrk`` (``wrk_us``:
+    closed-loop ``uniform``, which the live job drives with wrk)."""
 
 
 class _Clock(ManualClock):
@@ -268,7 +274,7 @@ class _Client(loadgen.ClientConnection):
         else:
             self.sim.schedule(intended_ns, self, count)
 
-    # the closed loop's turnaround (``client_us``)
+    # the closed loop's turnaround (``client_us``, or ``wrk_us`` for wrk's)
     def _next_batch(self, now: int) -> None:
         mean_ns = self.sim.client_ns
         delay = round(self.turnaround.expovariate(1.0) * mean_ns) if mean_ns else 0
@@ -295,6 +301,7 @@ class _Sim:
 
     spec: LoadSpec
     model: CostModel
+    turnaround: str  # the cost model's constant for a closed loop's turnaround
     clock: _Clock = field(default_factory=_Clock)
     sends: list = field(default_factory=list)  # heap of (time ns, order, client, count)
     start_ns: int = 0
@@ -311,7 +318,7 @@ class _Sim:
     def __post_init__(self):
         self.request_ns = self.costs_ns("request_us")
         self.callback_ns = self.costs_ns("callback_us")
-        self.client_ns = self.costs_ns("client_us")
+        self.client_ns = self.costs_ns(self.turnaround)
 
     def next_seq(self) -> bytes:
         self._seq += 1
@@ -368,7 +375,7 @@ def simulate(run: SimRun) -> dict:
     env = {k: v for k, v in run.env.items() if k not in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE")}
     env["CWIST_REACTOR_BACKEND"] = run.backend
     cfg = _config.load(env)
-    sim = _Sim(spec, run.costs)
+    sim = _Sim(spec, run.costs, turnaround="wrk_us" if run.client == "wrk" else "client_us")
     stats = [loadgen.ClassStats(c) for c in spec.classes]
     clients: list[_Client] = []
     pairs: list[socket.socket] = []

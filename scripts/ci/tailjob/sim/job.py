@@ -79,6 +79,11 @@ class AbPlan:
     def closed_uniform(self) -> bool:
         return self.workload == "uniform" and self.load in (None, "closed")
 
+    @property
+    def client(self) -> str:
+        """Whose closed loop the leg's clients are, as live: wrk's for closed-loop ``uniform``."""
+        return "wrk" if self.closed_uniform() else "loadgen"
+
 
 def load_spec(plan: AbPlan, seed: int, rate_rps: float | None, capacity_rps: float | None = None) -> LoadSpec:
     """The client classes of ``plan`` for one seed: wrk's closed loop (depth 1, no think) for
@@ -107,7 +112,7 @@ def capacity(plan: AbPlan) -> float:
         seed=plan.seeds[0],
         drain_s=DRAIN_S,
     )
-    doc = simulate(SimRun(plan.backend_for("A"), plan.arm_env("A"), spec, plan.costs_for("A")))
+    doc = simulate(SimRun(plan.backend_for("A"), plan.arm_env("A"), spec, plan.costs_for("A"), plan.client))
     return doc["all"]["answered_in_window"] / CAPACITY_S
 
 
@@ -198,7 +203,7 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
 def _one(task) -> SimRunResult:
     plan, arm, seed, rate_rps, capacity_rps = task
     spec = load_spec(plan, seed, rate_rps, capacity_rps)
-    doc = simulate(SimRun(plan.backend_for(arm), plan.arm_env(arm), spec, plan.costs_for(arm)))
+    doc = simulate(SimRun(plan.backend_for(arm), plan.arm_env(arm), spec, plan.costs_for(arm), plan.client))
     return _figures(arm, seed, doc)
 
 

@@ -50,7 +50,8 @@ class SimMeasure:
                 drain_s=DRAIN_S,
             )
         model = _costs.with_overrides(_costs.for_backend(backend), self.cost_overrides)
-        doc = simulate(SimRun(backend, dict(plan.env), spec, model))
+        client = "loadgen" if plan.load is not None else "wrk"
+        doc = simulate(SimRun(backend, dict(plan.env), spec, model, client))
         result = LoadRunResult(doc)
         busy_s = doc["server"]["busy_us"] / 1e6
         flags = [

@@ -508,6 +508,7 @@ def _run_task(key: RunKey, rate_rps: float | None) -> SimRunResult:
             plan.arm_env("A"),
             load_spec(plan, key.seed, rate_rps),
             _costs.for_backend(key.backend),
+            plan.client,
         )
     )
     return _figures("A", key.seed, doc)
