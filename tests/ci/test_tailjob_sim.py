@@ -157,6 +157,22 @@ def test_a_a_gives_ratio_exactly_one_and_calls_nothing():
             assert c.verdict in (stats.EQUIVALENT, stats.NO_VERDICT)
 
 
+def test_the_extreme_percentiles_are_pooled_over_the_seeds_as_the_live_job_pools_its_runs():
+    # As compare_leg does for live runs: p99.9 and beyond come from each arm's merged histograms
+    # (whole run and per class), so 8 seeds bound a percentile no single seed's samples can.
+    from tailjob.metrics import POOLED_KEYS
+
+    leg = _ab({}, {"CWIST_BENCH_DELAY_US": "4"})
+    for key in POOLED_KEYS:
+        c = leg.comparisons[key]
+        assert c.estimator == "pooled", key
+        assert c.samples_a == pytest.approx(sum(r.samples[POOLED_KEYS[key]] for r in leg.runs["A"]), abs=8)
+    # each seed alone has too few samples beyond p99.9 to bound it; the 8 seeds merged have enough
+    assert max(r.samples[99.9] for r in leg.runs["A"]) < stats.samples_to_bound(99.9)
+    assert leg.comparisons["p99.9"].verdict != stats.NO_VERDICT
+    assert leg.comparisons["p50"].estimator == "median"
+
+
 def test_a_ten_percent_per_request_cost_in_arm_b_is_a_p99_regression():
     # 4 us of injected service per request is +10 % of the model's ~37 us (epoll).
     leg = _ab({}, {"CWIST_BENCH_DELAY_US": "4"})

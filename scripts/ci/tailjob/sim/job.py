@@ -131,6 +131,10 @@ class SimRunResult:
     """Where this run's :mod:`tailreactor` came from (a path: not in the result document)."""
     samples: dict = field(default_factory=dict)
     """Samples at or beyond each whole-run percentile's rank (what bounds it: :func:`tailjob.runner.compare_leg`)."""
+    histogram: str | None = None
+    """The whole run's latency histogram (HdrHistogram, encoded): the extreme percentiles are compared on
+    each arm's histograms merged over the seeds, as the live job merges its runs' (:mod:`tailjob.pooled`).
+    The class figures carry theirs as ``histogram``.  Neither is in the result document."""
 
     # What the trial loop's comparison reads of a run record (:class:`tailjob.measure.RunRecord`):
     # the pair is the seed, and no sim run is a warm-up.
@@ -142,7 +146,10 @@ class SimRunResult:
 
     @property
     def wrk(self) -> dict:
-        return {"percentiles": [{"p": p, "samples": n} for p, n in self.samples.items()]}
+        return {
+            "percentiles": [{"p": p, "samples": n} for p, n in self.samples.items()],
+            "histogram": self.histogram,
+        }
 
     def as_dict(self) -> dict:
         return {
@@ -150,7 +157,7 @@ class SimRunResult:
             "seed": self.seed,
             "offered": self.offered,
             "metrics": self.metrics,
-            "classes": self.classes,
+            "classes": {name: {k: v for k, v in c.items() if k != "histogram"} for name, c in self.classes.items()},
             "server": self.server,
         }
 
@@ -180,6 +187,7 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
             "errors": sum(c["errors"].values()),
             "loop": c["loop"],
             "connections": c["connections"],
+            "histogram": c["latency"]["histogram"],
         }
         for key, p in (("p50", 50), ("p99", 99), ("p99.9", 99.9), ("p99.99", 99.99), ("p99.999", 99.999)):
             figs[key] = cp[p]["us"]
@@ -197,6 +205,7 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
         {**server, "errors": errors},
         code=os.path.dirname(tailreactor.__file__),
         samples={q["p"]: q["samples"] for q in merged["latency"]["percentiles"]},
+        histogram=merged["latency"]["histogram"],
     )
 
 
