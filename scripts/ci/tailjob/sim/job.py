@@ -157,7 +157,9 @@ class SimRunResult:
             "seed": self.seed,
             "offered": self.offered,
             "metrics": self.metrics,
-            "classes": {name: {k: v for k, v in c.items() if k != "histogram"} for name, c in self.classes.items()},
+            "classes": {
+                name: {k: v for k, v in c.items() if k != "histogram"} for name, c in self.classes.items()
+            },
             "server": self.server,
         }
 
