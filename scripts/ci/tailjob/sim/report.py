@@ -97,7 +97,8 @@ def render(job: dict, legs, *, runs: bool = True) -> str:
         "connection code on the real backend, a virtual clock moved by the cost model and the injected "
         'knobs (docs/en/tail-latency-ci.md, "The virtual-time tier"). It is a function of the code, '
         "the knobs, the workload, the seeds and the cost model: the machine's load does not enter it. "
-        "It does not model TCP, kernel scheduling, caches, or the client's own cost.",
+        "It does not model TCP, kernel scheduling, caches, or the client's own CPU; a closed-loop "
+        "client's turnaround is the cost model's `client_us` (`wrk_us` for wrk's loop).",
         "",
         f"- Command: `scripts/tail-latency.sh {' '.join(job['argv'])}`"
         + (
@@ -124,7 +125,8 @@ def render(job: dict, legs, *, runs: bool = True) -> str:
     for leg in legs:
         n = min(len(leg.runs["A"]), len(leg.runs["B"]))
         lines += [
-            f"## {leg_name(leg)}: medians over {plural(n, 'seed')} per arm",
+            f"## {leg_name(leg)}: medians over {plural(n, 'seed')} per arm; p99.9 and beyond pooled over "
+            "each arm's seeds",
             "",
             _load_line(leg),
             "",
