@@ -66,9 +66,21 @@ IO_URING_FACTOR = 38.8 / 36.7
 
 _README = "benchmarks/README.md"
 
-CLIENT_US = 0.0
+CLIENT_US = 116.0
 """The load client's closed-loop turnaround (``client_us``)."""
-CLIENT_US_SOURCE = "0: a closed-loop class sends its next batch the moment the last answer arrives"
+CLIENT_US_SOURCE = (
+    "the load client's measured turnaround, from the read with a batch's last answer to the next batch's "
+    "write: the bulk class's p50 was 109-118 us (medians per backend and arm of 8 runs) under `mixed` at c64 "
+    "on a quiet machine, benchmarks/results/study/20261202T051949Z-quick-tail.md, commit 0d51494 (a lower "
+    "bound: the kernel's delivery and the client's wake-up are not in it)"
+)
+WRK_US = 6.0
+"""wrk's closed-loop turnaround (``wrk_us``)."""
+WRK_US_SOURCE = (
+    "wrk at c1 (one connection, pinned, quiet): 1/(requests/s) minus the server's CPU per request, "
+    "6.2 us on epoll and 5.7 us on io_uring (arm A medians of 3 runs), "
+    "benchmarks/results/study/20261202T052334Z-quick-aa-c1.md, commit 0d51494"
+)
 
 
 class CostError(ValueError):
@@ -86,7 +98,7 @@ class CostModel:
     request_us: float
     age_order_us: float
     client_us: float = CLIENT_US
-    wrk_us: float = 0.0
+    wrk_us: float = WRK_US
 
     def sources(self) -> dict[str, str]:
         """Where each constant came from, by field name."""
@@ -111,13 +123,7 @@ class CostModel:
                 + f" ({_README}), of request_us"
             ),
             "client_us": CLIENT_US_SOURCE if self.client_us == CLIENT_US else "set with --sim-cost",
-            "wrk_us": (
-                "0 by default: wrk sends a connection's next request the moment its answer arrives (wrk's own "
-                "CPU is about 11 us per request at c256 on a quiet machine, the median of 32 runs in "
-                "benchmarks/results/20261202T021403Z-seed-tail.json; its wake-ups are not measured)"
-                if self.wrk_us == 0
-                else "set with --sim-cost"
-            ),
+            "wrk_us": WRK_US_SOURCE if self.wrk_us == WRK_US else "set with --sim-cost",
         }
 
     def as_dict(self) -> dict:
