@@ -15,7 +15,9 @@ import signal
 import subprocess
 import sys
 
-SPIN = "while True: pass"
+#: Spin until the parent is gone: a SIGKILL to this script (a timeout, a killed job) skips its cleanup,
+#: and the busy processes must not spin on as orphans.
+SPIN = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
 
 
 def main(argv=None) -> int:

@@ -20,7 +20,7 @@ for p in kids:
         cmd = open(f"/proc/{p}/cmdline", "rb").read()
     except OSError:
         continue
-    if int(stat[1]) == hog and b"while True: pass" in cmd:
+    if int(stat[1]) == hog and b"getppid" in cmd:
         spinning += 1
 print(spinning)
 sys.exit(3)
@@ -45,3 +45,33 @@ def test_bad_input_is_one_line_and_exit_2():
         done = subprocess.run([*HOG, *args], capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 2
         assert len(done.stderr.strip().splitlines()) == 1 and "accepted" in done.stderr, done.stderr
+
+
+def test_the_hogs_end_when_the_hog_is_killed_without_a_chance_to_stop_them():
+    # SIGKILL to cpu_hog.py (a timeout, a killed CI job) skips its cleanup: its busy processes must
+    # still end, not spin on as orphans of init.
+    import os
+    import signal
+
+    proc = subprocess.Popen(
+        [*HOG, "-n", "2", "--", sys.executable, "-c", "import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline()  # "cpu_hog: 2 busy processes (pids A B) while: ..."
+    pids = [int(p) for p in line.split("(pids ", 1)[1].split(")", 1)[0].split()]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.stdin is not None
+    proc.stdin.close()  # the command ends too
+    for pid in pids:
+        while True:  # each hog notices within one loop turn; the test's timeout bounds a hog that does not
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":  # exited, not yet reaped
+                    break
