@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -111,6 +112,12 @@ def test_suite_catches_mutant(name, tmp_path):
     # Caught for the rule it breaks, not because it no longer fits the reference's
     # internals (fixtures/backends/reactors.py reaches into them).
     assert "AttributeError" not in proc.stdout + proc.stderr, f"{name}: fails with an AttributeError{detail}"
+    # ... and by the test's own check, not by the suite's bound on a whole test: a mutant that
+    # hangs a test (NoHarvest harvested forever once Due kept the harvest interval) is not the
+    # mutant its row describes.
+    assert "from pytest-timeout" not in proc.stdout, (
+        f"{name}: a test hung until the bound on one test{detail}"
+    )
 
 
 #: Clauses only a backend with a receive operation (arm_recv) runs: their positive
@@ -218,24 +225,26 @@ def test_a_mutant_of_issue_22_passes_the_clauses_that_caught_it_by_accident(name
     assert data["failed_clauses"] == []
 
 
-def test_a_test_that_never_ends_fails_its_clause_within_the_bound(tmp_path):
-    """No hang, ever: a reactor whose run_once never returns, which no test's own bound
-    (rounds, liveness) can end, fails the clause of each test it hangs, by the suite's
-    bound on one test (TAILREACTOR_CONFORMANCE_TEST_BOUND_S, here 2 s)."""
+def _run_with_test_bound(
+    tmp_path, reactor: str, clause: str
+) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """The CLI over ``clause`` with ``reactor``, the suite's bound on one test
+    (TAILREACTOR_CONFORMANCE_TEST_BOUND_S) at 2 s."""
     script = Path(sys.executable).with_name("tailreactor-conformance")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
     env = child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S="1", TAILREACTOR_CONFORMANCE_TEST_BOUND_S="2")
+    json_path = tmp_path / "result.json"
     proc = subprocess.run(
         [
             *cmd,
             "--json",
-            str(tmp_path / "result.json"),
+            str(json_path),
             "--backend",
             "epoll",
             "--reactor",
-            "fixtures.backends.reactors:RunOnceNeverReturns",
+            reactor,
             "--clause",
-            "R6",
+            clause,
             "-n",
             "0",
         ],
@@ -246,10 +255,39 @@ def test_a_test_that_never_ends_fails_its_clause_within_the_bound(tmp_path):
         timeout=TIMEOUT_S,
         check=False,
     )
-    data = json.loads((tmp_path / "result.json").read_text())
+    return proc, json.loads(json_path.read_text()) if json_path.exists() else None
+
+
+def test_a_test_that_never_ends_fails_its_clause_within_the_bound(tmp_path):
+    """No hang, ever: a reactor whose run_once never returns, which no test's own bound
+    (rounds, liveness) can end, fails the clause of each test it hangs, by the suite's
+    bound on one test (TAILREACTOR_CONFORMANCE_TEST_BOUND_S, here 2 s)."""
+    proc, data = _run_with_test_bound(tmp_path, "fixtures.backends.reactors:RunOnceNeverReturns", "R6")
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert data["failed_clauses"] == ["R6"]
+    assert data is not None and data["failed_clauses"] == ["R6"]
     assert "Timeout (>2.0s) from pytest-timeout" in proc.stdout, proc.stdout[-4000:]
+
+
+def test_a_hang_in_a_loop_without_a_line_number_still_fails_its_clause(tmp_path):
+    """The bound's SIGALRM lands where the hang is. Where that is an instruction without
+    a line number (CPython 3.11: the jump back of some loops, python/cpython#107901;
+    RunOnceSpinsOnItsStopFlag spins in one), the failure's traceback has an entry whose
+    tb_lineno is None, and pytest's formatting of it raised TypeError: an INTERNALERROR
+    (exit 3) that ended the whole run, without the table or the JSON. It must fail the
+    clause like any other hang: exit 1, the table and the JSON name it, the next test runs."""
+    proc, data = _run_with_test_bound(
+        tmp_path, "fixtures.backends.reactors:RunOnceSpinsOnItsStopFlag", "R6,R7"
+    )
+    out = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr, out
+    assert proc.returncode == 1, out
+    # R7's test ran after R6's hang, and failed by the bound too: the first hang did not end the run.
+    assert data is not None and data["failed_clauses"] == ["R6", "R7"], out
+    assert proc.stdout.count("Timeout (>2.0s) from pytest-timeout") >= 2, out
+    for cid in ("R6", "R7"):
+        assert f"{cid} on epoll" in proc.stdout.replace("\n", " "), out
+    # The entry without a line is shown at the line its loop ran last, in the reactor's run_once.
+    assert re.search(r"^>\s+pass  # the bug: break$", proc.stdout, re.MULTILINE), out
 
 
 #: The slow path: every mutant over the whole suite (B, R and H), one CLI run each.

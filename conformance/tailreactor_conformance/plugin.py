@@ -43,6 +43,7 @@ import io
 import json
 import os
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -276,6 +277,72 @@ def pytest_collection_modifyitems(session, config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+# -- failures ---------------------------------------------------------------------
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """A failure whose traceback has an entry without a line number is still reported.
+
+    The bound on one test (pytest-timeout's SIGALRM) raises where the hang is, at any
+    instruction, and CPython 3.11 gives some no line (the jump back of a loop,
+    python/cpython#107901): that entry's ``tb_lineno`` is None, which pytest's
+    formatting cannot take (TypeError, an INTERNALERROR that ends the run). Such an
+    entry is given the line of the last instruction before it that has one, the line
+    the loop ran last, before pytest formats the failure.
+    """
+    if call.excinfo is not None and _is_conformance_item(item) and _lineless(call.excinfo.value):
+        value = call.excinfo.value
+        _give_lines(value)
+        call.excinfo = pytest.ExceptionInfo.from_exc_info((type(value), value, value.__traceback__))
+    return (yield)
+
+
+def _chain(exc: BaseException):
+    """``exc`` and every exception chained to it (``__cause__``, ``__context__``), once each."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo += [e.__cause__, e.__context__]
+
+
+def _entries(tb: types.TracebackType | None):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def _lineless(exc: BaseException) -> bool:
+    return any(tb.tb_lineno is None for e in _chain(exc) for tb in _entries(e.__traceback__))
+
+
+def _give_lines(exc: BaseException) -> None:
+    """Rebuild the tracebacks of ``exc``'s chain where an entry has no line (tb_lineno is read-only)."""
+    for e in _chain(exc):
+        entries = list(_entries(e.__traceback__))
+        if all(tb.tb_lineno is not None for tb in entries):
+            continue
+        rebuilt = None
+        for tb in reversed(entries):
+            line = tb.tb_lineno if tb.tb_lineno is not None else _line_before(tb.tb_frame.f_code, tb.tb_lasti)
+            rebuilt = types.TracebackType(rebuilt, tb.tb_frame, tb.tb_lasti, line)
+        e.__traceback__ = rebuilt
+
+
+def _line_before(code: types.CodeType, offset: int) -> int:
+    """The line of the last instruction at or before ``offset`` in ``code`` that has one."""
+    line = code.co_firstlineno
+    for start, _end, lineno in code.co_lines():
+        if start > offset:
+            break
+        if lineno is not None:
+            line = lineno
+    return line
 
 
 # -- results ---------------------------------------------------------------------
