@@ -39,9 +39,11 @@ is, failed tests (1), so 2 keeps meaning "interrupted" or "cannot start".
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
+import resource
 import sys
 import types
 from pathlib import Path
@@ -172,6 +174,7 @@ class _State:
     def __init__(self):
         self.results: dict[tuple[str, str], dict] = {}
         self.collected: dict[str, int] = {}  # clause -> tests collected (in-process runs only)
+        self.out_of_fds: list[str] = []  # failing tests whose error was EMFILE, in report order
 
 
 _STATE_KEY = pytest.StashKey[_State]()
@@ -279,6 +282,40 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = keep
 
 
+# -- file descriptors for reporting ------------------------------------------------
+class FdReserve:
+    """File descriptors held from the session's start, for reporting alone.
+
+    A backend under test that leaks fds can leave the process none (EMFILE): the
+    failures of the tests after it are its doing, but the report must still be made.
+    Formatting a failure reads the tests' source, the table imports its renderer and
+    ``--json`` opens its file: each needs an fd. ``RESERVE_FDS`` of them (``/dev/null``,
+    read-only) are held while tests run, given back while pytest formats a failure and
+    at the session's end, so those never depend on what the backend left.
+    """
+
+    def __init__(self, n: int):
+        self._n = n
+        self._fds: list[int] = []
+
+    def hold(self) -> None:
+        """Take up to ``n`` fds (fewer if the process has fewer free)."""
+        while len(self._fds) < self._n:
+            try:
+                self._fds.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError:
+                return
+
+    def release(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+
+
+RESERVE_FDS = 16
+RESERVE = FdReserve(RESERVE_FDS)
+
+
 # -- failures ---------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
@@ -289,13 +326,20 @@ def pytest_runtest_makereport(item, call):
     python/cpython#107901): that entry's ``tb_lineno`` is None, which pytest's
     formatting cannot take (TypeError, an INTERNALERROR that ends the run). Such an
     entry is given the line of the last instruction before it that has one, the line
-    the loop ran last, before pytest formats the failure.
+    the loop ran last, before pytest formats the failure. The formatting gets the fds
+    of :data:`RESERVE` (the process may have none left).
     """
-    if call.excinfo is not None and _is_conformance_item(item) and _lineless(call.excinfo.value):
+    if call.excinfo is None or not _is_conformance_item(item):
+        return (yield)
+    if _lineless(call.excinfo.value):
         value = call.excinfo.value
         _give_lines(value)
         call.excinfo = pytest.ExceptionInfo.from_exc_info((type(value), value, value.__traceback__))
-    return (yield)
+    RESERVE.release()  # formatting reads the source of every entry (FdReserve)
+    try:
+        return (yield)
+    finally:
+        RESERVE.hold()
 
 
 def _chain(exc: BaseException):
@@ -396,6 +440,14 @@ def backend_capabilities(config) -> dict[str, dict | str]:
 
 
 _CAPS_KEY = pytest.StashKey[dict]()
+#: How a failure says that the process had no fd left (OSError EMFILE).
+EMFILE_TEXT = f"[Errno {errno.EMFILE}]"
+
+
+def _nofile_soft_limit() -> int | None:
+    """This process's RLIMIT_NOFILE soft limit (None: unlimited)."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 class _Recorder:
@@ -419,6 +471,12 @@ class _Recorder:
             if report.when == "teardown" and report.skipped:
                 return
             outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
+            if (
+                report.failed
+                and EMFILE_TEXT in report.longreprtext
+                and report.nodeid not in self.state.out_of_fds
+            ):
+                self.state.out_of_fds.append(report.nodeid)
             self._record(
                 cid,
                 props.get("backend", "-"),
@@ -464,6 +522,7 @@ class _Recorder:
             "clauses": rows,
             "failed_clauses": failed,
             "collected": dict(state.collected),
+            "out_of_fds": {"tests": list(state.out_of_fds), "nofile_soft_limit": _nofile_soft_limit()},
         }
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
@@ -482,8 +541,22 @@ class _Recorder:
             excinfo.value
         ).startswith("stopping after")
 
+    def pytest_sessionstart(self, session):
+        if _is_conformance_run(self.config):  # inert elsewhere
+            from . import table  # noqa: F401 - before any backend under test runs (FdReserve)
+
+            RESERVE.hold()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        if not hasattr(self.config, "workerinput"):
+            # Read before the tests, which creates and closes each backend: one that leaks
+            # fds may leave none to create it with at the end.
+            backend_capabilities(self.config)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        RESERVE.release()  # the table and --json get them (FdReserve)
         if (
             self.stopped_at_maxfail
             and session.testsfailed
