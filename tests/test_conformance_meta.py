@@ -378,6 +378,11 @@ WHOLE_SUITE_TIMEOUT_S = 600
 WHOLE_SUITE_NOFILE = 20_000
 #: Mutants whose list holds only at WHOLE_SUITE_NOFILE (skipped where the hard limit is lower).
 NOFILE_DEPENDENT = {"leak_fd_per_arm"}
+#: The bound on one test in each whole-suite run: the suite's default (60 s). The liveness
+#: bound of 1 s would make it 20 s, which a model-based test (R20's state machine, real
+#: sockets) took longer than on a 2-core machine at load average 20: R20 then failed by the
+#: bound, not by the model, and the lists depended on the load.
+WHOLE_SUITE_TEST_BOUND_S = 60
 
 
 @pytest.mark.skipif(
@@ -412,7 +417,10 @@ def test_every_mutant_over_the_whole_suite_ends_and_fails_its_clauses(name, tmp_
         proc = subprocess.run(
             [*cmd, "--json", str(json_path), *m.cli_args(), "-n", "0"],
             cwd=ROOT,
-            env=child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S="1"),
+            env=child_env(
+                TAILREACTOR_CONFORMANCE_LIVENESS_S="1",
+                TAILREACTOR_CONFORMANCE_TEST_BOUND_S=str(WHOLE_SUITE_TEST_BOUND_S),
+            ),
             capture_output=True,
             text=True,
             timeout=WHOLE_SUITE_TIMEOUT_S,
@@ -430,7 +438,8 @@ def test_every_mutant_over_the_whole_suite_ends_and_fails_its_clauses(name, tmp_
         f"not failing {_by_number(expected - failed)}, failing but not listed {_by_number(failed - expected)}"
         f"\n{proc.stdout[-4000:]}"
     )
-    print(f"{name} fails {data['failed_clauses']} ({time.monotonic() - started:.0f} s)")
+    hung = proc.stdout.count("Failed: Timeout (>")  # pytest-timeout's failure, once per test it ended
+    print(f"{name} fails {data['failed_clauses']} ({time.monotonic() - started:.0f} s, {hung} test(s) hung)")
 
 
 def _by_number(clauses: set[str]) -> list[str]:
