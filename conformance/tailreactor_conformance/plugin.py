@@ -28,7 +28,11 @@ conformance tests it stays inert.  What it does for conformance tests:
 * every test must carry exactly one ``@pytest.mark.clause("ID")`` naming a
   registered clause (a missing or unknown one is a collection error), and the
   outcome of each test is folded into a clause x backend table printed at the
-  end of the session (``--conformance-json PATH`` also writes it as JSON).
+  end of the session (``--conformance-json PATH`` also writes it as JSON);
+* the report does not depend on what the code under test left: fds are held
+  for it from the start (:class:`FdReserve`; the table says when tests found
+  none left), and a traceback entry without a line number (a hang interrupted
+  where CPython 3.11 has none) is given one before pytest formats it.
 
 Works with pytest-xdist: the clause and backend travel with each test report
 as ``user_properties``, so the controller builds the table.  With ``-x`` (or
@@ -39,10 +43,13 @@ is, failed tests (1), so 2 keeps meaning "interrupted" or "cannot start".
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
+import resource
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -171,6 +178,7 @@ class _State:
     def __init__(self):
         self.results: dict[tuple[str, str], dict] = {}
         self.collected: dict[str, int] = {}  # clause -> tests collected (in-process runs only)
+        self.out_of_fds: list[str] = []  # failing tests whose error was EMFILE, in report order
 
 
 _STATE_KEY = pytest.StashKey[_State]()
@@ -278,6 +286,113 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = keep
 
 
+# -- file descriptors for reporting ------------------------------------------------
+class FdReserve:
+    """File descriptors held from the session's start, for reporting alone.
+
+    A backend under test that leaks fds can leave the process none (EMFILE): the
+    failures of the tests after it are its doing, but the report must still be made.
+    Formatting a failure reads the tests' source, the table imports its renderer and
+    ``--json`` opens its file: each needs an fd. ``RESERVE_FDS`` of them (``/dev/null``,
+    read-only) are held while tests run, given back while pytest formats a failure and
+    at the session's end, so those never depend on what the backend left.
+    """
+
+    def __init__(self, n: int):
+        self._n = n
+        self._fds: list[int] = []
+
+    def hold(self) -> None:
+        """Take up to ``n`` fds (fewer if the process has fewer free)."""
+        while len(self._fds) < self._n:
+            try:
+                self._fds.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError:
+                return
+
+    def release(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+
+
+RESERVE_FDS = 16
+RESERVE = FdReserve(RESERVE_FDS)
+
+
+# -- failures ---------------------------------------------------------------------
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """A failure whose traceback has an entry without a line number is still reported.
+
+    The bound on one test (pytest-timeout's SIGALRM) raises where the hang is, at any
+    instruction, and CPython 3.11 gives some no line (the jump back of a loop,
+    python/cpython#107901): that entry's ``tb_lineno`` is None, which pytest's
+    formatting cannot take (TypeError, an INTERNALERROR that ends the run). Such an
+    entry is given the line of the last instruction before it that has one, the line
+    the loop ran last, before pytest formats the failure. The formatting gets the fds
+    of :data:`RESERVE` (the process may have none left).
+    """
+    if call.excinfo is None or not _is_conformance_item(item):
+        return (yield)
+    if _lineless(call.excinfo.value):
+        value = call.excinfo.value
+        _give_lines(value)
+        call.excinfo = pytest.ExceptionInfo.from_exc_info((type(value), value, value.__traceback__))
+    RESERVE.release()  # formatting reads the source of every entry (FdReserve)
+    try:
+        return (yield)
+    finally:
+        RESERVE.hold()
+
+
+def _chain(exc: BaseException):
+    """``exc`` and every exception chained to it (``__cause__``, ``__context__``), once each."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo += [e.__cause__, e.__context__]
+
+
+def _entries(tb: types.TracebackType | None):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def _lineless(exc: BaseException) -> bool:
+    return any(tb.tb_lineno is None for e in _chain(exc) for tb in _entries(e.__traceback__))
+
+
+def _give_lines(exc: BaseException) -> None:
+    """Rebuild the tracebacks of ``exc``'s chain where an entry has no line (tb_lineno is read-only)."""
+    for e in _chain(exc):
+        entries = list(_entries(e.__traceback__))
+        if all(tb.tb_lineno is not None for tb in entries):
+            continue
+        rebuilt = None
+        for tb in reversed(entries):
+            line = tb.tb_lineno if tb.tb_lineno is not None else _line_before(tb.tb_frame.f_code, tb.tb_lasti)
+            rebuilt = types.TracebackType(rebuilt, tb.tb_frame, tb.tb_lasti, line)
+        e.__traceback__ = rebuilt
+
+
+def _line_before(code: types.CodeType, offset: int) -> int:
+    """The line of the last instruction at or before ``offset`` in ``code`` that has one."""
+    line = code.co_firstlineno
+    for start, _end, lineno in code.co_lines():
+        if start > offset:
+            break
+        if lineno is not None:
+            line = lineno
+    return line
+
+
 # -- results ---------------------------------------------------------------------
 def status(cell: dict | None) -> str:
     """``FAIL`` if any test failed, ``pass`` if any passed, ``skip``, or ``not run``."""
@@ -329,6 +444,14 @@ def backend_capabilities(config) -> dict[str, dict | str]:
 
 
 _CAPS_KEY = pytest.StashKey[dict]()
+#: How a failure says that the process had no fd left (OSError EMFILE).
+EMFILE_TEXT = f"[Errno {errno.EMFILE}]"
+
+
+def _nofile_soft_limit() -> int | None:
+    """This process's RLIMIT_NOFILE soft limit (None: unlimited)."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 class _Recorder:
@@ -352,6 +475,12 @@ class _Recorder:
             if report.when == "teardown" and report.skipped:
                 return
             outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
+            if (
+                report.failed
+                and EMFILE_TEXT in report.longreprtext
+                and report.nodeid not in self.state.out_of_fds
+            ):
+                self.state.out_of_fds.append(report.nodeid)
             self._record(
                 cid,
                 props.get("backend", "-"),
@@ -397,6 +526,7 @@ class _Recorder:
             "clauses": rows,
             "failed_clauses": failed,
             "collected": dict(state.collected),
+            "out_of_fds": {"tests": list(state.out_of_fds), "nofile_soft_limit": _nofile_soft_limit()},
         }
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
@@ -415,8 +545,22 @@ class _Recorder:
             excinfo.value
         ).startswith("stopping after")
 
+    def pytest_sessionstart(self, session):
+        if _is_conformance_run(self.config):  # inert elsewhere
+            from . import table  # noqa: F401 - before any backend under test runs (FdReserve)
+
+            RESERVE.hold()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        if not hasattr(self.config, "workerinput") and _is_conformance_run(self.config):
+            # Read before the tests, which creates and closes each backend: one that leaks
+            # fds may leave none to create it with at the end.
+            backend_capabilities(self.config)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        RESERVE.release()  # the table and --json get them (FdReserve)
         if (
             self.stopped_at_maxfail
             and session.testsfailed

@@ -10,6 +10,7 @@ failing clause.  Also renders the registry alone (``--list``).
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .clauses import CLAUSES, clause
@@ -71,6 +72,17 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
                 console.print(f"      {nodeid}")
     else:
         console.print("[green]no clause failed[/]")
+    out_of_fds = (summary.get("out_of_fds") or {}).get("tests") or []
+    if out_of_fds:
+        limit = summary["out_of_fds"].get("nofile_soft_limit")
+        console.print(
+            "[bold red]out of file descriptors[/]: "
+            + escape(
+                f"{len(out_of_fds)} failing test(s) found the process had no fd left (EMFILE; "
+                f"RLIMIT_NOFILE soft limit {limit or 'unlimited'}), the first {out_of_fds[0]}: a "
+                f"backend that leaks fds (B14) fails every later test that needs one, whatever its clause"
+            )
+        )
     skipped = [
         (cid, b, cells[b].get("skip_reasons") or [])
         for cid, cells in summary["clauses"].items()

@@ -120,7 +120,10 @@ def test_stop_from_another_thread_ends_a_blocked_run(make_reactor, pairs):
 
     stopper = threading.Thread(target=stop_when_blocked)
     stopper.start()
-    with Watchdog(_rescue(r, rescue)) as dog:
+    # The stopper acts within LIVENESS_S (wait_until_blocked's bound, which a run that never
+    # blocks reaches), and run() must end within LIVENESS_S of stop(): the rescue comes after
+    # both, or a run that spins would race it and fail this clause for another rule's sake.
+    with Watchdog(_rescue(r, rescue), timeout_s=2 * LIVENESS_S) as dog:
         r.run()
     stopper.join()
     assert not dog.fired, "stop() from another thread did not end run()"
