@@ -712,7 +712,7 @@ def test_the_tail_us_row_gives_a_command_that_ab_tests_the_users_value(lang):
     assert set(b.env) == {"CWIST_REACTOR_TAIL_US"} and int(b.env["CWIST_REACTOR_TAIL_US"]) < 3500
 
 
-YIELD_SWEEP = "20261201T232328Z-default-sweep"
+YIELD_SWEEP = "20261202T060918Z-default-sweep"
 
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)
