@@ -15,9 +15,10 @@ import signal
 import subprocess
 import sys
 
-#: Spin until the parent is gone: a SIGKILL to this script (a timeout, a killed job) skips its cleanup,
-#: and the busy processes must not spin on as orphans.
-SPIN = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
+#: Spin while this script (pid formatted in) is the parent: a SIGKILL to it (a timeout, a killed job)
+#: skips its cleanup, and the busy processes must not spin on as orphans.  The pid is given, not read
+#: by the child at its start: this script may be gone before a child's interpreter has started.
+SPIN = "import os\nwhile os.getppid() == {pid}: pass"
 
 
 def main(argv=None) -> int:
@@ -38,7 +39,7 @@ def main(argv=None) -> int:
     if not cmd:
         print("cpu_hog: no command: accepted: cpu_hog.py [-n N] -- CMD...", file=sys.stderr)
         return 2
-    hogs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.hogs)]
+    hogs = [subprocess.Popen([sys.executable, "-c", SPIN.format(pid=os.getpid())]) for _ in range(args.hogs)]
     try:
         print(
             f"cpu_hog: {len(hogs)} busy processes (pids {' '.join(str(h.pid) for h in hogs)}) "

@@ -66,8 +66,12 @@ def test_the_hogs_end_when_the_hog_is_killed_without_a_chance_to_stop_them():
     proc.wait()
     assert proc.stdin is not None
     proc.stdin.close()  # the command ends too
+    import time
+
+    deadline = time.monotonic() + 60  # a liveness bound (a hog that never ends fails, not hangs)
     for pid in pids:
-        while True:  # each hog notices within one loop turn; the test's timeout bounds a hog that does not
+        while True:  # each hog notices within one loop turn
+            assert time.monotonic() < deadline, f"hog {pid} still spins after its parent was killed"
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
