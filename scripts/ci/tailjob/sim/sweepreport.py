@@ -101,10 +101,11 @@ def _cell(c) -> str:
 
 
 def _classes(result) -> dict[str, list[str]]:
-    """Workload -> its class names, in the grid's order."""
+    """Workload (a load point's name: a named workload's, or a traffic's) -> its class names, in the
+    grid's order."""
     out: dict[str, list[str]] = {}
     for cr in result.cells:
-        names = out.setdefault(cr.cell.load.workload, [])
+        names = out.setdefault(cr.cell.load.name, [])
         for n in cr.class_comparisons():
             if n not in names:
                 names.append(n)
@@ -120,6 +121,17 @@ def _counters(cr) -> str:
     if cb["harvested"] or ca["harvested"]:
         text += f"; harvested {ca['harvested']:,.0f} → {cb['harvested']:,.0f}"
     return text
+
+
+def _traffic_line(result, name: str) -> list[str]:
+    """What a traffic load point is (its file, or inline, and its classes), under its heading."""
+    lp = next(lp for lp in result.grid.loads if lp.name == name)
+    if lp.traffic is None:
+        return []
+    i = result.grid.loads.index(lp) + 1
+    source = lp.traffic.source
+    where = f"the classes inline in [[load]] {i}" if source == "inline" else f"the traffic file `{source}`"
+    return [f"A user's traffic, {where}: {lp.traffic.description}.", ""]
 
 
 def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
@@ -173,7 +185,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
     ]
     lines += _summary(result)
     for workload, names in _classes(result).items():
-        lines += [f"## `{workload}`", ""]
+        lines += [f"## `{workload}`", "", *_traffic_line(result, workload)]
         for name in names:
             lines += [
                 f"### `{workload}`, class `{name}`",
@@ -183,7 +195,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
                 "|---|---|---|---|---|---|---|---|",
             ]
             for cr in result.cells:
-                if cr.cell.load.workload != workload or name not in cr.class_comparisons():
+                if cr.cell.load.name != workload or name not in cr.class_comparisons():
                     continue
                 comps = cr.class_comparisons()[name]
                 lines.append(
@@ -199,7 +211,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
             "|---|---|---|---:|---|",
         ]
         for cr in result.cells:
-            if cr.cell.load.workload == workload:
+            if cr.cell.load.name == workload:
                 c = cr.leg.comparisons["cpu_us_per_req"]
                 lines.append(
                     f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
@@ -224,7 +236,7 @@ def _summary(result) -> list[str]:
                 n = Counter(
                     cr.class_comparisons()[name][key].verdict
                     for cr in result.cells
-                    if cr.cell.load.workload == workload and name in cr.class_comparisons()
+                    if cr.cell.load.name == workload and name in cr.class_comparisons()
                 )
                 lines.append(
                     f"| `{workload}` | `{name}` | {key} | "
@@ -301,7 +313,7 @@ def heat_maps(result) -> dict[str, dict[str, bytes]]:
 
     out = {}
     for workload, names in _classes(result).items():
-        cells = [cr for cr in result.cells if cr.cell.load.workload == workload]
+        cells = [cr for cr in result.cells if cr.cell.load.name == workload]
         cols = list(dict.fromkeys((cr.cell.backend, cr.cell.load.label) for cr in cells))
         rows = list(dict.fromkeys(cr.cell.policy.label for cr in cells))
         at = {(cr.cell.policy.label, (cr.cell.backend, cr.cell.load.label)): cr for cr in cells}
