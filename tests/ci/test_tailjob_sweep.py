@@ -246,6 +246,7 @@ def test_a_load_point_names_a_traffic_file_relative_to_the_grid_or_gives_its_cla
     assert doc["traffic"]["source"] == "../traffic.toml"  # as the grid says it, not this machine's path
     assert [c["name"] for c in doc["traffic"]["classes"]] == ["batch", "web"]
     assert inline.as_dict()["traffic"]["source"] == "inline"
+    assert doc["load"] is doc["rate"] is doc["schedule"] is None  # each class says its own
     # the service route is set for both arms of every cell, as for --workload FILE.toml
     assert sweep.load_server_env(from_file) == {"CWIST_BENCH_SERVICE_ROUTE": "1"}
 
@@ -354,6 +355,10 @@ BAD_TRAFFIC = [
         "[[load]] 3: name = 'w': [[load]] 2's traffic has other classes; accepted a name of its own",
     ),
     ("[[load]]\nclass = 3\n", "[[load]] 2: class = 3; accepted tables [load.class.NAME]"),
+    (
+        "[[load]]\n[load.class]\nweb = 3\n",
+        "[[load]] 2: class.web = 3: not a class; accepted a table [load.class.web]",
+    ),
     ('[[load]]\nworkload = "bursty"\n', "[[load]] 2: workload = 'bursty'; accepted: uniform, mixed,"),
 ]
 
@@ -375,6 +380,7 @@ BAD_TRAFFIC = [
         "name-on-named-workload",
         "one-name-two-traffics",
         "class-not-a-table",
+        "a-class-not-a-table",
         "unknown-workload",
     ],
 )

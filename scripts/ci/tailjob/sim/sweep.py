@@ -235,7 +235,7 @@ class LoadPoint:
             **traffic,
             "load": self.load,
             "rate": self.rate,
-            "schedule": self.schedule,
+            "schedule": None if self.traffic is not None else self.schedule,  # a traffic's: per class
             "connections": self.connections,
             "duration_s": self.duration_s,
             "label": self.label,
@@ -405,6 +405,14 @@ def _traffic_point(raw: dict, i: int, at: str, base: Path) -> LoadPoint:
             f"--grid {at}: class = {classes!r}; accepted tables [load.class.NAME], one per client "
             "class, each with a traffic file's keys"
         )
+    for cname, table in (classes or {}).items():
+        if not isinstance(table, dict):
+            raise GridError(
+                f"--grid {at}: class.{cname} = {table!r}: not a class; accepted a table "
+                f"[load.class.{cname}] of a traffic file's keys"
+            )
+    if classes == {}:
+        raise GridError(f"--grid {at}: class = {{}}: no class; accepted one table [load.class.NAME] or more")
     if classes is not None and wl is not None:
         first = f"[load.class.{next(iter(classes))}]" if classes else "class"
         raise GridError(
