@@ -394,3 +394,14 @@ def test_a_bad_traffic_load_point_is_one_line_exit_2_and_nothing_written(tmp_pat
     assert err.startswith(f"tail_latency: error: --grid {grid} [[load]] ") and message in err, err
     assert err.count("\n") == 1
     assert not out.exists()
+
+
+def test_the_example_grid_sweeps_the_example_traffic_file_and_its_classes_inline():
+    g = sweep.load_grid(str(ROOT / "scripts" / "ci" / "workloads" / "example-grid.toml"))
+    from_file, inline = g.loads
+    assert from_file.name == "example.toml" and from_file.traffic.source == "example.toml"
+    assert from_file.workload.classes == workloads.read_traffic(EXAMPLE).classes
+    assert inline.name == "example-400" and inline.traffic.source == "inline"
+    interactive, bulk = inline.workload.classes
+    assert interactive.rate == "400" and bulk == from_file.workload.classes[1]
+    assert [p.label for p in g.policies] == ["TAIL_US=0 (A/A control)", "TAIL_US=3500"]
