@@ -259,6 +259,7 @@ def test_a_traffic_load_point_sweeps_like_the_named_workload_it_describes(tmp_pa
     for name in ("example.toml", "pasted"):
         assert f"### `{name}`, class `interactive`" in text and f"### `{name}`, class `bulk`" in text
     assert f"traffic file `{EXAMPLE}`" in text and "classes inline" in text
+    assert "Capacities (req/s, closed loop): none measured" in text  # no rate is relative here
     assert "interactive: 8 connections, open loop at 200 req/s, poisson, 20 us of service per request" in text
     names = sorted(p.name.split("-", 1)[1] for p in (out / "results").iterdir())
     assert names == sorted(

@@ -169,7 +169,10 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
         "```",
         "",
         "Capacities (req/s, closed loop): "
-        + "; ".join(f"{b} {lp.label} {v:,.0f}" for (b, lp), v in result.capacities.items() if v)
+        + (
+            "; ".join(f"{b} {lp.label} {v:,.0f}" for (b, lp), v in result.capacities.items() if v)
+            or "none measured (no rate is a fraction of the capacity)"
+        )
         + ".",
         "",
         "Cost model (virtual us; sources in the JSON and costs.py): "
