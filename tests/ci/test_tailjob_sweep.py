@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 
 import pytest
 from tailjob_testdata import ROOT  # (puts scripts/ci on sys.path)
@@ -406,3 +408,37 @@ def test_the_example_grid_sweeps_the_example_traffic_file_and_its_classes_inline
     interactive, bulk = inline.workload.classes
     assert interactive.rate == "400" and bulk == from_file.workload.classes[1]
     assert [p.label for p in g.policies] == ["TAIL_US=0 (A/A control)", "TAIL_US=3500"]
+
+
+_EXAMPLE_RUN = re.compile(r"benchmarks/results/(\d{8}T\d{6}Z-own-traffic-sweep)\.md")
+_EXAMPLE_ROW = re.compile(r"^\| `((?:example\.toml|example-400) c24)` \| (.+) \|$", re.M)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_docs_example_run_is_the_committed_sweep_of_the_example_grid(lang):
+    """The sweep section's run over example.toml: its report and JSON are committed, at a clean commit
+    the docs name, of the grid file as committed, and every B/A of its table is that JSON's cell."""
+    text = (ROOT / "docs" / lang / "tail-latency-ci.md").read_text(encoding="utf-8")
+    [stem] = set(_EXAMPLE_RUN.findall(text))
+    results = ROOT / "benchmarks" / "results"
+    assert (results / f"{stem}.md").exists()
+    doc = json.loads((results / f"{stem}.json").read_text(encoding="utf-8"))
+    assert doc["provenance"]["git_dirty"] is False and doc["provenance"]["git_commit"][:7] in text
+    if (ROOT / ".git").exists():
+        done = subprocess.run(
+            ["git", "-C", str(ROOT), "merge-base", "--is-ancestor", doc["provenance"]["git_commit"], "HEAD"],
+            check=False,
+            capture_output=True,
+        )
+        assert done.returncode == 0, f"{doc['provenance']['git_commit']} is not in this history"
+    grid = (ROOT / "scripts" / "ci" / "workloads" / "example-grid.toml").read_text(encoding="utf-8")
+    assert doc["grid"]["toml"] == grid
+    cells = {c["load"]["label"]: c for c in doc["legs"] if not c["policy"]["control"]}
+    rows = _EXAMPLE_ROW.findall(text)
+    assert [label for label, _ in rows] == ["example.toml c24", "example-400 c24"]
+    for label, figures in rows:
+        classes = cells[label]["classes"]
+        want = [classes["interactive"][k] for k in ("p50", "p99", "p99.9")] + [classes["bulk"]["p99"]]
+        for shown, c in zip(figures.split(" | "), want, strict=True):
+            word = f"**{c['verdict']}**" if c["verdict"] in ("gain", "regression") else c["verdict"]
+            assert shown == f"{c['ratio']:.3f} ({c['ci'][0]:.3f}–{c['ci'][1]:.3f}) {word}", (label, shown)
