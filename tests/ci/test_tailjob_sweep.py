@@ -158,6 +158,10 @@ def test_a_bad_grid_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, tex
     [
         (["--tier", "sim", "--sweep", "--ab", "tail"], "--ab: a sweep takes its cells from --grid"),
         (
+            ["--tier", "sim", "--sweep", "--class", "name=a connections=1 loop=closed"],
+            "--class: a sweep takes its cells from --grid",
+        ),
+        (
             ["--tier", "sim", "--sweep", "--workload", "mixed"],
             "--workload: a sweep takes its cells from --grid",
         ),

@@ -13,7 +13,8 @@ nothing half-written:
   percentile) with the reactor's counters A -> B;
 * ``<out>/results/<stem>.json`` -- :func:`tailjob.sim.sweep.result_document` (no wall-clock time:
   the same grid at the same commit writes the same bytes, whatever ran it);
-* ``<out>/results/<stem>-<workload>.svg`` and ``.png`` -- per workload one heat map per class and
+* ``<out>/results/<stem>-<workload>.svg`` and ``.png`` -- per workload (a load point's name: a named
+  workload's, or a traffic's, :class:`tailjob.sim.sweep.LoadPoint`) one heat map per class and
   percentile (p50, p99, p99.9): the cell's colour is its verdict, its text the ratio;
 * one line appended to ``<out>/tail-latency-sweep.jsonl``.
 
@@ -64,6 +65,7 @@ def refuse_cell_options(args: argparse.Namespace) -> None:
         ("--a", args.a),
         ("--b", args.b),
         ("--backend", args.backend),
+        ("--class", args.classes),
         ("--workload", args.workload != "uniform"),
         ("--load", args.load),
         ("--rate", args.rate),
