@@ -446,3 +446,31 @@ def test_the_docs_example_run_is_the_committed_sweep_of_the_example_grid(lang):
         for shown, c in zip(figures.split(" | "), want, strict=True):
             word = f"**{c['verdict']}**" if c["verdict"] in ("gain", "regression") else c["verdict"]
             assert shown == f"{c['ratio']:.3f} ({c['ci'][0]:.3f}–{c['ci'][1]:.3f}) {word}", (label, shown)
+
+
+def test_load_points_alike_but_for_schedule_or_duration_are_told_apart_and_the_same_twice_is_refused(
+    tmp_path, capsys
+):
+    head = 'name = "t"\nbackends = ["epoll"]\n\n'
+    mixed = '[[load]]\nworkload = "mixed"\nrate = "200"\nduration = {d}\n{extra}\n'
+    tail = "[[policy]]\nCWIST_REACTOR_TAIL_US = [3500]\n"
+    g = sweep.parse_grid(
+        head
+        + mixed.format(d=1, extra="")
+        + mixed.format(d=2, extra="")
+        + mixed.format(d=2, extra='schedule = "constant"')
+        + '[[load]]\nworkload = "uniform"\n'
+        + tail,
+        where="t",
+    )
+    assert [lp.label for lp in g.loads] == [
+        "mixed open 200/s c64 poisson 1s",
+        "mixed open 200/s c64 poisson 2s",
+        "mixed open 200/s c64 constant 2s",
+        "uniform closed c64",  # alone: as before
+    ]
+    grid = _grid_file(tmp_path, head + mixed.format(d=1, extra="") + mixed.format(d=1, extra="") + tail)
+    assert main(["--tier", "sim", "--sweep", "--grid", str(grid), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"--grid {grid} [[load]] 2: the load point of [[load]] 1 again (mixed open 200/s c64)" in err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()

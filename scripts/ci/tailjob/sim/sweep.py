@@ -205,6 +205,9 @@ class LoadPoint:
     connections: int
     duration_s: float
     name: str
+    tell: str = ""
+    """What tells the load point from another of the same workload, loop, rate and connections in the
+    grid (its schedule, its virtual seconds: :func:`_told_apart`); part of its label."""
 
     @property
     def traffic(self) -> workloads.Traffic | None:
@@ -213,7 +216,7 @@ class LoadPoint:
     @property
     def label(self) -> str:
         if isinstance(self.workload, workloads.Traffic):
-            return f"{self.name} c{self.connections}"
+            return f"{self.name} c{self.connections}{self.tell}"
         w = workloads.WORKLOADS[self.workload]
         if self.workload == "uniform" and self.load != "open":
             what = "closed"
@@ -224,7 +227,7 @@ class LoadPoint:
             what = f"open {rate}" + ("" if rate.endswith("x") else "/s")
         else:
             what = "closed"
-        return f"{self.workload} {what} c{self.connections}"
+        return f"{self.workload} {what} c{self.connections}{self.tell}"
 
     def as_dict(self) -> dict:
         """The load point in the result JSON; a traffic's under ``traffic``: its ``source`` (the file
@@ -531,6 +534,7 @@ def parse_grid(text: str, *, where: str = "default") -> Grid:
         raise GridError(f"--grid {where}: no [[policy]]; accepted one [[policy]] table or more")
     loads = tuple(_load_point(r, i, connections, where) for i, r in enumerate(raw_loads))
     _one_workload_per_name(loads, where)
+    loads = _told_apart(loads, where)
     policies: list[Policy] = []
     for i, r in enumerate(raw_policies):
         for p in _policies(r, i, where):
@@ -564,6 +568,33 @@ def _one_workload_per_name(loads: tuple[LoadPoint, ...], where: str) -> None:
                 f"--grid {where} [[load]] {i + 1}: name = {lp.name!r}: [[load]] {j + 1}'s traffic has "
                 "other classes; accepted a name of its own"
             )
+
+
+def _told_apart(loads: tuple[LoadPoint, ...], where: str) -> tuple[LoadPoint, ...]:
+    """Load points whose labels are alike get what differs among them (``constant``, ``4s``) added, so
+    the report's rows and the heat maps' columns tell them apart; the same load point twice is refused."""
+    out = list(loads)
+    groups: dict[str, list[int]] = {}
+    for i, lp in enumerate(loads):
+        groups.setdefault(lp.label, []).append(i)
+    for group in (g for g in groups.values() if len(g) > 1):
+        schedules = {loads[i].schedule for i in group}
+        durations = {loads[i].duration_s for i in group}
+        for i in group:
+            lp = loads[i]
+            tell = (f" {lp.schedule}" if len(schedules) > 1 else "") + (
+                f" {lp.duration_s:g}s" if len(durations) > 1 else ""
+            )
+            out[i] = replace(lp, tell=tell)
+    seen: dict[str, int] = {}
+    for i, lp in enumerate(out):
+        j = seen.setdefault(lp.label, i)
+        if j != i:
+            raise GridError(
+                f"--grid {where} [[load]] {i + 1}: the load point of [[load]] {j + 1} again ({lp.label}); "
+                "accepted load points that differ (workload, load, rate, schedule, connections or duration)"
+            )
+    return tuple(out)
 
 
 def load_server_env(load: LoadPoint) -> dict[str, str]:
