@@ -417,9 +417,8 @@ def _traffic_point(raw: dict, i: int, at: str, base: Path) -> LoadPoint:
     if classes == {}:
         raise GridError(f"--grid {at}: class = {{}}: no class; accepted one table [load.class.NAME] or more")
     if classes is not None and wl is not None:
-        first = f"[load.class.{next(iter(classes))}]" if classes else "class"
         raise GridError(
-            f"--grid {at}: workload = {wl!r} with {first}: accepted one of them: a workload "
+            f"--grid {at}: workload = {wl!r} with [load.class.{next(iter(classes))}]: accepted one of them: a workload "
             "(a name or FILE.toml) or its classes inline ([load.class.NAME] tables)"
         )
     try:
