@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 
 import pytest
-import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
+from tailjob_testdata import ROOT  # (puts scripts/ci on sys.path)
 
+from tailjob import workloads
 from tailjob.cli import main
 from tailjob.sim import sweep
 
@@ -155,6 +158,10 @@ def test_a_bad_grid_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, tex
     [
         (["--tier", "sim", "--sweep", "--ab", "tail"], "--ab: a sweep takes its cells from --grid"),
         (
+            ["--tier", "sim", "--sweep", "--class", "name=a connections=1 loop=closed"],
+            "--class: a sweep takes its cells from --grid",
+        ),
+        (
             ["--tier", "sim", "--sweep", "--workload", "mixed"],
             "--workload: a sweep takes its cells from --grid",
         ),
@@ -174,3 +181,297 @@ def test_options_a_sweep_does_not_take_are_one_line_exit_2(tmp_path, capsys, arg
     assert err.startswith("tail_latency: error: ") and message in err, err
     assert err.count("\n") == 1
     assert not out.exists()
+
+
+# --- a user's own traffic as a load point ----------------------------------------------------------
+EXAMPLE = ROOT / "scripts" / "ci" / "workloads" / "example.toml"
+
+SMALL_TRAFFIC = """\
+[batch]
+connections = 4
+loop = "closed"
+depth = 4
+service_us = 200
+
+[web]
+connections = 4
+loop = "open"
+rate = 1000
+schedule = "constant"
+"""
+
+OWN = """\
+name = "own"
+backends = ["epoll"]
+seeds = 4
+connections = 64
+
+[[load]]
+workload = "mixed"
+rate = "200"
+duration = 0.25
+
+[[load]]
+workload = "{example}"
+duration = 0.25
+
+[[load]]
+name = "pasted"
+duration = 0.25
+{pasted}
+
+[[policy]]
+CWIST_REACTOR_TAIL_US = [3500]
+"""
+
+
+def _pasted(text: str) -> str:
+    """A traffic file's tables as a load point's inline classes: ``[NAME]`` becomes ``[load.class.NAME]``."""
+    return text.replace("\n[", "\n[load.class.")
+
+
+def test_a_load_point_names_a_traffic_file_relative_to_the_grid_or_gives_its_classes_inline(tmp_path):
+    (tmp_path / "traffic.toml").write_text(SMALL_TRAFFIC)
+    grid = tmp_path / "grids" / "g.toml"
+    grid.parent.mkdir()
+    text = TINY.split("[[load]]")[0] + (
+        '[[load]]\nworkload = "../traffic.toml"\nduration = 0.25\n\n'
+        f'[[load]]\nname = "inline"\nduration = 0.25\n{_pasted(chr(10) + SMALL_TRAFFIC)}\n'
+        "[[policy]]\nCWIST_REACTOR_TAIL_US = [3500]\n"
+    )
+    grid.write_text(text)
+    g = sweep.load_grid(str(grid))
+    from_file, inline = g.loads
+    own = workloads.read_traffic(tmp_path / "traffic.toml")
+    assert from_file.workload.classes == inline.workload.classes == own.classes
+    assert [c.name for c in inline.workload.classes] == ["batch", "web"]  # in the order written
+    assert from_file.name == "traffic.toml" and inline.name == "inline"
+    assert from_file.connections == inline.connections == 8  # the classes', not the grid's 16
+    doc = from_file.as_dict()
+    assert doc["workload"] == "traffic.toml" and doc["label"] == "traffic.toml c8"
+    assert doc["traffic"]["source"] == "../traffic.toml"  # as the grid says it, not this machine's path
+    assert [c["name"] for c in doc["traffic"]["classes"]] == ["batch", "web"]
+    assert inline.as_dict()["traffic"]["source"] == "inline"
+    assert doc["load"] is doc["rate"] is doc["schedule"] is None  # each class says its own
+    # the service route is set for both arms of every cell, as for --workload FILE.toml
+    assert sweep.load_server_env(from_file) == {"CWIST_BENCH_SERVICE_ROUTE": "1"}
+
+
+def test_a_traffic_load_point_sweeps_like_the_named_workload_it_describes(tmp_path, capsys):
+    grid = _grid_file(tmp_path, OWN.format(example=EXAMPLE, pasted=_pasted(EXAMPLE.read_text())))
+    out = tmp_path / "out"
+    assert main(["--tier", "sim", "--sweep", "--grid", str(grid), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    for name in ("example.toml", "pasted"):
+        assert f"### `{name}`, class `interactive`" in text and f"### `{name}`, class `bulk`" in text
+    assert f"traffic file `{EXAMPLE}`" in text and "classes inline" in text
+    assert "Capacities (req/s, closed loop): none measured" in text  # no rate is relative here
+    assert "interactive: 8 connections, open loop at 200 req/s, poisson, 20 us of service per request" in text
+    names = sorted(p.name.split("-", 1)[1] for p in (out / "results").iterdir())
+    assert names == sorted(
+        [f"own-sweep-{w}.{ext}" for w in ("mixed", "example.toml", "pasted") for ext in ("png", "svg")]
+        + ["own-sweep.json", "own-sweep.md"]
+    )
+    [js] = (out / "results").glob("*-sweep.json")
+    doc = json.loads(js.read_text())
+    cells = {c["load"]["workload"]: c for c in doc["legs"]}
+    assert set(cells) == {"mixed", "example.toml", "pasted"}
+    assert cells["example.toml"]["load"]["traffic"]["source"] == str(EXAMPLE)
+    assert cells["example.toml"]["load"]["label"] == "example.toml c24"
+    # the same traffic, named, from its file or pasted inline: the same per-class B/A, interval, verdict
+    mixed = cells["mixed"]["classes"]
+    assert set(mixed) == {"interactive", "bulk"}
+    assert cells["example.toml"]["classes"] == cells["pasted"]["classes"] == mixed
+    assert cells["example.toml"]["counters"]["B"]["tail_elevations"] > 0
+    [line] = (out / "tail-latency-sweep.jsonl").read_text().splitlines()
+    loads = [c["load"] for c in json.loads(line)["cells"]]
+    assert loads == ["mixed open 200/s c64", "example.toml c24", "pasted c24"]
+
+
+def test_a_traffic_rate_relative_to_capacity_is_of_the_load_points_capacity():
+    grid = sweep.parse_grid(
+        'name = "rel"\nbackends = ["epoll"]\nseeds = 2\n\n[[load]]\nname = "rel"\nduration = 0.25\n'
+        + _pasted("\n" + SMALL_TRAFFIC.replace("rate = 1000", 'rate = "0.5x"'))
+        + "\n[[policy]]\nCWIST_REACTOR_TAIL_US = [0]\n",
+        where="rel",
+    )
+    result = sweep.run_sweep(grid, processes=2)
+    [lp] = grid.loads
+    cap = result.capacities[("epoll", lp)]
+    assert cap and cap > 0
+    [cell] = result.cells
+    assert cell.leg.capacity_rps == cap
+    for run in cell.leg.runs["A"] + cell.leg.runs["B"]:
+        assert run.classes["web"]["offered_rps"] == pytest.approx(0.5 * cap, rel=0.02)
+        assert run.classes["batch"]["offered_rps"] is None  # closed loop: no rate
+
+
+_TRAFFIC_HEAD = (
+    'name = "t"\nbackends = ["epoll"]\nseeds = 2\n\n[[load]]\nworkload = "mixed"\nduration = 0.25\n\n'
+)
+_POLICY = "\n[[policy]]\nCWIST_REACTOR_TAIL_US = [3500]\n"
+_WEB = '[load.class.web]\nconnections = 4\nloop = "open"\nrate = 100\n'
+
+BAD_TRAFFIC = [
+    (
+        '[[load]]\nworkload = "nope.toml"\n',
+        "[[load]] 2: workload = 'nope.toml': no such file (",
+    ),
+    (
+        '[[load]]\nworkload = "bad.toml"\n',
+        "[[load]] 2: workload = 'bad.toml': class 'bulk': depth = 0: accepted an integer from 1 to 1024",
+    ),
+    (
+        '[[load]]\nname = "w"\n' + _WEB + "colour = 1\n",
+        "[[load]] 2: class 'web': colour = 1: unknown key; accepted connections, loop,",
+    ),
+    (
+        '[[load]]\nname = "w"\n' + _WEB.replace("rate = 100\n", ""),
+        "[[load]] 2: class 'web': rate missing: an open-loop class needs one",
+    ),
+    (
+        '[[load]]\nworkload = "mixed"\n' + _WEB,
+        "[[load]] 2: workload = 'mixed' with [load.class.web]: accepted one of them:",
+    ),
+    (
+        '[[load]]\nworkload = "good.toml"\n' + _WEB,
+        "[[load]] 2: workload = 'good.toml' with [load.class.web]: accepted one of them:",
+    ),
+    (
+        '[[load]]\nworkload = "good.toml"\nrate = "400"\n',
+        "[[load]] 2: rate = '400': the traffic (good.toml) sets each class's rate; leave out rate",
+    ),
+    (
+        '[[load]]\nworkload = "good.toml"\nconnections = 8\n',
+        "[[load]] 2: connections = 8: the traffic (good.toml) sets each class's connections",
+    ),
+    (
+        '[[load]]\nname = "mixed"\n' + _WEB,
+        "[[load]] 2: name = 'mixed': the name of a workload; accepted a name of its own",
+    ),
+    (
+        '[[load]]\nname = "a b"\n' + _WEB,
+        "[[load]] 2: name = 'a b': accepted letters, digits, '-', '_' and '.'",
+    ),
+    (
+        '[[load]]\nworkload = "mixed"\nname = "m"\n',
+        "[[load]] 2: name = 'm': applies to a traffic (a FILE.toml or [load.class.NAME] tables)",
+    ),
+    (
+        '[[load]]\nname = "w"\n' + _WEB + '\n[[load]]\nname = "w"\n' + _WEB.replace("100", "200"),
+        "[[load]] 3: name = 'w': [[load]] 2's traffic has other classes; accepted a name of its own",
+    ),
+    ("[[load]]\nclass = 3\n", "[[load]] 2: class = 3; accepted tables [load.class.NAME]"),
+    (
+        "[[load]]\n[load.class]\nweb = 3\n",
+        "[[load]] 2: class.web = 3: not a class; accepted a table [load.class.web]",
+    ),
+    ('[[load]]\nworkload = "bursty"\n', "[[load]] 2: workload = 'bursty'; accepted: uniform, mixed,"),
+]
+
+
+@pytest.mark.parametrize(
+    "load, message",
+    BAD_TRAFFIC,
+    ids=[
+        "missing-file",
+        "bad-key-in-file",
+        "unknown-class-key",
+        "open-class-without-rate",
+        "named-workload-and-classes",
+        "file-and-classes",
+        "rate-with-traffic",
+        "connections-with-traffic",
+        "name-of-a-workload",
+        "bad-name",
+        "name-on-named-workload",
+        "one-name-two-traffics",
+        "class-not-a-table",
+        "a-class-not-a-table",
+        "unknown-workload",
+    ],
+)
+def test_a_bad_traffic_load_point_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, load, message):
+    (tmp_path / "good.toml").write_text(SMALL_TRAFFIC)
+    (tmp_path / "bad.toml").write_text('[bulk]\nconnections = 4\nloop = "closed"\ndepth = 0\n')
+    grid = _grid_file(tmp_path, _TRAFFIC_HEAD + load + _POLICY)
+    out = tmp_path / "out"
+    assert main(["--tier", "sim", "--sweep", "--grid", str(grid), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tail_latency: error: --grid {grid} [[load]] ") and message in err, err
+    assert err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_the_example_grid_sweeps_the_example_traffic_file_and_its_classes_inline():
+    g = sweep.load_grid(str(ROOT / "scripts" / "ci" / "workloads" / "example-grid.toml"))
+    from_file, inline = g.loads
+    assert from_file.name == "example.toml" and from_file.traffic.source == "example.toml"
+    assert from_file.workload.classes == workloads.read_traffic(EXAMPLE).classes
+    assert inline.name == "example-400" and inline.traffic.source == "inline"
+    interactive, bulk = inline.workload.classes
+    assert interactive.rate == "400" and bulk == from_file.workload.classes[1]
+    assert [p.label for p in g.policies] == ["TAIL_US=0 (A/A control)", "TAIL_US=3500"]
+
+
+_EXAMPLE_RUN = re.compile(r"benchmarks/results/(\d{8}T\d{6}Z-own-traffic-sweep)\.md")
+_EXAMPLE_ROW = re.compile(r"^\| `((?:example\.toml|example-400) c24)` \| (.+) \|$", re.M)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_docs_example_run_is_the_committed_sweep_of_the_example_grid(lang):
+    """The sweep section's run over example.toml: its report and JSON are committed, at a clean commit
+    the docs name, of the grid file as committed, and every B/A of its table is that JSON's cell."""
+    text = (ROOT / "docs" / lang / "tail-latency-ci.md").read_text(encoding="utf-8")
+    [stem] = set(_EXAMPLE_RUN.findall(text))
+    results = ROOT / "benchmarks" / "results"
+    assert (results / f"{stem}.md").exists()
+    doc = json.loads((results / f"{stem}.json").read_text(encoding="utf-8"))
+    assert doc["provenance"]["git_dirty"] is False and doc["provenance"]["git_commit"][:7] in text
+    if (ROOT / ".git").exists():
+        done = subprocess.run(
+            ["git", "-C", str(ROOT), "merge-base", "--is-ancestor", doc["provenance"]["git_commit"], "HEAD"],
+            check=False,
+            capture_output=True,
+        )
+        assert done.returncode == 0, f"{doc['provenance']['git_commit']} is not in this history"
+    grid = (ROOT / "scripts" / "ci" / "workloads" / "example-grid.toml").read_text(encoding="utf-8")
+    assert doc["grid"]["toml"] == grid
+    cells = {c["load"]["label"]: c for c in doc["legs"] if not c["policy"]["control"]}
+    rows = _EXAMPLE_ROW.findall(text)
+    assert [label for label, _ in rows] == ["example.toml c24", "example-400 c24"]
+    for label, figures in rows:
+        classes = cells[label]["classes"]
+        want = [classes["interactive"][k] for k in ("p50", "p99", "p99.9")]
+        want += [classes["bulk"][k] for k in ("p50", "p99")]
+        for shown, c in zip(figures.split(" | "), want, strict=True):
+            word = f"**{c['verdict']}**" if c["verdict"] in ("gain", "regression") else c["verdict"]
+            assert shown == f"{c['ratio']:.3f} ({c['ci'][0]:.3f}–{c['ci'][1]:.3f}) {word}", (label, shown)
+
+
+def test_load_points_alike_but_for_schedule_or_duration_are_told_apart_and_the_same_twice_is_refused(
+    tmp_path, capsys
+):
+    head = 'name = "t"\nbackends = ["epoll"]\n\n'
+    mixed = '[[load]]\nworkload = "mixed"\nrate = "200"\nduration = {d}\n{extra}\n'
+    tail = "[[policy]]\nCWIST_REACTOR_TAIL_US = [3500]\n"
+    g = sweep.parse_grid(
+        head
+        + mixed.format(d=1, extra="")
+        + mixed.format(d=2, extra="")
+        + mixed.format(d=2, extra='schedule = "constant"')
+        + '[[load]]\nworkload = "uniform"\n'
+        + tail,
+        where="t",
+    )
+    assert [lp.label for lp in g.loads] == [
+        "mixed open 200/s c64 poisson 1s",
+        "mixed open 200/s c64 poisson 2s",
+        "mixed open 200/s c64 constant 2s",
+        "uniform closed c64",  # alone: as before
+    ]
+    grid = _grid_file(tmp_path, head + mixed.format(d=1, extra="") + mixed.format(d=1, extra="") + tail)
+    assert main(["--tier", "sim", "--sweep", "--grid", str(grid), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"--grid {grid} [[load]] 2: the load point of [[load]] 1 again (mixed open 200/s c64)" in err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()

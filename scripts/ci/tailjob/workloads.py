@@ -93,6 +93,7 @@ __all__ = [
     "TrafficError",
     "TRAFFIC_KEYS",
     "read_traffic",
+    "traffic_of",
     "parse_classes",
     "workload_of",
     "label",
@@ -416,13 +417,14 @@ def _traffic(where: str, source: str, tables: Sequence[tuple[str, object]], argv
     return Traffic(source, tuple(classes), argv)
 
 
-def read_traffic(path: str | Path) -> Traffic:
-    """The traffic of a TOML file, one table per class (see the module docstring); checked whole."""
+def read_traffic(path: str | Path, *, where: str | None = None) -> Traffic:
+    """The traffic of a TOML file, one table per class (see the module docstring); checked whole.
+    ``where`` starts every error's line (default ``--workload PATH``; a sweep's grid names its load point)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # Python 3.10: the same parser as a package (pyproject.toml)
         import tomli as tomllib
-    where = f"--workload {path}"
+    where = where or f"--workload {path}"
     try:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -432,6 +434,12 @@ def read_traffic(path: str | Path) -> Traffic:
     except tomllib.TOMLDecodeError as e:
         raise TrafficError(f"{where}: not TOML ({e}); accepted one table per class") from None
     return _traffic(where, str(path), list(raw.items()), ("--workload", str(path)))
+
+
+def traffic_of(tables: Mapping[str, object], *, where: str, source: str) -> Traffic:
+    """The traffic of ``tables`` (class name -> its keys, as a file's tables), checked as a file's:
+    a sweep's inline classes (``[load.class.NAME]``); ``where`` starts every error's line."""
+    return _traffic(where, source, list(tables.items()), ())
 
 
 def _typed(value: str) -> object:

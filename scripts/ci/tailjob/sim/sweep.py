@@ -49,6 +49,32 @@ Grid files are TOML (:data:`DEFAULT_GRID` is the default's text)::
     CWIST_REACTOR_TAIL_US = [3500]
     CWIST_REACTOR_HARVEST_US = [1000]
 
+A load point may instead be a user's own traffic (:class:`tailjob.workloads.Traffic`, as
+``--workload FILE.toml``): ``workload = "FILE.toml"`` (relative to the grid file, or absolute),
+or its classes inline, a traffic file's tables with ``load.class.`` before each name (the same
+keys, checked by the same code, :func:`tailjob.workloads.traffic_of`)::
+
+    [[load]]
+    workload = "../workloads/example.toml"
+    duration = 2
+
+    [[load]]
+    name = "checkout"              # the report's name for it (default traffic-N)
+    duration = 2
+    [load.class.web]
+    connections = 8
+    loop = "open"
+    rate = "0.5x"
+    [load.class.batch]
+    connections = 4
+    loop = "closed"
+    depth = 4
+    service_us = 200
+
+Its classes set the loop, rate, schedule and connections (``load``, ``rate``, ``schedule`` and
+``connections`` are refused with it); the report, heat maps and result JSON call it by its
+``name``, else its file's name.
+
 A key or knob the grid does not know, or a value a knob does not accept, is
 one line naming it and what is accepted, before anything runs or is written.
 """
@@ -100,7 +126,14 @@ REFUSED_KNOBS = ("CWIST_REACTOR_BACKEND", "CWIST_LATENCY_PROBE", "CWIST_LATENCY_
 """Knobs a policy cannot set: the backend is the grid's ``backends`` axis; the probe has no file here."""
 
 _TOP_KEYS = ("name", "backends", "seeds", "first_seed", "connections", "load", "policy")
-_LOAD_KEYS = ("workload", "load", "rate", "schedule", "connections", "duration")
+_LOAD_KEYS = ("workload", "load", "rate", "schedule", "connections", "duration", "name", "class")
+_TRAFFIC_SETS = {"load": "loop", "rate": "rate", "schedule": "schedule", "connections": "connections"}
+"""A load point's keys that a traffic's classes set instead (as ``--workload FILE.toml`` refuses the options)."""
+_LOAD_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_WORKLOAD_ACCEPTED = (
+    f"{', '.join(workloads.WORKLOADS)}, a traffic file FILE.toml (relative to the grid file) "
+    "or its classes inline ([load.class.NAME] tables)"
+)
 
 DEFAULT_GRID = """\
 # The default grid of scripts/tail-latency.sh --tier sim --sweep (docs/en/tail-latency-ci.md, "The sweep").
@@ -158,18 +191,32 @@ class GridError(ValueError):
 
 @dataclass(frozen=True)
 class LoadPoint:
-    """One load: a workload with ``load``/``rate``/``schedule`` as the job's options, ``connections``
-    and virtual seconds per run."""
+    """One load: a named workload with ``load``/``rate``/``schedule`` as the job's options, or a user's
+    :class:`~tailjob.workloads.Traffic` (its classes set all three, and ``connections``: their sum);
+    ``connections`` and virtual seconds per run.  ``name`` is what the report, heat maps and result
+    JSON call the workload: a named workload's name; a traffic's ``name`` key, else its file's name
+    (``example.toml``, as ``--workload FILE.toml`` calls it), else ``traffic-N`` for classes inline.
+    Load points of one name are one section of the report and one heat map."""
 
-    workload: str
+    workload: str | workloads.Traffic
     load: str | None
     rate: str | None
     schedule: str
     connections: int
     duration_s: float
+    name: str
+    tell: str = ""
+    """What tells the load point from another of the same workload, loop, rate and connections in the
+    grid (its schedule, its virtual seconds: :func:`_told_apart`); part of its label."""
+
+    @property
+    def traffic(self) -> workloads.Traffic | None:
+        return self.workload if isinstance(self.workload, workloads.Traffic) else None
 
     @property
     def label(self) -> str:
+        if isinstance(self.workload, workloads.Traffic):
+            return f"{self.name} c{self.connections}{self.tell}"
         w = workloads.WORKLOADS[self.workload]
         if self.workload == "uniform" and self.load != "open":
             what = "closed"
@@ -180,14 +227,18 @@ class LoadPoint:
             what = f"open {rate}" + ("" if rate.endswith("x") else "/s")
         else:
             what = "closed"
-        return f"{self.workload} {what} c{self.connections}"
+        return f"{self.workload} {what} c{self.connections}{self.tell}"
 
     def as_dict(self) -> dict:
+        """The load point in the result JSON; a traffic's under ``traffic``: its ``source`` (the file
+        as the grid names it, or ``inline``) and its classes, so the document says what ran."""
+        traffic = {"traffic": self.traffic.as_dict()} if self.traffic is not None else {}
         return {
-            "workload": self.workload,
+            "workload": self.name,
+            **traffic,
             "load": self.load,
             "rate": self.rate,
-            "schedule": self.schedule,
+            "schedule": None if self.traffic is not None else self.schedule,  # a traffic's: per class
             "connections": self.connections,
             "duration_s": self.duration_s,
             "label": self.label,
@@ -333,23 +384,7 @@ def _knob_value(name: str, value, where: str) -> str:
     return text
 
 
-def _load_point(raw, i: int, connections: int, where: str) -> LoadPoint:
-    at = f"{where} [[load]] {i + 1}"
-    if not isinstance(raw, dict):
-        raise GridError(f"--grid {at}: not a table; accepted keys: {', '.join(_LOAD_KEYS)}")
-    _unknown(raw, _LOAD_KEYS, at)
-    wl = raw.get("workload")
-    if wl not in workloads.WORKLOADS:
-        raise GridError(f"--grid {at}: workload = {wl!r}; accepted: {', '.join(workloads.WORKLOADS)}")
-    load = raw.get("load")
-    if load not in (None, "open", "closed"):
-        raise GridError(f"--grid {at}: load = {load!r}; accepted: open, closed (uniform only)")
-    rate = raw.get("rate")
-    if rate is not None and not isinstance(rate, str):
-        rate = str(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else rate
-    schedule = raw.get("schedule", "poisson")
-    if schedule not in ("poisson", "constant"):
-        raise GridError(f"--grid {at}: schedule = {schedule!r}; accepted: poisson, constant")
+def _duration(raw, at: str) -> float:
     duration = raw.get("duration", 2)
     if (
         isinstance(duration, bool)
@@ -360,12 +395,92 @@ def _load_point(raw, i: int, connections: int, where: str) -> LoadPoint:
             f"--grid {at}: duration = {duration!r}; accepted virtual seconds above 0, "
             f"at most {MAX_DURATION_S:g}"
         )
+    return float(duration)
+
+
+def _traffic_point(raw: dict, i: int, at: str, base: Path) -> LoadPoint:
+    """A load point of a user's traffic: ``workload = "FILE.toml"`` (the file ``--workload FILE.toml``
+    reads, relative to the grid file) or ``[load.class.NAME]`` tables (a traffic file's tables, each
+    header prefixed ``load.class.``), checked by :mod:`tailjob.workloads` as a file is."""
+    wl, classes = raw.get("workload"), raw.get("class")
+    if classes is not None and not isinstance(classes, dict):
+        raise GridError(
+            f"--grid {at}: class = {classes!r}; accepted tables [load.class.NAME], one per client "
+            "class, each with a traffic file's keys"
+        )
+    for cname, table in (classes or {}).items():
+        if not isinstance(table, dict):
+            raise GridError(
+                f"--grid {at}: class.{cname} = {table!r}: not a class; accepted a table "
+                f"[load.class.{cname}] of a traffic file's keys"
+            )
+    if classes == {}:
+        raise GridError(f"--grid {at}: class = {{}}: no class; accepted one table [load.class.NAME] or more")
+    if classes is not None and wl is not None:
+        raise GridError(
+            f"--grid {at}: workload = {wl!r} with [load.class.{next(iter(classes))}]: accepted one of them: a workload "
+            "(a name or FILE.toml) or its classes inline ([load.class.NAME] tables)"
+        )
+    try:
+        if classes is not None:
+            traffic = workloads.traffic_of(classes, where=f"--grid {at}", source="inline")
+            default = f"traffic-{i + 1}"
+        else:
+            assert isinstance(wl, str)  # without classes, _load_point sends a FILE.toml only
+            traffic = workloads.read_traffic(base / wl, where=f"--grid {at}: workload = {wl!r}")
+            traffic = replace(traffic, source=wl, argv=())  # the file as the grid names it
+            default = traffic.name
+    except workloads.TrafficError as e:
+        raise GridError(str(e)) from None
+    name = raw.get("name", default)
+    if not isinstance(name, str) or not _LOAD_NAME.fullmatch(name):
+        raise GridError(
+            f"--grid {at}: name = {name!r}: accepted letters, digits, '-', '_' and '.' (1 to 64), "
+            'e.g. name = "checkout"'
+        )
+    if name in workloads.WORKLOADS:
+        raise GridError(f"--grid {at}: name = {name!r}: the name of a workload; accepted a name of its own")
+    for key, what in _TRAFFIC_SETS.items():
+        if key in raw:
+            raise GridError(
+                f"--grid {at}: {key} = {raw[key]!r}: the traffic ({name}) sets each class's {what}; "
+                f"leave out {key}"
+            )
+    duration = _duration(raw, at)
+    return LoadPoint(traffic, None, None, "poisson", traffic.connections, duration, name)
+
+
+def _load_point(raw, i: int, connections: int, where: str) -> LoadPoint:
+    at = f"{where} [[load]] {i + 1}"
+    if not isinstance(raw, dict):
+        raise GridError(f"--grid {at}: not a table; accepted keys: {', '.join(_LOAD_KEYS)}")
+    _unknown(raw, _LOAD_KEYS, at)
+    wl = raw.get("workload")
+    if "class" in raw or (isinstance(wl, str) and wl.endswith(".toml")):
+        return _traffic_point(raw, i, at, Path(where).parent)
+    if not isinstance(wl, str) or wl not in workloads.WORKLOADS:
+        raise GridError(f"--grid {at}: workload = {wl!r}; accepted: {_WORKLOAD_ACCEPTED}")
+    if "name" in raw:
+        raise GridError(
+            f"--grid {at}: name = {raw['name']!r}: applies to a traffic (a FILE.toml or "
+            f"[load.class.NAME] tables); a named workload is called {wl}"
+        )
+    load = raw.get("load")
+    if load not in (None, "open", "closed"):
+        raise GridError(f"--grid {at}: load = {load!r}; accepted: open, closed (uniform only)")
+    rate = raw.get("rate")
+    if rate is not None and not isinstance(rate, str):
+        rate = str(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else rate
+    schedule = raw.get("schedule", "poisson")
+    if schedule not in ("poisson", "constant"):
+        raise GridError(f"--grid {at}: schedule = {schedule!r}; accepted: poisson, constant")
+    duration = _duration(raw, at)
     conns = _int(raw.get("connections", connections), "connections", 1, MAX_CONNECTIONS, at)
     try:
         plan = workloads.plan_load(wl, load, rate, raw.get("schedule"))
     except PlanError as e:
         raise GridError(f"--grid {at}: {e}") from None
-    return LoadPoint(wl, load, plan.rate if plan else None, schedule, conns, float(duration))
+    return LoadPoint(wl, load, plan.rate if plan else None, schedule, conns, duration, wl)
 
 
 def _policies(raw, i: int, where: str) -> list[Policy]:
@@ -417,6 +532,8 @@ def parse_grid(text: str, *, where: str = "default") -> Grid:
     if not isinstance(raw_policies, list) or not raw_policies:
         raise GridError(f"--grid {where}: no [[policy]]; accepted one [[policy]] table or more")
     loads = tuple(_load_point(r, i, connections, where) for i, r in enumerate(raw_loads))
+    _one_workload_per_name(loads, where)
+    loads = _told_apart(loads, where)
     policies: list[Policy] = []
     for i, r in enumerate(raw_policies):
         for p in _policies(r, i, where):
@@ -433,8 +550,54 @@ def parse_grid(text: str, *, where: str = "default") -> Grid:
     )
 
 
+def _one_workload_per_name(loads: tuple[LoadPoint, ...], where: str) -> None:
+    """Load points of one name are one report section and heat map: they must be one workload (a
+    traffic: the same classes)."""
+    first: dict[str, int] = {}
+    for i, lp in enumerate(loads):
+        j = first.setdefault(lp.name, i)
+        other = loads[j]
+        same = (
+            lp.traffic.classes == other.traffic.classes
+            if lp.traffic is not None and other.traffic is not None
+            else lp.workload == other.workload
+        )
+        if not same:
+            raise GridError(
+                f"--grid {where} [[load]] {i + 1}: name = {lp.name!r}: [[load]] {j + 1}'s traffic has "
+                "other classes; accepted a name of its own"
+            )
+
+
+def _told_apart(loads: tuple[LoadPoint, ...], where: str) -> tuple[LoadPoint, ...]:
+    """Load points whose labels are alike get what differs among them (``constant``, ``4s``) added, so
+    the report's rows and the heat maps' columns tell them apart; the same load point twice is refused."""
+    out = list(loads)
+    groups: dict[str, list[int]] = {}
+    for i, lp in enumerate(loads):
+        groups.setdefault(lp.label, []).append(i)
+    for group in (g for g in groups.values() if len(g) > 1):
+        schedules = {loads[i].schedule for i in group}
+        durations = {loads[i].duration_s for i in group}
+        for i in group:
+            lp = loads[i]
+            tell = (f" {lp.schedule}" if len(schedules) > 1 else "") + (
+                f" {lp.duration_s:g}s" if len(durations) > 1 else ""
+            )
+            out[i] = replace(lp, tell=tell)
+    seen: dict[str, int] = {}
+    for i, lp in enumerate(out):
+        j = seen.setdefault(lp.label, i)
+        if j != i:
+            raise GridError(
+                f"--grid {where} [[load]] {i + 1}: the load point of [[load]] {j + 1} again ({lp.label}); "
+                "accepted load points that differ (workload, load, rate, schedule, connections or duration)"
+            )
+    return tuple(out)
+
+
 def load_server_env(load: LoadPoint) -> dict[str, str]:
-    return workloads.WORKLOADS[load.workload].env()
+    return workloads.resolve(load.workload).env()
 
 
 def load_grid(spec: str) -> Grid:
@@ -484,8 +647,9 @@ def _capacity_task(plan: AbPlan) -> float:
     return capacity(plan)
 
 
-def _run_task(key: RunKey, rate_rps: float | None) -> SimRunResult:
-    """One run (in a worker): arm ``A`` is a placeholder, the cell sets each run's arm."""
+def _run_task(key: RunKey, rate_rps: float | None, capacity_rps: float | None) -> SimRunResult:
+    """One run (in a worker): arm ``A`` is a placeholder, the cell sets each run's arm; a traffic's
+    relative rates are of ``capacity_rps``."""
     from .engine import SimRun, simulate
     from .job import _figures
 
@@ -506,7 +670,7 @@ def _run_task(key: RunKey, rate_rps: float | None) -> SimRunResult:
         SimRun(
             key.backend,
             plan.arm_env("A"),
-            load_spec(plan, key.seed, rate_rps),
+            load_spec(plan, key.seed, rate_rps, capacity_rps),
             _costs.for_backend(key.backend),
             plan.client,
         )
@@ -629,7 +793,8 @@ def run_sweep(
                 for seed in grid.seeds:
                     keys.setdefault(RunKey(cell.backend, env, cell.load, seed), None)
         order = list(keys)
-        results = pool.map(_run_task, [(k, rates[(k.backend, k.load)]) for k in order], progress)
+        tasks = [(k, rates[(k.backend, k.load)], capacities[(k.backend, k.load)]) for k in order]
+        results = pool.map(_run_task, tasks, progress)
         workers = pool.workers
     except BaseException:  # interrupted or a run failed: the runs not started yet are dropped
         pool.close(cancel=True)

@@ -13,7 +13,8 @@ nothing half-written:
   percentile) with the reactor's counters A -> B;
 * ``<out>/results/<stem>.json`` -- :func:`tailjob.sim.sweep.result_document` (no wall-clock time:
   the same grid at the same commit writes the same bytes, whatever ran it);
-* ``<out>/results/<stem>-<workload>.svg`` and ``.png`` -- per workload one heat map per class and
+* ``<out>/results/<stem>-<workload>.svg`` and ``.png`` -- per workload (a load point's name: a named
+  workload's, or a traffic's, :class:`tailjob.sim.sweep.LoadPoint`) one heat map per class and
   percentile (p50, p99, p99.9): the cell's colour is its verdict, its text the ratio;
 * one line appended to ``<out>/tail-latency-sweep.jsonl``.
 
@@ -64,6 +65,7 @@ def refuse_cell_options(args: argparse.Namespace) -> None:
         ("--a", args.a),
         ("--b", args.b),
         ("--backend", args.backend),
+        ("--class", args.classes),
         ("--workload", args.workload != "uniform"),
         ("--load", args.load),
         ("--rate", args.rate),
@@ -101,10 +103,11 @@ def _cell(c) -> str:
 
 
 def _classes(result) -> dict[str, list[str]]:
-    """Workload -> its class names, in the grid's order."""
+    """Workload (a load point's name: a named workload's, or a traffic's) -> its class names, in the
+    grid's order."""
     out: dict[str, list[str]] = {}
     for cr in result.cells:
-        names = out.setdefault(cr.cell.load.workload, [])
+        names = out.setdefault(cr.cell.load.name, [])
         for n in cr.class_comparisons():
             if n not in names:
                 names.append(n)
@@ -120,6 +123,17 @@ def _counters(cr) -> str:
     if cb["harvested"] or ca["harvested"]:
         text += f"; harvested {ca['harvested']:,.0f} → {cb['harvested']:,.0f}"
     return text
+
+
+def _traffic_line(result, name: str) -> list[str]:
+    """What a traffic load point is (its file, or inline, and its classes), under its heading."""
+    lp = next(lp for lp in result.grid.loads if lp.name == name)
+    if lp.traffic is None:
+        return []
+    i = result.grid.loads.index(lp) + 1
+    source = lp.traffic.source
+    where = f"the classes inline in [[load]] {i}" if source == "inline" else f"the traffic file `{source}`"
+    return [f"A user's traffic, {where}: {lp.traffic.description}.", ""]
 
 
 def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
@@ -157,7 +171,10 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
         "```",
         "",
         "Capacities (req/s, closed loop): "
-        + "; ".join(f"{b} {lp.label} {v:,.0f}" for (b, lp), v in result.capacities.items() if v)
+        + (
+            "; ".join(f"{b} {lp.label} {v:,.0f}" for (b, lp), v in result.capacities.items() if v)
+            or "none measured (no rate is a fraction of the capacity)"
+        )
         + ".",
         "",
         "Cost model (virtual us; sources in the JSON and costs.py): "
@@ -173,7 +190,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
     ]
     lines += _summary(result)
     for workload, names in _classes(result).items():
-        lines += [f"## `{workload}`", ""]
+        lines += [f"## `{workload}`", "", *_traffic_line(result, workload)]
         for name in names:
             lines += [
                 f"### `{workload}`, class `{name}`",
@@ -183,7 +200,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
                 "|---|---|---|---|---|---|---|---|",
             ]
             for cr in result.cells:
-                if cr.cell.load.workload != workload or name not in cr.class_comparisons():
+                if cr.cell.load.name != workload or name not in cr.class_comparisons():
                     continue
                 comps = cr.class_comparisons()[name]
                 lines.append(
@@ -199,7 +216,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
             "|---|---|---|---:|---|",
         ]
         for cr in result.cells:
-            if cr.cell.load.workload == workload:
+            if cr.cell.load.name == workload:
                 c = cr.leg.comparisons["cpu_us_per_req"]
                 lines.append(
                     f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
@@ -224,7 +241,7 @@ def _summary(result) -> list[str]:
                 n = Counter(
                     cr.class_comparisons()[name][key].verdict
                     for cr in result.cells
-                    if cr.cell.load.workload == workload and name in cr.class_comparisons()
+                    if cr.cell.load.name == workload and name in cr.class_comparisons()
                 )
                 lines.append(
                     f"| `{workload}` | `{name}` | {key} | "
@@ -301,7 +318,7 @@ def heat_maps(result) -> dict[str, dict[str, bytes]]:
 
     out = {}
     for workload, names in _classes(result).items():
-        cells = [cr for cr in result.cells if cr.cell.load.workload == workload]
+        cells = [cr for cr in result.cells if cr.cell.load.name == workload]
         cols = list(dict.fromkeys((cr.cell.backend, cr.cell.load.label) for cr in cells))
         rows = list(dict.fromkeys(cr.cell.policy.label for cr in cells))
         at = {(cr.cell.policy.label, (cr.cell.backend, cr.cell.load.label)): cr for cr in cells}
