@@ -76,3 +76,20 @@ def record(leg, trial, position, arm, *, warmup=False, scale=1.0, flags=(), erro
         metrics=metrics,
         flags=list(flags),
     )
+
+
+#: A small traffic file (tailjob.workloads.read_traffic): a few pipelining clients that cost the server,
+#: a few open-loop ones that do not.
+SMALL_TRAFFIC = """\
+[batch]
+connections = 4
+loop = "closed"
+depth = 4
+service_us = 200
+
+[web]
+connections = 4
+loop = "open"
+rate = 1000
+schedule = "constant"
+"""

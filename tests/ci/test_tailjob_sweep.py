@@ -7,7 +7,7 @@ import re
 import subprocess
 
 import pytest
-from tailjob_testdata import ROOT  # (puts scripts/ci on sys.path)
+from tailjob_testdata import ROOT, SMALL_TRAFFIC  # (puts scripts/ci on sys.path)
 
 from tailjob import workloads
 from tailjob.cli import main
@@ -186,19 +186,6 @@ def test_options_a_sweep_does_not_take_are_one_line_exit_2(tmp_path, capsys, arg
 # --- a user's own traffic as a load point ----------------------------------------------------------
 EXAMPLE = ROOT / "scripts" / "ci" / "workloads" / "example.toml"
 
-SMALL_TRAFFIC = """\
-[batch]
-connections = 4
-loop = "closed"
-depth = 4
-service_us = 200
-
-[web]
-connections = 4
-loop = "open"
-rate = 1000
-schedule = "constant"
-"""
 
 OWN = """\
 name = "own"

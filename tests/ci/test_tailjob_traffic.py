@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from tailjob_testdata import CI_DIR, ROOT
+from tailjob_testdata import SMALL_TRAFFIC as SMALL
 
 from tailjob import workloads
 from tailjob.cli import main
@@ -24,21 +25,6 @@ from tailjob.workloads import LoadPlan, Traffic, parse_classes, plan_load, read_
 
 EXAMPLE = ROOT / "scripts" / "ci" / "workloads" / "example.toml"
 SIM = ["--tier", "sim", "--backend", "epoll", "--duration", "1", "--runs", "8"]
-
-SMALL = """\
-# two classes: a few pipelining clients that cost the server, a few open-loop ones that do not
-[batch]
-connections = 4
-loop = "closed"
-depth = 4
-service_us = 200
-
-[web]
-connections = 4
-loop = "open"
-rate = 1000
-schedule = "constant"
-"""
 
 
 def _write(tmp_path, text, name="traffic.toml"):
