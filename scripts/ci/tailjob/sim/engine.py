@@ -79,6 +79,8 @@ START_NS = 1_000_000_000
 """The virtual clock's reading when a run's server starts (1 s: as ManualClock)."""
 TURNAROUND = 0
 """The count of a scheduled client event that ends a closed-loop turnaround (no request is due)."""
+TURNAROUND_COST = {"loadgen": "client_us", "wrk": "wrk_us"}
+"""The cost model's constant for each client's closed-loop turnaround (:attr:`SimRun.client`)."""
 LEAD_NS = 1_000_000
 """Virtual time between the server's start and the run's start (connections made, reads armed)."""
 
@@ -375,7 +377,7 @@ def simulate(run: SimRun) -> dict:
     env = {k: v for k, v in run.env.items() if k not in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE")}
     env["CWIST_REACTOR_BACKEND"] = run.backend
     cfg = _config.load(env)
-    sim = _Sim(spec, run.costs, turnaround="wrk_us" if run.client == "wrk" else "client_us")
+    sim = _Sim(spec, run.costs, turnaround=TURNAROUND_COST[run.client])
     stats = [loadgen.ClassStats(c) for c in spec.classes]
     clients: list[_Client] = []
     pairs: list[socket.socket] = []
