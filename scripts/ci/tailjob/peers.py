@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from importlib import util as importlib_util
 from pathlib import Path
 
-from .server import BenchServer, ServerProcess, free_port
+from .server import BenchServer, ServerProcess
 
 __all__ = [
     "Peer",
@@ -252,15 +252,13 @@ class NginxServer(ServerProcess):
     def on_ready(self, match: re.Match) -> None:
         self.backend = "nginx"
 
-    def start(self) -> NginxServer:
-        self.prefix = Path(tempfile.mkdtemp(prefix="tailreactor-nginx-"))
-        if self.port is None:  # the config names the port, so choose it before start()
-            self.port = free_port(self.host)
+    def prepare(self) -> None:
+        # The config names the port, so it is written for each launch (a retry has a fresh port).
+        if self.prefix is None:
+            self.prefix = Path(tempfile.mkdtemp(prefix="tailreactor-nginx-"))
         (self.prefix / "nginx.conf").write_text(
             nginx_config(host=self.host, port=self.port, prefix=self.prefix, nofile=nofile_limit())
         )
-        super().start()
-        return self
 
     def stop(self, timeout_s: float = 10.0) -> list[str]:
         flags = super().stop(timeout_s)

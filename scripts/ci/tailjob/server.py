@@ -39,6 +39,9 @@ from .sim import refcode
 
 __all__ = ["ServerProcess", "BenchServer", "ServerError", "free_port", "LISTENING"]
 
+#: How a server's stderr says its port was taken (strerror(EADDRINUSE), and nginx's errno text).
+ADDRESS_IN_USE = re.compile(r"Address already in use|EADDRINUSE|errno 98\b|\(98:", re.IGNORECASE)
+
 LISTENING = re.compile(
     r"tailreactor-bench: listening on (?P<host>[^\s:]+):(?P<port>\d+), "
     r"backend (?P<backend>[\w-]+), workers (?P<workers>\d+)"
@@ -72,6 +75,10 @@ class ServerProcess:
     READY: re.Pattern
     #: Names the server in error messages.
     WHAT = "server"
+    #: True when READY has a ``port`` group: started on port 0, the server says which port it bound.
+    PORT_FROM_READY = False
+    #: Launches on fresh ports when a port the job chose was taken before the server bound it.
+    PORT_TRIES = 3
 
     def __init__(
         self,
@@ -114,15 +121,39 @@ class ServerProcess:
         cmd = [*self.run_under, *self.command()]
         return ["taskset", "-c", self.cpus, *cmd] if self.cpus is not None else cmd
 
+    def choose_port(self) -> int:
+        """A port for a server asked for none: one that was free a moment ago (:func:`free_port`)."""
+        return free_port(self.host)
+
+    def prepare(self) -> None:
+        """Called before each launch, once ``port`` is set; by default nothing (nginx writes its config)."""
+
     def start(self) -> ServerProcess:
         """Start the server and wait until it listens.
 
-        Raises :class:`ServerError` if it exits first or does not print its
-        ready line within ``start_timeout_s``.  Interrupted while it waits
-        (``KeyboardInterrupt``), it stops the server before re-raising.
+        With no port given, a server whose ready line names its port (``PORT_FROM_READY``) is
+        started on port 0 and binds a free port itself; any other gets :meth:`choose_port`, and
+        if another process takes that port before the server binds it (the server fails with
+        EADDRINUSE), it is started again on a fresh port, up to ``PORT_TRIES`` times in all.  A
+        port the caller named is never swapped.  Raises :class:`ServerError` if it exits first or
+        does not print its ready line within ``start_timeout_s``.
         """
-        if self.port is None:
-            self.port = free_port(self.host)
+        chosen = self.port is None
+        for attempt in range(1, self.PORT_TRIES + 1):
+            if chosen:
+                self.port = 0 if self.PORT_FROM_READY else self.choose_port()
+            try:
+                self._launch()
+                return self
+            except ServerError as exc:
+                if not (chosen and attempt < self.PORT_TRIES and ADDRESS_IN_USE.search(str(exc))):
+                    raise
+                self.backend, self._ready = None, threading.Event()
+                self.stderr_tail.clear()
+        raise AssertionError("unreachable: the last try returns or raises")
+
+    def _launch(self) -> None:
+        self.prepare()
         self.proc = subprocess.Popen(
             self.argv(),
             env=self.env,
@@ -143,14 +174,14 @@ class ServerProcess:
             raise
         if not ready or self.backend is None:
             died = self.proc.poll() is not None or not self._reader.is_alive()
+            argv = " ".join(self.argv())
             self.stop()
             what = (
                 "exited before listening"
                 if died
                 else f"printed no ready line within {self.start_timeout_s:.0f} s"
             )
-            raise ServerError(f"{self.WHAT} {what}: {' '.join(self.argv())}" + self.last_stderr())
-        return self
+            raise ServerError(f"{self.WHAT} {what}: {argv}" + self.last_stderr())
 
     def _read_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
@@ -214,6 +245,7 @@ class BenchServer(ServerProcess):
 
     READY = LISTENING
     WHAT = "bench server"
+    PORT_FROM_READY = True
 
     def __init__(
         self,
@@ -248,3 +280,4 @@ class BenchServer(ServerProcess):
 
     def on_ready(self, match: re.Match) -> None:
         self.backend, self.workers = match.group("backend"), int(match.group("workers"))
+        self.port = int(match.group("port"))
