@@ -115,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
         description="Interleaved A/B of the bench server under wrk, with a bootstrap verdict per metric. "
-        "No arguments: quick profile, --ab tail, on io_uring then epoll. "
+        "No arguments: quick profile, --ab tail, on io_uring then epoll, then the same A/B with --tier sim "
+        "and a table of the sim's verdict beside the live one (any option runs one mode alone). "
         "--peers: the bench server beside asyncio, uvloop and nginx instead.",
     )
     p.add_argument(
