@@ -953,8 +953,8 @@ _REPORT = re.compile(r"benchmarks/results/((?:study/)?\d{8}T\d{6}Z-[\w-]+)\.md")
 
 
 def _report_ratios(stem: str) -> set[str]:
-    """Every B/A a committed report holds: its JSON's ``ratio`` fields (a clean commit), else the
-    ratio cells of its Markdown tables."""
+    """Every B/A a committed report holds, with its interval's ends: its JSON's ``ratio`` and ``ci``
+    fields (a clean commit), else the ratio and interval cells of its Markdown tables."""
     base = ROOT / "benchmarks" / "results" / stem
     if base.with_suffix(".json").exists():
         doc = json.loads(base.with_suffix(".json").read_text(encoding="utf-8"))
@@ -965,6 +965,7 @@ def _report_ratios(stem: str) -> set[str]:
             if isinstance(node, dict):
                 if isinstance(node.get("ratio"), (int, float)):
                     found.add(f"{node['ratio']:.3f}")
+                    found.update(f"{end:.3f}" for end in node.get("ci") or ())  # the interval's ends
                 for v in node.values():
                     walk(v)
             elif isinstance(node, list):
@@ -973,7 +974,10 @@ def _report_ratios(stem: str) -> set[str]:
 
         walk(doc)
         return found
-    return set(re.findall(r"\| (\d\.\d{3}) \|", base.with_suffix(".md").read_text(encoding="utf-8")))
+    report = base.with_suffix(".md").read_text(encoding="utf-8")
+    cells = re.findall(r"(?<=\| )(\d\.\d{3})(?= \|)", report)  # a B/A cell
+    ends = re.findall(r"(?<=\| )(\d\.\d{3})[–-](\d\.\d{3})(?= \|)", report)  # an interval cell
+    return set(cells) | {end for pair in ends for end in pair}
 
 
 def quoted_figure_problems(text: str) -> list[str]:
@@ -1023,3 +1027,43 @@ def test_rows_without_a_figure_say_nothing_was_measured(lang):
         if "CWIST_REACTOR_BACKEND" in row[2] or "CWIST_HTTP_KEEP_ALIVE_TIMEOUT" in row[2] or "CWIST_LATENCY_PROBE" in row[2]:
             continue  # a fallback, a descriptor limit, the probe's own cost: no latency claim
         assert _RATIO.search(row[4]) or said in row[4], row
+
+
+def test_the_readme_gives_the_answer_with_its_reports_and_a_line_per_user():
+    """After the two commands, README.md answers (helps, hurts, could not tell), every B/A it quotes
+    is in a committed report the paragraph links, and each user reaches the page of their job in one
+    link; every link resolves."""
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    headings = [ln for ln in text.splitlines() if ln.startswith("## ")]
+    assert headings[:3] == ["## The two commands", "## The answer", "## Where to start"], headings
+    answer = " ".join(text.split("## The answer\n")[1].split("\n## ")[0].split())
+    for said in ("helps", "hurts", "could not tell"):
+        assert said in answer, said
+    assert len(_REPORT.findall(answer)) >= 3 and "docs/en/findings.md" in answer
+    assert quoted_figure_problems(answer) == []
+    start = text.split("## Where to start\n")[1].split("\n## ")[0]
+    for user, target in (
+        ("I write a backend", "docs/en/conformance.md#"),
+        ("I gate a change in CI", "docs/en/gate.md"),
+        ("I tune a server", "docs/en/runtime-config.md#"),
+    ):
+        line = next(ln for ln in start.splitlines() if user in ln)
+        assert f"]({target}" in line, line
+    assert "scripts/gate-code.sh" in start
+    for href in shape(readme).links:
+        target, _, anchor = unquote(href).partition("#")
+        if re.match(r"^[a-z][a-z0-9+.-]*:", href):
+            continue
+        dest = (ROOT / target).resolve()
+        assert dest.exists(), href
+        if anchor and dest.suffix == ".md":
+            assert anchor in shape(dest).anchors, href
+
+
+@pytest.mark.parametrize("lang", config_docs.LANGS)
+def test_every_figure_of_the_findings_table_is_in_the_report_it_links(lang):
+    text = (DOCS / lang / "findings.md").read_text(encoding="utf-8")
+    rows = [ln for ln in text.splitlines() if re.match(r"^\| \d+ \|", ln)]
+    assert len(rows) >= 6
+    assert quoted_figure_problems("\n".join(rows)) == []
