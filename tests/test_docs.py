@@ -336,7 +336,10 @@ def glossary_problems(text: str) -> list[str]:
     """Each use of a variant the glossary rejects, with a little context and the glossary's term."""
     found = []
     for pattern, term in KO_VARIANTS:
-        found += [f"{hit!r}: the glossary's term is {term!r}" for hit in re.findall(r".{0,12}" + pattern + r".{0,12}", text)]
+        found += [
+            f"{hit!r}: the glossary's term is {term!r}"
+            for hit in re.findall(r".{0,12}" + pattern + r".{0,12}", text)
+        ]
     return found
 
 
@@ -1024,7 +1027,11 @@ def test_rows_without_a_figure_say_nothing_was_measured(lang):
     """A symptom row whose cost quotes no result says that its effect was not measured."""
     said = {"en": "not measured", "ko": "재지 않았다"}[lang]
     for row in _symptom_rows(lang):
-        if "CWIST_REACTOR_BACKEND" in row[2] or "CWIST_HTTP_KEEP_ALIVE_TIMEOUT" in row[2] or "CWIST_LATENCY_PROBE" in row[2]:
+        if (
+            "CWIST_REACTOR_BACKEND" in row[2]
+            or "CWIST_HTTP_KEEP_ALIVE_TIMEOUT" in row[2]
+            or "CWIST_LATENCY_PROBE" in row[2]
+        ):
             continue  # a fallback, a descriptor limit, the probe's own cost: no latency claim
         assert _RATIO.search(row[4]) or said in row[4], row
 
