@@ -44,7 +44,18 @@ from pathlib import Path
 from tailreactor import config as _config
 from tailreactor.backends import io_uring_refused as _io_uring_refused
 
-from . import calibrate, history, instructions, ownserver, peers, peersjob, peersreport, report, workloads
+from . import (
+    calibrate,
+    history,
+    instructions,
+    ownserver,
+    peers,
+    peersjob,
+    peersreport,
+    report,
+    stepsummary,
+    workloads,
+)
 from .options import PROG, REPO, build_parser
 from .plan import (
     AB_PRESETS,
@@ -226,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    refusal = ownserver.refused(args, other_tier=instructions.tier_options_given(args))
+    if refusal:  # what only the bench server has, asked of a server command
+        return _error(refusal, 2)
     if args.validate:
         from .sim.validate import main_validate
 
@@ -236,9 +250,6 @@ def main(argv: list[str] | None = None) -> int:
 def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None = None) -> int:
     """The job of parsed options ``args`` (``argv``: as given, for the records).  ``collect``: gets
     ``result`` (the path of the A/B's result JSON) and ``legs`` (its legs' results)."""
-    refusal = ownserver.refused(args, other_tier=instructions.tier_options_given(args))
-    if refusal:  # what only the bench server has, asked of a server command
-        return _error(refusal, 2)
     if not args.sweep:
         for given, name in ((args.grid, "--grid"), (args.dask, "--dask")):
             if given:
@@ -295,8 +306,12 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
     if collect is not None:
         collect.update(legs=results, result=printed.result)
     print(printed.text)
+    summary = stepsummary.append(printed.text, prog=PROG)  # GitHub Actions' job summary
     print("Files:")
-    for line in printed.files:
+    for line in [
+        *printed.files,
+        *([f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []),
+    ]:
         print(f"- {line}")
     if printed.after:
         print(printed.after)

@@ -70,8 +70,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=READY_TIMEOUT_S,
         metavar="S",
-        help=f"seconds a server command has to answer its first request, else exit 3 "
-        f"({READY_TIMEOUT_S:g})",
+        help=f"seconds a server command has to answer its first request, else exit 3 ({READY_TIMEOUT_S:g})",
     )
 
 
@@ -97,7 +96,10 @@ def refused(args: argparse.Namespace, *, other_tier: bool = False) -> str | None
         (getattr(args, "calibrate", None) is not None, "--calibrate slows the bench server down"),
         (getattr(args, "backend", None) is not None, "--backend is the bench server's"),
         (getattr(args, "workers", None) is not None, "--workers is the bench server's"),
-        (getattr(args, "ab", None) in ("tail", "backend"), f"--ab {getattr(args, 'ab', '')} sets CWIST_* knobs"),
+        (
+            getattr(args, "ab", None) in ("tail", "backend"),
+            f"--ab {getattr(args, 'ab', '')} sets CWIST_* knobs",
+        ),
     ]
     why = next((why for bad, why in reasons if bad), None)
     if why is None:
@@ -121,7 +123,9 @@ def commands(args: argparse.Namespace) -> dict[str, str] | None:
         return None
     both, a, b = args.server_cmd, args.a_cmd, args.b_cmd
     if both is not None and (a is not None or b is not None):
-        raise PlanError("--server-cmd runs both arms: leave out --a-cmd/--b-cmd, or give both of them instead")
+        raise PlanError(
+            "--server-cmd runs both arms: leave out --a-cmd/--b-cmd, or give both of them instead"
+        )
     if both is None and (a is None or b is None):
         raise PlanError(f"--{'b' if b is None else 'a'}-cmd missing: --a-cmd and --b-cmd go together")
     out = {"A": both or a, "B": both or b}
@@ -137,9 +141,7 @@ def commands(args: argparse.Namespace) -> dict[str, str] | None:
                 "{port} is, e.g. 'myserver --listen 127.0.0.1:{port}'"
             )
         if not argv or shutil.which(argv[0]) is None:
-            raise Unavailable(
-                f"{option}: {argv[0] if argv else cmd!r} not found (not an executable file, not on PATH)"
-            )
+            raise Unavailable(f"{option}: {argv[0]} not found (not an executable file, not on PATH)")
     return out
 
 

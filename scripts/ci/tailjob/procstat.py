@@ -28,7 +28,16 @@ import os
 import resource
 from dataclasses import dataclass
 
-__all__ = ["CLK_TCK", "process_tree", "tree_cpu_s", "listens", "SystemCpu", "system_cpu", "children_cpu_s", "self_cpu_s"]
+__all__ = [
+    "CLK_TCK",
+    "process_tree",
+    "tree_cpu_s",
+    "listens",
+    "SystemCpu",
+    "system_cpu",
+    "children_cpu_s",
+    "self_cpu_s",
+]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

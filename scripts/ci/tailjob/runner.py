@@ -369,7 +369,12 @@ class ABDesign:
         if s.commands is not None:
             path = lr.spec.classes[0].path if lr.spec is not None else "/"  # what the client asks first
             return CommandServer(
-                s.commands[key], env, path=path, host=s.host, cpus=s.server_cpus, start_timeout_s=s.ready_timeout_s
+                s.commands[key],
+                env,
+                path=path,
+                host=s.host,
+                cpus=s.server_cpus,
+                start_timeout_s=s.ready_timeout_s,
             )
         return BenchServer(
             env,

@@ -45,7 +45,15 @@ from collections.abc import Mapping
 from . import procstat
 from .sim import refcode
 
-__all__ = ["ServerProcess", "BenchServer", "CommandServer", "ServerError", "free_port", "answers", "LISTENING"]
+__all__ = [
+    "ServerProcess",
+    "BenchServer",
+    "CommandServer",
+    "ServerError",
+    "free_port",
+    "answers",
+    "LISTENING",
+]
 
 #: How a server's stderr says its port was taken (strerror(EADDRINUSE), and nginx's errno text).
 ADDRESS_IN_USE = re.compile(r"Address already in use|EADDRINUSE|errno 98\b|\(98:", re.IGNORECASE)
@@ -184,9 +192,7 @@ class ServerProcess:
             argv = " ".join(self.argv())
             self.stop()
             what = (
-                "exited before listening"
-                if died
-                else f"{self.not_ready()} within {self.start_timeout_s:g} s"
+                "exited before listening" if died else f"{self.not_ready()} within {self.start_timeout_s:g} s"
             )
             raise ServerError(f"{self.WHAT} {what}: {argv}" + self.last_stderr())
 
@@ -338,13 +344,15 @@ class CommandServer(ServerProcess):
         return [token.replace("{port}", str(self.port)) for token in shlex.split(self.template)]
 
     def wait_ready(self) -> bool:
+        port = self.port
+        assert port is not None  # start() chose it
         deadline, pause = time.monotonic() + self.start_timeout_s, 0.01
         while self.alive():
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            if answers(self.host, self.port, self.path, timeout_s=min(left, 5.0)) and procstat.listens(
-                self.pid, self.port
+            if answers(self.host, port, self.path, timeout_s=min(left, 5.0)) and procstat.listens(
+                self.pid, port
             ):
                 self.backend = os.path.basename(self.command()[0])
                 return True

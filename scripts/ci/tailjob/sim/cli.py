@@ -21,7 +21,7 @@ import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from .. import history, workloads
+from .. import history, stepsummary, workloads
 from ..options import PROG, REPO
 from ..plan import PROFILES, Overrides, PlanError, Unavailable, arm_knobs, arms_for, plan_legs, server_env
 from . import costs as _costs
@@ -218,10 +218,14 @@ def _run(args, argv, ab, arms, plans, a_commit, legs_out=None, collect=None) -> 
         out,
         name=sim_report.HISTORY_FILE,
     )
-    print(sim_report.render(job, legs, runs=False))
+    text = sim_report.render(job, legs, runs=False)
+    print(text)
+    summary = stepsummary.append(text, prog=PROG)  # GitHub Actions' job summary
     print("Files:")
     for path in (md, js, *images):
         print(f"- {path}")
+    if summary:
+        print(f"- {summary} (the verdicts appended: {stepsummary.VARIABLE})")
     print(f"- {jsonl} (one line appended)")
     code, lines = sim_report.gate(legs)
     if lines:
