@@ -266,6 +266,33 @@ def test_arms_of_a_server_command_take_any_variable_but_the_bench_servers_only_k
 # -- exit codes, written in --help ----------------------------------------------------------------------
 
 
+@pytest.mark.wrk
+def test_gate_on_a_regressed_build_is_exit_1(tmp_path):
+    # Two "builds" of one server: B spends 3 ms of CPU per request, A none; 8 paired runs (a verdict).
+    server = f"{shlex.quote(sys.executable)} {FORKING} {{port}}"
+    out = job(
+        tmp_path,
+        "--a-cmd",
+        f"{server} 0",
+        "--b-cmd",
+        f"{server} 3000",
+        "--gate",
+        "--threads",
+        "1",
+        "--connections",
+        "1",
+        "--duration",
+        "1",
+        "--runs",
+        "8",
+        "--no-warmup",
+    )
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert errors(out) == ["tail_latency: error: --gate: a metric regressed (see the verdicts above)"]
+    verdicts = {c["metric"]: c["verdict"] for c in result(tmp_path)["legs"][0]["comparisons"]}
+    assert verdicts["rps"] == verdicts["cpu_us_per_req"] == "regression", verdicts
+
+
 def test_help_says_every_exit_code():
     text = build_parser().format_help()
     for code in ("0 done", "1 --gate and a metric is a regression", "2 bad input", "3 the environment"):
