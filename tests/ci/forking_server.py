@@ -21,7 +21,7 @@ class Busy(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     cpu_s = 0.0
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self):
         start = time.process_time()
         while time.process_time() - start < self.cpu_s:  # CPU, not a sleep: the work to be counted
             pass

@@ -164,7 +164,7 @@ def test_an_answer_from_another_process_on_the_port_is_not_readiness(tmp_path):
     from tailjob.server import CommandServer, ServerError, answers
 
     class Ok(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             self.send_response(204)
             self.end_headers()
 
