@@ -1,7 +1,8 @@
 """A server command for the job's tests: the parent forks a child that does all the work, then waits.
 
     forking_server.py PORT US      the child serves HTTP/1.1 on 127.0.0.1:PORT, spending US
-                                   microseconds of CPU on each request (200, empty body, keep-alive)
+                                   microseconds of CPU on each request (200, empty body, keep-alive),
+                                   plus CWIST_BENCH_DELAY_US as the bench server does (--calibrate)
     forking_server.py PORT silent PIDFILE
                                    the child listens but never answers; the parent writes its pid
 
@@ -48,7 +49,7 @@ def main() -> None:
         s.listen()
         while True:
             s.accept()  # accepted and never answered
-    Busy.cpu_s = int(mode) / 1e6
+    Busy.cpu_s = (int(mode) + int(os.environ.get("CWIST_BENCH_DELAY_US") or 0)) / 1e6
     HTTPServer(("127.0.0.1", port), Busy).serve_forever()
 
 

@@ -211,7 +211,6 @@ CMD = ["--server-cmd", f"{sys.executable} -m http.server {{port}}"]
         (["--probe", "--ab", "aa"], "--probe reads the bench server's latency probe"),
         (["--a-ref", "HEAD"], "--a-ref runs the project's code of a git ref"),
         (["--validate", "--ab", "aa"], "--validate compares the live job with the sim tier"),
-        (["--calibrate", "2"], "--calibrate slows the bench server down"),
         (["--peers"], "--peers runs the project's own servers"),
         (["--backend", "epoll", "--ab", "aa"], "--backend is the bench server's"),
         (["--workers", "2", "--ab", "aa"], "--workers is the bench server's"),
@@ -291,6 +290,40 @@ def test_gate_on_a_regressed_build_is_exit_1(tmp_path):
     assert errors(out) == ["tail_latency: error: --gate: a metric regressed (see the verdicts above)"]
     verdicts = {c["metric"]: c["verdict"] for c in result(tmp_path)["legs"][0]["comparisons"]}
     assert verdicts["rps"] == verdicts["cpu_us_per_req"] == "regression", verdicts
+
+
+@pytest.mark.wrk
+def test_calibrate_a_server_command_that_spends_the_injected_delay(tmp_path):
+    out = job(
+        tmp_path,
+        "--calibrate",
+        "1",
+        "--server-cmd",
+        f"{shlex.quote(sys.executable)} {FORKING} {{port}} 200",
+        *TINY[:2],
+        "--connections",
+        "1",
+        "--duration",
+        "1",
+        "--runs",
+        "2",
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "the slowdown legs set CWIST_BENCH_DELAY_US (us) in arm B" in out.stderr
+    doc = json.loads(next((tmp_path / "out" / "results").glob("*-calibrate.json")).read_text())
+    assert [(leg["kind"], leg["backend"]) for leg in doc["legs"]] == [
+        (kind, "server command, c1") for kind in ("aa", "slow10", "slow25")
+    ]
+    slow25 = doc["legs"][2]
+    cpu = next(c for c in slow25["comparisons"] if c["metric"] == "cpu_us_per_req")
+    assert slow25["delay_us"] > 0 and cpu["ratio"] > 1.1, cpu  # the server spent it: CPU, not wall clock
+
+
+def test_calibrate_runs_one_server_not_two_builds(tmp_path, capsys):
+    argv = ["--calibrate", "1", "--a-cmd", "a {port}", "--b-cmd", "b {port}", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "--calibrate runs A/A legs of one server: give it as --server-cmd" in line
 
 
 def test_help_says_every_exit_code():

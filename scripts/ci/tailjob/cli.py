@@ -446,10 +446,15 @@ def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
 def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
     """``--calibrate K``: K rounds of an A/A leg and two injected slowdowns on every leg of the plan."""
     profile, arms, k = PROFILES[args.profile], AB_PRESETS["aa"], args.calibrate
-    legs = plan_legs(profile, arms, _overrides(args, args.pin, args.backend))
-    for leg in legs:
+    cmds = ownserver.commands(args)  # None: the bench server
+    overrides = _overrides(args, args.pin, args.backend)
+    legs = plan_legs(profile, arms, overrides) if cmds is None else ownserver.legs(profile, overrides)
+    for leg in legs if cmds is None else ():
         arm_knobs(server_env(os.environ, leg, arms[0]))
     settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect)
+    settings = replace(settings, commands=cmds, ready_timeout_s=args.ready_timeout)
+    if cmds is not None:
+        print(f"{PROG}: {ownserver.CALIBRATE_NOTE}", file=sys.stderr, flush=True)
     wrk = _tools(args.pin)
     legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
 
