@@ -359,6 +359,30 @@ def test_step_summary_is_the_report_up_to_its_explanation_appended(tmp_path):
     assert target.read_text() == part * 2
 
 
+def test_the_sim_tier_appends_its_verdicts_to_the_step_summary(tmp_path, monkeypatch, capsys):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv(stepsummary.VARIABLE, str(summary))
+    argv = [
+        "--tier",
+        "sim",
+        "--backend",
+        "epoll",
+        "--connections",
+        "4",
+        "--duration",
+        "1",
+        "--runs",
+        "8",
+        "--ab",
+        "aa",
+    ]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    text = summary.read_text()
+    assert text.startswith("# Tail-latency job in virtual time (`--tier sim`): `--ab aa`")
+    assert "| Verdict |" in text and "equivalent" in text
+    assert f"- {summary} (the verdicts appended: GITHUB_STEP_SUMMARY)" in capsys.readouterr().out
+
+
 def test_an_unwritable_step_summary_is_one_line_and_the_job_goes_on(tmp_path, capsys):
     missing = tmp_path / "no" / "such" / "dir" / "summary.md"
     assert stepsummary.append("# Job\n", {"GITHUB_STEP_SUMMARY": str(missing)}) is None
