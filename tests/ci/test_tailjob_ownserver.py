@@ -131,6 +131,64 @@ def test_server_cpu_is_the_whole_process_trees(tmp_path):
         assert r["metrics"]["cpu_us_per_req"] >= 1500, r["metrics"]
 
 
+def _tree(pid: int, marker: bytes) -> list[int]:
+    """Pids of ``pid``'s descendants whose command line contains ``marker``."""
+    from tailjob.procstat import process_tree
+
+    found = []
+    for p in process_tree(pid)[1:]:
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if marker in f.read():
+                    found.append(p)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.wrk
+def test_sigterm_to_the_job_stops_the_server_commands_whole_tree(tmp_path):
+    """A CI timeout on the job must leave neither the command nor the worker it forked running."""
+    import select
+    import signal
+    import time
+
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            str(CI_DIR / "tail_latency.py"),
+            "--server-cmd",
+            f"{sys.executable} {FORKING} {{port}} 0",
+        ]
+        + ["--ab", "aa", "--threads", "1", "--connections", "1", "--duration", "30", "--runs", "1"]
+        + ["--no-warmup", "--out", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        servers: list[int] = []
+        loads: list[int] = []
+        # No event marks "wrk started": look until the command, its worker and wrk are there or the
+        # job is gone (as test_tailjob_e2e's SIGTERM test does for the bench server).
+        while not (len(servers) == 2 and loads) and job.poll() is None:
+            servers, loads = _tree(job.pid, b"forking_server"), _tree(job.pid, b"wrk")
+            time.sleep(0.05)
+        assert len(servers) == 2 and loads, f"the job exited {job.returncode} before a measured run"
+        pidfds = [os.pidfd_open(p) for p in servers]
+        try:
+            job.send_signal(signal.SIGTERM)
+            assert job.wait(120) != 0  # (hang guards, not bounds)
+            for fd in pidfds:
+                assert select.select([fd], [], [], 60)[0], "a process of the server command outlived the job"
+        finally:
+            for fd in pidfds:
+                os.close(fd)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+
+
 # -- readiness: an answer within the bound, else one line and exit 3 ----------------------------------
 
 
