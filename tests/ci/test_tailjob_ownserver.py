@@ -245,6 +245,29 @@ def test_an_answer_from_another_process_on_the_port_is_not_readiness(tmp_path):
     assert lost.proc is not None and lost.proc.poll() is not None, "the command was left running"
 
 
+def test_a_server_command_whose_port_was_taken_is_started_again_on_a_fresh_port():
+    # The race of a port chosen a moment ago: the first port is taken when the command binds it; its
+    # worker fails with EADDRINUSE, the command exits, and ServerProcess.start tries a fresh port.
+    import socket
+
+    from tailjob.server import CommandServer, answers
+
+    class Offered(CommandServer):
+        def choose_port(self) -> int:
+            return offered.pop(0)
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            fresh = s.getsockname()[1]
+        offered = [taken.getsockname()[1], fresh]
+        with Offered(f"{shlex.quote(sys.executable)} {FORKING} {{port}} 0", {}) as server:
+            assert offered == [] and server.port == fresh
+            assert answers("127.0.0.1", fresh, "/", timeout_s=5)
+
+
 def test_a_server_command_that_is_not_found_is_exit_3(tmp_path, capsys):
     assert (
         main(["--server-cmd", "no-such-server-here --port {port}", "--ab", "aa", "--out", str(tmp_path)]) == 3
