@@ -321,6 +321,7 @@ def test_what_only_the_bench_server_has_is_refused_in_one_line(args, says, tmp_p
             [*CMD, "--ab", "aa", "--ready-timeout", "0"],
             "--ready-timeout: '0': accepted a positive number of seconds",
         ),
+        (["--ab", "aa", "--ready-timeout", "5"], "--ready-timeout 5 applies to a server command"),
     ],
     ids=lambda v: "-".join(v[-2:]) if isinstance(v, list) else None,
 )

@@ -280,7 +280,10 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
         return main_sim(args, argv, collect=collect)
     try:
         _check_mode(args)
-        _check_environment(os.environ)
+        if not ownserver.given(
+            args
+        ):  # the bench server reads the ambient CWIST_* knobs; a server command its own
+            _check_environment(os.environ)
         plan = _plan_peers if args.peers else _plan_calibrate if args.calibrate is not None else _plan_ab
         job = plan(args, argv)
     except (Unavailable, FileNotFoundError) as e:  # a tool, a kernel feature, a program missing here

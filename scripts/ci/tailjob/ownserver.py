@@ -105,6 +105,9 @@ def refused(args: argparse.Namespace, *, other_tier: bool = False) -> str | None
 
     ``other_tier``: the instruction tier's own options were given."""
     if not given(args):
+        timeout = getattr(args, "ready_timeout", READY_TIMEOUT_S)
+        if timeout != READY_TIMEOUT_S:
+            return f"--ready-timeout {timeout:g} applies to a server command: give --server-cmd or --a-cmd/--b-cmd"
         return None
     tier = getattr(args, "tier", "wall")
     reasons = [
