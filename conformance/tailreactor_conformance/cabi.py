@@ -255,7 +255,7 @@ class CabiBackend:
         self.last_wait_ns: int | None = None
         # tr_backend_wait again, without argtypes (its arguments are converted before the
         # clock is read): a ctypes call that converts them costs about a microsecond.
-        self._raw_wait = getattr(ctypes.CDLL(lib._name), "tr_backend_wait")
+        self._raw_wait = ctypes.CDLL(lib._name).tr_backend_wait
         self._raw_wait.restype = ctypes.c_int
         if watchdog:
             _WATCH.ensure_started()
