@@ -354,7 +354,8 @@ class CabiBackend:
 
     def _wait(self, timeout_s: float | None) -> int:
         """``tr_backend_wait`` into the array, retried on EINTR; the number of reports."""
-        timeout_ns = -1 if timeout_s is None else max(0, math.ceil(timeout_s * 1e9))
+        # Up to INT64_MAX (the header's range): a later timer than that is past any wait.
+        timeout_ns = -1 if timeout_s is None else min(max(0, math.ceil(timeout_s * 1e9)), 2**63 - 1)
         deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
         capacity = max(1, min(self.wait_capacity, len(self._events)))
         started = None
