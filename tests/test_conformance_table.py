@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_conformance_meta import ROOT, TIMEOUT_S, child_env
-
 from tailreactor_conformance.table import render
+from test_conformance_meta import ROOT, TIMEOUT_S, child_env
 
 LONG = "fixtures.backends.a_backend_with_a_rather_long_module_name:make_the_backend"
 NODEID = "test_backend_library.py::test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file[x]"
