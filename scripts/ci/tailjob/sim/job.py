@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from .. import stats
 from ..loadgen import ClientClass, LoadSpec
+from ..metrics import LATENCY_KEYS
 from ..workloads import Traffic, classes_for, parse_rate, resolve
 from . import costs as _costs
 from .engine import SimRun, simulate
@@ -172,11 +173,7 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
     metrics = {
         "rps": merged["answered_in_window"] / (merged["duration_us"] / 1e6),
         "cpu_us_per_req": server["busy_us"] / requests if requests else None,
-        "p50": pct[50],
-        "p99": pct[99],
-        "p99.9": pct[99.9],
-        "p99.99": pct[99.99],
-        "p99.999": pct[99.999],
+        **{key: pct[p] for key, p in LATENCY_KEYS.items()},
     }
     classes = {}
     for name, c in doc["classes"].items():
@@ -191,7 +188,7 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
             "connections": c["connections"],
             "histogram": c["latency"]["histogram"],
         }
-        for key, p in (("p50", 50), ("p99", 99), ("p99.9", 99.9), ("p99.99", 99.99), ("p99.999", 99.999)):
+        for key, p in LATENCY_KEYS.items():
             figs[key] = cp[p]["us"]
             figs[f"{key}_samples"] = cp[p]["samples"]
         classes[name] = figs
