@@ -208,7 +208,8 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
     )
 
 
-def _one(task) -> SimRunResult:
+def run_one(task) -> SimRunResult:
+    """One simulated run of ``(plan, arm, seed, rate_rps, capacity_rps)`` (in a worker)."""
     plan, arm, seed, rate_rps, capacity_rps = task
     spec = load_spec(plan, seed, rate_rps, capacity_rps)
     doc = simulate(SimRun(plan.backend_for(arm), plan.arm_env(arm), spec, plan.costs_for(arm), plan.client))
@@ -284,7 +285,9 @@ def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progres
         cap = executor_a.submit(capacity, plan).result() if needs_capacity(plan) else None
         rate_rps = resolve_rate(plan, cap)
         tasks = [(plan, arm, seed, rate_rps, cap) for seed in plan.seeds for arm in ("A", "B")]
-        futures = [(executor_a if arm == "A" else executor).submit(_one, t) for t in tasks for arm in [t[1]]]
+        futures = [
+            (executor_a if arm == "A" else executor).submit(run_one, t) for t in tasks for arm in [t[1]]
+        ]
         done = 0
         for _ in concurrent.futures.as_completed(futures):
             done += 1
