@@ -75,6 +75,11 @@ FLAG_TEXT = {
 }
 
 
+def _and(words: list[str]) -> str:
+    """``a, b and c``."""
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
+
+
 def plural(n: int, noun: str) -> str:
     """``1 run``, ``8 runs``: a count with its noun (English plural by ``s``)."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
@@ -341,57 +346,7 @@ def run_rows(runs: Sequence[RunRecord], who: str = "Arm") -> list[str]:
 
 def render(job: JobResult, *, runs: bool = True) -> str:
     """The Markdown report; ``runs=False`` leaves out the per-run tables."""
-    s, pv = job.settings, job.provenance
-    a, b = job.arms
-    leg0 = job.legs[0].leg if job.legs else None
-    pin = (
-        f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
-        if s.pinned
-        else "not pinned"
-    )
-    if s.workers:
-        workers = f"--workers {s.workers}"
-    else:
-        n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
-        workers = f"CWIST_WORKERS={n}"
-    lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
-    if leg0 and s.load is not None:
-        lines.append(
-            f"- Workload: {s.load.describe()}, on the job's load client against `tailreactor-bench` "
-            f"({workers}), {leg0.duration_s} s per run; the server is restarted for every run"
-            + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run.")
-        )
-    elif leg0:
-        lines.append(
-            f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s "
-            f"scripts/ci/tail_latency.lua http://{s.host}:<port>/` against `tailreactor-bench` "
-            f"({workers}); the server is restarted for every run"
-            + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run.")
-        )
-    lines += [
-        f"- Arms: **A = {a.label}** `{a.env_text()}`; **B = {b.label}** `{b.env_text()}`. Ratios are B/A.",
-        *(
-            [
-                f"- Code: arm A runs `--a-ref {job.a_ref['ref']}`, commit {job.a_ref['commit']}, arm B the "
-                "working tree (each server said which tailreactor it imported: `code` in the result JSON's runs)."
-            ]
-            if job.a_ref
-            else []
-        ),
-        f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
-        f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
-        f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "
-        f"{CONFIDENCE:.2%}). **gain**/**regression** when the CI excludes 1 and the effect is at least the "
-        "minimum effect, by direction (more req/s is better, more latency or CPU is worse); **equivalent** "
-        "when the whole CI lies within ±the minimum effect; **inconclusive** otherwise (this run cannot "
-        f"tell an effect of the minimum size from none); **n/a** with fewer than {MIN_PAIRS} paired runs. "
-        "Detectable: the CI's half-width; pairs needed: about how many paired runs would bring it to the "
-        "minimum effect (width falls as 1/sqrt(pairs)).",
-        f"- {machine_line(pv)}",
-        "",
-        "## Verdicts",
-        "",
-    ]
+    lines = [*_header(job), "", "## Verdicts", ""]
     for lr in job.legs:
         lines.append(
             f"- {lr.leg.name}"
@@ -408,34 +363,83 @@ def render(job: JobResult, *, runs: bool = True) -> str:
     if runs:
         for lr in job.legs:
             lines += ["", f"### Runs: {lr.leg.name}", ""] + run_rows(lr.runs)
-    lines += [
-        "",
-        "## What the numbers are",
-        "",
-        *(
-            [
-                f"- Latency probe (`--probe`): every run's server had `CWIST_LATENCY_PROBE=1` and wrote one "
-                f"JSON file per worker at its graceful stop, under `{s.probe_dir}`. A row per worker index is "
-                "the median over the runs of that worker's figures; `all` is the median of each run's "
-                "workers merged (histograms added, counters summed). queue_delay_arm runs from the arm "
-                "stamp to the callback, queue_delay_ready from the round that reaped the event; percentiles "
-                "in us (HdrHistogram, 3 significant digits); over 5 ms counts the callbacks whose queue "
-                "delay exceeded 5 ms; tail_elevations the callbacks age-based dispatch moved ahead."
-            ]
-            if s.probe_dir
-            else []
-        ),
-        *(
-            CLASS_NOTES
-            if s.load is not None
-            else [
-                "- Latencies are wrk's histogram of its own requests. wrk is closed-loop (a connection sends its "
-                "next request only after the response), so a stalled server is sent fewer requests and the tail "
-                "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "
-                "partial correction. Responses slower than wrk's timeout are counted as errors, not latencies."
-            ]
-        ),
-        "- p99.9, p99.99 and p99.999 are each arm's runs pooled: the runs' latency histograms merged "
+    return "\n".join([*lines, "", "## What the numbers are", "", *_notes(job.settings)]) + "\n"
+
+
+def _header(job: JobResult) -> list[str]:
+    """What ran: the workload, the arms, the code, the schedule, the verdict rule, the machine."""
+    s, pv = job.settings, job.provenance
+    a, b = job.arms
+    leg0 = job.legs[0].leg if job.legs else None
+    pin = (
+        f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
+        if s.pinned
+        else "not pinned"
+    )
+    if s.workers:
+        workers = f"--workers {s.workers}"
+    else:
+        n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
+        workers = f"CWIST_WORKERS={n}"
+    warmup = "; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."
+    lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
+    if leg0 and s.load is not None:
+        lines.append(
+            f"- Workload: {s.load.describe()}, on the job's load client against `tailreactor-bench` "
+            f"({workers}), {leg0.duration_s} s per run; the server is restarted for every run" + warmup
+        )
+    elif leg0:
+        lines.append(
+            f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s "
+            f"scripts/ci/tail_latency.lua http://{s.host}:<port>/` against `tailreactor-bench` "
+            f"({workers}); the server is restarted for every run" + warmup
+        )
+    lines.append(
+        f"- Arms: **A = {a.label}** `{a.env_text()}`; **B = {b.label}** `{b.env_text()}`. Ratios are B/A."
+    )
+    if job.a_ref:
+        lines.append(
+            f"- Code: arm A runs `--a-ref {job.a_ref['ref']}`, commit {job.a_ref['commit']}, arm B the "
+            "working tree (each server said which tailreactor it imported: `code` in the result JSON's runs)."
+        )
+    return lines + [
+        f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
+        f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
+        f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "
+        f"{CONFIDENCE:.2%}). **gain**/**regression** when the CI excludes 1 and the effect is at least the "
+        "minimum effect, by direction (more req/s is better, more latency or CPU is worse); **equivalent** "
+        "when the whole CI lies within ±the minimum effect; **inconclusive** otherwise (this run cannot "
+        f"tell an effect of the minimum size from none); **n/a** with fewer than {MIN_PAIRS} paired runs. "
+        "Detectable: the CI's half-width; pairs needed: about how many paired runs would bring it to the "
+        "minimum effect (width falls as 1/sqrt(pairs)).",
+        f"- {machine_line(pv)}",
+    ]
+
+
+def _notes(s) -> list[str]:
+    """The report's last section: what the numbers are, for these settings."""
+    lines = []
+    if s.probe_dir:
+        lines.append(
+            f"- Latency probe (`--probe`): every run's server had `CWIST_LATENCY_PROBE=1` and wrote one "
+            f"JSON file per worker at its graceful stop, under `{s.probe_dir}`. A row per worker index is "
+            "the median over the runs of that worker's figures; `all` is the median of each run's "
+            "workers merged (histograms added, counters summed). queue_delay_arm runs from the arm "
+            "stamp to the callback, queue_delay_ready from the round that reaped the event; percentiles "
+            "in us (HdrHistogram, 3 significant digits); over 5 ms counts the callbacks whose queue "
+            "delay exceeded 5 ms; tail_elevations the callbacks age-based dispatch moved ahead."
+        )
+    if s.load is not None:
+        lines += CLASS_NOTES
+    else:
+        lines.append(
+            "- Latencies are wrk's histogram of its own requests. wrk is closed-loop (a connection sends its "
+            "next request only after the response), so a stalled server is sent fewer requests and the tail "
+            "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "
+            "partial correction. Responses slower than wrk's timeout are counted as errors, not latencies."
+        )
+    return lines + [
+        f"- {_and(list(POOLED_KEYS))} are each arm's runs pooled: the runs' latency histograms merged "
         "(HdrHistogram, exact), the percentile read from the merged one; (n) is the samples at or beyond "
         "its rank. The interval still resamples whole trials (a resample merges the drawn trials' "
         "histograms). Without histograms (wrk lacking LuaJIT's ffi) they are medians of the runs, and "
@@ -447,7 +451,6 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         "`polluted` (flagged runs are kept in the statistics). It is a difference of two /proc samples, "
         "so accounting noise can make it slightly negative; it is shown as measured.",
     ]
-    return "\n".join(lines) + "\n"
 
 
 def load_line(lr) -> str:
