@@ -456,14 +456,10 @@ def baseline_requests(path: Path = BASELINE) -> set[int]:
     return {int(v["requests"]) for v in data.get("servers", {}).values() if "requests" in v}
 
 
-def write_baseline(
-    counts: list[Count],
-    path: Path = BASELINE,
-    *,
-    commit: str = "",
-    shares: Mapping[str, Mapping[str, float]] | None = None,
-) -> None:
-    """Write the counts as JSON: per server its total, its C table and, with ``shares``, its rows."""
+def baseline_document(
+    counts: list[Count], *, commit: str = "", shares: Mapping[str, Mapping[str, float]] | None = None
+) -> str:
+    """The counts as JSON: per server its total, its C table and, with ``shares``, its rows."""
     servers: dict[str, dict] = {}
     for c in counts:
         entry: dict = {
@@ -479,9 +475,20 @@ def write_baseline(
         "commit": commit,
         "servers": servers,
     }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data) + "\n")
-    tmp.replace(path)
+    return json.dumps(data) + "\n"
+
+
+def write_baseline(
+    counts: list[Count],
+    path: Path = BASELINE,
+    *,
+    commit: str = "",
+    shares: Mapping[str, Mapping[str, float]] | None = None,
+) -> None:
+    """Write :func:`baseline_document` to ``path`` (whole: a reader never sees half of it)."""
+    from .outputs import write_atomic
+
+    write_atomic(path, baseline_document(counts, commit=commit, shares=shares))
 
 
 def compare(counts: list[Count], baseline: Mapping[str, float], limit: float = GATE_LIMIT) -> list[Verdict]:
@@ -572,15 +579,8 @@ def tier_options_given(args) -> bool:
     return bool(args.server or args.write_baseline or args.requests != REQUESTS or args.baseline != BASELINE)
 
 
-def main_tier(args) -> int:
-    """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
-
-    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option or a missing tool
-    (one line); 3 when a count fails.
-    """
-    import sys
-    from datetime import datetime, timezone
-
+def _refused(args) -> str | None:
+    """What is wrong with the options of this tier, in one line (None: nothing)."""
     if args.tier != "instructions":
         given = next(
             name
@@ -592,11 +592,9 @@ def main_tier(args) -> int:
             )
             if flag
         )
-        return _fail(f"{given} applies to --tier instructions", 2)
+        return f"{given} applies to --tier instructions"
     if args.write_baseline and args.gate:
-        return _fail(
-            "--write-baseline stores this count; --gate compares it with the stored one: choose one", 2
-        )
+        return "--write-baseline stores this count; --gate compares it with the stored one: choose one"
     for flag, name in (
         (args.peers, "--peers"),
         (args.calibrate is not None, "--calibrate"),
@@ -604,36 +602,81 @@ def main_tier(args) -> int:
         (args.a is not None or args.b is not None, "--a/--b"),
     ):
         if flag:
-            return _fail(f"{name} applies to --tier wall, not to --tier instructions", 2)
+            return f"{name} applies to --tier wall, not to --tier instructions"
+    return None
+
+
+def _baseline(args) -> dict[str, float]:
+    """The baseline to compare with ({} when none, or counted over other requests without ``--gate``);
+    :class:`ValueError` (one line) when ``--gate`` has nothing to gate on."""
     baseline = load_baseline(args.baseline)
     if args.gate and not baseline:
-        return _fail(
-            f"--baseline {args.baseline}: no baseline there to gate on (write one with --write-baseline)", 2
+        raise ValueError(
+            f"--baseline {args.baseline}: no baseline there to gate on (write one with --write-baseline)"
         )
     counted = baseline_requests(args.baseline)
     if baseline and counted and counted != {args.requests}:
         # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
         # interpreter's caches): a verdict compares equal counts.
         if args.gate:
-            return _fail(
+            raise ValueError(
                 f"--requests {args.requests}: the baseline counted "
-                f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count",
-                2,
+                f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count"
             )
-        baseline = {}
+        return {}
+    return baseline
+
+
+def _servers(args) -> list[str]:
+    """The servers to count; :class:`ValueError` (one line) for a tool or backend missing here."""
+    import sys
+
     chosen = list(
         args.server or [s for s in SERVERS if not args.backend or s in (f"bench-{args.backend}", "asyncio")]
     )
     missing = missing_tool()
     if missing:
-        return _fail(f"--tier instructions needs callgrind: {missing}", 2)
+        raise ValueError(f"--tier instructions needs callgrind: {missing}")
     if "bench-io_uring" in chosen:
         refused = _io_uring_refused()
         if refused is not None:
             if args.server or args.backend == "io_uring":
-                return _fail(f"io_uring asked for but unavailable here: {refused}", 2)
+                raise ValueError(f"io_uring asked for but unavailable here: {refused}")
             print(f"{PROG}: bench-io_uring skipped: {refused}", file=sys.stderr, flush=True)
             chosen.remove("bench-io_uring")
+    return chosen
+
+
+def _shares(counts: list[Count]) -> dict[str, dict[str, float]]:
+    """The python row of each server split by its bytecodes (a few seconds each), where it can be."""
+    import sys
+
+    shares: dict[str, dict[str, float]] = {}
+    for c in counts:
+        try:
+            shares[c.server] = bytecode_shares(c.server)
+        except MeasureError as exc:
+            print(f"{PROG}: no split of the python row for {exc}", file=sys.stderr, flush=True)
+    return shares
+
+
+def main_tier(args) -> int:
+    """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
+
+    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option or a missing tool
+    (one line); 3 when a count fails.
+    """
+    from datetime import datetime, timezone
+
+    from .outputs import files_text, write_files
+
+    refused = _refused(args)
+    if refused:
+        return _fail(refused, 2)
+    try:
+        baseline, chosen = _baseline(args), _servers(args)
+    except ValueError as exc:
+        return _fail(str(exc), 2)
     counts = []
     for name in chosen:
         try:
@@ -646,43 +689,29 @@ def main_tier(args) -> int:
             flush=True,
         )
         counts.append(c)
-    print()
-    print(render(counts))
-    # The whole table: the python row split by each server's bytecodes (a few seconds each).
-    shares: dict[str, dict[str, float]] = {}
-    for c in counts:
-        try:
-            shares[c.server] = bytecode_shares(c.server)
-        except MeasureError as exc:
-            print(f"{PROG}: no split of the python row for {exc}", file=sys.stderr, flush=True)
+    print(f"\n{render(counts)}")
+    shares = _shares(counts)
     if shares:
-        print()
         print(
-            "By part of the request (C components by callgrind; the python row split by bytecodes, "
-            "benchmarks/bytecodes.py):"
+            "\nBy part of the request (C components by callgrind; the python row split by bytecodes, "
+            f"benchmarks/bytecodes.py):\n\n{render(counts, shares)}"
         )
-        print()
-        print(render(counts, shares))
     verdicts = compare(counts, baseline)
     if verdicts:
-        print()
-        print(f"Against {args.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
+        print(f"\nAgainst {args.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
         for v in verdicts:
             print(f"- {v.server}: {v.base:,.0f} -> {v.now:,.0f} ({v.change:+.2%}): {v.verdict}")
     stem = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-instructions"
-    results = args.out / "results"
-    results.mkdir(parents=True, exist_ok=True)
     commit = _commit()
     whole = f"\n\nBy part (the python row split by bytecodes):\n\n{render(counts, shares)}" if shares else ""
-    (results / f"{stem}.md").write_text(
-        f"Instructions per request, commit {commit or 'unknown'}, "
-        f"{args.requests} requests per server\n\n{render(counts)}{whole}\n"
-    )
-    write_baseline(counts, results / f"{stem}.json", commit=commit, shares=shares)
-    print(f"\nFiles:\n- {results / (stem + '.md')}\n- {results / (stem + '.json')}")
+    md = f"Instructions per request, commit {commit or 'unknown'}, {args.requests} requests per server\n\n"
+    doc = baseline_document(counts, commit=commit, shares=shares)
+    paths = write_files(args.out / "results", stem, {".md": f"{md}{render(counts)}{whole}\n", ".json": doc})
+    notes = []
     if args.write_baseline:
         write_baseline(counts, args.baseline, commit=commit, shares=shares)
-        print(f"- {args.baseline} (the new baseline)")
+        notes.append(f"{args.baseline} (the new baseline)")
+    print("\n" + files_text(paths, notes=notes))
     if args.gate and any(v.verdict == "regression" for v in verdicts):
         return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)
     return 0

@@ -32,13 +32,11 @@ The grid and its file: :mod:`tailjob.sim.grid`.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from .. import stats
+from ..outputs import dumps  # noqa: F401  (the result document's bytes)
 from . import costs as _costs
 from .grid import OFF, Cell, Grid, GridError, LoadPoint, load_grid, load_server_env, parse_grid
 from .job import LegResult, SimRunResult, capacity, needs_capacity, resolve_rate, run_one
@@ -281,19 +279,3 @@ def result_document(result: SweepResult, *, argv: list[str], provenance: dict) -
         ],
         "legs": [cell_document(cr) for cr in result.cells],
     }
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` through a temporary file in its directory: a reader never sees half of it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def dumps(doc: dict) -> bytes:
-    return (json.dumps(doc, indent=1) + "\n").encode()
