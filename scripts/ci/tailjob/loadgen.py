@@ -276,6 +276,24 @@ def offered(spec: LoadSpec, cls: ClientClass, start_ns: int, end_ns: int) -> int
     )
 
 
+def set_offered(spec: LoadSpec, stats: list[ClassStats], start_ns: int, end_ns: int) -> None:
+    """Each open-loop class's requests offered in the run."""
+    for st in stats:
+        if st.cls.loop == "open":
+            st.offered = offered(spec, st.cls, start_ns, end_ns)
+
+
+def set_offered_due(spec: LoadSpec, stats: list[ClassStats], start_ns: int, end_ns: int) -> None:
+    """What the saturation check compares the answers inside the run with: the requests offered up to
+    a median latency before its end (one sent later is not due inside the run even from a server that
+    keeps up), at most a tenth of the run before it (a saturated server's median latency grows with
+    the run, and would excuse it)."""
+    for st in stats:
+        if st.cls.loop == "open" and st.latency.get_total_count():
+            margin_ns = min(st.latency.get_value_at_percentile(50) * 1000, (end_ns - start_ns) // 10)
+            st.offered_due = offered(spec, st.cls, start_ns, end_ns - margin_ns)
+
+
 class ClientConnection:
     """What one keep-alive connection of a class does, whatever carries its bytes and keeps its time.
 
@@ -499,9 +517,8 @@ class _Run:
         self._seq += 1
         return b"%d" % self._seq
 
-    async def go(self) -> dict:
+    async def _connect(self, stats: list[ClassStats]) -> list[_Connection]:
         loop = asyncio.get_running_loop()
-        stats = [ClassStats(c) for c in self.spec.classes]
         conns: list[_Connection] = []
         for st in stats:
             for i in range(st.cls.connections):
@@ -512,8 +529,10 @@ class _Run:
                 except OSError as e:
                     raise ConnectionError(f"connect to {self.host}:{self.port} failed ({e})") from None
                 conns.append(proto)
-        # Offered counts of open-loop classes come from their schedules, drawn up front per connection
-        # with the same seeds as the connections use (a copy: the connection draws its own).
+        return conns
+
+    def _start(self) -> None:
+        """The run's start: the supervisor's (one line on stdin), else 20 ms after connecting."""
         self.connected_ns = time.monotonic_ns()
         if self._from_stdin:
             print(READY_LINE, flush=True)
@@ -524,9 +543,12 @@ class _Run:
         else:
             self.start_ns = self.connected_ns + 20_000_000  # 20 ms to get every connection going
         self.end_ns = self.start_ns + round(self.spec.duration_s * 1e9)
-        for st in stats:
-            if st.cls.loop == "open":
-                st.offered = offered(self.spec, st.cls, self.start_ns, self.end_ns)
+
+    async def go(self) -> dict:
+        stats = [ClassStats(c) for c in self.spec.classes]
+        conns = await self._connect(stats)
+        self._start()
+        set_offered(self.spec, stats, self.start_ns, self.end_ns)
         for c in conns:
             c.start()
         waits = [c.done for c in conns]
@@ -534,16 +556,7 @@ class _Run:
         deadline = (self.end_ns - time.monotonic_ns()) / 1e9 + self.spec.drain_s
         await asyncio.wait(waits, timeout=max(deadline, 0.1))
         busy = (time.process_time() - cpu0) / max((time.monotonic_ns() - self.start_ns) / 1e9, 1e-3)
-        for st in stats:
-            # What the saturation check compares the answers inside the run with: the requests
-            # offered up to a median latency before its end (one sent later is not due inside the run
-            # even from a server that keeps up), at most a tenth of the run before it (a saturated
-            # server's median latency grows with the run, and would excuse it).
-            if st.cls.loop == "open" and st.latency.get_total_count():
-                margin_ns = min(
-                    st.latency.get_value_at_percentile(50) * 1000, (self.end_ns - self.start_ns) // 10
-                )
-                st.offered_due = offered(self.spec, st.cls, self.start_ns, self.end_ns - margin_ns)
+        set_offered_due(self.spec, stats, self.start_ns, self.end_ns)
         for c in conns:
             owed = c.owed()
             if owed and not c.lost:

@@ -216,38 +216,16 @@ def compare_pooled(
     pa, pb = [x for x, _ in pairs], [y for _, y in pairs]
     qa, qb = pooled_percentile(pa, p), pooled_percentile(pb, p)
     extra: dict[str, Any] = {"estimator": "pooled", "samples_a": qa.samples, "samples_b": qb.samples}
+    ratio, need = None, stats.samples_to_bound(p, confidence)
     if qa.us == 0:
-        return stats.Comparison(
-            m, n, qa.us, qb.us, None, None, effect, stats.NO_VERDICT, "pooled A is 0", **extra
-        )
-    need = stats.samples_to_bound(p, confidence)
-    if min(qa.samples, qb.samples) < need:  # the interval of the percentile itself has no upper end
-        return stats.Comparison(
-            m,
-            n,
-            qa.us,
-            qb.us,
-            None,
-            None,
-            effect,
-            stats.NO_VERDICT,
-            f"needs {need} samples at or beyond its rank; A has {qa.samples}, B {qb.samples}",
-            needs_samples=need,
-            **extra,
-        )
-    ratio = qb.us / qa.us
-    if n < min_pairs:
-        return stats.Comparison(
-            m,
-            n,
-            qa.us,
-            qb.us,
-            ratio,
-            None,
-            effect,
-            stats.NO_VERDICT,
-            f"{n} paired run{'s' if n != 1 else ''}; a verdict needs {min_pairs}",
-            **extra,
-        )
-    ci = PooledArms(pa, pb).ratio_ci(p, seed=seed, resamples=resamples, confidence=confidence)
-    return stats.decided(m, n, qa.us, qb.us, ratio, ci, effect, **extra)
+        why = "pooled A is 0"
+    elif min(qa.samples, qb.samples) < need:  # the interval of the percentile itself has no upper end
+        why = f"needs {need} samples at or beyond its rank; A has {qa.samples}, B {qb.samples}"
+        extra["needs_samples"] = need
+    else:
+        ratio = qb.us / qa.us
+        if n >= min_pairs:
+            ci = PooledArms(pa, pb).ratio_ci(p, seed=seed, resamples=resamples, confidence=confidence)
+            return stats.decided(m, n, qa.us, qb.us, ratio, ci, effect, **extra)
+        why = f"{n} paired run{'s' if n != 1 else ''}; a verdict needs {min_pairs}"
+    return stats.Comparison(m, n, qa.us, qb.us, ratio, None, effect, stats.NO_VERDICT, why, **extra)

@@ -365,6 +365,30 @@ def _record(st, latencies: collections.Counter) -> None:
     latencies.clear()
 
 
+def _connect(sim: _Sim, listener: SimListener, st, i: int, pairs: list[socket.socket]) -> _Client:
+    """Connection ``i`` of a class: a socket pair, the server's end adopted by the listener."""
+    server_end, client_end = socket.socketpair()
+    client_end.setblocking(False)
+    pairs.append(client_end)
+    sock = SimSocket(fileno=server_end.detach())
+    sock.sim = sim
+    client = _Client(sim, st, i, client_end)
+    sock.client = client
+    listener.adopt(sock)
+    return client
+
+
+def _tally(sim: _Sim, clients: list[_Client], stats) -> None:
+    """After the run: the latencies into the classes' histograms, the load due, what is still owed."""
+    for c in clients:
+        _record(c.stats, c.latencies)
+    loadgen.set_offered_due(sim.spec, stats, sim.start_ns, sim.end_ns)
+    for c in clients:
+        owed = c.owed()
+        if owed:
+            c.stats.errors["timeout"] += owed
+
+
 def simulate(run: SimRun) -> dict:
     """Run ``run`` and return its document (see the module docstring).
 
@@ -379,7 +403,6 @@ def simulate(run: SimRun) -> dict:
     cfg = _config.load(env)
     sim = _Sim(spec, run.costs, turnaround=TURNAROUND_COST[run.client])
     stats = [loadgen.ClassStats(c) for c in spec.classes]
-    clients: list[_Client] = []
     pairs: list[socket.socket] = []
     with _virtual_busy_wait(sim):
         reactor = Reactor(
@@ -387,23 +410,13 @@ def simulate(run: SimRun) -> dict:
         )
         try:
             listener = SimListener(reactor, sim)
-            for st in stats:
-                for i in range(st.cls.connections):
-                    server_end, client_end = socket.socketpair()
-                    client_end.setblocking(False)
-                    pairs.append(client_end)
-                    sock = SimSocket(fileno=server_end.detach())
-                    sock.sim = sim
-                    client = _Client(sim, st, i, client_end)
-                    sock.client = client
-                    listener.adopt(sock)
-                    clients.append(client)
+            clients = [
+                _connect(sim, listener, st, i, pairs) for st in stats for i in range(st.cls.connections)
+            ]
             sim.start_ns = sim.clock.now_ns + LEAD_NS
             sim.end_ns = sim.start_ns + round(spec.duration_s * 1e9)
             sim.hard_end_ns = sim.end_ns + round(spec.drain_s * 1e9)
-            for st in stats:
-                if st.cls.loop == "open":
-                    st.offered = loadgen.offered(spec, st.cls, sim.start_ns, sim.end_ns)
+            loadgen.set_offered(spec, stats, sim.start_ns, sim.end_ns)
             sim.unfinished = len(clients)
             sim.clock.set_ns(sim.start_ns)
             busy_before = sim.clock.busy_ns
@@ -412,18 +425,7 @@ def simulate(run: SimRun) -> dict:
             while sim.unfinished and not sim.out_of_time:
                 reactor.run_once(None)
             busy_ns = sim.clock.busy_ns - busy_before
-            for c in clients:
-                _record(c.stats, c.latencies)
-            for st in stats:
-                if st.cls.loop == "open" and st.latency.get_total_count():
-                    margin = min(
-                        st.latency.get_value_at_percentile(50) * 1000, (sim.end_ns - sim.start_ns) // 10
-                    )
-                    st.offered_due = loadgen.offered(spec, st.cls, sim.start_ns, sim.end_ns - margin)
-            for c in clients:
-                owed = c.owed()
-                if owed:
-                    c.stats.errors["timeout"] += owed
+            _tally(sim, clients, stats)
             counters = reactor.counters.as_dict()
             requests = sum(conn.stats.requests for conn in listener.connections.values())
             stalls = listener.stats.stalls
