@@ -36,17 +36,6 @@ from .plan import AB_PRESETS, Arm, Leg
 from .runner import LegResult, Settings, run_job
 from .stats import Comparison, median
 
-__all__ = [
-    "KINDS",
-    "SLOWDOWNS",
-    "CalibrationLeg",
-    "CalibrationRow",
-    "delays_for",
-    "summarize",
-    "render_table",
-    "run_calibration",
-]
-
 SLOWDOWNS = {"slow10": 0.10, "slow25": 0.25}
 """Injected slowdowns, as a share of the measured server CPU per request."""
 KINDS = ("aa", *SLOWDOWNS)

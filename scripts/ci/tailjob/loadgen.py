@@ -53,27 +53,6 @@ from .loadspec import (  # noqa: F401  (the load client's names, as the job read
     set_offered_due,
 )
 
-__all__ = [
-    "ClientClass",
-    "ClassStats",
-    "ClientConnection",
-    "US_MAX",
-    "offered",
-    "LoadSpec",
-    "SpecError",
-    "LoadOutputError",
-    "intended_times",
-    "saturated",
-    "command",
-    "client_env",
-    "parse_output",
-    "PERCENTILES",
-    "ERROR_KINDS",
-    "OUTPUT_PREFIX",
-    "SATURATION_SHORTFALL",
-    "main",
-]
-
 OUTPUT_PREFIX = "TAILREACTOR_LOAD "
 READY_LINE = "TAILREACTOR_LOAD_READY"
 """What a class process of several prints once connected (``--start-on-stdin``)."""

@@ -28,24 +28,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = [
-    "Percentile",
-    "RunCounts",
-    "Metric",
-    "METRICS",
-    "metric",
-    "PERCENTILES",
-    "EXTRA_PERCENTILES",
-    "LATENCY_KEYS",
-    "POOLED_KEYS",
-    "CLASS_METRICS",
-    "PEER_METRICS",
-    "run_metrics",
-    "ms",
-    "ci_text",
-    "format_value",
-]
-
 
 @dataclass(frozen=True)
 class Metric:

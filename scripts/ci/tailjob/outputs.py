@@ -12,8 +12,6 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["dumps", "write_atomic", "write_files", "files_text"]
-
 
 def dumps(doc: dict, *, indent: int | None = 1) -> bytes:
     """A JSON document as the job writes it (``indent=1``, one trailing newline)."""

@@ -32,18 +32,6 @@ from .peers import REFERENCES, Peer, make_server
 from .plan import Leg, shuffled_schedule
 from .stats import MIN_PAIRS, bootstrap_ratio_ci, median
 
-__all__ = [
-    "PEER_METRICS",
-    "PeersLegResult",
-    "PeersJobResult",
-    "PeersDesign",
-    "peers_settings",
-    "summarize",
-    "ratios",
-    "ratio_intervals",
-    "INTERVAL_METRIC",
-]
-
 #: The metric whose ratios get an interval: issue 9's target, server CPU per request.
 INTERVAL_METRIC = "cpu_us_per_req"
 

@@ -23,8 +23,6 @@ from .peers import REFERENCES
 from .peersjob import PeersJobResult, PeersLegResult
 from .report import flag_summary, format_value, machine_line, plural, run_rows
 
-__all__ = ["render", "leg_tables", "readme_section", "write_readme", "BEGIN", "END"]
-
 BEGIN = "<!-- peers-table:begin -->"
 END = "<!-- peers-table:end -->"
 

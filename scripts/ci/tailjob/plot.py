@@ -29,8 +29,6 @@ from . import pooled
 from .runner import JobResult  # or a peersjob.PeersJobResult: same shape
 from .stats import median
 
-__all__ = ["plot_job", "arm_curve"]
-
 COLORS = {"A": "#1f77b4", "B": "#d62728"}
 #: Colours of --peers servers, in server order (matplotlib's tab10).
 PALETTE = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#7f7f7f", "#8c564b")

@@ -28,8 +28,6 @@ from tailreactor import probe_files as _probe
 
 from .stats import median
 
-__all__ = ["FIGURES", "PROBE_FILE", "ProbeError", "probe_env", "run_dir", "gather", "figures", "summarize"]
-
 #: File name template inside a run's directory (``{pid}``, ``{worker}`` filled by each worker).
 PROBE_FILE = "probe-{pid}-{worker}.json"
 

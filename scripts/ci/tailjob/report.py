@@ -52,20 +52,6 @@ from .stats import (
 )
 from .workloads import CAPACITY_PATH, CAPACITY_S, service_text
 
-__all__ = [
-    "render",
-    "plural",
-    "verdict_summary",
-    "verdict_counts",
-    "runs_line",
-    "gate",
-    "probe_table",
-    "run_rows",
-    "flag_summary",
-    "machine_line",
-    "format_value",
-]
-
 FLAG_TEXT = {
     "polluted": "polluted (other processes used more CPU than the limit)",
     "socket-errors": "with socket errors",

@@ -31,26 +31,12 @@ from typing import Protocol
 
 from . import pooled, probeleg, stats
 from .loadgen import LoadSpec
-from .measure import LOAD_CLIENT, WRK, JobError, Measure, RunPlan, RunRecord, Settings
+from .measure import LOAD_CLIENT, WRK, JobError, Measure, RunPlan, RunRecord, Settings  # noqa: F401
 from .metrics import CLASS_METRICS, POOLED_KEYS
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer
 from .sim import refcode
 from .workloads import CAPACITY_PATH, CAPACITY_S
-
-__all__ = [
-    "Settings",
-    "RunRecord",
-    "LegResult",
-    "JobResult",
-    "JobError",
-    "Design",
-    "ABDesign",
-    "run_trials",
-    "run_job",
-    "compare_leg",
-    "Progress",
-]
 
 Progress = Callable[[str, dict], None]
 """``progress(event, info)``: ``"run-start"`` / ``"run-end"`` (``info``: ``leg``, ``arm``, ``trial``,

@@ -50,34 +50,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .metrics import METRICS, Metric, metric
-
-__all__ = [
-    "Metric",
-    "METRICS",
-    "metric",
-    "Comparison",
-    "MIN_PAIRS",
-    "CONFIDENCE",
-    "FAMILY_CONFIDENCE",
-    "median",
-    "quantile",
-    "median_ratio",
-    "bootstrap_ratio_ci",
-    "compare",
-    "decided",
-    "is_regression",
-    "GAIN",
-    "REGRESSION",
-    "EQUIVALENT",
-    "INCONCLUSIVE",
-    "NO_VERDICT",
-    "VERDICTS",
-    "Verdict",
-    "verdict",
-    "detectable_effect",
-    "pairs_needed",
-]
+from .metrics import METRICS, Metric, metric  # noqa: F401
 
 MIN_PAIRS = 8
 """Fewest paired runs for a gain/regression verdict (see the module docstring)."""

@@ -29,18 +29,6 @@ from dataclasses import dataclass
 from . import pooled
 from .metrics import PERCENTILES, Percentile, RunCounts
 
-__all__ = [
-    "PERCENTILES",
-    "Percentile",
-    "WrkResult",
-    "WrkOutputError",
-    "parse_wrk_output",
-    "wrk_command",
-    "wrk_env",
-    "wrk_version",
-    "METRICS_PREFIX",
-]
-
 METRICS_PREFIX = "TAILREACTOR_METRICS "
 ERROR_KINDS = ("connect", "read", "write", "status", "timeout")
 

@@ -56,8 +56,6 @@ import shlex
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-__all__ = ["CostModel", "CostError", "for_backend", "with_overrides", "LIMIT_US", "IO_URING_FACTOR"]
-
 LIMIT_US = 100_000.0
 """Largest accepted constant (0.1 s per unit of work): beyond it a run models no server."""
 

@@ -73,8 +73,6 @@ from .. import loadgen
 from ..loadgen import LoadSpec
 from .costs import CostModel
 
-__all__ = ["SimRun", "simulate", "START_NS"]
-
 START_NS = 1_000_000_000
 """The virtual clock's reading when a run's server starts (1 s: as ManualClock)."""
 TURNAROUND = 0

@@ -67,19 +67,6 @@ from .. import stats, workloads
 from ..plan import PlanError
 from .job import AbPlan
 
-__all__ = [
-    "GridError",
-    "LoadPoint",
-    "Policy",
-    "Grid",
-    "Cell",
-    "parse_grid",
-    "load_grid",
-    "DEFAULT_GRID",
-    "OFF",
-    "POLICY_KNOBS",
-]
-
 TAIL, HARVEST = "CWIST_REACTOR_TAIL_US", "CWIST_REACTOR_HARVEST_US"
 POLICY_KNOBS = (TAIL, HARVEST)
 """The knobs of age-based dispatch: arm A of a cell has them off (:data:`OFF`) unless ``against`` says."""

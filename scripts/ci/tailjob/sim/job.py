@@ -34,8 +34,6 @@ from ..workloads import Traffic, classes_for, parse_rate, resolve
 from . import costs as _costs
 from .engine import SimRun, simulate
 
-__all__ = ["AbPlan", "SimRunResult", "LegResult", "run_ab", "CAPACITY_S", "capacity", "load_spec"]
-
 CAPACITY_S = 0.5
 """Virtual seconds of the closed-loop run that measures capacity for a rate like ``0.7x`` (arm A)."""
 DRAIN_S = 10.0

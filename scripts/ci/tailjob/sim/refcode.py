@@ -31,19 +31,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = [
-    "RefError",
-    "resolve",
-    "checkout",
-    "use",
-    "label_arms",
-    "server_env",
-    "server_command",
-    "imported",
-    "own_code",
-    "CODE_LINE",
-]
-
 CODE_LINE = re.compile(r"^tailjob: tailreactor from (?P<path>\S.*)$")
 """The line a server started by :func:`server_command` prints first: its :mod:`tailreactor`'s directory."""
 

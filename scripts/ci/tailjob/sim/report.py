@@ -23,8 +23,6 @@ from ..report import CLASS_LABELS, comparison_table, format_value, plural, verdi
 from ..stats import INCONCLUSIVE, REGRESSION
 from ..workloads import Traffic, label, service_text
 
-__all__ = ["render", "result_document", "history_line", "gate", "plot", "HISTORY_FILE", "SCHEMA"]
-
 HISTORY_FILE = "tail-latency-sim.jsonl"
 SCHEMA = 1
 

@@ -38,20 +38,8 @@ from dataclasses import dataclass, field, replace
 from .. import stats
 from ..outputs import dumps  # noqa: F401  (the result document's bytes)
 from . import costs as _costs
-from .grid import OFF, Cell, Grid, GridError, LoadPoint, load_grid, load_server_env, parse_grid
+from .grid import OFF, Cell, Grid, GridError, LoadPoint, load_grid, load_server_env, parse_grid  # noqa: F401
 from .job import LegResult, SimRunResult, capacity, needs_capacity, resolve_rate, run_one
-
-__all__ = [
-    "GridError",
-    "LoadPoint",
-    "Grid",
-    "parse_grid",
-    "load_grid",
-    "load_server_env",
-    "SweepResult",
-    "run_sweep",
-    "result_document",
-]
 
 
 @dataclass(frozen=True)

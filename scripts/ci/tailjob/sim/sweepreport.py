@@ -38,8 +38,6 @@ from ..options import PROG, REPO
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
 from . import sweep as _sweep
 
-__all__ = ["main_sweep", "render", "history_line", "heat_maps", "HISTORY_FILE", "HEAT_METRICS"]
-
 HISTORY_FILE = "tail-latency-sweep.jsonl"
 HEAT_METRICS = ("p50", "p99", "p99.9")
 TABLE_METRICS = ("p50", "p99", "p99.9", "rps")
@@ -451,7 +449,7 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
     stem = history.stem(started, grid.name, "sweep")
     doc = _sweep.result_document(result, argv=argv, provenance=provenance)
     md = render(result, argv=argv, provenance=provenance, timing=timing)
-    files = {".json": outputs.dumps(doc), ".md": md}
+    files: dict[str, bytes | str] = {".json": outputs.dumps(doc), ".md": md}
     files |= {f"-{w}.{ext}": data for w, im in heat_maps(result).items() for ext, data in im.items()}
     paths = outputs.write_files(args.out / "results", stem, files)
     line = history_line(
