@@ -1,7 +1,5 @@
 """``--calibrate K``: what the verdicts are worth on this machine, measured.
 
-Role
-----
 Run, on every leg of the plan (a backend and a connection count of the
 profile), K rounds of three legs each, in this order:
 

@@ -1,7 +1,5 @@
 """The job's own load client: open-loop (and closed-loop) HTTP load, latency per client class.
 
-Role
-----
 wrk is closed-loop: a connection sends its next request only when the last
 response arrived, so a stalled server receives fewer requests and the stall
 hides itself (coordinated omission).  This client sends on a **schedule**

@@ -1,7 +1,5 @@
 """Run a ``--peers`` comparison: every server, interleaved, per leg; medians and ratios.
 
-Role
-----
 :class:`PeersDesign` runs each leg (one wrk connection count) as trials of
 :func:`tailjob.runner.run_trials`: a trial runs every server once, in an
 order drawn at random (:func:`tailjob.plan.shuffled_schedule`), each run on a

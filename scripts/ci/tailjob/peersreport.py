@@ -1,7 +1,5 @@
 """The Markdown of a ``--peers`` comparison: the report, and the section of benchmarks/README.md.
 
-Role
-----
 :func:`render` is the report: what ran (wrk command, servers, schedule,
 pinning, machine), then per leg a table of medians per server
 (:func:`leg_tables`) and a table of ratios to the peers, every run

@@ -1,7 +1,5 @@
 """The percentile-spectrum plot of a job (SVG and PNG).
 
-Role
-----
 One panel per leg.  The x axis is the percentile on a log scale of
 1 / (1 - p) -- 50 %, 90 %, 99 %, ... 99.999 % equally spaced -- so the tail
 gets as much room as the body; the y axis is latency in ms, log scale.  Every

@@ -1,7 +1,5 @@
 """Tail percentiles of an arm from its runs pooled: merged latency histograms.
 
-Role
-----
 A 2 s run at c64 has a few dozen samples beyond its p99.9 and one or two
 beyond its p99.999, so a run's own p99.99 is close to its maximum, and the
 median of eight such near-maxima is still one run's near-maximum.  For the

@@ -1,7 +1,5 @@
 """The ``--probe`` leg: the latency probe of every worker, gathered per run, summarised per arm.
 
-Role
-----
 With ``--probe`` every run's server gets ``CWIST_LATENCY_PROBE=1`` and its
 own ``CWIST_LATENCY_PROBE_FILE`` template in a fresh directory of the job's
 output (:func:`probe_env`).  Each worker writes one JSON file when the server

@@ -1,7 +1,5 @@
 """The Markdown report of a job.
 
-Role
-----
 :func:`render` turns a :class:`tailjob.runner.JobResult` into Markdown:
 
 1. a header saying exactly what ran (wrk command, arms, pinning, schedule,

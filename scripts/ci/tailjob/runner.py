@@ -1,7 +1,5 @@
 """The trial loop of every job: plan, interleave, measure, flag, decide.
 
-Role
-----
 :func:`run_trials` runs a job's legs, one after the other.  Per leg a
 :class:`Design` (what is compared) **plans** it (the arms' environments, the
 schedule, with the load client the offered load), the loop **interleaves**

@@ -1,7 +1,5 @@
 """The job's workloads (``--workload NAME``): each one definition, its client classes and server settings.
 
-Role
-----
 A workload says which clients load the bench server during a run and how they
 are grouped into **classes**, each reported (and compared A/B) on its own.
 Only ``uniform`` under closed-loop load is wrk; the others, and ``uniform``

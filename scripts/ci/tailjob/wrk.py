@@ -1,7 +1,5 @@
 """wrk: the command line, running it, and parsing its output.
 
-Role
-----
 Build ``wrk -tT -cC -dDs -s scripts/ci/tail_latency.lua URL`` (optionally
 under ``taskset``), run it, and turn its output into a :class:`WrkResult`.
 

@@ -1,7 +1,5 @@
 """The cost model of the virtual-time tier: what server work costs in virtual time.
 
-Role
-----
 In a simulated run the virtual clock moves only by what this model charges
 (and by the waits between client sends, where the server is idle):
 

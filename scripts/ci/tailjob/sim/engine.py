@@ -1,7 +1,5 @@
 """One simulated run: the real reactor and bench connections, socketpairs, a virtual clock.
 
-Role
-----
 :func:`simulate` runs one :class:`SimRun` -- a backend, the server's ``CWIST_*``
 environment, a :class:`~tailjob.loadgen.LoadSpec` (the workload's client
 classes and the seed of their schedules) and a

@@ -1,7 +1,5 @@
 """A/B in virtual time: paired seeds, the live job's verdict rule, the report.
 
-Role
-----
 An :class:`AbPlan` is one leg of the sim tier: a backend, the two arms'
 ``CWIST_*`` variables, the workload (its client classes, from
 :mod:`tailjob.workloads`, or wrk's closed loop for ``uniform``), connections,

@@ -1,7 +1,5 @@
 """Arm A on the code of a git ref (``--a-ref REF``): a temporary worktree and the import path to it.
 
-Role
-----
 :func:`checkout` resolves ``REF`` to a commit of this repository, checks it
 out in a temporary ``git worktree`` (detached) and removes it afterwards,
 however the job ends (an error, Ctrl-C, SIGTERM made an exception by the

@@ -1,7 +1,5 @@
 """The sim tier's outputs: the Markdown report, the result document, the history line, the plot.
 
-Role
-----
 The report says first that its figures are **virtual time**, then the code
 (commit), the seeds (arm A and arm B of a pair share one), and every leg's
 cost model with where each constant came from; then, per leg, the table of

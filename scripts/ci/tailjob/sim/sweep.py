@@ -1,7 +1,5 @@
 """A grid sweep in virtual time (``scripts/tail-latency.sh --tier sim --sweep [--grid default|FILE]``).
 
-Role
-----
 A **grid** crosses backends, **load points** (a workload with its loop, rate,
 connections and virtual seconds per run) and **policies** (the knobs of arm B).
 Each cell -- one backend, one load point, one policy -- is an A/B of the sim

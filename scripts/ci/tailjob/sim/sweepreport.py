@@ -1,7 +1,5 @@
 """The sweep's outputs and command line (``--tier sim --sweep``): report, result JSON, heat maps, history line.
 
-Role
-----
 :func:`main_sweep` checks the options and the grid (:func:`tailjob.sim.sweep.load_grid`) before
 anything runs, runs the sweep, then writes, each through a temporary file so that a failure leaves
 nothing half-written:
