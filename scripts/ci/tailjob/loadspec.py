@@ -1,43 +1,15 @@
 """What a run of the load client is and what it reports (shared with the virtual-time tier).
 
-A run is a :class:`LoadSpec`: a duration and one or more **client classes**
-(:class:`ClientClass`), each a number of keep-alive connections driven one of
-two ways:
-
-* ``open`` -- the class offers ``rate`` requests/s, split evenly over its
-  connections; each connection has its own schedule (``poisson``: exponential
-  gaps, the default; ``constant``: even gaps, the connections staggered so the
-  class's sends are even too).  A connection holds one request in flight; a
-  request whose time comes while the previous one is unanswered is sent when
-  that answer arrives, and its latency still counts from its intended time.
-* ``closed`` -- each connection sends ``depth`` requests in one write
-  (pipelining), waits for all their answers, optionally "thinks" (exponential,
-  mean ``think_ms``), then sends the next batch.  The intended time of a batch
-  is the end of the previous batch plus the think time.
-
-Every request is ``GET <path><seq>``: the bench server's ``/user/:id`` (and
-``/slow/:id``) answer with the id, so each response is matched to its request
-by its body; a mismatch is counted as an error.  Requests whose intended time
-falls inside the run are *offered*; after the run the client waits up to
-``drain_s`` for the answers still owed, and what is still missing then counts
-as ``timeout``.  A class is ``saturated`` when the answers that arrived inside
-the run fall more than 2 % short of the requests offered up to one median
-latency (at most a tenth of the run) before its end (:func:`saturated`).
-
-Output: one line ``TAILREACTOR_LOAD {json}`` with, per class and for all
-classes merged: offered/sent/answered counts, offered and achieved rates
-(achieved = answers that arrived inside the run, per second), the latency
-percentiles (us, HdrHistogram, 3 significant digits) with the samples behind
-each, and the **send lag** -- how late the client itself sent requests whose
-connection was idle at their time.  The lag is the client's own error: the
-event loop's timers have millisecond resolution, so a request is sent up to
-about 1 ms after its time, and that is in its latency, as in wrk2.  A
-closed-loop class without think time also records its **turnaround**: from
-the read that brought a batch's last answer to the write of the next batch,
-in this process (the kernel's delivery and the process's wake-up are not in
-it, so it is a lower bound).  The virtual-time tier models it
-(``client_us``, :mod:`tailjob.sim.costs`): while it lasts, the server may
-start a round without that connection.
+A run is a :class:`LoadSpec`: a duration and one or more client classes (:class:`ClientClass`), each
+keep-alive connections driven open loop (``rate`` requests/s on a ``poisson`` or ``constant``
+schedule per connection, one request in flight, latency from the intended send time) or closed loop
+(``depth`` requests per write, then an optional exponential think time).  Requests whose intended
+time falls inside the run are *offered*; answers still owed ``drain_s`` after it are ``timeout``; a
+class is ``saturated`` (:func:`saturated`) when its answers inside the run fall over 2 % short of
+the requests due inside it (:func:`set_offered_due`).  :func:`report` is the run's document: per
+class and merged, counts, offered and achieved rates, latency percentiles (us, HdrHistogram) with
+the samples behind each, the client's send lag and a closed loop's turnaround.  The rules and why:
+docs/en/tail-latency-ci.md, "Open-loop load".
 """
 
 from __future__ import annotations

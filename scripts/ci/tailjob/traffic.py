@@ -1,15 +1,10 @@
-"""A user's own traffic: client classes from a TOML file or ``--class`` options, checked once.
+"""A user's own traffic (docs/en/tail-latency-ci.md, "Your own traffic"): client classes, checked once.
 
-A user's own traffic is a :class:`Traffic`: one :class:`TrafficClass` per
-client class (connections, loop, rate or think time, pipelining depth,
-schedule, and ``service_us``, the server's busy time per request of the class),
-read from a TOML file (``--workload FILE.toml``, :func:`read_traffic`: one table
-per class) or from ``--class 'name=bulk connections=16 ...'`` options
-(:func:`parse_classes`).  It runs wherever a named workload runs: the live tier
-(the load client against the bench server) and ``--tier sim``.  A class's
-service cost travels in its requests, ``GET /service/<us>/<seq>``, which the
-bench server busy-waits for when ``CWIST_BENCH_SERVICE_ROUTE=1`` (set for both
-arms), and which the sim tier charges in virtual time, as ``/slow/``.
+A :class:`Traffic` is one :class:`TrafficClass` per client class, read from a TOML file
+(``--workload FILE.toml``) or from ``--class 'name=bulk connections=16 ...'`` options
+(:func:`parse_classes`).  A class's service cost travels in its requests, ``GET
+/service/<us>/<seq>`` (:data:`SERVICE_PATH`), which the bench server busy-waits for when
+``CWIST_BENCH_SERVICE_ROUTE=1`` and the sim tier charges in virtual time.
 """
 
 from __future__ import annotations

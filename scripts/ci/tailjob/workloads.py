@@ -1,50 +1,18 @@
 """The job's workloads (``--workload NAME``): each one definition, its client classes and server settings.
 
-A workload says which clients load the bench server during a run and how they
-are grouped into **classes**, each reported (and compared A/B) on its own.
-Only ``uniform`` under closed-loop load is wrk; the others, and ``uniform``
-with ``--load open``, run on the job's own load client (:mod:`tailjob.loadgen`).
-
-=============  ==================================================================
-``uniform``    ``GET /`` style requests on ``C`` connections (the profile's): wrk
-               closed loop (today's, the seed's), or with ``--load open`` one
-               open-loop class ``all`` offering ``--rate`` (default ``0.7x``).
-``mixed``      ``bulk``: ``C/4`` keep-alive connections pipelining 16 requests per
-               write, closed loop, keeping the server busy; ``interactive``: 8
-               keep-alive connections sending single requests open loop at a low
-               rate (``--rate``, default 200 req/s over the class, so each client
-               thinks ~40 ms between requests).  Every request costs
-               :data:`MIXED_SERVICE_US` of service time (``CWIST_BENCH_DELAY_US``,
-               both arms), so the bulk class saturates the server and a round of
-               it (16 bulk connections x 16 requests at c64, ~6 ms) lasts longer
-               than the default ``CWIST_REACTOR_TAIL_US`` (3.5 ms): the probe's
-               round time shows it.  ``interactive`` is the class that matters.
-``slow-route`` open loop at ``--rate`` (default ``0.5x``): ``fast`` (``C``
-               connections, ``GET /user/<seq>``) and ``slow`` (``C/16``, at least
-               2, ``GET /slow/<seq>``), the slow share being :data:`SLOW_FRACTION`
-               of the rate; the server busy-waits :data:`SLOW_US` per slow request
-               (``CWIST_BENCH_SLOW_US``, set for both arms).
-``think-time`` ``all``: ``4 C`` keep-alive connections, each sending one request,
-               then idle for an exponential think time (mean :data:`THINK_MS`);
-               most connections are idle between requests, so an event's arm age
-               (since it was armed, before the think time) and its ready age
-               (since the reactor reaped it) differ.
-=============  ==================================================================
-
-A workload is one entry of :data:`WORKLOADS`: its description (``--help``),
-whether it has an open-loop class (then ``--rate`` applies, with its
-default), the bench server variables it sets for both arms, and its client
-classes for a leg's connection count and the resolved rate.
-
+A workload says which clients load the bench server during a run and how they are grouped into
+classes, each reported (and compared A/B) on its own: one entry of :data:`WORKLOADS` (its
+description for ``--help``, whether it has an open-loop class and its default rate, the bench
+server variables it sets for both arms, its classes for a leg's connections and rate).  The
+workloads and why each is sized as it is: docs/en/tail-latency-ci.md, "Workloads".  Only ``uniform``
+under closed-loop load is wrk; the others run on the job's load client (:mod:`tailjob.loadgen`).
 A user's own traffic (``--workload FILE.toml``, ``--class``): :mod:`tailjob.traffic`.
 
-The rest is the job's side of the load client: :class:`LoadPlan` (what
-``--workload``, ``--load``, ``--rate`` and ``--schedule`` asked for, checked
-once by :func:`plan_load`; ``None`` is wrk's closed loop), the **rate** as
-requests/s (``2000``) or a fraction of the server's capacity (``0.7x``,
-measured per leg by a :data:`CAPACITY_S` s closed-loop wrk run against arm A),
-and :class:`LoadRunResult`, a run's output read like
-:class:`tailjob.wrk.WrkResult`, with the per-class figures.
+The job's side of the load client: :class:`LoadPlan` (``--workload``, ``--load``, ``--rate`` and
+``--schedule``, checked once by :func:`plan_load`; ``None`` is wrk's closed loop), a rate as
+requests/s (``2000``) or a fraction of the capacity (``0.7x``, measured per leg by a
+:data:`CAPACITY_S` s closed-loop wrk run on arm A), and :class:`LoadRunResult`, a run's output read
+like :class:`tailjob.wrk.WrkResult`, with the per-class figures.
 """
 
 from __future__ import annotations

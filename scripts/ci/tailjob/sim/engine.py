@@ -1,52 +1,16 @@
 """One simulated run: the real reactor and bench connections, socketpairs, a virtual clock.
 
-:func:`simulate` runs one :class:`SimRun` -- a backend, the server's ``CWIST_*``
-environment, a :class:`~tailjob.loadgen.LoadSpec` (the workload's client
-classes and the seed of their schedules) and a
-:class:`~tailjob.sim.costs.CostModel` -- and returns the load client's
-document (:func:`tailjob.loadgen.report`: per class and merged, the same keys
-as a live run) plus ``server``: requests served, virtual busy time, the
-reactor's counters.
+:func:`simulate` runs one :class:`SimRun` (a backend, the server's ``CWIST_*`` environment, a
+:class:`~tailjob.loadspec.LoadSpec` and a :class:`~tailjob.sim.costs.CostModel`) and returns the
+load client's document (:func:`tailjob.loadspec.report`, the keys of a live run) plus ``server``:
+requests served, virtual busy time, the reactor's counters.  What is real and what is virtual:
+docs/en/tail-latency-ci.md, "What runs and what is virtual".
 
-What is real, what is virtual
------------------------------
-* **Real**: :class:`tailreactor.Reactor` (rounds, age order, round budget,
-  drain chunk, harvest, timers, posts) on the real backend, which reports
-  readiness in kernel order; :class:`tailreactor.http.listener.Listener` (its
-  knobs and the injected stall's timer) and
-  :class:`tailreactor.http.connection.Connection` (parse, batch, yield batch,
-  late bypass, pipelining, partial sends) over one ``socketpair`` per client
-  connection (AF_UNIX: a write is in the peer's receive queue when ``send``
-  returns, so readiness does not depend on a softirq's timing as loopback TCP
-  would).  The clients are the load client's classes and schedules, seeded
-  per connection exactly as :mod:`tailjob.loadgen` seeds them.
-* **Virtual**: the reactor's clock (:class:`tailreactor.clock.ManualClock`).
-  It moves by what the cost model charges -- per wait, harvest, callback,
-  request served and (with age-based dispatch on) event ordered by age,
-  charged where the work happens (a request's cost before the
-  ``send`` that carries its answer) -- and by the injected knobs
-  (``CWIST_BENCH_DELAY_US``, ``SLOW_US``, ``STALL_US``, and the cost a traffic
-  class's ``GET /service/<us>/<seq>`` names: the bench code's ``busy_wait_ns``
-  advances the virtual clock instead of spinning).  When the
-  reactor would block, the clock jumps to the next client send, or the
-  reactor's timeout (its earliest timer), whichever comes first: a simulated
-  run never waits in real time.
-* **The clients** cost nothing: a request is written into its socketpair at
-  the first point the server could see it after its send time (a wait, a
-  harvest, or the start of a callback), in send-time order, so the kernel's
-  ready list is in that order; an answer arrives at the virtual time of the
-  server's ``send``.  Latency is from the intended send time, as the load
-  client measures it; the client has no send lag (its lag histogram stays
-  empty).  A closed-loop connection waits its turnaround (``client_us``, or
-  ``wrk_us`` for wrk's loop; exponential, from its own seeded generator)
-  between a batch's last answer and the next batch: a round that starts
-  meanwhile starts without it.
-
-Hooks into the bench code, and only these: a :class:`SimListener` adopts the
-socketpairs (no TCP accept, no ``TCP_NODELAY``); :class:`SimConnection` wraps
-its callbacks to charge ``callback_us``; the server's socket charges
-``request_us`` per request in ``send``; ``busy_wait_ns`` is swapped for the
-virtual one while a run lasts.  Everything between is the project's code.
+Hooks into the bench code, and only these: a :class:`SimListener` adopts the socketpairs (no TCP
+accept); :class:`SimConnection` wraps its callbacks to charge ``callback_us``; the server's socket
+charges ``request_us`` per request in ``send``; ``busy_wait_ns`` advances the virtual clock instead
+of spinning while a run lasts.  When the reactor would block, the clock jumps to the next client
+send or the reactor's earliest timer: a simulated run never waits in real time.
 """
 
 from __future__ import annotations
