@@ -1,29 +1,10 @@
-"""The Markdown report of a job.
+"""The Markdown report of a job (:func:`render`, from a :class:`tailjob.runner.JobResult`).
 
-:func:`render` turns a :class:`tailjob.runner.JobResult` into Markdown:
-
-1. a header saying exactly what ran (wrk command, arms, pinning, schedule,
-   statistics, machine, commit);
-2. the verdicts, one line per leg, counting the metrics per verdict;
-3. per leg, the table in the seed PR's shape -- arms side by side, medians over
-   N runs -- extended with the B/A ratio, its joint 95 % CI, the minimum effect,
-   the detectable effect (the CI's half-width), about how many pairs would bring
-   it to the minimum effect, and the verdict; p99.9 and beyond are pooled over
-   the arm's runs and carry the samples behind them;
-4. with ``--probe``, per leg the latency probe's figures per arm and worker
-   (medians over the runs, :mod:`tailjob.probeleg`);
-5. per leg, every run (``runs=True``), with its flags;
-6. notes on what the numbers are.
-
-With a workload on the load client (``--workload``, ``--load open``) each leg
-also gets, after its table of the whole run, the capacity run (for a rate
-like ``0.7x``) and the load offered (:func:`load_line`), then per client class
-a table in the same shape (:func:`class_tables`, the comparisons of
-:func:`tailjob.runner.compare_leg` with the class), preceded by what the class
-is and followed by what checks it: achieved against offered, runs flagged
-``saturated``, the client's send lag.
-
-Latencies are printed in ms (recorded in us), CPU per request in us.
+What ran (the header), the verdicts one line per leg, per leg the table in the seed PR's shape (arms
+side by side, medians over the runs) with B/A, its joint interval, the minimum and detectable
+effects, the pairs needed and the verdict; with the load client the capacity, the load offered and a
+table per client class with its checks; with ``--probe`` the probe's figures per worker; every run
+(``runs=True``); notes on what the numbers are.  Latencies in ms (recorded in us), CPU in us.
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
-"""A grid sweep in virtual time (``scripts/tail-latency.sh --tier sim --sweep [--grid default|FILE]``).
+"""A grid sweep in virtual time (``--tier sim --sweep [--grid default|FILE]``): docs/en/tail-latency-ci.md,
+"The sweep".
 
-A **grid** crosses backends, **load points** (a workload with its loop, rate,
-connections and virtual seconds per run) and **policies** (the knobs of arm B).
-Each cell -- one backend, one load point, one policy -- is an A/B of the sim
-tier (:mod:`tailjob.sim.job`): arm B runs the policy's knobs, arm A the same
-knobs with age-based dispatch off (``CWIST_REACTOR_TAIL_US=0`` and
-``CWIST_REACTOR_HARVEST_US=0``, the knobs' own "off"), or, for a policy with
-``against``, those knobs set as it says.  Every other knob of a policy
-(``CWIST_HTTP_YIELD_BATCH``, ``CWIST_REACTOR_AGE_FROM``, ...) applies to both
-arms, so a cell isolates what age-based dispatch does under it.  The cell is
-decided with the live job's rule (:func:`tailjob.runner.compare_leg`), whole run
-and per client class.
-
-A run is a function of (backend, arm environment, load point, seed, cost
-model), so runs are keyed by those and run once, however many cells share them
-(an arm A is the same run in every cell whose policy-off arm it is; a policy
-equal to its arm A, such as ``CWIST_REACTOR_TAIL_US=0``, is an A/A control of
-ratio 1.000).  A rate like ``0.7x`` is a fraction of one capacity per backend
-and load point, measured on the policy off at the other knobs' defaults, so
-every cell of a load point offers the same load.
-
-Runs go to local worker processes (all the CPUs this process may use) or, with
-``--dask`` (``dask[distributed]``, the ``sweep`` extra), to a Dask
-``LocalCluster`` or a scheduler's address: the same tasks, so the same result
-document byte for byte (``tests/ci/test_tailjob_sweep.py`` checks it).
-
-The grid and its file: :mod:`tailjob.sim.grid`.
+Each cell of the grid (:mod:`tailjob.sim.grid`: one backend, one load point, one policy) is an A/B of
+the sim tier, decided with the live job's rule (:func:`tailjob.runner.compare_leg`), whole run and per
+class.  A run is a function of (backend, arm environment, load point, seed, cost model), so runs are
+keyed by those and run once however many cells share them.  A rate like ``0.7x`` is of one capacity
+per backend and load point, measured with the policy off.  Runs go to local worker processes or, with
+``--dask``, to a Dask cluster: the same tasks, so the same result document byte for byte.
 """
 
 from __future__ import annotations

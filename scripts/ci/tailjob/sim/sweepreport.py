@@ -1,22 +1,10 @@
 """The sweep's outputs and command line (``--tier sim --sweep``): report, result JSON, heat maps, history line.
 
-:func:`main_sweep` checks the options and the grid (:func:`tailjob.sim.sweep.load_grid`) before
-anything runs, runs the sweep, then writes, each through a temporary file so that a failure leaves
-nothing half-written:
-
-* ``<out>/results/<stem>.md`` -- the report: what ran (command, commit, grid, arm A's rule, cost
-  model, capacities, wall and CPU time with the load average), the verdicts counted per class and
-  metric, every ``gain`` and ``regression``, then per workload and class one table of the cells
-  (B/A, joint interval, verdict; ``n/a (needs N samples)`` where the runs cannot bound a
-  percentile) with the reactor's counters A -> B;
-* ``<out>/results/<stem>.json`` -- :func:`tailjob.sim.sweep.result_document` (no wall-clock time:
-  the same grid at the same commit writes the same bytes, whatever ran it);
-* ``<out>/results/<stem>-<workload>.svg`` and ``.png`` -- per workload (a load point's name: a named
-  workload's, or a traffic's, :class:`tailjob.sim.sweep.LoadPoint`) one heat map per class and
-  percentile (p50, p99, p99.9): the cell's colour is its verdict, its text the ratio;
-* one line appended to ``<out>/tail-latency-sweep.jsonl``.
-
-``<stem>`` is ``<start time>-<grid name>-sweep``.
+:func:`main_sweep` checks the options and the grid before anything runs, runs the sweep, then writes
+(each file whole, :mod:`tailjob.outputs`) ``<out>/results/<stem>.md`` (the report), ``<stem>.json``
+(:func:`tailjob.sim.sweep.result_document`: no wall-clock time), ``<stem>-<workload>.svg`` and
+``.png`` (a heat map per class and percentile of :data:`HEAT_METRICS`: colour the verdict, text the
+ratio) and a line of ``<out>/tail-latency-sweep.jsonl``; ``<stem>`` is ``<start>-<grid>-sweep``.
 """
 
 from __future__ import annotations
