@@ -6,7 +6,7 @@ so what a trial shares -- a neighbour stealing CPU from both arms -- stays paire
 seeded).  :func:`verdict` decides gain, regression, equivalent or inconclusive from the interval and
 the metric's minimum effect; ``n/a`` without a ratio or with fewer than :data:`MIN_PAIRS` pairs.
 The intervals are 95 % jointly over a leg's metrics (Bonferroni, :data:`CONFIDENCE`); why 8 pairs
-and Bonferroni (``scripts/ci/simulate_aa.py`` reproduces it): docs/en/tail-latency-ci.md, "Why 8 runs".
+and Bonferroni (``benchmarks/simulate_aa.py`` reproduces it): docs/en/tail-latency-ci.md, "Why 8 runs".
 """
 
 from __future__ import annotations
