@@ -56,12 +56,17 @@ def _pooled_samples(c: Comparison, arm: str) -> str:
     return "" if n is None else f" ({n:,})"
 
 
-def _samples(c: Comparison, runs: list[RunRecord], arm: str) -> str:
-    """The samples behind a tail figure, as ' (n)': the pooled count, or the runs' median count."""
+def _samples(c: Comparison, arm: str, counts) -> str:
+    """The samples behind a tail figure, as ' (n)': the pooled count, or the median of ``counts()``
+    (the runs' counts of the arm)."""
     if c.estimator == "pooled" or c.metric.key not in POOLED_KEYS:
         return _pooled_samples(c, arm)
-    counts = [q["samples"] for r in runs for q in r.wrk["percentiles"] if q["p"] == c.metric.percentile]
-    return f" ({median(counts):.0f})" if counts else ""
+    found = counts()
+    return f" ({median(found):.0f})" if found else ""
+
+
+def _run_counts(c: Comparison, runs: list[RunRecord]) -> list[int]:
+    return [q["samples"] for r in runs for q in r.wrk["percentiles"] if q["p"] == c.metric.percentile]
 
 
 def verdict_counts(c_list: list[Comparison]) -> dict[str, int]:
@@ -198,7 +203,9 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
         f"## {lr.leg.name}: {what}, medians over {plural(n_runs, 'run')} per arm{how}",
         "",
         *comparison_table(
-            job.arms, lr.comparisons, lambda c, arm: _samples(c, runs_a if arm == "A" else runs_b, arm)
+            job.arms,
+            lr.comparisons,
+            lambda c, arm: _samples(c, arm, lambda: _run_counts(c, lr.measured(arm))),
         ),
     ]
     lines += ["", flag_summary(lr)]
@@ -428,17 +435,18 @@ def load_line(lr) -> str:
             f"on arm {lr.capacity['arm']}: **{lr.capacity['rps']:,.0f} req/s**"
             + (f" (flagged {', '.join(lr.capacity['flags'])})" if lr.capacity["flags"] else "")
         )
-    for c in lr.load_spec["classes"]:
-        what = (
-            f"open loop, {c['schedule']}, {c['rate']:,.0f} req/s offered"
-            if c["loop"] == "open"
-            else f"closed loop, depth {c['depth']}"
-            + (f", think {c['think_ms']:g} ms" if c["think_ms"] else "")
-        )
-        parts.append(
-            f"`{c['name']}`: {c['connections']} connections, {what}, `GET {c['path']}<seq>`{service_text(c)}"
-        )
+    parts += [class_line(c) for c in lr.load_spec["classes"]]
     return "Load (tailjob.loadgen, " + f"{lr.load_spec['duration_s']:g} s per run): " + "; ".join(parts) + "."
+
+
+def class_line(c: dict) -> str:
+    """What a client class (as a dict of :class:`tailjob.loadgen.ClientClass`) sends."""
+    what = (
+        f"open loop, {c['schedule']}, {c['rate']:,.0f} req/s offered"
+        if c["loop"] == "open"
+        else f"closed loop, depth {c['depth']}" + (f", think {c['think_ms']:g} ms" if c["think_ms"] else "")
+    )
+    return f"`{c['name']}`: {c['connections']} connections, {what}, `GET {c['path']}<seq>`{service_text(c)}"
 
 
 def class_tables(job, lr) -> list[str]:
@@ -454,13 +462,8 @@ def class_tables(job, lr) -> list[str]:
         n = min(len(figs["A"]), len(figs["B"]))
         pooled = any(x.estimator == "pooled" for x in comps)
 
-        def samples(
-            cmp, arm, figs=figs
-        ) -> str:  # the samples behind a tail figure: pooled, or the median run's
-            if cmp.estimator == "pooled" or cmp.metric.key not in POOLED_KEYS:
-                return _pooled_samples(cmp, arm)
-            counts = [f[f"{cmp.metric.key}_samples"] for f in figs[arm]]
-            return f" ({median(counts):.0f})" if counts else ""
+        def samples(cmp, arm, figs=figs) -> str:
+            return _samples(cmp, arm, lambda: [f[f"{cmp.metric.key}_samples"] for f in figs[arm]])
 
         lines += [
             "",

@@ -13,13 +13,14 @@ report and the history line carry when the job ran.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
 from .. import stats
-from ..report import CLASS_LABELS, comparison_table, format_value, plural, verdict_summary
+from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
 from ..stats import INCONCLUSIVE, REGRESSION
-from ..workloads import Traffic, label, service_text
+from ..workloads import Traffic, label
 
 HISTORY_FILE = "tail-latency-sim.jsonl"
 SCHEMA = 1
@@ -57,13 +58,7 @@ def _load_line(leg) -> str:
             f"**{leg.capacity_rps:,.0f} req/s**, "
             + (f"rate {p.rate} of it" if p.rate else "the classes' relative rates of it")
         )
-    for c in spec.classes:
-        what = (
-            f"open loop, {c.schedule}, {c.rate:,.0f} req/s offered"
-            if c.loop == "open"
-            else f"closed loop, depth {c.depth}" + (f", think {c.think_ms:g} ms" if c.think_ms else "")
-        )
-        parts.append(f"`{c.name}`: {c.connections} connections, {what}, `GET {c.path}<seq>`{service_text(c)}")
+    parts += [class_line(asdict(c)) for c in spec.classes]
     what = f"traffic `{p.workload}`" if isinstance(p.workload, Traffic) else f"workload `{p.workload}`"
     return f"Load ({p.duration_s:g} virtual s per run, {what}): " + "; ".join(parts) + "."
 

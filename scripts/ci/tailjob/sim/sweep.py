@@ -174,22 +174,11 @@ def run_sweep(
 # --- the result document ---------------------------------------------------------------------------
 
 
+_FIELDS = "a b ratio ci min_effect verdict detectable pairs_needed estimator needs_samples".split()
+
+
 def _comp(c: stats.Comparison) -> dict:
-    return stats.summary(
-        c,
-        (
-            "a",
-            "b",
-            "ratio",
-            "ci",
-            "min_effect",
-            "verdict",
-            "detectable",
-            "pairs_needed",
-            "estimator",
-            "needs_samples",
-        ),
-    )
+    return stats.summary(c, _FIELDS)
 
 
 COUNTERS = ("rounds", "dispatched", "tail_elevations", "harvested")
