@@ -12,12 +12,12 @@ report and the history line carry when the job ran.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
 from .. import stats
+from ..outputs import dumps, write_atomic
 from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
 from ..stats import INCONCLUSIVE, REGRESSION
 from ..workloads import Traffic, label
@@ -351,5 +351,4 @@ def plot(legs, stem: Path) -> list[Path]:
 
 
 def write_json(doc: dict, path: Path) -> Path:
-    path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
-    return path
+    return write_atomic(path, dumps(doc))
