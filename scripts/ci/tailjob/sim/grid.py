@@ -1,55 +1,13 @@
 """The sweep's grid: backends x load points x policies, read from TOML (``--grid default|FILE``).
 
-Grid files are TOML (:data:`DEFAULT_GRID` is the default's text)::
-
-    name = "mine"                  # part of the file names
-    backends = ["epoll"]           # of epoll, io_uring, selectors
-    seeds = 8                      # pairs per cell (a verdict needs 8)
-    first_seed = 1
-    connections = 64               # default of the load points
-
-    [[load]]                       # a load point: workload, and as --load/--rate/--schedule
-    workload = "mixed"
-    rate = "200"
-    duration = 4                   # virtual seconds per run
-
-    [[policy]]                     # every combination of the values listed is one policy
-    CWIST_REACTOR_TAIL_US = [0, 1000, 3500]
-    CWIST_REACTOR_HARVEST_US = [0, 1000]
-
-    [[policy]]
-    against = { CWIST_REACTOR_TAIL_US = 3500 }   # arm A: tail on, harvest off
-    CWIST_REACTOR_TAIL_US = [3500]
-    CWIST_REACTOR_HARVEST_US = [1000]
-
-A load point may instead be a user's own traffic (:class:`tailjob.workloads.Traffic`, as
-``--workload FILE.toml``): ``workload = "FILE.toml"`` (relative to the grid file, or absolute),
-or its classes inline, a traffic file's tables with ``load.class.`` before each name (the same
-keys, checked by the same code, :func:`tailjob.workloads.traffic_of`)::
-
-    [[load]]
-    workload = "../workloads/example.toml"
-    duration = 2
-
-    [[load]]
-    name = "checkout"              # the report's name for it (default traffic-N)
-    duration = 2
-    [load.class.web]
-    connections = 8
-    loop = "open"
-    rate = "0.5x"
-    [load.class.batch]
-    connections = 4
-    loop = "closed"
-    depth = 4
-    service_us = 200
-
-Its classes set the loop, rate, schedule and connections (``load``, ``rate``, ``schedule`` and
-``connections`` are refused with it); the report, heat maps and result JSON call it by its
-``name``, else its file's name.
-
-A key or knob the grid does not know, or a value a knob does not accept, is
-one line naming it and what is accepted, before anything runs or is written.
+The file's keys and an example: docs/en/tail-latency-ci.md, "The sweep" (:data:`DEFAULT_GRID` is the
+default's text).  A load point is a named workload with its loop, rate, schedule, connections and
+virtual seconds per run, or a user's traffic (``workload = "FILE.toml"``, relative to the grid file,
+or its classes inline as ``[load.class.NAME]`` tables, checked by :func:`tailjob.workloads.traffic_of`
+as a traffic file is).  A ``[[policy]]`` lists knobs' values (every combination is one policy, arm
+B's knobs); arm A has age-based dispatch off (:data:`OFF`) unless ``against`` says otherwise.  A key
+or knob the grid does not know, or a value a knob does not accept, is one line naming it and what is
+accepted, before anything runs or is written.
 """
 
 from __future__ import annotations
