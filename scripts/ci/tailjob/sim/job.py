@@ -241,31 +241,32 @@ class LegResult:
             }
 
 
+def _rate(plan: AbPlan) -> tuple[float, bool] | None:
+    """The leg's own open-loop rate, parsed (None: a traffic's classes have theirs, or no open loop)."""
+    w = plan.workload
+    if isinstance(w, Traffic) or plan.closed_uniform() or not resolve(w).open_classes and w != "uniform":
+        return None
+    rate = plan.rate or resolve(w).default_rate
+    assert rate is not None  # every workload with an open-loop class has a default rate
+    return parse_rate(rate)
+
+
 def needs_capacity(plan: AbPlan) -> bool:
     """True when ``plan``'s rate (a traffic: a class's) is a fraction of the capacity (``0.7x``)."""
     if isinstance(plan.workload, Traffic):
         return plan.workload.relative
-    if plan.closed_uniform() or not resolve(plan.workload).open_classes and plan.workload != "uniform":
-        return False
-    rate = plan.rate or resolve(plan.workload).default_rate
-    assert rate is not None  # every workload with an open-loop class has a default rate
-    return parse_rate(rate)[1]
+    rate = _rate(plan)
+    return rate is not None and rate[1]
 
 
 def resolve_rate(plan: AbPlan, capacity_rps: float | None) -> float | None:
     """The open-loop rate of ``plan`` in requests/s (None without an open-loop class, and for a
     traffic: each of its classes has its own, :func:`load_spec`)."""
-    if isinstance(plan.workload, Traffic):
-        return None
-    if plan.closed_uniform() or not resolve(plan.workload).open_classes and plan.workload != "uniform":
-        return None
-    rate = plan.rate or resolve(plan.workload).default_rate
-    assert rate is not None  # every workload with an open-loop class has a default rate
-    value, relative = parse_rate(rate)
-    if not relative:
-        return value
+    rate = _rate(plan)
+    if rate is None or not rate[1]:
+        return None if rate is None else rate[0]
     assert capacity_rps is not None  # needs_capacity(plan): the caller measured it
-    return value * capacity_rps
+    return rate[0] * capacity_rps
 
 
 def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progress=None) -> LegResult:
