@@ -1,29 +1,11 @@
-"""``--calibrate K``: what the verdicts are worth on this machine, measured.
+"""``--calibrate K``: what the verdicts are worth on this machine, measured (docs/en/statistics.md,
+"Calibration").
 
-Role
-----
-Run, on every leg of the plan (a backend and a connection count of the
-profile), K rounds of three legs each, in this order:
-
-* ``aa`` -- an A/A leg (identical arms, :data:`tailjob.plan.AB_PRESETS` ``aa``);
-* ``slow10`` -- A = defaults, B = ``CWIST_BENCH_DELAY_US`` of about 10 % of the
-  server's CPU per request;
-* ``slow25`` -- the same with about 25 %.
-
-The delays come from the first A/A leg of the round-0: the median server CPU
-us/request of its runs times 0.10 and 0.25, rounded, at least 1 us
-(:func:`delays_for`).  The bench server busy-waits that long per request, so
-the injected slowdown is in CPU per request; what it does to requests/s and
-latency is whatever it does on this machine, which is the point.
-
-Per metric, :func:`summarize` counts over the K legs of each kind: A/A legs
-with a false ``gain`` or ``regression`` (identical arms: every call is
-false), A/A legs called ``equivalent`` and ``inconclusive``, the median
-detectable effect of the A/A legs, and for each slowdown the legs that
-called it a ``regression`` (detected) or a ``gain`` (the wrong way).
-:func:`render_table` prints that with K, the profile, the backends and the
-delays.  Every leg is an ordinary A/B leg of the job (same schedule, same
-statistics), so the figures describe the job as it runs.
+On every leg of the plan, K rounds of three ordinary A/B legs: ``aa`` (identical arms), ``slow10`` and
+``slow25`` (B busy-waits ``CWIST_BENCH_DELAY_US`` of about 10 % and 25 % of the server's CPU per
+request, from the first A/A leg: :func:`delays_for`).  :func:`summarize` counts per metric the false
+calls of the A/A legs, their median detectable effect, and the slowdowns detected (or called the wrong
+way); :func:`render_table` prints it.
 """
 
 from __future__ import annotations
@@ -35,17 +17,6 @@ from . import stats
 from .plan import AB_PRESETS, Arm, Leg
 from .runner import LegResult, Settings, run_job
 from .stats import Comparison, median
-
-__all__ = [
-    "KINDS",
-    "SLOWDOWNS",
-    "CalibrationLeg",
-    "CalibrationRow",
-    "delays_for",
-    "summarize",
-    "render_table",
-    "run_calibration",
-]
 
 SLOWDOWNS = {"slow10": 0.10, "slow25": 0.25}
 """Injected slowdowns, as a share of the measured server CPU per request."""

@@ -1,70 +1,29 @@
 """The instruction tier: user-space instructions per request, counted by callgrind, split by component.
 
-Role
-----
-CPU time per request on a shared machine moves by 20 % from run to run; the
-instructions a server executes for a fixed sequence of requests do not.  This
-measure starts one server of the ``--peers`` comparison (the bench server on a
-backend, or the asyncio peer) under ``valgrind --tool=callgrind``, sends it a
-fixed number of keep-alive ``GET /`` requests from this process, and divides
-the instructions callgrind counted by the requests.
+CPU time per request on a shared machine moves by 20 % from run to run; the instructions a server
+executes for a fixed sequence of requests do not.  This measure starts one server of the
+``--peers`` comparison under ``valgrind --tool=callgrind``, sends it a fixed number of keep-alive
+``GET /`` requests from this process, and divides the instructions counted by the requests.
+What makes the count repeat (the same count twice within 0.5 %):
 
-What makes the count repeat (``same count twice within 0.5 %``):
+* **One request in flight**, on ``connections`` keep-alive connections in turn: every round of the
+  server carries exactly one request however slow valgrind makes it (wrk's batches depend on
+  timing), so the round's fixed cost is charged in full to each request.
+* **The window**: the counters are zeroed (``callgrind_control --zero``) after a warm-up, while the
+  server waits, and dumped after the last answer; only the server's re-arm and next wait race
+  (under 0.1 % at the default count).
+* **No timers, fixed hashing, no path chosen by the wall clock** (:data:`DEFAULT_KNOBS`, unless
+  set): ``CWIST_HTTP_KEEP_ALIVE_TIMEOUT=0``, ``PYTHONHASHSEED=0``, ``CWIST_REACTOR_TAIL_US=1``
+  (every event has aged by its delivery, so each round takes the age-based path) and
+  ``CWIST_REACTOR_ROUND_BUDGET_US=0`` (io_uring's mid-round submit fires by wall time).
 
-* **One request in flight.**  The client sends a request on one of
-  ``connections`` keep-alive connections in turn and reads the whole answer
-  before the next, so every round of the server carries exactly one request,
-  however slow valgrind makes it.  (wrk's batches depend on timing: how many
-  requests a round finds is the one thing the machine's load changes.)  The
-  round's fixed cost is therefore charged in full to each request; a server
-  under ``wrk -c64`` spreads it over a batch.
-* **The window.**  The counters are zeroed (``callgrind_control --zero``)
-  after a warm-up of the same requests, while the server waits for the next
-  one, and dumped (``--dump``) after the last answer.  The few instructions
-  the server runs between sending the last answer and the dump (its re-arm
-  and the next wait) are the only part that races, under 0.1 % at the default
-  count.
-* **No timers, fixed hashing.**  ``CWIST_HTTP_KEEP_ALIVE_TIMEOUT=0`` unless
-  set (an idle timer fires by wall clock, and valgrind stretches the wall
-  clock), and ``PYTHONHASHSEED=0``.
-* **No path chosen by the wall clock.**  Unless set, ``CWIST_REACTOR_TAIL_US=1``
-  (every event has aged by its delivery, so each round takes the aged path, the
-  age-based rule's; at the default 3500 whether an event aged depends on how
-  far valgrind stretched the round) and ``CWIST_REACTOR_ROUND_BUDGET_US=0``
-  (io_uring's mid-round submit fires by wall time).  Two counts under load
-  differed by 1.2 % before these were fixed.
+It counts every user-space instruction of the server process (interpreter, httptools, uring-api,
+libc), none of the kernel's: io_uring's saving in system calls shows in CPU time, not here.  The
+split by component: :mod:`tailjob.parts`.
 
-What it counts: every user-space instruction of the server process (the
-Python interpreter, httptools, uring-api, libc), none of the kernel's.  A
-syscall is a handful of user-space instructions however long the kernel
-takes: io_uring's saving in system calls shows in CPU time, not here.
-
-Components
-----------
-Callgrind attributes instructions to C functions, not to Python functions:
-3.11's interpreter runs Python calls inside one ``_PyEval_EvalFrameDefault``.
-So the table splits a request by the C functions its parts end in
-(:data:`COMPONENTS`: inclusive cost, so a component holds what it calls,
-Python callbacks included) and leaves the rest, the interpreter running the
-reactor's round, the dispatch, the connection's state machine and the route,
-as one row, ``python``.  That row callgrind cannot split.
-
-The whole table (:data:`ROWS`: reactor round, dispatch walk, backend
-wait/report, arm, HTTP parse, route, send, then recv, connection, clock,
-other) puts each C component in its row and spreads the ``python`` row over
-the rows in proportion to the Python bytecodes each part runs per request
-(:func:`bytecode_shares`: ``benchmarks/bytecodes.py`` on the same server,
-path and knobs, by :data:`PYTHON_ROWS`).  Its Python part is an estimate (a
-bytecode's cost varies: a call or an allocation costs more than a load); the
-total, the C components and the gate are exact.
-
-Gate
-----
-``compare`` puts each server's instructions per request beside a baseline (a
-small JSON, :data:`BASELINE`, written by ``--write-baseline``): more than
-:data:`GATE_LIMIT` (+2 %) is a ``regression``, less than -2 % a ``gain``, else
-``equivalent``.  The count is deterministic, so no bootstrap: one count per
-server is the verdict.
+Gate: :func:`compare` puts each server's count beside a baseline (:data:`BASELINE`, written by
+``--write-baseline``): above :data:`GATE_LIMIT` (+2 %) a ``regression``, below -2 % a ``gain``,
+else ``equivalent``.  The count is deterministic: one count per server is the verdict.
 """
 
 from __future__ import annotations
@@ -75,6 +34,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -82,16 +42,16 @@ from pathlib import Path
 
 from tailreactor.backends import io_uring_refused as _io_uring_refused
 
+from .parts import C_ROW, ROWS, python_component, shares_by_row  # noqa: F401
 from .peers import make_server, servers
+from .plan import Unavailable
 from .server import ServerError
 
 REPO = Path(__file__).resolve().parents[3]
 #: The servers counted by default (uvloop's loop is C: its count would say little about ours).
 SERVERS = ("bench-epoll", "bench-io_uring", "asyncio")
-#: The committed baseline the gate compares with.
 BASELINE = REPO / "benchmarks" / "results" / "instructions-baseline.json"
-#: The gate's bound: instructions per request more than this fraction above the baseline.
-GATE_LIMIT = 0.02
+GATE_LIMIT = 0.02  # the gate's bound above (and below) the baseline
 #: Defaults: requests counted, keep-alive connections they rotate over, warm-up requests.
 REQUESTS, CONNECTIONS, WARMUP = 1000, 8, 200
 REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -115,84 +75,6 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 )
 
 
-#: The rows of the whole table (:meth:`Count.split`): the parts of a request, then what is left.
-ROWS = (
-    "reactor round",
-    "dispatch walk",
-    "backend wait/report",
-    "arm",
-    "HTTP parse",
-    "route",
-    "send",
-    "recv",
-    "connection",
-    "clock",
-    "other",
-)
-#: The row each C component of :data:`COMPONENTS` is part of.
-C_ROW = {
-    "backend wait": "backend wait/report",
-    "arm": "arm",
-    "recv": "recv",
-    "HTTP parse": "HTTP parse",
-    "send": "send",
-    "clock": "clock",
-}
-#: Python code -> row, by (file path part, names, row); the first match wins.  A name is a
-#: qualified name (``Reactor._arm``), a class (``Due.``: its methods) or a method of any class
-#: (``rearm``); no names: every function of the file.  Row None: code that runs inside httptools'
-#: ``feed_data`` (its callbacks), whose instructions callgrind's HTTP parse row holds.
-PYTHON_ROWS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
-    (
-        "tailreactor/reactor.py",
-        ("Reactor._dispatch", "Reactor._between", "Reactor._harvest", "Due."),
-        "dispatch walk",
-    ),
-    ("tailreactor/reactor.py", ("Reactor.arm", "Reactor.arm_recv", "Reactor._arm"), "arm"),
-    ("tailreactor/dispatch.py", (), "dispatch walk"),
-    ("tailreactor/backends/", ("rearm", "arm", "arm_recv", "_register", "_operation"), "arm"),
-    ("tailreactor/backends/", (), "backend wait/report"),
-    (
-        "tailreactor/http/request.py",
-        ("on_message_begin", "on_url", "on_header", "on_headers_complete", "on_body", "on_message_complete"),
-        None,
-    ),
-    ("tailreactor/http/request.py", (), "HTTP parse"),
-    ("tailreactor/http/routes.py", (), "route"),
-    ("tailreactor/http/connection.py", ("Connection._send",), "send"),
-    ("tailreactor/http/", (), "connection"),
-    ("tailreactor/", (), "reactor round"),  # the round, posts, timers, interrupts
-    ("peers/asyncio_server.py", (), "connection"),
-    ("asyncio/selector_events.py", ("_SelectorSocketTransport.write", "_SelectorTransport.write"), "send"),
-    ("asyncio/selector_events.py", ("BaseSelectorEventLoop._process_events",), "dispatch walk"),
-    ("asyncio/selector_events.py", (), "connection"),  # the transport's read path
-    ("asyncio/transports.py", (), "connection"),
-    ("asyncio/events.py", ("Handle._run",), "dispatch walk"),
-    ("asyncio/base_events.py", ("BaseEventLoop._add_callback",), "dispatch walk"),
-    ("asyncio/", (), "reactor round"),
-    ("/selectors.py", (), "backend wait/report"),
-)
-
-
-def python_component(filename: str, qualname: str) -> str | None:
-    """The row (:data:`ROWS`) a Python function's bytecodes belong to (:data:`PYTHON_ROWS`), or None
-    for the parser's callbacks (inside callgrind's HTTP parse row); ``other`` when nothing matches."""
-    path = filename.replace(os.sep, "/")
-    for part, prefixes, row in PYTHON_ROWS:
-        if part in path:
-            if not prefixes:
-                return row
-            method = qualname.rsplit(".", 1)[-1]
-            for name in prefixes:
-                if (
-                    qualname == name
-                    or (name.endswith(".") and qualname.startswith(name))
-                    or ("." not in name and method == name)
-                ):
-                    return row
-    return "other"
-
-
 def bytecode_shares(
     name: str, *, cycles: int = 200, env: Mapping[str, str] | None = None
 ) -> dict[str, float]:
@@ -214,13 +96,7 @@ def bytecode_shares(
         counts, _requests = bytecodes.measure(name, 1, cycles, 2, env=ambient)
     except Exception as exc:  # noqa: BLE001 (io_uring unavailable, a bad knob: one line)
         raise MeasureError(f"{name}: bytecodes: {exc}") from None
-    by_row: dict[str, int] = {}
-    for (filename, qualname), n in counts.items():
-        row = python_component(filename, qualname)
-        if row is not None:
-            by_row[row] = by_row.get(row, 0) + n
-    total = sum(by_row.values())
-    return {row: n / total for row, n in by_row.items()} if total else {}
+    return shares_by_row(counts)
 
 
 class MeasureError(RuntimeError):
@@ -438,32 +314,27 @@ def attribute(dump: Path) -> tuple[int, dict[str, int]]:
     return total, parts
 
 
-def load_baseline(path: Path = BASELINE) -> dict[str, float]:
-    """Server -> instructions per request of the committed baseline; {} when there is none."""
+def _servers_of(path: Path) -> dict[str, dict]:
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text()).get("servers", {})
     except FileNotFoundError:
         return {}
-    return {k: float(v["per_request"]) for k, v in data.get("servers", {}).items()}
+
+
+def load_baseline(path: Path = BASELINE) -> dict[str, float]:
+    """Server -> instructions per request of the committed baseline; {} when there is none."""
+    return {k: float(v["per_request"]) for k, v in _servers_of(path).items()}
 
 
 def baseline_requests(path: Path = BASELINE) -> set[int]:
     """The request counts the baseline's servers were counted over (empty when it does not say)."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return set()
-    return {int(v["requests"]) for v in data.get("servers", {}).values() if "requests" in v}
+    return {int(v["requests"]) for v in _servers_of(path).values() if "requests" in v}
 
 
-def write_baseline(
-    counts: list[Count],
-    path: Path = BASELINE,
-    *,
-    commit: str = "",
-    shares: Mapping[str, Mapping[str, float]] | None = None,
-) -> None:
-    """Write the counts as JSON: per server its total, its C table and, with ``shares``, its rows."""
+def baseline_document(
+    counts: list[Count], *, commit: str = "", shares: Mapping[str, Mapping[str, float]] | None = None
+) -> str:
+    """The counts as JSON: per server its total, its C table and, with ``shares``, its rows."""
     servers: dict[str, dict] = {}
     for c in counts:
         entry: dict = {
@@ -479,9 +350,20 @@ def write_baseline(
         "commit": commit,
         "servers": servers,
     }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data) + "\n")
-    tmp.replace(path)
+    return json.dumps(data) + "\n"
+
+
+def write_baseline(
+    counts: list[Count],
+    path: Path = BASELINE,
+    *,
+    commit: str = "",
+    shares: Mapping[str, Mapping[str, float]] | None = None,
+) -> None:
+    """Write :func:`baseline_document` to ``path`` (whole: a reader never sees half of it)."""
+    from .outputs import write_atomic
+
+    write_atomic(path, baseline_document(counts, commit=commit, shares=shares))
 
 
 def compare(counts: list[Count], baseline: Mapping[str, float], limit: float = GATE_LIMIT) -> list[Verdict]:
@@ -561,8 +443,6 @@ def add_options(parser) -> None:
 
 
 def _fail(message: str, code: int) -> int:
-    import sys
-
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return code
 
@@ -572,15 +452,8 @@ def tier_options_given(args) -> bool:
     return bool(args.server or args.write_baseline or args.requests != REQUESTS or args.baseline != BASELINE)
 
 
-def main_tier(args) -> int:
-    """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
-
-    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option; 3 for a missing tool
-    or kernel feature, or when a count fails (one line).
-    """
-    import sys
-    from datetime import datetime, timezone
-
+def _refused(args) -> str | None:
+    """What is wrong with the options of this tier, in one line (None: nothing)."""
     if args.tier != "instructions":
         given = next(
             name
@@ -592,11 +465,9 @@ def main_tier(args) -> int:
             )
             if flag
         )
-        return _fail(f"{given} applies to --tier instructions", 2)
+        return f"{given} applies to --tier instructions"
     if args.write_baseline and args.gate:
-        return _fail(
-            "--write-baseline stores this count; --gate compares it with the stored one: choose one", 2
-        )
+        return "--write-baseline stores this count; --gate compares it with the stored one: choose one"
     for flag, name in (
         (args.peers, "--peers"),
         (args.calibrate is not None, "--calibrate"),
@@ -604,36 +475,79 @@ def main_tier(args) -> int:
         (args.a is not None or args.b is not None, "--a/--b"),
     ):
         if flag:
-            return _fail(f"{name} applies to --tier wall, not to --tier instructions", 2)
+            return f"{name} applies to --tier wall, not to --tier instructions"
+    return None
+
+
+def _baseline(args) -> dict[str, float]:
+    """The baseline to compare with ({} when none, or counted over other requests without ``--gate``);
+    :class:`ValueError` (one line) when ``--gate`` has nothing to gate on."""
     baseline = load_baseline(args.baseline)
     if args.gate and not baseline:
-        return _fail(
-            f"--baseline {args.baseline}: no baseline there to gate on (write one with --write-baseline)", 2
+        raise ValueError(
+            f"--baseline {args.baseline}: no baseline there to gate on (write one with --write-baseline)"
         )
     counted = baseline_requests(args.baseline)
     if baseline and counted and counted != {args.requests}:
         # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
         # interpreter's caches): a verdict compares equal counts.
         if args.gate:
-            return _fail(
+            raise ValueError(
                 f"--requests {args.requests}: the baseline counted "
-                f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count",
-                2,
+                f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count"
             )
-        baseline = {}
+        return {}
+    return baseline
+
+
+def _servers(args) -> list[str]:
+    """The servers to count; :class:`ValueError` (one line) for a tool or backend missing here."""
     chosen = list(
         args.server or [s for s in SERVERS if not args.backend or s in (f"bench-{args.backend}", "asyncio")]
     )
     missing = missing_tool()
     if missing:
-        return _fail(f"--tier instructions needs callgrind: {missing}", 3)
+        raise Unavailable(f"--tier instructions needs callgrind: {missing}")
     if "bench-io_uring" in chosen:
         refused = _io_uring_refused()
         if refused is not None:
             if args.server or args.backend == "io_uring":
-                return _fail(f"io_uring asked for but unavailable here: {refused}", 3)
+                raise Unavailable(f"io_uring asked for but unavailable here: {refused}")
             print(f"{PROG}: bench-io_uring skipped: {refused}", file=sys.stderr, flush=True)
             chosen.remove("bench-io_uring")
+    return chosen
+
+
+def _shares(counts: list[Count]) -> dict[str, dict[str, float]]:
+    """The python row of each server split by its bytecodes (a few seconds each), where it can be."""
+    shares: dict[str, dict[str, float]] = {}
+    for c in counts:
+        try:
+            shares[c.server] = bytecode_shares(c.server)
+        except MeasureError as exc:
+            print(f"{PROG}: no split of the python row for {exc}", file=sys.stderr, flush=True)
+    return shares
+
+
+def main_tier(args) -> int:
+    """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
+
+    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option; 3 for a missing tool
+    or kernel feature, or when a count fails (one line).
+    """
+    from datetime import datetime, timezone
+
+    from .outputs import files_text, write_files
+
+    refused = _refused(args)
+    if refused:
+        return _fail(refused, 2)
+    try:
+        baseline, chosen = _baseline(args), _servers(args)
+    except ValueError as exc:
+        return _fail(str(exc), 2)
+    except Unavailable as exc:
+        return _fail(str(exc), 3)
     counts = []
     for name in chosen:
         try:
@@ -646,43 +560,29 @@ def main_tier(args) -> int:
             flush=True,
         )
         counts.append(c)
-    print()
-    print(render(counts))
-    # The whole table: the python row split by each server's bytecodes (a few seconds each).
-    shares: dict[str, dict[str, float]] = {}
-    for c in counts:
-        try:
-            shares[c.server] = bytecode_shares(c.server)
-        except MeasureError as exc:
-            print(f"{PROG}: no split of the python row for {exc}", file=sys.stderr, flush=True)
+    print(f"\n{render(counts)}")
+    shares = _shares(counts)
     if shares:
-        print()
         print(
-            "By part of the request (C components by callgrind; the python row split by bytecodes, "
-            "benchmarks/bytecodes.py):"
+            "\nBy part of the request (C components by callgrind; the python row split by bytecodes, "
+            f"benchmarks/bytecodes.py):\n\n{render(counts, shares)}"
         )
-        print()
-        print(render(counts, shares))
     verdicts = compare(counts, baseline)
     if verdicts:
-        print()
-        print(f"Against {args.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
+        print(f"\nAgainst {args.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
         for v in verdicts:
             print(f"- {v.server}: {v.base:,.0f} -> {v.now:,.0f} ({v.change:+.2%}): {v.verdict}")
     stem = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-instructions"
-    results = args.out / "results"
-    results.mkdir(parents=True, exist_ok=True)
     commit = _commit()
     whole = f"\n\nBy part (the python row split by bytecodes):\n\n{render(counts, shares)}" if shares else ""
-    (results / f"{stem}.md").write_text(
-        f"Instructions per request, commit {commit or 'unknown'}, "
-        f"{args.requests} requests per server\n\n{render(counts)}{whole}\n"
-    )
-    write_baseline(counts, results / f"{stem}.json", commit=commit, shares=shares)
-    print(f"\nFiles:\n- {results / (stem + '.md')}\n- {results / (stem + '.json')}")
+    md = f"Instructions per request, commit {commit or 'unknown'}, {args.requests} requests per server\n\n"
+    doc = baseline_document(counts, commit=commit, shares=shares)
+    paths = write_files(args.out / "results", stem, {".md": f"{md}{render(counts)}{whole}\n", ".json": doc})
+    notes = []
     if args.write_baseline:
         write_baseline(counts, args.baseline, commit=commit, shares=shares)
-        print(f"- {args.baseline} (the new baseline)")
+        notes.append(f"{args.baseline} (the new baseline)")
+    print("\n" + files_text(paths, notes=notes))
     if args.gate and any(v.verdict == "regression" for v in verdicts):
         return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)
     return 0

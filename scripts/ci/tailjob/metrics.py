@@ -1,50 +1,19 @@
 """The job's metrics: one table, read by every part that names a metric.
 
-Each row of :data:`METRICS` is one compared figure of a run: its key in the
-run records (``RunRecord.metrics``), its label in the reports, its unit, how
-a run's value is computed, the smallest relative change the verdict calls a
-gain or regression, and which way is better.  The flags say where else it
-appears: ``pooled`` (compared on the arms' merged histograms,
-:mod:`tailjob.pooled`), ``per_class`` (compared per client class of the load
-client), ``peers`` (a column of the ``--peers`` comparison).
-
-Everything else is derived from the table: the percentiles wrk's script and
-the load client record (:data:`PERCENTILES`, the latency rows' plus
-:data:`EXTRA_PERCENTILES` for the printed spectrum), the per-class and peers
-lists, the Bonferroni width of the intervals (:data:`tailjob.stats.CONFIDENCE`),
-and the report columns.
-
-Adding a metric is adding a row here; a latency percentile needs nothing
-else (wrk's script gets the list from ``TAILREACTOR_PERCENTILES``, see
-:func:`tailjob.wrk.wrk_env`).  A metric computed another way also needs its
-line in :func:`run_metrics`.
-
-This module imports nothing of the job's heavy dependencies: the load client
-(``python -m tailjob.loadgen``) reads it too.
+Each row of :data:`METRICS` is one compared figure of a run: its key in the run records, its label
+in the reports, its unit, how it is computed, its minimum effect and which way is better; the flags
+say where else it appears (``pooled``: :mod:`tailjob.pooled`; ``per_class``; ``peers``).  The rest is
+derived from it: the percentiles recorded (:data:`PERCENTILES`, which wrk's script gets from
+``TAILREACTOR_PERCENTILES``), the per-class and peers lists, the Bonferroni width
+(:data:`tailjob.stats.CONFIDENCE`) and the report columns.  Adding a latency percentile is adding a
+row; a metric computed another way also needs its line in :func:`run_metrics`.  No heavy imports:
+the load client reads it too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-__all__ = [
-    "Percentile",
-    "RunCounts",
-    "Metric",
-    "METRICS",
-    "metric",
-    "PERCENTILES",
-    "EXTRA_PERCENTILES",
-    "LATENCY_KEYS",
-    "POOLED_KEYS",
-    "CLASS_METRICS",
-    "PEER_METRICS",
-    "run_metrics",
-    "ms",
-    "ci_text",
-    "format_value",
-]
 
 
 @dataclass(frozen=True)

@@ -297,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--grid",
         metavar="default|FILE",
         help="with --sweep: the grid, 'default' (the default) or a TOML file "
-        '(docs/en/tail-latency-ci.md, "The sweep")',
+        '(docs/en/sweep.md, "The sweep")',
     )
     sim.add_argument(
         "--dask",

@@ -1,24 +1,11 @@
 """Run a ``--peers`` comparison: every server, interleaved, per leg; medians and ratios.
 
-Role
-----
 :class:`PeersDesign` runs each leg (one wrk connection count) as trials of
-:func:`tailjob.runner.run_trials`: a trial runs every server once, in an
-order drawn at random (:func:`tailjob.plan.shuffled_schedule`), each run on a
-freshly started server (the same tier, :data:`tailjob.measure.WRK`, as the
-A/B job: the same CPU accounting, wrk script and failure rules).  An optional warm-up run (the
-first server of the first trial) is discarded.
-
-Per leg it then gives, per server, the median over its measured runs of
-:data:`PEER_METRICS` (:func:`summarize`) and, per server and reference peer
-(asyncio, uvloop, nginx when present), the ratio of those medians
-(:func:`ratios`): server / peer, so a CPU ratio below 1 means the server
-spends less CPU per request than that peer.  There is no verdict, but the
-CPU ratios come with a 95 % percentile-bootstrap interval over the trials
-(:func:`ratio_intervals`; each trial runs every server once, so runs pair by
-trial as in an A/B): on a shared 2-core machine the medians of two sessions
-can differ by 20 %, and the interval says how far one session's ratio can be
-trusted.
+:func:`tailjob.runner.run_trials`: a trial runs every server once in a random order, each on a freshly
+started server, measured as the A/B job measures.  Per leg: the median of :data:`PEER_METRICS` per
+server (:func:`summarize`), the ratio server / peer of those medians (:func:`ratios`), and for CPU a
+95 % percentile-bootstrap interval over the trials (:func:`ratio_intervals`): on a shared machine two
+sessions' medians can differ by 20 %.  No verdict.
 """
 
 from __future__ import annotations
@@ -31,18 +18,6 @@ from .metrics import PEER_METRICS
 from .peers import REFERENCES, Peer, make_server
 from .plan import Leg, shuffled_schedule
 from .stats import MIN_PAIRS, bootstrap_ratio_ci, median
-
-__all__ = [
-    "PEER_METRICS",
-    "PeersLegResult",
-    "PeersJobResult",
-    "PeersDesign",
-    "peers_settings",
-    "summarize",
-    "ratios",
-    "ratio_intervals",
-    "INTERVAL_METRIC",
-]
 
 #: The metric whose ratios get an interval: issue 9's target, server CPU per request.
 INTERVAL_METRIC = "cpu_us_per_req"

@@ -1,7 +1,5 @@
 """The Markdown of a ``--peers`` comparison: the report, and the section of benchmarks/README.md.
 
-Role
-----
 :func:`render` is the report: what ran (wrk command, servers, schedule,
 pinning, machine), then per leg a table of medians per server
 (:func:`leg_tables`) and a table of ratios to the peers, every run
@@ -22,8 +20,6 @@ from .metrics import PEER_METRICS, metric
 from .peers import REFERENCES
 from .peersjob import PeersJobResult, PeersLegResult
 from .report import flag_summary, format_value, machine_line, plural, run_rows
-
-__all__ = ["render", "leg_tables", "readme_section", "write_readme", "BEGIN", "END"]
 
 BEGIN = "<!-- peers-table:begin -->"
 END = "<!-- peers-table:end -->"

@@ -1,7 +1,5 @@
 """The percentile-spectrum plot of a job (SVG and PNG).
 
-Role
-----
 One panel per leg.  The x axis is the percentile on a log scale of
 1 / (1 - p) -- 50 %, 90 %, 99 %, ... 99.999 % equally spaced -- so the tail
 gets as much room as the body; the y axis is latency in ms, log scale.  Every
@@ -28,8 +26,6 @@ from matplotlib.ticker import FuncFormatter
 from . import pooled
 from .runner import JobResult  # or a peersjob.PeersJobResult: same shape
 from .stats import median
-
-__all__ = ["plot_job", "arm_curve"]
 
 COLORS = {"A": "#1f77b4", "B": "#d62728"}
 #: Colours of --peers servers, in server order (matplotlib's tab10).

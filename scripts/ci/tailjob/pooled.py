@@ -1,43 +1,17 @@
 """Tail percentiles of an arm from its runs pooled: merged latency histograms.
 
-Role
-----
-A 2 s run at c64 has a few dozen samples beyond its p99.9 and one or two
-beyond its p99.999, so a run's own p99.99 is close to its maximum, and the
-median of eight such near-maxima is still one run's near-maximum.  For the
-percentiles in :data:`POOLED_KEYS` the job therefore estimates each arm's
-figure from **all its runs' samples**: every run's wrk histogram (kept as an
-HdrHistogram, 1 us .. 60 s, 3 significant digits) is added into one per arm --
-HdrHistogram merges exactly, so the merged histogram is the one a single
-long run with those samples would have had -- and the percentile is read from
-it, with the number of samples at or beyond its rank.
+For the percentiles in :data:`POOLED_KEYS` each arm's figure is read from all its runs' samples:
+every run's histogram (HdrHistogram, 1 us .. 60 s, 3 significant digits) is merged into one per arm
+(exactly: as one long run with those samples) and the percentile is read from it, with the samples
+at or beyond its rank.  The interval resamples whole trials (a resample merges the drawn trials'
+histograms) and is the log ratio +- t(n - 1) x sqrt(n / (n - 1)) x the resamples' standard
+deviation, not their percentiles.  Why: docs/en/statistics.md, "Tail percentiles: each arm's
+runs pooled".
 
-The interval still resamples **whole trials**: a resample draws n trials with
-replacement, merges the drawn trials' histograms in each arm (a trial drawn
-twice counts twice), and takes the ratio of the two merged percentiles.  So
-what a trial shares (a neighbour slowing both arms of it) stays paired, and a
-run that was slow from start to end weighs as one trial, not as thousands of
-independent samples.
-
-The interval is the log ratio +- t(n - 1) x sqrt(n / (n - 1)) x the standard
-deviation of the resampled log ratios, at the job's per-metric confidence.
-Not the percentiles of the resamples, as for the medians: a pooled
-percentile is a smooth statistic of the trials, and with 8 trials the
-percentile bootstrap of a smooth statistic is about as narrow as a normal
-interval where a t interval with 7 degrees of freedom is due.  In
-``scripts/ci/simulate_aa.py --part tail`` that gave 4-5 % false calls per
-pooled metric where 0.7 % was meant; the t interval with the bootstrap's
-standard error corrects both the quantile and the bootstrap's n - 1 vs n
-shrinkage (Efron & Tibshirani, *An Introduction to the Bootstrap*, ch. 13;
-Hesterberg, "What teachers should know about the bootstrap", 2015).
-
-Percentile rule (HdrHistogram's ``get_value_at_percentile``): the rank is
-``max(1, int(p * count / 100 + 0.5))`` and the value is the highest value
-equivalent to the bucket where the cumulative count reaches the rank.  The
-bootstrap evaluates that rule for 10,000 resamples at once with numpy
-(cumulative counts are additive, so a resample's are a weighted sum of the
-runs'); :func:`pooled_percentile` reads the point estimate through hdrh
-itself, and the tests check that both agree.
+Percentile rule (HdrHistogram's ``get_value_at_percentile``): rank ``max(1, int(p * count / 100 +
+0.5))``, the highest value equivalent to the bucket where the cumulative count reaches it.  The
+bootstrap evaluates it for every resample at once with numpy (cumulative counts add up);
+:func:`pooled_percentile` reads the point estimate through hdrh, and the tests check both agree.
 """
 
 from __future__ import annotations
@@ -51,21 +25,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from . import stats
-from .metrics import POOLED_KEYS
-
-__all__ = [
-    "POOLED_KEYS",
-    "LOWEST_US",
-    "HIGHEST_US",
-    "DIGITS",
-    "histogram_of",
-    "encode",
-    "decode",
-    "Pooled",
-    "pooled_percentile",
-    "PooledArms",
-    "compare_pooled",
-]
+from .metrics import POOLED_KEYS  # noqa: F401
 
 LOWEST_US, HIGHEST_US, DIGITS = 1, 60_000_000, 3
 
@@ -216,38 +176,16 @@ def compare_pooled(
     pa, pb = [x for x, _ in pairs], [y for _, y in pairs]
     qa, qb = pooled_percentile(pa, p), pooled_percentile(pb, p)
     extra: dict[str, Any] = {"estimator": "pooled", "samples_a": qa.samples, "samples_b": qb.samples}
+    ratio, need = None, stats.samples_to_bound(p, confidence)
     if qa.us == 0:
-        return stats.Comparison(
-            m, n, qa.us, qb.us, None, None, effect, stats.NO_VERDICT, "pooled A is 0", **extra
-        )
-    need = stats.samples_to_bound(p, confidence)
-    if min(qa.samples, qb.samples) < need:  # the interval of the percentile itself has no upper end
-        return stats.Comparison(
-            m,
-            n,
-            qa.us,
-            qb.us,
-            None,
-            None,
-            effect,
-            stats.NO_VERDICT,
-            f"needs {need} samples at or beyond its rank; A has {qa.samples}, B {qb.samples}",
-            needs_samples=need,
-            **extra,
-        )
-    ratio = qb.us / qa.us
-    if n < min_pairs:
-        return stats.Comparison(
-            m,
-            n,
-            qa.us,
-            qb.us,
-            ratio,
-            None,
-            effect,
-            stats.NO_VERDICT,
-            f"{n} paired run{'s' if n != 1 else ''}; a verdict needs {min_pairs}",
-            **extra,
-        )
-    ci = PooledArms(pa, pb).ratio_ci(p, seed=seed, resamples=resamples, confidence=confidence)
-    return stats.decided(m, n, qa.us, qb.us, ratio, ci, effect, **extra)
+        why = "pooled A is 0"
+    elif min(qa.samples, qb.samples) < need:  # the interval of the percentile itself has no upper end
+        why = f"needs {need} samples at or beyond its rank; A has {qa.samples}, B {qb.samples}"
+        extra["needs_samples"] = need
+    else:
+        ratio = qb.us / qa.us
+        if n >= min_pairs:
+            ci = PooledArms(pa, pb).ratio_ci(p, seed=seed, resamples=resamples, confidence=confidence)
+            return stats.decided(m, n, qa.us, qb.us, ratio, ci, effect, **extra)
+        why = f"{n} paired run{'s' if n != 1 else ''}; a verdict needs {min_pairs}"
+    return stats.Comparison(m, n, qa.us, qb.us, ratio, None, effect, stats.NO_VERDICT, why, **extra)

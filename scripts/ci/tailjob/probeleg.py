@@ -1,23 +1,10 @@
 """The ``--probe`` leg: the latency probe of every worker, gathered per run, summarised per arm.
 
-Role
-----
-With ``--probe`` every run's server gets ``CWIST_LATENCY_PROBE=1`` and its
-own ``CWIST_LATENCY_PROBE_FILE`` template in a fresh directory of the job's
-output (:func:`probe_env`).  Each worker writes one JSON file when the server
-stops gracefully (``tailreactor.probe.LatencyProbe.finish``); after the stop,
-:func:`gather` reads every worker's file -- a missing one stops the job, since
-the run's figures would silently cover only some workers -- merges them
-(``tailreactor.probe_files.merge``: HdrHistograms added, counters summed) and keeps
-the figures CWIST PR #375 quoted, per worker and merged (:data:`FIGURES`).
-
-:func:`summarize` turns a leg's measured runs into one row per arm and worker
-index: the **median over the runs** of that worker's figures, and of the
-run's merged figures for the row ``all``.  (Medians over runs, like the rest
-of the report, rather than histograms pooled over runs: a count such as
-``tail_elevations`` is then "per run", as CWIST's "3-4 per worker per 30 s
-run" was.)  Percentiles are in microseconds, HdrHistogram's values (3
-significant digits).
+Every run's server gets ``CWIST_LATENCY_PROBE=1`` and a ``CWIST_LATENCY_PROBE_FILE`` template of its
+own (:func:`probe_env`); each worker writes a JSON file at a graceful stop.  :func:`gather` reads them
+all (a missing one stops the job), merges them (``tailreactor.probe_files.merge``) and keeps the
+figures CWIST PR #375 quoted (:data:`FIGURES`).  :func:`summarize` gives per arm and worker index the
+median over the runs (``all``: of each run's merged figures), so a count is "per run", as CWIST's.
 """
 
 from __future__ import annotations
@@ -27,8 +14,6 @@ from pathlib import Path
 from tailreactor import probe_files as _probe
 
 from .stats import median
-
-__all__ = ["FIGURES", "PROBE_FILE", "ProbeError", "probe_env", "run_dir", "gather", "figures", "summarize"]
 
 #: File name template inside a run's directory (``{pid}``, ``{worker}`` filled by each worker).
 PROBE_FILE = "probe-{pid}-{worker}.json"

@@ -1,31 +1,10 @@
-"""The Markdown report of a job.
+"""The Markdown report of a job (:func:`render`, from a :class:`tailjob.runner.JobResult`).
 
-Role
-----
-:func:`render` turns a :class:`tailjob.runner.JobResult` into Markdown:
-
-1. a header saying exactly what ran (wrk command, arms, pinning, schedule,
-   statistics, machine, commit);
-2. the verdicts, one line per leg, counting the metrics per verdict;
-3. per leg, the table in the seed PR's shape -- arms side by side, medians over
-   N runs -- extended with the B/A ratio, its joint 95 % CI, the minimum effect,
-   the detectable effect (the CI's half-width), about how many pairs would bring
-   it to the minimum effect, and the verdict; p99.9 and beyond are pooled over
-   the arm's runs and carry the samples behind them;
-4. with ``--probe``, per leg the latency probe's figures per arm and worker
-   (medians over the runs, :mod:`tailjob.probeleg`);
-5. per leg, every run (``runs=True``), with its flags;
-6. notes on what the numbers are.
-
-With a workload on the load client (``--workload``, ``--load open``) each leg
-also gets, after its table of the whole run, the capacity run (for a rate
-like ``0.7x``) and the load offered (:func:`load_line`), then per client class
-a table in the same shape (:func:`class_tables`, the comparisons of
-:func:`tailjob.runner.compare_leg` with the class), preceded by what the class
-is and followed by what checks it: achieved against offered, runs flagged
-``saturated``, the client's send lag.
-
-Latencies are printed in ms (recorded in us), CPU per request in us.
+What ran (the header), the verdicts one line per leg, per leg the table in the seed PR's shape (arms
+side by side, medians over the runs) with B/A, its joint interval, the minimum and detectable
+effects, the pairs needed and the verdict; with the load client the capacity, the load offered and a
+table per client class with its checks; with ``--probe`` the probe's figures per worker; every run
+(``runs=True``); notes on what the numbers are.  Latencies in ms (recorded in us), CPU in us.
 """
 
 from __future__ import annotations
@@ -52,20 +31,6 @@ from .stats import (
 )
 from .workloads import CAPACITY_PATH, CAPACITY_S, service_text
 
-__all__ = [
-    "render",
-    "plural",
-    "verdict_summary",
-    "verdict_counts",
-    "runs_line",
-    "gate",
-    "probe_table",
-    "run_rows",
-    "flag_summary",
-    "machine_line",
-    "format_value",
-]
-
 FLAG_TEXT = {
     "polluted": "polluted (other processes used more CPU than the limit)",
     "socket-errors": "with socket errors",
@@ -73,6 +38,11 @@ FLAG_TEXT = {
     "saturated": "saturated (an open-loop class's answers fell over 2% short of the requests due in the run)",
     "generator-bound": "generator-bound (the load generator was busy, the server was not)",
 }
+
+
+def _and(words: list[str]) -> str:
+    """``a, b and c``."""
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
 
 
 def plural(n: int, noun: str) -> str:
@@ -86,12 +56,17 @@ def _pooled_samples(c: Comparison, arm: str) -> str:
     return "" if n is None else f" ({n:,})"
 
 
-def _samples(c: Comparison, runs: list[RunRecord], arm: str) -> str:
-    """The samples behind a tail figure, as ' (n)': the pooled count, or the runs' median count."""
+def _samples(c: Comparison, arm: str, counts) -> str:
+    """The samples behind a tail figure, as ' (n)': the pooled count, or the median of ``counts()``
+    (the runs' counts of the arm)."""
     if c.estimator == "pooled" or c.metric.key not in POOLED_KEYS:
         return _pooled_samples(c, arm)
-    counts = [q["samples"] for r in runs for q in r.wrk["percentiles"] if q["p"] == c.metric.percentile]
-    return f" ({median(counts):.0f})" if counts else ""
+    found = counts()
+    return f" ({median(found):.0f})" if found else ""
+
+
+def _run_counts(c: Comparison, runs: list[RunRecord]) -> list[int]:
+    return [q["samples"] for r in runs for q in r.wrk["percentiles"] if q["p"] == c.metric.percentile]
 
 
 def verdict_counts(c_list: list[Comparison]) -> dict[str, int]:
@@ -228,7 +203,9 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
         f"## {lr.leg.name}: {what}, medians over {plural(n_runs, 'run')} per arm{how}",
         "",
         *comparison_table(
-            job.arms, lr.comparisons, lambda c, arm: _samples(c, runs_a if arm == "A" else runs_b, arm)
+            job.arms,
+            lr.comparisons,
+            lambda c, arm: _samples(c, arm, lambda: _run_counts(c, lr.measured(arm))),
         ),
     ]
     lines += ["", flag_summary(lr)]
@@ -349,58 +326,7 @@ def _server_text(commands, workers: str) -> str:
 
 def render(job: JobResult, *, runs: bool = True) -> str:
     """The Markdown report; ``runs=False`` leaves out the per-run tables."""
-    s, pv = job.settings, job.provenance
-    a, b = job.arms
-    leg0 = job.legs[0].leg if job.legs else None
-    pin = (
-        f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
-        if s.pinned
-        else "not pinned"
-    )
-    if s.workers:
-        workers = f"--workers {s.workers}"
-    else:
-        n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
-        workers = f"CWIST_WORKERS={n}"
-    server = _server_text(s.commands, workers)
-    lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
-    if leg0 and s.load is not None:
-        lines.append(
-            f"- Workload: {s.load.describe()}, on the job's load client against {server}, "
-            f"{leg0.duration_s} s per run; the server is restarted for every run"
-            + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run.")
-        )
-    elif leg0:
-        lines.append(
-            f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s "
-            f"scripts/ci/tail_latency.lua http://{s.host}:<port>/` against {server}; "
-            "the server is restarted for every run"
-            + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run.")
-        )
-    lines += [
-        f"- Arms: **A = {a.label}** `{a.env_text()}`; **B = {b.label}** `{b.env_text()}`. Ratios are B/A.",
-        *(
-            [
-                f"- Code: arm A runs `--a-ref {job.a_ref['ref']}`, commit {job.a_ref['commit']}, arm B the "
-                "working tree (each server said which tailreactor it imported: `code` in the result JSON's runs)."
-            ]
-            if job.a_ref
-            else []
-        ),
-        f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
-        f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
-        f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "
-        f"{CONFIDENCE:.2%}). **gain**/**regression** when the CI excludes 1 and the effect is at least the "
-        "minimum effect, by direction (more req/s is better, more latency or CPU is worse); **equivalent** "
-        "when the whole CI lies within ±the minimum effect; **inconclusive** otherwise (this run cannot "
-        f"tell an effect of the minimum size from none); **n/a** with fewer than {MIN_PAIRS} paired runs. "
-        "Detectable: the CI's half-width; pairs needed: about how many paired runs would bring it to the "
-        "minimum effect (width falls as 1/sqrt(pairs)).",
-        f"- {machine_line(pv)}",
-        "",
-        "## Verdicts",
-        "",
-    ]
+    lines = [*_header(job), "", "## Verdicts", ""]
     for lr in job.legs:
         lines.append(
             f"- {lr.leg.name}"
@@ -417,34 +343,84 @@ def render(job: JobResult, *, runs: bool = True) -> str:
     if runs:
         for lr in job.legs:
             lines += ["", f"### Runs: {lr.leg.name}", ""] + run_rows(lr.runs)
-    lines += [
-        "",
-        "## What the numbers are",
-        "",
-        *(
-            [
-                f"- Latency probe (`--probe`): every run's server had `CWIST_LATENCY_PROBE=1` and wrote one "
-                f"JSON file per worker at its graceful stop, under `{s.probe_dir}`. A row per worker index is "
-                "the median over the runs of that worker's figures; `all` is the median of each run's "
-                "workers merged (histograms added, counters summed). queue_delay_arm runs from the arm "
-                "stamp to the callback, queue_delay_ready from the round that reaped the event; percentiles "
-                "in us (HdrHistogram, 3 significant digits); over 5 ms counts the callbacks whose queue "
-                "delay exceeded 5 ms; tail_elevations the callbacks age-based dispatch moved ahead."
-            ]
-            if s.probe_dir
-            else []
-        ),
-        *(
-            CLASS_NOTES
-            if s.load is not None
-            else [
-                "- Latencies are wrk's histogram of its own requests. wrk is closed-loop (a connection sends its "
-                "next request only after the response), so a stalled server is sent fewer requests and the tail "
-                "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "
-                "partial correction. Responses slower than wrk's timeout are counted as errors, not latencies."
-            ]
-        ),
-        "- p99.9, p99.99 and p99.999 are each arm's runs pooled: the runs' latency histograms merged "
+    return "\n".join([*lines, "", "## What the numbers are", "", *_notes(job.settings)]) + "\n"
+
+
+def _header(job: JobResult) -> list[str]:
+    """What ran: the workload, the arms, the code, the schedule, the verdict rule, the machine."""
+    s, pv = job.settings, job.provenance
+    a, b = job.arms
+    leg0 = job.legs[0].leg if job.legs else None
+    pin = (
+        f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
+        if s.pinned
+        else "not pinned"
+    )
+    if s.workers:
+        workers = f"--workers {s.workers}"
+    else:
+        n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
+        workers = f"CWIST_WORKERS={n}"
+    server = _server_text(s.commands, workers)
+    warmup = "; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."
+    lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
+    if leg0 and s.load is not None:
+        lines.append(
+            f"- Workload: {s.load.describe()}, on the job's load client against {server}, "
+            f"{leg0.duration_s} s per run; the server is restarted for every run" + warmup
+        )
+    elif leg0:
+        lines.append(
+            f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s "
+            f"scripts/ci/tail_latency.lua http://{s.host}:<port>/` against {server}; "
+            "the server is restarted for every run" + warmup
+        )
+    lines.append(
+        f"- Arms: **A = {a.label}** `{a.env_text()}`; **B = {b.label}** `{b.env_text()}`. Ratios are B/A."
+    )
+    if job.a_ref:
+        lines.append(
+            f"- Code: arm A runs `--a-ref {job.a_ref['ref']}`, commit {job.a_ref['commit']}, arm B the "
+            "working tree (each server said which tailreactor it imported: `code` in the result JSON's runs)."
+        )
+    return lines + [
+        f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
+        f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
+        f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "
+        f"{CONFIDENCE:.2%}). **gain**/**regression** when the CI excludes 1 and the effect is at least the "
+        "minimum effect, by direction (more req/s is better, more latency or CPU is worse); **equivalent** "
+        "when the whole CI lies within ±the minimum effect; **inconclusive** otherwise (this run cannot "
+        f"tell an effect of the minimum size from none); **n/a** with fewer than {MIN_PAIRS} paired runs. "
+        "Detectable: the CI's half-width; pairs needed: about how many paired runs would bring it to the "
+        "minimum effect (width falls as 1/sqrt(pairs)).",
+        f"- {machine_line(pv)}",
+    ]
+
+
+def _notes(s) -> list[str]:
+    """The report's last section: what the numbers are, for these settings."""
+    lines = []
+    if s.probe_dir:
+        lines.append(
+            f"- Latency probe (`--probe`): every run's server had `CWIST_LATENCY_PROBE=1` and wrote one "
+            f"JSON file per worker at its graceful stop, under `{s.probe_dir}`. A row per worker index is "
+            "the median over the runs of that worker's figures; `all` is the median of each run's "
+            "workers merged (histograms added, counters summed). queue_delay_arm runs from the arm "
+            "stamp to the callback, queue_delay_ready from the round that reaped the event; percentiles "
+            "in us (HdrHistogram, 3 significant digits); over 5 ms counts the callbacks whose queue "
+            "delay exceeded 5 ms; tail_elevations the callbacks age-based dispatch moved ahead."
+        )
+    if s.load is not None:
+        lines += CLASS_NOTES
+    else:
+        lines.append(
+            "- Latencies are wrk's histogram of its own requests. wrk is closed-loop (a connection sends its "
+            "next request only after the response), so a stalled server is sent fewer requests and the tail "
+            "is under-reported (coordinated omission); wrk 4 adds synthetic samples for slow responses, a "
+            "partial correction. Responses slower than wrk's timeout are counted as errors, not latencies."
+        )
+    return lines + [
+        f"- {_and(list(POOLED_KEYS))} are each arm's runs pooled: the runs' latency histograms merged "
         "(HdrHistogram, exact), the percentile read from the merged one; (n) is the samples at or beyond "
         "its rank. The interval still resamples whole trials (a resample merges the drawn trials' "
         "histograms). Without histograms (wrk lacking LuaJIT's ffi) they are medians of the runs, and "
@@ -456,7 +432,6 @@ def render(job: JobResult, *, runs: bool = True) -> str:
         "`polluted` (flagged runs are kept in the statistics). It is a difference of two /proc samples, "
         "so accounting noise can make it slightly negative; it is shown as measured.",
     ]
-    return "\n".join(lines) + "\n"
 
 
 def load_line(lr) -> str:
@@ -469,17 +444,18 @@ def load_line(lr) -> str:
             f"on arm {lr.capacity['arm']}: **{lr.capacity['rps']:,.0f} req/s**"
             + (f" (flagged {', '.join(lr.capacity['flags'])})" if lr.capacity["flags"] else "")
         )
-    for c in lr.load_spec["classes"]:
-        what = (
-            f"open loop, {c['schedule']}, {c['rate']:,.0f} req/s offered"
-            if c["loop"] == "open"
-            else f"closed loop, depth {c['depth']}"
-            + (f", think {c['think_ms']:g} ms" if c["think_ms"] else "")
-        )
-        parts.append(
-            f"`{c['name']}`: {c['connections']} connections, {what}, `GET {c['path']}<seq>`{service_text(c)}"
-        )
+    parts += [class_line(c) for c in lr.load_spec["classes"]]
     return "Load (tailjob.loadgen, " + f"{lr.load_spec['duration_s']:g} s per run): " + "; ".join(parts) + "."
+
+
+def class_line(c: dict) -> str:
+    """What a client class (as a dict of :class:`tailjob.loadgen.ClientClass`) sends."""
+    what = (
+        f"open loop, {c['schedule']}, {c['rate']:,.0f} req/s offered"
+        if c["loop"] == "open"
+        else f"closed loop, depth {c['depth']}" + (f", think {c['think_ms']:g} ms" if c["think_ms"] else "")
+    )
+    return f"`{c['name']}`: {c['connections']} connections, {what}, `GET {c['path']}<seq>`{service_text(c)}"
 
 
 def class_tables(job, lr) -> list[str]:
@@ -495,13 +471,8 @@ def class_tables(job, lr) -> list[str]:
         n = min(len(figs["A"]), len(figs["B"]))
         pooled = any(x.estimator == "pooled" for x in comps)
 
-        def samples(
-            cmp, arm, figs=figs
-        ) -> str:  # the samples behind a tail figure: pooled, or the median run's
-            if cmp.estimator == "pooled" or cmp.metric.key not in POOLED_KEYS:
-                return _pooled_samples(cmp, arm)
-            counts = [f[f"{cmp.metric.key}_samples"] for f in figs[arm]]
-            return f" ({median(counts):.0f})" if counts else ""
+        def samples(cmp, arm, figs=figs) -> str:
+            return _samples(cmp, arm, lambda: [f[f"{cmp.metric.key}_samples"] for f in figs[arm]])
 
         lines += [
             "",

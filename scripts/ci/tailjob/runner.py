@@ -1,7 +1,5 @@
 """The trial loop of every job: plan, interleave, measure, flag, decide.
 
-Role
-----
 :func:`run_trials` runs a job's legs, one after the other.  Per leg a
 :class:`Design` (what is compared) **plans** it (the arms' environments, the
 schedule, with the load client the offered load), the loop **interleaves**
@@ -31,26 +29,12 @@ from typing import Protocol
 
 from . import pooled, probeleg, stats
 from .loadgen import LoadSpec
-from .measure import LOAD_CLIENT, WRK, JobError, Measure, RunPlan, RunRecord, Settings
+from .measure import LOAD_CLIENT, WRK, JobError, Measure, RunPlan, RunRecord, Settings  # noqa: F401
 from .metrics import CLASS_METRICS, POOLED_KEYS
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer, CommandServer, ServerProcess
 from .sim import refcode
 from .workloads import CAPACITY_PATH, CAPACITY_S
-
-__all__ = [
-    "Settings",
-    "RunRecord",
-    "LegResult",
-    "JobResult",
-    "JobError",
-    "Design",
-    "ABDesign",
-    "run_trials",
-    "run_job",
-    "compare_leg",
-    "Progress",
-]
 
 Progress = Callable[[str, dict], None]
 """``progress(event, info)``: ``"run-start"`` / ``"run-end"`` (``info``: ``leg``, ``arm``, ``trial``,

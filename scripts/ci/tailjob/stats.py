@@ -1,46 +1,12 @@
 """Statistics of an A/B: medians, the B/A ratio, its bootstrap CI, and the verdict.
 
-Role
-----
-Turn the per-run figures of two arms into one verdict per metric:
-
-* **median** per arm over its measured runs;
-* **ratio** = median(B) / median(A);
-* **confidence interval** of that ratio by the percentile bootstrap over
-  the *paired* runs: trial *i* ran A and B back to back (in random order), so
-  a resample draws whole trials with replacement and recomputes
-  median(B*) / median(A*).  Resampling pairs keeps what a trial shares (a
-  neighbour stealing CPU slows both arms of that trial).  The random generator
-  is seeded, so a job's verdicts are reproducible from its runs;
-* **verdict** (:func:`verdict`, e the metric's minimum effect):
-
-  - ``gain`` / ``regression``: the interval excludes 1 and the effect
-    ``|ratio - 1|`` is at least e; which of the two by the metric's direction
-    (more requests/s is better; more latency or CPU per request is worse);
-  - ``equivalent``: the whole interval lies within [1 - e, 1 + e] -- an
-    equivalence test at the same joint confidence (the same interval, so it
-    is the conservative form of two one-sided tests);
-  - ``inconclusive``: anything else -- typically an interval that includes 1
-    but is wider than +-e: this run cannot tell an effect from no effect;
-  - ``n/a`` when there is no ratio or fewer than :data:`MIN_PAIRS` paired runs.
-
-  Each comparison also gives the **detectable effect** of the run, the
-  interval's half-width (:func:`detectable_effect`), and about how many
-  paired runs would bring it down to e (:func:`pairs_needed`).
-
-The intervals are 95 % *simultaneous* over the seven metrics of a leg
-(Bonferroni: each is a 1 - 0.05/7 = 99.29 % interval), and a verdict needs
-8 paired runs.  Why (``scripts/ci/simulate_aa.py`` reproduces the numbers):
-in simulated A/A legs -- identical arms, log-normal run-to-run noise, seven
-correlated metrics, the minimum effects below -- plain 95 % intervals called
-at least one spurious gain or regression in 16-29 % of legs, although each
-metric alone erred about 5 % of the time.  Bonferroni with 8 pairs brought
-that to 6-8 % (1.1-1.2 % per metric).  With 5 pairs it did not help
-(18-36 %): the percentile bootstrap of a median over 5 pairs cannot get wider
-than the spread of the pairs, and no distribution-free paired test can reach
-p < 0.05 with 5 pairs either (the smallest two-sided sign-flip p is 2/32).
-The remaining excess over 5 % is the percentile bootstrap's known narrowness
-at small n; more runs shrink it.
+Per metric: the median per arm over its measured runs, ratio = median(B) / median(A), and the
+percentile-bootstrap interval of that ratio over the *paired* runs (a resample draws whole trials,
+so what a trial shares -- a neighbour stealing CPU from both arms -- stays paired; the generator is
+seeded).  :func:`verdict` decides gain, regression, equivalent or inconclusive from the interval and
+the metric's minimum effect; ``n/a`` without a ratio or with fewer than :data:`MIN_PAIRS` pairs.
+The intervals are 95 % jointly over a leg's metrics (Bonferroni, :data:`CONFIDENCE`); why 8 pairs
+and Bonferroni (``benchmarks/simulate_aa.py`` reproduces it): docs/en/statistics.md, "Why 8 runs".
 """
 
 from __future__ import annotations
@@ -48,36 +14,9 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
-from .metrics import METRICS, Metric, metric
-
-__all__ = [
-    "Metric",
-    "METRICS",
-    "metric",
-    "Comparison",
-    "MIN_PAIRS",
-    "CONFIDENCE",
-    "FAMILY_CONFIDENCE",
-    "median",
-    "quantile",
-    "median_ratio",
-    "bootstrap_ratio_ci",
-    "compare",
-    "decided",
-    "is_regression",
-    "GAIN",
-    "REGRESSION",
-    "EQUIVALENT",
-    "INCONCLUSIVE",
-    "NO_VERDICT",
-    "VERDICTS",
-    "Verdict",
-    "verdict",
-    "detectable_effect",
-    "pairs_needed",
-]
+from .metrics import METRICS, Metric, metric  # noqa: F401
 
 MIN_PAIRS = 8
 """Fewest paired runs for a gain/regression verdict (see the module docstring)."""
@@ -297,23 +236,8 @@ class Comparison:
     needs_samples: int | None = None
 
     def as_dict(self) -> dict:
-        return {
-            "metric": self.metric.key,
-            "n_pairs": self.n_pairs,
-            "median_a": self.median_a,
-            "median_b": self.median_b,
-            "ratio": self.ratio,
-            "ci": list(self.ci) if self.ci else None,
-            "min_effect": self.min_effect,
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "detectable": self.detectable,
-            "pairs_needed": self.pairs_needed,
-            "estimator": self.estimator,
-            "samples_a": self.samples_a,
-            "samples_b": self.samples_b,
-            "needs_samples": self.needs_samples,
-        }
+        out = {"metric": self.metric.key, **{f.name: getattr(self, f.name) for f in fields(self)[1:]}}
+        return {**out, "ci": list(self.ci) if self.ci else None}
 
 
 def compare(
@@ -340,17 +264,8 @@ def compare(
     pb = [y for _, y in pairs]
 
     def result(ratio, ci, verdict, reason):
-        return Comparison(
-            m,
-            n,
-            median(pa) if pa else None,
-            median(pb) if pb else None,
-            ratio,
-            ci,
-            effect_floor,
-            verdict,
-            reason,
-        )
+        ma, mb = (median(pa), median(pb)) if pa else (None, None)
+        return Comparison(m, n, ma, mb, ratio, ci, effect_floor, verdict, reason)
 
     if n == 0:
         return result(None, None, "n/a", "no paired runs")
@@ -381,20 +296,8 @@ def decided(
     pairs needed filled in from ``ratio``, ``ci`` and ``min_effect``; ``extra`` sets the estimator
     fields."""
     v = verdict(ratio, ci, min_effect=min_effect, higher_is_better=m.higher_is_better)
-    return Comparison(
-        m,
-        n,
-        value_a,
-        value_b,
-        ratio,
-        ci,
-        min_effect,
-        v.verdict,
-        v.reason,
-        detectable=detectable_effect(ci),
-        pairs_needed=pairs_needed(n, ci, min_effect),
-        **extra,
-    )
+    figures = (m, n, value_a, value_b, ratio, ci, min_effect, v.verdict, v.reason)
+    return Comparison(*figures, detectable_effect(ci), pairs_needed(n, ci, min_effect), **extra)
 
 
 def is_regression(verdicts: Iterable[str]) -> bool:

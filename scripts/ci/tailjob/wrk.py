@@ -1,7 +1,5 @@
 """wrk: the command line, running it, and parsing its output.
 
-Role
-----
 Build ``wrk -tT -cC -dDs -s scripts/ci/tail_latency.lua URL`` (optionally
 under ``taskset``), run it, and turn its output into a :class:`WrkResult`.
 
@@ -28,18 +26,6 @@ from dataclasses import dataclass
 
 from . import pooled
 from .metrics import PERCENTILES, Percentile, RunCounts
-
-__all__ = [
-    "PERCENTILES",
-    "Percentile",
-    "WrkResult",
-    "WrkOutputError",
-    "parse_wrk_output",
-    "wrk_command",
-    "wrk_env",
-    "wrk_version",
-    "METRICS_PREFIX",
-]
 
 METRICS_PREFIX = "TAILREACTOR_METRICS "
 ERROR_KINDS = ("connect", "read", "write", "status", "timeout")

@@ -1,53 +1,11 @@
-"""The cost model of the virtual-time tier: what server work costs in virtual time.
+"""The cost model of the virtual-time tier: what server work (and a closed loop's turnaround) costs
+in virtual time.
 
-Role
-----
-In a simulated run the virtual clock moves only by what this model charges
-(and by the waits between client sends, where the server is idle):
-
-=================  ===============================================================
-``wait_us``        each wait of a round (one ``epoll_wait`` / ``io_uring_enter``)
-``harvest_us``     each mid-round harvest (``CWIST_REACTOR_HARVEST_US``)
-``callback_us``    each I/O callback and each posted continuation the reactor runs
-                   (the ``recv``/``send`` system calls and the kernel's share of a
-                   request served one per callback)
-``request_us``     each request served (parse, route, answer: the user-space share)
-``age_order_us``   each event of a round's batch while age-based dispatch is on
-                   (``CWIST_REACTOR_TAIL_US`` > 0): the age order's own cost
-=================  ===============================================================
-
-and one on the client side:
-
-=================  ===============================================================
-``client_us``      the mean turnaround of a closed-loop class of the job's load
-                   client (``tailjob.loadgen``): from a batch's last answer to
-                   the next batch, drawn per batch from the connection's seeded
-                   generator (exponential); 0 sends at once
-``wrk_us``         the same for wrk's closed loop (closed-loop ``uniform``, which
-                   the live job drives with wrk)
-=================  ===============================================================
-
-plus, at their own length, the injected knobs ``CWIST_BENCH_DELAY_US`` (per
-request), ``CWIST_BENCH_SLOW_US`` (per ``/slow/`` request),
-``CWIST_BENCH_STALL_US`` (per stall) and a traffic class's ``service_us`` (per
-``/service/<us>/`` request, ``CWIST_BENCH_SERVICE_ROUTE``), which cost virtual
-time, never real time.
-
-Where the numbers come from
----------------------------
-``benchmarks/README.md`` (the peers comparison, ``wrk -t1 -c256``, pinned,
-one request per callback): the bench server on epoll uses 16.1 us of user CPU
-and 14.8 us of kernel CPU per request, and 38.8 us against epoll's 36.7 us of
-CPU per request on io_uring (x1.057).  At c256 a request is one callback, so a
-request served alone costs ``callback_us + request_us`` = 30.9 us on epoll.
-The same file counts the age order at about 690 of 36,000 user-space
-instructions per request on epoll (1.9 %) and 630 of 40,400 on io_uring
-(1.6 %) at c256, one event per request: that share of the user CPU per request
-is ``age_order_us``.
-The split of a round's own cost (``wait_us``) and of a harvest is not measured
-in this project: those two are estimates (a system call returning a batch; a
-completion-queue peek is no system call), said so in :meth:`CostModel.sources`.
-A user who measured better numbers sets them with ``--sim-cost K=V``.
+The constants, what each is charged for and where its number comes from (``benchmarks/README.md``'s
+peers comparison and instruction counts; ``wait_us`` and ``harvest_us`` are estimates):
+docs/en/sim-tier.md, "The cost model", and :meth:`CostModel.sources`.  The injected knobs
+(``CWIST_BENCH_DELAY_US``, ``SLOW_US``, ``STALL_US``, a traffic class's ``service_us``) cost virtual
+time at their own length.  A user who measured better numbers sets them with ``--sim-cost K=V``.
 """
 
 from __future__ import annotations
@@ -55,8 +13,6 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, fields, replace
 from typing import Any
-
-__all__ = ["CostModel", "CostError", "for_backend", "with_overrides", "LIMIT_US", "IO_URING_FACTOR"]
 
 LIMIT_US = 100_000.0
 """Largest accepted constant (0.1 s per unit of work): beyond it a run models no server."""

@@ -1,54 +1,16 @@
 """One simulated run: the real reactor and bench connections, socketpairs, a virtual clock.
 
-Role
-----
-:func:`simulate` runs one :class:`SimRun` -- a backend, the server's ``CWIST_*``
-environment, a :class:`~tailjob.loadgen.LoadSpec` (the workload's client
-classes and the seed of their schedules) and a
-:class:`~tailjob.sim.costs.CostModel` -- and returns the load client's
-document (:func:`tailjob.loadgen.report`: per class and merged, the same keys
-as a live run) plus ``server``: requests served, virtual busy time, the
-reactor's counters.
+:func:`simulate` runs one :class:`SimRun` (a backend, the server's ``CWIST_*`` environment, a
+:class:`~tailjob.loadspec.LoadSpec` and a :class:`~tailjob.sim.costs.CostModel`) and returns the
+load client's document (:func:`tailjob.loadspec.report`, the keys of a live run) plus ``server``:
+requests served, virtual busy time, the reactor's counters.  What is real and what is virtual:
+docs/en/sim-tier.md, "What runs and what is virtual".
 
-What is real, what is virtual
------------------------------
-* **Real**: :class:`tailreactor.Reactor` (rounds, age order, round budget,
-  drain chunk, harvest, timers, posts) on the real backend, which reports
-  readiness in kernel order; :class:`tailreactor.http.listener.Listener` (its
-  knobs and the injected stall's timer) and
-  :class:`tailreactor.http.connection.Connection` (parse, batch, yield batch,
-  late bypass, pipelining, partial sends) over one ``socketpair`` per client
-  connection (AF_UNIX: a write is in the peer's receive queue when ``send``
-  returns, so readiness does not depend on a softirq's timing as loopback TCP
-  would).  The clients are the load client's classes and schedules, seeded
-  per connection exactly as :mod:`tailjob.loadgen` seeds them.
-* **Virtual**: the reactor's clock (:class:`tailreactor.clock.ManualClock`).
-  It moves by what the cost model charges -- per wait, harvest, callback,
-  request served and (with age-based dispatch on) event ordered by age,
-  charged where the work happens (a request's cost before the
-  ``send`` that carries its answer) -- and by the injected knobs
-  (``CWIST_BENCH_DELAY_US``, ``SLOW_US``, ``STALL_US``, and the cost a traffic
-  class's ``GET /service/<us>/<seq>`` names: the bench code's ``busy_wait_ns``
-  advances the virtual clock instead of spinning).  When the
-  reactor would block, the clock jumps to the next client send, or the
-  reactor's timeout (its earliest timer), whichever comes first: a simulated
-  run never waits in real time.
-* **The clients** cost nothing: a request is written into its socketpair at
-  the first point the server could see it after its send time (a wait, a
-  harvest, or the start of a callback), in send-time order, so the kernel's
-  ready list is in that order; an answer arrives at the virtual time of the
-  server's ``send``.  Latency is from the intended send time, as the load
-  client measures it; the client has no send lag (its lag histogram stays
-  empty).  A closed-loop connection waits its turnaround (``client_us``, or
-  ``wrk_us`` for wrk's loop; exponential, from its own seeded generator)
-  between a batch's last answer and the next batch: a round that starts
-  meanwhile starts without it.
-
-Hooks into the bench code, and only these: a :class:`SimListener` adopts the
-socketpairs (no TCP accept, no ``TCP_NODELAY``); :class:`SimConnection` wraps
-its callbacks to charge ``callback_us``; the server's socket charges
-``request_us`` per request in ``send``; ``busy_wait_ns`` is swapped for the
-virtual one while a run lasts.  Everything between is the project's code.
+Hooks into the bench code, and only these: a :class:`SimListener` adopts the socketpairs (no TCP
+accept); :class:`SimConnection` wraps its callbacks to charge ``callback_us``; the server's socket
+charges ``request_us`` per request in ``send``; ``busy_wait_ns`` advances the virtual clock instead
+of spinning while a run lasts.  When the reactor would block, the clock jumps to the next client
+send or the reactor's earliest timer: a simulated run never waits in real time.
 """
 
 from __future__ import annotations
@@ -72,8 +34,6 @@ from tailreactor.http import listener as _listener
 from .. import loadgen
 from ..loadgen import LoadSpec
 from .costs import CostModel
-
-__all__ = ["SimRun", "simulate", "START_NS"]
 
 START_NS = 1_000_000_000
 """The virtual clock's reading when a run's server starts (1 s: as ManualClock)."""
@@ -365,6 +325,30 @@ def _record(st, latencies: collections.Counter) -> None:
     latencies.clear()
 
 
+def _connect(sim: _Sim, listener: SimListener, st, i: int, pairs: list[socket.socket]) -> _Client:
+    """Connection ``i`` of a class: a socket pair, the server's end adopted by the listener."""
+    server_end, client_end = socket.socketpair()
+    client_end.setblocking(False)
+    pairs.append(client_end)
+    sock = SimSocket(fileno=server_end.detach())
+    sock.sim = sim
+    client = _Client(sim, st, i, client_end)
+    sock.client = client
+    listener.adopt(sock)
+    return client
+
+
+def _tally(sim: _Sim, clients: list[_Client], stats) -> None:
+    """After the run: the latencies into the classes' histograms, the load due, what is still owed."""
+    for c in clients:
+        _record(c.stats, c.latencies)
+    loadgen.set_offered_due(sim.spec, stats, sim.start_ns, sim.end_ns)
+    for c in clients:
+        owed = c.owed()
+        if owed:
+            c.stats.errors["timeout"] += owed
+
+
 def simulate(run: SimRun) -> dict:
     """Run ``run`` and return its document (see the module docstring).
 
@@ -379,7 +363,6 @@ def simulate(run: SimRun) -> dict:
     cfg = _config.load(env)
     sim = _Sim(spec, run.costs, turnaround=TURNAROUND_COST[run.client])
     stats = [loadgen.ClassStats(c) for c in spec.classes]
-    clients: list[_Client] = []
     pairs: list[socket.socket] = []
     with _virtual_busy_wait(sim):
         reactor = Reactor(
@@ -387,23 +370,13 @@ def simulate(run: SimRun) -> dict:
         )
         try:
             listener = SimListener(reactor, sim)
-            for st in stats:
-                for i in range(st.cls.connections):
-                    server_end, client_end = socket.socketpair()
-                    client_end.setblocking(False)
-                    pairs.append(client_end)
-                    sock = SimSocket(fileno=server_end.detach())
-                    sock.sim = sim
-                    client = _Client(sim, st, i, client_end)
-                    sock.client = client
-                    listener.adopt(sock)
-                    clients.append(client)
+            clients = [
+                _connect(sim, listener, st, i, pairs) for st in stats for i in range(st.cls.connections)
+            ]
             sim.start_ns = sim.clock.now_ns + LEAD_NS
             sim.end_ns = sim.start_ns + round(spec.duration_s * 1e9)
             sim.hard_end_ns = sim.end_ns + round(spec.drain_s * 1e9)
-            for st in stats:
-                if st.cls.loop == "open":
-                    st.offered = loadgen.offered(spec, st.cls, sim.start_ns, sim.end_ns)
+            loadgen.set_offered(spec, stats, sim.start_ns, sim.end_ns)
             sim.unfinished = len(clients)
             sim.clock.set_ns(sim.start_ns)
             busy_before = sim.clock.busy_ns
@@ -412,18 +385,7 @@ def simulate(run: SimRun) -> dict:
             while sim.unfinished and not sim.out_of_time:
                 reactor.run_once(None)
             busy_ns = sim.clock.busy_ns - busy_before
-            for c in clients:
-                _record(c.stats, c.latencies)
-            for st in stats:
-                if st.cls.loop == "open" and st.latency.get_total_count():
-                    margin = min(
-                        st.latency.get_value_at_percentile(50) * 1000, (sim.end_ns - sim.start_ns) // 10
-                    )
-                    st.offered_due = loadgen.offered(spec, st.cls, sim.start_ns, sim.end_ns - margin)
-            for c in clients:
-                owed = c.owed()
-                if owed:
-                    c.stats.errors["timeout"] += owed
+            _tally(sim, clients, stats)
             counters = reactor.counters.as_dict()
             requests = sum(conn.stats.requests for conn in listener.connections.values())
             stalls = listener.stats.stalls

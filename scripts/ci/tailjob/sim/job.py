@@ -1,7 +1,5 @@
 """A/B in virtual time: paired seeds, the live job's verdict rule, the report.
 
-Role
-----
 An :class:`AbPlan` is one leg of the sim tier: a backend, the two arms'
 ``CWIST_*`` variables, the workload (its client classes, from
 :mod:`tailjob.workloads`, or wrk's closed loop for ``uniform``), connections,
@@ -29,11 +27,10 @@ from dataclasses import dataclass, field
 
 from .. import stats
 from ..loadgen import ClientClass, LoadSpec
+from ..metrics import LATENCY_KEYS
 from ..workloads import Traffic, classes_for, parse_rate, resolve
 from . import costs as _costs
 from .engine import SimRun, simulate
-
-__all__ = ["AbPlan", "SimRunResult", "LegResult", "run_ab", "CAPACITY_S", "capacity", "load_spec"]
 
 CAPACITY_S = 0.5
 """Virtual seconds of the closed-loop run that measures capacity for a rate like ``0.7x`` (arm A)."""
@@ -172,11 +169,7 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
     metrics = {
         "rps": merged["answered_in_window"] / (merged["duration_us"] / 1e6),
         "cpu_us_per_req": server["busy_us"] / requests if requests else None,
-        "p50": pct[50],
-        "p99": pct[99],
-        "p99.9": pct[99.9],
-        "p99.99": pct[99.99],
-        "p99.999": pct[99.999],
+        **{key: pct[p] for key, p in LATENCY_KEYS.items()},
     }
     classes = {}
     for name, c in doc["classes"].items():
@@ -191,7 +184,7 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
             "connections": c["connections"],
             "histogram": c["latency"]["histogram"],
         }
-        for key, p in (("p50", 50), ("p99", 99), ("p99.9", 99.9), ("p99.99", 99.99), ("p99.999", 99.999)):
+        for key, p in LATENCY_KEYS.items():
             figs[key] = cp[p]["us"]
             figs[f"{key}_samples"] = cp[p]["samples"]
         classes[name] = figs
@@ -211,7 +204,8 @@ def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
     )
 
 
-def _one(task) -> SimRunResult:
+def run_one(task) -> SimRunResult:
+    """One simulated run of ``(plan, arm, seed, rate_rps, capacity_rps)`` (in a worker)."""
     plan, arm, seed, rate_rps, capacity_rps = task
     spec = load_spec(plan, seed, rate_rps, capacity_rps)
     doc = simulate(SimRun(plan.backend_for(arm), plan.arm_env(arm), spec, plan.costs_for(arm), plan.client))
@@ -247,31 +241,32 @@ class LegResult:
             }
 
 
+def _rate(plan: AbPlan) -> tuple[float, bool] | None:
+    """The leg's own open-loop rate, parsed (None: a traffic's classes have theirs, or no open loop)."""
+    w = plan.workload
+    if isinstance(w, Traffic) or plan.closed_uniform() or not resolve(w).open_classes and w != "uniform":
+        return None
+    rate = plan.rate or resolve(w).default_rate
+    assert rate is not None  # every workload with an open-loop class has a default rate
+    return parse_rate(rate)
+
+
 def needs_capacity(plan: AbPlan) -> bool:
     """True when ``plan``'s rate (a traffic: a class's) is a fraction of the capacity (``0.7x``)."""
     if isinstance(plan.workload, Traffic):
         return plan.workload.relative
-    if plan.closed_uniform() or not resolve(plan.workload).open_classes and plan.workload != "uniform":
-        return False
-    rate = plan.rate or resolve(plan.workload).default_rate
-    assert rate is not None  # every workload with an open-loop class has a default rate
-    return parse_rate(rate)[1]
+    rate = _rate(plan)
+    return rate is not None and rate[1]
 
 
 def resolve_rate(plan: AbPlan, capacity_rps: float | None) -> float | None:
     """The open-loop rate of ``plan`` in requests/s (None without an open-loop class, and for a
     traffic: each of its classes has its own, :func:`load_spec`)."""
-    if isinstance(plan.workload, Traffic):
-        return None
-    if plan.closed_uniform() or not resolve(plan.workload).open_classes and plan.workload != "uniform":
-        return None
-    rate = plan.rate or resolve(plan.workload).default_rate
-    assert rate is not None  # every workload with an open-loop class has a default rate
-    value, relative = parse_rate(rate)
-    if not relative:
-        return value
+    rate = _rate(plan)
+    if rate is None or not rate[1]:
+        return None if rate is None else rate[0]
     assert capacity_rps is not None  # needs_capacity(plan): the caller measured it
-    return value * capacity_rps
+    return rate[0] * capacity_rps
 
 
 def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progress=None) -> LegResult:
@@ -287,7 +282,9 @@ def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progres
         cap = executor_a.submit(capacity, plan).result() if needs_capacity(plan) else None
         rate_rps = resolve_rate(plan, cap)
         tasks = [(plan, arm, seed, rate_rps, cap) for seed in plan.seeds for arm in ("A", "B")]
-        futures = [(executor_a if arm == "A" else executor).submit(_one, t) for t in tasks for arm in [t[1]]]
+        futures = [
+            (executor_a if arm == "A" else executor).submit(run_one, t) for t in tasks for arm in [t[1]]
+        ]
         done = 0
         for _ in concurrent.futures.as_completed(futures):
             done += 1

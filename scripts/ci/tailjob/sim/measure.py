@@ -18,8 +18,6 @@ from . import costs as _costs
 from .engine import SimRun, simulate
 from .job import DRAIN_S
 
-__all__ = ["SimMeasure", "trial_seed"]
-
 
 def trial_seed(base: int, trial: int) -> int:
     """The seed of ``trial`` (-1: the warm-up) of a job seeded ``base``: distinct per trial."""

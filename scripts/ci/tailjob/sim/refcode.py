@@ -1,7 +1,5 @@
 """Arm A on the code of a git ref (``--a-ref REF``): a temporary worktree and the import path to it.
 
-Role
-----
 :func:`checkout` resolves ``REF`` to a commit of this repository, checks it
 out in a temporary ``git worktree`` (detached) and removes it afterwards,
 however the job ends (an error, Ctrl-C, SIGTERM made an exception by the
@@ -30,19 +28,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-__all__ = [
-    "RefError",
-    "resolve",
-    "checkout",
-    "use",
-    "label_arms",
-    "server_env",
-    "server_command",
-    "imported",
-    "own_code",
-    "CODE_LINE",
-]
 
 CODE_LINE = re.compile(r"^tailjob: tailreactor from (?P<path>\S.*)$")
 """The line a server started by :func:`server_command` prints first: its :mod:`tailreactor`'s directory."""

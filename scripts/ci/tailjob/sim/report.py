@@ -1,7 +1,5 @@
 """The sim tier's outputs: the Markdown report, the result document, the history line, the plot.
 
-Role
-----
 The report says first that its figures are **virtual time**, then the code
 (commit), the seeds (arm A and arm B of a pair share one), and every leg's
 cost model with where each constant came from; then, per leg, the table of
@@ -14,16 +12,15 @@ report and the history line carry when the job ran.
 
 from __future__ import annotations
 
-import json
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
 from .. import stats
-from ..report import CLASS_LABELS, comparison_table, format_value, plural, verdict_summary
+from ..outputs import dumps, write_atomic
+from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
 from ..stats import INCONCLUSIVE, REGRESSION
-from ..workloads import Traffic, label, service_text
-
-__all__ = ["render", "result_document", "history_line", "gate", "plot", "HISTORY_FILE", "SCHEMA"]
+from ..workloads import Traffic, label
 
 HISTORY_FILE = "tail-latency-sim.jsonl"
 SCHEMA = 1
@@ -61,13 +58,7 @@ def _load_line(leg) -> str:
             f"**{leg.capacity_rps:,.0f} req/s**, "
             + (f"rate {p.rate} of it" if p.rate else "the classes' relative rates of it")
         )
-    for c in spec.classes:
-        what = (
-            f"open loop, {c.schedule}, {c.rate:,.0f} req/s offered"
-            if c.loop == "open"
-            else f"closed loop, depth {c.depth}" + (f", think {c.think_ms:g} ms" if c.think_ms else "")
-        )
-        parts.append(f"`{c.name}`: {c.connections} connections, {what}, `GET {c.path}<seq>`{service_text(c)}")
+    parts += [class_line(asdict(c)) for c in spec.classes]
     what = f"traffic `{p.workload}`" if isinstance(p.workload, Traffic) else f"workload `{p.workload}`"
     return f"Load ({p.duration_s:g} virtual s per run, {what}): " + "; ".join(parts) + "."
 
@@ -123,70 +114,77 @@ def render(job: dict, legs, *, runs: bool = True) -> str:
         "",
     ]
     for leg in legs:
-        n = min(len(leg.runs["A"]), len(leg.runs["B"]))
-        lines += [
-            f"## {leg_name(leg)}: medians over {plural(n, 'seed')} per arm; p99.9 and beyond pooled over "
-            "each arm's seeds",
-            "",
-            _load_line(leg),
-            "",
-            "Cost model:",
-            "",
-            *_costs_table(leg),
-            "",
-            "Whole run (all classes together):",
-            "",
-            *_table(job, leg.comparisons, {"cpu_us_per_req": "Server virtual CPU us/request"}),
-        ]
-        lines += ["", "Verdicts: " + verdict_summary(list(leg.comparisons.values()))]
-        errors = {k: sum(r.server["errors"] for r in leg.runs[k]) for k in ("A", "B")}
-        if any(errors.values()):
-            lines.append(f"Client errors (timeouts, mismatches): A {errors['A']}, B {errors['B']}.")
-        sat = {
-            k: sum(any(c["saturated"] for c in r.classes.values()) for r in leg.runs[k]) for k in ("A", "B")
-        }
-        if any(sat.values()):
-            lines.append(
-                f"Runs with a class `saturated` (answers over 2 % short of the offered load): "
-                f"A {sat['A']}, B {sat['B']} of {n}."
-            )
-        for name, comps in leg.class_comparisons.items():
-            first = leg.runs["A"][0].classes[name]
-            lines += [
-                "",
-                f"### Class `{name}` ({first['loop']} loop, {first['connections']} connections)",
-                "",
-                *_table(job, comps, CLASS_LABELS),
-            ]
-            lines += ["", f"`{name}` verdicts: " + verdict_summary(list(comps.values()))]
-        counters = {k: _median_counters(leg.runs[k]) for k in ("A", "B")}
-        lines += [
-            "",
-            "Reactor counters, median over the seeds (rounds, callbacks, elevated by age, harvested): "
-            + "; ".join(
-                f"{k}: {c['rounds']:,.0f}, {c['dispatched']:,.0f}, {c['tail_elevations']:,.0f}, "
-                f"{c['harvested']:,.0f}"
-                for k, c in counters.items()
-            )
-            + ".",
-        ]
-        if runs:
-            lines += [
-                "",
-                "| Seed | Arm | Offered | Req/s | p50 ms | p99 ms | p99.9 ms | Virtual CPU us/req |",
-                "|---:|---|---:|---:|---:|---:|---:|---:|",
-            ]
-            for ra, rb in zip(leg.runs["A"], leg.runs["B"]):
-                for r in (ra, rb):
-                    m = r.metrics
-                    lines.append(
-                        f"| {r.seed} | {r.arm} | {r.offered:,} | {m['rps']:,.0f} | "
-                        f"{format_value('p50', m['p50'])} | {format_value('p99', m['p99'])} | "
-                        f"{format_value('p99.9', m['p99.9'])} | "
-                        f"{format_value('cpu_us_per_req', m['cpu_us_per_req'])} |"
-                    )
-        lines.append("")
+        lines += _leg(job, leg, runs)
     return "\n".join(lines)
+
+
+def _leg(job: dict, leg, runs: bool) -> list[str]:
+    """One leg's section: its load, cost model, tables and verdicts, counters and (``runs``) its runs."""
+    n = min(len(leg.runs["A"]), len(leg.runs["B"]))
+    lines = [
+        f"## {leg_name(leg)}: medians over {plural(n, 'seed')} per arm; p99.9 and beyond pooled over "
+        "each arm's seeds",
+        "",
+        _load_line(leg),
+        "",
+        "Cost model:",
+        "",
+        *_costs_table(leg),
+        "",
+        "Whole run (all classes together):",
+        "",
+        *_table(job, leg.comparisons, {"cpu_us_per_req": "Server virtual CPU us/request"}),
+    ]
+    lines += ["", "Verdicts: " + verdict_summary(list(leg.comparisons.values()))]
+    errors = {k: sum(r.server["errors"] for r in leg.runs[k]) for k in ("A", "B")}
+    if any(errors.values()):
+        lines.append(f"Client errors (timeouts, mismatches): A {errors['A']}, B {errors['B']}.")
+    sat = {k: sum(any(c["saturated"] for c in r.classes.values()) for r in leg.runs[k]) for k in ("A", "B")}
+    if any(sat.values()):
+        lines.append(
+            f"Runs with a class `saturated` (answers over 2 % short of the offered load): "
+            f"A {sat['A']}, B {sat['B']} of {n}."
+        )
+    for name, comps in leg.class_comparisons.items():
+        first = leg.runs["A"][0].classes[name]
+        lines += [
+            "",
+            f"### Class `{name}` ({first['loop']} loop, {first['connections']} connections)",
+            "",
+            *_table(job, comps, CLASS_LABELS),
+        ]
+        lines += ["", f"`{name}` verdicts: " + verdict_summary(list(comps.values()))]
+    counters = {k: _median_counters(leg.runs[k]) for k in ("A", "B")}
+    lines += [
+        "",
+        "Reactor counters, median over the seeds (rounds, callbacks, elevated by age, harvested): "
+        + "; ".join(
+            f"{k}: {c['rounds']:,.0f}, {c['dispatched']:,.0f}, {c['tail_elevations']:,.0f}, "
+            f"{c['harvested']:,.0f}"
+            for k, c in counters.items()
+        )
+        + ".",
+    ]
+    if runs:
+        lines += ["", *_run_rows(leg)]
+    return lines + [""]
+
+
+def _run_rows(leg) -> list[str]:
+    lines = [
+        "| Seed | Arm | Offered | Req/s | p50 ms | p99 ms | p99.9 ms | Virtual CPU us/req |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for ra, rb in zip(leg.runs["A"], leg.runs["B"]):
+        for r in (ra, rb):
+            m = r.metrics
+            lines.append(
+                f"| {r.seed} | {r.arm} | {r.offered:,} | {m['rps']:,.0f} | "
+                f"{format_value('p50', m['p50'])} | {format_value('p99', m['p99'])} | "
+                f"{format_value('p99.9', m['p99.9'])} | "
+                f"{format_value('cpu_us_per_req', m['cpu_us_per_req'])} |"
+            )
+    return lines
 
 
 def _median_counters(runs) -> dict:
@@ -353,5 +351,4 @@ def plot(legs, stem: Path) -> list[Path]:
 
 
 def write_json(doc: dict, path: Path) -> Path:
-    path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
-    return path
+    return write_atomic(path, dumps(doc))

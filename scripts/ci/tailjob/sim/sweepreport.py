@@ -1,24 +1,10 @@
 """The sweep's outputs and command line (``--tier sim --sweep``): report, result JSON, heat maps, history line.
 
-Role
-----
-:func:`main_sweep` checks the options and the grid (:func:`tailjob.sim.sweep.load_grid`) before
-anything runs, runs the sweep, then writes, each through a temporary file so that a failure leaves
-nothing half-written:
-
-* ``<out>/results/<stem>.md`` -- the report: what ran (command, commit, grid, arm A's rule, cost
-  model, capacities, wall and CPU time with the load average), the verdicts counted per class and
-  metric, every ``gain`` and ``regression``, then per workload and class one table of the cells
-  (B/A, joint interval, verdict; ``n/a (needs N samples)`` where the runs cannot bound a
-  percentile) with the reactor's counters A -> B;
-* ``<out>/results/<stem>.json`` -- :func:`tailjob.sim.sweep.result_document` (no wall-clock time:
-  the same grid at the same commit writes the same bytes, whatever ran it);
-* ``<out>/results/<stem>-<workload>.svg`` and ``.png`` -- per workload (a load point's name: a named
-  workload's, or a traffic's, :class:`tailjob.sim.sweep.LoadPoint`) one heat map per class and
-  percentile (p50, p99, p99.9): the cell's colour is its verdict, its text the ratio;
-* one line appended to ``<out>/tail-latency-sweep.jsonl``.
-
-``<stem>`` is ``<start time>-<grid name>-sweep``.
+:func:`main_sweep` checks the options and the grid before anything runs, runs the sweep, then writes
+(each file whole, :mod:`tailjob.outputs`) ``<out>/results/<stem>.md`` (the report), ``<stem>.json``
+(:func:`tailjob.sim.sweep.result_document`: no wall-clock time), ``<stem>-<workload>.svg`` and
+``.png`` (a heat map per class and percentile of :data:`HEAT_METRICS`: colour the verdict, text the
+ratio) and a line of ``<out>/tail-latency-sweep.jsonl``; ``<stem>`` is ``<start>-<grid>-sweep``.
 """
 
 from __future__ import annotations
@@ -31,15 +17,12 @@ import sys
 import time
 from collections import Counter
 from datetime import datetime, timezone
-from pathlib import Path
 
-from .. import history, stats
+from .. import history, outputs, stats
 from ..metrics import ci_text, format_value
 from ..options import PROG, REPO
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
 from . import sweep as _sweep
-
-__all__ = ["main_sweep", "render", "history_line", "heat_maps", "HISTORY_FILE", "HEAT_METRICS"]
 
 HISTORY_FILE = "tail-latency-sweep.jsonl"
 HEAT_METRICS = ("p50", "p99", "p99.9")
@@ -190,40 +173,46 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
     ]
     lines += _summary(result)
     for workload, names in _classes(result).items():
-        lines += [f"## `{workload}`", "", *_traffic_line(result, workload)]
-        for name in names:
-            lines += [
-                f"### `{workload}`, class `{name}`",
-                "",
-                "| Backend | Load | Policy (B) | p50 B/A | p99 B/A | p99.9 B/A | Achieved req/s B/A "
-                "| Counters A → B (medians) |",
-                "|---|---|---|---|---|---|---|---|",
-            ]
-            for cr in result.cells:
-                if cr.cell.load.name != workload or name not in cr.class_comparisons():
-                    continue
-                comps = cr.class_comparisons()[name]
-                lines.append(
-                    f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
-                    + " | ".join(_cell(comps.get(k)) for k in TABLE_METRICS)
-                    + f" | {_counters(cr)} |"
-                )
-            lines.append("")
+        lines += _workload(result, workload, names)
+    return "\n".join(lines)
+
+
+def _workload(result, workload: str, names: list[str]) -> list[str]:
+    """A workload's section: a table of the cells per class, then the server's CPU per cell."""
+    lines = [f"## `{workload}`", "", *_traffic_line(result, workload)]
+    for name in names:
         lines += [
-            f"Whole run of `{workload}`: server virtual CPU per request B/A per cell:",
+            f"### `{workload}`, class `{name}`",
             "",
-            "| Backend | Load | Policy (B) | CPU us/request A | B/A |",
-            "|---|---|---|---:|---|",
+            "| Backend | Load | Policy (B) | p50 B/A | p99 B/A | p99.9 B/A | Achieved req/s B/A "
+            "| Counters A → B (medians) |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for cr in result.cells:
-            if cr.cell.load.name == workload:
-                c = cr.leg.comparisons["cpu_us_per_req"]
-                lines.append(
-                    f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
-                    f"{format_value('cpu_us_per_req', c.median_a)} | {_cell(c)} |"
-                )
+            if cr.cell.load.name != workload or name not in cr.class_comparisons():
+                continue
+            comps = cr.class_comparisons()[name]
+            lines.append(
+                f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
+                + " | ".join(_cell(comps.get(k)) for k in TABLE_METRICS)
+                + f" | {_counters(cr)} |"
+            )
         lines.append("")
-    return "\n".join(lines)
+    lines += [
+        f"Whole run of `{workload}`: server virtual CPU per request B/A per cell:",
+        "",
+        "| Backend | Load | Policy (B) | CPU us/request A | B/A |",
+        "|---|---|---|---:|---|",
+    ]
+    for cr in result.cells:
+        if cr.cell.load.name == workload:
+            c = cr.leg.comparisons["cpu_us_per_req"]
+            lines.append(
+                f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
+                f"{format_value('cpu_us_per_req', c.median_a)} | {_cell(c)} |"
+            )
+    lines.append("")
+    return lines
 
 
 def _summary(result) -> list[str]:
@@ -331,30 +320,7 @@ def heat_maps(result) -> dict[str, dict[str, bytes]]:
         )
         for i, name in enumerate(names):
             for j, key in enumerate(HEAT_METRICS):
-                ax = axes[i][j]
-                for y, row in enumerate(rows):
-                    for x, col in enumerate(cols):
-                        cr = at.get((row, col))
-                        comps = cr.class_comparisons().get(name) if cr else None
-                        c = comps.get(key) if comps else None
-                        verdict = NO_VERDICT if c is None or c.needs_samples is not None else c.verdict
-                        ax.add_patch(plt.Rectangle((x, y), 1, 1, color=COLOURS[verdict], ec="white"))
-                        text = "-" if c is None or c.ratio is None else f"{c.ratio:.2f}"
-                        if c is not None and c.needs_samples is not None:
-                            text += "\nn/a"
-                        ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=7)
-                ax.set_xlim(0, len(cols))
-                ax.set_ylim(len(rows), 0)
-                ax.set_xticks(
-                    [x + 0.5 for x in range(len(cols))],
-                    [f"{b}\n{lab.removeprefix(workload + ' ')}" for b, lab in cols],
-                    fontsize=6,
-                    rotation=90,
-                )
-                ax.set_yticks(
-                    [y + 0.5 for y in range(len(rows))], rows if j == 0 else [""] * len(rows), fontsize=7
-                )
-                ax.set_title(f"{name} {key} B/A", fontsize=9)
+                _heat_map(axes[i][j], plt, at, rows, cols, workload, name, key, first=j == 0)
         fig.legend(
             handles=[
                 Patch(facecolor=COLOURS[v], edgecolor="grey", label=v)
@@ -377,20 +343,67 @@ def heat_maps(result) -> dict[str, dict[str, bytes]]:
     return out
 
 
+def _heat_map(ax, plt, at, rows, cols, workload: str, name: str, key: str, *, first: bool) -> None:
+    """One class's heat map of metric ``key``: a cell per (policy, backend and load point)."""
+    for y, row in enumerate(rows):
+        for x, col in enumerate(cols):
+            cr = at.get((row, col))
+            comps = cr.class_comparisons().get(name) if cr else None
+            c = comps.get(key) if comps else None
+            verdict = NO_VERDICT if c is None or c.needs_samples is not None else c.verdict
+            ax.add_patch(plt.Rectangle((x, y), 1, 1, color=COLOURS[verdict], ec="white"))
+            text = "-" if c is None or c.ratio is None else f"{c.ratio:.2f}"
+            if c is not None and c.needs_samples is not None:
+                text += "\nn/a"
+            ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=7)
+    ax.set_xlim(0, len(cols))
+    ax.set_ylim(len(rows), 0)
+    ax.set_xticks(
+        [x + 0.5 for x in range(len(cols))],
+        [f"{b}\n{lab.removeprefix(workload + ' ')}" for b, lab in cols],
+        fontsize=6,
+        rotation=90,
+    )
+    ax.set_yticks([y + 0.5 for y in range(len(rows))], rows if first else [""] * len(rows), fontsize=7)
+    ax.set_title(f"{name} {key} B/A", fontsize=9)
+
+
+def _grid(args: argparse.Namespace):
+    """The grid ``--grid`` names, checked before anything runs (:class:`GridError`, one line)."""
+    refuse_cell_options(args)
+    grid = _sweep.load_grid(args.grid or "default")
+    if "io_uring" in grid.backends:
+        from tailreactor.backends import io_uring_refused
+
+        refused = io_uring_refused()
+        if refused is not None:
+            raise _sweep.GridError(
+                f"--grid {args.grid or 'default'}: backends lists io_uring, unavailable "
+                f"here ({refused}); accepted: a grid without it"
+            )
+    return grid
+
+
+def _progress(name: str):
+    tty = sys.stderr.isatty()
+
+    def progress(done, total):
+        if not tty and done != total and done % max(total // 10, 1):
+            return
+        print(
+            f"{chr(13) if tty else ''}{PROG}: sweep {name}: {done}/{total} runs",
+            end="" if tty and done < total else "\n",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return progress
+
+
 def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int:
     """``--tier sim --sweep``: exit 0 done, 2 bad options or grid (nothing written), 3 a run failed."""
     try:
-        refuse_cell_options(args)
-        grid = _sweep.load_grid(args.grid or "default")
-        if "io_uring" in grid.backends:
-            from tailreactor.backends import io_uring_refused
-
-            refused = io_uring_refused()
-            if refused is not None:
-                raise _sweep.GridError(
-                    f"--grid {args.grid or 'default'}: backends lists io_uring, unavailable "
-                    f"here ({refused}); accepted: a grid without it"
-                )
+        grid = _grid(args)
     except _sweep.GridError as e:
         return _error(str(e), 2)
     engine = "dask" if args.dask else "local"
@@ -398,21 +411,10 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    tty = sys.stderr.isatty()
-
-    def progress(done, total):
-        if not tty and done != total and done % max(total // 10, 1):
-            return
-        print(
-            f"{chr(13) if tty else ''}{PROG}: sweep {grid.name}: {done}/{total} runs",
-            end="" if tty and done < total else "\n",
-            file=sys.stderr,
-            flush=True,
-        )
-
     try:
+        address = args.dask or "local"
         result = _sweep.run_sweep(
-            grid, engine=engine, dask_address=args.dask or "local", client=client, progress=progress
+            grid, engine=engine, dask_address=address, client=client, progress=_progress(grid.name)
         )
     except _sweep.GridError as e:
         return _error(str(e), 2)
@@ -431,27 +433,15 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
     pv = history.provenance(REPO, wrk_version="-")
     provenance = {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")}
     stem = history.stem(started, grid.name, "sweep")
-    results_dir: Path = args.out / "results"
     doc = _sweep.result_document(result, argv=argv, provenance=provenance)
     md = render(result, argv=argv, provenance=provenance, timing=timing)
-    images = heat_maps(result)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    files = [(results_dir / f"{stem}.json", _sweep.dumps(doc)), (results_dir / f"{stem}.md", md.encode())]
-    files += [
-        (results_dir / f"{stem}-{w}.{ext}", data) for w, im in images.items() for ext, data in im.items()
-    ]
-    for path, data in files:
-        _sweep.write_atomic(path, data)
-    jsonl = history.append_history(
-        history_line(
-            result, argv=argv, provenance=provenance, timing=timing, result_file=f"results/{stem}.json"
-        ),
-        args.out,
-        name=HISTORY_FILE,
+    files: dict[str, bytes | str] = {".json": outputs.dumps(doc), ".md": md}
+    files |= {f"-{w}.{ext}": data for w, im in heat_maps(result).items() for ext, data in im.items()}
+    paths = outputs.write_files(args.out / "results", stem, files)
+    line = history_line(
+        result, argv=argv, provenance=provenance, timing=timing, result_file=f"results/{stem}.json"
     )
+    jsonl = history.append_history(line, args.out, name=HISTORY_FILE)
     print(md)
-    print("Files:")
-    for path, _ in files:
-        print(f"- {path}")
-    print(f"- {jsonl} (one line appended)")
+    print(outputs.files_text(paths, appended=jsonl))
     return 0

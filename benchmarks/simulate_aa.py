@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """How do the job's verdicts behave between identical arms, and which tail estimator to use?
 
-Role
-----
 Two simulations, no server and no load generator:
 
 ``--part verdicts`` reproduces the numbers behind ``tailjob.stats.MIN_PAIRS``
@@ -36,8 +34,8 @@ comparison on a real job's runs: per leg and tail percentile, each arm's
 figure (with the samples behind it), the ratio, the interval, the detectable
 effect and the verdict, by both estimators.
 
-Usage: python scripts/ci/simulate_aa.py [--part verdicts|tail|all] [--jobs 200] [--resamples 2000] [--seed 2]
-       python scripts/ci/simulate_aa.py --part real --result RESULT.json
+Usage: python benchmarks/simulate_aa.py [--part verdicts|tail|all] [--jobs 200] [--resamples 2000] [--seed 2]
+       python benchmarks/simulate_aa.py --part real --result RESULT.json
 The verdicts part takes a couple of minutes at the defaults; tail about as long with --jobs 100.
 """
 
@@ -51,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ci"))
 
 from tailjob import pooled, stats
 
