@@ -517,47 +517,24 @@ def render(counts: list[Count], shares: Mapping[str, Mapping[str, float]] | None
     return "\n".join(lines)
 
 
-# -- the job's hook: ``tail_latency.py --tier instructions`` ----------------------------------
+# -- the job's hook: ``tail_latency count`` ----------------------------------
 
 PROG = "tail_latency"
 
 
-def _requests(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        import argparse
+@dataclass(frozen=True)
+class CountPlan:
+    """What ``count`` counts: ``server`` (None: all, or the bench server on ``backend`` and asyncio),
+    ``requests`` per server, the ``baseline`` to compare with (and ``write_baseline`` to store this
+    count there instead), ``gate`` (exit 1 on a regression), ``out`` (``<out>/results/``)."""
 
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive integer (default {REQUESTS})")
-    return int(text)
-
-
-def add_options(parser) -> None:
-    """The tier's options (the job's ``--tier``, :mod:`tailjob.options`, selects it); shared with the job's ``--gate``, ``--backend``, ``--out``."""
-    g = parser.add_argument_group("instruction tier (--tier instructions)")
-    g.add_argument(
-        "--server",
-        action="append",
-        choices=SERVERS,
-        help="with --tier instructions: a server to count (repeatable; default: all, or the "
-        "bench server on --backend and asyncio)",
-    )
-    g.add_argument(
-        "--requests",
-        type=_requests,
-        default=REQUESTS,
-        help=f"with --tier instructions: requests counted per server ({REQUESTS})",
-    )
-    g.add_argument(
-        "--baseline",
-        type=Path,
-        default=BASELINE,
-        help="with --tier instructions: the baseline JSON (default: "
-        "benchmarks/results/instructions-baseline.json)",
-    )
-    g.add_argument(
-        "--write-baseline",
-        action="store_true",
-        help="with --tier instructions: store this count as the baseline",
-    )
+    out: Path
+    server: list | None = None
+    requests: int = REQUESTS
+    baseline: Path = BASELINE
+    write_baseline: bool = False
+    backend: str | None = None
+    gate: bool = False
 
 
 def _fail(message: str, code: int) -> int:
@@ -567,12 +544,7 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def tier_options_given(args) -> bool:
-    """Whether an option of this tier was given (with ``--tier wall`` that is an error)."""
-    return bool(args.server or args.write_baseline or args.requests != REQUESTS or args.baseline != BASELINE)
-
-
-def main_tier(args) -> int:
+def main_tier(args: CountPlan) -> int:
     """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
 
     Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option or a missing tool
@@ -581,30 +553,10 @@ def main_tier(args) -> int:
     import sys
     from datetime import datetime, timezone
 
-    if args.tier != "instructions":
-        given = next(
-            name
-            for flag, name in (
-                (args.server, "--server"),
-                (args.write_baseline, "--write-baseline"),
-                (args.requests != REQUESTS, "--requests"),
-                (True, "--baseline"),
-            )
-            if flag
-        )
-        return _fail(f"{given} applies to --tier instructions", 2)
     if args.write_baseline and args.gate:
         return _fail(
             "--write-baseline stores this count; --gate compares it with the stored one: choose one", 2
         )
-    for flag, name in (
-        (args.peers, "--peers"),
-        (args.calibrate is not None, "--calibrate"),
-        (args.ab, "--ab"),
-        (args.a is not None or args.b is not None, "--a/--b"),
-    ):
-        if flag:
-            return _fail(f"{name} applies to --tier wall, not to --tier instructions", 2)
     baseline = load_baseline(args.baseline)
     if args.gate and not baseline:
         return _fail(
@@ -626,7 +578,7 @@ def main_tier(args) -> int:
     )
     missing = missing_tool()
     if missing:
-        return _fail(f"--tier instructions needs callgrind: {missing}", 2)
+        return _fail(f"count needs callgrind: {missing}", 2)
     if "bench-io_uring" in chosen:
         refused = _io_uring_refused()
         if refused is not None:

@@ -29,7 +29,8 @@ from __future__ import annotations
 import random
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 from tailreactor import config as _config
 
@@ -50,6 +51,8 @@ __all__ = [
     "shuffled_schedule",
     "PlanError",
     "BACKENDS",
+    "AbOptions",
+    "check_environment",
 ]
 
 BACKENDS = ("io_uring", "epoll")
@@ -315,6 +318,16 @@ def arm_knobs(env: Mapping[str, str]) -> dict[str, object]:
     return {k.name: getattr(cfg, k.attr) for k in _config.KNOBS}
 
 
+def check_environment(environ: Mapping[str, str]) -> None:
+    """Every ``CWIST_*`` knob in this process's environment must parse, even where an arm or the
+    leg overrides it: an ignored typo would make the run look configured when it is not.
+    Unknown ``CWIST_*`` names are left alone (the reference ignores them too)."""
+    try:
+        _config.load(environ)
+    except _config.ConfigError as e:
+        raise PlanError(f"environment: {e}") from None
+
+
 def shuffled_schedule(keys: list[str], trials: int, *, seed: int) -> list[list[str]]:
     """``trials`` orders of ``keys``, each shuffled with one ``random.Random(seed)``."""
     rng = random.Random(seed)
@@ -329,3 +342,58 @@ def shuffled_schedule(keys: list[str], trials: int, *, seed: int) -> list[list[s
 def rmit_schedule(trials: int, *, seed: int) -> list[list[str]]:
     """``trials`` lists, each ``["A", "B"]`` or ``["B", "A"]`` drawn with ``random.Random(seed)``."""
     return shuffled_schedule(["A", "B"], trials, seed=seed)
+
+
+@dataclass(frozen=True)
+class AbOptions:
+    """One A/B as asked for, on either tier (``ab``, ``validate`` and the main job's answer build
+    it; :mod:`tailjob.cli` from the command line, the others from one another with ``replace``).
+
+    ``workload``: a workload's name or a :class:`~tailjob.workloads.Traffic`; ``argv``: the command
+    line as given, for the records (:meth:`command` for one derived from another)."""
+
+    out: Path
+    tier: str = "wall"
+    profile: str = "quick"
+    threads: int | None = None
+    connections: tuple[int, ...] | None = None
+    duration: int | None = None
+    runs: int | None = None
+    workers: int | None = None
+    workload: object = "uniform"
+    load: str | None = None
+    rate: str | None = None
+    schedule: str | None = None
+    ab: str | None = None
+    a: str | None = None
+    b: str | None = None
+    a_ref: str | None = None
+    backend: str | None = None
+    pin: bool = False
+    server_cpus: str = "0"
+    wrk_cpus: str = "1"
+    no_warmup: bool = False
+    seed: int = 1
+    pollution_limit: float = 0.10
+    probe: bool = False
+    min_effect: float | None = None
+    gate: bool = False
+    sim_cost: str | None = None
+    argv: tuple[str, ...] = ()
+
+    def command(self) -> list[str]:
+        """The options of this A/B that differ from the defaults, as a command line (for the records
+        of an A/B derived from another; ``--out`` last)."""
+        out = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("out", "argv") or value == f.default:
+                continue
+            option = "--" + f.name.replace("_", "-")
+            if value is True:
+                out.append(option)
+            elif isinstance(value, tuple):
+                out += [option, ",".join(map(str, value))]
+            else:
+                out += [option, str(getattr(value, "name", value))]
+        return [*out, "--out", str(self.out)]

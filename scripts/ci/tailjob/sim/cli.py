@@ -1,12 +1,12 @@
-"""``--tier sim``: the job's command line in virtual time (see :mod:`tailjob.cli`).
+"""``ab --tier sim``: an A/B (:class:`~tailjob.plan.AbOptions`) in virtual time.
 
 Same profiles, ``--ab``/``--a``/``--b``, ``--backend``, ``--workload``,
 ``--load``, ``--rate``, ``--schedule``, ``--connections``, ``--duration``
 (virtual seconds per run), ``--runs`` (seeds per arm), ``--seed`` (the first
 seed), ``--min-effect``, ``--gate`` and ``--out`` as the live job; plus
 ``--sim-cost 'K=US ...'``.  Options that only mean something for processes on
-a machine (``--pin``, ``--workers``, ``--threads``, ``--probe``, ``--peers``,
-``--calibrate``) are refused with one line.  Writes
+a machine (``--pin``, ``--workers``, ``--threads``, ``--probe``) are refused
+with one line.  Writes
 ``<out>/results/<stem>-sim.{md,json,svg,png}`` and appends one line to
 ``<out>/tail-latency-sim.jsonl``.  Exit codes as the live job: 0 done, 1
 ``--gate`` and a regression (whole run or any class), 2 bad options, 3 a run
@@ -15,7 +15,6 @@ failed.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from dataclasses import replace
@@ -23,7 +22,18 @@ from datetime import datetime, timezone
 
 from .. import history, workloads
 from ..options import PROG, REPO
-from ..plan import PROFILES, Overrides, PlanError, arm_knobs, arms_for, plan_legs, server_env
+from ..options import fail as _error
+from ..plan import (
+    PROFILES,
+    AbOptions,
+    Overrides,
+    PlanError,
+    arm_knobs,
+    arms_for,
+    check_environment,
+    plan_legs,
+    server_env,
+)
 from . import costs as _costs
 from . import refcode
 from . import report as sim_report
@@ -35,21 +45,12 @@ MODELLED = ("epoll", "io_uring", "selectors")
 _BACKEND = "CWIST_REACTOR_BACKEND"
 
 
-def _error(message: str, code: int) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return code
-
-
-def _refuse_live_only(args: argparse.Namespace) -> None:
+def _refuse_live_only(args: AbOptions) -> None:
     for given, text in (
         (args.pin, "--pin"),
         (args.workers, f"--workers {args.workers}"),
         (args.threads, f"--threads {args.threads}"),
         (args.probe, "--probe"),
-        (args.peers, "--peers"),
-        (args.calibrate, f"--calibrate {args.calibrate}"),
-        (args.no_pin, "--no-pin"),
-        (args.write_readme, "--write-readme"),
     ):
         if given:
             raise PlanError(
@@ -63,12 +64,10 @@ def _ambient(environ) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k.startswith("CWIST_")}
 
 
-def plan_sim(args: argparse.Namespace) -> tuple[str, object, list[AbPlan]]:
-    """(the --ab name, the arms, one AbPlan per leg) from the options; PlanError/CostError if bad."""
+def plan_sim(args: AbOptions) -> tuple[str, object, list[AbPlan]]:
+    """(the --ab name, the arms, one AbPlan per leg) of the A/B; PlanError/CostError if bad."""
     _refuse_live_only(args)
-    from ..cli import _check_environment
-
-    _check_environment(os.environ)
+    check_environment(os.environ)
     if args.ab and (args.a is not None or args.b is not None):
         raise PlanError("--ab cannot be combined with --a/--b")
     custom = args.a is not None or args.b is not None or (args.a_ref is not None and not args.ab)
@@ -143,11 +142,9 @@ def _without_refused_io_uring(plans: list[AbPlan], asked: str | None) -> list[Ab
     return [p for p in plans if p not in on]
 
 
-def main_sim(
-    args: argparse.Namespace, argv: list[str], *, legs_out: list | None = None, collect: dict | None = None
-) -> int:
-    """``--tier sim``; ``legs_out``: gets the legs' results (for the main job's answer); ``collect``:
-    gets ``result``, the path of the result JSON (for ``--validate``)."""
+def main_sim(args: AbOptions, *, collect: dict | None = None) -> int:
+    """The A/B ``args`` in virtual time; ``collect``: gets ``legs`` (the legs' results), ``result``
+    (the path of the result JSON) and ``document`` (what it holds)."""
     try:
         ab, arms, plans = plan_sim(args)
         plans = _without_refused_io_uring(plans, args.backend)
@@ -155,16 +152,16 @@ def main_sim(
     except (PlanError, _costs.CostError, refcode.RefError) as e:
         return _error(str(e), 2)
     if a_commit is None:
-        return _run(args, argv, ab, arms, plans, None, legs_out, collect)
+        return _run(args, ab, arms, plans, None, collect)
     try:
         with refcode.checkout(REPO, a_commit) as tree:
             plans = [replace(p, a_code=str(tree / "reference")) for p in plans]
-            return _run(args, argv, ab, arms, plans, a_commit, legs_out, collect)
+            return _run(args, ab, arms, plans, a_commit, collect)
     except refcode.RefError as e:
         return _error(str(e), 2)
 
 
-def _run(args, argv, ab, arms, plans, a_commit, legs_out=None, collect=None) -> int:
+def _run(args: AbOptions, ab, arms, plans, a_commit, collect=None) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     legs = []
     try:
@@ -186,12 +183,10 @@ def _run(args, argv, ab, arms, plans, a_commit, legs_out=None, collect=None) -> 
                 legs.append(run_ab(plan, executor=executor, progress=progress))
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
-    if legs_out is not None:
-        legs_out.extend(legs)
     finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
     pv = history.provenance(REPO, wrk_version="-")
     job = {
-        "argv": argv,
+        "argv": list(args.argv),
         "profile": args.profile,
         "ab": ab,
         "arms": {a.key: {"label": a.label, "env": dict(a.env), "env_text": a.env_text()} for a in arms},
@@ -207,9 +202,10 @@ def _run(args, argv, ab, arms, plans, a_commit, legs_out=None, collect=None) -> 
     results_dir.mkdir(parents=True, exist_ok=True)
     md = results_dir / f"{stem}.md"
     md.write_text(sim_report.render(job, legs, runs=True))
-    js = sim_report.write_json(sim_report.result_document(job, legs), results_dir / f"{stem}.json")
+    doc = sim_report.result_document(job, legs)
+    js = sim_report.write_json(doc, results_dir / f"{stem}.json")
     if collect is not None:
-        collect["result"] = js
+        collect.update(legs=legs, result=js, document=doc)
     images = sim_report.plot(legs, results_dir / stem)
     jsonl = history.append_history(
         sim_report.history_line(job, legs, result_file=f"results/{js.name}"),

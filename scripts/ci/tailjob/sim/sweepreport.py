@@ -1,4 +1,4 @@
-"""The sweep's outputs and command line (``--tier sim --sweep``): report, result JSON, heat maps, history line.
+"""The sweep's outputs and command line (``sweep``): report, result JSON, heat maps, history line.
 
 Role
 ----
@@ -23,7 +23,6 @@ nothing half-written:
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import resource
@@ -36,6 +35,7 @@ from pathlib import Path
 from .. import history, stats
 from ..metrics import ci_text, format_value
 from ..options import PROG, REPO
+from ..options import fail as _error
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
 from . import sweep as _sweep
 
@@ -51,45 +51,6 @@ COLOURS = {
     INCONCLUSIVE: "#d9d9d9",
     NO_VERDICT: "#ffffff",
 }
-
-
-def _error(message: str, code: int) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return code
-
-
-def refuse_cell_options(args: argparse.Namespace) -> None:
-    """The options a sweep's grid replaces (or that mean nothing for it): one line each."""
-    given = [
-        ("--ab", args.ab),
-        ("--a", args.a),
-        ("--b", args.b),
-        ("--backend", args.backend),
-        ("--class", args.classes),
-        ("--workload", args.workload != "uniform"),
-        ("--load", args.load),
-        ("--rate", args.rate),
-        ("--schedule", args.schedule),
-        ("--connections", args.connections),
-        ("--duration", args.duration),
-        ("--runs", args.runs),
-        ("--min-effect", args.min_effect),
-        ("--sim-cost", args.sim_cost),
-        ("--a-ref", args.a_ref),
-        ("--gate", args.gate),
-        ("--pin", args.pin),
-        ("--probe", args.probe),
-        ("--peers", args.peers),
-        ("--calibrate", args.calibrate),
-        ("--workers", args.workers),
-        ("--threads", args.threads),
-    ]
-    for name, value in given:
-        if value:
-            raise _sweep.GridError(
-                f"{name}: a sweep takes its cells from --grid (backends, [[load]], "
-                "[[policy]], seeds); accepted with --sweep: --grid, --dask, --out"
-            )
 
 
 def _cell(c) -> str:
@@ -377,23 +338,24 @@ def heat_maps(result) -> dict[str, dict[str, bytes]]:
     return out
 
 
-def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int:
-    """``--tier sim --sweep``: exit 0 done, 2 bad options or grid (nothing written), 3 a run failed."""
+def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list[str], client=None) -> int:
+    """``sweep``: the grid ``grid_name`` (None: ``default``) on local worker processes, or on Dask
+    (``dask``: ``local`` or a scheduler's address), its files under ``out``.  Exit 0 done, 2 a bad
+    grid (nothing written), 3 a run failed."""
     try:
-        refuse_cell_options(args)
-        grid = _sweep.load_grid(args.grid or "default")
+        grid = _sweep.load_grid(grid_name or "default")
         if "io_uring" in grid.backends:
             from tailreactor.backends import io_uring_refused
 
             refused = io_uring_refused()
             if refused is not None:
                 raise _sweep.GridError(
-                    f"--grid {args.grid or 'default'}: backends lists io_uring, unavailable "
+                    f"--grid {grid_name or 'default'}: backends lists io_uring, unavailable "
                     f"here ({refused}); accepted: a grid without it"
                 )
     except _sweep.GridError as e:
         return _error(str(e), 2)
-    engine = "dask" if args.dask else "local"
+    engine = "dask" if dask else "local"
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
@@ -412,7 +374,7 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
 
     try:
         result = _sweep.run_sweep(
-            grid, engine=engine, dask_address=args.dask or "local", client=client, progress=progress
+            grid, engine=engine, dask_address=dask or "local", client=client, progress=progress
         )
     except _sweep.GridError as e:
         return _error(str(e), 2)
@@ -431,7 +393,7 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
     pv = history.provenance(REPO, wrk_version="-")
     provenance = {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")}
     stem = history.stem(started, grid.name, "sweep")
-    results_dir: Path = args.out / "results"
+    results_dir: Path = out / "results"
     doc = _sweep.result_document(result, argv=argv, provenance=provenance)
     md = render(result, argv=argv, provenance=provenance, timing=timing)
     images = heat_maps(result)
@@ -446,7 +408,7 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
         history_line(
             result, argv=argv, provenance=provenance, timing=timing, result_file=f"results/{stem}.json"
         ),
-        args.out,
+        out,
         name=HISTORY_FILE,
     )
     print(md)
