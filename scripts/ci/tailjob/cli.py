@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tailreactor.backends import io_uring_refused as _io_uring_refused
 
-from . import calibrate, history, peers, peersjob, peersreport, report, workloads
+from . import calibrate, history, peers, peersjob, peersreport, refcode, report, workloads
 from .options import PROG, REPO, build_parser, parse
 from .options import fail as _error
 from .plan import (
@@ -49,7 +49,6 @@ from .plan import (
 )
 from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
-from .sim import refcode
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]

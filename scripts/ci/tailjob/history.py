@@ -132,6 +132,19 @@ def result_stem(job) -> str:
     return stem(job.started_at, job.profile, job.ab)
 
 
+def without_out(argv: list[str]) -> list[str]:
+    """``argv`` less ``--out DIR``: where the files go is not part of the result."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            out.append(arg)
+    return out
+
+
 def write_result(job, results_dir: Path, stem: str) -> Path:
     """Write the whole job as ``<results_dir>/<stem>.json``; return the path."""
     results_dir.mkdir(parents=True, exist_ok=True)

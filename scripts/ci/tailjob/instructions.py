@@ -75,6 +75,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -198,24 +199,31 @@ def bytecode_shares(
 ) -> dict[str, float]:
     """Fractions of the Python bytecodes server ``name`` runs per request outside the parser, by row.
 
-    Counted by ``benchmarks/bytecodes.py`` in this process, one client (one request per round, as
-    the count), with the count's knobs (:data:`DEFAULT_KNOBS`) and a clock that moves 2 us per read,
-    so that every event has aged by its delivery as under callgrind at ``CWIST_REACTOR_TAIL_US=1``.
-    Raises :class:`MeasureError` when the server cannot run here.
+    Counted by ``benchmarks/bytecodes.py --json`` (a process of its own), one client (one request
+    per round, as the count), with the count's knobs (:data:`DEFAULT_KNOBS`) and a clock that moves
+    2 us per read, so that every event has aged by its delivery as under callgrind at
+    ``CWIST_REACTOR_TAIL_US=1``.  Raises :class:`MeasureError` when the server cannot run here.
     """
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_tailjob_bytecodes", REPO / "benchmarks" / "bytecodes.py")
-    assert spec is not None and spec.loader is not None
-    bytecodes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bytecodes)
+    script = REPO / "benchmarks" / "bytecodes.py"
+    argv = [
+        sys.executable,
+        str(script),
+        "--json",
+        "--server",
+        name,
+        "--clients",
+        "1",
+        "--cycles",
+        str(cycles),
+    ]
     ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env)}
-    try:
-        counts, _requests = bytecodes.measure(name, 1, cycles, 2, env=ambient)
-    except Exception as exc:  # noqa: BLE001 (io_uring unavailable, a bad knob: one line)
-        raise MeasureError(f"{name}: bytecodes: {exc}") from None
+    done = subprocess.run(
+        [*argv, "--clock-step-us", "2"], capture_output=True, text=True, env=ambient, timeout=600, check=False
+    )
+    if done.returncode != 0:  # io_uring unavailable, a bad knob: its one line
+        raise MeasureError(f"{name}: bytecodes: {(done.stderr.strip().splitlines() or ['failed'])[-1]}")
     by_row: dict[str, int] = {}
-    for (filename, qualname), n in counts.items():
+    for filename, qualname, n in json.loads(done.stdout)["counts"]:
         row = python_component(filename, qualname)
         if row is not None:
             by_row[row] = by_row.get(row, 0) + n

@@ -15,12 +15,10 @@ import argparse
 import re
 from pathlib import Path
 
-from . import instructions, workloads
+from . import PROG, REPO, fail, instructions, workloads  # noqa: F401  (the job's name and one-line error, re-exported)
 from .metrics import METRICS
 from .plan import AB_PRESETS, BACKENDS, PROFILES
 
-REPO = Path(__file__).resolve().parents[3]
-PROG = "tail_latency"
 TIERS = ("wall", "sim")
 """``ab --tier``: what measures a run (wall-clock time, virtual time; instruction counts are ``count``)."""
 COMMANDS = ("ab", "calibrate", "peers", "sweep", "validate", "count")
@@ -72,14 +70,6 @@ def _cores(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: accepted a non-negative number of cores, e.g. 0.1")
     return value
-
-
-def fail(message: str, code: int) -> int:
-    """Print the job's one-line error (``tail_latency: error: ...``) to stderr; return ``code``."""
-    import sys
-
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return code
 
 
 class _Parser(argparse.ArgumentParser):

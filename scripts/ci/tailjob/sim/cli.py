@@ -20,9 +20,8 @@ import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from .. import history, workloads
-from ..options import PROG, REPO
-from ..options import fail as _error
+from .. import PROG, REPO, history, refcode, workloads
+from .. import fail as _error
 from ..plan import (
     PROFILES,
     AbOptions,
@@ -35,7 +34,6 @@ from ..plan import (
     server_env,
 )
 from . import costs as _costs
-from . import refcode
 from . import report as sim_report
 from .job import AbPlan, new_executor, run_ab
 

@@ -32,10 +32,9 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import history, stats
+from .. import PROG, REPO, history, stats
+from .. import fail as _error
 from ..metrics import ci_text, format_value
-from ..options import PROG, REPO
-from ..options import fail as _error
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
 from . import sweep as _sweep
 

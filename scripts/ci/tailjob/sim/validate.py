@@ -40,9 +40,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import history
-from ..options import PROG, REPO
-from ..options import fail as _error
+from .. import PROG, REPO, history
+from .. import fail as _error
 from ..plan import AbOptions, PlanError
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION, metric
 
