@@ -31,6 +31,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from tailreactor import config as _config
 
@@ -360,7 +361,7 @@ class AbOptions:
     duration: int | None = None
     runs: int | None = None
     workers: int | None = None
-    workload: object = "uniform"
+    workload: Any = "uniform"  # a name, or a workloads.Traffic (workloads imports this module)
     load: str | None = None
     rate: str | None = None
     schedule: str | None = None
