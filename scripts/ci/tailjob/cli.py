@@ -46,6 +46,7 @@ from .plan import (
     peer_legs,
     plan_legs,
     server_env,
+    without_refused_io_uring,
 )
 from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
@@ -74,25 +75,6 @@ def _cpu_list(text: str, option: str) -> str:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _without_refused_io_uring(legs: list, arms, asked: str | None) -> list:
-    """``legs`` less those on io_uring where the kernel refuses it (Docker's default seccomp profile).
-
-    Unasked (each backend in turn, the default), the io_uring legs are skipped with one line naming
-    the reason; asked for (``--backend io_uring``, or an arm that sets it), it is a
-    :class:`PlanError`: a measurement of io_uring cannot quietly become one of epoll.
-    """
-    on_io_uring = [leg for leg in legs if any(leg.backend_for(arm.key) == "io_uring" for arm in arms)]
-    if not on_io_uring:
-        return legs
-    refused = _io_uring_refused()
-    if refused is None:
-        return legs
-    if asked == "io_uring" or any(leg.backend is None for leg in on_io_uring):
-        raise PlanError(f"io_uring asked for but unavailable here: {refused}")
-    print(f"{PROG}: io_uring skipped: {refused}; measuring epoll only", file=sys.stderr, flush=True)
-    return [replace(leg, index=i) for i, leg in enumerate(lg for lg in legs if lg not in on_io_uring)]
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -222,10 +204,7 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
     printed = job.finish(results, Outputs(settings, started, _now(), provenance, results_dir, stem))
     if collect is not None:
         collect.update(legs=results, result=printed.result, document=printed.document)
-    print(printed.text)
-    print("Files:")
-    for line in printed.files:
-        print(f"- {line}")
+    history.show(printed.text, printed.files)
     if printed.after:
         print(printed.after)
     return (_error(printed.failed, 1) if printed.failed else 0), results
@@ -246,6 +225,15 @@ def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:
     line = history.history_line(job, result_file=f"results/{result_json.name}")
     jsonl = history.append_history(line, o.results_dir.parent, name=history.history_file(job))
     return [md, *images, result_json], result_json, jsonl
+
+
+def _live_legs(legs: list, arms, asked: str | None) -> list:
+    """``legs`` less those on io_uring where the kernel refuses it (re-numbered), unless asked for
+    (``--backend io_uring``, or an arm that sets it: :func:`~tailjob.plan.without_refused_io_uring`)."""
+    on = [leg for leg in legs if any(leg.backend_for(arm.key) == "io_uring" for arm in arms)]
+    asked_for = asked == "io_uring" or any(leg.backend is None for leg in on)
+    kept = without_refused_io_uring(legs, on, asked=asked_for, measuring="measuring")
+    return [replace(leg, index=i) for i, leg in enumerate(kept)] if kept != legs else legs
 
 
 def _settings(args, *, pin: bool, **kw) -> Settings:
@@ -306,7 +294,7 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
         if probe and any(name in arm.env for arm in arms):
             raise PlanError(f"--probe sets {name} for every run; leave it out of --a/--b")
     wrk = _tools(args.pin)
-    legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
+    legs = _live_legs(legs, arms, args.backend)  # last: a bad option is the only line
 
     def run(s: Settings, progress) -> list:
         if a_commit is None:
@@ -352,7 +340,7 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
         arm_knobs(server_env(os.environ, leg, arms[0]))
     settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect)
     wrk = _tools(args.pin)
-    legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
+    legs = _live_legs(legs, arms, args.backend)  # last: a bad option is the only line
 
     def run(s: Settings, progress) -> list:
         return calibrate.run_calibration(legs, k, s, ambient=os.environ, progress=progress)

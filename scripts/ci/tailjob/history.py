@@ -268,6 +268,16 @@ def history_line(job, *, result_file: str) -> dict:
     }
 
 
+def show(text: str, files, jsonl: Path | None = None) -> None:
+    """Print a job's report, then ``Files:`` and a line per file it wrote (its history file last)."""
+    print(text)
+    print("Files:")
+    for path in files:
+        print(f"- {path}")
+    if jsonl is not None:
+        print(f"- {jsonl} (one line appended)")
+
+
 def append_history(line: dict, out_dir: Path, *, name: str = HISTORY_FILE) -> Path:
     """Append ``line`` as one JSON line to ``<out_dir>/<name>`` (``tail-latency.jsonl``); return the path."""
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -83,10 +83,11 @@ from pathlib import Path
 
 from tailreactor.backends import io_uring_refused as _io_uring_refused
 
+from . import PROG, REPO
+from . import fail as _fail
 from .peers import make_server, servers
 from .server import ServerError
 
-REPO = Path(__file__).resolve().parents[3]
 #: The servers counted by default (uvloop's loop is C: its count would say little about ours).
 SERVERS = ("bench-epoll", "bench-io_uring", "asyncio")
 #: The committed baseline the gate compares with.
@@ -204,21 +205,16 @@ def bytecode_shares(
     2 us per read, so that every event has aged by its delivery as under callgrind at
     ``CWIST_REACTOR_TAIL_US=1``.  Raises :class:`MeasureError` when the server cannot run here.
     """
-    script = REPO / "benchmarks" / "bytecodes.py"
-    argv = [
-        sys.executable,
-        str(script),
-        "--json",
-        "--server",
-        name,
-        "--clients",
-        "1",
-        "--cycles",
-        str(cycles),
-    ]
+    script = str(REPO / "benchmarks" / "bytecodes.py")
+    argv = [sys.executable, script, "--json", "--server", name, "--clients", "1", "--clock-step-us", "2"]
     ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env)}
     done = subprocess.run(
-        [*argv, "--clock-step-us", "2"], capture_output=True, text=True, env=ambient, timeout=600, check=False
+        [*argv, "--cycles", str(cycles)],
+        capture_output=True,
+        text=True,
+        env=ambient,
+        timeout=600,
+        check=False,
     )
     if done.returncode != 0:  # io_uring unavailable, a bad knob: its one line
         raise MeasureError(f"{name}: bytecodes: {(done.stderr.strip().splitlines() or ['failed'])[-1]}")
@@ -527,8 +523,6 @@ def render(counts: list[Count], shares: Mapping[str, Mapping[str, float]] | None
 
 # -- the job's hook: ``tail_latency count`` ----------------------------------
 
-PROG = "tail_latency"
-
 
 @dataclass(frozen=True)
 class CountPlan:
@@ -545,14 +539,7 @@ class CountPlan:
     gate: bool = False
 
 
-def _fail(message: str, code: int) -> int:
-    import sys
-
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return code
-
-
-def main_tier(args: CountPlan) -> int:
+def main_tier(plan: CountPlan) -> int:
     """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
 
     Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option or a missing tool
@@ -561,28 +548,28 @@ def main_tier(args: CountPlan) -> int:
     import sys
     from datetime import datetime, timezone
 
-    if args.write_baseline and args.gate:
+    if plan.write_baseline and plan.gate:
         return _fail(
             "--write-baseline stores this count; --gate compares it with the stored one: choose one", 2
         )
-    baseline = load_baseline(args.baseline)
-    if args.gate and not baseline:
+    baseline = load_baseline(plan.baseline)
+    if plan.gate and not baseline:
         return _fail(
-            f"--baseline {args.baseline}: no baseline there to gate on (write one with --write-baseline)", 2
+            f"--baseline {plan.baseline}: no baseline there to gate on (write one with --write-baseline)", 2
         )
-    counted = baseline_requests(args.baseline)
-    if baseline and counted and counted != {args.requests}:
+    counted = baseline_requests(plan.baseline)
+    if baseline and counted and counted != {plan.requests}:
         # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
         # interpreter's caches): a verdict compares equal counts.
-        if args.gate:
+        if plan.gate:
             return _fail(
-                f"--requests {args.requests}: the baseline counted "
+                f"--requests {plan.requests}: the baseline counted "
                 f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count",
                 2,
             )
         baseline = {}
     chosen = list(
-        args.server or [s for s in SERVERS if not args.backend or s in (f"bench-{args.backend}", "asyncio")]
+        plan.server or [s for s in SERVERS if not plan.backend or s in (f"bench-{plan.backend}", "asyncio")]
     )
     missing = missing_tool()
     if missing:
@@ -590,14 +577,14 @@ def main_tier(args: CountPlan) -> int:
     if "bench-io_uring" in chosen:
         refused = _io_uring_refused()
         if refused is not None:
-            if args.server or args.backend == "io_uring":
+            if plan.server or plan.backend == "io_uring":
                 return _fail(f"io_uring asked for but unavailable here: {refused}", 2)
             print(f"{PROG}: bench-io_uring skipped: {refused}", file=sys.stderr, flush=True)
             chosen.remove("bench-io_uring")
     counts = []
     for name in chosen:
         try:
-            c = count(name, requests=args.requests)
+            c = count(name, requests=plan.requests)
         except MeasureError as exc:
             return _fail(str(exc), 3)
         print(
@@ -626,24 +613,24 @@ def main_tier(args: CountPlan) -> int:
     verdicts = compare(counts, baseline)
     if verdicts:
         print()
-        print(f"Against {args.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
+        print(f"Against {plan.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
         for v in verdicts:
             print(f"- {v.server}: {v.base:,.0f} -> {v.now:,.0f} ({v.change:+.2%}): {v.verdict}")
     stem = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-instructions"
-    results = args.out / "results"
+    results = plan.out / "results"
     results.mkdir(parents=True, exist_ok=True)
     commit = _commit()
     whole = f"\n\nBy part (the python row split by bytecodes):\n\n{render(counts, shares)}" if shares else ""
     (results / f"{stem}.md").write_text(
         f"Instructions per request, commit {commit or 'unknown'}, "
-        f"{args.requests} requests per server\n\n{render(counts)}{whole}\n"
+        f"{plan.requests} requests per server\n\n{render(counts)}{whole}\n"
     )
     write_baseline(counts, results / f"{stem}.json", commit=commit, shares=shares)
     print(f"\nFiles:\n- {results / (stem + '.md')}\n- {results / (stem + '.json')}")
-    if args.write_baseline:
-        write_baseline(counts, args.baseline, commit=commit, shares=shares)
-        print(f"- {args.baseline} (the new baseline)")
-    if args.gate and any(v.verdict == "regression" for v in verdicts):
+    if plan.write_baseline:
+        write_baseline(counts, plan.baseline, commit=commit, shares=shares)
+        print(f"- {plan.baseline} (the new baseline)")
+    if plan.gate and any(v.verdict == "regression" for v in verdicts):
         return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)
     return 0
 

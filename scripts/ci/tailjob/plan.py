@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import random
 import shlex
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from tailreactor import config as _config
+
+from . import PROG
 
 __all__ = [
     "Profile",
@@ -327,6 +330,24 @@ def check_environment(environ: Mapping[str, str]) -> None:
         _config.load(environ)
     except _config.ConfigError as e:
         raise PlanError(f"environment: {e}") from None
+
+
+def without_refused_io_uring(items: list, on_io_uring: list, *, asked: bool, measuring: str) -> list:
+    """``items`` (legs, plans) less ``on_io_uring`` (those of them on io_uring) where the kernel refuses
+    io_uring (Docker's default seccomp profile).  Unasked (each backend in turn, the default), they
+    are skipped with one line naming the reason; ``asked`` for, it is a :class:`PlanError`: a
+    measurement of io_uring cannot quietly become one of epoll."""
+    if not on_io_uring:
+        return items
+    from tailreactor.backends import io_uring_refused
+
+    refused = io_uring_refused()
+    if refused is None:
+        return items
+    if asked:
+        raise PlanError(f"io_uring asked for but unavailable here: {refused}")
+    print(f"{PROG}: io_uring skipped: {refused}; {measuring} epoll only", file=sys.stderr, flush=True)
+    return [x for x in items if x not in on_io_uring]
 
 
 def shuffled_schedule(keys: list[str], trials: int, *, seed: int) -> list[list[str]]:

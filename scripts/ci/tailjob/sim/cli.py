@@ -16,11 +16,10 @@ failed.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from .. import PROG, REPO, history, refcode, workloads
+from .. import REPO, history, refcode, workloads
 from .. import fail as _error
 from ..plan import (
     PROFILES,
@@ -32,7 +31,9 @@ from ..plan import (
     check_environment,
     plan_legs,
     server_env,
+    without_refused_io_uring,
 )
+from ..progress import counter
 from . import costs as _costs
 from . import report as sim_report
 from .job import AbPlan, new_executor, run_ab
@@ -43,12 +44,12 @@ MODELLED = ("epoll", "io_uring", "selectors")
 _BACKEND = "CWIST_REACTOR_BACKEND"
 
 
-def _refuse_live_only(args: AbOptions) -> None:
+def _refuse_live_only(o: AbOptions) -> None:
     for given, text in (
-        (args.pin, "--pin"),
-        (args.workers, f"--workers {args.workers}"),
-        (args.threads, f"--threads {args.threads}"),
-        (args.probe, "--probe"),
+        (o.pin, "--pin"),
+        (o.workers, f"--workers {o.workers}"),
+        (o.threads, f"--threads {o.threads}"),
+        (o.probe, "--probe"),
     ):
         if given:
             raise PlanError(
@@ -62,27 +63,25 @@ def _ambient(environ) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k.startswith("CWIST_")}
 
 
-def plan_sim(args: AbOptions) -> tuple[str, object, list[AbPlan]]:
+def plan_sim(o: AbOptions) -> tuple[str, object, list[AbPlan]]:
     """(the --ab name, the arms, one AbPlan per leg) of the A/B; PlanError/CostError if bad."""
-    _refuse_live_only(args)
+    _refuse_live_only(o)
     check_environment(os.environ)
-    if args.ab and (args.a is not None or args.b is not None):
+    if o.ab and (o.a is not None or o.b is not None):
         raise PlanError("--ab cannot be combined with --a/--b")
-    custom = args.a is not None or args.b is not None or (args.a_ref is not None and not args.ab)
-    ab = "custom" if custom else (args.ab or "tail")
-    arms = arms_for(None if custom else ab, a=args.a, b=args.b)
-    if args.a_ref is not None:
-        ab = "aref" if custom and args.a is None and args.b is None else ab
-        arms = refcode.label_arms(arms, args.a_ref)
-    profile = PROFILES[args.profile]
+    custom = o.a is not None or o.b is not None or (o.a_ref is not None and not o.ab)
+    ab = "custom" if custom else (o.ab or "tail")
+    arms = arms_for(None if custom else ab, a=o.a, b=o.b)
+    if o.a_ref is not None:
+        ab = "aref" if custom and o.a is None and o.b is None else ab
+        arms = refcode.label_arms(arms, o.a_ref)
+    profile = PROFILES[o.profile]
     legs = plan_legs(
         profile,
         arms,
-        Overrides(
-            backend=args.backend, connections=args.connections, duration_s=args.duration, runs=args.runs
-        ),
+        Overrides(backend=o.backend, connections=o.connections, duration_s=o.duration, runs=o.runs),
     )
-    load = workloads.plan_load(args.workload, args.load, args.rate, args.schedule)
+    load = workloads.plan_load(o.workload, o.load, o.rate, o.schedule)
     ambient = _ambient(os.environ)
     plans = []
     for leg in legs:
@@ -102,100 +101,75 @@ def plan_sim(args: AbOptions) -> tuple[str, object, list[AbPlan]]:
                     "(its cost model has constants for those only)"
                 )
             env[_BACKEND] = backend
-            _costs.with_overrides(_costs.for_backend(backend), args.sim_cost)
+            _costs.with_overrides(_costs.for_backend(backend), o.sim_cost)
             envs[arm.key] = env
-        seeds = tuple(range(args.seed, args.seed + leg.runs))
+        seeds = tuple(range(o.seed, o.seed + leg.runs))
         plans.append(
             AbPlan(
                 backend=leg.backend or envs["A"][_BACKEND],
                 a_env=envs["A"],
                 b_env=envs["B"],
                 seeds=seeds,
-                workload=args.workload,
-                load=args.load,
+                workload=o.workload,
+                load=o.load,
                 rate=load.rate if load else None,
                 connections=leg.connections,
                 duration_s=float(leg.duration_s),
                 schedule=load.schedule if load else "poisson",
-                cost_overrides=args.sim_cost,
-                bootstrap_seed=args.seed,
-                min_effect=args.min_effect,
+                cost_overrides=o.sim_cost,
+                bootstrap_seed=o.seed,
+                min_effect=o.min_effect,
             )
         )
     return ab, arms, plans
 
 
-def _without_refused_io_uring(plans: list[AbPlan], asked: str | None) -> list[AbPlan]:
-    on = [p for p in plans if "io_uring" in (p.backend_for("A"), p.backend_for("B"))]
-    if not on:
-        return plans
-    from tailreactor.backends import io_uring_refused as _io_uring_refused
-
-    refused = _io_uring_refused()
-    if refused is None:
-        return plans
-    if asked == "io_uring" or any(p.backend_for("A") != p.backend_for("B") for p in on):
-        raise PlanError(f"io_uring asked for but unavailable here: {refused}")
-    print(f"{PROG}: io_uring skipped: {refused}; simulating epoll only", file=sys.stderr, flush=True)
-    return [p for p in plans if p not in on]
-
-
-def main_sim(args: AbOptions, *, collect: dict | None = None) -> int:
-    """The A/B ``args`` in virtual time; ``collect``: gets ``legs`` (the legs' results), ``result``
+def main_sim(o: AbOptions, *, collect: dict | None = None) -> int:
+    """The A/B ``o`` in virtual time; ``collect``: gets ``legs`` (the legs' results), ``result``
     (the path of the result JSON) and ``document`` (what it holds)."""
     try:
-        ab, arms, plans = plan_sim(args)
-        plans = _without_refused_io_uring(plans, args.backend)
-        a_commit = refcode.resolve(REPO, args.a_ref) if args.a_ref is not None else None
+        ab, arms, plans = plan_sim(o)
+        on = [p for p in plans if "io_uring" in (p.backend_for("A"), p.backend_for("B"))]
+        asked = o.backend == "io_uring" or any(p.backend_for("A") != p.backend_for("B") for p in on)
+        plans = without_refused_io_uring(plans, on, asked=asked, measuring="simulating")
+        a_commit = refcode.resolve(REPO, o.a_ref) if o.a_ref is not None else None
     except (PlanError, _costs.CostError, refcode.RefError) as e:
         return _error(str(e), 2)
     if a_commit is None:
-        return _run(args, ab, arms, plans, None, collect)
+        return _run(o, ab, arms, plans, None, collect)
     try:
         with refcode.checkout(REPO, a_commit) as tree:
             plans = [replace(p, a_code=str(tree / "reference")) for p in plans]
-            return _run(args, ab, arms, plans, a_commit, collect)
+            return _run(o, ab, arms, plans, a_commit, collect)
     except refcode.RefError as e:
         return _error(str(e), 2)
 
 
-def _run(args: AbOptions, ab, arms, plans, a_commit, collect=None) -> int:
+def _run(o: AbOptions, ab, arms, plans, a_commit, collect=None) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     legs = []
     try:
-        tty = sys.stderr.isatty()
         with new_executor() as executor:
             for plan in plans:
-
-                def progress(done, total, plan=plan, tty=tty):
-                    if not tty and done != total and done % max(total // 4, 1):
-                        return  # a log gets a line per quarter, a terminal one line rewritten
-                    print(
-                        f"{chr(13) if tty else ''}{PROG}: sim {plan.backend_for('A')}, c{plan.connections}: "
-                        f"{done}/{total} runs",
-                        end="" if tty and done < total else "\n",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-
-                legs.append(run_ab(plan, executor=executor, progress=progress))
+                label = f"sim {plan.backend_for('A')}, c{plan.connections}"
+                legs.append(run_ab(plan, executor=executor, progress=counter(label, lines=4)))
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
     finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
     pv = history.provenance(REPO, wrk_version="-")
     job = {
-        "argv": list(args.argv),
-        "profile": args.profile,
+        "argv": list(o.argv),
+        "profile": o.profile,
         "ab": ab,
         "arms": {a.key: {"label": a.label, "env": dict(a.env), "env_text": a.env_text()} for a in arms},
         "seeds": list(plans[0].seeds) if plans else [],
-        "a_ref": None if a_commit is None else {"ref": args.a_ref, "commit": a_commit},
+        "a_ref": None if a_commit is None else {"ref": o.a_ref, "commit": a_commit},
         "provenance": {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")},
         "started_at": started,
         "finished_at": finished,
     }
-    out = args.out
-    stem = history.stem(started, args.profile, ab) + "-sim"
+    out = o.out
+    stem = history.stem(started, o.profile, ab) + "-sim"
     results_dir = out / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
     md = results_dir / f"{stem}.md"
@@ -210,14 +184,10 @@ def _run(args: AbOptions, ab, arms, plans, a_commit, collect=None) -> int:
         out,
         name=sim_report.HISTORY_FILE,
     )
-    print(sim_report.render(job, legs, runs=False))
-    print("Files:")
-    for path in (md, js, *images):
-        print(f"- {path}")
-    print(f"- {jsonl} (one line appended)")
+    history.show(sim_report.render(job, legs, runs=False), (md, js, *images), jsonl)
     code, lines = sim_report.gate(legs)
     if lines:
         print("\n" + "\n".join(f"!!! {line}" for line in lines))
-    if args.gate and code:
+    if o.gate and code:
         return _error("--gate: a metric regressed in virtual time (see the verdicts above)", 1)
     return 0

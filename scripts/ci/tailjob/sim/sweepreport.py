@@ -26,15 +26,15 @@ from __future__ import annotations
 import io
 import os
 import resource
-import sys
 import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import PROG, REPO, history, stats
+from .. import REPO, history, stats
 from .. import fail as _error
 from ..metrics import ci_text, format_value
+from ..progress import counter
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
 from . import sweep as _sweep
 
@@ -359,18 +359,7 @@ def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    tty = sys.stderr.isatty()
-
-    def progress(done, total):
-        if not tty and done != total and done % max(total // 10, 1):
-            return
-        print(
-            f"{chr(13) if tty else ''}{PROG}: sweep {grid.name}: {done}/{total} runs",
-            end="" if tty and done < total else "\n",
-            file=sys.stderr,
-            flush=True,
-        )
-
+    progress = counter(f"sweep {grid.name}", lines=10)
     try:
         result = _sweep.run_sweep(
             grid, engine=engine, dask_address=dask or "local", client=client, progress=progress
@@ -410,9 +399,5 @@ def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list
         out,
         name=HISTORY_FILE,
     )
-    print(md)
-    print("Files:")
-    for path, _ in files:
-        print(f"- {path}")
-    print(f"- {jsonl} (one line appended)")
+    history.show(md, [path for path, _ in files], jsonl)
     return 0

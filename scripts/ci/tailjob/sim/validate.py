@@ -463,9 +463,5 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
     jsonl = history.append_history(
         history_line(doc, result_file=f"results/{js.name}"), out, name=HISTORY_FILE
     )
-    print("\n" + text)
-    print("Files:")
-    for path in (md, js):
-        print(f"- {path}")
-    print(f"- {jsonl} (one line appended)")
+    history.show("\n" + text, (md, js), jsonl)
     return 0
