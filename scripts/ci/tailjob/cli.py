@@ -41,7 +41,6 @@ from .plan import (
     Overrides,
     PlanError,
     arm_knobs,
-    arms_for,
     check_environment,
     peer_legs,
     plan_legs,
@@ -270,11 +269,7 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
     """The A/B: arms, legs and load, every arm's environment checked before anything runs."""
     if args.sim_cost is not None:
         raise PlanError("--sim-cost applies to --tier sim")
-    if args.ab and (args.a is not None or args.b is not None):
-        raise PlanError("--ab cannot be combined with --a/--b")
-    custom = args.a is not None or args.b is not None
-    ab = "custom" if custom else (args.ab or ("aref" if args.a_ref is not None else "tail"))
-    arms = arms_for(None if custom or ab == "aref" else ab, a=args.a, b=args.b)
+    ab, arms = args.arms()
     a_commit = None
     if args.a_ref is not None:  # arm A on the ref's code, arm B on the working tree's (refcode)
         a_commit = refcode.resolve(REPO, args.a_ref)

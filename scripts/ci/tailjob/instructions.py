@@ -81,11 +81,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tailreactor.backends import io_uring_refused as _io_uring_refused
-
 from . import PROG, REPO
 from . import fail as _fail
 from .peers import make_server, servers
+from .plan import PlanError, without_refused_io_uring
 from .server import ServerError
 
 #: The servers counted by default (uvloop's loop is C: its count would say little about ours).
@@ -539,33 +538,25 @@ class CountPlan:
     gate: bool = False
 
 
-def main_tier(plan: CountPlan) -> int:
-    """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
-
-    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option or a missing tool
-    (one line); 3 when a count fails.
-    """
-    import sys
-    from datetime import datetime, timezone
-
+def _checked(plan: CountPlan) -> tuple[dict[str, float], list[str]]:
+    """(the baseline to compare with, the servers to count), or :class:`PlanError` (one line)."""
     if plan.write_baseline and plan.gate:
-        return _fail(
-            "--write-baseline stores this count; --gate compares it with the stored one: choose one", 2
+        raise PlanError(
+            "--write-baseline stores this count; --gate compares it with the stored one: choose one"
         )
     baseline = load_baseline(plan.baseline)
     if plan.gate and not baseline:
-        return _fail(
-            f"--baseline {plan.baseline}: no baseline there to gate on (write one with --write-baseline)", 2
+        raise PlanError(
+            f"--baseline {plan.baseline}: no baseline there to gate on (write one with --write-baseline)"
         )
     counted = baseline_requests(plan.baseline)
     if baseline and counted and counted != {plan.requests}:
         # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
         # interpreter's caches): a verdict compares equal counts.
         if plan.gate:
-            return _fail(
+            raise PlanError(
                 f"--requests {plan.requests}: the baseline counted "
-                f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count",
-                2,
+                f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count"
             )
         baseline = {}
     chosen = list(
@@ -573,14 +564,22 @@ def main_tier(plan: CountPlan) -> int:
     )
     missing = missing_tool()
     if missing:
-        return _fail(f"count needs callgrind: {missing}", 2)
-    if "bench-io_uring" in chosen:
-        refused = _io_uring_refused()
-        if refused is not None:
-            if plan.server or plan.backend == "io_uring":
-                return _fail(f"io_uring asked for but unavailable here: {refused}", 2)
-            print(f"{PROG}: bench-io_uring skipped: {refused}", file=sys.stderr, flush=True)
-            chosen.remove("bench-io_uring")
+        raise PlanError(f"count needs callgrind: {missing}")
+    on = [s for s in chosen if s == "bench-io_uring"]
+    asked = bool(plan.server) or plan.backend == "io_uring"
+    return baseline, without_refused_io_uring(chosen, on, asked=asked, measuring="counting")
+
+
+def main_tier(plan: CountPlan) -> int:
+    """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
+
+    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option or a missing tool
+    (one line); 3 when a count fails.
+    """
+    try:
+        baseline, chosen = _checked(plan)
+    except PlanError as e:
+        return _fail(str(e), 2)
     counts = []
     for name in chosen:
         try:
@@ -616,6 +615,16 @@ def main_tier(plan: CountPlan) -> int:
         print(f"Against {plan.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
         for v in verdicts:
             print(f"- {v.server}: {v.base:,.0f} -> {v.now:,.0f} ({v.change:+.2%}): {v.verdict}")
+    _write(plan, counts, shares)
+    if plan.gate and any(v.verdict == "regression" for v in verdicts):
+        return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)
+    return 0
+
+
+def _write(plan: CountPlan, counts: list[Count], shares: dict[str, dict[str, float]]) -> None:
+    """The count's report and JSON under ``<out>/results/`` (and the new baseline), the file list."""
+    from datetime import datetime, timezone
+
     stem = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-instructions"
     results = plan.out / "results"
     results.mkdir(parents=True, exist_ok=True)
@@ -630,9 +639,6 @@ def main_tier(plan: CountPlan) -> int:
     if plan.write_baseline:
         write_baseline(counts, plan.baseline, commit=commit, shares=shares)
         print(f"- {plan.baseline} (the new baseline)")
-    if plan.gate and any(v.verdict == "regression" for v in verdicts):
-        return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)
-    return 0
 
 
 def _commit() -> str:

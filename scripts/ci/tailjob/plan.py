@@ -403,6 +403,15 @@ class AbOptions:
     sim_cost: str | None = None
     argv: tuple[str, ...] = ()
 
+    def arms(self) -> tuple[str, tuple[Arm, Arm]]:
+        """The A/B's name (the ``--ab`` preset, ``custom`` for ``--a``/``--b``, ``aref`` for ``--a-ref``
+        alone, else ``tail``) and its two arms (:class:`PlanError` for ``--ab`` with ``--a``/``--b``)."""
+        custom = self.a is not None or self.b is not None
+        if self.ab and custom:
+            raise PlanError("--ab cannot be combined with --a/--b")
+        name = "custom" if custom else self.ab or ("aref" if self.a_ref is not None else "tail")
+        return name, arms_for(name if name in AB_PRESETS else None, a=self.a, b=self.b)
+
     def command(self) -> list[str]:
         """The options of this A/B that differ from the defaults, as a command line (for the records
         of an A/B derived from another; ``--out`` last)."""

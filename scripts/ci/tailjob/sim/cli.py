@@ -27,7 +27,6 @@ from ..plan import (
     Overrides,
     PlanError,
     arm_knobs,
-    arms_for,
     check_environment,
     plan_legs,
     server_env,
@@ -67,13 +66,8 @@ def plan_sim(o: AbOptions) -> tuple[str, object, list[AbPlan]]:
     """(the --ab name, the arms, one AbPlan per leg) of the A/B; PlanError/CostError if bad."""
     _refuse_live_only(o)
     check_environment(os.environ)
-    if o.ab and (o.a is not None or o.b is not None):
-        raise PlanError("--ab cannot be combined with --a/--b")
-    custom = o.a is not None or o.b is not None or (o.a_ref is not None and not o.ab)
-    ab = "custom" if custom else (o.ab or "tail")
-    arms = arms_for(None if custom else ab, a=o.a, b=o.b)
+    ab, arms = o.arms()
     if o.a_ref is not None:
-        ab = "aref" if custom and o.a is None and o.b is None else ab
         arms = refcode.label_arms(arms, o.a_ref)
     profile = PROFILES[o.profile]
     legs = plan_legs(

@@ -412,51 +412,48 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
     except (PlanError, CostError) as e:
         return _error(str(e), 2)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    before = os.getloadavg()[0]
+    load = [os.getloadavg()[0]]
     live: dict = {}
-    print(
-        f"{PROG}: validate: the live A/B first (scripts/tail-latency.sh {' '.join(live_o.argv)})\n",
-        flush=True,
-    )
-    code = run_ab(live_o, collect=live)
-    if code:
-        return code
-    after = os.getloadavg()[0]
-    print(
-        f"\n{PROG}: validate: the same A/B in virtual time (scripts/tail-latency.sh {' '.join(sim_o.argv)})\n",
-        flush=True,
-    )
     sim: dict = {}
-    code = run_ab(sim_o, collect=sim)
-    if code:
-        return code
-    live_doc, sim_doc = live["document"], sim["document"]
+    for first, what, tier, done in (
+        ("", "the live A/B first", live_o, live),
+        ("\n", "the same A/B in virtual time", sim_o, sim),
+    ):
+        print(
+            f"{first}{PROG}: validate: {what} (scripts/tail-latency.sh {' '.join(tier.argv)})\n", flush=True
+        )
+        code = run_ab(tier, collect=done)
+        if code:
+            return code
+        load.append(os.getloadavg()[0])
     try:
-        rows = compare(live_doc, sim_doc)
+        rows = compare(live["document"], sim["document"])
     except ValueError as e:
         return _error(f"validate: {e}", 3)
-    finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    out = o.out
-    n_polluted, measured = polluted(live_doc)
+    n_polluted, measured = polluted(live["document"])
     pv = history.provenance(REPO, wrk_version="-")
     doc = document(
         rows,
         argv=list(o.argv),
         started=started,
-        finished=finished,
+        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         live={
             "argv": list(live_o.argv),
-            "result": _rel(Path(live["result"]), out),
+            "result": _rel(Path(live["result"]), o.out),
             "polluted": n_polluted,
             "measured": measured,
         },
-        sim={"argv": list(sim_o.argv), "result": _rel(Path(sim["result"]), out)},
+        sim={"argv": list(sim_o.argv), "result": _rel(Path(sim["result"]), o.out)},
         provenance={k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
-        load_average={"before_live": before, "after_live": after, "cpus": os.cpu_count()},
+        load_average={"before_live": load[0], "after_live": load[1], "cpus": os.cpu_count()},
     )
-    stem = history.stem(started, o.profile, live_doc["ab"]) + "-validate"
-    results_dir = out / "results"
-    md, js = results_dir / f"{stem}.md", results_dir / f"{stem}.json"
+    _write(doc, o.out, history.stem(started, o.profile, live["document"]["ab"]) + "-validate")
+    return 0
+
+
+def _write(doc: dict, out: Path, stem: str) -> None:
+    """The validation's report and JSON under ``<out>/results/``, its history line, the file list."""
+    md, js = out / "results" / f"{stem}.md", out / "results" / f"{stem}.json"
     text = render(doc)
     md.write_text(text + "\n")
     js.write_text(json.dumps(doc, indent=1) + "\n")
@@ -464,4 +461,3 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
         history_line(doc, result_file=f"results/{js.name}"), out, name=HISTORY_FILE
     )
     history.show("\n" + text, (md, js), jsonl)
-    return 0
