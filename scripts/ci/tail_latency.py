@@ -3,10 +3,10 @@
 
 Usage: scripts/tail-latency.sh [COMMAND] [options]   (or: <venv>/bin/tailreactor-tail-latency, or this file)
 With no options: ``ab``, the quick profile, --ab tail, on io_uring then epoll, then the same A/B in
-virtual time.  ``peers`` compares the bench server with asyncio, uvloop and nginx instead of an
-A/B.  --help lists the subcommands, ``COMMAND --help`` their options;
-docs/en/tail-latency-ci.md explains the method and the outputs.  The code is the tailjob package
-next to this file.
+virtual time and a table of the two side by side.  ``peers`` compares the bench server with asyncio,
+uvloop and nginx instead of an A/B.  --help lists the subcommands, ``COMMAND --help`` their options;
+docs/en/options.md says which subcommand takes which, docs/en/tail-latency-ci.md indexes the job's
+pages.  The code is the tailjob package next to this file.
 """
 
 import sys
