@@ -17,14 +17,16 @@ it, and that there is no cycle):
    :mod:`tailjob.sim.costs`;
 2. tools -- what a tier runs: :mod:`~tailjob.loadgen`, :mod:`~tailjob.wrk`, :mod:`~tailjob.pooled`,
    :mod:`~tailjob.probeleg`, :mod:`~tailjob.workloads`, :mod:`~tailjob.server`,
-   :mod:`~tailjob.peers`, :mod:`~tailjob.refcode` (``--a-ref``), :mod:`~tailjob.history`;
+   :mod:`~tailjob.peers`, :mod:`~tailjob.refcode` (``--a-ref``), :mod:`~tailjob.ownserver` (a server
+   command instead of the bench server), :mod:`~tailjob.history`;
 3. measures -- ``run(plan) -> record``: :mod:`~tailjob.measure` (wrk, the load client),
    :mod:`tailjob.sim.engine`, :mod:`~tailjob.instructions`;
 4. designs -- the trial loop and what it decides: :mod:`~tailjob.runner`, :mod:`~tailjob.peersjob`,
    :mod:`~tailjob.calibrate`, :mod:`tailjob.sim.job`, :mod:`tailjob.sim.measure`,
    :mod:`tailjob.sim.sweep`;
 5. outputs -- :mod:`~tailjob.report`, :mod:`~tailjob.peersreport`, :mod:`~tailjob.plot`,
-   :mod:`~tailjob.progress`, :mod:`tailjob.sim.report`, :mod:`tailjob.sim.sweepreport`;
+   :mod:`~tailjob.progress`, :mod:`tailjob.sim.report`, :mod:`tailjob.sim.sweepreport`,
+   :mod:`~tailjob.stepsummary` (``GITHUB_STEP_SUMMARY``);
 6. command line -- :mod:`~tailjob.options` (the subcommands; ``--help`` needs only the standard
    library), :mod:`~tailjob.cli` (``main``: the parsed options become records here and go no
    further), :mod:`tailjob.sim.cli`, :mod:`tailjob.sim.answer`, :mod:`tailjob.sim.validate`.
@@ -49,6 +51,7 @@ LAYERS = (
         "tailjob.server",
         "tailjob.peers",
         "tailjob.refcode",
+        "tailjob.ownserver",
         "tailjob.history",
     ),
     ("tailjob.measure", "tailjob.sim.engine", "tailjob.instructions"),
@@ -68,6 +71,7 @@ LAYERS = (
         "tailjob.progress",
         "tailjob.sim.report",
         "tailjob.sim.sweepreport",
+        "tailjob.stepsummary",
     ),
     ("tailjob.options", "tailjob.cli", "tailjob.sim.cli", "tailjob.sim.answer", "tailjob.sim.validate"),
 )

@@ -30,7 +30,18 @@ from pathlib import Path
 
 from tailreactor.backends import io_uring_refused as _io_uring_refused
 
-from . import calibrate, history, peers, peersjob, peersreport, refcode, report, workloads
+from . import (
+    calibrate,
+    history,
+    ownserver,
+    peers,
+    peersjob,
+    peersreport,
+    refcode,
+    report,
+    stepsummary,
+    workloads,
+)
 from .options import PROG, REPO, build_parser, parse
 from .options import fail as _error
 from .plan import (
@@ -40,6 +51,7 @@ from .plan import (
     AbOptions,
     Overrides,
     PlanError,
+    Unavailable,
     arm_knobs,
     check_environment,
     peer_legs,
@@ -138,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parse(argv)
     except SystemExit as e:  # --help (0) or bad input (2), its one line printed
         return e.code if isinstance(e.code, int) else 0
+    refusal = ownserver.refused(args)
+    if refusal:  # what only the bench server has, asked of a server command
+        return _error(refusal, 2)
     if args.command == "count":
         from .instructions import CountPlan, main_tier
 
@@ -181,9 +196,12 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
     """Plan the live job (``plan(options, argv)``), run its trial loop, write its files and print the
     summary.  Returns (the exit code, the legs' results or None)."""
     try:
-        check_environment(os.environ)
+        if not ownserver.given(options):  # the bench server reads the ambient CWIST_* knobs
+            check_environment(os.environ)
         job = plan(options, argv)
-    except (PlanError, FileNotFoundError, refcode.RefError) as e:
+    except (Unavailable, FileNotFoundError) as e:  # a tool, a kernel feature, a program missing here
+        return _error(str(e), 3), None
+    except (PlanError, refcode.RefError) as e:
         return _error(str(e), 2), None
     started = _now()
     stem = history.stem(started, job.profile, job.name)
@@ -194,16 +212,16 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
     try:
         with JobProgress(job.legs, warmup=settings.warmup, arms=job.arms) as progress:
             results = job.run(settings, progress)
-    except refcode.RefError as e:  # git could not make the worktree: nothing ran
-        return _error(str(e), 2), None
-    except (JobError, ValueError) as e:
+    except (refcode.RefError, JobError, ValueError) as e:  # git, a server, a run failed
         return _error(str(e), 3), None
     provenance = history.provenance(REPO, wrk_version=job.wrk)
     results_dir.mkdir(parents=True, exist_ok=True)
     printed = job.finish(results, Outputs(settings, started, _now(), provenance, results_dir, stem))
     if collect is not None:
         collect.update(legs=results, result=printed.result, document=printed.document)
-    history.show(printed.text, printed.files)
+    summary = stepsummary.append(printed.text, prog=PROG)  # GitHub Actions' job summary
+    step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
+    history.show(printed.text, [*printed.files, *step])
     if printed.after:
         print(printed.after)
     return (_error(printed.failed, 1) if printed.failed else 0), results
@@ -250,7 +268,7 @@ def _settings(args, *, pin: bool, **kw) -> Settings:
 def _tools(pin: bool, taskset: str = "--pin needs taskset (util-linux), which is not on PATH") -> str:
     """wrk's version, after checking taskset when pinned (PlanError, FileNotFoundError)."""
     if pin and not shutil.which("taskset"):
-        raise PlanError(taskset)
+        raise Unavailable(taskset)
     return wrk_version()
 
 
@@ -269,22 +287,26 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
     """The A/B: arms, legs and load, every arm's environment checked before anything runs."""
     if args.sim_cost is not None:
         raise PlanError("--sim-cost applies to --tier sim")
-    ab, arms = args.arms()
+    cmds = ownserver.commands(args)  # None: the bench server
+    ab, arms = args.arms() if cmds is None else ownserver.arms(args, cmds)
     a_commit = None
     if args.a_ref is not None:  # arm A on the ref's code, arm B on the working tree's (refcode)
         a_commit = refcode.resolve(REPO, args.a_ref)
         arms = refcode.label_arms(arms, args.a_ref)
-    profile = PROFILES[args.profile]
-    legs = plan_legs(profile, arms, _overrides(args, args.pin, args.backend))
+    profile, overrides = PROFILES[args.profile], _overrides(args, args.pin, args.backend)
+    legs = plan_legs(profile, arms, overrides) if cmds is None else ownserver.legs(profile, overrides)
     load = workloads.plan_load(args.workload, args.load, args.rate, args.schedule)
     # the per-class figures come with the probe's, which cannot tell classes apart
-    probe = args.probe or (load is not None and args.workload != "uniform")
+    probe = args.probe or (load is not None and args.workload != "uniform" and cmds is None)
+    if cmds is not None:
+        ownserver.check_workload(load.server_env() if load else {}, str(args.workload))
     for leg in legs:  # every arm's whole environment must parse before anything runs
-        for arm in arms:
+        for arm in arms if cmds is None else ():  # a server command's variables are its own
             arm_knobs({**server_env(os.environ, leg, arm), **(load.server_env() if load else {})})
         if load is not None and not load.relative:
             load.spec(leg, capacity_rps=None, seed=args.seed)  # the client's spec must be valid too
     settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect, load=load)
+    settings = replace(settings, commands=cmds, ready_timeout_s=args.ready_timeout)
     for name in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE"):
         if probe and any(name in arm.env for arm in arms):
             raise PlanError(f"--probe sets {name} for every run; leave it out of --a/--b")
@@ -330,10 +352,15 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
 def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
     """``calibrate K``: K rounds of an A/A leg and two injected slowdowns on every leg of the plan."""
     profile, arms, k = PROFILES[args.profile], AB_PRESETS["aa"], args.rounds
-    legs = plan_legs(profile, arms, _overrides(args, args.pin, args.backend))
-    for leg in legs:
+    cmds = ownserver.commands(args)  # None: the bench server
+    overrides = _overrides(args, args.pin, args.backend)
+    legs = plan_legs(profile, arms, overrides) if cmds is None else ownserver.legs(profile, overrides)
+    for leg in legs if cmds is None else ():
         arm_knobs(server_env(os.environ, leg, arms[0]))
     settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect)
+    settings = replace(settings, commands=cmds, ready_timeout_s=args.ready_timeout)
+    if cmds is not None:
+        print(f"{PROG}: {ownserver.CALIBRATE_NOTE}", file=sys.stderr, flush=True)
     wrk = _tools(args.pin)
     legs = _live_legs(legs, arms, args.backend)  # last: a bad option is the only line
 
@@ -381,7 +408,7 @@ def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
     settings = _settings(args, pin=pin, workers=1)
     missing = peers.uvloop_missing()
     if missing:
-        raise PlanError(missing)
+        raise Unavailable(missing)
     wrk = _tools(pin, "--peers pins with taskset (util-linux), which is not on PATH; or use --no-pin")
     nginx = peers.find_nginx()
     ceiling_note = None if nginx else peers.NGINX_MISSING

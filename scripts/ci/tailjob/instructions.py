@@ -84,7 +84,7 @@ from pathlib import Path
 from . import PROG, REPO
 from . import fail as _fail
 from .peers import make_server, servers
-from .plan import PlanError, without_refused_io_uring
+from .plan import PlanError, Unavailable, without_refused_io_uring
 from .server import ServerError
 
 #: The servers counted by default (uvloop's loop is C: its count would say little about ours).
@@ -564,7 +564,7 @@ def _checked(plan: CountPlan) -> tuple[dict[str, float], list[str]]:
     )
     missing = missing_tool()
     if missing:
-        raise PlanError(f"count needs callgrind: {missing}")
+        raise Unavailable(f"count needs callgrind: {missing}")
     on = [s for s in chosen if s == "bench-io_uring"]
     asked = bool(plan.server) or plan.backend == "io_uring"
     return baseline, without_refused_io_uring(chosen, on, asked=asked, measuring="counting")
@@ -573,13 +573,15 @@ def _checked(plan: CountPlan) -> tuple[dict[str, float], list[str]]:
 def main_tier(plan: CountPlan) -> int:
     """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
 
-    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option or a missing tool
-    (one line); 3 when a count fails.
+    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option; 3 for a missing tool
+    or kernel feature, or when a count fails (one line).
     """
     try:
         baseline, chosen = _checked(plan)
     except PlanError as e:
         return _fail(str(e), 2)
+    except Unavailable as e:  # valgrind, io_uring asked for
+        return _fail(str(e), 3)
     counts = []
     for name in chosen:
         try:

@@ -15,7 +15,7 @@ import argparse
 import re
 from pathlib import Path
 
-from . import PROG, REPO, fail, instructions, workloads  # noqa: F401  (the job's name and one-line error, re-exported)
+from . import PROG, REPO, fail, instructions, ownserver, workloads  # noqa: F401  (the job's name and one-line error, re-exported)
 from .metrics import METRICS
 from .plan import AB_PRESETS, BACKENDS, PROFILES
 
@@ -24,9 +24,10 @@ TIERS = ("wall", "sim")
 COMMANDS = ("ab", "calibrate", "peers", "sweep", "validate", "count")
 EXIT_CODES = """exit codes:
   0  done, whatever the verdicts
-  1  --gate and a metric regressed
+  1  --gate and a metric is a regression
   2  bad input: one line naming the option, the value and what is accepted
-  3  the environment: a tool, a server or a run failed, so there is no result"""
+  3  the environment: a tool or kernel feature missing here (wrk, taskset, valgrind, io_uring asked
+     for), a server that would not start or answer, or a run that failed: one line"""
 
 
 def _duration(text: str) -> int:
@@ -235,9 +236,6 @@ def _sim_cost_option(p) -> None:
 RENAMED = {"--peers": "peers", "--calibrate": "calibrate K", "--validate": "validate", "--sweep": "sweep"}
 """The flat options of the one-parser command line that are subcommands now (said in one line)."""
 
-SERVER_OPTIONS: list = []
-"""Hooks ``f(parser)`` that add the options naming the server under test (``ab`` and ``calibrate``)."""
-
 
 def _ab(sub) -> None:
     p = sub.add_parser(
@@ -261,8 +259,7 @@ def _ab(sub) -> None:
     _gate_option(v)
     _out_option(v)
     _sim_cost_option(p.add_argument_group("virtual-time tier (--tier sim)"))
-    for hook in SERVER_OPTIONS:
-        hook(p)
+    ownserver.add_server_options(p)
 
 
 def _calibrate(sub) -> None:
@@ -279,8 +276,7 @@ def _calibrate(sub) -> None:
     _run_options(p, probe=False)
     _min_effect_option(p)
     _out_option(p)
-    for hook in SERVER_OPTIONS:
-        hook(p)
+    ownserver.add_server_options(p)
 
 
 def _peers(sub) -> None:

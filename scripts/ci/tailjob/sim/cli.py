@@ -19,13 +19,14 @@ import os
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from .. import REPO, history, refcode, workloads
+from .. import PROG, REPO, history, refcode, stepsummary, workloads
 from .. import fail as _error
 from ..plan import (
     PROFILES,
     AbOptions,
     Overrides,
     PlanError,
+    Unavailable,
     arm_knobs,
     check_environment,
     plan_legs,
@@ -127,6 +128,8 @@ def main_sim(o: AbOptions, *, collect: dict | None = None) -> int:
         asked = o.backend == "io_uring" or any(p.backend_for("A") != p.backend_for("B") for p in on)
         plans = without_refused_io_uring(plans, on, asked=asked, measuring="simulating")
         a_commit = refcode.resolve(REPO, o.a_ref) if o.a_ref is not None else None
+    except Unavailable as e:  # io_uring asked for where the kernel refuses it
+        return _error(str(e), 3)
     except (PlanError, _costs.CostError, refcode.RefError) as e:
         return _error(str(e), 2)
     if a_commit is None:
@@ -178,7 +181,10 @@ def _run(o: AbOptions, ab, arms, plans, a_commit, collect=None) -> int:
         out,
         name=sim_report.HISTORY_FILE,
     )
-    history.show(sim_report.render(job, legs, runs=False), (md, js, *images), jsonl)
+    text = sim_report.render(job, legs, runs=False)
+    summary = stepsummary.append(text, prog=PROG)  # GitHub Actions' job summary
+    step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
+    history.show(text, (md, js, *images, *step), jsonl)
     code, lines = sim_report.gate(legs)
     if lines:
         print("\n" + "\n".join(f"!!! {line}" for line in lines))
