@@ -321,32 +321,30 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
             return run_trials(legs, ABDesign(arms, s, os.environ, code=code), s, progress=progress)
 
     def finish(results, o: Outputs) -> Printed:
+        a_ref = None if a_commit is None else {"ref": args.a_ref, "commit": a_commit}
         job = JobResult(
-            argv=argv,
-            profile=profile.name,
-            ab=ab,
-            arms=arms,
-            settings=o.settings,
-            legs=results,
-            provenance=o.provenance,
-            started_at=o.started,
-            finished_at=o.finished,
-            a_ref=None if a_commit is None else {"ref": args.a_ref, "commit": a_commit},
+            argv, profile.name, ab, arms, o.settings, results, o.provenance, o.started, o.finished, a_ref
         )
-        files, result_json, jsonl = _write(job, o, report.render)
-        if o.settings.probe_dir:
-            files.append(f"{o.settings.probe_dir}/ (every worker's latency probe file, per run)")
-        code, lines = report.gate(job)
-        return Printed(
-            report.render(job, runs=False),
-            [*files, f"{jsonl} (one line appended)"],
-            after="\n" + "\n".join(f"!!! {line}" for line in lines) if lines else None,
-            failed="--gate: a metric regressed (see the verdicts above)" if args.gate and code else None,
-            result=result_json,
-            document={"schema": history.SCHEMA, **job.as_dict()},
-        )
+        return _ab_printed(job, o, gate=args.gate)
 
     return Job(ab, profile.name, legs, 2, settings, wrk, run, finish, probe=probe)
+
+
+def _ab_printed(job: JobResult, o: Outputs, *, gate: bool) -> Printed:
+    """An A/B's files (:func:`_write`, the probe files' directory) and what it prints; ``gate``:
+    a regression fails the job."""
+    files, result_json, jsonl = _write(job, o, report.render)
+    if o.settings.probe_dir:
+        files.append(f"{o.settings.probe_dir}/ (every worker's latency probe file, per run)")
+    code, lines = report.gate(job)
+    return Printed(
+        report.render(job, runs=False),
+        [*files, f"{jsonl} (one line appended)"],
+        after="\n" + "\n".join(f"!!! {line}" for line in lines) if lines else None,
+        failed="--gate: a metric regressed (see the verdicts above)" if gate and code else None,
+        result=result_json,
+        document={"schema": history.SCHEMA, **job.as_dict()},
+    )
 
 
 def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
