@@ -41,6 +41,7 @@ import argparse
 import asyncio
 import collections
 import itertools
+import json
 import os
 import socket
 import sys
@@ -228,6 +229,11 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--top", type=int, default=12, help="functions listed per server (default 12)")
     ap.add_argument(
+        "--json",
+        action="store_true",
+        help="print, per server, one JSON line: the requests and [file, function, bytecodes] per function",
+    )
+    ap.add_argument(
         "--clock-step-us",
         type=int,
         default=0,
@@ -248,18 +254,23 @@ def main(argv=None) -> int:
         print(f"bytecodes: {exc}", file=sys.stderr)
         return 2
     knobs = sorted(f"{k}={v}" for k, v in bench_env().items() if k.startswith("CWIST_"))
-    print(
-        f"bench server: clock step {args.clock_step_us} us per read; {', '.join(knobs)}; "
-        f"{args.clients} clients x {args.cycles} requests",
-        flush=True,
-    )
+    if not args.json:
+        print(
+            f"bench server: clock step {args.clock_step_us} us per read; {', '.join(knobs)}; "
+            f"{args.clients} clients x {args.cycles} requests",
+            flush=True,
+        )
     for server in args.server or SERVERS:
         try:
             counts, requests = measure(server, args.clients, args.cycles, args.clock_step_us)
         except IoUringUnavailable as exc:
             print(f"bytecodes: {server} cannot run here: {exc}", file=sys.stderr)
             return 2
-        print(report(server, counts, requests, args.top), flush=True)
+        if args.json:
+            counted = [[f, q, n] for (f, q), n in counts.items()]
+            print(json.dumps({"server": server, "requests": requests, "counts": counted}), flush=True)
+        else:
+            print(report(server, counts, requests, args.top), flush=True)
     return 0
 
 

@@ -39,6 +39,9 @@ PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "ben
 SHELL_BLOCKS = {"sh", "bash", "shell", "console"}
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SEPARATORS = {"&&", "||", ";", "|", ">", ">>", "2>", "2>&1", "<"}
+#: The tail-latency job's commands and subcommands (``scripts/tail-latency.sh peers --help``).
+_TAIL_LATENCY = ("scripts/tail-latency.sh", "tailreactor-tail-latency", "scripts/ci/tail_latency.py")
+_SUBCOMMANDS = ("ab", "calibrate", "peers", "sweep", "validate", "count")
 _OPTION = re.compile(r"^(--[a-z][a-z0-9-]*|-[a-zA-Z])(?:=.*)?$")
 
 
@@ -152,6 +155,13 @@ def cheap_form(quote: Quote) -> tuple[tuple[str, ...], str]:
     """
     words = list(quote.words)
     head = words[0].removeprefix(".venv/bin/")
+    if head in _TAIL_LATENCY and len(words) > 1:  # a subcommand's help (no subcommand: ab's)
+        sub = words[1] if words[1] in _SUBCOMMANDS else "ab"
+        return (
+            *cheap_form(Quote(quote.where, quote.text, quote.env, (words[0],)))[0][:-1],
+            sub,
+            "--help",
+        ), "usage"
     if head in ("python", "python3"):
         if len(words) > 2 and words[1] == "-m":
             return (sys.executable, "-m", words[2], "--help"), "usage"

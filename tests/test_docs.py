@@ -729,7 +729,7 @@ def _job_parser():
     sys.path.insert(0, str(ROOT / "scripts" / "ci"))
     from tailjob import options, plan
 
-    return options.build_parser(), plan
+    return options.parse, plan
 
 
 @pytest.mark.parametrize("lang", config_docs.LANGS)
@@ -741,8 +741,8 @@ def test_the_tail_us_row_gives_a_command_that_ab_tests_the_users_value(lang):
     row = next(r for r in _symptom_rows(lang) if _NAME.findall(r[2]) == ["CWIST_REACTOR_TAIL_US"])
     commands = re.findall(r"`(scripts/tail-latency\.sh [^`]+)`", row[3])
     assert commands, row[3]
-    parser, plan = _job_parser()
-    args = parser.parse_args(shlex.split(commands[0])[1:])
+    parse, plan = _job_parser()
+    args = parse(shlex.split(commands[0])[1:])
     assert args.ab is None
     a, b = plan.arms_for(None, a=args.a, b=args.b)
     assert a.env == {"CWIST_REACTOR_TAIL_US": "3500"}  # the default

@@ -79,3 +79,52 @@ def test_no_import_cycle_in_tailreactor():
     )
     found = cycle(graph)
     assert found is None, f"import cycle in reference/tailreactor: {' -> '.join(found)}"
+
+
+# -- the tail-latency job (scripts/ci/tailjob): no cycle, and no import from a lower layer up ---------
+JOB = Path(__file__).resolve().parents[1] / "scripts" / "ci" / "tailjob"
+
+
+def job_modules() -> dict[str, Path]:
+    def name(p: Path) -> str:
+        parts = ("tailjob",) + p.relative_to(JOB).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    return {name(p): p for p in JOB.rglob("*.py")}
+
+
+def job_graph() -> dict[str, set[str]]:
+    mods = job_modules()
+    return {name: imports(name, path, set(mods)) for name, path in mods.items()}
+
+
+def upward(graph: dict[str, set[str]], layers) -> list[str]:
+    """Every import of a module by one of a layer above it (``layers``: the base first)."""
+    rank = {m: i for i, layer in enumerate(layers) for m in layer}
+    return sorted(f"{a} -> {b}" for a, bs in graph.items() for b in bs if rank[b] > rank[a])
+
+
+def test_the_checker_finds_an_upward_import():
+    assert upward({"low": {"high"}, "high": set()}, [("low",), ("high",)]) == ["low -> high"]
+    assert upward({"low": set(), "high": {"low"}}, [("low",), ("high",)]) == []
+
+
+def test_the_job_has_no_import_cycle_and_no_upward_import():
+    import sys
+
+    sys.path.insert(0, str(JOB.parent))
+    from tailjob import LAYERS
+
+    graph = job_graph()
+    assert "tailjob.stats" in graph["tailjob.runner"], "precondition: the graph sees relative imports"
+    declared = [m for layer in LAYERS for m in layer]
+    assert sorted(declared) == sorted(graph), "every module of tailjob in exactly one layer of LAYERS"
+    found = cycle(graph)
+    assert found is None, f"import cycle in tailjob: {' -> '.join(found)}"
+    assert upward(graph, LAYERS) == [], "an import from a lower layer up (tailjob.LAYERS)"
+
+
+def test_the_job_loads_no_module_by_file_path():
+    for path in job_modules().values():
+        text = path.read_text(encoding="utf-8")
+        assert "spec_from_file_location" not in text and "SourceFileLoader" not in text, path

@@ -11,7 +11,7 @@ import yaml
 from tailjob_testdata import ROOT
 
 from tailjob import ownserver
-from tailjob.options import build_parser
+from tailjob.options import parse
 
 WORKFLOW = ROOT / "examples" / "github-actions" / "tail-latency.yml"
 
@@ -56,7 +56,7 @@ def test_the_jobs_options_are_accepted_and_the_server_command_is_found(monkeypat
         if argv[0] not in ("scripts/tail-latency.sh", "scripts/gate-code.sh"):
             continue
         try:
-            args = build_parser().parse_args(argv[1:])
+            args = parse(argv[1:])
         except SystemExit as e:
             pytest.fail(f"{job}: {' '.join(argv)}: the job's parser refused it (exit {e.code})")
         assert ownserver.refused(args) is None

@@ -152,9 +152,9 @@ def _environ(pid: int) -> dict[str, str]:
             "--a-ref 'no-such-ref': not a commit of this repository (accepted a branch, tag, commit id "
             "or an expression like HEAD~1)",
         ),
-        (["--tier", "instructions", "--a-ref", "HEAD"], "--a-ref applies to the A/B of --tier wall or sim"),
-        (["--peers", "--a-ref", "HEAD"], "--a-ref applies to the A/B of --tier wall or sim"),
-        (["--calibrate", "1", "--a-ref", "HEAD"], "--a-ref applies to the A/B of --tier wall or sim"),
+        (["count", "--a-ref", "HEAD"], "--a-ref: not an option of count (an option of ab)"),
+        (["peers", "--a-ref", "HEAD"], "--a-ref: not an option of peers (an option of ab)"),
+        (["calibrate", "1", "--a-ref", "HEAD"], "--a-ref: not an option of calibrate (an option of ab)"),
     ],
 )
 def test_a_bad_a_ref_on_the_live_tier_is_one_line(argv, message, capsys, tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
 
 from tailjob import stats
@@ -25,3 +27,30 @@ def test_a_sim_gain_is_set_against_the_live_detectable_effect_and_the_pairs_it_w
 def test_without_a_sim_effect_the_target_is_the_minimum_effect_and_a_missing_live_leg_is_none():
     [row] = rows({"io_uring": [_c("p99", 1.0, stats.EQUIVALENT)]}, {})
     assert (row.target, row.live_verdict, row.live_pairs_needed) == (0.10, None, None)
+
+
+def test_the_answer_runs_the_live_options_in_virtual_time_in_memory(tmp_path, capsys):
+    # The live A/B's options, replaced (tier sim, one virtual second per run), not re-parsed: the sim's
+    # record names the A/B it ran; a backend the live job did not run gets no live figures.
+    from tailjob.plan import AbOptions
+    from tailjob.sim.answer import beside_live
+
+    live = AbOptions(out=tmp_path, backend="epoll", runs=2, connections=(8,))
+    assert beside_live(live, [], 0) == 0
+    out = capsys.readouterr().out
+    assert "The answer: the sim tier (virtual time) beside the live run" in out
+    assert "| epoll | p99 ms |" in out
+    [result] = (tmp_path / "results").glob("*-sim.json")
+    doc = json.loads(result.read_text())
+    assert doc["argv"] == [
+        "--tier",
+        "sim",
+        "--connections",
+        "8",
+        "--duration",
+        "1",
+        "--runs",
+        "2",
+        "--backend",
+        "epoll",
+    ]

@@ -16,9 +16,13 @@ from tailjob.cli import main
         (["--threads", "8", "--connections", "4"], "at least as many connections as threads"),
         (["--ab", "backend", "--backend", "epoll"], "--backend epoll: both arms set CWIST_REACTOR_BACKEND"),
         (["--pin", "--server-cpus", "4096"], "--server-cpus '4096': CPUs [4096] are not available"),
-        (["--calibrate", "2", "--ab", "aa"], "--calibrate chooses its own arms"),
-        (["--calibrate", "2", "--gate"], "--gate applies to an A/B, not to --calibrate"),
-        (["--calibrate", "2", "--peers"], "--calibrate and --peers are different jobs"),
+        (["calibrate", "2", "--ab", "aa"], "--ab: not an option of calibrate (an option of ab, validate)"),
+        (["calibrate", "2", "--gate"], "--gate: not an option of calibrate (an option of ab, count)"),
+        (["calibrate", "2", "--peers"], "--peers: now a subcommand: tail_latency peers"),
+        (["peers", "--ab", "tail"], "--ab: not an option of peers (an option of ab, validate)"),
+        (["--tier", "instructions"], "--tier instructions: now a subcommand: tail_latency count"),
+        (["--requests", "100"], "--requests: not an option of ab (an option of count)"),
+        (["nope"], "'nope': not a subcommand; accepted: ab, calibrate, peers, sweep, validate, count"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
@@ -35,7 +39,7 @@ def test_an_invalid_ambient_knob_is_refused_too(monkeypatch, capsys, tmp_path):
     assert "CWIST_HTTP_BATCH='0' is invalid" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["--runs", "1"], ["--ab", "backend"], ["--peers"]])
+@pytest.mark.parametrize("argv", [["--runs", "1"], ["--ab", "backend"], ["peers"]])
 def test_an_invalid_ambient_knob_is_refused_even_when_every_arm_overrides_it(
     argv, monkeypatch, capsys, tmp_path
 ):
@@ -56,16 +60,34 @@ def test_an_invalid_ambient_knob_is_refused_even_when_every_arm_overrides_it(
         ["--duration", "3x"],
         ["--runs", "0"],
         ["--min-effect", "150%"],
-        ["--calibrate", "0"],
+        ["calibrate", "0"],
         ["--connections", "64,"],
         ["--profile", "huge"],
     ],
 )
 def test_malformed_values_are_argparse_errors(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    assert e.value.code == 2
-    assert "tail_latency: error: argument" in capsys.readouterr().err
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tail_latency: error: argument") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["", "ab", "calibrate", "peers", "sweep", "validate", "count"])
+def test_each_subcommand_has_a_short_help_and_the_top_one_the_exit_codes(command, capsys):
+    assert main([command, "--help"] if command else ["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: tail_latency {command}".rstrip())
+    assert len(out.splitlines()) < 120  # the one flat parser's was 220
+    if not command:
+        codes = [c for c in out.split("exit codes:\n")[1].splitlines() if c[2:3].isdigit()]
+        assert [c.split()[0] for c in codes] == ["0", "1", "2", "3"], out
+        assert "--gate" in codes[1] and "bad input" in codes[2] and "environment" in codes[3]
+
+
+def test_no_subcommand_is_ab():
+    from tailjob.options import parse
+
+    assert parse([]).command == "ab" and parse(["--ab", "aa"]).ab == "aa"
+    assert parse(["calibrate", "3"]).rounds == 3 and parse(["count"]).command == "count"
 
 
 def test_the_installed_console_script_is_the_job(tmp_path):

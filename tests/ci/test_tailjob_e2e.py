@@ -92,7 +92,7 @@ def test_calibrate_runs_aa_and_slowdown_legs_and_writes_the_table(tmp_path):
         [
             sys.executable,
             str(CI_DIR / "tail_latency.py"),
-            "--calibrate",
+            "calibrate",
             "1",
             "--backend",
             "epoll",
@@ -194,7 +194,7 @@ def test_peers_comparison_runs_every_server_and_writes_the_readme_table(tmp_path
         [
             sys.executable,
             str(CI_DIR / "tail_latency.py"),
-            "--peers",
+            "peers",
             "--connections",
             "8",
             "--duration",

@@ -1,4 +1,4 @@
-"""The instruction tier (tailjob.instructions, ``tail_latency.py --tier instructions``).
+"""The instruction tier (tailjob.instructions, ``tail_latency.py count``).
 
 The real tests run the bench server under real callgrind with real
 keep-alive requests: the count must repeat within 0.5 %, its components must
@@ -175,8 +175,7 @@ def test_gate_fails_on_a_count_above_the_baseline(tmp_path):
         json.dumps({"servers": {"bench-epoll": {"per_request": 1000.0}, "asyncio": {"per_request": 1.0}}})
     )
     res = job(
-        "--tier",
-        "instructions",
+        "count",
         "--server",
         "bench-epoll",
         "--gate",
@@ -195,10 +194,9 @@ def test_gate_fails_on_a_count_above_the_baseline(tmp_path):
 
 
 def test_without_valgrind_the_tier_is_one_line_and_exit_3(tmp_path):
-    # A missing tool is the environment (exit 3), not bad input (2).
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
-    res = job("--tier", "instructions", "--out", str(tmp_path), env=env)
-    assert res.returncode == 3 and res.stdout == ""
+    res = job("count", "--out", str(tmp_path), env=env)
+    assert res.returncode == 3 and res.stdout == ""  # the environment: a tool missing here
     assert res.stderr.strip().count("\n") == 0 and "apt-get install valgrind" in res.stderr
 
 
@@ -212,20 +210,20 @@ def test_without_valgrind_the_tier_is_one_line_and_exit_3(tmp_path):
     ],
 )
 def test_bad_options_of_the_tier_are_one_line_and_exit_2(tmp_path, args, says):
-    res = job("--tier", "instructions", *args, "--out", str(tmp_path))
+    res = job("count", *args, "--out", str(tmp_path))
     assert res.returncode == 2 and res.stdout == ""
     assert says in res.stderr.strip().splitlines()[-1], res.stderr
 
 
 def test_write_baseline_is_refused_with_gate(tmp_path):
-    res = job("--tier", "instructions", "--gate", "--write-baseline", "--out", str(tmp_path))
+    res = job("count", "--gate", "--write-baseline", "--out", str(tmp_path))
     assert res.returncode == 2 and "--write-baseline" in res.stderr
 
 
 def test_the_tier_options_are_refused_on_the_wall_tier(tmp_path):
     res = job("--requests", "100", "--out", str(tmp_path))
     assert res.returncode == 2 and res.stdout == ""
-    assert "--requests applies to --tier instructions" in res.stderr
+    assert "--requests: not an option of ab (an option of count)" in res.stderr
 
 
 # -- the per-component table: callgrind's C components, the Python rest split by bytecodes ----------

@@ -49,7 +49,7 @@ def test_an_explicit_io_uring_is_one_line_and_exit_3(tmp_path, args):
 
 @pytest.mark.bench_extras
 def test_peers_go_on_without_the_io_uring_server_saying_why(tmp_path):
-    out = job(tmp_path, "--peers", "--no-pin", *TINY[2:])
+    out = job(tmp_path, "peers", "--no-pin", *TINY[2:])
     assert out.returncode == 0, out.stderr[-2000:]
     skipped = [line for line in out.stderr.splitlines() if "tailreactor (io_uring) skipped" in line]
     assert len(skipped) == 1 and "EPERM" in skipped[0], out.stderr[-2000:]

@@ -267,7 +267,7 @@ def test_bad_load_options_exit_2_with_one_line(tmp_path):
     out = _job(tmp_path, "--rate", "2000")
     assert out.returncode == 2
     assert out.stderr.strip() == "tail_latency: error: --rate needs open-loop load: add --load open"
-    out = _job(tmp_path, "--peers", "--workload", "mixed")
-    assert out.returncode == 2 and "--workload applies to the A/B job" in out.stderr
-    out = _job(tmp_path, "--peers", "--class", "name=web connections=4 loop=closed")
-    assert out.returncode == 2 and "--class applies to the A/B job" in out.stderr
+    out = _job(tmp_path, "peers", "--workload", "mixed")
+    assert out.returncode == 2 and "--workload: not an option of peers" in out.stderr
+    out = _job(tmp_path, "peers", "--class", "name=web connections=4 loop=closed")
+    assert out.returncode == 2 and "--class: not an option of peers" in out.stderr

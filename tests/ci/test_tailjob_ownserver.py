@@ -287,12 +287,8 @@ CMD = ["--server-cmd", f"{sys.executable} -m http.server {{port}}"]
     "args, says",
     [
         (["--tier", "sim", "--ab", "aa"], "--tier sim simulates the project's own reactor"),
-        (["--tier", "instructions"], "the instruction tier counts"),
-        (["--server", "asyncio"], "the instruction tier counts"),
         (["--probe", "--ab", "aa"], "--probe reads the bench server's latency probe"),
         (["--a-ref", "HEAD"], "--a-ref runs the project's code of a git ref"),
-        (["--validate", "--ab", "aa"], "--validate compares the live job with the sim tier"),
-        (["--peers"], "--peers runs the project's own servers"),
         (["--backend", "epoll", "--ab", "aa"], "--backend is the bench server's"),
         (["--workers", "2", "--ab", "aa"], "--workers is the bench server's"),
         (["--ab", "tail"], "--ab tail sets CWIST_* knobs"),
@@ -378,7 +374,7 @@ def test_gate_on_a_regressed_build_is_exit_1(tmp_path):
 def test_calibrate_a_server_command_that_spends_the_injected_delay(tmp_path):
     out = job(
         tmp_path,
-        "--calibrate",
+        "calibrate",
         "1",
         "--server-cmd",
         f"{shlex.quote(sys.executable)} {FORKING} {{port}} 200",
@@ -402,10 +398,20 @@ def test_calibrate_a_server_command_that_spends_the_injected_delay(tmp_path):
 
 
 def test_calibrate_runs_one_server_not_two_builds(tmp_path, capsys):
-    argv = ["--calibrate", "1", "--a-cmd", "a {port}", "--b-cmd", "b {port}", "--out", str(tmp_path)]
+    argv = ["calibrate", "1", "--a-cmd", "a {port}", "--b-cmd", "b {port}", "--out", str(tmp_path)]
     assert main(argv) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert "--calibrate runs A/A legs of one server: give it as --server-cmd" in line
+    assert "calibrate runs A/A legs of one server: give it as --server-cmd" in line
+
+
+@pytest.mark.parametrize("command", ["count", "validate", "peers", "sweep"])
+def test_the_subcommands_of_the_projects_own_servers_take_no_server_command(command, tmp_path, capsys):
+    assert main([command, *CMD, "--out", str(tmp_path)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert (
+        line == f"tail_latency: error: --server-cmd: not an option of {command} (an option of ab, calibrate)"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_help_says_every_exit_code():

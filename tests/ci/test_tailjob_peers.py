@@ -215,18 +215,18 @@ def test_readme_is_created_when_missing(peers_job, tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--peers", "--ab", "tail"], "--peers compares servers, not arms: leave out --ab"),
-        (["--peers", "--a", "CWIST_HTTP_BATCH=4"], "--peers compares servers, not arms: leave out --a/--b"),
+        (["peers", "--ab", "tail"], "--ab: not an option of peers (an option of ab, validate)"),
+        (["peers", "--a", "CWIST_HTTP_BATCH=4"], "--a: not an option of peers (an option of ab, validate)"),
         (
-            ["--peers", "--backend", "epoll"],
-            "--peers runs the bench server on every backend: leave out --backend",
+            ["peers", "--backend", "epoll"],
+            "--backend: not an option of peers (an option of ab, calibrate, validate, count)",
         ),
-        (["--peers", "--workers", "2"], "--peers compares single-process servers: leave out --workers"),
-        (["--peers", "--probe"], "--probe applies to the A/B job, not to --peers"),
-        (["--peers", "--gate"], "--gate applies to the A/B job, not to --peers"),
-        (["--write-readme"], "--write-readme needs --peers"),
-        (["--no-pin"], "--no-pin needs --peers"),
-        (["--peers", "--pin", "--no-pin"], "--pin and --no-pin contradict each other"),
+        (["peers", "--workers", "2"], "--workers: not an option of peers (an option of ab, calibrate)"),
+        (["peers", "--probe"], "--probe: not an option of peers (an option of ab, validate)"),
+        (["peers", "--gate"], "--gate: not an option of peers (an option of ab, count)"),
+        (["--write-readme"], "--write-readme: not an option of ab (an option of peers)"),
+        (["--no-pin"], "--no-pin: not an option of ab (an option of peers)"),
+        (["peers", "--pin"], "--pin: not an option of peers (an option of ab, calibrate, validate)"),
     ],
 )
 def test_bad_peers_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
@@ -239,7 +239,7 @@ def test_bad_peers_options_exit_2_with_one_line(argv, message, capsys, tmp_path)
 def test_peers_mode_needs_uvloop(monkeypatch, capsys, tmp_path):
     # a Python without uvloop: the same check the job makes, pointed at a module that does not exist
     monkeypatch.setattr(peers, "UVLOOP_MODULE", "uvloop_not_installed_here")
-    assert main(["--peers", "--out", str(tmp_path)]) == 3  # the environment: uvloop missing here
+    assert main(["peers", "--out", str(tmp_path)]) == 3  # the environment: uvloop missing here
     err = capsys.readouterr().err
     assert "--peers needs uvloop" in err and "pip install -e '.[bench]'" in err
     assert os.listdir(tmp_path) == []

@@ -224,7 +224,7 @@ def test_arm_a_runs_the_code_of_a_git_ref(tmp_path):
     # --a-ref: arm A imports tailreactor from a worktree of the ref, arm B from this tree.
     from pathlib import Path
 
-    from tailjob.sim import refcode
+    from tailjob import refcode
 
     repo = Path(__file__).resolve().parents[2]
     commit = refcode.resolve(repo, "HEAD")

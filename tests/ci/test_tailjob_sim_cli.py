@@ -66,7 +66,7 @@ def test_gate_fails_on_a_regression_in_virtual_time(tmp_path, capsys):
         (["--sim-cost", "request_us=3"], "--sim-cost applies to --tier sim"),
         (["--tier", "sim", "--pin"], "--pin: the sim tier"),
         (["--tier", "sim", "--workers", "2"], "--workers 2: the sim tier"),
-        (["--tier", "sim", "--peers"], "--peers: the sim tier"),
+        (["--tier", "sim", "--threads", "2"], "--threads 2: the sim tier"),
     ],
 )
 def test_bad_sim_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
@@ -108,11 +108,9 @@ def test_a_backend_the_cost_model_does_not_know_is_refused(monkeypatch, capsys, 
 
 
 def test_an_unknown_tier_is_refused_naming_what_is_accepted(capsys, tmp_path):
-    with pytest.raises(SystemExit) as exc:
-        main(["--tier", "cloud", "--out", str(tmp_path)])
-    assert exc.value.code == 2
+    assert main(["--tier", "cloud", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "--tier: invalid choice: 'cloud' (choose from 'wall', 'sim', 'instructions')" in err
+    assert "--tier: invalid choice: 'cloud' (choose from 'wall', 'sim')" in err
     assert err.count("\n") == 1  # the error alone, not argparse's usage block before it
     assert list(tmp_path.iterdir()) == []
 
@@ -130,9 +128,7 @@ def test_an_unknown_tier_is_refused_naming_what_is_accepted(capsys, tmp_path):
     ],
 )
 def test_a_choice_the_sim_cannot_take_is_one_line(argv, start, accepted, capsys, tmp_path):
-    with pytest.raises(SystemExit) as exc:
-        main(["--tier", "sim", *argv, "--out", str(tmp_path)])
-    assert exc.value.code == 2
+    assert main(["--tier", "sim", *argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"tail_latency: error: {start}") and accepted in err
     assert err.count("\n") == 1
@@ -174,7 +170,7 @@ def test_a_ref_runs_arm_a_on_a_commit_and_names_it(tmp_path, capsys):
             ["--tier", "sim", "--a-ref", "no-such-ref"],
             "--a-ref 'no-such-ref': not a commit of this repository",
         ),
-        (["--tier", "instructions", "--a-ref", "HEAD"], "--a-ref applies to the A/B of --tier wall or sim"),
+        (["count", "--a-ref", "HEAD"], "--a-ref: not an option of count (an option of ab)"),
     ],
 )
 def test_a_bad_a_ref_is_one_line(argv, message, capsys, tmp_path):

@@ -61,7 +61,7 @@ def test_the_default_grid_crosses_backends_loads_and_policies_each_against_dispa
 
 def test_a_tiny_sweep_writes_report_json_heat_maps_and_a_history_line(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["--tier", "sim", "--sweep", "--grid", str(_grid_file(tmp_path)), "--out", str(out)]) == 0
+    assert main(["sweep", "--grid", str(_grid_file(tmp_path)), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "virtual time" in text.lower() and "### `mixed`, class `interactive`" in text
     names = sorted(p.name.split("-", 1)[1] for p in (out / "results").iterdir())
@@ -146,7 +146,7 @@ BAD = [
 def test_a_bad_grid_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, text, message):
     grid = _grid_file(tmp_path, text)
     out = tmp_path / "out"
-    assert main(["--tier", "sim", "--sweep", "--grid", str(grid), "--out", str(out)]) == 2
+    assert main(["sweep", "--grid", str(grid), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"tail_latency: error: --grid {grid}") and message in err, err
     assert err.count("\n") == 1
@@ -156,22 +156,16 @@ def test_a_bad_grid_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, tex
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--tier", "sim", "--sweep", "--ab", "tail"], "--ab: a sweep takes its cells from --grid"),
+        (["sweep", "--ab", "tail"], "--ab: not an option of sweep (an option of ab, validate)"),
         (
-            ["--tier", "sim", "--sweep", "--class", "name=a connections=1 loop=closed"],
-            "--class: a sweep takes its cells from --grid",
+            ["sweep", "--class", "name=a connections=1 loop=closed"],
+            "--class: not an option of sweep (an option of ab, validate)",
         ),
-        (
-            ["--tier", "sim", "--sweep", "--workload", "mixed"],
-            "--workload: a sweep takes its cells from --grid",
-        ),
-        (
-            ["--tier", "sim", "--sweep", "--grid", "/nonexistent/grid.toml"],
-            "--grid /nonexistent/grid.toml: cannot read",
-        ),
-        (["--tier", "sim", "--grid", "default"], "--grid applies to --tier sim --sweep"),
-        (["--tier", "sim", "--dask"], "--dask applies to --tier sim --sweep"),
-        (["--sweep"], "--sweep applies to --tier sim"),
+        (["sweep", "--workload", "mixed"], "--workload: not an option of sweep (an option of ab, validate)"),
+        (["sweep", "--grid", "/nonexistent/grid.toml"], "--grid /nonexistent/grid.toml: cannot read"),
+        (["--tier", "sim", "--grid", "default"], "--grid: not an option of ab (an option of sweep)"),
+        (["--tier", "sim", "--dask"], "--dask: not an option of ab (an option of sweep)"),
+        (["--tier", "sim", "--sweep"], "--sweep: now a subcommand: tail_latency sweep"),
     ],
 )
 def test_options_a_sweep_does_not_take_are_one_line_exit_2(tmp_path, capsys, argv, message):
@@ -247,7 +241,7 @@ def test_a_load_point_names_a_traffic_file_relative_to_the_grid_or_gives_its_cla
 def test_a_traffic_load_point_sweeps_like_the_named_workload_it_describes(tmp_path, capsys):
     grid = _grid_file(tmp_path, OWN.format(example=EXAMPLE, pasted=_pasted(EXAMPLE.read_text())))
     out = tmp_path / "out"
-    assert main(["--tier", "sim", "--sweep", "--grid", str(grid), "--out", str(out)]) == 0
+    assert main(["sweep", "--grid", str(grid), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     for name in ("example.toml", "pasted"):
         assert f"### `{name}`, class `interactive`" in text and f"### `{name}`, class `bulk`" in text
@@ -383,7 +377,7 @@ def test_a_bad_traffic_load_point_is_one_line_exit_2_and_nothing_written(tmp_pat
     (tmp_path / "bad.toml").write_text('[bulk]\nconnections = 4\nloop = "closed"\ndepth = 0\n')
     grid = _grid_file(tmp_path, _TRAFFIC_HEAD + load + _POLICY)
     out = tmp_path / "out"
-    assert main(["--tier", "sim", "--sweep", "--grid", str(grid), "--out", str(out)]) == 2
+    assert main(["sweep", "--grid", str(grid), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"tail_latency: error: --grid {grid} [[load]] ") and message in err, err
     assert err.count("\n") == 1
@@ -458,7 +452,7 @@ def test_load_points_alike_but_for_schedule_or_duration_are_told_apart_and_the_s
         "uniform closed c64",  # alone: as before
     ]
     grid = _grid_file(tmp_path, head + mixed.format(d=1, extra="") + mixed.format(d=1, extra="") + tail)
-    assert main(["--tier", "sim", "--sweep", "--grid", str(grid), "--out", str(tmp_path / "out")]) == 2
+    assert main(["sweep", "--grid", str(grid), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert f"--grid {grid} [[load]] 2: the load point of [[load]] 1 again (mixed open 200/s c64)" in err
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()

@@ -148,9 +148,7 @@ def test_a_bad_traffic_file_is_one_line_naming_the_file_class_key_value(text, wo
     path = _write(tmp_path, text)
     out = tmp_path / "out"
     for tier in (["--tier", "sim"], []):
-        with pytest.raises(SystemExit) as exc:
-            main([*tier, "--workload", str(path), "--out", str(out)])
-        assert exc.value.code == 2
+        assert main([*tier, "--workload", str(path), "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"tail_latency: error: --workload {path}: ") and words in err, err
         assert err.count("\n") == 1
@@ -162,9 +160,7 @@ def test_a_missing_file_or_unknown_name_says_what_is_accepted(tmp_path, capsys):
         (str(tmp_path / "none.toml"), "no such file"),
         ("burst", "accepted uniform, mixed, slow-route, think-time or a traffic file FILE.toml"),
     ):
-        with pytest.raises(SystemExit) as exc:
-            main(["--tier", "sim", "--workload", value, "--out", str(tmp_path / "out")])
-        assert exc.value.code == 2
+        assert main(["--tier", "sim", "--workload", value, "--out", str(tmp_path / "out")]) == 2
         err = capsys.readouterr().err
         assert (
             err.startswith(f"tail_latency: error: --workload {value}")
@@ -208,9 +204,7 @@ def test_a_missing_file_or_unknown_name_says_what_is_accepted(tmp_path, capsys):
     ],
 )
 def test_a_bad_class_option_is_one_line(argv, words, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["--tier", "sim", *argv, "--out", str(tmp_path / "out")])
-    assert exc.value.code == 2
+    assert main(["--tier", "sim", *argv, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tail_latency: error: ") and words in err, err
     assert err.count("\n") == 1

@@ -22,7 +22,7 @@ from tailjob.sim.validate import (
     SIM_UNRESOLVED,
     compare,
     outcome,
-    tier_argvs,
+    tiers,
 )
 
 RECORDED = ROOT / "fixtures" / "validate"
@@ -126,50 +126,64 @@ def test_summary_names_the_rows_that_differ():
         assert (named in s["answer"]) == (r.outcome in (DISAGREE, SIM_UNRESOLVED)) or r.outcome == AGREE
 
 
-def test_each_tier_gets_the_options_that_mean_something_to_it():
-    live, sim = tier_argvs(
-        [
-            "--validate",
-            "--workload",
-            "mixed",
-            "--pin",
-            "--threads",
-            "1",
-            "--probe",
-            "--sim-cost",
-            "request_us=20",
-            "--duration=4",
-            "--server-cpus=0",
-        ]
+def test_each_tier_gets_the_options_that_mean_something_to_it(tmp_path):
+    from tailjob.cli import AbOptions
+
+    asked = AbOptions(
+        out=tmp_path,
+        workload="mixed",
+        pin=True,
+        threads=1,
+        probe=True,
+        sim_cost="request_us=20",
+        duration=4,
+        server_cpus="0",
     )
-    assert live == [
+    live, sim = tiers(asked)
+    assert (live.tier, live.sim_cost) == ("wall", None)
+    assert (live.pin, live.threads, live.probe, live.duration) == (True, 1, True, 4)
+    assert (sim.tier, sim.sim_cost, sim.duration, sim.workload) == ("sim", "request_us=20", 4, "mixed")
+    assert (sim.pin, sim.threads, sim.probe) == (False, None, False)
+    out = ["--out", str(tmp_path)]
+    assert list(live.argv) == [
+        "--threads",
+        "1",
+        "--duration",
+        "4",
         "--workload",
         "mixed",
         "--pin",
-        "--threads",
-        "1",
         "--probe",
-        "--duration=4",
-        "--server-cpus=0",
+        *out,
     ]
-    assert sim == ["--tier", "sim", "--workload", "mixed", "--sim-cost", "request_us=20", "--duration=4"]
+    assert list(sim.argv) == [
+        "--tier",
+        "sim",
+        "--duration",
+        "4",
+        "--workload",
+        "mixed",
+        "--sim-cost",
+        "request_us=20",
+        *out,
+    ]
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--tier", "sim"], "leave out --tier sim"),
-        (["--gate"], "leave out --gate"),
-        (["--a-ref", "HEAD"], "leave out --a-ref"),
-        (["--calibrate", "2"], "leave out --calibrate"),
-        (["--workers", "2"], "leave out --workers"),
+        (["--tier", "sim"], "--tier: not an option of validate (an option of ab)"),
+        (["--gate"], "--gate: not an option of validate (an option of ab, count)"),
+        (["--a-ref", "HEAD"], "--a-ref: not an option of validate (an option of ab)"),
+        (["--calibrate", "2"], "--calibrate: now a subcommand"),
+        (["--workers", "2"], "--workers: not an option of validate (an option of ab, calibrate)"),
         (["--sim-cost", "request_us=-1"], "--sim-cost request_us=-1: accepted 0 to"),
         (["--workload", "mixed", "--load", "open"], "--load open: workload mixed sets its own load"),
         (["--pin", "--server-cpus", "99"], "--server-cpus '99': CPUs [99] are not available"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(argv, message, capsys, tmp_path):
-    assert main(["--validate", *argv, "--out", str(tmp_path / "out")]) == 2
+    assert main(["validate", *argv, "--out", str(tmp_path / "out")]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("tail_latency: error: ") and message in captured.err
     assert captured.err.count("\n") == 1
@@ -179,7 +193,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(argv, message, capsys,
 def test_validate_runs_both_tiers_and_writes_the_table(tmp_path, capsys):
     out = tmp_path / "out"
     argv = [
-        "--validate",
+        "validate",
         "--backend",
         "epoll",
         "--load",
@@ -204,7 +218,23 @@ def test_validate_runs_both_tiers_and_writes_the_table(tmp_path, capsys):
     [md] = (out / "results").glob("*-validate.md")
     [js] = (out / "results").glob("*-validate.json")
     doc = json.loads(js.read_text())
-    assert doc["live"]["argv"] == argv[1:-2] + ["--out", str(out)]
+    assert doc["live"]["argv"] == [
+        "--connections",
+        "4",
+        "--duration",
+        "1",
+        "--runs",
+        "1",
+        "--load",
+        "open",
+        "--rate",
+        "300",
+        "--backend",
+        "epoll",
+        "--no-warmup",
+        "--out",
+        str(out),
+    ]
     assert doc["sim"]["argv"][:2] == ["--tier", "sim"] and "--no-warmup" not in doc["sim"]["argv"]
     live = json.loads((out / doc["live"]["result"]).read_text())
     sim = json.loads((out / doc["sim"]["result"]).read_text())

@@ -1,38 +1,97 @@
 """tailjob: the tail-latency CI job behind ``scripts/tail-latency.sh``.
 
-The flow, the same for an A/B, a calibration and the ``--peers`` comparison::
+The main job's path (``scripts/tail-latency.sh`` with no arguments, the subcommand ``ab``)::
 
-    cli.main --> a Job: plan (plan, workloads) --> runner.run_trials(legs, design, settings)
-                     for each leg:  design.plan(leg)                          plan
-                                    warm-up, then every trial's arms in order  interleave
-                                    design.measure.run(RunPlan) -> RunRecord   measure, flag
-                                    design.decide(leg result)                  decide
-                 --> report / peersreport / calibrate (Markdown), plot, history (JSON, JSONL)
+    options.parse --> cli: AbOptions --> _plan_ab: Job (legs, arms, load) --> runner.run_trials
+        for each leg: design.plan(leg); warm-up, then every trial's arms in order:
+                      measure.run(RunPlan) -> RunRecord; design.decide(leg) -> verdicts
+    --> report, plot, history (Markdown, JSON, JSONL) --> sim.answer: replace(options, tier="sim")
+    --> sim.cli.main_sim (the same A/B in virtual time) --> the answer table, both tiers side by side
 
-* :mod:`tailjob.metrics` -- **the metric table** (one row per compared figure:
-  unit, how it is computed, minimum effect, which way is better); the
-  percentiles wrk's script and the load client record, the per-class and the
-  peers columns, the report columns all come from it;
-* :mod:`tailjob.measure` -- **the measure interface**.  A tier is any object
-  with ``name`` and ``run(plan: RunPlan) -> RunRecord``: given the plan of one
-  run of one arm (leg, the server's environment, trial, position, offered load,
-  settings) it returns the run's record (``metrics``: one value per row of the
-  table; ``flags``).  :data:`~tailjob.measure.WRK` (closed loop) and
-  :data:`~tailjob.measure.LOAD_CLIENT` (open loop, :mod:`tailjob.loadgen`) run
-  the real server; another tier (virtual time, instruction counts) plugs in as
-  ``ABDesign(..., tier=...)`` / ``run_job(..., tier=...)``;
-* :mod:`tailjob.runner` -- **the trial loop** (:func:`~tailjob.runner.run_trials`)
-  and the A/B design (verdicts per metric); :mod:`tailjob.peersjob` the peers
-  design; :mod:`tailjob.calibrate` a series of A/B legs (A/A, injected slowdowns);
-* :mod:`tailjob.workloads` -- **the workloads**, each one definition (client
-  classes, server settings, default rate), a user's own traffic (a TOML file or
-  ``--class`` options), and the load plan;
-* :mod:`tailjob.plan` -- profiles, arms, legs, the randomised interleaved schedule;
-* :mod:`tailjob.server`, :mod:`tailjob.peers`, :mod:`tailjob.procstat`,
-  :mod:`tailjob.wrk`, :mod:`tailjob.loadgen`, :mod:`tailjob.probeleg` -- what a
-  tier runs: servers, CPU accounting, wrk and its output, the load client, the probe files;
-* :mod:`tailjob.stats`, :mod:`tailjob.pooled` -- medians, ratios, bootstrap intervals, verdicts;
-* :mod:`tailjob.report`, :mod:`tailjob.peersreport`,
-  :mod:`tailjob.plot`, :mod:`tailjob.history`, :mod:`tailjob.progress` -- the outputs;
-* :mod:`tailjob.options` (``--help`` without the job's dependencies), :mod:`tailjob.cli` (``main``).
+The layers, each importing only from the ones above it (``tests/test_import_graph.py`` checks
+it, and that there is no cycle):
+
+1. base -- this package (:data:`PROG`, :data:`REPO`, :func:`fail`), :mod:`~tailjob.metrics` (the
+   metric table: one row per compared figure), :mod:`~tailjob.stats`, :mod:`~tailjob.plan`
+   (profiles, arms, legs, the schedule, :class:`~tailjob.plan.AbOptions`), :mod:`~tailjob.procstat`,
+   :mod:`~tailjob.outputs` (the one writer of a job's files), :mod:`tailjob.sim.costs`;
+2. tools -- what a tier runs: :mod:`~tailjob.loadgen` and :mod:`~tailjob.loadspec`,
+   :mod:`~tailjob.traffic` (a user's classes), :mod:`~tailjob.parts` (the count's rows), :mod:`~tailjob.wrk`, :mod:`~tailjob.pooled`,
+   :mod:`~tailjob.probeleg`, :mod:`~tailjob.workloads`, :mod:`~tailjob.server`,
+   :mod:`~tailjob.peers`, :mod:`~tailjob.refcode` (``--a-ref``), :mod:`~tailjob.ownserver` (a server
+   command instead of the bench server), :mod:`~tailjob.history`;
+3. measures -- ``run(plan) -> record``: :mod:`~tailjob.measure` (wrk, the load client),
+   :mod:`tailjob.sim.engine`, :mod:`~tailjob.instructions`;
+4. designs -- the trial loop and what it decides: :mod:`~tailjob.runner`, :mod:`~tailjob.peersjob`,
+   :mod:`~tailjob.calibrate`, :mod:`tailjob.sim.job`, :mod:`tailjob.sim.measure`,
+   :mod:`tailjob.sim.grid`, :mod:`tailjob.sim.sweep`;
+5. outputs -- :mod:`~tailjob.report`, :mod:`~tailjob.peersreport`, :mod:`~tailjob.plot`,
+   :mod:`~tailjob.progress`, :mod:`tailjob.sim.report`, :mod:`tailjob.sim.sweepreport`,
+   :mod:`~tailjob.stepsummary` (``GITHUB_STEP_SUMMARY``);
+6. command line -- :mod:`~tailjob.options` (the subcommands; ``--help`` needs only the standard
+   library), :mod:`~tailjob.cli` (``main``: the parsed options become records here and go no
+   further), :mod:`tailjob.sim.cli`, :mod:`tailjob.sim.answer`, :mod:`tailjob.sim.validate`.
 """
+
+import sys
+from pathlib import Path
+
+PROG = "tail_latency"
+"""The job's name in its usage and its one-line errors."""
+
+REPO = Path(__file__).resolve().parents[3]
+
+LAYERS = (
+    (
+        "tailjob",
+        "tailjob.metrics",
+        "tailjob.stats",
+        "tailjob.plan",
+        "tailjob.procstat",
+        "tailjob.outputs",
+        "tailjob.sim.costs",
+    ),
+    (
+        "tailjob.loadgen",
+        "tailjob.loadspec",
+        "tailjob.traffic",
+        "tailjob.parts",
+        "tailjob.wrk",
+        "tailjob.pooled",
+        "tailjob.probeleg",
+        "tailjob.workloads",
+        "tailjob.server",
+        "tailjob.peers",
+        "tailjob.refcode",
+        "tailjob.ownserver",
+        "tailjob.history",
+    ),
+    ("tailjob.measure", "tailjob.sim.engine", "tailjob.instructions"),
+    (
+        "tailjob.runner",
+        "tailjob.peersjob",
+        "tailjob.calibrate",
+        "tailjob.sim",
+        "tailjob.sim.job",
+        "tailjob.sim.measure",
+        "tailjob.sim.grid",
+        "tailjob.sim.sweep",
+    ),
+    (
+        "tailjob.report",
+        "tailjob.peersreport",
+        "tailjob.plot",
+        "tailjob.progress",
+        "tailjob.sim.report",
+        "tailjob.sim.sweepreport",
+        "tailjob.stepsummary",
+    ),
+    ("tailjob.options", "tailjob.cli", "tailjob.sim.cli", "tailjob.sim.answer", "tailjob.sim.validate"),
+)
+"""The modules of each layer of the docstring, top (base) first."""
+
+
+def fail(message: str, code: int) -> int:
+    """Print the job's one-line error (``tail_latency: error: ...``) to stderr; return ``code``."""
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return code

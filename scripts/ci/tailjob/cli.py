@@ -2,29 +2,16 @@
 
 Role
 ----
-Parse options, plan the job (:func:`_plan_ab`, :func:`_plan_calibrate`,
-:func:`_plan_peers`: each checks its options and tools and returns a
-:class:`Job`), run its trial loop with progress, then let it write its files
-(report, plot, JSON, history line), print the summary, and exit:
+Parse the subcommand and its options (:mod:`tailjob.options`), turn them into the record the job
+takes (:class:`~tailjob.plan.AbOptions` for ``ab`` and ``validate``,
+:class:`~tailjob.instructions.CountPlan` for ``count``, the grid for ``sweep``), and hand it down:
+below this module no function sees the parsed command line.  A live job is planned here
+(:func:`_plan_ab`, :func:`_plan_calibrate`, :func:`_plan_peers`: each checks its options and tools
+and returns a :class:`Job`), its trial loop runs with progress, then it writes its files (report,
+plot, JSON, history line), prints the summary, and exits (``tail_latency --help``: the exit codes).
 
-* 0 -- done (any verdicts), or no regression with ``--gate`` (an
-  ``inconclusive`` metric is printed prominently at the end, and exits 0);
-* 1 -- ``--gate`` and some metric is a ``regression``;
-* 2 -- bad input: an option, a combination, a value (one line naming it and what is accepted);
-* 3 -- the environment: a tool or kernel feature missing here (wrk, taskset, uvloop, io_uring
-  asked for), a server that would not start or answer, a run that failed (one line).
-
-With no arguments: the quick profile, ``--ab tail``, on io_uring then epoll.
-
-``--peers`` switches to the comparison of issue 9 instead of an A/B: the
-bench server on each backend beside the asyncio, uvloop and nginx peers
-(:mod:`tailjob.peers`, :mod:`tailjob.peersjob`), pinned by default; it writes
-``<out>/results/<stem>-peers.*`` and ``<out>/peers.jsonl``, and with
-``--write-readme`` the table in ``<out>/README.md``.
-
-``--calibrate K`` runs K rounds of an A/A leg and two legs with an injected
-slowdown on every leg of the plan (:mod:`tailjob.calibrate`) and writes
-``<out>/results/<stem>-calibrate.md`` and ``.json``.
+With no arguments: ``ab``, the quick profile, ``--ab tail``, on io_uring then epoll, then the same
+A/B in virtual time and the answer beside the live run (:mod:`tailjob.sim.answer`).
 """
 
 from __future__ import annotations
@@ -36,43 +23,44 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tailreactor import config as _config
 from tailreactor.backends import io_uring_refused as _io_uring_refused
 
 from . import (
     calibrate,
     history,
-    instructions,
     ownserver,
     peers,
     peersjob,
     peersreport,
+    refcode,
     report,
     stepsummary,
     workloads,
 )
-from .options import PROG, REPO, build_parser
+from .options import PROG, REPO, build_parser, parse
+from .options import fail as _error
 from .plan import (
     AB_PRESETS,
     BACKENDS,
     PROFILES,
+    AbOptions,
     Overrides,
     PlanError,
     Unavailable,
     arm_knobs,
-    arms_for,
+    check_environment,
     peer_legs,
     plan_legs,
     server_env,
+    without_refused_io_uring,
 )
 from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
-from .sim import refcode
 from .wrk import wrk_version
 
 __all__ = ["main", "build_parser"]
@@ -96,88 +84,8 @@ def _cpu_list(text: str, option: str) -> str:
     return text
 
 
-def _error(message: str, code: int) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return code
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _without_refused_io_uring(legs: list, arms, asked: str | None) -> list:
-    """``legs`` less those on io_uring where the kernel refuses it (Docker's default seccomp profile).
-
-    Unasked (each backend in turn, the default), the io_uring legs are skipped with one line naming
-    the reason; asked for (``--backend io_uring``, or an arm that sets it), it is a
-    :class:`PlanError`: a measurement of io_uring cannot quietly become one of epoll.
-    """
-    on_io_uring = [leg for leg in legs if any(leg.backend_for(arm.key) == "io_uring" for arm in arms)]
-    if not on_io_uring:
-        return legs
-    refused = _io_uring_refused()
-    if refused is None:
-        return legs
-    if asked == "io_uring" or any(leg.backend is None for leg in on_io_uring):
-        raise Unavailable(f"io_uring asked for but unavailable here: {refused}")
-    print(f"{PROG}: io_uring skipped: {refused}; measuring epoll only", file=sys.stderr, flush=True)
-    return [replace(leg, index=i) for i, leg in enumerate(lg for lg in legs if lg not in on_io_uring)]
-
-
-def _check_mode(args: argparse.Namespace) -> None:
-    """Options that belong to another job (A/B, ``--calibrate``, ``--peers``) are refused with one line."""
-    cal, peers, arms = args.calibrate is not None, args.peers, args.a is not None or args.b is not None
-    load = (
-        (args.workload != "uniform", "--class" if getattr(args, "classes", None) else "--workload"),
-        (args.load, "--load"),
-        (args.rate, "--rate"),
-        (args.schedule, "--schedule"),
-    )
-    refused = [
-        (cal and peers, "--calibrate and --peers are different jobs: choose one"),
-        (
-            cal and (args.ab or arms),
-            "--calibrate chooses its own arms (A/A and injected slowdowns): leave out --ab/--a/--b",
-        ),
-        *(
-            (cal and flag, f"{name} applies to an A/B, not to --calibrate")
-            for flag, name in ((args.gate, "--gate"), (args.probe, "--probe"))
-        ),
-        *(
-            (not peers and flag, f"{name} needs --peers")
-            for flag, name in ((args.write_readme, "--write-readme"), (args.no_pin, "--no-pin"))
-        ),
-        (peers and args.ab, "--peers compares servers, not arms: leave out --ab"),
-        *(
-            (peers and given, f"{name} applies to the A/B job; --peers runs wrk's uniform closed loop")
-            for given, name in load
-        ),
-        (peers and arms, "--peers compares servers, not arms: leave out --a/--b"),
-        (peers and args.backend, "--peers runs the bench server on every backend: leave out --backend"),
-        (peers and args.workers, "--peers compares single-process servers: leave out --workers"),
-        *(
-            (peers and flag, f"{name} applies to the A/B job, not to --peers")
-            for flag, name in (
-                (args.probe, "--probe"),
-                (args.gate, "--gate"),
-                (args.min_effect is not None, "--min-effect"),
-            )
-        ),
-        (peers and args.pin and args.no_pin, "--pin and --no-pin contradict each other"),
-    ]
-    for bad, message in refused:
-        if bad:
-            raise PlanError(message)
-
-
-def _check_environment(environ: Mapping[str, str]) -> None:
-    """Every ``CWIST_*`` knob in this process's environment must parse, even where an arm or the
-    leg overrides it: an ignored typo would make the run look configured when it is not.
-    Unknown ``CWIST_*`` names are left alone (the reference ignores them too)."""
-    try:
-        _config.load(environ)
-    except _config.ConfigError as e:
-        raise PlanError(f"environment: {e}") from None
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -207,6 +115,7 @@ class Job:
     wrk: str
     run: Callable
     finish: Callable
+    probe: bool = False  # every run writes probe files (under <out>/results/<stem>-probe/)
 
 
 @dataclass(frozen=True)
@@ -230,103 +139,92 @@ class Printed:
     after: str | None = None
     failed: str | None = None  # --gate's one-line error (exit 1)
     result: Path | None = None  # the A/B's result JSON
+    document: dict | None = None  # what it holds
 
 
 def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():  # signal.signal works only there
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    refusal = ownserver.refused(args, other_tier=instructions.tier_options_given(args))
+    try:
+        args = parse(argv)
+    except SystemExit as e:  # --help (0) or bad input (2), its one line printed
+        return e.code if isinstance(e.code, int) else 0
+    refusal = ownserver.refused(args)
     if refusal:  # what only the bench server has, asked of a server command
         return _error(refusal, 2)
-    if args.validate:
-        from .sim.validate import main_validate
+    if args.command == "count":
+        from .instructions import CountPlan, main_tier
 
-        return main_validate(args, argv)
-    return run_args(args, argv)
-
-
-def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None = None) -> int:
-    """The job of parsed options ``args`` (``argv``: as given, for the records).  ``collect``: gets
-    ``result`` (the path of the A/B's result JSON) and ``legs`` (its legs' results)."""
-    if not args.sweep:
-        for given, name in ((args.grid, "--grid"), (args.dask, "--dask")):
-            if given:
-                return _error(f"{name} applies to --tier sim --sweep", 2)
-    if args.tier != "sim":
-        for given, name in (
-            (args.sim_cost, "--sim-cost"),
-            (args.sweep or None, "--sweep"),
-        ):
-            if given is not None:
-                return _error(f"{name} applies to --tier sim", 2)
-        other_job = args.tier == "instructions" or instructions.tier_options_given(args)
-        if args.a_ref is not None and (other_job or args.peers or args.calibrate is not None):
-            return _error(
-                "--a-ref applies to the A/B of --tier wall or sim (leave out --peers, --calibrate "
-                "and the instruction tier's options)",
-                2,
-            )
-    if args.tier == "instructions" or instructions.tier_options_given(args):
-        return instructions.main_tier(args)
-    if args.tier == "sim" and args.sweep:
+        return main_tier(CountPlan(**_fields_of(CountPlan, args)))
+    if args.command == "sweep":
         from .sim.sweepreport import main_sweep
 
-        return main_sweep(args, argv)
-    if args.tier == "sim":
+        return main_sweep(args.grid, args.dask, out=args.out, argv=argv)
+    options = AbOptions(**_fields_of(AbOptions, args), argv=tuple(argv))
+    if args.command == "validate":
+        from .sim.validate import main_validate
+
+        return main_validate(options, run_ab)
+    if args.command == "ab":
+        return run_ab(options)
+    return _run_live(_plan_peers if args.command == "peers" else _plan_calibrate, args, argv)[0]
+
+
+def _fields_of(record, args: argparse.Namespace) -> dict:
+    """The values of ``args`` that are fields of the dataclass ``record``."""
+    return {f.name: getattr(args, f.name) for f in fields(record) if hasattr(args, f.name)}
+
+
+def run_ab(o: AbOptions, *, collect: dict | None = None) -> int:
+    """The A/B ``o`` on its tier.  ``collect``: gets ``result`` (the path of the result JSON),
+    ``document`` (what it holds) and ``legs`` (the legs' results)."""
+    if o.tier == "sim":
         from .sim.cli import main_sim
 
-        return main_sim(args, argv, collect=collect)
+        return main_sim(o, collect=collect)
+    code, results = _run_live(_plan_ab, o, list(o.argv), collect=collect)
+    if o.argv in ((), ("ab",)) and collect is None and results is not None:
+        # the job as the README runs it: the sim tier's answer beside the live run
+        from .sim.answer import beside_live
+
+        return beside_live(o, results, code)
+    return code
+
+
+def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None = None):
+    """Plan the live job (``plan(options, argv)``), run its trial loop, write its files and print the
+    summary.  Returns (the exit code, the legs' results or None)."""
     try:
-        _check_mode(args)
-        if not ownserver.given(
-            args
-        ):  # the bench server reads the ambient CWIST_* knobs; a server command its own
-            _check_environment(os.environ)
-        plan = _plan_peers if args.peers else _plan_calibrate if args.calibrate is not None else _plan_ab
-        job = plan(args, argv)
+        if not ownserver.given(options):  # the bench server reads the ambient CWIST_* knobs
+            check_environment(os.environ)
+        job = plan(options, argv)
     except (Unavailable, FileNotFoundError) as e:  # a tool, a kernel feature, a program missing here
-        return _error(str(e), 3)
+        return _error(str(e), 3), None
     except (PlanError, refcode.RefError) as e:
-        return _error(str(e), 2)
+        return _error(str(e), 2), None
     started = _now()
     stem = history.stem(started, job.profile, job.name)
-    results_dir = args.out / "results"
+    results_dir = options.out / "results"
     settings = job.settings
-    if args.probe:
+    if job.probe:
         settings = replace(settings, probe_dir=str(results_dir / f"{stem}-probe"))
     try:
         with JobProgress(job.legs, warmup=settings.warmup, arms=job.arms) as progress:
             results = job.run(settings, progress)
-    except refcode.RefError as e:  # git could not make the worktree: nothing ran
-        return _error(str(e), 3)
-    except (JobError, ValueError) as e:
-        return _error(str(e), 3)
+    except (refcode.RefError, JobError, ValueError) as e:  # git, a server, a run failed
+        return _error(str(e), 3), None
     provenance = history.provenance(REPO, wrk_version=job.wrk)
     results_dir.mkdir(parents=True, exist_ok=True)
     printed = job.finish(results, Outputs(settings, started, _now(), provenance, results_dir, stem))
     if collect is not None:
-        collect.update(legs=results, result=printed.result)
-    print(printed.text)
+        collect.update(legs=results, result=printed.result, document=printed.document)
     summary = stepsummary.append(printed.text, prog=PROG)  # GitHub Actions' job summary
-    print("Files:")
-    for line in [
-        *printed.files,
-        *([f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []),
-    ]:
-        print(f"- {line}")
+    step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
+    history.show(printed.text, [*printed.files, *step])
     if printed.after:
         print(printed.after)
-    code = _error(printed.failed, 1) if printed.failed else 0
-    if (
-        not argv and collect is None
-    ):  # the job as the README runs it: the sim tier's answer beside the live run
-        # (--validate alone runs the live job with no options too, and the sim tier itself)
-        from .sim.answer import beside_live
-
-        return beside_live(args, results, code)
-    return code
+    return (_error(printed.failed, 1) if printed.failed else 0), results
 
 
 def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:
@@ -346,7 +244,16 @@ def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:
     return [md, *images, result_json], result_json, jsonl
 
 
-def _settings(args: argparse.Namespace, *, pin: bool, **kw) -> Settings:
+def _live_legs(legs: list, arms, asked: str | None) -> list:
+    """``legs`` less those on io_uring where the kernel refuses it (re-numbered), unless asked for
+    (``--backend io_uring``, or an arm that sets it: :func:`~tailjob.plan.without_refused_io_uring`)."""
+    on = [leg for leg in legs if any(leg.backend_for(arm.key) == "io_uring" for arm in arms)]
+    asked_for = asked == "io_uring" or any(leg.backend is None for leg in on)
+    kept = without_refused_io_uring(legs, on, asked=asked_for, measuring="measuring")
+    return [replace(leg, index=i) for i, leg in enumerate(kept)] if kept != legs else legs
+
+
+def _settings(args, *, pin: bool, **kw) -> Settings:
     """The run settings from the options (:class:`PlanError` for a bad CPU list)."""
     return Settings(
         seed=args.seed,
@@ -365,7 +272,7 @@ def _tools(pin: bool, taskset: str = "--pin needs taskset (util-linux), which is
     return wrk_version()
 
 
-def _overrides(args: argparse.Namespace, pin: bool, backend: str | None = None) -> Overrides:
+def _overrides(args, pin: bool, backend: str | None = None) -> Overrides:
     return Overrides(
         backend=backend,
         threads=args.threads,
@@ -376,17 +283,12 @@ def _overrides(args: argparse.Namespace, pin: bool, backend: str | None = None) 
     )
 
 
-def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
+def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
     """The A/B: arms, legs and load, every arm's environment checked before anything runs."""
+    if args.sim_cost is not None:
+        raise PlanError("--sim-cost applies to --tier sim")
     cmds = ownserver.commands(args)  # None: the bench server
-    if args.ab and (args.a is not None or args.b is not None):
-        raise PlanError("--ab cannot be combined with --a/--b")
-    custom = args.a is not None or args.b is not None
-    ab = "custom" if custom else (args.ab or ("aref" if args.a_ref is not None else "tail"))
-    if cmds is not None:
-        ab, arms = ownserver.arms(args, cmds)
-    else:
-        arms = arms_for(None if custom or ab == "aref" else ab, a=args.a, b=args.b)
+    ab, arms = args.arms() if cmds is None else ownserver.arms(args, cmds)
     a_commit = None
     if args.a_ref is not None:  # arm A on the ref's code, arm B on the working tree's (refcode)
         a_commit = refcode.resolve(REPO, args.a_ref)
@@ -394,8 +296,8 @@ def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
     profile, overrides = PROFILES[args.profile], _overrides(args, args.pin, args.backend)
     legs = plan_legs(profile, arms, overrides) if cmds is None else ownserver.legs(profile, overrides)
     load = workloads.plan_load(args.workload, args.load, args.rate, args.schedule)
-    if load is not None and args.probe is False and args.workload != "uniform" and cmds is None:
-        args.probe = True  # the per-class figures come with the probe's, which cannot tell classes apart
+    # the per-class figures come with the probe's, which cannot tell classes apart
+    probe = args.probe or (load is not None and args.workload != "uniform" and cmds is None)
     if cmds is not None:
         ownserver.check_workload(load.server_env() if load else {}, str(args.workload))
     for leg in legs:  # every arm's whole environment must parse before anything runs
@@ -406,10 +308,10 @@ def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
     settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect, load=load)
     settings = replace(settings, commands=cmds, ready_timeout_s=args.ready_timeout)
     for name in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE"):
-        if args.probe and any(name in arm.env for arm in arms):
+        if probe and any(name in arm.env for arm in arms):
             raise PlanError(f"--probe sets {name} for every run; leave it out of --a/--b")
     wrk = _tools(args.pin)
-    legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
+    legs = _live_legs(legs, arms, args.backend)  # last: a bad option is the only line
 
     def run(s: Settings, progress) -> list:
         if a_commit is None:
@@ -419,36 +321,35 @@ def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
             return run_trials(legs, ABDesign(arms, s, os.environ, code=code), s, progress=progress)
 
     def finish(results, o: Outputs) -> Printed:
+        a_ref = None if a_commit is None else {"ref": args.a_ref, "commit": a_commit}
         job = JobResult(
-            argv=argv,
-            profile=profile.name,
-            ab=ab,
-            arms=arms,
-            settings=o.settings,
-            legs=results,
-            provenance=o.provenance,
-            started_at=o.started,
-            finished_at=o.finished,
-            a_ref=None if a_commit is None else {"ref": args.a_ref, "commit": a_commit},
+            argv, profile.name, ab, arms, o.settings, results, o.provenance, o.started, o.finished, a_ref
         )
-        files, result_json, jsonl = _write(job, o, report.render)
-        if o.settings.probe_dir:
-            files.append(f"{o.settings.probe_dir}/ (every worker's latency probe file, per run)")
-        code, lines = report.gate(job)
-        return Printed(
-            report.render(job, runs=False),
-            [*files, f"{jsonl} (one line appended)"],
-            after="\n" + "\n".join(f"!!! {line}" for line in lines) if lines else None,
-            failed="--gate: a metric regressed (see the verdicts above)" if args.gate and code else None,
-            result=result_json,
-        )
+        return _ab_printed(job, o, gate=args.gate)
 
-    return Job(ab, profile.name, legs, 2, settings, wrk, run, finish)
+    return Job(ab, profile.name, legs, 2, settings, wrk, run, finish, probe=probe)
+
+
+def _ab_printed(job: JobResult, o: Outputs, *, gate: bool) -> Printed:
+    """An A/B's files (:func:`_write`, the probe files' directory) and what it prints; ``gate``:
+    a regression fails the job."""
+    files, result_json, jsonl = _write(job, o, report.render)
+    if o.settings.probe_dir:
+        files.append(f"{o.settings.probe_dir}/ (every worker's latency probe file, per run)")
+    code, lines = report.gate(job)
+    return Printed(
+        report.render(job, runs=False),
+        [*files, f"{jsonl} (one line appended)"],
+        after="\n" + "\n".join(f"!!! {line}" for line in lines) if lines else None,
+        failed="--gate: a metric regressed (see the verdicts above)" if gate and code else None,
+        result=result_json,
+        document={"schema": history.SCHEMA, **job.as_dict()},
+    )
 
 
 def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
-    """``--calibrate K``: K rounds of an A/A leg and two injected slowdowns on every leg of the plan."""
-    profile, arms, k = PROFILES[args.profile], AB_PRESETS["aa"], args.calibrate
+    """``calibrate K``: K rounds of an A/A leg and two injected slowdowns on every leg of the plan."""
+    profile, arms, k = PROFILES[args.profile], AB_PRESETS["aa"], args.rounds
     cmds = ownserver.commands(args)  # None: the bench server
     overrides = _overrides(args, args.pin, args.backend)
     legs = plan_legs(profile, arms, overrides) if cmds is None else ownserver.legs(profile, overrides)
@@ -459,7 +360,7 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
     if cmds is not None:
         print(f"{PROG}: {ownserver.CALIBRATE_NOTE}", file=sys.stderr, flush=True)
     wrk = _tools(args.pin)
-    legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
+    legs = _live_legs(legs, arms, args.backend)  # last: a bad option is the only line
 
     def run(s: Settings, progress) -> list:
         return calibrate.run_calibration(legs, k, s, ambient=os.environ, progress=progress)
@@ -469,7 +370,7 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
         measured = [r for c in results if c.result for r in c.result.measured()]
         polluted = sum("polluted" in r.flags for r in measured)
         text = (
-            f"# Tail-latency job: `--calibrate {k}`, profile `{profile.name}`\n\n"
+            f"# Tail-latency job: `calibrate {k}`, profile `{profile.name}`\n\n"
             f"- Command: `scripts/tail-latency.sh {' '.join(argv)}`; started {o.started}, finished {o.finished}.\n"
             f"- {report.machine_line(o.provenance)}\n"
             f"- {polluted} of {report.plural(len(measured), 'measured run')} flagged `polluted` (other "
@@ -496,7 +397,7 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
 
 
 def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
-    """``--peers``: the bench server on each backend beside the peers, pinned unless ``--no-pin``."""
+    """``peers``: the bench server on each backend beside the peers, pinned unless ``--no-pin``."""
     pin = not args.no_pin
     profile = PROFILES[args.profile]
     legs = peer_legs(profile, _overrides(args, pin))

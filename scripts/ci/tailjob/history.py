@@ -37,6 +37,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import stats
+from .outputs import files_text
 
 __all__ = [
     "provenance",
@@ -132,6 +133,19 @@ def result_stem(job) -> str:
     return stem(job.started_at, job.profile, job.ab)
 
 
+def without_out(argv: list[str]) -> list[str]:
+    """``argv`` less ``--out DIR``: where the files go is not part of the result."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            out.append(arg)
+    return out
+
+
 def write_result(job, results_dir: Path, stem: str) -> Path:
     """Write the whole job as ``<results_dir>/<stem>.json``; return the path."""
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -175,84 +189,93 @@ def _verdicts(comparisons) -> dict:
     }
 
 
-def history_line(job, *, result_file: str) -> dict:
-    """The compact history record of a job (one JSON object), an A/B's or a ``--peers`` job's."""
-    s = job.settings
-    if job.ab == "peers":
-        return {
-            "schema": 1,
-            "started_at": job.started_at,
-            "finished_at": job.finished_at,
-            "result": result_file,
-            "profile": job.profile,
-            "argv": job.argv,
-            "servers": [p.key for p in job.servers],
-            "ceiling_note": job.ceiling_note,
-            "pinned": s.pinned,
-            "server_cpus": s.server_cpus,
-            "wrk_cpus": s.wrk_cpus,
-            "seed": s.seed,
-            "warmup": s.warmup,
-            "provenance": job.provenance,
-            "legs": [
-                {
-                    "name": lr.leg.name,
-                    "threads": lr.leg.threads,
-                    "connections": lr.leg.connections,
-                    "duration_s": lr.leg.duration_s,
-                    "runs": lr.leg.runs,
-                    "summary": lr.summary,
-                    "ratios": lr.ratios,
-                    "intervals": lr.intervals,
-                    "flagged_runs": _flagged(lr),
-                }
-                for lr in job.legs
-            ],
-        }
-    legs = []
-    for lr in job.legs:
-        legs.append(
-            {
-                "name": lr.leg.name,
-                "backend": lr.leg.backend,
-                "backends": lr.backends(),
-                "threads": lr.leg.threads,
-                "connections": lr.leg.connections,
-                "duration_s": lr.leg.duration_s,
-                "runs": lr.leg.runs,
-                "knobs": lr.knobs,
-                "env": lr.env,
-                **_verdicts(lr.comparisons),
-                "classes": {name: _verdicts(cs) for name, cs in lr.class_comparisons.items()},
-                "flagged_runs": _flagged(lr),
-            }
-        )
-        if lr.probe:  # --probe: each arm's merged-worker medians (the "all" row)
-            legs[-1]["probe"] = {
-                arm: next(r for r in v["rows"] if r["worker"] == "all") for arm, v in lr.probe.items()
-            }
+def _leg_shape(lr) -> dict:
+    """A leg's name and size (threads, connections, duration, runs)."""
+    leg = lr.leg
     return {
-        "schema": SCHEMA,
+        "name": leg.name,
+        "threads": leg.threads,
+        "connections": leg.connections,
+        "duration_s": leg.duration_s,
+        "runs": leg.runs,
+    }
+
+
+def _ab_leg(lr) -> dict:
+    """One A/B leg of the history line: its shape, arms' knobs, verdicts (whole run, classes)."""
+    line = {
+        "name": lr.leg.name,
+        "backend": lr.leg.backend,
+        "backends": lr.backends(),
+        **{k: v for k, v in _leg_shape(lr).items() if k != "name"},
+        "knobs": lr.knobs,
+        "env": lr.env,
+        **_verdicts(lr.comparisons),
+        "classes": {name: _verdicts(cs) for name, cs in lr.class_comparisons.items()},
+        "flagged_runs": _flagged(lr),
+    }
+    if lr.probe:  # --probe: each arm's merged-worker medians (the "all" row)
+        line["probe"] = {
+            arm: next(r for r in v["rows"] if r["worker"] == "all") for arm, v in lr.probe.items()
+        }
+    return line
+
+
+def history_line(job, *, result_file: str) -> dict:
+    """The compact history record of a job (one JSON object), an A/B's or a ``peers`` job's."""
+    s, peers = job.settings, job.ab == "peers"
+    head = {
+        "schema": 1 if peers else SCHEMA,
         "started_at": job.started_at,
         "finished_at": job.finished_at,
         "result": result_file,
         "profile": job.profile,
+    }
+    pinning = {"pinned": s.pinned, "server_cpus": s.server_cpus, "wrk_cpus": s.wrk_cpus}
+    if peers:
+        legs = [
+            {
+                **_leg_shape(lr),
+                "summary": lr.summary,
+                "ratios": lr.ratios,
+                "intervals": lr.intervals,
+                "flagged_runs": _flagged(lr),
+            }
+            for lr in job.legs
+        ]
+        return {
+            **head,
+            "argv": job.argv,
+            "servers": [p.key for p in job.servers],
+            "ceiling_note": job.ceiling_note,
+            **pinning,
+            "seed": s.seed,
+            "warmup": s.warmup,
+            "provenance": job.provenance,
+            "legs": legs,
+        }
+    return {
+        **head,
         "ab": job.ab,
         "argv": job.argv,
         "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in job.arms},
         "a_ref": job.a_ref,
-        "pinned": s.pinned,
-        "server_cpus": s.server_cpus,
-        "wrk_cpus": s.wrk_cpus,
+        **pinning,
         "workers": s.workers,
         "seed": s.seed,
         "warmup": s.warmup,
         "probe": s.probe_dir is not None,
         "pollution_limit": s.pollution_limit,
         "provenance": job.provenance,
-        "legs": legs,
+        "legs": [_ab_leg(lr) for lr in job.legs],
         "regression": any(v == "regression" for v in job.verdicts()),
     }
+
+
+def show(text: str, files, jsonl: Path | None = None) -> None:
+    """Print a job's report, then ``Files:`` and a line per file it wrote (its history file last)."""
+    print(text)
+    print(files_text(files, appended=jsonl))
 
 
 def append_history(line: dict, out_dir: Path, *, name: str = HISTORY_FILE) -> Path:

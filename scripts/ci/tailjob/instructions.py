@@ -40,14 +40,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tailreactor.backends import io_uring_refused as _io_uring_refused
-
+from . import PROG, REPO
+from . import fail as _fail
+from .outputs import files_text, write_files
 from .parts import C_ROW, ROWS, python_component, shares_by_row  # noqa: F401
 from .peers import make_server, servers
-from .plan import Unavailable
+from .plan import PlanError, Unavailable, without_refused_io_uring
 from .server import ServerError
 
-REPO = Path(__file__).resolve().parents[3]
 #: The servers counted by default (uvloop's loop is C: its count would say little about ours).
 SERVERS = ("bench-epoll", "bench-io_uring", "asyncio")
 BASELINE = REPO / "benchmarks" / "results" / "instructions-baseline.json"
@@ -80,23 +80,25 @@ def bytecode_shares(
 ) -> dict[str, float]:
     """Fractions of the Python bytecodes server ``name`` runs per request outside the parser, by row.
 
-    Counted by ``benchmarks/bytecodes.py`` in this process, one client (one request per round, as
-    the count), with the count's knobs (:data:`DEFAULT_KNOBS`) and a clock that moves 2 us per read,
-    so that every event has aged by its delivery as under callgrind at ``CWIST_REACTOR_TAIL_US=1``.
-    Raises :class:`MeasureError` when the server cannot run here.
+    Counted by ``benchmarks/bytecodes.py --json`` (a process of its own), one client (one request
+    per round, as the count), with the count's knobs (:data:`DEFAULT_KNOBS`) and a clock that moves
+    2 us per read, so that every event has aged by its delivery as under callgrind at
+    ``CWIST_REACTOR_TAIL_US=1``.  Raises :class:`MeasureError` when the server cannot run here.
     """
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_tailjob_bytecodes", REPO / "benchmarks" / "bytecodes.py")
-    assert spec is not None and spec.loader is not None
-    bytecodes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bytecodes)
+    script = str(REPO / "benchmarks" / "bytecodes.py")
+    argv = [sys.executable, script, "--json", "--server", name, "--clients", "1", "--clock-step-us", "2"]
     ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env)}
-    try:
-        counts, _requests = bytecodes.measure(name, 1, cycles, 2, env=ambient)
-    except Exception as exc:  # noqa: BLE001 (io_uring unavailable, a bad knob: one line)
-        raise MeasureError(f"{name}: bytecodes: {exc}") from None
-    return shares_by_row(counts)
+    done = subprocess.run(
+        [*argv, "--cycles", str(cycles)],
+        capture_output=True,
+        text=True,
+        env=ambient,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:  # io_uring unavailable, a bad knob: its one line
+        raise MeasureError(f"{name}: bytecodes: {(done.stderr.strip().splitlines() or ['failed'])[-1]}")
+    return shares_by_row({(f, q): n for f, q, n in json.loads(done.stdout)["counts"]})
 
 
 class MeasureError(RuntimeError):
@@ -399,123 +401,54 @@ def render(counts: list[Count], shares: Mapping[str, Mapping[str, float]] | None
     return "\n".join(lines)
 
 
-# -- the job's hook: ``tail_latency.py --tier instructions`` ----------------------------------
-
-PROG = "tail_latency"
+# -- the job's hook: ``tail_latency count`` ----------------------------------
 
 
-def _requests(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        import argparse
+@dataclass(frozen=True)
+class CountPlan:
+    """What ``count`` counts: ``server`` (None: all, or the bench server on ``backend`` and asyncio),
+    ``requests`` per server, the ``baseline`` to compare with (and ``write_baseline`` to store this
+    count there instead), ``gate`` (exit 1 on a regression), ``out`` (``<out>/results/``)."""
 
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive integer (default {REQUESTS})")
-    return int(text)
-
-
-def add_options(parser) -> None:
-    """The tier's options (the job's ``--tier``, :mod:`tailjob.options`, selects it); shared with the job's ``--gate``, ``--backend``, ``--out``."""
-    g = parser.add_argument_group("instruction tier (--tier instructions)")
-    g.add_argument(
-        "--server",
-        action="append",
-        choices=SERVERS,
-        help="with --tier instructions: a server to count (repeatable; default: all, or the "
-        "bench server on --backend and asyncio)",
-    )
-    g.add_argument(
-        "--requests",
-        type=_requests,
-        default=REQUESTS,
-        help=f"with --tier instructions: requests counted per server ({REQUESTS})",
-    )
-    g.add_argument(
-        "--baseline",
-        type=Path,
-        default=BASELINE,
-        help="with --tier instructions: the baseline JSON (default: "
-        "benchmarks/results/instructions-baseline.json)",
-    )
-    g.add_argument(
-        "--write-baseline",
-        action="store_true",
-        help="with --tier instructions: store this count as the baseline",
-    )
+    out: Path
+    server: list | None = None
+    requests: int = REQUESTS
+    baseline: Path = BASELINE
+    write_baseline: bool = False
+    backend: str | None = None
+    gate: bool = False
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return code
-
-
-def tier_options_given(args) -> bool:
-    """Whether an option of this tier was given (with ``--tier wall`` that is an error)."""
-    return bool(args.server or args.write_baseline or args.requests != REQUESTS or args.baseline != BASELINE)
-
-
-def _refused(args) -> str | None:
-    """What is wrong with the options of this tier, in one line (None: nothing)."""
-    if args.tier != "instructions":
-        given = next(
-            name
-            for flag, name in (
-                (args.server, "--server"),
-                (args.write_baseline, "--write-baseline"),
-                (args.requests != REQUESTS, "--requests"),
-                (True, "--baseline"),
-            )
-            if flag
+def _checked(plan: CountPlan) -> tuple[dict[str, float], list[str]]:
+    """(the baseline to compare with, the servers to count), or :class:`PlanError` (one line)."""
+    if plan.write_baseline and plan.gate:
+        raise PlanError(
+            "--write-baseline stores this count; --gate compares it with the stored one: choose one"
         )
-        return f"{given} applies to --tier instructions"
-    if args.write_baseline and args.gate:
-        return "--write-baseline stores this count; --gate compares it with the stored one: choose one"
-    for flag, name in (
-        (args.peers, "--peers"),
-        (args.calibrate is not None, "--calibrate"),
-        (args.ab, "--ab"),
-        (args.a is not None or args.b is not None, "--a/--b"),
-    ):
-        if flag:
-            return f"{name} applies to --tier wall, not to --tier instructions"
-    return None
-
-
-def _baseline(args) -> dict[str, float]:
-    """The baseline to compare with ({} when none, or counted over other requests without ``--gate``);
-    :class:`ValueError` (one line) when ``--gate`` has nothing to gate on."""
-    baseline = load_baseline(args.baseline)
-    if args.gate and not baseline:
-        raise ValueError(
-            f"--baseline {args.baseline}: no baseline there to gate on (write one with --write-baseline)"
+    baseline = load_baseline(plan.baseline)
+    if plan.gate and not baseline:
+        raise PlanError(
+            f"--baseline {plan.baseline}: no baseline there to gate on (write one with --write-baseline)"
         )
-    counted = baseline_requests(args.baseline)
-    if baseline and counted and counted != {args.requests}:
+    counted = baseline_requests(plan.baseline)
+    if baseline and counted and counted != {plan.requests}:
         # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
         # interpreter's caches): a verdict compares equal counts.
-        if args.gate:
-            raise ValueError(
-                f"--requests {args.requests}: the baseline counted "
+        if plan.gate:
+            raise PlanError(
+                f"--requests {plan.requests}: the baseline counted "
                 f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count"
             )
-        return {}
-    return baseline
-
-
-def _servers(args) -> list[str]:
-    """The servers to count; :class:`ValueError` (one line) for a tool or backend missing here."""
+        baseline = {}
     chosen = list(
-        args.server or [s for s in SERVERS if not args.backend or s in (f"bench-{args.backend}", "asyncio")]
+        plan.server or [s for s in SERVERS if not plan.backend or s in (f"bench-{plan.backend}", "asyncio")]
     )
     missing = missing_tool()
     if missing:
-        raise Unavailable(f"--tier instructions needs callgrind: {missing}")
-    if "bench-io_uring" in chosen:
-        refused = _io_uring_refused()
-        if refused is not None:
-            if args.server or args.backend == "io_uring":
-                raise Unavailable(f"io_uring asked for but unavailable here: {refused}")
-            print(f"{PROG}: bench-io_uring skipped: {refused}", file=sys.stderr, flush=True)
-            chosen.remove("bench-io_uring")
-    return chosen
+        raise Unavailable(f"count needs callgrind: {missing}")
+    on = [s for s in chosen if s == "bench-io_uring"]
+    asked = bool(plan.server) or plan.backend == "io_uring"
+    return baseline, without_refused_io_uring(chosen, on, asked=asked, measuring="counting")
 
 
 def _shares(counts: list[Count]) -> dict[str, dict[str, float]]:
@@ -529,29 +462,22 @@ def _shares(counts: list[Count]) -> dict[str, dict[str, float]]:
     return shares
 
 
-def main_tier(args) -> int:
+def main_tier(plan: CountPlan) -> int:
     """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
 
     Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option; 3 for a missing tool
     or kernel feature, or when a count fails (one line).
     """
-    from datetime import datetime, timezone
-
-    from .outputs import files_text, write_files
-
-    refused = _refused(args)
-    if refused:
-        return _fail(refused, 2)
     try:
-        baseline, chosen = _baseline(args), _servers(args)
-    except ValueError as exc:
-        return _fail(str(exc), 2)
-    except Unavailable as exc:
-        return _fail(str(exc), 3)
+        baseline, chosen = _checked(plan)
+    except PlanError as e:
+        return _fail(str(e), 2)
+    except Unavailable as e:  # valgrind, io_uring asked for
+        return _fail(str(e), 3)
     counts = []
     for name in chosen:
         try:
-            c = count(name, requests=args.requests)
+            c = count(name, requests=plan.requests)
         except MeasureError as exc:
             return _fail(str(exc), 3)
         print(
@@ -569,23 +495,31 @@ def main_tier(args) -> int:
         )
     verdicts = compare(counts, baseline)
     if verdicts:
-        print(f"\nAgainst {args.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
+        print()
+        print(f"Against {plan.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
         for v in verdicts:
             print(f"- {v.server}: {v.base:,.0f} -> {v.now:,.0f} ({v.change:+.2%}): {v.verdict}")
+    _write(plan, counts, shares)
+    if plan.gate and any(v.verdict == "regression" for v in verdicts):
+        return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)
+    return 0
+
+
+def _write(plan: CountPlan, counts: list[Count], shares: dict[str, dict[str, float]]) -> None:
+    """The count's report and JSON under ``<out>/results/`` (and the new baseline), the file list."""
+    from datetime import datetime, timezone
+
     stem = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-instructions"
     commit = _commit()
     whole = f"\n\nBy part (the python row split by bytecodes):\n\n{render(counts, shares)}" if shares else ""
-    md = f"Instructions per request, commit {commit or 'unknown'}, {args.requests} requests per server\n\n"
+    md = f"Instructions per request, commit {commit or 'unknown'}, {plan.requests} requests per server\n\n"
     doc = baseline_document(counts, commit=commit, shares=shares)
-    paths = write_files(args.out / "results", stem, {".md": f"{md}{render(counts)}{whole}\n", ".json": doc})
+    paths = write_files(plan.out / "results", stem, {".md": f"{md}{render(counts)}{whole}\n", ".json": doc})
     notes = []
-    if args.write_baseline:
-        write_baseline(counts, args.baseline, commit=commit, shares=shares)
-        notes.append(f"{args.baseline} (the new baseline)")
+    if plan.write_baseline:
+        write_baseline(counts, plan.baseline, commit=commit, shares=shares)
+        notes.append(f"{plan.baseline} (the new baseline)")
     print("\n" + files_text(paths, notes=notes))
-    if args.gate and any(v.verdict == "regression" for v in verdicts):
-        return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)
-    return 0
 
 
 def _commit() -> str:

@@ -1,7 +1,11 @@
-"""Options of the tail-latency job (``scripts/tail-latency.sh --help``, ``python -m tailjob.options``).
+"""The command line of the tail-latency job: one subcommand per job, each with only its own options.
 
-Apart from :mod:`tailjob.cli` so that ``--help`` needs only the standard
-library, :mod:`tailjob.plan`, :mod:`tailjob.workloads` and ``tailreactor.config``: ``scripts/tail-latency.sh
+``ab`` (the default: no subcommand is ``ab``), ``calibrate``, ``peers``, ``sweep``, ``validate``,
+``count``.  The option groups two subcommands share are written once (the ``_*_options`` helpers).
+:func:`parse` returns the namespace; :mod:`tailjob.cli` turns it into the records the jobs take.
+
+Apart from :mod:`tailjob.cli` so that ``--help`` needs only the standard library,
+:mod:`tailjob.plan`, :mod:`tailjob.workloads` and ``tailreactor.config``: ``scripts/tail-latency.sh
 --help`` prints it with the system Python before anything is installed.
 """
 
@@ -11,14 +15,19 @@ import argparse
 import re
 from pathlib import Path
 
-from . import instructions, ownserver, workloads
+from . import PROG, REPO, fail, instructions, ownserver, workloads  # noqa: F401  (the job's name and one-line error, re-exported)
 from .metrics import METRICS
 from .plan import AB_PRESETS, BACKENDS, PROFILES
 
-REPO = Path(__file__).resolve().parents[3]
-PROG = "tail_latency"
-TIERS = ("wall", "sim", "instructions")
-"""``--tier``: what measures a run (wall-clock time, virtual time, instruction counts)."""
+TIERS = ("wall", "sim")
+"""``ab --tier``: what measures a run (wall-clock time, virtual time; instruction counts are ``count``)."""
+COMMANDS = ("ab", "calibrate", "peers", "sweep", "validate", "count")
+EXIT_CODES = """exit codes:
+  0  done, whatever the verdicts
+  1  --gate and a metric is a regression
+  2  bad input: one line naming the option, the value and what is accepted
+  3  the environment: a tool or kernel feature missing here (wrk, taskset, valgrind, io_uring asked
+     for), a server that would not start or answer, or a run that failed: one line"""
 
 
 def _duration(text: str) -> int:
@@ -66,21 +75,10 @@ def _cores(text: str) -> float:
 
 class _Parser(argparse.ArgumentParser):
     """argparse, whose errors are one line (``tail_latency: error: argument --tier: invalid choice:
-    ...``): the option, the value and what is accepted, without the usage block before it.
-
-    After parsing, ``--workload`` and ``--class`` become the workload (:func:`_traffic`)."""
+    ...``): the option, the value and what is accepted, without the usage block before it."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
-        ns, rest = super().parse_known_args(args, namespace)
-        if hasattr(ns, "classes"):  # this parser's own namespace (not a subparser's)
-            try:
-                _traffic(ns)
-            except workloads.TrafficError as e:
-                self.error(str(e))
-        return ns, rest
+        self.exit(2, f"{PROG}: error: {message}\n")
 
 
 def _traffic(ns: argparse.Namespace) -> None:
@@ -111,218 +109,306 @@ def _traffic(ns: argparse.Namespace) -> None:
     ns.connections = (t.connections,)
 
 
-EXIT_CODES = (
-    "Exit status: 0 done (any verdicts; with --gate, no regression); 1 --gate and a metric is a "
-    "regression; 2 bad input (an option, a combination or a value: one line naming it and what is "
-    "accepted); 3 the environment (a tool or kernel feature missing here -- wrk, taskset, valgrind, "
-    "io_uring asked for -- or a server that would not start or answer, or a run that failed: one line)."
-)
+# -- option groups, each written once and given to the subcommands that take it -------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog=PROG,
-        epilog=EXIT_CODES,
-        description="Interleaved A/B of the bench server under wrk, with a bootstrap verdict per metric. "
-        "No arguments: quick profile, --ab tail, on io_uring then epoll, then the same A/B with --tier sim "
-        "and a table of the sim's verdict beside the live one (any option runs one mode alone). "
-        "--peers: the bench server beside asyncio, uvloop and nginx instead.",
-    )
-    p.add_argument(
-        "--tier",
-        choices=TIERS,
-        default="wall",
-        help="wall: the A/B, --calibrate or --peers of the real server under wrk or the load "
-        "client, in wall-clock time (default); sim: the same A/B in virtual time "
-        "(tailjob.sim: the real reactor and HTTP code, figures a function of code, knobs, "
-        "workload and seed); instructions: callgrind's user-space instructions per request "
-        "of each server, by component, beside a stored baseline (needs valgrind)",
-    )
-    w = p.add_argument_group("workload")
-    w.add_argument(
+def _profile_options(p, *, workers: bool = True) -> None:
+    g = p.add_argument_group("profile (the legs: connections, duration, runs)")
+    g.add_argument(
         "--profile",
         choices=sorted(PROFILES),
         default="quick",
         help="; ".join(f"{k}: {v.description}" for k, v in PROFILES.items()),
     )
-    w.add_argument("--threads", type=_positive, help="wrk threads (default: the profile's; 1 with --pin)")
-    w.add_argument("--connections", type=_connections, help="wrk connections, e.g. 64 or 512,1024")
-    w.add_argument("--duration", type=_duration, help="seconds per run: 3, 3s, 1m")
-    w.add_argument("--runs", type=_positive, help="measured runs per arm in each leg")
-    w.add_argument("--workers", type=_positive, help="bench server --workers (default: CWIST_WORKERS)")
-    w.add_argument(
+    g.add_argument("--threads", type=_positive, help="wrk threads (default: the profile's; 1 with --pin)")
+    g.add_argument("--connections", type=_connections, help="connections, e.g. 64 or 512,1024")
+    g.add_argument("--duration", type=_duration, help="seconds per run: 3, 3s, 1m")
+    g.add_argument("--runs", type=_positive, help="measured runs per arm in each leg")
+    if workers:
+        g.add_argument("--workers", type=_positive, help="bench server --workers (default: CWIST_WORKERS)")
+
+
+def _traffic_options(p) -> None:
+    g = p.add_argument_group("workload")
+    g.add_argument(
         "--workload",
         metavar="NAME|FILE.toml",
-        help="; ".join(
-            f"{k}: {v.description}".replace("%", "%%")  # argparse formats help with %
-            for k, v in workloads.WORKLOADS.items()
-        )
-        + "; default uniform. Or FILE.toml: your own traffic, one table per client class "
-        "(keys: " + ", ".join(workloads.TRAFFIC_KEYS) + "; docs/en/tail-latency-ci.md, "
-        '"Your own traffic"; example: scripts/ci/workloads/example.toml). Every workload but '
-        "closed-loop uniform runs on the job's load client (tailjob.loadgen) and is reported "
-        "per client class, with the latency probe on",
+        help=", ".join(workloads.WORKLOADS) + " (default uniform), or FILE.toml: your own traffic, one "
+        "table per client class (keys: " + ", ".join(workloads.TRAFFIC_KEYS) + "; example: "
+        "scripts/ci/workloads/example.toml)",
     )
-    w.add_argument(
+    g.add_argument(
         "--class",
         dest="classes",
         action="append",
         metavar="'name=N K=V ...'",
-        help="instead of --workload: one client class of your own traffic, the keys of a "
-        "traffic file's table (e.g. 'name=bulk connections=16 loop=closed depth=16 "
-        "service_us=20'); repeat for each class",
+        help="instead of --workload: one client class, a traffic file's keys; repeat per class",
     )
-    w.add_argument(
-        "--load",
-        choices=("closed", "open"),
-        help="uniform only: closed (wrk, the default) or open (the load client: requests sent "
-        "on a schedule, latency from each request's intended send time)",
-    )
-    w.add_argument(
+    g.add_argument("--load", choices=("closed", "open"), help="uniform only: closed (wrk) or open loop")
+    g.add_argument(
         "--rate",
-        help="open-loop rate: requests/s (2000) or a fraction of the capacity measured "
-        "by a short closed-loop run first (0.7x); default: "
+        help="open-loop rate: requests/s (2000) or a fraction of the measured capacity (0.7x); default: "
         + ", ".join(f"{w.name} {w.default_rate}" for w in workloads.WORKLOADS.values() if w.default_rate),
     )
-    w.add_argument(
-        "--schedule",
-        choices=("poisson", "constant"),
-        help="send times of open-loop classes: poisson (default) or constant gaps",
-    )
-    arms = p.add_argument_group("arms (A is the baseline, B the treatment; ratios are B/A)")
-    arms.add_argument(
+    g.add_argument("--schedule", choices=("poisson", "constant"), help="open-loop send times (poisson)")
+
+
+def _arm_options(p, *, a_ref: bool = True) -> None:
+    g = p.add_argument_group("arms (A is the baseline, B the treatment; ratios are B/A)")
+    g.add_argument(
         "--ab",
         choices=sorted(AB_PRESETS),
-        help="tail: CWIST_REACTOR_TAIL_US 3600000 (A, off) vs 3500 (B, on); "
-        "backend: epoll (A) vs io_uring (B); aa: identical arms (control). "
-        "Default: tail",
+        help="tail (the default): CWIST_REACTOR_TAIL_US 3600000 (A, off) vs 3500 (B); "
+        "backend: epoll (A) vs io_uring (B); aa: identical arms (control)",
     )
-    arms.add_argument("--a", metavar="'K=V ...'", help="arm A's CWIST_* variables (custom A/B)")
-    arms.add_argument("--b", metavar="'K=V ...'", help="arm B's CWIST_* variables (custom A/B)")
-    arms.add_argument(
-        "--a-ref",
-        metavar="REF",
-        help="on --tier wall (arm A's bench server) or --tier sim (arm A's simulated runs): arm A "
-        "runs the reactor and HTTP code of git ref REF (a temporary worktree, removed at the end), "
-        "arm B the working tree's; with no --ab/--a/--b both arms' knobs alike",
-    )
-    arms.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        help="backend for arms that do not set it (default: each backend in turn)",
-    )
-    run = p.add_argument_group("runs")
-    run.add_argument(
-        "--pin",
-        action="store_true",
-        help="pin server and wrk to separate CPUs with taskset (wrk -t1 unless --threads)",
-    )
-    run.add_argument(
-        "--server-cpus", default="0", help="taskset CPU list for the server with --pin or --peers (0)"
-    )
-    run.add_argument("--wrk-cpus", default="1", help="taskset CPU list for wrk with --pin or --peers (1)")
-    run.add_argument("--no-warmup", action="store_true", help="skip the discarded warm-up run per leg")
-    run.add_argument("--seed", type=int, default=1, help="seed of the run order and the bootstrap (1)")
-    run.add_argument(
+    g.add_argument("--a", metavar="'K=V ...'", help="arm A's environment (custom A/B)")
+    g.add_argument("--b", metavar="'K=V ...'", help="arm B's environment (custom A/B)")
+    if a_ref:
+        g.add_argument(
+            "--a-ref",
+            metavar="REF",
+            help="arm A runs the reactor and HTTP code of git ref REF (a temporary worktree), "
+            "arm B the working tree's",
+        )
+    _backend_option(g)
+
+
+def _backend_option(p, help: str = "backend for arms that do not set it (default: each in turn)") -> None:
+    p.add_argument("--backend", choices=BACKENDS, help=help)
+
+
+def _run_options(p, *, pin: str = "--pin", probe: bool = True) -> None:
+    g = p.add_argument_group("runs")
+    if pin == "--pin":
+        g.add_argument("--pin", action="store_true", help="pin server and wrk to CPUs with taskset")
+    else:
+        g.add_argument("--no-pin", action="store_true", help="do not pin (pinned by default)")
+    g.add_argument("--server-cpus", default="0", help="taskset CPU list for the server when pinned (0)")
+    g.add_argument("--wrk-cpus", default="1", help="taskset CPU list for wrk when pinned (1)")
+    g.add_argument("--no-warmup", action="store_true", help="skip the discarded warm-up run per leg")
+    g.add_argument("--seed", type=int, default=1, help="seed of the run order and the bootstrap (1)")
+    g.add_argument(
         "--pollution-limit",
         type=_cores,
         default=0.10,
         help="CPU of other processes (cores) above which a run is flagged (0.10)",
     )
-    run.add_argument(
-        "--probe",
-        action="store_true",
-        help="run every server with CWIST_LATENCY_PROBE=1, gather each worker's probe file "
-        "(under <out>/results/<stem>-probe/) and report the probe's figures per arm "
-        "and worker",
-    )
-    verdict = p.add_argument_group("verdict and outputs")
-    verdict.add_argument(
+    if probe:
+        g.add_argument(
+            "--probe",
+            action="store_true",
+            help="CWIST_LATENCY_PROBE=1 on every server; the probe's figures per arm and worker",
+        )
+
+
+def _min_effect_option(p) -> None:
+    p.add_argument(
         "--min-effect",
         type=_fraction,
-        help="minimum effect for every metric, e.g. 5%% (default: per metric, "
+        help="minimum effect for every metric, e.g. 5%% (default per metric: "
         + ", ".join(f"{m.key} {m.min_effect:.0%}" for m in METRICS).replace("%", "%%")
         + ")",
     )
-    verdict.add_argument(
-        "--gate",
-        action="store_true",
-        help="exit 1 if any metric is a regression (inconclusive metrics are printed prominently and exit 0)",
-    )
-    verdict.add_argument(
-        "--calibrate",
-        type=_positive,
-        metavar="K",
-        help="instead of one A/B: K rounds of an A/A leg and legs with about +10%% and "
-        "+25%% server CPU per request injected (CWIST_BENCH_DELAY_US) on each leg of "
-        "the profile; prints per metric the false gain/regression rate, the detection "
-        "rates and the median detectable effect",
-    )
-    verdict.add_argument(
+
+
+def _gate_option(p, what: str = "a metric") -> None:
+    p.add_argument("--gate", action="store_true", help=f"exit 1 if {what} is a regression")
+
+
+def _out_option(p) -> None:
+    p.add_argument(
         "--out",
         type=Path,
         default=REPO / "benchmarks",
-        help="output directory: <out>/results/ and <out>/tail-latency.jsonl (default: benchmarks/)",
+        help="output directory: <out>/results/ and <out>/*.jsonl (default: benchmarks/)",
     )
-    cmp = p.add_argument_group("peers comparison (instead of an A/B)")
-    cmp.add_argument(
-        "--peers",
-        action="store_true",
-        help="run the bench server on io_uring and on epoll, the asyncio and uvloop peers "
-        "(benchmarks/peers/) and nginx as the ceiling if installed, interleaved in random "
-        "order per trial; pinned (server CPU 0, wrk CPU 1, wrk -t1) unless --no-pin",
-    )
-    cmp.add_argument("--no-pin", action="store_true", help="with --peers: do not pin")
-    cmp.add_argument(
-        "--write-readme",
-        action="store_true",
-        help="with --peers: write the comparison's tables into <out>/README.md "
-        "(between its peers-table markers)",
-    )
-    sim = p.add_argument_group("virtual-time tier (--tier sim)")
-    sim.add_argument(
+
+
+def _sim_cost_option(p) -> None:
+    p.add_argument(
         "--sim-cost",
         metavar="'K=US ...'",
-        help="with --tier sim: override cost-model constants (wait_us, harvest_us, callback_us, "
+        help="sim tier: override cost-model constants (wait_us, harvest_us, callback_us, "
         "age_order_us, request_us, client_us; virtual microseconds)",
     )
-    sim.add_argument(
-        "--sweep",
+
+
+RENAMED = {"--peers": "peers", "--calibrate": "calibrate K", "--validate": "validate", "--sweep": "sweep"}
+"""The flat options of the one-parser command line that are subcommands now (said in one line)."""
+
+
+def _ab(sub) -> None:
+    p = sub.add_parser(
+        "ab",
+        help="interleaved A/B of two arms, a verdict per metric (the default)",
+        description="Interleaved A/B of the bench server's two arms, a bootstrap verdict per metric. "
+        "No options: the quick profile, --ab tail, on each backend, then the same A/B in virtual time.",
+    )
+    p.add_argument(
+        "--tier",
+        choices=TIERS,
+        default="wall",
+        help="wall: the real server in wall-clock time (default); sim: the same A/B in virtual time",
+    )
+    _profile_options(p)
+    _traffic_options(p)
+    _arm_options(p)
+    _run_options(p)
+    v = p.add_argument_group("verdict and outputs")
+    _min_effect_option(v)
+    _gate_option(v)
+    _out_option(v)
+    _sim_cost_option(p.add_argument_group("virtual-time tier (--tier sim)"))
+    ownserver.add_server_options(p)
+
+
+def _calibrate(sub) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="K rounds of A/A and injected slowdowns: what a verdict is worth here",
+        description="K rounds of an A/A leg and legs with about +10%% and +25%% server CPU per request "
+        "injected (CWIST_BENCH_DELAY_US) on each leg of the profile; per metric the false "
+        "gain/regression rate, the detection rates and the median detectable effect.",
+    )
+    p.add_argument("rounds", type=_positive, metavar="K", help="rounds")
+    _profile_options(p)
+    _backend_option(p)
+    _run_options(p, probe=False)
+    _min_effect_option(p)
+    _out_option(p)
+    ownserver.add_server_options(p)
+
+
+def _peers(sub) -> None:
+    p = sub.add_parser(
+        "peers",
+        help="the bench server on each backend beside asyncio, uvloop and nginx",
+        description="The bench server on io_uring and on epoll, the asyncio and uvloop peers "
+        "(benchmarks/peers/) and nginx as the ceiling if installed, interleaved per trial, pinned.",
+    )
+    _profile_options(p, workers=False)
+    _run_options(p, pin="--no-pin", probe=False)
+    p.add_argument(
+        "--write-readme",
         action="store_true",
-        help="with --tier sim: instead of one A/B, a grid of A/Bs (backends x load points x "
-        "knob settings, each against age-based dispatch off), its report, JSON, heat maps "
-        "and history line (tailjob.sim.sweep)",
+        help="write the tables into <out>/README.md (between its peers-table markers)",
     )
-    sim.add_argument(
-        "--grid",
-        metavar="default|FILE",
-        help="with --sweep: the grid, 'default' (the default) or a TOML file "
-        '(docs/en/sweep.md, "The sweep")',
+    _out_option(p)
+
+
+def _sweep(sub) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="a grid of A/Bs in virtual time (backends x loads x knobs), heat maps",
+        description="A grid of A/Bs in virtual time (backends x load points x knob settings, each "
+        "against age-based dispatch off): report, JSON, heat maps, history line.",
     )
-    sim.add_argument(
+    p.add_argument("--grid", metavar="default|FILE", help="'default' or a grid TOML file")
+    p.add_argument(
         "--dask",
         nargs="?",
         const="local",
         metavar="ADDRESS",
-        help="with --sweep: run the cells on Dask distributed (the sweep extra): a LocalCluster "
-        "of one worker per CPU, or the scheduler at ADDRESS; default: local worker processes",
+        help="run on Dask (the sweep extra): a LocalCluster, or the scheduler at ADDRESS",
     )
-    val = p.add_argument_group("validation of the sim tier against the live job")
-    val.add_argument(
-        "--validate",
-        action="store_true",
-        help="run the A/B of the other options on the live tier, then on the sim tier (the same "
-        "profile, arms, backends, workload and load; --pin, --threads, --probe go to the live "
-        "run only, --sim-cost to the sim's), and print per leg, scope (whole run, each class) "
-        "and metric the live B/A, interval and verdict beside the sim's, and whether they "
-        "agree (where the live run resolves the metric); writes "
-        "<out>/results/<stem>-validate.md and .json and a line of "
-        "<out>/tail-latency-validate.jsonl",
+    _out_option(p)
+
+
+def _validate(sub) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="the same A/B live and in virtual time, and whether they agree",
+        description="The A/B on the live tier, then on the sim tier (--pin, --threads, --probe go to "
+        "the live run only, --sim-cost to the sim's): per leg, scope and metric both verdicts "
+        "and whether they agree.",
     )
-    instructions.add_options(p)
-    ownserver.add_server_options(p)
+    _profile_options(p, workers=False)
+    _traffic_options(p)
+    _arm_options(p, a_ref=False)
+    _run_options(p)
+    _min_effect_option(p)
+    _sim_cost_option(p)
+    _out_option(p)
+
+
+def _count(sub) -> None:
+    p = sub.add_parser(
+        "count",
+        help="the instruction tier: callgrind's instructions per request, beside a baseline",
+        description="Callgrind's user-space instructions per request of each server, by component, "
+        "beside a stored baseline (needs valgrind).",
+    )
+    p.add_argument(
+        "--server",
+        action="append",
+        choices=instructions.SERVERS,
+        help="a server to count (repeatable; default: all, or the bench server on --backend and asyncio)",
+    )
+    p.add_argument(
+        "--requests",
+        type=_positive,
+        default=instructions.REQUESTS,
+        help=f"per server ({instructions.REQUESTS})",
+    )
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=instructions.BASELINE,
+        help="the baseline JSON (benchmarks/results/instructions-baseline.json)",
+    )
+    p.add_argument("--write-baseline", action="store_true", help="store this count as the baseline")
+    _backend_option(p, "count the bench server on this backend (and asyncio)")
+    _gate_option(p, "a server's instructions per request")
+    _out_option(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        description="The tail-latency job. No subcommand is `ab`; no arguments: the quick A/B of "
+        "age-based dispatch on each backend, then the same A/B in virtual time.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for add in (_ab, _calibrate, _peers, _sweep, _validate, _count):
+        add(sub)
     return p
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """The namespace of ``argv`` (no subcommand: ``ab``); an option of another subcommand is one line
+    naming the subcommands it belongs to (exit 2)."""
+    parser = parser or build_parser()
+    argv = list(argv)
+    if "--tier" in argv[:-1] and argv[argv.index("--tier") + 1] == "instructions":
+        parser.error(f"--tier instructions: now a subcommand: {PROG} count [options]")
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "ab")
+    ns, rest = parser.parse_known_args(argv)
+    if rest:
+        name = rest[0].split("=", 1)[0]
+        if name in RENAMED:
+            parser.error(f"{name}: now a subcommand: {PROG} {RENAMED[name]} [options]")
+        if not name.startswith("-"):
+            parser.error(f"{name!r}: not a subcommand; accepted: {', '.join(COMMANDS)}")
+        owners = [c for c, sp in _subparsers(parser).items() if name in sp._option_string_actions]
+        where = f"an option of {', '.join(owners)}" if owners else f"see {PROG} {ns.command} --help"
+        parser.error(f"{name}: not an option of {ns.command} ({where})")
+    if hasattr(ns, "classes"):  # --workload and --class become the workload, checked whole
+        try:
+            _traffic(ns)
+        except workloads.TrafficError as e:
+            parser.error(str(e))
+    return ns
+
+
 if __name__ == "__main__":  # scripts/tail-latency.sh --help: the standard library only
-    build_parser().parse_args(["--help"])
+    import sys
+
+    parse(sys.argv[1:] or ["--help"])

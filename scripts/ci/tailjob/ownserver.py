@@ -23,8 +23,8 @@ has is refused in one line (exit 2, :func:`refused`): the latency probe, the vir
 instruction tiers, ``--a-ref``, ``--peers``, the bench server's knobs, backends and workers.
 
 Apart from :mod:`tailjob.options` (which calls :func:`add_server_options`) and
-:mod:`tailjob.cli` (which calls :func:`refused`, :func:`commands`, :func:`arms`, :func:`legs`),
-nothing here knows the command line; below them, the commands travel in
+:mod:`tailjob.cli` (which calls :func:`refused`, :func:`commands`, :func:`arms`, :func:`legs` with
+the parsed options or their :class:`~tailjob.plan.AbOptions`), nothing here knows the command line; below them, the commands travel in
 :attr:`tailjob.measure.Settings.commands`.
 """
 
@@ -35,7 +35,18 @@ import shlex
 import shutil
 from dataclasses import replace
 
-from .plan import AB_PRESETS, Arm, Leg, Overrides, PlanError, Profile, Unavailable, arms_for, peer_legs
+from .plan import (
+    AB_PRESETS,
+    AbOptions,
+    Arm,
+    Leg,
+    Overrides,
+    PlanError,
+    Profile,
+    Unavailable,
+    arms_for,
+    peer_legs,
+)
 
 __all__ = [
     "add_server_options",
@@ -95,7 +106,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def given(args: argparse.Namespace) -> bool:
+def given(args: AbOptions | argparse.Namespace) -> bool:
     """Whether a server command was given."""
     return any(getattr(args, name, None) is not None for name in ("server_cmd", "a_cmd", "b_cmd"))
 
@@ -118,8 +129,8 @@ def refused(args: argparse.Namespace, *, other_tier: bool = False) -> str | None
         (getattr(args, "a_ref", None) is not None, "--a-ref runs the project's code of a git ref"),
         (getattr(args, "peers", False), "--peers runs the project's own servers and peers"),
         (
-            getattr(args, "calibrate", None) is not None and getattr(args, "server_cmd", None) is None,
-            "--calibrate runs A/A legs of one server: give it as --server-cmd",
+            getattr(args, "command", None) == "calibrate" and getattr(args, "server_cmd", None) is None,
+            "calibrate runs A/A legs of one server: give it as --server-cmd",
         ),
         (getattr(args, "backend", None) is not None, "--backend is the bench server's"),
         (getattr(args, "workers", None) is not None, "--workers is the bench server's"),
@@ -141,7 +152,7 @@ def _option(args: argparse.Namespace) -> str:
     return "--server-cmd" if getattr(args, "server_cmd", None) is not None else "--a-cmd/--b-cmd"
 
 
-def commands(args: argparse.Namespace) -> dict[str, str] | None:
+def commands(args: AbOptions | argparse.Namespace) -> dict[str, str] | None:
     """Per arm key, the command its server runs (None: the bench server).
 
     :class:`~tailjob.plan.PlanError` for a bad combination or a command without ``{port}`` or
@@ -155,7 +166,7 @@ def commands(args: argparse.Namespace) -> dict[str, str] | None:
         )
     if both is None and (a is None or b is None):
         raise PlanError(f"--{'b' if b is None else 'a'}-cmd missing: --a-cmd and --b-cmd go together")
-    out = {"A": both or a, "B": both or b}
+    out: dict[str, str] = {"A": both or a or "", "B": both or b or ""}
     for key, cmd in out.items():
         option = "--server-cmd" if both is not None else f"--{key.lower()}-cmd"
         try:
@@ -172,7 +183,7 @@ def commands(args: argparse.Namespace) -> dict[str, str] | None:
     return out
 
 
-def arms(args: argparse.Namespace, cmds: dict[str, str]) -> tuple[str, tuple[Arm, Arm]]:
+def arms(args: AbOptions | argparse.Namespace, cmds: dict[str, str]) -> tuple[str, tuple[Arm, Arm]]:
     """The A/B's name and arms for a server command: ``--ab aa``, or ``--a``/``--b`` with any
     ``NAME=VALUE`` variables; with ``--a-cmd``/``--b-cmd`` the arms may set none."""
     custom = args.a is not None or args.b is not None

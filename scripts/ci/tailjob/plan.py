@@ -29,10 +29,15 @@ from __future__ import annotations
 import random
 import re
 import shlex
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
 
 from tailreactor import config as _config
+
+from . import PROG
 
 __all__ = [
     "Profile",
@@ -52,6 +57,8 @@ __all__ = [
     "PlanError",
     "Unavailable",
     "BACKENDS",
+    "AbOptions",
+    "check_environment",
 ]
 
 BACKENDS = ("io_uring", "epoll")
@@ -334,6 +341,34 @@ def arm_knobs(env: Mapping[str, str]) -> dict[str, object]:
     return {k.name: getattr(cfg, k.attr) for k in _config.KNOBS}
 
 
+def check_environment(environ: Mapping[str, str]) -> None:
+    """Every ``CWIST_*`` knob in this process's environment must parse, even where an arm or the
+    leg overrides it: an ignored typo would make the run look configured when it is not.
+    Unknown ``CWIST_*`` names are left alone (the reference ignores them too)."""
+    try:
+        _config.load(environ)
+    except _config.ConfigError as e:
+        raise PlanError(f"environment: {e}") from None
+
+
+def without_refused_io_uring(items: list, on_io_uring: list, *, asked: bool, measuring: str) -> list:
+    """``items`` (legs, plans) less ``on_io_uring`` (those of them on io_uring) where the kernel refuses
+    io_uring (Docker's default seccomp profile).  Unasked (each backend in turn, the default), they
+    are skipped with one line naming the reason; ``asked`` for, it is a :class:`PlanError`: a
+    measurement of io_uring cannot quietly become one of epoll."""
+    if not on_io_uring:
+        return items
+    from tailreactor.backends import io_uring_refused
+
+    refused = io_uring_refused()
+    if refused is None:
+        return items
+    if asked:
+        raise Unavailable(f"io_uring asked for but unavailable here: {refused}")
+    print(f"{PROG}: io_uring skipped: {refused}; {measuring} epoll only", file=sys.stderr, flush=True)
+    return [x for x in items if x not in on_io_uring]
+
+
 def shuffled_schedule(keys: list[str], trials: int, *, seed: int) -> list[list[str]]:
     """``trials`` orders of ``keys``, each shuffled with one ``random.Random(seed)``."""
     rng = random.Random(seed)
@@ -348,3 +383,71 @@ def shuffled_schedule(keys: list[str], trials: int, *, seed: int) -> list[list[s
 def rmit_schedule(trials: int, *, seed: int) -> list[list[str]]:
     """``trials`` lists, each ``["A", "B"]`` or ``["B", "A"]`` drawn with ``random.Random(seed)``."""
     return shuffled_schedule(["A", "B"], trials, seed=seed)
+
+
+@dataclass(frozen=True)
+class AbOptions:
+    """One A/B as asked for, on either tier (``ab``, ``validate`` and the main job's answer build
+    it; :mod:`tailjob.cli` from the command line, the others from one another with ``replace``).
+
+    ``workload``: a workload's name or a :class:`~tailjob.workloads.Traffic`; ``argv``: the command
+    line as given, for the records (:meth:`command` for one derived from another)."""
+
+    out: Path
+    tier: str = "wall"
+    profile: str = "quick"
+    threads: int | None = None
+    connections: tuple[int, ...] | None = None
+    duration: int | None = None
+    runs: int | None = None
+    workers: int | None = None
+    workload: Any = "uniform"  # a name, or a workloads.Traffic (workloads imports this module)
+    load: str | None = None
+    rate: str | None = None
+    schedule: str | None = None
+    ab: str | None = None
+    a: str | None = None
+    b: str | None = None
+    a_ref: str | None = None
+    backend: str | None = None
+    pin: bool = False
+    server_cpus: str = "0"
+    wrk_cpus: str = "1"
+    no_warmup: bool = False
+    seed: int = 1
+    pollution_limit: float = 0.10
+    probe: bool = False
+    min_effect: float | None = None
+    gate: bool = False
+    sim_cost: str | None = None
+    server_cmd: str | None = None  # a server command (tailjob.ownserver), else the bench server
+    a_cmd: str | None = None
+    b_cmd: str | None = None
+    ready_timeout: float = 30.0  # ownserver.READY_TIMEOUT_S
+    argv: tuple[str, ...] = ()
+
+    def arms(self) -> tuple[str, tuple[Arm, Arm]]:
+        """The A/B's name (the ``--ab`` preset, ``custom`` for ``--a``/``--b``, ``aref`` for ``--a-ref``
+        alone, else ``tail``) and its two arms (:class:`PlanError` for ``--ab`` with ``--a``/``--b``)."""
+        custom = self.a is not None or self.b is not None
+        if self.ab and custom:
+            raise PlanError("--ab cannot be combined with --a/--b")
+        name = "custom" if custom else self.ab or ("aref" if self.a_ref is not None else "tail")
+        return name, arms_for(name if name in AB_PRESETS else None, a=self.a, b=self.b)
+
+    def command(self) -> list[str]:
+        """The options of this A/B that differ from the defaults, as a command line (for the records
+        of an A/B derived from another; ``--out`` last)."""
+        out = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("out", "argv") or value == f.default:
+                continue
+            option = "--" + f.name.replace("_", "-")
+            if value is True:
+                out.append(option)
+            elif isinstance(value, tuple):
+                out += [option, ",".join(map(str, value))]
+            else:
+                out += [option, str(getattr(value, "name", value))]
+        return [*out, "--out", str(self.out)]

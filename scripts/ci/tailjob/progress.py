@@ -11,14 +11,36 @@ durations plus the average overhead per run seen so far (server start/stop).
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from . import PROG
 from .plan import Leg
 
-__all__ = ["JobProgress"]
+__all__ = ["JobProgress", "counter"]
+
+
+def counter(label: str, *, lines: int) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` for runs outside the trial loop (the sim tier, the sweep): on a
+    terminal one line rewritten, in a log about ``lines`` lines in all."""
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if not tty and done != total and done % max(total // lines, 1):
+            return
+        end = "" if tty and done < total else "\n"
+        print(
+            f"{chr(13) if tty else ''}{PROG}: {label}: {done}/{total} runs",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return progress
 
 
 class JobProgress:

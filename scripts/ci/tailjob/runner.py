@@ -27,13 +27,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
-from . import pooled, probeleg, stats
+from . import pooled, probeleg, refcode, stats
 from .loadgen import LoadSpec
 from .measure import LOAD_CLIENT, WRK, JobError, Measure, RunPlan, RunRecord, Settings  # noqa: F401
 from .metrics import CLASS_METRICS, POOLED_KEYS
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
 from .server import BenchServer, CommandServer, ServerProcess
-from .sim import refcode
 from .workloads import CAPACITY_PATH, CAPACITY_S
 
 Progress = Callable[[str, dict], None]
@@ -253,7 +252,7 @@ class ABDesign:
     :data:`tailjob.workloads.CAPACITY_S` s closed-loop wrk run on arm A (``LegResult.capacity``).
 
     ``code`` (``--a-ref``): per arm key, the ``reference/`` directory its bench server imports
-    :mod:`tailreactor` from (first on its ``PYTHONPATH``, :func:`tailjob.sim.refcode.server_env`);
+    :mod:`tailreactor` from (first on its ``PYTHONPATH``, :func:`tailjob.refcode.server_env`);
     every server then says which it imported, and a run whose server imported another is a
     :class:`JobError`.  None: the servers import what the job's own import path finds.
     """

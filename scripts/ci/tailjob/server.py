@@ -15,7 +15,7 @@ the run flagged).  Subclasses say what to run and which line means "ready":
       tailreactor-bench: listening on 127.0.0.1:3000, backend io_uring, workers 1, pid 42
 
   which also names the backend and the number of workers; with ``--a-ref``
-  (``report_code``) it runs under :func:`tailjob.sim.refcode.server_command`
+  (``report_code``) it runs under :func:`tailjob.refcode.server_command`
   and so first names the :mod:`tailreactor` it imported (``code``);
 * the peers of ``--peers`` (:mod:`tailjob.peers`);
 * :class:`CommandServer` -- a server the job did not write (``--server-cmd``,
@@ -42,8 +42,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from . import procstat
-from .sim import refcode
+from . import procstat, refcode
 
 __all__ = [
     "ServerProcess",

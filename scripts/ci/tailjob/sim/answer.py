@@ -12,8 +12,9 @@ falls as one over the square root of the pairs).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..plan import AbOptions
 from ..stats import GAIN, REGRESSION, Comparison
 
 __all__ = ["Row", "rows", "render", "beside_live", "ANSWER_DURATION_S"]
@@ -94,30 +95,21 @@ def render(table: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def beside_live(args, live_legs, code: int) -> int:
-    """Run ``--tier sim`` with the live job's workload and arms (its files under ``args.out``), then
-    print the answer.  Returns the live job's exit code, or the sim tier's when that failed (2, 3)."""
-    from ..options import build_parser
+def beside_live(live: AbOptions, live_legs, code: int) -> int:
+    """Run the live A/B ``live`` again in virtual time (its files under the same ``--out``), then print
+    the answer.  Returns the live job's exit code, or the sim tier's when that failed (2, 3)."""
     from .cli import main_sim
 
     # One virtual second per run (the live runs' 2 s hold the same rate): the answer stays within about
     # two minutes beside the live job on a 2-core machine.
-    argv = [
-        "--tier",
-        "sim",
-        "--workload",
-        args.workload,
-        "--duration",
-        str(ANSWER_DURATION_S),
-        "--out",
-        str(args.out),
-    ]
+    sim = replace(live, tier="sim", duration=ANSWER_DURATION_S)
+    sim = replace(sim, argv=tuple(sim.command()))
     print("\nThe same A/B in virtual time (--tier sim):\n", flush=True)
-    sim_legs: list = []
-    sim_code = main_sim(build_parser().parse_args(argv), argv, legs_out=sim_legs)
+    done: dict = {}
+    sim_code = main_sim(sim, collect=done)
     if sim_code >= 2:
         return code or sim_code
-    live = {lr.leg.backend: lr.comparisons for lr in live_legs if lr.leg.backend}
-    sim = {leg.plan.backend_for("A"): list(leg.comparisons.values()) for leg in sim_legs}
-    print("\n" + render(rows(sim, live)))
+    live_by = {lr.leg.backend: lr.comparisons for lr in live_legs if lr.leg.backend}
+    sim_by = {leg.plan.backend_for("A"): list(leg.comparisons.values()) for leg in done["legs"]}
+    print("\n" + render(rows(sim_by, live_by)))
     return code

@@ -311,7 +311,7 @@ def new_executor(
     ctx = multiprocessing.get_context("spawn")
     if code is None:
         return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx)
-    from .refcode import use
+    from ..refcode import use
 
     return concurrent.futures.ProcessPoolExecutor(
         max_workers=n, mp_context=ctx, initializer=use, initargs=(code,)

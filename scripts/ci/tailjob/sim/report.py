@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from .. import stats
+from ..history import without_out
 from ..outputs import dumps, write_atomic
 from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
 from ..stats import INCONCLUSIVE, REGRESSION
@@ -194,19 +195,6 @@ def _median_counters(runs) -> dict:
 
 def _comparisons_dict(comps) -> dict:
     return {key: c.as_dict() for key, c in comps.items()}
-
-
-def without_out(argv: list[str]) -> list[str]:
-    """``argv`` less ``--out DIR``: where the files go is not part of the result."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--out":
-            skip = True
-        elif not arg.startswith("--out="):
-            out.append(arg)
-    return out
 
 
 def result_document(job: dict, legs) -> dict:

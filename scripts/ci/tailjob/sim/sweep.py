@@ -206,7 +206,7 @@ def result_document(result: SweepResult, *, argv: list[str], provenance: dict) -
     """Everything the sweep decided, with no wall-clock time, output directory or engine: the same
     grid at the same commit gives the same bytes, on local processes or on Dask.  ``legs``: the
     cells (the key ``benchmarks/compact_result.py`` reads)."""
-    from .report import without_out
+    from ..history import without_out
 
     g = result.grid
     models = {

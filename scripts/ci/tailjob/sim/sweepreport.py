@@ -1,4 +1,4 @@
-"""The sweep's outputs and command line (``--tier sim --sweep``): report, result JSON, heat maps, history line.
+"""The sweep's outputs and command line (``sweep``): report, result JSON, heat maps, history line.
 
 :func:`main_sweep` checks the options and the grid before anything runs, runs the sweep, then writes
 (each file whole, :mod:`tailjob.outputs`) ``<out>/results/<stem>.md`` (the report), ``<stem>.json``
@@ -9,18 +9,18 @@ ratio) and a line of ``<out>/tail-latency-sweep.jsonl``; ``<stem>`` is ``<start>
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import resource
-import sys
 import time
 from collections import Counter
 from datetime import datetime, timezone
+from pathlib import Path
 
-from .. import history, outputs, stats
+from .. import REPO, history, outputs, stats
+from .. import fail as _error
 from ..metrics import ci_text, format_value
-from ..options import PROG, REPO
+from ..progress import counter
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
 from . import sweep as _sweep
 
@@ -34,45 +34,6 @@ COLOURS = {
     INCONCLUSIVE: "#d9d9d9",
     NO_VERDICT: "#ffffff",
 }
-
-
-def _error(message: str, code: int) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return code
-
-
-def refuse_cell_options(args: argparse.Namespace) -> None:
-    """The options a sweep's grid replaces (or that mean nothing for it): one line each."""
-    given = [
-        ("--ab", args.ab),
-        ("--a", args.a),
-        ("--b", args.b),
-        ("--backend", args.backend),
-        ("--class", args.classes),
-        ("--workload", args.workload != "uniform"),
-        ("--load", args.load),
-        ("--rate", args.rate),
-        ("--schedule", args.schedule),
-        ("--connections", args.connections),
-        ("--duration", args.duration),
-        ("--runs", args.runs),
-        ("--min-effect", args.min_effect),
-        ("--sim-cost", args.sim_cost),
-        ("--a-ref", args.a_ref),
-        ("--gate", args.gate),
-        ("--pin", args.pin),
-        ("--probe", args.probe),
-        ("--peers", args.peers),
-        ("--calibrate", args.calibrate),
-        ("--workers", args.workers),
-        ("--threads", args.threads),
-    ]
-    for name, value in given:
-        if value:
-            raise _sweep.GridError(
-                f"{name}: a sweep takes its cells from --grid (backends, [[load]], "
-                "[[policy]], seeds); accepted with --sweep: --grid, --dask, --out"
-            )
 
 
 def _cell(c) -> str:
@@ -368,53 +329,32 @@ def _heat_map(ax, plt, at, rows, cols, workload: str, name: str, key: str, *, fi
     ax.set_title(f"{name} {key} B/A", fontsize=9)
 
 
-def _grid(args: argparse.Namespace):
-    """The grid ``--grid`` names, checked before anything runs (:class:`GridError`, one line)."""
-    refuse_cell_options(args)
-    grid = _sweep.load_grid(args.grid or "default")
-    if "io_uring" in grid.backends:
-        from tailreactor.backends import io_uring_refused
-
-        refused = io_uring_refused()
-        if refused is not None:
-            raise _sweep.GridError(
-                f"--grid {args.grid or 'default'}: backends lists io_uring, unavailable "
-                f"here ({refused}); accepted: a grid without it"
-            )
-    return grid
-
-
-def _progress(name: str):
-    tty = sys.stderr.isatty()
-
-    def progress(done, total):
-        if not tty and done != total and done % max(total // 10, 1):
-            return
-        print(
-            f"{chr(13) if tty else ''}{PROG}: sweep {name}: {done}/{total} runs",
-            end="" if tty and done < total else "\n",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    return progress
-
-
-def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int:
-    """``--tier sim --sweep``: exit 0 done, 2 bad options or grid (nothing written), 3 a run failed."""
+def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list[str], client=None) -> int:
+    """``sweep``: the grid ``grid_name`` (None: ``default``) on local worker processes, or on Dask
+    (``dask``: ``local`` or a scheduler's address), its files under ``out``.  Exit 0 done, 2 a bad
+    grid (nothing written), 3 a run failed."""
     try:
-        grid = _grid(args)
+        grid = _sweep.load_grid(grid_name or "default")
+        if "io_uring" in grid.backends:
+            from tailreactor.backends import io_uring_refused
+
+            refused = io_uring_refused()
+            if refused is not None:
+                raise _sweep.GridError(
+                    f"--grid {grid_name or 'default'}: backends lists io_uring, unavailable "
+                    f"here ({refused}); accepted: a grid without it"
+                )
     except _sweep.GridError as e:
         return _error(str(e), 2)
-    engine = "dask" if args.dask else "local"
+    engine = "dask" if dask else "local"
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    progress = counter(f"sweep {grid.name}", lines=10)
     try:
-        address = args.dask or "local"
         result = _sweep.run_sweep(
-            grid, engine=engine, dask_address=address, client=client, progress=_progress(grid.name)
+            grid, engine=engine, dask_address=dask or "local", client=client, progress=progress
         )
     except _sweep.GridError as e:
         return _error(str(e), 2)
@@ -437,11 +377,9 @@ def main_sweep(args: argparse.Namespace, argv: list[str], *, client=None) -> int
     md = render(result, argv=argv, provenance=provenance, timing=timing)
     files: dict[str, bytes | str] = {".json": outputs.dumps(doc), ".md": md}
     files |= {f"-{w}.{ext}": data for w, im in heat_maps(result).items() for ext, data in im.items()}
-    paths = outputs.write_files(args.out / "results", stem, files)
+    paths = outputs.write_files(out / "results", stem, files)
     line = history_line(
         result, argv=argv, provenance=provenance, timing=timing, result_file=f"results/{stem}.json"
     )
-    jsonl = history.append_history(line, args.out, name=HISTORY_FILE)
-    print(md)
-    print(outputs.files_text(paths, appended=jsonl))
+    history.show(md, paths, history.append_history(line, out, name=HISTORY_FILE))
     return 0

@@ -1,4 +1,4 @@
-"""``--validate``: the same A/B on the live tier and in virtual time, and whether they agree.
+"""``validate``: the same A/B on the live tier and in virtual time, and whether they agree.
 
 Role
 ----
@@ -24,24 +24,25 @@ beside the sim's B/A and verdict, and an outcome (:func:`outcome`):
   is outside the live interval.
 
 The comparison (:func:`compare`) reads only the two result documents, so it
-is tested on recorded ones (``fixtures/validate/``).  Writes
+is tested on recorded ones (``fixtures/validate/``); :func:`main_validate` gives it the two
+documents the tiers return, in memory.  Writes
 ``<out>/results/<stem>-validate.md`` and ``.json`` beside the two tiers' own
 files, and appends one line to ``<out>/tail-latency-validate.jsonl``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import history
-from ..options import PROG, REPO, build_parser
-from ..plan import PlanError
+from .. import PROG, REPO, history
+from .. import fail as _error
+from ..plan import AbOptions, PlanError
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION, metric
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "compare",
     "render",
     "main_validate",
+    "tiers",
     "AGREE",
     "DISAGREE",
     "LIVE_UNRESOLVED",
@@ -72,12 +74,6 @@ RULE = (
     "with its B/A outside the live interval; it is **sim unresolved** when the sim calls `inconclusive` "
     "or `n/a` and its B/A (if any) is outside the live interval."
 )
-
-# Options that only mean something for processes on a machine: the live side takes them, the sim's
-# command leaves them out (with their values).
-_LIVE_ONLY_FLAGS = ("--pin", "--probe", "--no-warmup")
-_LIVE_ONLY_VALUED = ("--threads", "--server-cpus", "--wrk-cpus", "--pollution-limit")
-_SIM_ONLY_VALUED = ("--sim-cost",)
 
 
 @dataclass(frozen=True)
@@ -377,48 +373,23 @@ def history_line(doc: dict, *, result_file: str) -> dict:
 # -- the command -------------------------------------------------------------------------------------
 
 
-def _strip(argv: list[str], flags: tuple[str, ...], valued: tuple[str, ...]) -> list[str]:
-    """``argv`` less ``flags`` and ``valued`` options with their values (``--x V`` or ``--x=V``)."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0]
-        if arg in flags:
-            continue
-        if name in valued:
-            skip = "=" not in arg
-            continue
-        out.append(arg)
-    return out
-
-
-def tier_argvs(argv: list[str]) -> tuple[list[str], list[str]]:
-    """The live job's and the sim tier's command lines for ``--validate``'s ``argv``."""
-    base = [a for a in argv if a != "--validate"]
-    live = _strip(base, (), _SIM_ONLY_VALUED)
-    sim = ["--tier", "sim", *_strip(base, _LIVE_ONLY_FLAGS, _LIVE_ONLY_VALUED)]
-    return live, sim
-
-
-def _refuse(args: argparse.Namespace) -> None:
-    from .. import instructions
-
-    for given, text in (
-        (args.tier != "wall", f"--tier {args.tier}"),
-        (args.calibrate, "--calibrate"),
-        (args.peers, "--peers"),
-        (args.a_ref is not None, "--a-ref"),
-        (args.gate, "--gate"),
-        (args.workers, "--workers"),
-        (instructions.tier_options_given(args), "an instruction-tier option"),
-    ):
-        if given:
-            raise PlanError(
-                f"--validate runs one A/B on the live tier and on the sim tier, on this tree's code, "
-                f"and reports whether they agree: leave out {text}"
-            )
+def tiers(o: AbOptions) -> tuple[AbOptions, AbOptions]:
+    """The live A/B and the sim tier's of ``validate``'s options ``o``: the live one without
+    ``--sim-cost``, the sim one without what only processes on a machine mean (pinning, wrk threads,
+    the probe, the warm-up, the CPU lists, the pollution limit)."""
+    live = replace(o, tier="wall", sim_cost=None)
+    sim = replace(
+        o,
+        tier="sim",
+        pin=False,
+        threads=None,
+        probe=False,
+        no_warmup=False,
+        server_cpus="0",
+        wrk_cpus="1",
+        pollution_limit=0.10,
+    )
+    return replace(live, argv=tuple(live.command())), replace(sim, argv=tuple(sim.command()))
 
 
 def _rel(path: Path, out: Path) -> str:
@@ -428,77 +399,65 @@ def _rel(path: Path, out: Path) -> str:
         return str(path)
 
 
-def main_validate(args: argparse.Namespace, argv: list[str]) -> int:
-    """``--validate`` (see the module docstring).  Exit 0 done (whatever the outcomes), 2 bad options,
-    3 a run failed."""
-    from ..cli import _error, run_args
-    from .cli import main_sim, plan_sim
+def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
+    """``validate`` (see the module docstring); ``run_ab(options, collect=dict)``: runs one A/B on its
+    tier and gives its result (:func:`tailjob.cli.run_ab`).  Exit 0 done (whatever the outcomes),
+    2 bad options, 3 a run failed."""
+    from .cli import plan_sim
     from .costs import CostError
 
-    live_argv, sim_argv = tier_argvs(argv)
-    parser = build_parser()
-    live_args, sim_args = parser.parse_args(live_argv), parser.parse_args(sim_argv)
+    live_o, sim_o = tiers(o)
     try:
-        _refuse(args)
-        plan_sim(sim_args)  # the sim's options are checked before the live job runs
+        plan_sim(sim_o)  # the sim's options are checked before the live job runs
     except (PlanError, CostError) as e:
         return _error(str(e), 2)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    before = os.getloadavg()[0]
+    load = [os.getloadavg()[0]]
     live: dict = {}
-    print(
-        f"{PROG}: --validate: the live A/B first (scripts/tail-latency.sh {' '.join(live_argv)})\n",
-        flush=True,
-    )
-    code = run_args(live_args, live_argv, collect=live)
-    if code:
-        return code
-    after = os.getloadavg()[0]
-    print(
-        f"\n{PROG}: --validate: the same A/B in virtual time (scripts/tail-latency.sh {' '.join(sim_argv)})\n",
-        flush=True,
-    )
     sim: dict = {}
-    code = main_sim(sim_args, sim_argv, collect=sim)
-    if code:
-        return code
-    live_doc = json.loads(Path(live["result"]).read_text())
-    sim_doc = json.loads(Path(sim["result"]).read_text())
+    for first, what, tier, done in (
+        ("", "the live A/B first", live_o, live),
+        ("\n", "the same A/B in virtual time", sim_o, sim),
+    ):
+        print(
+            f"{first}{PROG}: validate: {what} (scripts/tail-latency.sh {' '.join(tier.argv)})\n", flush=True
+        )
+        code = run_ab(tier, collect=done)
+        if code:
+            return code
+        load.append(os.getloadavg()[0])
     try:
-        rows = compare(live_doc, sim_doc)
+        rows = compare(live["document"], sim["document"])
     except ValueError as e:
-        return _error(f"--validate: {e}", 3)
-    finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    out = args.out
-    n_polluted, measured = polluted(live_doc)
+        return _error(f"validate: {e}", 3)
+    n_polluted, measured = polluted(live["document"])
     pv = history.provenance(REPO, wrk_version="-")
     doc = document(
         rows,
-        argv=argv,
+        argv=list(o.argv),
         started=started,
-        finished=finished,
+        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         live={
-            "argv": live_argv,
-            "result": _rel(Path(live["result"]), out),
+            "argv": list(live_o.argv),
+            "result": _rel(Path(live["result"]), o.out),
             "polluted": n_polluted,
             "measured": measured,
         },
-        sim={"argv": sim_argv, "result": _rel(Path(sim["result"]), out)},
+        sim={"argv": list(sim_o.argv), "result": _rel(Path(sim["result"]), o.out)},
         provenance={k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
-        load_average={"before_live": before, "after_live": after, "cpus": os.cpu_count()},
+        load_average={"before_live": load[0], "after_live": load[1], "cpus": os.cpu_count()},
     )
-    stem = history.stem(started, args.profile, live_doc["ab"]) + "-validate"
-    results_dir = out / "results"
-    md, js = results_dir / f"{stem}.md", results_dir / f"{stem}.json"
+    _write(doc, o.out, history.stem(started, o.profile, live["document"]["ab"]) + "-validate")
+    return 0
+
+
+def _write(doc: dict, out: Path, stem: str) -> None:
+    """The validation's report and JSON under ``<out>/results/``, its history line, the file list."""
+    md, js = out / "results" / f"{stem}.md", out / "results" / f"{stem}.json"
     text = render(doc)
     md.write_text(text + "\n")
     js.write_text(json.dumps(doc, indent=1) + "\n")
     jsonl = history.append_history(
         history_line(doc, result_file=f"results/{js.name}"), out, name=HISTORY_FILE
     )
-    print("\n" + text)
-    print("Files:")
-    for path in (md, js):
-        print(f"- {path}")
-    print(f"- {jsonl} (one line appended)")
-    return 0
+    history.show("\n" + text, (md, js), jsonl)

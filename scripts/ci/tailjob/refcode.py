@@ -86,7 +86,7 @@ def use(code_dir: str) -> None:
 def label_arms(arms: tuple, ref: str) -> tuple:
     """``arms`` (two :class:`tailjob.plan.Arm`) labelled with their code: arm A ``REF`` (or
     ``LABEL @ REF``), arm B ``working tree`` (or ``LABEL @ working tree``); knobs unchanged."""
-    from ..plan import Arm
+    from .plan import Arm
 
     a, b = arms
     return (
