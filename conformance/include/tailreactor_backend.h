@@ -293,12 +293,12 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   whatever the library's clock and rounding: read CLOCK_MONOTONIC when the
  *   wait starts; when the library returns with nothing to report and no wake
  *   before that deadline, run it again with the time left.  B8 times waits
- *   from 500 ns to 50 ms, a C backend's around the library call alone (the
- *   adapter's last_wait_ns, read in Python: a few hundred ns of the call's
- *   own cost included).  Below a microsecond it therefore sees an early
- *   return only where the wait is shorter than that cost: truncation to
- *   microseconds passes B8 on a library whose poll costs about a
- *   microsecond (libevent), and is wrong all the same.
+ *   from 500 ns to 50 ms; those under a microsecond around the library call
+ *   alone (the adapter's last_wait_ns, read in Python: a few hundred ns of
+ *   the call's own cost included).  There it sees an early return only
+ *   where the wait is shorter than its timeout even with that cost:
+ *   truncation to microseconds passes B8 on a library whose poll costs
+ *   about a microsecond (libevent), and is wrong all the same.
  * - HUP and ERR are reported to the READ token and to a WRITE token (B6).
  * - Reports only readiness that existed at some moment since the arming (B15).
  * - What it does not return now it returns in a later wait: no ready token
