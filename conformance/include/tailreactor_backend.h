@@ -20,9 +20,9 @@
  * (add -pthread if wake takes a lock; over an event library, its library
  * after foo.c: -levent_core, and -levent_pthreads with evthread_use_pthreads,
  * or -luv).  Under -std=c11, #define _GNU_SOURCE before the first #include:
- * strict C11 declares no clock_gettime, pipe2 or accept4.  The header ships with the Python
- * package: `tailreactor-conformance --header` prints its path (in a checkout
- * it is conformance/include/tailreactor_backend.h).  PATH after cabi: is a
+ * strict C11 declares no clock_gettime, pipe2 or accept4.  The header ships
+ * with the Python package: `tailreactor-conformance --header` prints its path
+ * (in a checkout it is conformance/include/tailreactor_backend.h).  PATH after cabi: is a
  * file path, relative to the current directory; the table names the backend
  * cabi: and the file name without .so (cabi:libfoo).
  *
@@ -72,14 +72,15 @@
  *   That arming was made for the closed file: it is never reported for the
  *   file that took the number, also when the reused number is armed for the
  *   other direction (B5).  A backend that keeps one registration per fd
- *   number with both directions (epoll, poll, libevent's one event per fd)
- *   must not re-register the old direction with the new one.  epoll_ctl's
- *   ENOENT on EPOLL_CTL_MOD says the number names another file now.  Where
- *   no ENOENT reaches the backend, compare fstat's st_dev and st_ino with
- *   those the fd had when armed, at every arm of a number that has an arming,
- *   and drop the closed file's armings first: poll and select cannot tell,
- *   and libevent's epoll method retries a failed MOD as an ADD with the old
- *   direction in it (so event_del the old event before event_add).
+ *   number with both directions (epoll, poll; libevent merges an fd's events
+ *   into one) must not re-register the old direction with the new one.
+ *   epoll_ctl's ENOENT on EPOLL_CTL_MOD says the number names another file
+ *   now.  Where no ENOENT reaches the backend, compare fstat's st_dev and
+ *   st_ino with those the fd had when armed, at every arm of a number that
+ *   has an arming, and drop the closed file's armings first: poll and select
+ *   cannot tell, and libevent's epoll method retries a failed MOD as an ADD
+ *   with the old direction in it (so event_del the old event before
+ *   event_add).
  * - fds of its own: a backend may open fds per backend (its epoll fd, an
  *   eventfd for wake) and must close all of them in tr_backend_close (B14).
  *   fds a library opens once per process and keeps for the process's life
@@ -120,8 +121,8 @@
  *   event_base_loopbreak and event_base_loopexit are not: made while no loop
  *   runs, they are lost (B7).  event_active from another thread needs
  *   libevent's locks: evthread_use_pthreads() once in the process before
- *   event_base_new (-levent_pthreads); the base then takes a lock per call
- *   and opens a notify fd, closed by event_base_free.  An eventfd that wake
+ *   event_base_new (-levent_pthreads); the base then locks itself and opens
+ *   a notify fd, closed by event_base_free.  An eventfd that wake
  *   writes and the loop watches needs neither.  See tr_backend_wake.
  * - Process-wide setup: a library call that configures the whole process
  *   (evthread_use_pthreads, event_set_log_callback) is allowed, made once
