@@ -150,6 +150,24 @@ def test_capabilities_become_the_attributes_base_py_names(example_lib):
         b.close()
 
 
+def test_a_capability_skip_names_the_c_spelling_for_a_c_library(example_lib):
+    """A C library that leaves TR_CAP_ORDERED out is told where a C library claims it (the
+    flag, the function, the header), not the Python attribute of base.py."""
+    from tailreactor_conformance.cabi import CabiBackend
+    from tailreactor_conformance.harness import require_capability
+
+    b = CabiBackend(example_lib)
+    b.ordered = False  # as a library whose tr_backend_capabilities leaves the flag out
+    try:
+        with pytest.raises(pytest.skip.Exception) as skip:
+            require_capability(b, "ordered", "B9")
+    finally:
+        b.close()
+    reason = str(skip.value)
+    assert "does not declare TR_CAP_ORDERED" in reason and "tr_backend_capabilities" in reason, reason
+    assert "ordered=True" not in reason and "base.py" not in reason, reason
+
+
 def test_reports_the_library_returned_survive_a_wait_cut_short(example_lib):
     """A signal handler can raise right after tr_backend_wait returned, before the
     adapter read the count: the next wait still returns those reports, once."""

@@ -514,6 +514,7 @@ def test_reversed_batch_fails_b9_and_the_age_scenarios_it_makes_impossible_name_
 #: What a skip may say: a capability the backend declares absent, or the platform lacks.
 DECLARED_SKIPS = (
     "does not declare ordered=True",
+    "does not declare TR_CAP_ORDERED",
     "has no arm_recv",
     "has no harvest()",
     "declares no max_batch",

@@ -17,9 +17,12 @@
  *
  *     cc -std=c11 -Wall -fPIC -shared -I "$(dirname "$(tailreactor-conformance --header)")" -o libfoo.so foo.c
  *
- * (add -pthread if wake takes a lock).  The header ships with the Python
- * package: `tailreactor-conformance --header` prints its path (in a checkout
- * it is conformance/include/tailreactor_backend.h).  PATH after cabi: is a
+ * (add -pthread if wake takes a lock; over an event library, its library
+ * after foo.c: -levent_core, and -levent_pthreads with evthread_use_pthreads,
+ * or -luv).  Under -std=c11, #define _GNU_SOURCE before the first #include:
+ * strict C11 declares no clock_gettime, pipe2 or accept4.  The header ships
+ * with the Python package: `tailreactor-conformance --header` prints its path
+ * (in a checkout it is conformance/include/tailreactor_backend.h).  PATH after cabi: is a
  * file path, relative to the current directory; the table names the backend
  * cabi: and the file name without .so (cabi:libfoo).
  *
@@ -69,11 +72,15 @@
  *   That arming was made for the closed file: it is never reported for the
  *   file that took the number, also when the reused number is armed for the
  *   other direction (B5).  A backend that keeps one registration per fd
- *   number with both directions (epoll, poll, libevent's one event per fd)
- *   must not re-register the old direction with the new one: epoll_ctl's
- *   ENOENT on EPOLL_CTL_MOD says the number names another file now; poll and
- *   select cannot tell, so compare fstat's st_dev and st_ino with those the
- *   fd had when armed.
+ *   number with both directions (epoll, poll; libevent merges an fd's events
+ *   into one) must not re-register the old direction with the new one.
+ *   epoll_ctl's ENOENT on EPOLL_CTL_MOD says the number names another file
+ *   now.  Where no ENOENT reaches the backend, compare fstat's st_dev and
+ *   st_ino with those the fd had when armed, at every arm of a number that
+ *   has an arming, and drop the closed file's armings first: poll and select
+ *   cannot tell, and libevent's epoll method retries a failed MOD as an ADD
+ *   with the old direction in it (so event_del the old event before
+ *   event_add).
  * - fds of its own: a backend may open fds per backend (its epoll fd, an
  *   eventfd for wake) and must close all of them in tr_backend_close (B14).
  *   fds a library opens once per process and keeps for the process's life
@@ -90,10 +97,20 @@
  * - Its own clock: a wait's deadline is taken from a clock read when the wait
  *   starts, not from one cached at the end of the previous loop run (libuv's
  *   uv_now; call uv_update_time first), or a wait after an idle gap returns
- *   early (B8).
+ *   early (B8).  libevent's timers run on CLOCK_MONOTONIC_COARSE (up to a
+ *   tick, 1-4 ms, behind) unless the base is made with
+ *   EVENT_BASE_FLAG_PRECISE_TIMER (CLOCK_MONOTONIC, and a timerfd under
+ *   epoll).  Whatever the library's clock, the deadline check of
+ *   tr_backend_wait ("never returns earlier") keeps the wait correct.
  * - Its own time units: round timeout_ns up at every conversion.  A struct
  *   timeval (libevent's timers) holds microseconds: (ns + 999) / 1000, never
- *   ns / 1000, which makes a wait under a microsecond a poll (B8).
+ *   ns / 1000, which makes a wait under a microsecond a poll (B8 sees that
+ *   only where the poll costs less than the timeout: see tr_backend_wait).
+ * - Deferred arms: libevent's EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST makes
+ *   event_add and event_del changes wait for the next loop run; flush must
+ *   then run the loop once without blocking (event_base_loop with
+ *   EVLOOP_NONBLOCK).  Without the flag event_add calls epoll_ctl at once
+ *   and flush may return 0.  See tr_backend_flush.
  * - A caught event: a library cannot tell an event that still waits from one
  *   its loop caught and has not handed over (libevent's active queue, libuv's
  *   pending callbacks).  A re-arm must not swap the token of such an event:
@@ -102,11 +119,22 @@
  * - Wake: use something latched (an eventfd or a pipe the loop watches,
  *   uv_async_send, event_active on an event of its own); libevent's
  *   event_base_loopbreak and event_base_loopexit are not: made while no loop
- *   runs, they are lost (B7).  See tr_backend_wake.
- * - TR_CAP_ORDERED: claim it only if B9 passes.  A library's loop reports in
- *   its own order (priorities, handle lists); most backends over a library
- *   do not claim it, and the reactor is correct without it (see
- *   tr_capabilities).
+ *   runs, they are lost (B7).  event_active from another thread needs
+ *   libevent's locks: evthread_use_pthreads() once in the process before
+ *   event_base_new (-levent_pthreads); the base then locks itself and opens
+ *   a notify fd, closed by event_base_free.  An eventfd that wake
+ *   writes and the loop watches needs neither.  See tr_backend_wake.
+ * - Process-wide setup: a library call that configures the whole process
+ *   (evthread_use_pthreads, event_set_log_callback) is allowed, made once
+ *   (pthread_once) before the first base; it then holds for every user of
+ *   the library in the process.  Signal handlers and the signal mask are
+ *   the process's (Python's, under the suite): a backend changes neither.
+ * - Signals: a library that retries EINTR itself (libevent's loop does)
+ *   keeps the caller's signal handlers from running until the wait ends.
+ *   See tr_backend_wait.
+ * - TR_CAP_ORDERED: claim it from an argument, not a run: see
+ *   tr_capabilities.  Most backends over a library do not claim it, and the
+ *   reactor is correct without it.
  */
 #ifndef TAILREACTOR_BACKEND_H
 #define TAILREACTOR_BACKEND_H
@@ -142,14 +170,18 @@ extern "C" {
 typedef struct tr_event {
     uint64_t token;   /* the token given to tr_backend_arm */
     uint32_t revents; /* TR_* bits seen, no other bit; never 0, and satisfies the armed direction.
-                       * A library that cannot tell HUP or ERR from readiness (libuv's uv_poll
-                       * gives UV_READABLE, UV_WRITABLE, UV_DISCONNECT and a status) reports
-                       * what it can see: TR_HUP for UV_DISCONNECT, TR_ERR for a status < 0,
-                       * else the direction's own bit (TR_IN for READ, TR_OUT for WRITE).  A
-                       * peer's close or a socket error must still reach the armed tokens
-                       * (B6): the callback then finds EOF or the error in recv/send.
                        * The other direction's bits may be present too (an fd polled for
-                       * both directions). */
+                       * both directions).  A peer's close or a socket error must reach the
+                       * armed tokens (B6); a library that cannot tell HUP or ERR from
+                       * readiness reports what it can see, and the callback then finds EOF
+                       * or the error in recv/send.
+                       * libuv (uv_poll: UV_READABLE, UV_WRITABLE, UV_DISCONNECT, a status):
+                       * TR_HUP for UV_DISCONNECT, TR_ERR for a status < 0, else TR_IN for
+                       * READ, TR_OUT for WRITE.
+                       * libevent: its epoll method turns EPOLLHUP and EPOLLERR into
+                       * EV_READ|EV_WRITE, cut to the event's own directions (EV_CLOSED only
+                       * when asked for): TR_IN for EV_READ, TR_OUT for EV_WRITE, TR_RDHUP
+                       * for EV_CLOSED. */
     uint32_t reserved; /* 0 */
     /* The suite refuses a report with revents 0, a bit outside TR_IN, TR_OUT,
      * TR_ERR, TR_HUP and TR_RDHUP, reserved != 0, or a token no arm gave. */
@@ -160,12 +192,20 @@ typedef struct tr_event {
  * it (a clause the backend does not claim is skipped, with the reason). */
 #define TR_CAP_ORDERED 0x1u /* B9: tokens are reported in the order their readiness arose */
 /* When to claim TR_CAP_ORDERED: when the reports come in the order readiness
- * arose, counted from the flush after the arms (B9), as epoll's ready list and
- * io_uring's completion ring give them.  poll(2) and select report in fd-array
- * order, an event library's loop in an order of its own: do not claim it
- * there unless B9 passes.  Without it B9 is skipped and the reactor is still
- * correct (every event runs, aged ones first); only its TAIL_US=0 order is then
- * the backend's rather than first come, first served. */
+ * arose, counted from the flush after the arms (B9), and the backend can say
+ * why: every layer between the kernel and events[] keeps that order.  epoll's
+ * ready list and io_uring's completion ring give it; the backend hands
+ * reports over in the order it got them (held-over ones first).  B9 must pass
+ * (also under --profile deep), but a pass is not the evidence: B9 samples
+ * orders and finds no counterexample, it proves none.  poll(2) and select
+ * report in fd-array order: never claim it there.  Library notes: libevent
+ * runs one priority's callbacks in the order its method activated them, so a
+ * base on the epoll method (event_base_get_method) with one priority keeps
+ * epoll's order, its poll and select methods do not; a library whose order
+ * its documentation does not state: do not claim it.  Without it B9 is
+ * skipped and the reactor is still correct (every event runs, aged ones
+ * first); only its TAIL_US=0 order is then the backend's rather than first
+ * come, first served. */
 
 typedef struct tr_capabilities {
     uint32_t flags;     /* TR_CAP_* bits */
@@ -223,10 +263,13 @@ int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token);
 int tr_backend_disarm(tr_backend *b, int fd, int direction);
 
 /* Block up to timeout_ns nanoseconds (< 0: no limit, 0: poll) and write up
- * to `capacity` reports to events[0..n); return n (0 = timed out or woken,
- * never more than capacity), or -errno.
+ * to `capacity` reports to events[0..n); return n, never more than capacity,
+ * or -errno.  n == 0: the timeout passed, or a wake ended the wait with
+ * nothing ready.  A woken wait that has reports returns them: n says nothing
+ * of a wake (the caller looks for posted work after every wait).
  * - capacity is >= 1: max_batch when one is declared, else 1024; the suite
- *   lowers it to 1 in B3 and B5.  Write events[0..n) and no entry past n:
+ *   lowers it to 1 in B3 and B5.  capacity 0 returns -EINVAL (the suite
+ *   never passes it).  Write events[0..n) and no entry past n:
  *   the caller clears the entries it has read, and after a wait cut short
  *   (a signal handler that raised) it takes each leading entry whose revents
  *   is not 0 as a report it has not read yet.
@@ -239,19 +282,40 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   clamped to its largest (epoll_wait: INT_MAX ms, about 24.8 days): a wait
  *   that ends there returns 0, and the reactor waits again.  The suite
  *   passes 0 and values from 500 ns (B8) to a few seconds.
- * - A wake (tr_backend_wake) ends the wait blocked then, else the next one:
- *   it is latched until a wait consumes it (an eventfd counter is).  Several
- *   wakes before a wait may end that one wait only.
+ * - A wake (tr_backend_wake) ends the wait blocked then, else the next one
+ *   to start (B7): it is latched (an eventfd counter is) until a wait
+ *   returns after it was made.  That wait may consume it, whatever it
+ *   returns (reports or 0, wait(0) too), or leave it for the next wait,
+ *   which then returns at once: the suite accepts either.  flush never
+ *   consumes it (B7).  Several wakes before a wait may end that one wait only.
  * - With no limit and nothing ready it returns only when woken (B7).
  * - Never returns earlier than timeout_ns with nothing ready, also for a
- *   fraction of a millisecond: round up, never down (B8).
+ *   fraction of a microsecond: round up, never down (B8).  The sure way,
+ *   whatever the library's clock and rounding: read CLOCK_MONOTONIC when the
+ *   wait starts; when the library returns with nothing to report and no wake
+ *   before that deadline, run it again with the time left.  B8 times waits
+ *   from 500 ns to 50 ms; those under a microsecond around the library call
+ *   alone (the adapter's last_wait_ns, read in Python: a few hundred ns of
+ *   the call's own cost included).  There it sees an early return only
+ *   where the wait is shorter than its timeout even with that cost:
+ *   truncation to microseconds passes B8 on a library whose poll costs
+ *   about a microsecond (libevent), and is wrong all the same.
  * - HUP and ERR are reported to the READ token and to a WRITE token (B6).
  * - Reports only readiness that existed at some moment since the arming (B15).
  * - What it does not return now it returns in a later wait: no ready token
  *   starves (B10).  With TR_CAP_ORDERED, reports come in the order readiness
  *   arose, arm order for fds ready when armed (B9).
- * - A signal may end it early with -EINTR; the caller retries with the time
- *   left (retrying inside the backend is as good).
+ * - -EINTR: ended early with nothing to report.  A signal does that (the
+ *   kernel's EINTR): the caller runs its signal handlers, then calls again
+ *   with the time left; a handler that raises (Ctrl-C: KeyboardInterrupt)
+ *   ends the caller's wait.  A backend that retries EINTR itself, or whose
+ *   library does (libevent's loop), delays the handlers until the wait ends:
+ *   Ctrl-C during a wait with no limit then waits for the next wake or
+ *   report.  Such a backend should block in slices (say 100 ms) and return
+ *   -EINTR when a slice ends with nothing ready and no wake.  A self-pipe
+ *   needs a signal handler, and the handlers are the process's (see the top
+ *   of this file).  No clause measures how soon a handler runs; a handler
+ *   that returns must not end a wait early (B7, B8).
  * A call into C cannot be interrupted: the suite takes a wait that has not
  * returned within its timeout plus twice its liveness bound as hung, prints
  * one line and ends the run (the bound: TAILREACTOR_CONFORMANCE_LIVENESS_S,
@@ -282,7 +346,8 @@ int tr_backend_flush(tr_backend *b);
  * is blocked, return soon (B7, R7, R8).  Latched: a wake made while no wait
  * runs (also before the first, and while flush runs the loop) ends the next
  * wait; an eventfd counter or a pipe the loop watches is, libevent's
- * event_base_loopbreak is not.  Harmless after and during close.
+ * event_base_loopbreak is not (which wait consumes it: tr_backend_wait).
+ * Harmless after and during close.
  * 0, or -errno. */
 int tr_backend_wake(tr_backend *b);
 

@@ -220,6 +220,11 @@ def load_library(path: Path) -> ctypes.CDLL:
 class CabiBackend:
     """A backend in a shared library (see the module docstring).  ``path``: the library."""
 
+    #: How a C library claims each capability, as a skip reason names it: (the claim, where).
+    capability_spelling = {
+        "ordered": ("TR_CAP_ORDERED", "a flag tr_backend_capabilities sets, tailreactor_backend.h")
+    }
+
     def __init__(self, path: str | os.PathLike, watchdog: bool = True):
         """``watchdog=False`` (a server, not the suite): no wait is taken as hung."""
         self.path = Path(path)

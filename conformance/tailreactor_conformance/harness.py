@@ -110,13 +110,17 @@ def require_capability(backend, capability: str, clause_id: str) -> None:
     """Skip, with the reason, a test that needs a capability ``backend`` does not declare.
 
     ``capability`` is an attribute of :class:`tailreactor.backends.base.Capabilities`
-    (``ordered``); a backend that declares it False or not at all skips.
+    (``ordered``); a backend that declares it False or not at all skips.  The reason
+    names where the backend's author claims it: base.py's attribute, or the backend's own
+    ``capability_spelling[capability]`` (the C adapter's: the flag and the header).
     """
     if not getattr(capabilities(backend), capability):
+        spelled, where = getattr(backend, "capability_spelling", {}).get(
+            capability, (f"{capability}=True", "tailreactor/backends/base.py, Capabilities")
+        )
         pytest.skip(
-            f"{backend_label(backend)} does not declare {capability}=True: clause {clause_id} "
-            f"applies only to a backend that claims it (tailreactor/backends/base.py, "
-            f"Capabilities)"
+            f"{backend_label(backend)} does not declare {spelled}: clause {clause_id} "
+            f"applies only to a backend that claims it ({where})"
         )
 
 
