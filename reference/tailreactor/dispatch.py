@@ -269,6 +269,7 @@ class DeliveryOrder:
         "_check_at",
         "elevated",
     )
+    name = "age"  # CWIST_REACTOR_POLICY=age (tailreactor/policies)
     _batch: Sequence  # the round's events in backend order; () once the round is over
     _seq: Sequence  # the sequence walked now: the batch or a run
     _age: AgeOrder | None  # built on first need (_age_order)
@@ -282,6 +283,11 @@ class DeliveryOrder:
         self._threshold = threshold_ns
         self._resume = 0
         self.start([])
+
+    @property
+    def reads_clock(self) -> bool:
+        """Whether :meth:`next` reads ``now_ns``: only with the threshold on (policies/__init__.py)."""
+        return self._threshold > 0
 
     def start(self, batch: list) -> None:
         """Begin a round over ``batch``: nothing of the previous round is kept.
