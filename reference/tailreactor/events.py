@@ -42,7 +42,18 @@ class Event:
     arming.
     """
 
-    __slots__ = ("fd", "direction", "key", "callback", "data", "armed_ns", "ready_ns", "revents", "state", "hint")
+    __slots__ = (
+        "fd",
+        "direction",
+        "key",
+        "callback",
+        "data",
+        "armed_ns",
+        "ready_ns",
+        "revents",
+        "state",
+        "hint",
+    )
 
     def __init__(self, fd: int, direction: int, callback, data, armed_ns: int):
         self.fd = fd

@@ -80,9 +80,9 @@ import threading
 import time
 
 from . import config as _config
+from . import policies
 from .backends import READ, WRITE, create_backend
 from .backends.base import direction_name, key_of, not_open_error
-from . import policies
 from .dispatch import NEVER
 from .events import ARMED, CANCELLED, DONE, READY, Event
 from .interrupts import carried_over
