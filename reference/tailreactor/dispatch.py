@@ -268,6 +268,7 @@ class DeliveryOrder:
         "_resume",
         "_check_at",
         "elevated",
+        "reads_clock",
     )
     name = "age"  # CWIST_REACTOR_POLICY=age (tailreactor/policies)
     _batch: Sequence  # the round's events in backend order; () once the round is over
@@ -281,13 +282,10 @@ class DeliveryOrder:
         self._age_from = age_from
         self._stamp = stamp
         self._threshold = threshold_ns
+        #: Whether :meth:`next` reads ``now_ns`` (policies/__init__.py): only with the threshold on.
+        self.reads_clock = threshold_ns > 0
         self._resume = 0
         self.start([])
-
-    @property
-    def reads_clock(self) -> bool:
-        """Whether :meth:`next` reads ``now_ns``: only with the threshold on (policies/__init__.py)."""
-        return self._threshold > 0
 
     def start(self, batch: list) -> None:
         """Begin a round over ``batch``: nothing of the previous round is kept.

@@ -38,7 +38,18 @@ class AdaptiveLifo:
     """Adaptive LIFO (module docstring).  Raises ``ValueError`` for a bad ``age_from``."""
 
     name = "lifo"
-    __slots__ = ("_stamp", "_threshold", "_batch", "_i", "_check_at", "_by_age", "_lo", "_j", "_lifo")
+    __slots__ = (
+        "_stamp",
+        "_threshold",
+        "_batch",
+        "_i",
+        "_check_at",
+        "_by_age",
+        "_lo",
+        "_j",
+        "_lifo",
+        "reads_clock",
+    )
     elevated = False  # never: newest first is not a promotion for lateness
 
     def __init__(self, age_from: str = "arm", threshold_ns: int = 0):
@@ -46,11 +57,8 @@ class AdaptiveLifo:
         if self._stamp is None:
             raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
         self._threshold = threshold_ns
+        self.reads_clock = threshold_ns > 0  # with TAIL_US=0 the queue is never old
         self.start([])
-
-    @property
-    def reads_clock(self) -> bool:
-        return self._threshold > 0
 
     def start(self, batch: list) -> None:
         """Begin a round over ``batch``, first come first served; first look at its age at once."""
