@@ -238,6 +238,10 @@ class Reactor:
         self, backend=None, *, config=None, clock=time.monotonic_ns, probe=None, worker=0, policy=None
     ):
         self.config = config if config is not None else _config.load()
+        # The order of delivery, made first: a policy that cannot be made leaves no backend open.
+        self._order = policies.create(
+            policy or self.config.policy, self.config.age_from, self.config.tail_us * 1000
+        )
         if backend is None or isinstance(backend, str):
             backend = create_backend(backend or self.config.backend, ring_entries=self.config.uring_entries)
         self.backend = backend
@@ -261,8 +265,7 @@ class Reactor:
         self._harvest_from = getattr(backend, "harvest", None)
         self._harvest_ns = self.config.harvest_us * 1000 if callable(self._harvest_from) else 0
         self._age_from = self.config.age_from  # the stamp age counts from (dispatch.py)
-        # The order of delivery and the work due between deliveries: one each, reset every round.
-        self._order = policies.create(policy or self.config.policy, self._age_from, self._tail_ns)
+        # The work due between deliveries: one, reset every round (the order is made above).
         self._sweep = policies.BackendOrder()  # what the policy left READY, in backend order
         self._due = Due(self._budget_ns, self._harvest_ns, self._drain_chunk)
         self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
