@@ -12,6 +12,8 @@ RecordingBackend and fed to the model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -124,7 +126,7 @@ class _Gives:
 
     reads_clock = False
     elevated = False
-    pick = staticmethod(lambda batch: list(range(len(batch))))
+    pick: Callable[[list], list[int]] = staticmethod(lambda batch: list(range(len(batch))))
 
     def __init__(self, age_from="arm", threshold_ns=0):
         self._seq, self._i = [], 0
@@ -154,7 +156,7 @@ class GivesEachTwice(_Gives):
 
 
 class GivesNothing(_Gives):
-    pick = staticmethod(lambda batch: [])
+    pick = staticmethod(lambda batch: list[int]())
 
 
 @pytest.mark.clause("R27")

@@ -27,6 +27,8 @@ must keep"); a harvest (:meth:`add`) builds it again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..dispatch import NEVER
 from ..events import READY
 from .oldest import STAMP
@@ -48,14 +50,19 @@ class AdaptiveLifo:
         "_lo",
         "_j",
         "_lifo",
+        "_sorted",
         "reads_clock",
     )
     elevated = False  # never: newest first is not a promotion for lateness
+    _stamp: Callable  # the stamp AGE_FROM names (oldest.STAMP)
+    _by_age: list  # the events READY at the first look, by stamp (once _sorted)
+    _j: int  # newest first: by_age[:_j] is what is left to give
 
     def __init__(self, age_from: str = "arm", threshold_ns: int = 0):
-        self._stamp = STAMP.get(age_from)
-        if self._stamp is None:
+        stamp = STAMP.get(age_from)
+        if stamp is None:
             raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
+        self._stamp = stamp
         self._threshold = threshold_ns
         self.reads_clock = threshold_ns > 0  # with TAIL_US=0 the queue is never old
         self.start([])
@@ -64,7 +71,8 @@ class AdaptiveLifo:
         """Begin a round over ``batch``, first come first served; first look at its age at once."""
         self._batch = batch
         self._i = 0
-        self._by_age = None
+        self._by_age = []
+        self._sorted = False
         self._lifo = False
         self._check_at = 0 if self._threshold else NEVER
 
@@ -86,10 +94,10 @@ class AdaptiveLifo:
 
     def _check(self, now_ns: int) -> None:
         """Is the oldest remaining event aged at ``now_ns``?  Then newest first from now on."""
+        if not self._sorted:
+            self._by_age = sorted([ev for ev in self._batch if ev.state == READY], key=self._stamp)
+            self._sorted, self._lo = True, 0
         by_age = self._by_age
-        if by_age is None:
-            by_age = self._by_age = sorted([ev for ev in self._batch if ev.state == READY], key=self._stamp)
-            self._lo = 0
         lo = self._lo
         while lo < len(by_age) and by_age[lo].state != READY:
             lo += 1  # it ran in backend order
@@ -116,6 +124,7 @@ class AdaptiveLifo:
         them in turn.  A queue that was old is still old (its oldest event
         has not run).
         """
-        self._by_age = None
+        self._by_age = []
+        self._sorted = False
         self._lifo = False
         self._check_at = 0 if self._threshold else NEVER
