@@ -38,6 +38,10 @@ VARIANTS = {
     "TR_BUG_REARM_KEEPS_COLLECTED": "B1",  # a wait collects more than capacity; a re-arm keeps the old report
     "TR_BUG_FLUSH_EATS_WAKE": "B7",  # flush consumes the pending wake: wake, flush, wait(None) blocks
     "TR_BUG_LOWEST_FDS_FIRST": "B10",  # lowest fd numbers first, up to the capacity: the highest starve
+    # what backends over event libraries still got past the suite (issue 41)
+    "TR_BUG_REARM_HANDS_OVER": "B15",  # a re-arm gives the report caught for the old token to the new one
+    "TR_BUG_REUSE_KEEPS_OLD_ARMING": "B5",  # a closed fd's arming reported for the file that took its number
+    "TR_BUG_TRUNCATE_TIMEOUT_US": "B8",  # ns -> us rounded down: a wait under a microsecond polls
 }
 
 

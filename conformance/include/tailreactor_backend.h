@@ -66,6 +66,14 @@
  *   such an fd: check the fd with fcntl(F_GETFD) before handing it to the
  *   library, and forget the arming on EBADF), must go on serving every other
  *   fd, and a later arm of the reused number must register the new file (B5).
+ *   That arming was made for the closed file: it is never reported for the
+ *   file that took the number, also when the reused number is armed for the
+ *   other direction (B5).  A backend that keeps one registration per fd
+ *   number with both directions (epoll, poll, libevent's one event per fd)
+ *   must not re-register the old direction with the new one: epoll_ctl's
+ *   ENOENT on EPOLL_CTL_MOD says the number names another file now; poll and
+ *   select cannot tell, so compare fstat's st_dev and st_ino with those the
+ *   fd had when armed.
  * - fds of its own: a backend may open fds per backend (its epoll fd, an
  *   eventfd for wake) and must close all of them in tr_backend_close (B14).
  *   fds a library opens once per process and keeps for the process's life
@@ -83,6 +91,22 @@
  *   starts, not from one cached at the end of the previous loop run (libuv's
  *   uv_now; call uv_update_time first), or a wait after an idle gap returns
  *   early (B8).
+ * - Its own time units: round timeout_ns up at every conversion.  A struct
+ *   timeval (libevent's timers) holds microseconds: (ns + 999) / 1000, never
+ *   ns / 1000, which makes a wait under a microsecond a poll (B8).
+ * - A caught event: a library cannot tell an event that still waits from one
+ *   its loop caught and has not handed over (libevent's active queue, libuv's
+ *   pending callbacks).  A re-arm must not swap the token of such an event:
+ *   its report was for the replaced token and goes with it (B1, B15).  See
+ *   tr_backend_arm.
+ * - Wake: use something latched (an eventfd or a pipe the loop watches,
+ *   uv_async_send, event_active on an event of its own); libevent's
+ *   event_base_loopbreak and event_base_loopexit are not: made while no loop
+ *   runs, they are lost (B7).  See tr_backend_wake.
+ * - TR_CAP_ORDERED: claim it only if B9 passes.  A library's loop reports in
+ *   its own order (priorities, handle lists); most backends over a library
+ *   do not claim it, and the reactor is correct without it (see
+ *   tr_capabilities).
  */
 #ifndef TAILREACTOR_BACKEND_H
 #define TAILREACTOR_BACKEND_H
@@ -135,6 +159,13 @@ typedef struct tr_event {
  * suite checks a clause that needs a capability only on backends that claim
  * it (a clause the backend does not claim is skipped, with the reason). */
 #define TR_CAP_ORDERED 0x1u /* B9: tokens are reported in the order their readiness arose */
+/* When to claim TR_CAP_ORDERED: when the reports come in the order readiness
+ * arose, counted from the flush after the arms (B9), as epoll's ready list and
+ * io_uring's completion ring give them.  poll(2) and select report in fd-array
+ * order, an event library's loop in an order of its own: do not claim it
+ * there unless B9 passes.  Without it B9 is skipped and the reactor is still
+ * correct (every event runs, aged ones first); only its TAIL_US=0 order is then
+ * the backend's rather than first come, first served. */
 
 typedef struct tr_capabilities {
     uint32_t flags;     /* TR_CAP_* bits */
@@ -164,7 +195,13 @@ int tr_backend_capabilities(tr_backend *b, tr_capabilities *out);
  * - When the fd becomes ready, or is ready already, a later wait reports
  *   (token, revents) exactly once; the interest is then gone until armed
  *   again (B1, B2).  Both directions of one fd are independent (B1).
- * - Arming a direction that is armed replaces its token (R18).
+ * - Arming a direction that is armed replaces its token (R18).  The new
+ *   token reports only readiness it could see: readiness present when it is
+ *   armed (the kernel re-checks it: EPOLL_CTL_MOD, a new POLL_ADD, B2) or
+ *   arising after.  A report caught for the replaced token and not handed
+ *   over (collected by a loop run in flush or wait, held beyond a full batch)
+ *   belongs to the replaced token and is dropped, never given to the new one:
+ *   its data may have been read since (B1, B15).
  * - A closed or invalid fd returns -EBADF (B16); another direction value
  *   returns -EINVAL (the suite's adapter checks the direction itself, so the
  *   suite never passes one).
@@ -189,12 +226,19 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  * to `capacity` reports to events[0..n); return n (0 = timed out or woken,
  * never more than capacity), or -errno.
  * - capacity is >= 1: max_batch when one is declared, else 1024; the suite
- *   lowers it to 1 in B3 and B5.  Write events[0..n) only: the caller
- *   takes a nonzero revents past what it listed for a report not listed yet.
+ *   lowers it to 1 in B3 and B5.  Write events[0..n) and no entry past n:
+ *   the caller clears the entries it has read, and after a wait cut short
+ *   (a signal handler that raised) it takes each leading entry whose revents
+ *   is not 0 as a report it has not read yet.
  * - The clock is CLOCK_MONOTONIC (the suite measures with it).  timeout_ns
- *   (from the reactor: the time to its next timer) is rounded up to whole
- *   nanoseconds by the caller and may be large; ppoll and epoll_pwait2 take
- *   it whole, poll and epoll_wait take milliseconds: round up there.
+ *   is the time to the reactor's next timer, rounded up to whole nanoseconds
+ *   by the caller: any value from 0 to INT64_MAX (about 292 years) is
+ *   accepted, never refused.  ppoll and epoll_pwait2 take it whole; poll and
+ *   epoll_wait take milliseconds, a struct timeval microseconds: round up at
+ *   each conversion.  A value beyond what the library can take may be
+ *   clamped to its largest (epoll_wait: INT_MAX ms, about 24.8 days): a wait
+ *   that ends there returns 0, and the reactor waits again.  The suite
+ *   passes 0 and values from 500 ns (B8) to a few seconds.
  * - A wake (tr_backend_wake) ends the wait blocked then, else the next one:
  *   it is latched until a wait consumes it (an eventfd counter is).  Several
  *   wakes before a wait may end that one wait only.
@@ -235,7 +279,10 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
 int tr_backend_flush(tr_backend *b);
 
 /* From any thread: make a blocked tr_backend_wait, or the next one if none
- * is blocked, return soon (B7, R7, R8).  Harmless after and during close.
+ * is blocked, return soon (B7, R7, R8).  Latched: a wake made while no wait
+ * runs (also before the first, and while flush runs the loop) ends the next
+ * wait; an eventfd counter or a pipe the loop watches is, libevent's
+ * event_base_loopbreak is not.  Harmless after and during close.
  * 0, or -errno. */
 int tr_backend_wake(tr_backend *b);
 

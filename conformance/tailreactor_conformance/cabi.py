@@ -248,6 +248,15 @@ class CabiBackend:
         #: choose).  B3 and B5 lower it to 1, so that a library that collects more reports
         #: than it may return holds some it has not delivered.
         self.wait_capacity = len(self._events)
+        #: How long the latest wait spent in the library: from right before its first
+        #: ``tr_backend_wait`` call to right after its last (EINTR retries in between).
+        #: Python-only machinery: B8 measures a timeout under a microsecond with it, as
+        #: the adapter's own work around the call would hide a wait that polled instead.
+        self.last_wait_ns: int | None = None
+        # tr_backend_wait again, without argtypes (its arguments are converted before the
+        # clock is read): a ctypes call that converts them costs about a microsecond.
+        self._raw_wait = ctypes.CDLL(lib._name).tr_backend_wait
+        self._raw_wait.restype = ctypes.c_int
         if watchdog:
             _WATCH.ensure_started()
         self._ids = itertools.count(1)
@@ -345,9 +354,11 @@ class CabiBackend:
 
     def _wait(self, timeout_s: float | None) -> int:
         """``tr_backend_wait`` into the array, retried on EINTR; the number of reports."""
-        timeout_ns = -1 if timeout_s is None else max(0, math.ceil(timeout_s * 1e9))
+        # Up to INT64_MAX (the header's range): a later timer than that is past any wait.
+        timeout_ns = -1 if timeout_s is None else min(max(0, math.ceil(timeout_s * 1e9)), 2**63 - 1)
         deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
         capacity = max(1, min(self.wait_capacity, len(self._events)))
+        started = None
         while True:
             bound = (LIVENESS_S if timeout_ns < 0 else timeout_ns / 1e9) + WAIT_GRACE_S
             key = (
@@ -359,8 +370,14 @@ class CabiBackend:
                     f"{', no limit' if timeout_ns < 0 else ''}) did not return within {bound:g} s",
                 )
             )
+            # The arguments as C values before the clock is read: the call alone is timed.
+            args = (self._h, ctypes.c_int64(timeout_ns), self._events, ctypes.c_uint32(capacity))
             try:
-                rc = self._lib.tr_backend_wait(self._h, timeout_ns, self._events, capacity)
+                before = time.monotonic_ns()
+                rc = self._raw_wait(*args)
+                after = time.monotonic_ns()
+                started = before if started is None else started
+                self.last_wait_ns = after - started
             finally:
                 if key is not None:
                     _WATCH.stop(key)

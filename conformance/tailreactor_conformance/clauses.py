@@ -80,7 +80,8 @@ CLAUSES: tuple[Clause, ...] = (
         "B3",
         "disarm",
         "After disarm(fd, direction) returns, that direction's token is never reported, even if "
-        "the fd became ready before the disarm, and the other direction stays armed.",
+        "the fd became ready before the disarm (also a report collected or held over from a full "
+        "batch), and the other direction stays armed.",
         "CWIST cwist_reactor_del (ASYNC_CANCEL; the -ECANCELED completion only frees the slot)",
         "backend",
     ),
@@ -96,7 +97,9 @@ CLAUSES: tuple[Clause, ...] = (
         "B5",
         "fd-number reuse",
         "When an fd is disarmed, closed and its number reused (also inside one batch), an event "
-        "of the old registration is never reported to, or run for, the new one.",
+        "of the old registration is never reported to, or run for, the new one; an arming of an "
+        "fd closed without disarm is dropped, or reported once with ERR, never for the file that "
+        "reuses its number.",
         "CWIST (multishot poll rejected because it fires into a recycled slot)",
         "backend",
     ),
@@ -120,8 +123,8 @@ CLAUSES: tuple[Clause, ...] = (
         "B8",
         "wait timeout",
         "wait(timeout_s) with nothing armed ready returns no earlier than timeout_s seconds, also "
-        "for a fraction of a millisecond and when a disarmed fd is ready, measured with a "
-        "monotonic clock around the call; wait(0) polls: it never blocks.",
+        "for a fraction of a millisecond or of a microsecond and when a disarmed fd is ready, "
+        "measured with a monotonic clock around the call; wait(0) polls: it never blocks.",
         "kernel epoll_wait(2), io_uring_enter(2) IORING_ENTER_EXT_ARG timeout",
         "backend",
     ),
@@ -183,8 +186,9 @@ CLAUSES: tuple[Clause, ...] = (
         "no spurious reports",
         "A READ token is reported only if its fd had data, EOF or error at some moment since it "
         "was armed, and a WRITE token only if its send buffer had room, also while the other "
-        "direction of the same fd is armed and ready (a report may be stale: callbacks still "
-        "handle EAGAIN).",
+        "direction of the same fd is armed and ready, and also when it replaced a token whose "
+        "report the backend had caught already (a report may be stale: callbacks still handle "
+        "EAGAIN).",
         "kernel poll(2) readiness semantics; io_uring_enter(2) POLL_ADD completes with the mask "
         "seen at wake-up",
         "backend",

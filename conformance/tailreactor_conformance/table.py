@@ -5,13 +5,19 @@ Role
 Turns ``{"clauses": {id: {backend: {"status": ...}}}}`` into one table: a row
 per clause, a column per backend under test, then the failing tests of each
 failing clause.  Also renders the registry alone (``--list``).
+
+What a user copies stays whole: a backend's name is never folded (the table
+grows wider than the terminal instead), and a test id or a skip reason is one
+line that only the terminal may wrap (``-k`` takes the id as printed).
 """
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from .clauses import CLAUSES, clause
 
@@ -41,9 +47,9 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
     )
     table = Table()
     table.add_column("clause", no_wrap=True)
-    table.add_column("requirement", overflow="fold", min_width=24)
+    table.add_column("requirement", min_width=24)
     for b in backends:
-        table.add_column(b, overflow="fold")
+        table.add_column(b, no_wrap=True, min_width=len(b))
     caps = summary.get("capabilities") or {}
     table.add_row(
         "caps",
@@ -57,6 +63,10 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
             st = cells[b]["status"]
             row.append(f"[{_STYLE[st]}]{st}[/]")
         table.add_row(*row)
+    # As wide as the table is (wider than the terminal when the backends' names need it):
+    # never a name folded or cut.
+    needs = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    console.width = max(console.width, needs)
     console.print(table)
     failing = [
         (cid, b, cells[b]["failures"])
@@ -67,9 +77,9 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
     if failing:
         console.print("[bold red]failing clauses[/]")
         for cid, b, nodeids in failing:
-            console.print(f"  {cid} on {b}: {clause(cid).text}")
+            console.print(f"  {cid} on {b}: {clause(cid).text}", markup=False)
             for nodeid in nodeids:
-                console.print(f"      {nodeid}")
+                console.print(Text(f"      {nodeid}"), soft_wrap=True)
     else:
         console.print("[green]no clause failed[/]")
     out_of_fds = (summary.get("out_of_fds") or {}).get("tests") or []
@@ -92,7 +102,7 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
     if skipped:
         console.print("[yellow]skipped clauses[/]")
         for cid, b, reasons in skipped:
-            console.print(f"  {cid} on {b}: " + ("; ".join(reasons) or "skipped"), markup=False)
+            console.print(Text(f"  {cid} on {b}: " + ("; ".join(reasons) or "skipped")), soft_wrap=True)
 
 
 def capability_text(caps) -> str:

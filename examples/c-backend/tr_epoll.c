@@ -25,7 +25,9 @@
  * with nothing left armed it removes the registration (EPOLL_CTL_DEL), so a
  * closed-then-reused fd number starts clean (B3, B5).  An fd closed without
  * disarm loses its registration in the kernel silently; arming its reused
- * number finds ENOENT and registers afresh.
+ * number finds ENOENT and registers afresh, for the new arming alone: the
+ * armings made for the closed file are dropped with it (the header's rule),
+ * never reported for the file that took the number (B5).
  *
  * wake() writes an eventfd that is registered level-triggered, so a wake made
  * while nobody waits is seen by the next wait (B7).  Any thread may call it,
@@ -39,11 +41,18 @@
  *   -DTR_BUG_NO_WAKE           wake does nothing                     (B7)
  *   -DTR_BUG_NO_LIMIT_IS_POLL  a wait with no limit polls            (B7)
  *   -DTR_BUG_TRUNCATE_TIMEOUT  timeout rounded down to milliseconds  (B8)
+ *   -DTR_BUG_TRUNCATE_TIMEOUT_US  timeout rounded down to microseconds (a struct
+ *                              timeval), then up to milliseconds: under 1 us polls (B8)
+ *   -DTR_BUG_REUSE_KEEPS_OLD_ARMING  an arm of a number closed without disarm and
+ *                              reused registers the closed file's armings too (B5)
  *   -DTR_BUG_LEAK_FD           close leaves the eventfd open         (B14)
  *   -DTR_BUG_KEEP_COLLECTED    a wait collects more than its capacity; disarm
  *                              leaves the rest                       (B3)
  *   -DTR_BUG_REARM_KEEPS_COLLECTED  the same collecting wait; disarm drops what
  *                              it holds, a re-arm keeps the replaced token's (B1)
+ *   -DTR_BUG_REARM_HANDS_OVER  the same collecting wait; a re-arm of a direction whose
+ *                              report it holds gives that report to the new token, as
+ *                              a backend that swaps the token of a caught event does (B15)
  *   -DTR_BUG_FLUSH_EATS_WAKE   flush consumes a pending wake, as a flush that
  *                              runs the library's loop can       (B7)
  *   -DTR_BUG_LOWEST_FDS_FIRST  a wait takes every ready fd and returns the
@@ -104,7 +113,10 @@ struct tr_backend {
     struct fd_rec *fds;    /* indexed by fd number, grown on demand */
     size_t nfds;
     struct epoll_event kernel[MAX_BATCH];
-#if defined(TR_BUG_KEEP_COLLECTED) || defined(TR_BUG_REARM_KEEPS_COLLECTED)
+#if defined(TR_BUG_REARM_KEEPS_COLLECTED) || defined(TR_BUG_REARM_HANDS_OVER)
+#define TR_DISARM_DROPS_HELD 1
+#endif
+#if defined(TR_BUG_KEEP_COLLECTED) || defined(TR_DISARM_DROPS_HELD)
 #define TR_COLLECTS 1
     tr_event held[MAX_BATCH]; /* collected by a wait, not handed out yet */
     uint32_t nheld;
@@ -176,8 +188,10 @@ static struct fd_rec *record(tr_backend *b, int fd) {
 }
 
 /* Make the kernel watch exactly the armed directions of fd, one-shot.  With
- * nothing armed the registration is left as it is (ONESHOT disabled it). */
-static int apply(tr_backend *b, int fd, struct fd_rec *r) {
+ * nothing armed the registration is left as it is (ONESHOT disabled it).
+ * `fresh` is the direction index armed by this call (-1: none, a narrowing or
+ * a re-enable): the one arming that is for the file the number names now. */
+static int apply(tr_backend *b, int fd, struct fd_rec *r, int fresh) {
     uint32_t want = (r->armed[0] ? INTEREST[0] : 0) | (r->armed[1] ? INTEREST[1] : 0);
     if (!want)
         return 0;
@@ -188,8 +202,22 @@ static int apply(tr_backend *b, int fd, struct fd_rec *r) {
         if (errno != ENOENT)
             return -errno;
         /* Closed without disarm and the number reused: the kernel dropped the
-         * registration with the old file.  Register the new one. */
+         * registration with the old file, and the armings made for that file
+         * go with it (reporting them would report the new file's readiness
+         * under tokens armed for the old one, B5).  Register the new file for
+         * the arming of this call alone. */
         r->registered = 0;
+#ifndef TR_BUG_REUSE_KEEPS_OLD_ARMING
+        for (int d = 0; d < 2; d++)
+            if (d != fresh)
+                r->armed[d] = 0;
+        want = fresh < 0 ? 0 : INTEREST[fresh];
+        if (!want)
+            return 0;
+        ev.events = want | EPOLLONESHOT;
+#else
+        (void)fresh;
+#endif
     }
     if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ||
         (errno == EEXIST && epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)) {
@@ -217,10 +245,20 @@ int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token) {
     if (!r)
         return -ENOMEM;
     int d = direction - 1;
+#ifdef TR_BUG_REARM_HANDS_OVER
+    /* The bug: the kernel reported this direction and the report waits in b->held;
+     * the re-arm swaps the token in it, as if the caught event were still waiting. */
+    if (!r->armed[d])
+        for (uint32_t i = 0; i < b->nheld; i++)
+            if (b->held[i].token == r->token[d]) {
+                b->held[i].token = r->token[d] = token;
+                return 0;
+            }
+#endif
     struct fd_rec old = *r;
     r->token[d] = token; /* an armed direction is replaced (R18) */
     r->armed[d] = 1;
-    int rc = apply(b, fd, r); /* a closed fd: epoll_ctl says EBADF (B16) */
+    int rc = apply(b, fd, r, d); /* a closed fd: epoll_ctl says EBADF (B16) */
     if (rc < 0) {
         old.registered = r->registered;
         *r = old;
@@ -228,7 +266,7 @@ int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token) {
     return rc;
 }
 
-#ifdef TR_BUG_REARM_KEEPS_COLLECTED
+#ifdef TR_DISARM_DROPS_HELD
 /* Forget the collected report of `token` (the suite never reuses a token number). */
 static void drop_held(tr_backend *b, uint64_t token) {
     uint32_t kept = 0;
@@ -250,14 +288,14 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction) {
     if (fd < 0 || (size_t)fd >= b->nfds)
         return 0;
     struct fd_rec *r = &b->fds[fd];
-#ifdef TR_BUG_REARM_KEEPS_COLLECTED
+#ifdef TR_DISARM_DROPS_HELD
     drop_held(b, r->token[direction - 1]); /* disarm drops what a wait collected; arm does not */
 #endif
     r->armed[direction - 1] = 0;
     if (r->armed[0] || r->armed[1]) {
         /* Narrow the registration to the direction still armed.  A failure
          * is harmless: wait reports only tokens that are armed. */
-        (void)apply(b, fd, r);
+        (void)apply(b, fd, r, -1);
         return 0;
     }
     if (r->registered) {
@@ -282,6 +320,9 @@ static int timeout_ms(int64_t timeout_ns) {
         return INT_MAX;
 #ifdef TR_BUG_TRUNCATE_TIMEOUT
     return (int)(timeout_ns / 1000000);
+#elif defined(TR_BUG_TRUNCATE_TIMEOUT_US)
+    int64_t us = timeout_ns / 1000; /* struct timeval, rounded down */
+    return (int)((us + 999) / 1000);
 #else
     return (int)((timeout_ns + 999999) / 1000000);
 #endif
@@ -376,7 +417,7 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
 #endif
             }
         }
-        apply(b, fd, r); /* ONESHOT disabled the whole fd: re-enable what is still armed */
+        apply(b, fd, r, -1); /* ONESHOT disabled the whole fd: re-enable what is still armed */
     }
 #ifdef TR_BUG_OVER_CAPACITY
     if (n)

@@ -5,7 +5,7 @@ local ``main`` at HEAD and a scratch branch on top: a real slowdown committed th
 that changes no code exits 0, and a clone without the base says so in one line and exits 0.  To keep
 the suite's time, the job runs on epoll with 1 virtual second per run (the gate's own settings:
 ``--backend``/``--duration`` are passed through); .ci/run runs the quick profile on both backends
-(docs/en/tail-latency-ci.md, "The code gate").
+(docs/en/gate.md, "The code gate").
 """
 
 from __future__ import annotations

@@ -8,21 +8,33 @@ Each test here builds one such situation for a clause of ``test_backend.py``: a
 re-arm after a flush that collected the report (B1), a wake seen by a flush (B7), a
 ready set larger than the batch (B10), a wake from another thread while close runs
 (B13).  Found by a fresh reader writing C backends from the header on poll(2) and
-libev (issue 32).
+libev (issue 32).  And what authors of backends over libevent and poll(2) still got
+past the suite (issue 41): a re-arm that hands a report already caught to the new
+token (B15), an fd closed while armed whose number is reused and armed for the other
+direction (B5), a timeout under a microsecond taken as none (B8), a disarm that leaves
+a report held over from a full batch while the fd stays armed (B3), and an arm of one
+direction that drops the re-arm of the other made just before (B12).
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
+import time
 from collections import Counter
 
 import pytest
 
-from tailreactor.backends import READ
-from tailreactor.backends.base import capabilities
-from tailreactor_conformance.harness import LIVENESS_S, Watchdog, collect, rule_broken
-from tailreactor_conformance.tests.test_backend import _collected_not_delivered, _raise_nofile, _read_from
+from tailreactor.backends import READ, WRITE
+from tailreactor.backends.base import ERR, capabilities
+from tailreactor_conformance.harness import LIVENESS_S, Watchdog, collect, reports, rule_broken
+from tailreactor_conformance.tests.test_backend import (
+    _collected_not_delivered,
+    _one_report,
+    _raise_nofile,
+    _read_from,
+)
 
 
 # -- B1: a re-arm drops the replaced token's report ---------------------------------
@@ -183,3 +195,182 @@ def _close_under_wakes(b) -> None:
         for pair in taken:
             for s in pair:
                 s.close()
+
+
+# -- B15: a re-arm reports only readiness it could see ------------------------------
+@pytest.mark.clause("B15")
+def test_a_rearm_after_a_flush_that_caught_the_report_reports_only_later_readiness(make_backend, pairs):
+    """arm "old", the fd ready, flush (a loop run: it may catch the report), the data read
+    (by another callback of the round), arm "new" on the same direction: "new" may report
+    only readiness that arises after it was armed, so nothing until data comes again. An
+    event library cannot tell a waiting event from one caught and not handed over yet; a
+    backend that swaps the token of a caught event hands that report to "new"."""
+    b = make_backend()
+    p, control = pairs(2)
+    b.arm(p.fd, READ, "old")
+    p.make_readable()
+    b.flush()
+    p.drain()
+    b.arm(p.fd, READ, "new")
+    control.make_readable()
+    b.arm(control.fd, READ, "control")  # proves the waits below do report
+    got = collect(b, 1, extra_waits=3)
+    assert got == Counter({"control": 1}), (
+        f"reported {dict(got)}: the fd had no data since the re-arm (it was read before), so "
+        f"the new token had nothing to report: the report caught for the replaced token was handed to it"
+    )
+    p.make_readable()
+    assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+
+
+@pytest.mark.clause("B15")
+def test_a_rearm_of_a_report_collected_but_not_delivered_reports_only_later_readiness(make_backend, pairs):
+    """More ready fds than one wait returns (capacity 1 for a C backend): one wait's reports
+    taken, every other fd read empty and re-armed with a new token: no new token is
+    reported until its fd has data again."""
+    b = make_backend()
+    ps, delivered = _collected_not_delivered(b, pairs)
+    undelivered = [i for i in range(len(ps)) if i not in delivered]
+    for i in undelivered:
+        ps[i].drain()
+        b.arm(ps[i].fd, READ, f"new {i}")
+    (control,) = pairs(1)
+    control.make_readable()
+    b.arm(control.fd, READ, "control")
+    got = collect(b, 1, extra_waits=3)
+    assert got == Counter({"control": 1}), (
+        f"reported {sorted(t for t in got if t != 'control')}: re-armed after their fds were read "
+        f"empty, with no data since; a report collected for the replaced token was handed to the new one"
+    )
+    for i in undelivered:
+        ps[i].make_readable()
+    assert collect(b, len(undelivered), extra_waits=2) == Counter({f"new {i}": 1 for i in undelivered})
+
+
+# -- B5: an fd closed while armed, its number reused and armed the other way ---------
+@pytest.mark.clause("B5")
+def test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file_that_took_its_number(
+    make_backend, pairs
+):
+    """READ armed, the fd closed without disarm (the caller's bug), its number reused by
+    another socket and armed for WRITE: the old READ arming belongs to the closed file. It
+    is dropped, or reported once with ERR (the header's rule), never with IN when the new
+    file becomes readable (a backend that keeps one registration per fd number re-registers
+    both directions, the old token with them)."""
+    b = make_backend()
+    old, new, control = pairs(3)
+    b.arm(old.fd, READ, "old read")  # not readable: nothing is ever sent to it
+    b.flush()
+    number = old.ours.detach()
+    os.dup2(new.ours.fileno(), number)  # closes the old file, armed; its number now names `new`
+    with socket.socket(fileno=number) as reused:
+        b.arm(number, WRITE, "new write")  # writable at once
+        new.make_readable()  # readable: a report of "old read" now would be for the new file
+        control.make_readable()
+        b.arm(control.fd, READ, "control")
+        got = reports(b, 2, extra_waits=3)
+        b.disarm(reused.fileno(), WRITE)
+        b.disarm(reused.fileno(), READ)
+    tokens = Counter(tok for tok, _ in got)
+    assert tokens["new write"] == 1 and tokens["control"] == 1, got
+    old_reports = [rev for tok, rev in got if tok == "old read"]
+    assert len(old_reports) <= 1 and all(rev & ERR for rev in old_reports), (
+        f"the READ arming of a closed fd was reported with revents "
+        f"{', '.join(f'{r:#x}' for r in old_reports)} once its number named another, readable, "
+        f"file: drop it, or report it once with ERR"
+    )
+
+
+# -- B8: a timeout under a microsecond ------------------------------------------------
+#: Timeouts below a microsecond: one that truncates the timeout to whole microseconds (a
+#: struct timeval, libevent's timers) takes each as 0, a poll.  998.5 ns is 999 ns once
+#: rounded up to whole nanoseconds (0.000000999 s would be 1000: a float is not exact).
+SUBMICRO_S = (0.0000005, 0.0000009985)
+#: How long to keep waiting with each (seconds; at least SUBMICRO_WAITS waits): a poll is
+#: caught where one call costs less than its timeout, and the more calls, the likelier one
+#: ran while nothing else took the CPU.  A backend that rounds up to milliseconds makes
+#: about 500 waits in it; one that polls, hundreds of thousands.
+SUBMICRO_BUDGET_S = 0.5
+SUBMICRO_WAITS = 20
+
+
+@pytest.mark.clause("B8")
+@pytest.mark.parametrize("timeout_s", SUBMICRO_S, ids=["500ns", "998.5ns"])
+def test_a_wait_under_a_microsecond_is_never_early(make_backend, pairs, timeout_s):
+    """wait(timeout) with nothing ready, for timeouts under a microsecond, many times (for
+    SUBMICRO_BUDGET_S): none
+    returns before its timeout. A backend that converts timeout_ns to microseconds
+    (struct timeval) rounding down polls instead. The time is measured as tightly as the
+    backend allows: around the library's own call for a C backend (the adapter's
+    ``last_wait_ns``), since the adapter's work would hide a poll; around ``wait`` for a
+    Python one. A poll is seen only where one call costs less than the timeout (about
+    0.2 us for a C caller; a Python caller's own call costs more than a microsecond, so a
+    Python backend's poll there is not early for any Python caller)."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    limit = timeout_s * 1e9
+    early = []
+    waits = 0
+    deadline = time.monotonic() + SUBMICRO_BUDGET_S
+    while waits < SUBMICRO_WAITS or time.monotonic() < deadline:
+        waits += 1
+        t0 = time.monotonic_ns()
+        got = b.wait(timeout_s)
+        elapsed = getattr(b, "last_wait_ns", None) or time.monotonic_ns() - t0
+        assert got == [], got
+        if elapsed < limit:
+            early.append(elapsed)
+    assert not early, (
+        f"{len(early)} of {waits} waits of {timeout_s * 1e9:g} ns returned early, after "
+        f"{min(early)} ns at the least: is timeout_ns rounded down to microseconds (struct timeval)?"
+    )
+
+
+# -- B3: a report held over from a full batch, disarmed while the fd stays armed -----
+@pytest.mark.clause("B3")
+def test_disarm_drops_a_report_held_over_from_a_full_batch_while_the_fd_stays_armed(make_backend, pairs):
+    """More writable fds armed for WRITE than one wait returns, each also armed for READ (never
+    ready): one wait's reports taken, the WRITE of every other fd disarmed. The fds stay
+    armed (READ), so a backend that drops held reports only with the fd's last arming (a
+    poll(2) backend's "is the fd still in the set") keeps them: none may be reported."""
+    b = make_backend()
+    ps, delivered = _collected_not_delivered(b, pairs, direction=WRITE, other_armed=True)
+    undelivered = [i for i in range(len(ps)) if i not in delivered]
+    for i in undelivered:
+        b.disarm(ps[i].fd, WRITE)
+    (control,) = pairs(1)
+    control.make_readable()
+    b.arm(control.fd, READ, "control")
+    late = collect(b, 1, extra_waits=3)
+    for p in ps:
+        b.disarm(p.fd, READ)
+    assert late == Counter({"control": 1}), (
+        f"WRITE tokens {sorted(t for t in late if t != 'control')} reported after their disarm (a wait "
+        f"returned {sorted(delivered)} of {len(ps)} writable fds; the rest were disarmed, still armed for READ)"
+    )
+
+
+# -- B12: an arm of the other direction after a re-arm ----------------------------------
+@pytest.mark.clause("B12")
+@pytest.mark.parametrize("first", [READ, WRITE], ids=["read-then-write", "write-then-read"])
+def test_an_arm_of_the_other_direction_after_a_rearm_keeps_the_rearm(make_backend, pairs, first):
+    """One direction reported and re-armed from its callback, then the other direction armed
+    (a handler re-arms READ, then arms WRITE for its answer; or the other way round): both are
+    reported. A backend that queues the re-arm by fd number and lets the next arm of that fd
+    replace it drops the re-arm."""
+    b = make_backend()
+    (p,) = pairs(1)
+    second = WRITE if first == READ else READ
+    p.make_readable()  # readable for good (never read) and writable: both directions ready
+    b.arm(p.fd, first, "first 0")
+    got = _one_report(b)
+    assert [tok for tok, _ in got] == ["first 0"], got
+    getattr(b, "rearm", b.arm)(p.fd, first, "first 1")  # from the callback of its report
+    b.arm(p.fd, second, "second")
+    got = collect(b, 2, extra_waits=2)
+    b.disarm(p.fd, READ)
+    b.disarm(p.fd, WRITE)
+    assert got == Counter({"first 1": 1, "second": 1}), (
+        f"re-armed one direction, then armed the other: reported {dict(got)}"
+    )

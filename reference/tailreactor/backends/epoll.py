@@ -44,7 +44,10 @@ Closed fds (clause B16)
 -----------------------
 ``epoll_ctl`` on a closed fd fails with ``EBADF``, so an arm that makes the
 call raises it, and on a number that was closed without disarm and reused it
-fails with ``ENOENT``, so the arm registers the new file afresh.  The re-arm
+fails with ``ENOENT``, so the arm registers the new file afresh, for its own
+direction alone: an arming of the other direction was made for the closed
+file and is dropped with it, never reported for the file that took the
+number (clause B5).  The re-arm
 that skips the call is taken only from inside the fd's own callback, for an fd
 the latest ``wait`` reported: its registration was alive a moment ago, and
 only that callback could have closed it since.  Any other arm makes the
@@ -163,26 +166,27 @@ class EpollBackend:
         new = rec is None
         if rec is None:
             rec = _FdRecord()
-        old = rec.tokens[direction - 1]
+        old = list(rec.tokens)
         rec.tokens[direction - 1] = token
         try:
-            self._register(fd, rec, new)
+            self._register(fd, rec, new, direction)
         except OSError as exc:
-            rec.tokens[direction - 1] = old
+            rec.tokens = old
             if exc.errno == errno.EBADF:
                 raise not_open_error(fd) from None
             raise OSError(exc.errno, f"cannot arm fd {fd} for epoll: {exc.strerror}") from None
         if new:
             self._fds[fd] = rec
 
-    def _register(self, fd: int, rec: _FdRecord, new: bool = False) -> None:
+    def _register(self, fd: int, rec: _FdRecord, new: bool = False, fresh: int | None = None) -> None:
         """Make the kernel watch exactly the armed directions: one ``epoll_ctl``.
 
         With nothing armed the registration stays, disabled: ``EPOLLONESHOT``
         with no events, so HUP or ERR (which epoll always reports) come once.
+        ``fresh`` is the direction the calling arm armed, the one arming known
+        to be for the file the number names now.
         """
-        read, write = rec.tokens
-        mask = (_IN if read is not None else 0) | (_OUT if write is not None else 0)
+        mask = self._mask(rec)
         kernel = mask if mask else _ONESHOT
         self.ctl_calls += 1
         if new:
@@ -195,9 +199,17 @@ class EpollBackend:
                 self._ep.modify(fd, kernel)
             except FileNotFoundError:
                 # The fd was closed without disarm (the kernel dropped its
-                # registration) and the number reused: register afresh.
-                self._ep.register(fd, kernel)
+                # registration) and the number reused: the armings made for the
+                # closed file go with it; register the new file afresh.
+                rec.tokens[:] = [tok if d == fresh else None for d, tok in zip((READ, WRITE), rec.tokens)]
+                mask = self._mask(rec)
+                self._ep.register(fd, mask if mask else _ONESHOT)
         rec.mask = mask
+
+    @staticmethod
+    def _mask(rec: _FdRecord) -> int:
+        read, write = rec.tokens
+        return (_IN if read is not None else 0) | (_OUT if write is not None else 0)
 
     def disarm(self, fd: int, direction: int) -> None:
         if self._closed:

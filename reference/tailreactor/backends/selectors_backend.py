@@ -59,19 +59,28 @@ class SelectorsBackend:
         # local: a wait cut short by a KeyboardInterrupt hands it over from the next
         # wait (clause R21; the same pattern as epoll and io_uring).
         self._reported: list[tuple[object, int]] = []
+        self._files: dict[int, tuple[int, int]] = {}  # fd -> the file armed on it, (st_dev, st_ino)
         self._closed = False
 
-    def _check_fd(self, fd: int) -> None:
+    def _check_fd(self, fd: int) -> tuple[int, int]:
+        """The open file ``fd`` names now, as ``(st_dev, st_ino)``; EBADF if it names none."""
         try:
-            os.fstat(fd)
+            st = os.fstat(fd)
         except OSError:
             raise not_open_error(fd) from None
+        return st.st_dev, st.st_ino
 
     def arm(self, fd: int, direction: int, token: object) -> None:
         if self._closed:
             raise closed_error(self.name)
         check_direction(direction)
-        self._check_fd(fd)
+        file = self._check_fd(fd)
+        if self._files.get(fd, file) != file:
+            # Closed without disarm and the number reused by another file: the armings made
+            # for the closed file go with it, never reported for this one (clause B5).  A
+            # selector keys by number alone, so the file is told by its inode.
+            self._forget(fd)
+        self._files[fd] = file
         try:
             key = self._sel.get_key(fd)
         except KeyError:
@@ -102,13 +111,20 @@ class SelectorsBackend:
         tokens = dict(key.data)
         tokens.pop(direction, None)
         events = key.events & ~_SEL_EVENT[direction]
+        if not events:
+            self._forget(fd)
+            return
         try:
-            if events:
-                self._sel.modify(fd, events, tokens)
-            else:
-                self._sel.unregister(fd)
+            self._sel.modify(fd, events, tokens)
         except (OSError, ValueError, KeyError):
-            # The fd was closed under us; forget it without touching the kernel.
+            self._forget(fd)
+
+    def _forget(self, fd: int) -> None:
+        """Unregister ``fd``; closed under us, forget it without touching the kernel."""
+        self._files.pop(fd, None)
+        try:
+            self._sel.unregister(fd)
+        except (OSError, ValueError, KeyError):
             self._sel._fd_to_key.pop(fd, None)  # type: ignore[attr-defined]  # private: no public way
 
     def disarm(self, fd: int, direction: int) -> None:
