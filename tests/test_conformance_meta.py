@@ -548,6 +548,51 @@ def test_unknown_reactor_is_one_line_naming_the_option_and_exit_2():
     )
 
 
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        (
+            "fifo",
+            "--policy fifo: not a policy (accepted: backend, age, oldest, lifo, shortest or module:Class)",
+        ),
+        ("no_such_module:X", "--policy no_such_module:X: cannot be made: ValueError: cannot be loaded: "),
+        (
+            "tailreactor.config:Config",
+            "--policy tailreactor.config:Config: made a Config, not a policy: no start(), next(), again(), add()",
+        ),
+        (
+            "fixtures.backends.reactors:_GivesNothing",
+            "--policy fixtures.backends.reactors:_GivesNothing: cannot be made: TypeError",
+        ),
+    ],
+)
+def test_a_bad_policy_is_one_line_naming_the_option_and_exit_2(spec, says):
+    proc, _ = cli("--backend", "epoll", "--policy", spec, "--clause", "R26")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tailreactor-conformance: {says}"), proc.stderr
+
+
+def test_a_policy_of_a_third_party_runs_the_policy_clauses(tmp_path):
+    """--policy module:Class: the policy clauses run under it, and only under it."""
+    spec = "tailreactor.policies.lifo:AdaptiveLifo"
+    proc, data = cli(
+        "--backend",
+        "epoll",
+        "--policy",
+        spec,
+        "--clause",
+        "R21,R26,R27",
+        "-n",
+        "0",
+        json_path=tmp_path / "r.json",
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert data["policies"] == [spec]
+    assert all(data["clauses"][c]["epoll"]["status"] == "pass" for c in ("R21", "R26", "R27"))
+    assert data["clauses"]["R26"]["epoll"]["passed"] == 2  # both of its tests, under this one policy
+
+
 def test_backend_auto_is_shown_as_the_backend_it_resolves_to(tmp_path):
     from tailreactor.backends import create_backend
 

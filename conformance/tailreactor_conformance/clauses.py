@@ -427,6 +427,26 @@ CLAUSES: tuple[Clause, ...] = (
         "design (issue 24); backend contract (one-shot)",
         "reactor",
     ),
+    Clause(
+        "R26",
+        "each policy's order",
+        "Under each dispatch policy (CWIST_REACTOR_POLICY backend, age, oldest, lifo, shortest, "
+        "or one given with --policy that names a model), every round delivers its events in the "
+        "order, and with the dispatch_late() flags, of that policy's model: the rule its module "
+        "states first, applied before each delivery to the events remaining.",
+        "design (issue 40; tailreactor/policies, tailreactor_conformance.model.POLICY_MODELS)",
+        "reactor",
+    ),
+    Clause(
+        "R27",
+        "every event of a round runs in it, whatever the policy",
+        "Whatever the policy gives, each event of a round's batch runs in that round exactly "
+        "once: one the policy never gives runs all the same, one it gives twice runs once, one "
+        "disarmed by an earlier callback never runs; so under every policy an event ready and "
+        "armed waits no more rounds than the backend takes to report it (B10).",
+        "design (issue 40: what the reactor keeps whatever the policy)",
+        "reactor",
+    ),
     # -- HTTP ----------------------------------------------------------------
     Clause(
         "H1",

@@ -7,13 +7,14 @@ Usage::
     tailreactor-conformance --backend mypkg.fast:make_backend      # a third-party backend
     tailreactor-conformance --backend cabi:path/to/libfoo.so       # a backend in C, Rust, Go (cabi.py)
     tailreactor-conformance --backend epoll --reactor mypkg.r:MyReactor
+    tailreactor-conformance --backend epoll --policy mypkg.order:MyOrder --clause R21,R26,R27
     tailreactor-conformance --backend epoll --clause B7 --clause R10 -x
     tailreactor-conformance --profile deep --seed 1234
     tailreactor-conformance --list                                 # the clauses, no run
     cc -I "$(dirname "$(tailreactor-conformance --header)")" ...    # the C ABI's header, installed
 
-Checks that each ``--backend`` starts and that ``--reactor`` imports (else one
-line naming the option and exit 2), then replaces itself with a fresh
+Checks that each ``--backend`` starts, that ``--reactor`` imports and that each
+``--policy`` makes a policy (else one line naming the option and exit 2), then replaces itself with a fresh
 ``python -m pytest`` over the tests shipped in ``tailreactor_conformance/tests``
 (pytest-xdist, the plugin prints the per-clause pass/fail table).  A fresh
 interpreter because pytest must mark this package and ``tailreactor`` for
@@ -62,6 +63,14 @@ def _parser() -> argparse.ArgumentParser:
         "--reactor",
         metavar="MODULE:FACTORY",
         help="reactor under test, called as factory(backend, config=..., clock=...)",
+    )
+    p.add_argument(
+        "--policy",
+        action="append",
+        metavar="NAME",
+        help="dispatch policy under test in the policy clauses (R21, R26, R27): backend, age, "
+        "oldest, lifo, shortest or module:Class, called as Class(age_from, threshold_ns) "
+        "(repeatable; default: every shipped policy)",
     )
     p.add_argument(
         "--clause",
@@ -119,6 +128,8 @@ def build_pytest_args(ns: argparse.Namespace, extra: list[str]) -> list[str]:
         args += ["--backend", name]
     if ns.reactor:
         args += ["--reactor", ns.reactor]
+    for spec in ns.policy or ():
+        args += ["--policy", spec]
     for cid in ns.clause or ():
         args += ["--clause", cid]
     if ns.exitfirst:
@@ -216,6 +227,30 @@ def _check_reactor(spec: str, backend_name: str) -> None:
         )
 
 
+#: What the reactor calls on every dispatch policy (tailreactor/policies/__init__.py).
+POLICY_METHODS = ("start", "next", "again", "add")
+
+
+def _check_policy(spec: str) -> None:
+    """Make the ``--policy`` once as the reactor will; :class:`StartError` (one line) if it cannot."""
+    from tailreactor.backends import describe, missing_methods
+    from tailreactor.policies import POLICIES, create
+
+    accepted = f"accepted: {', '.join(POLICIES)} or module:Class"
+    if ":" not in spec and spec not in POLICIES:
+        raise StartError(f"--policy {spec}: not a policy ({accepted})")
+    try:
+        policy = create(spec, "arm", 0)
+    except BaseException as exc:  # noqa: BLE001 - any failure (SystemExit too) is the user's answer
+        raise StartError(f"--policy {spec}: cannot be made: {_one_line(exc)} ({accepted})") from None
+    missing = missing_methods(policy, POLICY_METHODS)
+    if missing:
+        raise StartError(
+            f"--policy {spec}: made {describe(policy)}, not a policy: no "
+            f"{', '.join(m + '()' for m in missing)} (tailreactor/policies/__init__.py)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
@@ -250,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             ns.backend = _check_backends(ns.backend)
         if ns.reactor:
             _check_reactor(ns.reactor, ns.backend[0] if ns.backend else "epoll")
+        for spec in ns.policy or ():
+            _check_policy(spec)
     except StartError as exc:
         print(f"tailreactor-conformance: {exc}", file=sys.stderr)
         return 2

@@ -5,6 +5,9 @@ Role
 * :func:`age_order` -- the dispatch order of one round under age-based
   dispatch (clauses R10-R13), written as the rule the clause states, not as
   the reactor implements it (no cursors, no sorting: a scan per delivery).
+* :data:`POLICY_MODELS` -- the same for every shipped dispatch policy
+  (clause R26), by its ``CWIST_REACTOR_POLICY`` name, each the rule its
+  module states first, as a scan per delivery.
 * :class:`Model` -- what a reactor must do with a program of arm, disarm,
   write, read, close, timer, cancel, clock, post and run steps (clause R20):
   which events may be delivered, which timers fire and in what order, which
@@ -18,7 +21,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-__all__ = ["age_order", "Model", "PairState"]
+__all__ = ["age_order", "POLICY_MODELS", "policy_model", "Model", "PairState"]
 
 K = TypeVar("K", bound=Hashable)  # an event's key in age_order
 
@@ -59,6 +62,89 @@ def age_order(
         out.append((nxt, late))
         now += advance_ns.get(nxt, 0)
     return out
+
+
+def _scan(
+    backend_order: list[K], advance_ns: dict[K, int] | None, start_ns: int, pick
+) -> list[tuple[K, bool]]:
+    """Deliver ``backend_order`` one event at a time: ``pick(remaining, now)`` -> (key, late)."""
+    advance_ns = advance_ns or {}
+    remaining = list(backend_order)
+    now = start_ns
+    out = []
+    while remaining:
+        nxt, late = pick(remaining, now)
+        remaining.remove(nxt)
+        out.append((nxt, late))
+        now += advance_ns.get(nxt, 0)
+    return out
+
+
+def backend_model(backend_order, stamps, hints, tail_ns, start_ns, advance_ns=None):
+    """``backend``: the first remaining event in backend order runs; none is late."""
+    return [(k, False) for k in backend_order]
+
+
+def age_model(backend_order, stamps, hints, tail_ns, start_ns, advance_ns=None):
+    """``age``: :func:`age_order` (clause R10)."""
+    return age_order(backend_order, stamps, tail_ns, start_ns, advance_ns)
+
+
+def oldest_model(backend_order, stamps, hints, tail_ns, start_ns, advance_ns=None):
+    """``oldest``: the remaining event with the oldest stamp runs, ties in backend order; none is late."""
+
+    def pick(remaining, now):
+        return min(remaining, key=lambda k: (stamps[k], backend_order.index(k))), False
+
+    return _scan(backend_order, advance_ns, start_ns, pick)
+
+
+def lifo_model(backend_order, stamps, hints, tail_ns, start_ns, advance_ns=None):
+    """``lifo``: if the oldest remaining event has age >= ``tail_ns`` (> 0), the newest
+    remaining runs (latest stamp, ties: the later in backend order); else the first
+    remaining in backend order.  None is late."""
+
+    def pick(remaining, now):
+        by_age = sorted(remaining, key=lambda k: (stamps[k], backend_order.index(k)))
+        if tail_ns > 0 and now - stamps[by_age[0]] >= tail_ns:
+            return by_age[-1], False
+        return remaining[0], False
+
+    return _scan(backend_order, advance_ns, start_ns, pick)
+
+
+def shortest_model(backend_order, stamps, hints, tail_ns, start_ns, advance_ns=None):
+    """``shortest``: the remaining event with the smallest hint runs, ties in backend order."""
+
+    def pick(remaining, now):
+        return min(remaining, key=lambda k: (hints[k], backend_order.index(k))), False
+
+    return _scan(backend_order, advance_ns, start_ns, pick)
+
+
+#: The model of each shipped policy, by name: ``model(backend_order, stamps, hints,
+#: tail_ns, start_ns, advance_ns)`` -> ``[(key, late), ...]`` in delivery order
+#: (``stamps``: key -> the stamp AGE_FROM names; ``hints``: key -> ``Event.hint``).
+POLICY_MODELS = {
+    "backend": backend_model,
+    "age": age_model,
+    "oldest": oldest_model,
+    "lifo": lifo_model,
+    "shortest": shortest_model,
+}
+
+
+def policy_model(policy_class):
+    """The model a policy class is checked against (clause R26), or None.
+
+    Its own ``model`` attribute (a function of :data:`POLICY_MODELS`'
+    signature: a third party's order states its rule that way), else the
+    shipped policy's of its ``name``.
+    """
+    own = getattr(policy_class, "model", None)
+    if own is not None:
+        return own
+    return POLICY_MODELS.get(getattr(policy_class, "name", None))
 
 
 @dataclass

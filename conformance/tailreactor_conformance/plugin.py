@@ -18,6 +18,9 @@ conformance tests it stays inert.  What it does for conformance tests:
   (io_uring, or epoll when the kernel refuses io_uring), so the table names it;
 * ``--reactor module:factory`` runs the reactor clauses against a third-party
   reactor class or factory called like ``Reactor(backend, config=, clock=)``;
+* ``--policy NAME`` (repeatable; a shipped policy's name or ``module:Class``)
+  parametrizes the dispatch-policy tests (R21, R26, R27) over the policies
+  under test (default: every shipped one);
 * ``--clause ID`` (repeatable, or comma-separated; a letter ``B``/``R``/``H``
   selects an area) deselects every other clause;
 * ``--conformance-profile ci|deep`` picks the Hypothesis profile;
@@ -81,6 +84,15 @@ def pytest_addoption(parser):
         metavar="MODULE:FACTORY",
         help="reactor under test, called as factory(backend, config=..., clock=...) "
         f"(default {DEFAULT_REACTOR})",
+    )
+    group.addoption(
+        "--policy",
+        action="append",
+        dest="conformance_policies",
+        default=None,
+        metavar="NAME",
+        help="dispatch policy under test in the policy clauses (R21, R26, R27): a shipped name "
+        "or module:Class (repeatable; default: every shipped policy)",
     )
     group.addoption(
         "--clause",
@@ -148,6 +160,20 @@ def _label(spec: str) -> str:
     return label(spec)
 
 
+def policy_specs(config) -> list[str]:
+    """The dispatch policies under test: ``--policy``, or every shipped one."""
+    from tailreactor.policies import POLICIES  # not before pytest's assert rewriting is set up
+
+    return list(config.getoption("conformance_policies") or POLICIES)
+
+
+def policy_class(spec: str):
+    """The class of a policy spec: a shipped name, or ``module:Class`` (``pytest.UsageError``)."""
+    from tailreactor.policies import POLICIES
+
+    return POLICIES[spec] if spec in POLICIES else resolve(spec, "--policy")
+
+
 def reactor_spec(config) -> str:
     return config.getoption("conformance_reactor") or DEFAULT_REACTOR
 
@@ -197,12 +223,16 @@ def pytest_configure(config):
     specs = list(config.getoption("conformance_backends") or [])
     if config.getoption("conformance_reactor"):
         specs.append(config.getoption("conformance_reactor"))
+    specs += config.getoption("conformance_policies") or []
     if any(":" in s for s in specs) and os.getcwd() not in sys.path:
         # module:factory names are resolved like `python -m` would: from the
         # current directory (a project testing its own backend).
         sys.path.insert(0, os.getcwd())
     if config.getoption("conformance_reactor"):
         resolve(config.getoption("conformance_reactor"))  # fail early, one line
+    for spec in config.getoption("conformance_policies") or ():
+        if ":" in spec:
+            resolve(spec, "--policy")
     selected_clauses(config)  # validate ids early
     if config.rootpath == PACKAGE_DIR / "tests":  # run by tailreactor-conformance (--rootdir)
         # pytest names a test in its short summary by a path from the current directory:
@@ -239,7 +269,8 @@ def pytest_report_header(config):
         return None
     return (
         f"tailreactor conformance: backends={', '.join(backend_names(config))}; "
-        f"reactor={reactor_spec(config)}; profile={profiles.name()}; seed={hypothesis_seed(config)}"
+        f"reactor={reactor_spec(config)}; policies={', '.join(policy_specs(config))}; "
+        f"profile={profiles.name()}; seed={hypothesis_seed(config)}"
     )
 
 
@@ -257,6 +288,9 @@ def pytest_generate_tests(metafunc):
     if "conformance_backend" in metafunc.fixturenames:
         names = backend_names(metafunc.config)
         metafunc.parametrize("conformance_backend", names, ids=[_label(n).replace(":", "-") for n in names])
+    if "conformance_policy" in metafunc.fixturenames:
+        specs = policy_specs(metafunc.config)
+        metafunc.parametrize("conformance_policy", specs, ids=[s.replace(":", "-") for s in specs])
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -527,6 +561,7 @@ class _Recorder:
             "backends": backends,
             "capabilities": backend_capabilities(config),
             "reactor": reactor_spec(config),
+            "policies": policy_specs(config),
             "profile": profiles.name(),
             "seed": hypothesis_seed(config),
             "clauses": rows,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-__all__ = ["steps", "programs", "AgeScenario", "age_scenarios"]
+__all__ = ["steps", "programs", "AgeScenario", "age_scenarios", "policy_scenarios"]
 
 _INDEX = st.integers(0, 7)
 
@@ -59,7 +59,8 @@ class AgeScenario:
     monotonic clock); ``ready_order``: the order the fds become readable;
     ``tail_us``: CWIST_REACTOR_TAIL_US; ``start_us``: clock at round start
     (>= the last arm); ``slow_us[i]``: how far event i's callback moves the
-    clock.
+    clock; ``hints[i]``: event i's ``Event.hint`` (a size-aware policy's key;
+    empty: all 0).
     """
 
     arm_us: tuple[int, ...]
@@ -67,6 +68,7 @@ class AgeScenario:
     tail_us: int
     start_us: int
     slow_us: tuple[int, ...]
+    hints: tuple[int, ...] = ()
 
 
 @st.composite
@@ -82,3 +84,12 @@ def age_scenarios(draw, min_events: int = 2, max_events: int = 7, tail_us=None) 
     start = arm_us[-1] + draw(st.sampled_from([0, 1, 499, 500, 1000, 2500]))
     slow = draw(st.lists(st.sampled_from([0, 0, 1, 300, 1000]), min_size=n, max_size=n))
     return AgeScenario(tuple(arm_us), tuple(ready_order), tail, start, tuple(slow))
+
+
+@st.composite
+def policy_scenarios(draw, min_events: int = 2, max_events: int = 7) -> AgeScenario:
+    """An :func:`age_scenarios` round with a hint per event (0, 1 or 16: a new, an
+    interactive and a pipelining connection), for every policy's model (clause R26)."""
+    sc = draw(age_scenarios(min_events, max_events))
+    hints = draw(st.lists(st.sampled_from([0, 1, 1, 16]), min_size=len(sc.arm_us), max_size=len(sc.arm_us)))
+    return AgeScenario(sc.arm_us, sc.ready_order, sc.tail_us, sc.start_us, sc.slow_us, tuple(hints))

@@ -268,7 +268,9 @@ class DeliveryOrder:
         "_resume",
         "_check_at",
         "elevated",
+        "reads_clock",
     )
+    name = "age"  # CWIST_REACTOR_POLICY=age (tailreactor/policies)
     _batch: Sequence  # the round's events in backend order; () once the round is over
     _seq: Sequence  # the sequence walked now: the batch or a run
     _age: AgeOrder | None  # built on first need (_age_order)
@@ -280,6 +282,8 @@ class DeliveryOrder:
         self._age_from = age_from
         self._stamp = stamp
         self._threshold = threshold_ns
+        #: Whether :meth:`next` reads ``now_ns`` (policies/__init__.py): only with the threshold on.
+        self.reads_clock = threshold_ns > 0
         self._resume = 0
         self.start([])
 

@@ -34,10 +34,26 @@ class Event:
     ``key`` (``key_of(fd, direction)``: the reactor's table is keyed by it),
     ``armed_ns``, ``ready_ns``, ``revents`` (poll bits the backend reported;
     for a receive armed with ``Reactor.arm_recv``, its result instead, also
-    readable as :attr:`result`), ``state``.
+    readable as :attr:`result`), ``state``, and ``hint``: what the owner says
+    about the work of its next callback (0: nothing said), read by a dispatch
+    policy that orders by it (``policies/shortest.py``), never by the reactor;
+    the HTTP layer sets the requests its connection served in its last
+    callback.  A re-arm in place keeps it: it describes the owner, not one
+    arming.
     """
 
-    __slots__ = ("fd", "direction", "key", "callback", "data", "armed_ns", "ready_ns", "revents", "state")
+    __slots__ = (
+        "fd",
+        "direction",
+        "key",
+        "callback",
+        "data",
+        "armed_ns",
+        "ready_ns",
+        "revents",
+        "state",
+        "hint",
+    )
 
     def __init__(self, fd: int, direction: int, callback, data, armed_ns: int):
         self.fd = fd
@@ -49,6 +65,7 @@ class Event:
         self.ready_ns = 0
         self.revents = 0
         self.state = ARMED
+        self.hint = 0
 
     @property
     def result(self) -> int:

@@ -21,8 +21,12 @@ steps, in this order:
 3. **Stamp** every reaped event with ``ready_ns`` (one clock read per round)
    and append it to the round's batch.
 4. **Fire due timers** (those armed before this pass).
-5. **Dispatch** the batch in the order :mod:`tailreactor.dispatch` chooses
-   (backend order, or age-based with ``CWIST_REACTOR_TAIL_US`` > 0).  Between
+5. **Dispatch** the batch in the order the dispatch policy chooses
+   (:mod:`tailreactor.policies`, ``CWIST_REACTOR_POLICY``: age-based by
+   default, :mod:`tailreactor.dispatch`).  The reactor takes each event the
+   policy gives, skips one no longer ``READY``, and runs in backend order
+   what is still ``READY`` when the policy has nothing left, so every event
+   of the batch runs once whatever the order.  Between
    callbacks: the round-budget check (once the round has run longer than
    ``CWIST_REACTOR_ROUND_BUDGET_US``, submit the queued re-arms, and again
    every budget after that), the harvest (below) and the drain chunk (run
@@ -76,9 +80,10 @@ import threading
 import time
 
 from . import config as _config
+from . import policies
 from .backends import READ, WRITE, create_backend
 from .backends.base import direction_name, key_of, not_open_error
-from .dispatch import NEVER, DeliveryOrder
+from .dispatch import NEVER
 from .events import ARMED, CANCELLED, DONE, READY, Event
 from .interrupts import carried_over
 from .posts import PostQueue
@@ -222,10 +227,21 @@ class Reactor:
         when ``config.latency_probe`` is set.
     worker:
         Worker index (0-based) this reactor serves; tags the probe report.
+    policy:
+        The dispatch policy: a name of :data:`tailreactor.policies.POLICIES`,
+        ``module:Class`` or a class called as ``Class(age_from, threshold_ns)``;
+        ``None`` for ``config.policy``.  Raises ``ValueError`` for one that
+        cannot be made.
     """
 
-    def __init__(self, backend=None, *, config=None, clock=time.monotonic_ns, probe=None, worker=0):
+    def __init__(
+        self, backend=None, *, config=None, clock=time.monotonic_ns, probe=None, worker=0, policy=None
+    ):
         self.config = config if config is not None else _config.load()
+        # The order of delivery, made first: a policy that cannot be made leaves no backend open.
+        self._order = policies.create(
+            policy or self.config.policy, self.config.age_from, self.config.tail_us * 1000
+        )
         if backend is None or isinstance(backend, str):
             backend = create_backend(backend or self.config.backend, ring_entries=self.config.uring_entries)
         self.backend = backend
@@ -249,8 +265,8 @@ class Reactor:
         self._harvest_from = getattr(backend, "harvest", None)
         self._harvest_ns = self.config.harvest_us * 1000 if callable(self._harvest_from) else 0
         self._age_from = self.config.age_from  # the stamp age counts from (dispatch.py)
-        # The order of delivery and the work due between deliveries: one each, reset every round.
-        self._order = DeliveryOrder(self._age_from, self._tail_ns)
+        # The work due between deliveries: one, reset every round (the order is made above).
+        self._sweep = policies.BackendOrder()  # what the policy left READY, in backend order
         self._due = Due(self._budget_ns, self._harvest_ns, self._drain_chunk)
         self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
         # A backend may offer rearm(): arm from inside the callback of the event
@@ -565,9 +581,14 @@ class Reactor:
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
         """Step 5: next event, take it, run it, until the round has none left; return how many ran.
 
-        The order of delivery is :class:`~tailreactor.dispatch.DeliveryOrder`'s.
+        The order of delivery is the policy's (:mod:`tailreactor.policies`).
+        What the reactor keeps whatever the policy: an event the policy gives
+        that is no longer ``READY`` (it ran, or an earlier callback disarmed
+        it) is skipped; when the policy has nothing left and fewer callbacks
+        ran than the batch holds, the batch is walked once more in backend
+        order (``_sweep``), so an event still ``READY`` runs all the same.
         Before each delivery the clock is read (when something needs it:
-        the age order, the round budget, harvesting or the probe; else "now"
+        the policy, the round budget, harvesting or the probe; else "now"
         stays the round start), and one comparison tells whether anything
         else is due (:class:`Due`): the drain chunk and a harvest
         (:meth:`_between`), or the submit of the re-arms queued since the
@@ -579,16 +600,25 @@ class Reactor:
         due.start(round_start, len(batch))
         probe = self.probe
         clock = self.clock
-        timed = self._tail_ns > 0 or self._budget_ns > 0 or self._harvest_ns > 0 or probe is not None
+        timed = order.reads_clock or self._budget_ns > 0 or self._harvest_ns > 0 or probe is not None
         counters = self.counters
         armed = self._armed
         ran = 0
         now = round_start
+        swept = False
         try:
             while True:
                 if timed:
                     now = clock()
                 ev = order.next(now)
+                if ev is None:
+                    if not swept and ran < len(batch):
+                        # The policy has nothing left but the batch may: walk it in backend order.
+                        order, swept = self._sweep, True
+                        order.start(batch)
+                        continue
+                elif ev.state != READY:
+                    continue  # it ran, or an earlier callback disarmed it: never twice, never cancelled
                 if now >= due.at_ns or ran == due.drain_at:  # something is due
                     if (ran == due.drain_at or now >= due.harvest_at) and self._between(
                         due, order, now, ran, ev
@@ -632,14 +662,14 @@ class Reactor:
             counters.dispatched += ran
         return ran
 
-    def _between(self, due: Due, order: DeliveryOrder, now: int, ran: int, ev: Event | None) -> bool:
+    def _between(self, due: Due, order, now: int, ran: int, ev: Event | None) -> bool:
         """The drain chunk and the harvest, if due before delivering ``ev`` (None: the round is over).
 
         After every ``drain_chunk``-th callback, the posts queued so far
         (outside any callback: ``dispatch_late()`` is false and nothing is
         re-armed in place); else, if an event is to follow and its time has
         come, a harvest (:meth:`_harvest`).  Returns True when either ran:
-        ``ev`` is given back (:meth:`~tailreactor.dispatch.DeliveryOrder.again`)
+        ``ev`` is given back (the policy's ``again()``)
         and the caller reads the clock and asks the order again.  The third
         thing due, the submit of queued re-arms, is :meth:`_dispatch`'s own.
         """
@@ -661,13 +691,13 @@ class Reactor:
         due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
         return True
 
-    def _harvest(self, order: DeliveryOrder, now: int, limit: int) -> int:
+    def _harvest(self, order, now: int, limit: int) -> int:
         """Take what the backend has ready now (at most ``limit`` reports) into the round's batch.
 
         Returns how many reports the backend gave.  They are stamped ready
         ``now`` and appended as step 3 does (``RoundState.reaped`` holds them
         until then: interrupts.py), and ``order`` walks them too
-        (:meth:`~tailreactor.dispatch.DeliveryOrder.add`).  An event re-armed in place
+        (the policy's ``add()``).  An event re-armed in place
         (:meth:`arm`) earlier in this round and ready again is the same
         object as an entry of the batch: that entry, of its earlier arming,
         gives way to :data:`_GONE`, so the walk meets the event only at its

@@ -59,18 +59,20 @@ def reactor_factory(request):
 
 @pytest.fixture
 def make_reactor(make_backend, reactor_factory):
-    """``make_reactor(clock=None, backend=None, probe=None, **config_attrs)`` -> a reactor on
-    the backend under test.  ``backend`` may wrap a backend from ``make_backend``
+    """``make_reactor(clock=None, backend=None, probe=None, policy=None, **config_attrs)`` -> a
+    reactor on the backend under test (``policy``: given as ``policy=``, a dispatch policy).  ``backend`` may wrap a backend from ``make_backend``
     (e.g. a RecordingBackend).  Config starts from the defaults, never from the
     environment.  Closed at teardown.
     """
     made = []
 
-    def make(clock=None, backend=None, probe=None, **attrs):
+    def make(clock=None, backend=None, probe=None, policy=None, **attrs):
         cfg = Config.default().replace(**attrs)
         kw = {"clock": clock} if clock is not None else {}
         if probe is not None:
             kw["probe"] = probe
+        if policy is not None:
+            kw["policy"] = policy
         r = reactor_factory(backend if backend is not None else make_backend(), config=cfg, **kw)
         made.append(r)
         return r
@@ -92,8 +94,10 @@ def fresh_reactor(make_backend, reactor_factory, conformance_backend):
     """
     make_backend().close()  # skips here, once, if the backend is unavailable
 
-    def make(clock=None, backend=None, **attrs):
+    def make(clock=None, backend=None, policy=None, **attrs):
         kw = {"clock": clock} if clock is not None else {}
+        if policy is not None:
+            kw["policy"] = policy
         backend = backend if backend is not None else create_backend(conformance_backend)
         return reactor_factory(backend, config=Config.default().replace(**attrs), **kw)
 

@@ -37,7 +37,9 @@ class Round:
         self._slow_first = slow_first_us
         for i, at in enumerate(sc.arm_us):
             clock.set_ns(self.base + at * 1000)
-            reactor.arm(ps[i].fd, READ, self._callback, i)
+            ev = reactor.arm(ps[i].fd, READ, self._callback, i)
+            if sc.hints:
+                ev.hint = sc.hints[i]  # what a size-aware policy orders by (R26)
         rec.inner.flush()  # arms reach the kernel before the fds become ready
         if staged:
             # A backend without readiness order (B9 not claimed) may report in any

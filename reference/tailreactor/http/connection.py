@@ -206,6 +206,7 @@ class Connection(RequestPipeline):
         self._listener = listener
         self._reactor = listener.reactor
         self._init_request()
+        self._served = 0  # requests the last pass served: the hint of the next read arming
         self._out = bytearray()  # answered, not yet sent
         self._closing = False  # the last answer said Connection: close
         self._peer_eof = False  # the client shut down its write side
@@ -350,6 +351,7 @@ class Connection(RequestPipeline):
                 break
             if not late and served % yield_every == 0 and pipeline:
                 break  # yield: the rest runs in a continuation
+        self._served = served
         stats = self.stats
         stats.requests += served
         stats.passes += 1
@@ -379,10 +381,13 @@ class Connection(RequestPipeline):
             self.close()
         elif self._draining:
             self._close_gracefully()  # everything received is answered and sent
-        elif self._rx:  # wait for the next request (as _arm_read, inlined: once per request)
-            self._reactor.arm_recv(self.fd, self._rx_view, self._recv_cb)
+        # Wait for the next request (as _arm_read, inlined: once per request).  The
+        # event's hint is the requests this pass served: what a size-aware dispatch
+        # policy expects of the next (tailreactor/policies/shortest.py).
+        elif self._rx:
+            self._reactor.arm_recv(self.fd, self._rx_view, self._recv_cb).hint = self._served
         else:
-            self._reactor.arm(self.fd, READ, self._read_cb)
+            self._reactor.arm(self.fd, READ, self._read_cb).hint = self._served
 
     # -- writing ---------------------------------------------------------------------
     def _send(self) -> bool:

@@ -57,6 +57,7 @@ PYTHON_ROWS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
     ),
     ("tailreactor/reactor.py", ("Reactor.arm", "Reactor.arm_recv", "Reactor._arm"), "arm"),
     ("tailreactor/dispatch.py", (), "dispatch walk"),
+    ("tailreactor/policies/", (), "dispatch walk"),
     ("tailreactor/backends/", ("rearm", "arm", "arm_recv", "_register", "_operation"), "arm"),
     ("tailreactor/backends/", (), "backend wait/report"),
     (

@@ -1,0 +1,117 @@
+"""Dispatch policies in the reference (issue 40): choosing one, bad values, and the hint the
+HTTP layer gives the size-aware one.  Each policy's order is the conformance suite's
+(clauses R26, R27: conformance/tailreactor_conformance/tests/test_policies.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from http_helpers import Pump, connect, get, only_connection, read_responses
+from tailreactor import READ, Reactor
+from tailreactor.config import ConfigError, knob, load
+from tailreactor.dispatch import DeliveryOrder
+from tailreactor.http import Listener
+from tailreactor.policies import POLICIES, BackendOrder
+
+
+def test_the_knob_accepts_exactly_the_shipped_policies_and_defaults_to_age():
+    assert knob("CWIST_REACTOR_POLICY").choices == tuple(POLICIES)
+    assert load({}).policy == "age"
+    for name in POLICIES:
+        assert load({"CWIST_REACTOR_POLICY": name}).policy == name
+
+
+def test_a_bad_policy_is_one_line_naming_the_value_and_what_is_accepted():
+    with pytest.raises(ConfigError) as info:
+        load({"CWIST_REACTOR_POLICY": "fifo"})
+    assert str(info.value) == (
+        "CWIST_REACTOR_POLICY='fifo' is invalid: accepted one of backend, age, oldest, lifo, shortest"
+    )
+
+
+def test_the_bench_server_refuses_a_bad_policy_with_one_line_and_exit_2():
+    proc = subprocess.run(
+        [sys.executable, "-m", "tailreactor.http.server", "--port", "0"],
+        env={"CWIST_REACTOR_POLICY": "LIFO", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "CWIST_REACTOR_POLICY='LIFO'" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_each_policy_is_chosen_by_the_knob(backend_name, name):
+    with Reactor(backend_name, config=load({"CWIST_REACTOR_POLICY": name})) as r:
+        assert type(r._order) is POLICIES[name]
+
+
+def test_the_default_is_cwists_age_order_and_tail_zero_reads_no_clock(backend_name):
+    with Reactor(backend_name, config=load({})) as r:
+        assert type(r._order) is DeliveryOrder and r._order.reads_clock
+    with Reactor(backend_name, config=load({"CWIST_REACTOR_TAIL_US": "0"})) as r:
+        assert not r._order.reads_clock
+
+
+def test_policy_argument_takes_a_name_a_class_or_module_class(backend_name):
+    with Reactor(backend_name, policy="lifo") as r:
+        assert r._order.name == "lifo"
+    with Reactor(backend_name, policy=BackendOrder) as r:
+        assert type(r._order) is BackendOrder
+    with Reactor(backend_name, policy="tailreactor.policies.shortest:ShortestFirst") as r:
+        assert r._order.name == "shortest"
+    with pytest.raises(
+        ValueError, match=r"^policy 'fifo': accepted backend, age, oldest, lifo, shortest or module:Class$"
+    ):
+        Reactor(backend_name, policy="fifo")
+
+
+def test_a_rearm_in_place_keeps_the_hint(make_reactor):
+    import socket
+
+    r = make_reactor()
+    a, b = socket.socketpair()
+    try:
+        seen = []
+
+        def callback(ev):
+            seen.append(ev.hint)
+            a.recv(16)
+            if len(seen) == 1:
+                assert r.arm(a.fileno(), READ, callback) is ev  # in place
+
+        ev = r.arm(a.fileno(), READ, callback)
+        ev.hint = 7
+        for n in (1, 2):
+            b.send(b"x")
+            Pump(r).until(lambda n=n: len(seen) == n)
+        assert seen == [7, 7]
+    finally:
+        r.disarm(a.fileno())
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("pipelined", [1, 5])
+def test_the_http_layer_hints_the_requests_its_last_pass_served(make_reactor, pipelined):
+    """The read arming after a pass carries the requests that pass served: what
+    CWIST_REACTOR_POLICY=shortest orders by (a pipelining client is a long job)."""
+    reactor = make_reactor()
+    srv = Listener(reactor, "127.0.0.1", 0)
+    pump = Pump(reactor)
+    with connect(srv.port) as c:
+        pump.until(lambda: srv.connections)
+        conn = only_connection(srv)
+        c.sendall(get("/") * pipelined)
+        pump.until(lambda: conn.stats.requests == pipelined)
+        read_responses(c, pipelined)
+        assert conn.stats.passes == 1, "precondition: one pass served them all"
+        assert reactor.armed(conn.fd, READ).hint == pipelined
+    srv.close()
