@@ -245,38 +245,74 @@ class ServerMeasure:
         return record
 
     def _measure(self, server: ServerProcess, plan: RunPlan) -> RunRecord:
-        s, leg, where, client = plan.settings, plan.leg, plan.where, self.client
+        s, where, client = plan.settings, plan.where, self.client
         try:
             server.start()
         except ServerError as e:
             raise JobError(f"{where}: {e}") from None
         flags: list[str] = []
         try:
-            if plan.backend and server.backend != plan.backend:
-                raise JobError(f"{where}: asked for backend {plan.backend}, server reports {server.backend}")
-            code = getattr(server, "code", None)
-            if plan.code is not None and not _same_dir(code, os.path.join(plan.code, "tailreactor")):
-                raise JobError(
-                    f"{where}: asked for the tailreactor of {plan.code}, the server imported "
-                    f"{code or 'one it did not name'}"
-                )
+            code = _checked_server(server, plan)
             argv = client.command(f"http://{s.host}:{server.port}{plan.path}", plan)
-            timeout_s = client.timeout_s(plan)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            sys0, srv0 = procstat.system_cpu(), procstat.tree_cpu_s(server.pid)
-            kids0, self0, t0 = procstat.children_cpu_s(), procstat.self_cpu_s(), time.monotonic()
-            try:
-                out = subprocess.run(
-                    argv, check=False, capture_output=True, text=True, timeout=timeout_s, env=client.env()
-                )  # its exit status is checked below
-            except subprocess.TimeoutExpired:
-                raise JobError(f"{where}: {client.name} did not finish within {timeout_s:.0f} s") from None
-            t1 = time.monotonic()
-            srv1, sys1 = procstat.tree_cpu_s(server.pid), procstat.system_cpu()
-            kids1, self1 = procstat.children_cpu_s(), procstat.self_cpu_s()
+            out, use = self._run_client(argv, server, plan)
             alive = server.alive()
         finally:
             flags += server.stop()
+        result = self._result(out, alive, server, plan, use)
+        flags += self._flags(result, use, server, plan)
+        return RunRecord(
+            leg=plan.leg.index,
+            trial=plan.trial,
+            position=plan.position,
+            arm=plan.arm,
+            warmup=plan.warmup,
+            backend=server.backend or "?",
+            port=server.port or 0,
+            started_at=started_at,
+            wall_s=use.wall_s,
+            wrk_argv=argv,
+            wrk=result.as_dict(),
+            server_cpu_s=use.server_s,
+            wrk_cpu_s=use.client_s,
+            self_cpu_s=use.self_s,
+            machine_busy_s=use.busy_s,
+            steal_s=use.steal_s,
+            other_cpu_s=use.other_s,
+            other_cores=use.other_cores,
+            metrics=metrics.run_metrics(result, server_cpu_s=use.server_s),
+            flags=flags,
+            classes=result.class_metrics() if client.open_loop else None,
+            code=code,
+        )
+
+    def _run_client(self, argv: list[str], server: ServerProcess, plan: RunPlan):
+        """Run the load generator against the started server; its output and the run's CPU use."""
+        client, timeout_s = self.client, self.client.timeout_s(plan)
+        sys0, srv0 = procstat.system_cpu(), procstat.tree_cpu_s(server.pid)
+        kids0, self0, t0 = procstat.children_cpu_s(), procstat.self_cpu_s(), time.monotonic()
+        try:
+            out = subprocess.run(
+                argv, check=False, capture_output=True, text=True, timeout=timeout_s, env=client.env()
+            )  # its exit status is checked by _result
+        except subprocess.TimeoutExpired:
+            raise JobError(f"{plan.where}: {client.name} did not finish within {timeout_s:.0f} s") from None
+        t1 = time.monotonic()
+        srv1, sys1 = procstat.tree_cpu_s(server.pid), procstat.system_cpu()
+        kids1, self1 = procstat.children_cpu_s(), procstat.self_cpu_s()
+        use = _Usage(
+            wall_s=t1 - t0,
+            server_s=srv1 - srv0,
+            client_s=kids1 - kids0,
+            self_s=self1 - self0,
+            busy_s=sys1.busy_s - sys0.busy_s,
+            steal_s=sys1.steal_s - sys0.steal_s,
+        )
+        return out, use
+
+    def _result(self, out, alive: bool, server: ServerProcess, plan: RunPlan, use: _Usage):
+        """The client's parsed figures, or :class:`JobError` for a dead server, a failed client, no request."""
+        where, client = plan.where, self.client
         if not alive:
             raise JobError(f"{where}: {server.WHAT} died during the run" + server.last_stderr())
         if out.returncode != 0:
@@ -291,57 +327,71 @@ class ServerMeasure:
             # wrk does not count requests that are never answered, so a server that
             # accepts connections but never serves looks like a quiet, error-free run.
             raise JobError(
-                f"{where}: {client.name} completed no request in {leg.duration_s} s "
-                f"(errors {result.errors}); the server used {srv1 - srv0:.2f} s of CPU" + server.last_stderr()
+                f"{where}: {client.name} completed no request in {plan.leg.duration_s} s "
+                f"(errors {result.errors}); the server used {use.server_s:.2f} s of CPU"
+                + server.last_stderr()
             )
-        wall = t1 - t0
-        server_cpu, wrk_cpu, self_cpu = srv1 - srv0, kids1 - kids0, self1 - self0
-        busy = sys1.busy_s - sys0.busy_s
-        other = busy - server_cpu - wrk_cpu - self_cpu
-        other_cores = other / wall if wall > 0 else 0.0
-        flags += [
+        return result
+
+    def _flags(self, result, use: _Usage, server: ServerProcess, plan: RunPlan) -> list[str]:
+        """The run's flags: pollution, socket errors, non-2xx answers, saturation, a generator-bound run."""
+        s, client = plan.settings, self.client
+        flags = [
             flag
             for flag, raised in (
-                ("polluted", other_cores > s.pollution_limit),
+                ("polluted", use.other_cores > s.pollution_limit),
                 ("socket-errors", result.socket_errors),
                 ("non-2xx", result.non_2xx),
                 ("saturated", client.open_loop and result.saturated),
             )
             if raised
         ]
-        if wall > 0:
+        if use.wall_s > 0:
             gen_busy = (
                 result.generator_busy
                 if client.open_loop
-                else wrk_cpu / wall / min(leg.threads, _cpus(s.wrk_cpus))
+                else use.client_s / use.wall_s / min(plan.leg.threads, _cpus(s.wrk_cpus))
             )
-            server_busy = server_cpu / wall / min(server.workers or 1, _cpus(s.server_cpus))
+            server_busy = use.server_s / use.wall_s / min(server.workers or 1, _cpus(s.server_cpus))
             if generator_bound(generator_busy=gen_busy, server_busy=server_busy):
                 flags.append("generator-bound")
-        return RunRecord(
-            leg=leg.index,
-            trial=plan.trial,
-            position=plan.position,
-            arm=plan.arm,
-            warmup=plan.warmup,
-            backend=server.backend or "?",
-            port=server.port or 0,
-            started_at=started_at,
-            wall_s=wall,
-            wrk_argv=argv,
-            wrk=result.as_dict(),
-            server_cpu_s=server_cpu,
-            wrk_cpu_s=wrk_cpu,
-            self_cpu_s=self_cpu,
-            machine_busy_s=busy,
-            steal_s=sys1.steal_s - sys0.steal_s,
-            other_cpu_s=other,
-            other_cores=other_cores,
-            metrics=metrics.run_metrics(result, server_cpu_s=server_cpu),
-            flags=flags,
-            classes=result.class_metrics() if client.open_loop else None,
-            code=code,
+        return flags
+
+
+@dataclass(frozen=True)
+class _Usage:
+    """CPU seconds over one run's window: the server's process tree, the load generator (this
+    process's children), this process, the whole machine (busy, steal); and the window's wall time."""
+
+    wall_s: float
+    server_s: float
+    client_s: float
+    self_s: float
+    busy_s: float
+    steal_s: float
+
+    @property
+    def other_s(self) -> float:
+        """What else the machine ran meanwhile (the pollution of the run)."""
+        return self.busy_s - self.server_s - self.client_s - self.self_s
+
+    @property
+    def other_cores(self) -> float:
+        return self.other_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def _checked_server(server: ServerProcess, plan: RunPlan) -> str | None:
+    """The code the server imported (``--a-ref``), once it is the backend and code the plan asked for."""
+    where = plan.where
+    if plan.backend and server.backend != plan.backend:
+        raise JobError(f"{where}: asked for backend {plan.backend}, server reports {server.backend}")
+    code = getattr(server, "code", None)
+    if plan.code is not None and not _same_dir(code, os.path.join(plan.code, "tailreactor")):
+        raise JobError(
+            f"{where}: asked for the tailreactor of {plan.code}, the server imported "
+            f"{code or 'one it did not name'}"
         )
+    return code
 
 
 def _same_dir(a: str | None, b: str) -> bool:
