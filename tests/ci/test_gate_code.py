@@ -42,7 +42,7 @@ SMALL = [*EPOLL, "--duration", "1"]
 def clone(tmp_path: Path) -> Path:
     """A clone of HEAD on branch ``scratch``, with ``main`` at HEAD: the base is HEAD.
 
-    Its pyproject.toml is dated as this checkout's bootstrap stamp, so the gate's bootstrap reuses
+    Its pyproject.toml is dated before this checkout's bootstrap stamp, so the gate's bootstrap reuses
     ``.venv`` as it is (an editable install of this checkout; the job puts the clone's code first).
     """
     if not STAMP.exists() or STAMP.stat().st_mtime < (ROOT / "pyproject.toml").stat().st_mtime:
@@ -53,15 +53,15 @@ def clone(tmp_path: Path) -> Path:
     subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
     _git(repo, "checkout", "-q", "-b", "scratch")
     _git(repo, "branch", "-f", "main", "HEAD")
-    stamped = STAMP.stat().st_mtime
-    os.utime(repo / "pyproject.toml", (stamped, stamped))
+    older = STAMP.stat().st_mtime_ns - 1_000_000_000  # bootstrap reinstalls when pyproject.toml is newer
+    os.utime(repo / "pyproject.toml", ns=(older, older))
     return repo
 
 
 def _gate(repo: Path, out: Path, *argv: str) -> subprocess.CompletedProcess:
     """The gate as from a fresh shell: no TAILREACTOR_PY, no venv on PATH."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(out), "TAILREACTOR_VENV": str(VENV)}
-    return subprocess.run(
+    done = subprocess.run(
         [str(repo / "scripts" / "gate-code.sh"), *argv, "--out", str(out)],
         capture_output=True,
         text=True,
@@ -69,6 +69,8 @@ def _gate(repo: Path, out: Path, *argv: str) -> subprocess.CompletedProcess:
         timeout=600,
         check=False,
     )
+    assert "bootstrap: installing" not in done.stderr, "the gate reinstalled .venv from the clone"
+    return done
 
 
 def _result(out: Path) -> dict:
