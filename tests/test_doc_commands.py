@@ -7,7 +7,8 @@ code) by :func:`quoted_commands`; a command is one that starts (after ``VAR=valu
 ``tailreactor-*``, ``make -C ...`` or ``.venv/bin/...``.  Each is run in a cheap form (:func:`cheap_form`):
 ``--help`` instead of the real run (the job takes minutes), ``make -n`` instead of ``make``, for
 ``scripts/bootstrap.sh``, which installs things and has no ``--help``, ``bash -n`` and its option list,
-and for ``scripts/test.sh``, which bootstraps and then hands its arguments to pytest, ``pytest --help``.
+and for ``scripts/test.sh``, which bootstraps and then hands its arguments to pytest, ``pytest --help``
+(its own ``--help`` is checked by :func:`test_test_sh_help_answers_itself_without_setting_up_anything`).
 A command passes when the cheap form exits 0, prints a usage (so a module without a command line,
 which would exit 0 doing nothing, fails), and every option the quote uses (``--x``, ``-x``) is in
 that usage.  ``CWIST_*`` assignments must name registry knobs.  The distinct cheap forms run in
@@ -263,3 +264,26 @@ def test_every_command_quoted_in_the_readme_and_docs_runs():
     quotes = quoted_commands()
     found = problems(quotes)
     assert not found, "quoted commands that do not run:\n" + "\n".join(found)
+
+
+def test_test_sh_help_answers_itself_without_setting_up_anything(tmp_path):
+    """``scripts/test.sh --help`` prints its own usage and exits 0: it creates no virtual environment,
+    installs nothing and does not hand ``--help`` to pytest (no Python on the PATH is needed)."""
+    import shutil
+
+    venv, tools = tmp_path / "venv", tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("bash", "cat", "dirname"):  # what the script needs to answer; no python3, pip or pytest
+        (tools / tool).symlink_to(shutil.which(tool))
+    done = subprocess.run(
+        [str(tools / "bash"), str(ROOT / "scripts" / "test.sh"), "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": str(tools), "TAILREACTOR_VENV": str(venv)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: scripts/test.sh") and "pytest" in done.stdout
+    assert not venv.exists() and done.stderr == ""

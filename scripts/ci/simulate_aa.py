@@ -6,7 +6,7 @@ Role
 Two simulations, no server and no load generator:
 
 ``--part verdicts`` reproduces the numbers behind ``tailjob.stats.MIN_PAIRS``
-and the Bonferroni intervals (docs/en/tail-latency-ci.md, "Why 8 runs").  It
+and the Bonferroni intervals (docs/en/statistics.md, "Why 8 runs").  It
 simulates A/A legs -- both arms drawn from the same distribution -- and
 applies :func:`tailjob.stats.compare` to the seven metrics, as the job does,
 counting the legs with a spurious ``gain`` or ``regression`` and the share of
@@ -19,7 +19,7 @@ per metric is that of a shared 2-core machine (15 % for req/s and p50, 10 %
 for CPU per request, 40-50 % for p99 and beyond).
 
 ``--part tail`` compares the two estimators of an arm's p99.9, p99.99 and
-p99.999 (docs/en/tail-latency-ci.md, "Tail percentiles"): the **median of the
+p99.999 (docs/en/statistics.md, "Tail percentiles"): the **median of the
 runs' own percentiles** and the **pooled** percentile of the runs' merged
 histograms (:mod:`tailjob.pooled`, what the job uses), both with the interval
 over whole trials.  Each run draws ``--samples`` latencies: a log-normal body

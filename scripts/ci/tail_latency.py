@@ -2,11 +2,11 @@
 """The tail-latency job: interleaved A/B of the bench server under wrk, with verdicts.
 
 Usage: scripts/tail-latency.sh [options]   (or: <venv>/bin/tailreactor-tail-latency, or this file)
-With no options: the quick profile, --ab tail, on io_uring then epoll.  --probe adds the latency
-probe of every worker; --peers compares the bench server with asyncio, uvloop and nginx instead of an
-A/B.  --help lists the options;
-docs/en/tail-latency-ci.md explains the method and the outputs.  The code is the tailjob package
-next to this file.
+With no options: the quick profile, --ab tail, on io_uring then epoll, then the same A/B in virtual
+time (--tier sim) and a table of the two side by side.  --probe adds the latency probe of every
+worker; --peers compares the bench server with asyncio, uvloop and nginx instead of an A/B.  --help
+lists the options; docs/en/options.md says which mode takes which, docs/en/tail-latency-ci.md indexes
+the job's pages.  The code is the tailjob package next to this file.
 """
 
 import sys

@@ -6,7 +6,7 @@ that changes no code exits 0 with every class's p99 carrying its samples, and a 
 says so in one line and exits 0.  The gate runs as from a fresh shell (no ``TAILREACTOR_PY``): it sets
 itself up with scripts/bootstrap.sh, here reusing this checkout's bootstrapped ``.venv``.  To keep the
 suite's time, the job runs on epoll (``--backend`` is passed through), and the slowdown with 1 virtual
-second per run; .ci/run runs both backends (docs/en/tail-latency-ci.md, "The code gate").
+second per run; .ci/run runs both backends (docs/en/gate.md, "The code gate").
 """
 
 from __future__ import annotations

@@ -409,7 +409,7 @@ _EXAMPLE_ROW = re.compile(r"^\| `((?:example\.toml|example-400) c24)` \| (.+) \|
 def test_the_docs_example_run_is_the_committed_sweep_of_the_example_grid(lang):
     """The sweep section's run over example.toml: its report and JSON are committed, at a clean commit
     the docs name, of the grid file as committed, and every B/A of its table is that JSON's cell."""
-    text = (ROOT / "docs" / lang / "tail-latency-ci.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / lang / "own-traffic.md").read_text(encoding="utf-8")
     [stem] = set(_EXAMPLE_RUN.findall(text))
     results = ROOT / "benchmarks" / "results"
     assert (results / f"{stem}.md").exists()

@@ -10,8 +10,9 @@ Parse options, plan the job (:func:`_plan_ab`, :func:`_plan_calibrate`,
 * 0 -- done (any verdicts), or no regression with ``--gate`` (an
   ``inconclusive`` metric is printed prominently at the end, and exits 0);
 * 1 -- ``--gate`` and some metric is a ``regression``;
-* 2 -- bad options or environment (one-line error naming what failed);
-* 3 -- a run failed (server or wrk), so the job has no result.
+* 2 -- bad input: an option, a combination, a value (one line naming it and what is accepted);
+* 3 -- the environment: a tool or kernel feature missing here (wrk, taskset, uvloop, io_uring
+  asked for), a server that would not start or answer, a run that failed (one line).
 
 With no arguments: the quick profile, ``--ab tail``, on io_uring then epoll.
 
@@ -43,7 +44,18 @@ from pathlib import Path
 from tailreactor import config as _config
 from tailreactor.backends import io_uring_refused as _io_uring_refused
 
-from . import calibrate, history, instructions, peers, peersjob, peersreport, report, workloads
+from . import (
+    calibrate,
+    history,
+    instructions,
+    ownserver,
+    peers,
+    peersjob,
+    peersreport,
+    report,
+    stepsummary,
+    workloads,
+)
 from .options import PROG, REPO, build_parser
 from .plan import (
     AB_PRESETS,
@@ -51,6 +63,7 @@ from .plan import (
     PROFILES,
     Overrides,
     PlanError,
+    Unavailable,
     arm_knobs,
     arms_for,
     peer_legs,
@@ -106,7 +119,7 @@ def _without_refused_io_uring(legs: list, arms, asked: str | None) -> list:
     if refused is None:
         return legs
     if asked == "io_uring" or any(leg.backend is None for leg in on_io_uring):
-        raise PlanError(f"io_uring asked for but unavailable here: {refused}")
+        raise Unavailable(f"io_uring asked for but unavailable here: {refused}")
     print(f"{PROG}: io_uring skipped: {refused}; measuring epoll only", file=sys.stderr, flush=True)
     return [replace(leg, index=i) for i, leg in enumerate(lg for lg in legs if lg not in on_io_uring)]
 
@@ -224,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    refusal = ownserver.refused(args, other_tier=instructions.tier_options_given(args))
+    if refusal:  # what only the bench server has, asked of a server command
+        return _error(refusal, 2)
     if args.validate:
         from .sim.validate import main_validate
 
@@ -264,10 +280,15 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
         return main_sim(args, argv, collect=collect)
     try:
         _check_mode(args)
-        _check_environment(os.environ)
+        if not ownserver.given(
+            args
+        ):  # the bench server reads the ambient CWIST_* knobs; a server command its own
+            _check_environment(os.environ)
         plan = _plan_peers if args.peers else _plan_calibrate if args.calibrate is not None else _plan_ab
         job = plan(args, argv)
-    except (PlanError, FileNotFoundError, refcode.RefError) as e:
+    except (Unavailable, FileNotFoundError) as e:  # a tool, a kernel feature, a program missing here
+        return _error(str(e), 3)
+    except (PlanError, refcode.RefError) as e:
         return _error(str(e), 2)
     started = _now()
     stem = history.stem(started, job.profile, job.name)
@@ -279,7 +300,7 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
         with JobProgress(job.legs, warmup=settings.warmup, arms=job.arms) as progress:
             results = job.run(settings, progress)
     except refcode.RefError as e:  # git could not make the worktree: nothing ran
-        return _error(str(e), 2)
+        return _error(str(e), 3)
     except (JobError, ValueError) as e:
         return _error(str(e), 3)
     provenance = history.provenance(REPO, wrk_version=job.wrk)
@@ -288,8 +309,12 @@ def run_args(args: argparse.Namespace, argv: list[str], *, collect: dict | None 
     if collect is not None:
         collect.update(legs=results, result=printed.result)
     print(printed.text)
+    summary = stepsummary.append(printed.text, prog=PROG)  # GitHub Actions' job summary
     print("Files:")
-    for line in printed.files:
+    for line in [
+        *printed.files,
+        *([f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []),
+    ]:
         print(f"- {line}")
     if printed.after:
         print(printed.after)
@@ -336,7 +361,7 @@ def _settings(args: argparse.Namespace, *, pin: bool, **kw) -> Settings:
 def _tools(pin: bool, taskset: str = "--pin needs taskset (util-linux), which is not on PATH") -> str:
     """wrk's version, after checking taskset when pinned (PlanError, FileNotFoundError)."""
     if pin and not shutil.which("taskset"):
-        raise PlanError(taskset)
+        raise Unavailable(taskset)
     return wrk_version()
 
 
@@ -353,26 +378,33 @@ def _overrides(args: argparse.Namespace, pin: bool, backend: str | None = None) 
 
 def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
     """The A/B: arms, legs and load, every arm's environment checked before anything runs."""
+    cmds = ownserver.commands(args)  # None: the bench server
     if args.ab and (args.a is not None or args.b is not None):
         raise PlanError("--ab cannot be combined with --a/--b")
     custom = args.a is not None or args.b is not None
     ab = "custom" if custom else (args.ab or ("aref" if args.a_ref is not None else "tail"))
-    arms = arms_for(None if custom or ab == "aref" else ab, a=args.a, b=args.b)
+    if cmds is not None:
+        ab, arms = ownserver.arms(args, cmds)
+    else:
+        arms = arms_for(None if custom or ab == "aref" else ab, a=args.a, b=args.b)
     a_commit = None
     if args.a_ref is not None:  # arm A on the ref's code, arm B on the working tree's (refcode)
         a_commit = refcode.resolve(REPO, args.a_ref)
         arms = refcode.label_arms(arms, args.a_ref)
-    profile = PROFILES[args.profile]
-    legs = plan_legs(profile, arms, _overrides(args, args.pin, args.backend))
+    profile, overrides = PROFILES[args.profile], _overrides(args, args.pin, args.backend)
+    legs = plan_legs(profile, arms, overrides) if cmds is None else ownserver.legs(profile, overrides)
     load = workloads.plan_load(args.workload, args.load, args.rate, args.schedule)
-    if load is not None and args.probe is False and args.workload != "uniform":
+    if load is not None and args.probe is False and args.workload != "uniform" and cmds is None:
         args.probe = True  # the per-class figures come with the probe's, which cannot tell classes apart
+    if cmds is not None:
+        ownserver.check_workload(load.server_env() if load else {}, str(args.workload))
     for leg in legs:  # every arm's whole environment must parse before anything runs
-        for arm in arms:
+        for arm in arms if cmds is None else ():  # a server command's variables are its own
             arm_knobs({**server_env(os.environ, leg, arm), **(load.server_env() if load else {})})
         if load is not None and not load.relative:
             load.spec(leg, capacity_rps=None, seed=args.seed)  # the client's spec must be valid too
     settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect, load=load)
+    settings = replace(settings, commands=cmds, ready_timeout_s=args.ready_timeout)
     for name in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE"):
         if args.probe and any(name in arm.env for arm in arms):
             raise PlanError(f"--probe sets {name} for every run; leave it out of --a/--b")
@@ -417,10 +449,15 @@ def _plan_ab(args: argparse.Namespace, argv: list[str]) -> Job:
 def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
     """``--calibrate K``: K rounds of an A/A leg and two injected slowdowns on every leg of the plan."""
     profile, arms, k = PROFILES[args.profile], AB_PRESETS["aa"], args.calibrate
-    legs = plan_legs(profile, arms, _overrides(args, args.pin, args.backend))
-    for leg in legs:
+    cmds = ownserver.commands(args)  # None: the bench server
+    overrides = _overrides(args, args.pin, args.backend)
+    legs = plan_legs(profile, arms, overrides) if cmds is None else ownserver.legs(profile, overrides)
+    for leg in legs if cmds is None else ():
         arm_knobs(server_env(os.environ, leg, arms[0]))
     settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect)
+    settings = replace(settings, commands=cmds, ready_timeout_s=args.ready_timeout)
+    if cmds is not None:
+        print(f"{PROG}: {ownserver.CALIBRATE_NOTE}", file=sys.stderr, flush=True)
     wrk = _tools(args.pin)
     legs = _without_refused_io_uring(legs, arms, args.backend)  # last: a bad option is the only line
 
@@ -468,7 +505,7 @@ def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
     settings = _settings(args, pin=pin, workers=1)
     missing = peers.uvloop_missing()
     if missing:
-        raise PlanError(missing)
+        raise Unavailable(missing)
     wrk = _tools(pin, "--peers pins with taskset (util-linux), which is not on PATH; or use --no-pin")
     nginx = peers.find_nginx()
     ceiling_note = None if nginx else peers.NGINX_MISSING

@@ -575,8 +575,8 @@ def tier_options_given(args) -> bool:
 def main_tier(args) -> int:
     """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
 
-    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option or a missing tool
-    (one line); 3 when a count fails.
+    Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option; 3 for a missing tool
+    or kernel feature, or when a count fails (one line).
     """
     import sys
     from datetime import datetime, timezone
@@ -626,12 +626,12 @@ def main_tier(args) -> int:
     )
     missing = missing_tool()
     if missing:
-        return _fail(f"--tier instructions needs callgrind: {missing}", 2)
+        return _fail(f"--tier instructions needs callgrind: {missing}", 3)
     if "bench-io_uring" in chosen:
         refused = _io_uring_refused()
         if refused is not None:
             if args.server or args.backend == "io_uring":
-                return _fail(f"io_uring asked for but unavailable here: {refused}", 2)
+                return _fail(f"io_uring asked for but unavailable here: {refused}", 3)
             print(f"{PROG}: bench-io_uring skipped: {refused}", file=sys.stderr, flush=True)
             chosen.remove("bench-io_uring")
     counts = []

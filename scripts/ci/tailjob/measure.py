@@ -66,6 +66,9 @@ class Settings:
     with ``--probe``, the directory under which each run's server writes its
     latency probe files (None: probe off).  ``load``: the workload's
     :class:`tailjob.workloads.LoadPlan` (None: wrk's closed loop).
+    ``commands``: per arm key, the server command that arm runs instead of the bench server
+    (:mod:`tailjob.ownserver`; None: the bench server); ``ready_timeout_s``: how long it has to
+    answer its first request.
     """
 
     seed: int = 1
@@ -80,6 +83,8 @@ class Settings:
     min_effect: float | None = None  # None: each metric's own minimum
     probe_dir: str | None = None
     load: LoadPlan | None = None
+    commands: Mapping[str, str] | None = None
+    ready_timeout_s: float = 30.0
 
     @property
     def pinned(self) -> bool:

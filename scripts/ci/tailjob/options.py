@@ -11,7 +11,7 @@ import argparse
 import re
 from pathlib import Path
 
-from . import instructions, workloads
+from . import instructions, ownserver, workloads
 from .metrics import METRICS
 from .plan import AB_PRESETS, BACKENDS, PROFILES
 
@@ -111,11 +111,21 @@ def _traffic(ns: argparse.Namespace) -> None:
     ns.connections = (t.connections,)
 
 
+EXIT_CODES = (
+    "Exit status: 0 done (any verdicts; with --gate, no regression); 1 --gate and a metric is a "
+    "regression; 2 bad input (an option, a combination or a value: one line naming it and what is "
+    "accepted); 3 the environment (a tool or kernel feature missing here -- wrk, taskset, valgrind, "
+    "io_uring asked for -- or a server that would not start or answer, or a run that failed: one line)."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
+        epilog=EXIT_CODES,
         description="Interleaved A/B of the bench server under wrk, with a bootstrap verdict per metric. "
-        "No arguments: quick profile, --ab tail, on io_uring then epoll. "
+        "No arguments: quick profile, --ab tail, on io_uring then epoll, then the same A/B with --tier sim "
+        "and a table of the sim's verdict beside the live one (any option runs one mode alone). "
         "--peers: the bench server beside asyncio, uvloop and nginx instead.",
     )
     p.add_argument(
@@ -310,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
         "<out>/tail-latency-validate.jsonl",
     )
     instructions.add_options(p)
+    ownserver.add_server_options(p)
     return p
 
 

@@ -254,6 +254,7 @@ class NginxServer(ServerProcess):
 
     def prepare(self) -> None:
         # The config names the port, so it is written for each launch (a retry has a fresh port).
+        assert self.port is not None  # start() chose it
         if self.prefix is None:
             self.prefix = Path(tempfile.mkdtemp(prefix="tailreactor-nginx-"))
         (self.prefix / "nginx.conf").write_text(

@@ -126,7 +126,7 @@ def render(job: PeersJobResult, *, runs: bool = True) -> str:
         "## What the numbers are",
         "",
         "- Latencies are wrk's histogram of its own requests (closed loop: a stalled server is sent fewer "
-        "requests, so the tail is under-reported; see docs/en/tail-latency-ci.md).",
+        "requests, so the tail is under-reported; see docs/en/statistics.md).",
         "- Server CPU us/request: utime+stime of the server's process tree from /proc over the wrk run, "
         "divided by the requests wrk completed. It separates servers once wrk saturates the machine.",
         "- Ratios: a server's median divided by the peer's median, over runs interleaved in the same "

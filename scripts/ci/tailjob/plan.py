@@ -27,6 +27,7 @@ then the arm's variables.
 from __future__ import annotations
 
 import random
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ __all__ = [
     "rmit_schedule",
     "shuffled_schedule",
     "PlanError",
+    "Unavailable",
     "BACKENDS",
 ]
 
@@ -57,6 +59,11 @@ BACKENDS = ("io_uring", "epoll")
 
 class PlanError(ValueError):
     """The job cannot be planned as asked (bad option value); the message is one line."""
+
+
+class Unavailable(RuntimeError):
+    """Something the job needs is not on this machine or refuses to work here (a tool, a kernel
+    feature, a server command's program): exit 3, not 2; the message is one line."""
 
 
 @dataclass(frozen=True)
@@ -133,18 +140,24 @@ AB_PRESETS: dict[str, tuple[Arm, Arm]] = {
 }
 
 
-def parse_assignments(text: str, *, option: str) -> dict[str, str]:
+def parse_assignments(text: str, *, option: str, knobs: bool = True) -> dict[str, str]:
     """Parse ``'K=V K2=V2'`` (shell quoting allowed) into a dict of known ``CWIST_*`` knobs.
 
     Each value is checked by the knob registry.  Raises :class:`PlanError`
     (one line, starting with ``option``) on a token that is not ``K=V``, an
     unknown knob, a knob set twice, or a value the registry rejects.
+    ``knobs=False`` (a server command's arms): any environment variable, unchecked.
     """
     env: dict[str, str] = {}
     for token in shlex.split(text or ""):
         name, sep, value = token.partition("=")
-        if not sep or not name:
+        if not sep or not name or not (knobs or _ENV_NAME.fullmatch(name)):
             raise PlanError(f"{option}: {token!r} is not K=V (e.g. CWIST_REACTOR_TAIL_US=3500)")
+        if not knobs:
+            if name in env:
+                raise PlanError(f"{option}: {name} set twice")
+            env[name] = value
+            continue
         try:
             knob = _config.knob(name)
         except KeyError:
@@ -161,14 +174,20 @@ def parse_assignments(text: str, *, option: str) -> dict[str, str]:
     return env
 
 
-def arms_for(ab: str | None, *, a: str | None = None, b: str | None = None) -> tuple[Arm, Arm]:
-    """The two arms of ``--ab NAME``, or of ``--a 'K=V ...' --b 'K=V ...'`` when ``ab`` is None."""
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def arms_for(
+    ab: str | None, *, a: str | None = None, b: str | None = None, knobs: bool = True
+) -> tuple[Arm, Arm]:
+    """The two arms of ``--ab NAME``, or of ``--a 'K=V ...' --b 'K=V ...'`` when ``ab`` is None
+    (``knobs``: as :func:`parse_assignments`)."""
     if ab is not None:
         if ab not in AB_PRESETS:
             raise PlanError(f"--ab {ab!r}: accepted {', '.join(AB_PRESETS)}")
         return AB_PRESETS[ab]
-    env_a = parse_assignments(a or "", option="--a")
-    env_b = parse_assignments(b or "", option="--b")
+    env_a = parse_assignments(a or "", option="--a", knobs=knobs)
+    env_b = parse_assignments(b or "", option="--b", knobs=knobs)
     return Arm("A", "A", env_a), Arm("B", "B", env_b)
 
 

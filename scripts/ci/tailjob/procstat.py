@@ -10,6 +10,8 @@ A run samples these before and after the measured wrk run:
   still separates servers once wrk saturates the machine (measuring.md);
 * :func:`system_cpu` -- the machine's busy time from the first line of
   ``/proc/stat``;
+* :func:`listens` -- whether a process of a tree listens on a TCP port (a
+  server command is ready only once its own socket answers);
 * :func:`children_cpu_s` / :func:`self_cpu_s` -- ``getrusage`` of this
   process's waited-for children (wrk, once it has exited) and of itself.
 
@@ -26,7 +28,16 @@ import os
 import resource
 from dataclasses import dataclass
 
-__all__ = ["CLK_TCK", "process_tree", "tree_cpu_s", "SystemCpu", "system_cpu", "children_cpu_s", "self_cpu_s"]
+__all__ = [
+    "CLK_TCK",
+    "process_tree",
+    "tree_cpu_s",
+    "listens",
+    "SystemCpu",
+    "system_cpu",
+    "children_cpu_s",
+    "self_cpu_s",
+]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -76,6 +87,36 @@ def tree_cpu_s(pid: int) -> float:
         # after dropping pid and comm they are 11..14 (0-based).
         ticks += sum(int(x) for x in fields[11:15])
     return ticks / CLK_TCK
+
+
+def listens(pid: int, port: int) -> bool:
+    """True when ``pid`` or a descendant holds a TCP socket listening on ``port`` (any address).
+
+    From ``/proc/net/tcp`` and ``tcp6`` (state ``0A`` = LISTEN, the socket's inode) and the
+    processes' ``/proc/PID/fd`` links (``socket:[INODE]``)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except FileNotFoundError:  # no IPv6
+            continue
+        for row in rows:
+            fields = row.split()  # local address HEXIP:HEXPORT, state, ..., inode (field 9)
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    for p in process_tree(pid) if inodes else ():
+        try:
+            fds = os.listdir(f"/proc/{p}/fd")
+        except OSError:  # exited
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{p}/fd/{fd}") in inodes:
+                    return True
+            except OSError:  # closed while listed
+                continue
+    return False
 
 
 @dataclass(frozen=True)

@@ -339,6 +339,14 @@ def run_rows(runs: Sequence[RunRecord], who: str = "Arm") -> list[str]:
     return lines
 
 
+def _server_text(commands, workers: str) -> str:
+    """What the runs measured: the bench server, or the arms' server command(s) (``Settings.commands``)."""
+    if commands is None:
+        return f"`tailreactor-bench` ({workers})"
+    a, b = commands["A"], commands["B"]
+    return f"the server command `{a}`" if a == b else f"the server commands `{a}` (A) and `{b}` (B)"
+
+
 def render(job: JobResult, *, runs: bool = True) -> str:
     """The Markdown report; ``runs=False`` leaves out the per-run tables."""
     s, pv = job.settings, job.provenance
@@ -354,18 +362,19 @@ def render(job: JobResult, *, runs: bool = True) -> str:
     else:
         n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
         workers = f"CWIST_WORKERS={n}"
+    server = _server_text(s.commands, workers)
     lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
     if leg0 and s.load is not None:
         lines.append(
-            f"- Workload: {s.load.describe()}, on the job's load client against `tailreactor-bench` "
-            f"({workers}), {leg0.duration_s} s per run; the server is restarted for every run"
+            f"- Workload: {s.load.describe()}, on the job's load client against {server}, "
+            f"{leg0.duration_s} s per run; the server is restarted for every run"
             + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run.")
         )
     elif leg0:
         lines.append(
             f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s "
-            f"scripts/ci/tail_latency.lua http://{s.host}:<port>/` against `tailreactor-bench` "
-            f"({workers}); the server is restarted for every run"
+            f"scripts/ci/tail_latency.lua http://{s.host}:<port>/` against {server}; "
+            "the server is restarted for every run"
             + ("; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run.")
         )
     lines += [

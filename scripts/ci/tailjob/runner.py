@@ -34,7 +34,7 @@ from .loadgen import LoadSpec
 from .measure import LOAD_CLIENT, WRK, JobError, Measure, RunPlan, RunRecord, Settings
 from .metrics import CLASS_METRICS, POOLED_KEYS
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
-from .server import BenchServer
+from .server import BenchServer, CommandServer, ServerProcess
 from .sim import refcode
 from .workloads import CAPACITY_PATH, CAPACITY_S
 
@@ -260,7 +260,8 @@ def _expected_backend(env: Mapping[str, str]) -> str | None:
 
 @dataclass
 class ABDesign:
-    """An A/B of the bench server: ``arms`` under ``settings`` (its load, probe, seed), knobs over ``ambient``,
+    """An A/B of the bench server, or of the server command(s) of ``settings.commands``: ``arms``
+    under ``settings`` (its load, probe, seed), knobs over ``ambient``,
     measured by ``tier`` (default: :data:`tailjob.measure.WRK`, or :data:`tailjob.measure.LOAD_CLIENT`
     with a workload on the load client).
 
@@ -302,11 +303,12 @@ class ABDesign:
                 envs[a.key]["CWIST_LATENCY_PROBE"] = "1"
             if self.code is not None:
                 envs[a.key] = refcode.server_env(envs[a.key], self.code[a.key])
+        own = s.commands is not None  # a server command: its knobs are the arm's variables, unchecked
         lr = LegResult(
             leg=leg,
             arms=self.arms,
-            env={k: _cwist_env(e) for k, e in envs.items()},
-            knobs={k: arm_knobs(e) for k, e in envs.items()},
+            env={a.key: dict(a.env) if own else _cwist_env(envs[a.key]) for a in self.arms},
+            knobs={k: {} if own else arm_knobs(e) for k, e in envs.items()},
             schedule=rmit_schedule(leg.runs, seed=s.seed + leg.index),
             runs=[],
             run_env=envs,
@@ -356,16 +358,31 @@ class ABDesign:
             warmup=warmup,
             load=lr.spec,
             where=f"{lr.leg.name}, arm {key}",
-            backend=_expected_backend(env),
-            server=lambda e: BenchServer(
-                e,
-                host=s.host,
-                workers=s.workers,
-                cpus=s.server_cpus,
-                module=s.server_module,
-                report_code=self.code is not None,
-            ),
+            backend=None if s.commands else _expected_backend(env),
+            server=lambda e: self._server(key, e, lr),
             code=self.code[key] if self.code is not None else None,
+        )
+
+    def _server(self, key: str, env: Mapping[str, str], lr: LegResult) -> ServerProcess:
+        """Arm ``key``'s server, not yet started: its server command, or the bench server."""
+        s = self.settings
+        if s.commands is not None:
+            path = lr.spec.classes[0].path if lr.spec is not None else "/"  # what the client asks first
+            return CommandServer(
+                s.commands[key],
+                env,
+                path=path,
+                host=s.host,
+                cpus=s.server_cpus,
+                start_timeout_s=s.ready_timeout_s,
+            )
+        return BenchServer(
+            env,
+            host=s.host,
+            workers=s.workers,
+            cpus=s.server_cpus,
+            module=s.server_module,
+            report_code=self.code is not None,
         )
 
     def decide(self, lr: LegResult) -> None:

@@ -17,27 +17,43 @@ the run flagged).  Subclasses say what to run and which line means "ready":
   which also names the backend and the number of workers; with ``--a-ref``
   (``report_code``) it runs under :func:`tailjob.sim.refcode.server_command`
   and so first names the :mod:`tailreactor` it imported (``code``);
-* the peers of ``--peers`` (:mod:`tailjob.peers`).
+* the peers of ``--peers`` (:mod:`tailjob.peers`);
+* :class:`CommandServer` -- a server the job did not write (``--server-cmd``,
+  ``--a-cmd``/``--b-cmd``, :mod:`tailjob.ownserver`): ready once it answers one
+  HTTP request on the port it was given, and stopped as a whole process group.
 
 Waiting is on events (the ready line, or the end of stderr when the server
-dies), never on sleeps.
+dies); only a server command, which prints nothing the job knows, is asked
+again and again until it answers or the bound passes.
 """
 
 from __future__ import annotations
 
 import collections
+import http.client
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 
+from . import procstat
 from .sim import refcode
 
-__all__ = ["ServerProcess", "BenchServer", "ServerError", "free_port", "LISTENING"]
+__all__ = [
+    "ServerProcess",
+    "BenchServer",
+    "CommandServer",
+    "ServerError",
+    "free_port",
+    "answers",
+    "LISTENING",
+]
 
 #: How a server's stderr says its port was taken (strerror(EADDRINUSE), and nginx's errno text).
 ADDRESS_IN_USE = re.compile(r"Address already in use|EADDRINUSE|errno 98\b|\(98:", re.IGNORECASE)
@@ -164,24 +180,31 @@ class ServerProcess:
         )
         self._reader = threading.Thread(target=self._read_stderr, name=f"{self.WHAT}-stderr", daemon=True)
         self._reader.start()
-        # Set by the listening line, or by the end of stderr (the server died).
         try:
-            ready = self._ready.wait(self.start_timeout_s)
+            ready = self.wait_ready()
         except BaseException:
             # Ctrl-C while it starts: the server runs in its own session, so the terminal's
             # SIGINT does not reach it; stop it here or it outlives us.
             self.stop()
             raise
-        if not ready or self.backend is None:
+        if not ready:
             died = self.proc.poll() is not None or not self._reader.is_alive()
             argv = " ".join(self.argv())
             self.stop()
             what = (
-                "exited before listening"
-                if died
-                else f"printed no ready line within {self.start_timeout_s:.0f} s"
+                "exited before listening" if died else f"{self.not_ready()} within {self.start_timeout_s:g} s"
             )
             raise ServerError(f"{self.WHAT} {what}: {argv}" + self.last_stderr())
+
+    def not_ready(self) -> str:
+        """What the server failed to do in time, for the error message."""
+        return "printed no ready line"
+
+    def wait_ready(self) -> bool:
+        """Wait until the server serves (True) or died or ``start_timeout_s`` passed (False).
+
+        By default: the ready line, or the end of stderr (the server died), sets ``_ready``."""
+        return self._ready.wait(self.start_timeout_s) and self.backend is not None
 
     def _read_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
@@ -281,3 +304,78 @@ class BenchServer(ServerProcess):
     def on_ready(self, match: re.Match) -> None:
         self.backend, self.workers = match.group("backend"), int(match.group("workers"))
         self.port = int(match.group("port"))
+
+
+def answers(host: str, port: int, path: str, *, timeout_s: float) -> bool:
+    """True when ``GET path`` on ``host:port`` gets an HTTP response (any status) within ``timeout_s``."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    try:
+        conn.request("GET", path)
+        conn.getresponse().read()
+        return True
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+class CommandServer(ServerProcess):
+    """A server the job did not write: ``template`` with ``{port}`` replaced, its knobs in ``env``.
+
+    The command is split as a shell would split it (:func:`shlex.split`) and run without a shell
+    (for pipes or ``cd``, give ``sh -c '...'``).  It prints nothing the job knows, so it is ready
+    when it answers one ``GET path`` (any HTTP status) on its port and a process of its tree
+    listens there -- an answer from whoever else took the port does not count -- within
+    ``start_timeout_s``; it is asked again with growing pauses (10 ms to 200 ms), and a pause ends
+    early when its stderr closes (it died).  Its port is chosen by the job; if the command fails
+    with EADDRINUSE, :meth:`ServerProcess.start` starts it again on a fresh one.  A server may fork
+    (nginx's master and workers): its CPU is its whole tree's (:func:`tailjob.procstat.tree_cpu_s`),
+    and :meth:`stop` signals its whole process group, so no worker outlives it.
+    """
+
+    READY = re.compile(r"(?!)")  # matches nothing: readiness is an answer, not a line
+    WHAT = "server command"
+
+    def __init__(self, template: str, env: Mapping[str, str], *, path: str = "/", **kw):
+        super().__init__(env, **kw)
+        self.template, self.path = template, path
+
+    def command(self) -> list[str]:
+        return [token.replace("{port}", str(self.port)) for token in shlex.split(self.template)]
+
+    def wait_ready(self) -> bool:
+        port = self.port
+        assert port is not None  # start() chose it
+        deadline, pause = time.monotonic() + self.start_timeout_s, 0.01
+        while self.alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if answers(self.host, port, self.path, timeout_s=min(left, 5.0)) and procstat.listens(
+                self.pid, port
+            ):
+                self.backend = os.path.basename(self.command()[0])
+                return True
+            self._ready.wait(min(pause, max(deadline - time.monotonic(), 0)))  # set when stderr ends
+            pause = min(pause * 2, 0.2)
+        return False
+
+    def not_ready(self) -> str:
+        return f"did not answer GET {self.path} on port {self.port}"
+
+    def stop(self, timeout_s: float = 10.0) -> list[str]:
+        """SIGTERM to the whole process group, wait for the command, SIGKILL to what it left running."""
+        if self.proc is None:
+            return []
+        if self.proc.poll() is None:
+            _signal_group(self.proc.pid, signal.SIGTERM)
+        flags = super().stop(timeout_s)
+        _signal_group(self.proc.pid, signal.SIGKILL)
+        return flags
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):  # no process of the group is left
+        pass

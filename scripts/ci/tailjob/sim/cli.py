@@ -21,9 +21,9 @@ import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from .. import history, workloads
+from .. import history, stepsummary, workloads
 from ..options import PROG, REPO
-from ..plan import PROFILES, Overrides, PlanError, arm_knobs, arms_for, plan_legs, server_env
+from ..plan import PROFILES, Overrides, PlanError, Unavailable, arm_knobs, arms_for, plan_legs, server_env
 from . import costs as _costs
 from . import refcode
 from . import report as sim_report
@@ -138,7 +138,7 @@ def _without_refused_io_uring(plans: list[AbPlan], asked: str | None) -> list[Ab
     if refused is None:
         return plans
     if asked == "io_uring" or any(p.backend_for("A") != p.backend_for("B") for p in on):
-        raise PlanError(f"io_uring asked for but unavailable here: {refused}")
+        raise Unavailable(f"io_uring asked for but unavailable here: {refused}")
     print(f"{PROG}: io_uring skipped: {refused}; simulating epoll only", file=sys.stderr, flush=True)
     return [p for p in plans if p not in on]
 
@@ -152,6 +152,8 @@ def main_sim(
         ab, arms, plans = plan_sim(args)
         plans = _without_refused_io_uring(plans, args.backend)
         a_commit = refcode.resolve(REPO, args.a_ref) if args.a_ref is not None else None
+    except Unavailable as e:
+        return _error(str(e), 3)
     except (PlanError, _costs.CostError, refcode.RefError) as e:
         return _error(str(e), 2)
     if a_commit is None:
@@ -216,10 +218,14 @@ def _run(args, argv, ab, arms, plans, a_commit, legs_out=None, collect=None) -> 
         out,
         name=sim_report.HISTORY_FILE,
     )
-    print(sim_report.render(job, legs, runs=False))
+    text = sim_report.render(job, legs, runs=False)
+    print(text)
+    summary = stepsummary.append(text, prog=PROG)  # GitHub Actions' job summary
     print("Files:")
     for path in (md, js, *images):
         print(f"- {path}")
+    if summary:
+        print(f"- {summary} (the verdicts appended: {stepsummary.VARIABLE})")
     print(f"- {jsonl} (one line appended)")
     code, lines = sim_report.gate(legs)
     if lines:

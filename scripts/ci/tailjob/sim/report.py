@@ -95,7 +95,7 @@ def render(job: dict, legs, *, runs: bool = True) -> str:
         "",
         "**Virtual time.** Every figure below is simulated: the real `tailreactor.Reactor` and bench "
         "connection code on the real backend, a virtual clock moved by the cost model and the injected "
-        'knobs (docs/en/tail-latency-ci.md, "The virtual-time tier"). It is a function of the code, '
+        "knobs (docs/en/sim-tier.md). It is a function of the code, "
         "the knobs, the workload, the seeds and the cost model: the machine's load does not enter it. "
         "It does not model TCP, kernel scheduling, caches, or the client's own CPU; a closed-loop "
         "client's turnaround is the cost model's `client_us` (`wrk_us` for wrk's loop).",

@@ -341,8 +341,7 @@ def _toml(text: str, where: str) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise GridError(
-            f"--grid {where}: not TOML ({e}); accepted: a grid file as in "
-            'docs/en/tail-latency-ci.md, "The sweep"'
+            f"--grid {where}: not TOML ({e}); accepted: a grid file as in docs/en/sweep.md"
         ) from None
 
 

@@ -142,7 +142,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
     lines = [
         f"# Sweep in virtual time (`--tier sim --sweep`): grid `{g.name}`",
         "",
-        '**Virtual time.** Every figure is simulated (docs/en/tail-latency-ci.md, "The virtual-time tier"): '
+        "**Virtual time.** Every figure is simulated (docs/en/sim-tier.md): "
         "a function of the code, the knobs, the workload, the seeds and the cost model, not of the machine's "
         "load. The same command at the same commit gives the same verdicts.",
         "",

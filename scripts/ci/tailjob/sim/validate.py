@@ -298,8 +298,8 @@ def render(doc: dict) -> str:
         f"**{s['answer'][0].upper() + s['answer'][1:]}.**",
         "",
         "The same A/B ran twice: on the live tier (the bench server under load in wall-clock time) and "
-        "on the sim tier (the same reactor and HTTP code in virtual time, docs/en/tail-latency-ci.md, "
-        "\"The virtual-time tier\"). Each row sets one metric's live figures beside the sim's.",
+        "on the sim tier (the same reactor and HTTP code in virtual time, docs/en/sim-tier.md). "
+        "Each row sets one metric's live figures beside the sim's.",
         "",
         f"- Live: `scripts/tail-latency.sh {' '.join(live['argv'])}`; result `{live['result']}`.",
         f"- Sim: `scripts/tail-latency.sh {' '.join(sim['argv'])}`; result `{sim['result']}`.",

@@ -1,0 +1,203 @@
+"""Your own server under the job: ``--server-cmd``, ``--a-cmd``/``--b-cmd``, ``--ready-timeout``.
+
+Role
+----
+The live tier measures any HTTP/1.1 server a command starts, not only the bench server:
+
+* ``--server-cmd 'CMD ... {port}'`` -- both arms run this command; they differ by environment
+  variables (``--a``/``--b 'NAME=VALUE ...'``: any variables, not only ``CWIST_*``), or not at all
+  (``--ab aa``, the A/A control);
+* ``--a-cmd``/``--b-cmd`` -- the arms differ by command (two builds of one server); ``--a``/``--b``
+  may add variables to either.
+
+``--calibrate K --server-cmd ...`` calibrates the verdicts on that server: its A/A legs need nothing
+of it; its slowdown legs set ``CWIST_BENCH_DELAY_US`` in arm B, which a server must spend as CPU on
+every request (as the bench server does) for them to detect anything (:data:`CALIBRATE_NOTE`).
+
+The job chooses the port and puts it where ``{port}`` is, starts the command for every run
+(:class:`tailjob.server.CommandServer`: ready once it answers one request of the workload's path
+within ``--ready-timeout`` seconds, else the job ends with one line and exit 3), measures its whole
+process tree's CPU, and flags each run as it does the bench server's (pollution, socket errors,
+non-2xx, saturation, a load generator that is the bottleneck).  What only the project's own server
+has is refused in one line (exit 2, :func:`refused`): the latency probe, the virtual-time and
+instruction tiers, ``--a-ref``, ``--peers``, the bench server's knobs, backends and workers.
+
+Apart from :mod:`tailjob.options` (which calls :func:`add_server_options`) and
+:mod:`tailjob.cli` (which calls :func:`refused`, :func:`commands`, :func:`arms`, :func:`legs`),
+nothing here knows the command line; below them, the commands travel in
+:attr:`tailjob.measure.Settings.commands`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+from dataclasses import replace
+
+from .plan import AB_PRESETS, Arm, Leg, Overrides, PlanError, Profile, Unavailable, arms_for, peer_legs
+
+__all__ = [
+    "add_server_options",
+    "given",
+    "refused",
+    "commands",
+    "arms",
+    "legs",
+    "check_workload",
+    "READY_TIMEOUT_S",
+    "CALIBRATE_NOTE",
+]
+
+READY_TIMEOUT_S = 30.0
+"""How long a server command has, by default, to answer its first request."""
+
+#: Printed once by ``--calibrate --server-cmd``: what its slowdown legs ask of the server.
+CALIBRATE_NOTE = (
+    "--calibrate with a server command: the slowdown legs set CWIST_BENCH_DELAY_US (us) in arm B, "
+    "which your server must spend as CPU on every request, as the bench server does; a server that "
+    "ignores it detects nothing (CPU/request B/A near 1 in the table)"
+)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive number of seconds, e.g. 30 or 2.5")
+    return value
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a server command (an A/B or a calibration of the live tier)."""
+    g = parser.add_argument_group(
+        "your own server (instead of the bench server; docs/en/own-server.md)",
+        "The job puts a free port where {port} is, starts the command for every run, and waits "
+        "until it answers one request of the workload's path. The command is split like a shell "
+        "line and run without a shell (for pipes or cd: sh -c '...').",
+    )
+    g.add_argument(
+        "--server-cmd",
+        metavar="'CMD ... {port}'",
+        help="both arms run this server; they differ by --a/--b 'NAME=VALUE ...' (any environment "
+        "variables), or not at all with --ab aa",
+    )
+    g.add_argument("--a-cmd", metavar="'CMD ... {port}'", help="arm A's server (with --b-cmd: two builds)")
+    g.add_argument("--b-cmd", metavar="'CMD ... {port}'", help="arm B's server (with --a-cmd)")
+    g.add_argument(
+        "--ready-timeout",
+        type=_seconds,
+        default=READY_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds a server command has to answer its first request, else exit 3 ({READY_TIMEOUT_S:g})",
+    )
+
+
+def given(args: argparse.Namespace) -> bool:
+    """Whether a server command was given."""
+    return any(getattr(args, name, None) is not None for name in ("server_cmd", "a_cmd", "b_cmd"))
+
+
+def refused(args: argparse.Namespace, *, other_tier: bool = False) -> str | None:
+    """One line for an option that cannot apply to a server command (None: all apply).
+
+    ``other_tier``: the instruction tier's own options were given."""
+    if not given(args):
+        timeout = getattr(args, "ready_timeout", READY_TIMEOUT_S)
+        if timeout != READY_TIMEOUT_S:
+            return f"--ready-timeout {timeout:g} applies to a server command: give --server-cmd or --a-cmd/--b-cmd"
+        return None
+    tier = getattr(args, "tier", "wall")
+    reasons = [
+        (tier == "sim" or getattr(args, "sweep", False), "--tier sim simulates the project's own reactor"),
+        (getattr(args, "validate", False), "--validate compares the live job with the sim tier"),
+        (tier == "instructions" or other_tier, "the instruction tier counts the project's own servers"),
+        (getattr(args, "probe", False), "--probe reads the bench server's latency probe"),
+        (getattr(args, "a_ref", None) is not None, "--a-ref runs the project's code of a git ref"),
+        (getattr(args, "peers", False), "--peers runs the project's own servers and peers"),
+        (
+            getattr(args, "calibrate", None) is not None and getattr(args, "server_cmd", None) is None,
+            "--calibrate runs A/A legs of one server: give it as --server-cmd",
+        ),
+        (getattr(args, "backend", None) is not None, "--backend is the bench server's"),
+        (getattr(args, "workers", None) is not None, "--workers is the bench server's"),
+        (
+            getattr(args, "ab", None) in ("tail", "backend"),
+            f"--ab {getattr(args, 'ab', '')} sets CWIST_* knobs",
+        ),
+    ]
+    why = next((why for bad, why in reasons if bad), None)
+    if why is None:
+        return None
+    return (
+        f"{why}, not a server command's ({_option(args)}): leave it out, or leave out {_option(args)} "
+        "(a server command runs on --tier wall; its arms differ by --a/--b or --a-cmd/--b-cmd)"
+    )
+
+
+def _option(args: argparse.Namespace) -> str:
+    return "--server-cmd" if getattr(args, "server_cmd", None) is not None else "--a-cmd/--b-cmd"
+
+
+def commands(args: argparse.Namespace) -> dict[str, str] | None:
+    """Per arm key, the command its server runs (None: the bench server).
+
+    :class:`~tailjob.plan.PlanError` for a bad combination or a command without ``{port}`` or
+    with unbalanced quotes; :class:`~tailjob.plan.Unavailable` when its program is not found."""
+    if not given(args):
+        return None
+    both, a, b = args.server_cmd, args.a_cmd, args.b_cmd
+    if both is not None and (a is not None or b is not None):
+        raise PlanError(
+            "--server-cmd runs both arms: leave out --a-cmd/--b-cmd, or give both of them instead"
+        )
+    if both is None and (a is None or b is None):
+        raise PlanError(f"--{'b' if b is None else 'a'}-cmd missing: --a-cmd and --b-cmd go together")
+    out = {"A": both or a, "B": both or b}
+    for key, cmd in out.items():
+        option = "--server-cmd" if both is not None else f"--{key.lower()}-cmd"
+        try:
+            argv = shlex.split(cmd)
+        except ValueError as e:
+            raise PlanError(f"{option} {cmd!r}: {e}; accepted a command as a shell would split it") from None
+        if "{port}" not in cmd:
+            raise PlanError(
+                f"{option} {cmd!r}: no {{port}} in it; the job chooses a free port and puts it where "
+                "{port} is, e.g. 'myserver --listen 127.0.0.1:{port}'"
+            )
+        if not argv or shutil.which(argv[0]) is None:
+            raise Unavailable(f"{option}: {argv[0]} not found (not an executable file, not on PATH)")
+    return out
+
+
+def arms(args: argparse.Namespace, cmds: dict[str, str]) -> tuple[str, tuple[Arm, Arm]]:
+    """The A/B's name and arms for a server command: ``--ab aa``, or ``--a``/``--b`` with any
+    ``NAME=VALUE`` variables; with ``--a-cmd``/``--b-cmd`` the arms may set none."""
+    custom = args.a is not None or args.b is not None
+    if args.ab is not None and custom:
+        raise PlanError("--ab cannot be combined with --a/--b")
+    if args.ab is not None:
+        return args.ab, AB_PRESETS[args.ab]
+    if not custom and cmds["A"] == cmds["B"]:
+        raise PlanError(
+            "--server-cmd runs both arms: say how they differ with --a/--b 'NAME=VALUE ...', or "
+            "give --ab aa for an A/A control"
+        )
+    return "custom", arms_for(None, a=args.a, b=args.b, knobs=False)
+
+
+def legs(profile: Profile, o: Overrides) -> list[Leg]:
+    """One leg per connection count, named ``server command, c<N>`` (a server command has no backend)."""
+    return [replace(leg, label=f"server command, c{leg.connections}") for leg in peer_legs(profile, o)]
+
+
+def check_workload(server_env: dict[str, str], workload: str) -> None:
+    """A workload that needs the bench server's own routes (a class with a service cost) is refused."""
+    if server_env:
+        raise PlanError(
+            f"--workload {workload}: its classes request the bench server's service route "
+            f"({', '.join(server_env)}), which a server command does not have; use a traffic "
+            "without service_us, e.g. --workload uniform"
+        )
