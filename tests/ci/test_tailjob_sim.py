@@ -136,7 +136,7 @@ def test_cost_constants_are_checked_with_one_line_naming_the_option():
 
 
 def test_every_cost_constant_says_where_it_came_from():
-    for backend in BACKENDS:
+    for backend in ("epoll", "io_uring", "selectors"):  # the constants only: no ring is set up
         for name, source in costs.for_backend(backend).sources().items():
             assert len(source) > 20, name
 
