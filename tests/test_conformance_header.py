@@ -2,7 +2,7 @@
 
 A backend author includes only the header, so it must compile on its own, in C
 and C++, with every warning an error; its types and prototypes must be the ones
-the loader (``tailreactor_conformance/cabi.py``) calls through; its bits must be
+the loader (``reference/tailreactor/backends/cabi.py``) calls through; its bits must be
 Linux's ``POLL*`` values, as it says; and the build line it gives must build a
 library the loader accepts.  Real ``cc`` and ``c++``; without them the tests
 skip with the reason.
@@ -103,7 +103,7 @@ def test_the_header_compiles_alone_in_cpp_with_warnings_as_errors(tmp_path):
 
 
 def test_the_probe_names_every_function_the_loader_calls():
-    from tailreactor_conformance.cabi import SIGNATURES
+    from tailreactor.backends.cabi import SIGNATURES
 
     assert set(PROTOTYPES) == set(SIGNATURES)
 
@@ -112,7 +112,7 @@ def test_the_probe_names_every_function_the_loader_calls():
 def test_the_build_line_in_the_header_builds_a_library_the_loader_accepts(tmp_path):
     """The line as written, run by a shell from an empty directory with the venv's scripts on
     PATH: ``-I`` takes the installed header's directory from ``tailreactor-conformance --header``."""
-    from tailreactor_conformance.cabi import load_library
+    from tailreactor.backends.cabi import load_library
 
     (line,) = re.findall(r"^ \*\s+(cc .*-shared.*)$", HEADER.read_text(), flags=re.M)
     lib = tmp_path / "libfoo.so"

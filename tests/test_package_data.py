@@ -7,13 +7,12 @@ so this builds the real wheel (setuptools, no network) and renders from it with 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from wheels import ROOT, build_wheel
+
 DATA = (
     "tailreactor/knobs.toml",
     "tailreactor/runtime-config.toml",
@@ -23,32 +22,7 @@ DATA = (
 
 
 def test_the_wheel_ships_the_knob_prose_and_the_templates(tmp_path):
-    # A copy of the sources, so that no build/ or egg-info of an earlier build can supply the files.
-    src = tmp_path / "src"
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for part in ("reference", "conformance"):
-        shutil.copytree(ROOT / part, src / part, ignore=skip)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            str(src),
-            "-w",
-            str(tmp_path / "dist"),
-        ],
-        check=True,
-        capture_output=True,
-        cwd=tmp_path,
-    )
-    (wheel,) = (tmp_path / "dist").glob("tailreactor-*.whl")
+    wheel = build_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as z:
         assert set(DATA) <= set(z.namelist())
         z.extractall(tmp_path / "site")

@@ -192,6 +192,7 @@ def test_a_test_needing_more_files_than_the_limit_skips_naming_it(inner):
     assert "RLIMIT_NOFILE allows" in line and "ulimit -n 10000" in line
 
 
+@pytest.mark.io_uring  # the inner session's io_uring tests get as far as ENOMEM only where a ring works
 def test_ring_setup_enomem_skips_naming_the_memlock_limit_other_errnos_fail(inner):
     done, lines = inner
     line = lines["test_ring_setup_enomem"]
@@ -200,6 +201,7 @@ def test_ring_setup_enomem_skips_naming_the_memlock_limit_other_errnos_fail(inne
     assert lines["test_ring_setup_eperm"].startswith("failure"), done.stdout
 
 
+@pytest.mark.io_uring
 def test_ring_setup_enomem_fails_when_io_uring_is_required(tmp_path):
     done = inner_session(tmp_path, INNER_TESTS, "-k", "enomem", TAILREACTOR_REQUIRE_IO_URING="1")
     line = outcomes(tmp_path)["test_ring_setup_enomem"]

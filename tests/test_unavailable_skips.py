@@ -91,6 +91,31 @@ def test_require_io_uring_with_a_bad_value_is_a_usage_error():
     assert f"{REQUIRE}='yes'" in done.stderr and "accepted: 0, 1 or unset" in done.stderr
 
 
+#: Tests that build an io_uring backend by name, outside the reactor-parametrized slice above: the sim
+#: tier's engine (a real ring under a virtual clock) and the backends' harvest.  ``-k io_uring`` keeps the
+#: io_uring cases only: each must skip, or fail under TAILREACTOR_REQUIRE_IO_URING=1, never raise.
+BY_NAME = ["tests/ci/test_tailjob_sim.py", "tests/test_backend_harvest.py", "-k", "io_uring"]
+
+
+@pytest.mark.parametrize("require", ["", "1"], ids=["skipped", "required"])
+def test_a_backend_made_by_name_skips_with_the_errno_or_fails_when_required(require):
+    env = child_env(**{REQUIRE: require}) if require else child_env()
+    cmd = [*DENY_IO_URING, sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA"]
+    done = subprocess.run(
+        [*cmd, *BY_NAME], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    got = outcomes(done.stdout)
+    assert "PASSED" not in got.values(), done.stdout[-4000:]
+    if require:
+        assert done.returncode == 1 and got and set(got.values()) <= {"FAILED", "ERROR"}, done.stdout[-4000:]
+        assert f"{REQUIRE}=1 but io_uring unavailable" in done.stdout and "errno EPERM" in done.stdout
+        return
+    assert done.returncode == 0 and not got, done.stdout[-4000:]
+    skips = [ln for ln in done.stdout.splitlines() if ln.startswith("SKIPPED")]
+    assert skips and all("io_uring unavailable" in ln and "errno EPERM" in ln for ln in skips), skips
+    assert len(skips) == 1  # one reason, one line: the marker's skip, shared by every file
+
+
 # -- missing tools ---------------------------------------------------------------
 def bare_path(tmp_path: Path, *tools: str) -> str:
     """A PATH directory holding only ``tools`` (symlinks): no wrk, apt-get or sudo."""

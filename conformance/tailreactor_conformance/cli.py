@@ -21,7 +21,8 @@ interpreter because pytest must mark this package and ``tailreactor`` for
 assert rewriting before they are imported, and this process has imported
 both.  Exit status: 0 when every selected clause passed, 1 when a test failed
 (also with ``-x`` under xdist, see :mod:`.plugin`), 2 for a backend or reactor
-that cannot start or an interrupted run, 4 for a pytest usage error.
+that cannot start or an interrupted run, 3 without the ``conformance`` extra
+(one line naming the ``pip install``), 4 for a pytest usage error.
 Arguments after ``--`` go to pytest unchanged.
 
 ``module:factory`` names are imported from the current directory first (as
@@ -36,6 +37,8 @@ import os
 import secrets
 import sys
 from pathlib import Path
+
+from tailreactor.extras import require
 
 __all__ = ["main", "build_pytest_args"]
 
@@ -262,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.header:
         print(HEADER)
         return 0
+    require("conformance", "tailreactor-conformance")  # pytest, its plugins, Hypothesis: one line if not
 
     if ns.list:
         from .table import render_registry

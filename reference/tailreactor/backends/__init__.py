@@ -10,8 +10,7 @@ it never silently measures epoll instead.
 A third-party backend is named ``module:factory``; the factory takes no
 arguments and returns an object with the :class:`~.base.Backend` methods.
 A backend in a shared library (C, Rust, Go) is named ``cabi:PATH``: the C ABI
-of ``conformance/include/tailreactor_backend.h``, loaded by the conformance
-suite's adapter (``tailreactor_conformance.cabi``) without its test watchdog.
+of ``conformance/include/tailreactor_backend.h``, loaded by :mod:`.cabi`.
 """
 
 from __future__ import annotations
@@ -134,10 +133,10 @@ def create_backend(name: str = "auto", *, ring_entries: int | None = None):
     if factory is not None:
         return factory()
     if name.startswith("cabi:"):
-        from tailreactor_conformance.cabi import CabiBackend, CabiError, _path
+        from .cabi import CabiBackend, CabiError, library_path
 
         try:
-            return CabiBackend(_path(name), watchdog=False)  # a server's wait(None) may block for good
+            return CabiBackend(library_path(name))
         except (CabiError, OSError) as exc:
             raise UnknownBackend(f"backend {name!r}: {exc}") from None
     if ":" in name:

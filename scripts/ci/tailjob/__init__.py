@@ -86,7 +86,14 @@ LAYERS = (
         "tailjob.sim.sweepreport",
         "tailjob.stepsummary",
     ),
-    ("tailjob.options", "tailjob.cli", "tailjob.sim.cli", "tailjob.sim.answer", "tailjob.sim.validate"),
+    (
+        "tailjob.options",
+        "tailjob.cli",
+        "tailjob.__main__",
+        "tailjob.sim.cli",
+        "tailjob.sim.answer",
+        "tailjob.sim.validate",
+    ),
 )
 """The modules of each layer of the docstring, top (base) first."""
 
