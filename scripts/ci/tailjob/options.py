@@ -337,7 +337,7 @@ def _sweep(sub) -> None:
         nargs="?",
         const="local",
         metavar="ADDRESS",
-        help="run on Dask (the sweep extra): a LocalCluster, or the scheduler at ADDRESS",
+        help="run on Dask (the sweep extra): a LocalCluster, or the scheduler at ADDRESS (tcp://HOST:8786)",
     )
     _out_option(p)
 
