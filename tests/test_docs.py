@@ -329,6 +329,7 @@ KO_VARIANTS = [
     (r"나이 (?:든|들|드)", "오래된"),
     (r"오래 기다린 (?:이벤트|연결|것)", "오래된"),
     (r"능력", "지원 기능"),
+    (r"서브 ?커맨드|부명령", "하위 명령"),
 ]
 
 
@@ -1091,3 +1092,22 @@ def test_no_page_is_over_about_400_lines(page):
         if page in LONG_PAGES:
             continue
         assert lines <= PAGE_LINES, f"{lang}/{page}: {lines} lines"
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_options_page_lists_each_subcommands_options_as_its_parser_has_them(lang):
+    """docs/<lang>/options.md, "Subcommands": one row per subcommand of ``scripts/tail-latency.sh``, whose
+    options cell is that subcommand's parser (positionals by metavar), no more and no less."""
+    from tailjob.options import COMMANDS, build_parser
+    from tailjob.options import _subparsers as subparsers
+
+    text = (DOCS / lang / "options.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"\| `scripts/tail-latency\.sh (\w+)[^`]*` \|", line)
+        if m:
+            rows[m[1]] = set(re.findall(r"`(--[a-z-]+|[A-Z])`", line.split(" | ")[2]))
+    assert sorted(rows) == sorted(COMMANDS), "one row per subcommand"
+    for name, parser in subparsers(build_parser()).items():
+        want = {a.option_strings[-1] if a.option_strings else a.metavar for a in parser._actions}
+        assert rows[name] == want - {"--help"}, name

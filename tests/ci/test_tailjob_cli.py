@@ -111,3 +111,12 @@ def test_the_installed_console_script_is_the_job(tmp_path):
     )
     assert out.returncode == 2 and out.stderr.startswith("tail_latency: error: --a: unknown knob CWIST_NOPE")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["", "ab", "calibrate", "peers", "sweep", "validate", "count"])
+def test_no_help_names_a_flat_spelling_or_a_page_whose_sections_moved(command, capsys):
+    # the one-parser spellings are subcommands now; tail-latency-ci.md is an index of the split pages
+    assert main([command, "--help"] if command else ["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for old in ("--peers", "--calibrate", "--validate", "--sweep", "--tier instructions", "tail-latency-ci.md"):
+        assert old not in text, old

@@ -241,7 +241,7 @@ def test_peers_mode_needs_uvloop(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(peers, "UVLOOP_MODULE", "uvloop_not_installed_here")
     assert main(["peers", "--out", str(tmp_path)]) == 3  # the environment: uvloop missing here
     err = capsys.readouterr().err
-    assert "--peers needs uvloop" in err and "pip install -e '.[bench]'" in err
+    assert "peers needs uvloop" in err and "pip install -e '.[bench]'" in err
     assert os.listdir(tmp_path) == []
 
 

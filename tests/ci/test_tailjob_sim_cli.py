@@ -179,3 +179,15 @@ def test_a_bad_a_ref_is_one_line(argv, message, capsys, tmp_path):
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["ab", "validate"])
+def test_sim_cost_help_lists_every_constant_of_the_cost_model(command, capsys):
+    from tailjob.sim import costs
+
+    assert main([command, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    help_ = text.split("--sim-cost 'K=US ...'")[-1]
+    for name in costs.for_backend("epoll").constants:
+        assert name in help_, name
+    assert f"0 to {costs.LIMIT_US:g}" in help_

@@ -1,4 +1,4 @@
-"""``--tier sim --sweep``: the grid, its cells' arms, the outputs, bad input, and Dask against local processes."""
+"""``scripts/tail-latency.sh sweep``: the grid, its cells' arms, the outputs, bad input, and Dask against local processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``--calibrate K``: what the verdicts are worth on this machine, measured (docs/en/statistics.md,
+"""``calibrate K``: what the verdicts are worth on this machine, measured (docs/en/statistics.md,
 "Calibration").
 
 On every leg of the plan, K rounds of three ordinary A/B legs: ``aa`` (identical arms), ``slow10`` and

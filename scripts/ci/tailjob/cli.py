@@ -407,7 +407,7 @@ def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
     missing = peers.uvloop_missing()
     if missing:
         raise Unavailable(missing)
-    wrk = _tools(pin, "--peers pins with taskset (util-linux), which is not on PATH; or use --no-pin")
+    wrk = _tools(pin, "peers pins with taskset (util-linux), which is not on PATH; or use --no-pin")
     nginx = peers.find_nginx()
     ceiling_note = None if nginx else peers.NGINX_MISSING
     if ceiling_note:

@@ -7,7 +7,7 @@ Role
 * :func:`write_result` -- the whole job (every run) as one JSON file under
   ``<out>/results/``;
 * :func:`history_line` / :func:`append_history` -- one compact line per job
-  appended to ``<out>/tail-latency.jsonl`` (``--peers``: ``<out>/peers.jsonl``,
+  appended to ``<out>/tail-latency.jsonl`` (``peers``: ``<out>/peers.jsonl``,
   each server's medians and ratios per leg): provenance, profile, pinning,
   every knob's value per arm and leg, the arms' figures, ratios, CIs, detectable
   effects, pairs needed and verdicts, and each leg's count per verdict;
@@ -155,7 +155,7 @@ def write_result(job, results_dir: Path, stem: str) -> Path:
 
 
 def history_file(job) -> str:
-    """The history file of ``job`` under ``<out>``: :data:`PEERS_HISTORY_FILE` for ``--peers``."""
+    """The history file of ``job`` under ``<out>``: :data:`PEERS_HISTORY_FILE` for ``peers``."""
     return PEERS_HISTORY_FILE if job.ab == "peers" else HISTORY_FILE
 
 

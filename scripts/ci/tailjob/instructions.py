@@ -2,7 +2,7 @@
 
 CPU time per request on a shared machine moves by 20 % from run to run; the instructions a server
 executes for a fixed sequence of requests do not.  This measure starts one server of the
-``--peers`` comparison under ``valgrind --tool=callgrind``, sends it a fixed number of keep-alive
+``peers`` comparison under ``valgrind --tool=callgrind``, sends it a fixed number of keep-alive
 ``GET /`` requests from this process, and divides the instructions counted by the requests.
 What makes the count repeat (the same count twice within 0.5 %):
 
@@ -160,7 +160,7 @@ def missing_tool() -> str | None:
 
 
 def peer_of(name: str):
-    """The --peers entry of a server name of :data:`SERVERS` (``bench-<backend>`` or a peer's key)."""
+    """The peers entry of a server name of :data:`SERVERS` (``bench-<backend>`` or a peer's key)."""
     key = "tailreactor-" + name.split("-", 1)[1] if name.startswith("bench-") else name
     for p in servers(nginx=None):
         if p.key == key:

@@ -18,6 +18,7 @@ from pathlib import Path
 from . import PROG, REPO, fail, instructions, ownserver, workloads  # noqa: F401  (the job's name and one-line error, re-exported)
 from .metrics import METRICS
 from .plan import AB_PRESETS, BACKENDS, PROFILES
+from .sim import costs
 
 TIERS = ("wall", "sim")
 """``ab --tier``: what measures a run (wall-clock time, virtual time; instruction counts are ``count``)."""
@@ -120,12 +121,18 @@ def _profile_options(p, *, workers: bool = True) -> None:
         default="quick",
         help="; ".join(f"{k}: {v.description}" for k, v in PROFILES.items()),
     )
-    g.add_argument("--threads", type=_positive, help="wrk threads (default: the profile's; 1 with --pin)")
-    g.add_argument("--connections", type=_connections, help="connections, e.g. 64 or 512,1024")
-    g.add_argument("--duration", type=_duration, help="seconds per run: 3, 3s, 1m")
-    g.add_argument("--runs", type=_positive, help="measured runs per arm in each leg")
+    g.add_argument(
+        "--threads", type=_positive, metavar="N", help="wrk threads (default: the profile's; 1 with --pin)"
+    )
+    g.add_argument(
+        "--connections", type=_connections, metavar="N[,N...]", help="one leg per count, e.g. 64 or 512,1024"
+    )
+    g.add_argument("--duration", type=_duration, metavar="T", help="per run: seconds or 3s, 2m, 1h")
+    g.add_argument("--runs", type=_positive, metavar="N", help="measured runs per arm in each leg")
     if workers:
-        g.add_argument("--workers", type=_positive, help="bench server --workers (default: CWIST_WORKERS)")
+        g.add_argument(
+            "--workers", type=_positive, metavar="N", help="bench server --workers (default: CWIST_WORKERS)"
+        )
 
 
 def _traffic_options(p) -> None:
@@ -133,21 +140,21 @@ def _traffic_options(p) -> None:
     g.add_argument(
         "--workload",
         metavar="NAME|FILE.toml",
-        help=", ".join(workloads.WORKLOADS) + " (default uniform), or FILE.toml: your own traffic, one "
-        "table per client class (keys: " + ", ".join(workloads.TRAFFIC_KEYS) + "; example: "
-        "scripts/ci/workloads/example.toml)",
+        help=", ".join(workloads.WORKLOADS) + " (default uniform; docs/en/workloads.md), or FILE.toml: "
+        "your own traffic, one table per client class (keys: " + ", ".join(workloads.TRAFFIC_KEYS) + "; "
+        "docs/en/own-traffic.md, scripts/ci/workloads/example.toml)",
     )
     g.add_argument(
         "--class",
         dest="classes",
         action="append",
         metavar="'name=N K=V ...'",
-        help="instead of --workload: one client class, a traffic file's keys; repeat per class",
+        help="instead of --workload: one client class, name= and a traffic file's keys; repeat per class",
     )
     g.add_argument("--load", choices=("closed", "open"), help="uniform only: closed (wrk) or open loop")
     g.add_argument(
         "--rate",
-        help="open-loop rate: requests/s (2000) or a fraction of the measured capacity (0.7x); default: "
+        help="open-loop rate: requests/s (2000) or a multiple of the measured capacity (0.7x); default: "
         + ", ".join(f"{w.name} {w.default_rate}" for w in workloads.WORKLOADS.values() if w.default_rate),
     )
     g.add_argument("--schedule", choices=("poisson", "constant"), help="open-loop send times (poisson)")
@@ -161,14 +168,14 @@ def _arm_options(p, *, a_ref: bool = True) -> None:
         help="tail (the default): CWIST_REACTOR_TAIL_US 3600000 (A, off) vs 3500 (B); "
         "backend: epoll (A) vs io_uring (B); aa: identical arms (control)",
     )
-    g.add_argument("--a", metavar="'K=V ...'", help="arm A's environment (custom A/B)")
-    g.add_argument("--b", metavar="'K=V ...'", help="arm B's environment (custom A/B)")
+    g.add_argument("--a", metavar="'K=V ...'", help="arm A's environment: CWIST_* knobs (custom A/B)")
+    g.add_argument("--b", metavar="'K=V ...'", help="arm B's environment: CWIST_* knobs (custom A/B)")
     if a_ref:
         g.add_argument(
             "--a-ref",
             metavar="REF",
-            help="arm A runs the reactor and HTTP code of git ref REF (a temporary worktree), "
-            "arm B the working tree's",
+            help="arm A runs the reactor and HTTP code of git ref REF (a branch, tag or commit; a "
+            "temporary worktree), arm B the working tree's",
         )
     _backend_option(g)
 
@@ -183,15 +190,25 @@ def _run_options(p, *, pin: str = "--pin", probe: bool = True) -> None:
         g.add_argument("--pin", action="store_true", help="pin server and wrk to CPUs with taskset")
     else:
         g.add_argument("--no-pin", action="store_true", help="do not pin (pinned by default)")
-    g.add_argument("--server-cpus", default="0", help="taskset CPU list for the server when pinned (0)")
-    g.add_argument("--wrk-cpus", default="1", help="taskset CPU list for wrk when pinned (1)")
+    g.add_argument(
+        "--server-cpus",
+        default="0",
+        metavar="CPUS",
+        help="the server's taskset CPUs when pinned: 0,2 or 0-1 (0)",
+    )
+    g.add_argument(
+        "--wrk-cpus", default="1", metavar="CPUS", help="wrk's taskset CPUs when pinned: 1 or 1,3 (1)"
+    )
     g.add_argument("--no-warmup", action="store_true", help="skip the discarded warm-up run per leg")
-    g.add_argument("--seed", type=int, default=1, help="seed of the run order and the bootstrap (1)")
+    g.add_argument(
+        "--seed", type=int, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"
+    )
     g.add_argument(
         "--pollution-limit",
         type=_cores,
         default=0.10,
-        help="CPU of other processes (cores) above which a run is flagged (0.10)",
+        metavar="CORES",
+        help="CPU of other processes (cores, >= 0) above which a run is flagged (0.10)",
     )
     if probe:
         g.add_argument(
@@ -205,7 +222,8 @@ def _min_effect_option(p) -> None:
     p.add_argument(
         "--min-effect",
         type=_fraction,
-        help="minimum effect for every metric, e.g. 5%% (default per metric: "
+        metavar="F",
+        help="minimum effect for every metric: 0.05 or 5%% (docs/en/statistics.md; default per metric: "
         + ", ".join(f"{m.key} {m.min_effect:.0%}" for m in METRICS).replace("%", "%%")
         + ")",
     )
@@ -220,6 +238,7 @@ def _out_option(p) -> None:
         "--out",
         type=Path,
         default=REPO / "benchmarks",
+        metavar="DIR",
         help="output directory: <out>/results/ and <out>/*.jsonl (default: benchmarks/)",
     )
 
@@ -228,8 +247,8 @@ def _sim_cost_option(p) -> None:
     p.add_argument(
         "--sim-cost",
         metavar="'K=US ...'",
-        help="sim tier: override cost-model constants (wait_us, harvest_us, callback_us, "
-        "age_order_us, request_us, client_us; virtual microseconds)",
+        help=f"override cost-model constants, 0 to {costs.LIMIT_US:g} virtual microseconds each: "
+        f"{', '.join(costs.for_backend('epoll').constants)} (docs/en/sim-tier.md)",
     )
 
 
@@ -266,11 +285,16 @@ def _calibrate(sub) -> None:
     p = sub.add_parser(
         "calibrate",
         help="K rounds of A/A and injected slowdowns: what a verdict is worth here",
-        description="K rounds of an A/A leg and legs with about +10%% and +25%% server CPU per request "
+        description="K rounds of an A/A leg and legs with about +10% and +25% server CPU per request "
         "injected (CWIST_BENCH_DELAY_US) on each leg of the profile; per metric the false "
         "gain/regression rate, the detection rates and the median detectable effect.",
     )
-    p.add_argument("rounds", type=_positive, metavar="K", help="rounds")
+    p.add_argument(
+        "rounds",
+        type=_positive,
+        metavar="K",
+        help="rounds, a positive integer (5 in docs/en/inconclusive.md)",
+    )
     _profile_options(p)
     _backend_option(p)
     _run_options(p, probe=False)
@@ -303,13 +327,17 @@ def _sweep(sub) -> None:
         description="A grid of A/Bs in virtual time (backends x load points x knob settings, each "
         "against age-based dispatch off): report, JSON, heat maps, history line.",
     )
-    p.add_argument("--grid", metavar="default|FILE", help="'default' or a grid TOML file")
+    p.add_argument(
+        "--grid",
+        metavar="default|FILE",
+        help="'default' (the default grid) or a grid TOML file (docs/en/sweep.md)",
+    )
     p.add_argument(
         "--dask",
         nargs="?",
         const="local",
         metavar="ADDRESS",
-        help="run on Dask (the sweep extra): a LocalCluster, or the scheduler at ADDRESS",
+        help="run on Dask (the sweep extra): a LocalCluster, or the scheduler at ADDRESS (tcp://HOST:8786)",
     )
     _out_option(p)
 
@@ -348,13 +376,15 @@ def _count(sub) -> None:
         "--requests",
         type=_positive,
         default=instructions.REQUESTS,
-        help=f"per server ({instructions.REQUESTS})",
+        metavar="N",
+        help=f"requests per server, a positive integer ({instructions.REQUESTS})",
     )
     p.add_argument(
         "--baseline",
         type=Path,
         default=instructions.BASELINE,
-        help="the baseline JSON (benchmarks/results/instructions-baseline.json)",
+        metavar="FILE",
+        help="the baseline JSON file (benchmarks/results/instructions-baseline.json)",
     )
     p.add_argument("--write-baseline", action="store_true", help="store this count as the baseline")
     _backend_option(p, "count the bench server on this backend (and asyncio)")

@@ -10,7 +10,7 @@ The live tier measures any HTTP/1.1 server a command starts, not only the bench 
 * ``--a-cmd``/``--b-cmd`` -- the arms differ by command (two builds of one server); ``--a``/``--b``
   may add variables to either.
 
-``--calibrate K --server-cmd ...`` calibrates the verdicts on that server: its A/A legs need nothing
+``calibrate K --server-cmd ...`` calibrates the verdicts on that server: its A/A legs need nothing
 of it; its slowdown legs set ``CWIST_BENCH_DELAY_US`` in arm B, which a server must spend as CPU on
 every request (as the bench server does) for them to detect anything (:data:`CALIBRATE_NOTE`).
 
@@ -20,7 +20,7 @@ within ``--ready-timeout`` seconds, else the job ends with one line and exit 3),
 process tree's CPU, and flags each run as it does the bench server's (pollution, socket errors,
 non-2xx, saturation, a load generator that is the bottleneck).  What only the project's own server
 has is refused in one line (exit 2, :func:`refused`): the latency probe, the virtual-time and
-instruction tiers, ``--a-ref``, ``--peers``, the bench server's knobs, backends and workers.
+instruction tiers, ``--a-ref``, ``peers``, the bench server's knobs, backends and workers.
 
 Apart from :mod:`tailjob.options` (which calls :func:`add_server_options`) and
 :mod:`tailjob.cli` (which calls :func:`refused`, :func:`commands`, :func:`arms`, :func:`legs` with
@@ -63,9 +63,9 @@ __all__ = [
 READY_TIMEOUT_S = 30.0
 """How long a server command has, by default, to answer its first request."""
 
-#: Printed once by ``--calibrate --server-cmd``: what its slowdown legs ask of the server.
+#: Printed once by ``calibrate K --server-cmd``: what its slowdown legs ask of the server.
 CALIBRATE_NOTE = (
-    "--calibrate with a server command: the slowdown legs set CWIST_BENCH_DELAY_US (us) in arm B, "
+    "calibrate with a server command: the slowdown legs set CWIST_BENCH_DELAY_US (us) in arm B, "
     "which your server must spend as CPU on every request, as the bench server does; a server that "
     "ignores it detects nothing (CPU/request B/A near 1 in the table)"
 )
@@ -122,12 +122,10 @@ def refused(args: argparse.Namespace, *, other_tier: bool = False) -> str | None
         return None
     tier = getattr(args, "tier", "wall")
     reasons = [
-        (tier == "sim" or getattr(args, "sweep", False), "--tier sim simulates the project's own reactor"),
-        (getattr(args, "validate", False), "--validate compares the live job with the sim tier"),
+        (tier == "sim", "--tier sim simulates the project's own reactor"),
         (tier == "instructions" or other_tier, "the instruction tier counts the project's own servers"),
         (getattr(args, "probe", False), "--probe reads the bench server's latency probe"),
         (getattr(args, "a_ref", None) is not None, "--a-ref runs the project's code of a git ref"),
-        (getattr(args, "peers", False), "--peers runs the project's own servers and peers"),
         (
             getattr(args, "command", None) == "calibrate" and getattr(args, "server_cmd", None) is None,
             "calibrate runs A/A legs of one server: give it as --server-cmd",

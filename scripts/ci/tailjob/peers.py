@@ -1,10 +1,10 @@
-"""The servers of ``--peers``: the bench server on each backend, asyncio, uvloop and nginx.
+"""The servers of ``peers``: the bench server on each backend, asyncio, uvloop and nginx.
 
 Role
 ----
 Issue 9 asks whether a policy experiment written on our reactor costs more
 than the same app on asyncio or uvloop, and how far all of them are from what
-one core can do.  :func:`servers` lists what a ``--peers`` job runs, each with
+one core can do.  :func:`servers` lists what a ``peers`` job runs, each with
 the same answer to ``GET /`` (``200``, empty body, keep-alive):
 
 =========================  =====================================================
@@ -97,7 +97,7 @@ class Peer:
 
 
 def servers(*, nginx: str | None) -> list[Peer]:
-    """The servers of a ``--peers`` job, in report order; nginx only if its path is given."""
+    """The servers of a ``peers`` job, in report order; nginx only if its path is given."""
     out = [
         Peer(
             f"tailreactor-{b}",
@@ -140,7 +140,7 @@ def uvloop_missing() -> str | None:
     if importlib_util.find_spec(UVLOOP_MODULE) is not None:
         return None
     return (
-        f"--peers needs uvloop, which {sys.executable} cannot import: pip install -e '.[bench]' "
+        f"peers needs uvloop, which {sys.executable} cannot import: pip install -e '.[bench]' "
         "(scripts/bootstrap.sh installs it)"
     )
 
@@ -188,7 +188,7 @@ def nginx_config(*, host: str, port: int, prefix: Path, nofile: int = 65536) -> 
     temp = "\n".join(
         f"    {kind}_temp_path {p / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )
-    return f"""# The ceiling of tailreactor's --peers comparison; written per run by scripts/ci/tailjob/peers.py.
+    return f"""# The ceiling of tailreactor's peers comparison; written per run by scripts/ci/tailjob/peers.py.
 daemon off;
 master_process on;
 worker_processes 1;

@@ -1,4 +1,4 @@
-"""Run a ``--peers`` comparison: every server, interleaved, per leg; medians and ratios.
+"""Run a ``peers`` comparison: every server, interleaved, per leg; medians and ratios.
 
 :class:`PeersDesign` runs each leg (one wrk connection count) as trials of
 :func:`tailjob.runner.run_trials`: a trial runs every server once in a random order, each on a freshly
@@ -177,7 +177,7 @@ def ratio_intervals(runs: list[RunRecord], servers: list[str], *, seed: int) -> 
 
 @dataclass
 class PeersDesign:
-    """The ``--peers`` comparison as a design of :func:`tailjob.runner.run_trials`: every server once
+    """The ``peers`` comparison as a design of :func:`tailjob.runner.run_trials`: every server once
     per trial, in an order drawn at random, each freshly started; medians and ratios per leg."""
 
     servers: list[Peer]

@@ -1,4 +1,4 @@
-"""The Markdown of a ``--peers`` comparison: the report, and the section of benchmarks/README.md.
+"""The Markdown of a ``peers`` comparison: the report, and the section of benchmarks/README.md.
 
 :func:`render` is the report: what ran (wrk command, servers, schedule,
 pinning, machine), then per leg a table of medians per server
@@ -6,7 +6,7 @@ pinning, machine), then per leg a table of medians per server
 (``runs=True``), and notes on what the numbers are.
 
 :func:`write_readme` puts the latest comparison's tables into a README
-between :data:`BEGIN` and :data:`END` (``--peers --write-readme``; the rest of
+between :data:`BEGIN` and :data:`END` (``peers --write-readme``; the rest of
 the file is left as it is).
 
 Latencies in ms (recorded in us), CPU per request in us, ratios server / peer.

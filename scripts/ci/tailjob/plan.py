@@ -15,7 +15,7 @@ Role
   leg's name then gives each arm's backend (``epoll (A) vs auto (B), c64``).
 * The **schedule** of a leg is randomised multiple interleaved trials (RMIT):
   each trial runs A and B once, back to back, in an order drawn at random, so
-  slow drifts and periodic neighbours hit both arms alike.  ``--peers`` uses
+  slow drifts and periodic neighbours hit both arms alike.  ``peers`` uses
   the same schedule over its servers (:func:`shuffled_schedule`) and one leg
   per connection count (:func:`peer_legs`).
 
@@ -216,7 +216,7 @@ class Leg:
 
     ``backend`` is the backend of both arms, or None when an arm sets it:
     then ``arm_backends`` holds ``(arm key, backend)`` pairs, one per arm.
-    ``label`` names the leg instead of the backend (``--peers``).
+    ``label`` names the leg instead of the backend (``peers``).
     """
 
     index: int
@@ -229,7 +229,7 @@ class Leg:
     arm_backends: tuple[tuple[str, str], ...] = ()
 
     def backend_for(self, key: str) -> str | None:
-        """The backend arm ``key`` runs on in this leg (None for ``--peers`` legs)."""
+        """The backend arm ``key`` runs on in this leg (None for ``peers`` legs)."""
         return dict(self.arm_backends).get(key, self.backend)
 
     @property
@@ -314,7 +314,7 @@ def _arm_backend(arm: Arm, fallback: str) -> str:
 
 
 def peer_legs(profile: Profile, o: Overrides) -> list[Leg]:
-    """The legs of ``--peers``: one per connection count, each running every server.
+    """The legs of ``peers``: one per connection count, each running every server.
 
     Threads and pinning as in :func:`plan_legs`; :class:`PlanError` for more
     wrk threads than connections.

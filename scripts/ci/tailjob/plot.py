@@ -3,7 +3,7 @@
 One panel per leg.  The x axis is the percentile on a log scale of
 1 / (1 - p) -- 50 %, 90 %, 99 %, ... 99.999 % equally spaced -- so the tail
 gets as much room as the body; the y axis is latency in ms, log scale.  Every
-measured run is drawn faintly, and one bold curve per arm (with ``--peers``:
+measured run is drawn faintly, and one bold curve per arm (with ``peers``:
 per server) is its runs pooled -- the percentiles of their merged latency
 histograms, as the report's tail figures are (:mod:`tailjob.pooled`) -- or,
 when a run has no histogram, the point-wise median of its runs.  Data: the ``spectrum`` wrk's done() printed (51 points
@@ -28,7 +28,7 @@ from .runner import JobResult  # or a peersjob.PeersJobResult: same shape
 from .stats import median
 
 COLORS = {"A": "#1f77b4", "B": "#d62728"}
-#: Colours of --peers servers, in server order (matplotlib's tab10).
+#: Colours of peers servers, in server order (matplotlib's tab10).
 PALETTE = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#7f7f7f", "#8c564b")
 TICKS = [(1, "0"), (2, "50"), (10, "90"), (100, "99"), (1e3, "99.9"), (1e4, "99.99"), (1e5, "99.999")]
 
@@ -100,7 +100,7 @@ def plot_job(job: JobResult, stem: Path) -> list[Path]:
         ax.set_title(f"{lr.leg.name}, wrk {lr.leg.wrk_args()}", fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
-    mode = "--peers" if job.ab == "peers" else f"--ab {job.ab}"
+    mode = "peers" if job.ab == "peers" else f"--ab {job.ab}"
     fig.suptitle(
         f"wrk latency by percentile: {mode}, profile {job.profile} "
         "(faint: each run; bold: each arm, pooled or median as its label says)",

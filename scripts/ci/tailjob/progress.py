@@ -48,7 +48,7 @@ class JobProgress:
 
     def __init__(self, legs: list[Leg], *, warmup: bool, arms: int = 2, console: Console | None = None):
         self.console = console or Console(stderr=True)
-        # runs per leg: each arm (or --peers server) once per trial, plus the warm-up
+        # runs per leg: each arm (or peers server) once per trial, plus the warm-up
         self.plan_s = [leg.duration_s for leg in legs for _ in range(arms * leg.runs + (1 if warmup else 0))]
         self.total = len(self.plan_s)
         self.done = 0

@@ -17,7 +17,7 @@ the run flagged).  Subclasses say what to run and which line means "ready":
   which also names the backend and the number of workers; with ``--a-ref``
   (``report_code``) it runs under :func:`tailjob.refcode.server_command`
   and so first names the :mod:`tailreactor` it imported (``code``);
-* the peers of ``--peers`` (:mod:`tailjob.peers`);
+* the peers of ``peers`` (:mod:`tailjob.peers`);
 * :class:`CommandServer` -- a server the job did not write (``--server-cmd``,
   ``--a-cmd``/``--b-cmd``, :mod:`tailjob.ownserver`): ready once it answers one
   HTTP request on the port it was given, and stopped as a whole process group.

@@ -47,7 +47,7 @@ _WORKLOAD_ACCEPTED = (
 )
 
 DEFAULT_GRID = """\
-# The default grid of scripts/tail-latency.sh --tier sim --sweep (docs/en/tail-latency-ci.md, "The sweep").
+# The default grid of scripts/tail-latency.sh sweep (docs/en/sweep.md, "The sweep").
 name = "default"
 backends = ["epoll", "io_uring"]
 seeds = 8

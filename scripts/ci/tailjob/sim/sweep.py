@@ -1,4 +1,4 @@
-"""A grid sweep in virtual time (``--tier sim --sweep [--grid default|FILE]``): docs/en/sweep.md,
+"""A grid sweep in virtual time (``sweep [--grid default|FILE]``): docs/en/sweep.md,
 "The sweep".
 
 Each cell of the grid (:mod:`tailjob.sim.grid`: one backend, one load point, one policy) is an A/B of

@@ -84,7 +84,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
     g = result.grid
     commit = provenance.get("git_commit", "unknown") + (" (dirty)" if provenance.get("git_dirty") else "")
     lines = [
-        f"# Sweep in virtual time (`--tier sim --sweep`): grid `{g.name}`",
+        f"# Sweep in virtual time (`scripts/tail-latency.sh sweep`): grid `{g.name}`",
         "",
         "**Virtual time.** Every figure is simulated (docs/en/sim-tier.md): "
         "a function of the code, the knobs, the workload, the seeds and the cost model, not of the machine's "
