@@ -10,7 +10,9 @@
  * and runs the reactor (R) and HTTP (H) clauses through the Python reference
  * reactor on top of it.  Receive arming (B17) and harvest (R23-R25) are not in
  * ABI version 1: the suite skips them.  See docs/en/conformance.md, "Checking
- * a backend written in C, Rust or Go", and examples/c-backend/tr_epoll.c.
+ * a backend written in C, Rust or Go" (the quick start), docs/en/conformance-c-abi.md
+ * (every function's rule, a backend over an event library) and
+ * examples/c-backend/tr_epoll.c.
  *
  * Building: a shared object exporting the ten functions below with C linkage
  * and default visibility; a missing one is refused at load (exit status 2).

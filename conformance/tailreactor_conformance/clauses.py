@@ -6,7 +6,7 @@ One table, one row per clause: an id (``B`` backend, ``R`` reactor, ``H``
 HTTP), one sentence of required behaviour, and its source.  Every conformance
 test carries ``@pytest.mark.clause("B1")`` naming exactly one row, so the
 pass/fail table the runner prints is generated from the tests, never kept by
-hand, and ``docs/en/conformance.md`` lists the same rows.
+hand, and ``docs/en/conformance-reference.md`` lists the same rows.
 
 Sources are of three kinds, named at the start of ``source``:
 
