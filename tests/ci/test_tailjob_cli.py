@@ -118,5 +118,12 @@ def test_no_help_names_a_flat_spelling_or_a_page_whose_sections_moved(command, c
     # the one-parser spellings are subcommands now; tail-latency-ci.md is an index of the split pages
     assert main([command, "--help"] if command else ["--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    for old in ("--peers", "--calibrate", "--validate", "--sweep", "--tier instructions", "tail-latency-ci.md"):
+    for old in (
+        "--peers",
+        "--calibrate",
+        "--validate",
+        "--sweep",
+        "--tier instructions",
+        "tail-latency-ci.md",
+    ):
         assert old not in text, old
