@@ -659,6 +659,10 @@ class Reactor:
         finally:
             self._late = False
             self._running = None  # the last one holds its callback, and so its owner, alive
+            if swept:
+                # The sweep is not started every round as the policy is: it lets go of this
+                # round's events now, which would keep their callbacks' owners alive.
+                self._sweep.start([])
             counters.dispatched += ran
         return ran
 
