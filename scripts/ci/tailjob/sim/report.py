@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
-from .. import stats
+from .. import history, stats
 from ..history import without_out
 from ..outputs import dumps, write_atomic
 from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
@@ -25,6 +25,7 @@ from ..workloads import Traffic, label
 
 HISTORY_FILE = "tail-latency-sim.jsonl"
 SCHEMA = 1
+"""The result document's (its history line's: :data:`tailjob.history.LINE_SCHEMA`)."""
 
 
 def seeds_text(seeds) -> str:
@@ -236,37 +237,31 @@ def result_document(job: dict, legs) -> dict:
     return out
 
 
-def _short(c) -> dict:
-    return stats.summary(c, ("a", "b", "ratio", "ci", "verdict", "detectable"))
-
-
 def history_line(job: dict, legs, *, result_file: str) -> dict:
-    """One line of ``tail-latency-sim.jsonl``: when, what, and every verdict (per class too)."""
-    return {
-        "schema": SCHEMA,
-        "tier": "sim",
-        "started_at": job["started_at"],
-        "finished_at": job["finished_at"],
-        "result": result_file,
-        "profile": job["profile"],
-        "ab": job["ab"],
-        "argv": job["argv"],
-        "arms": job["arms"],
-        "seeds": job["seeds"],
-        "provenance": job["provenance"],
-        "legs": [
+    """One line of ``tail-latency-sim.jsonl`` (:func:`tailjob.history.line`): every verdict, per class too."""
+    return history.line(
+        "ab",
+        "sim",
+        started_at=job["started_at"],
+        finished_at=job["finished_at"],
+        result=result_file,
+        argv=job["argv"],
+        provenance=job["provenance"],
+        profile=job["profile"],
+        ab=job["ab"],
+        arms=job["arms"],
+        seeds=job["seeds"],
+        legs=[
             {
                 "name": leg_name(leg),
                 "workload": label(leg.plan.workload),
-                "metrics": {k: _short(c) for k, c in leg.comparisons.items()},
-                "classes": {
-                    n: {k: _short(c) for k, c in comps.items()} for n, comps in leg.class_comparisons.items()
-                },
+                **history.verdicts(leg.comparisons.values()),
+                "classes": {n: history.verdicts(c.values()) for n, c in leg.class_comparisons.items()},
             }
             for leg in legs
         ],
-        "regression": bool(gate(legs)[0]),
-    }
+        regression=bool(gate(legs)[0]),
+    )
 
 
 def gate(legs) -> tuple[int, list[str]]:
