@@ -19,8 +19,15 @@ from types import SimpleNamespace
 from .. import history, stats
 from ..history import without_out
 from ..outputs import dumps, write_atomic
-from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
-from ..stats import INCONCLUSIVE, REGRESSION
+from ..report import (
+    CLASS_LABELS,
+    class_line,
+    comparison_table,
+    format_value,
+    gate_tables,
+    plural,
+    verdict_summary,
+)
 from ..workloads import Traffic, label
 
 HISTORY_FILE = "tail-latency-sim.jsonl"
@@ -265,32 +272,16 @@ def history_line(job: dict, legs, *, result_file: str) -> dict:
 
 
 def gate(legs) -> tuple[int, list[str]]:
-    """``--gate``'s code (1 on any ``regression``, whole run or class) and the lines naming them."""
-    lines = []
-    for word in (REGRESSION, INCONCLUSIVE):
-        named = []
-        for leg in legs:
-            hits = [c.metric.label for c in leg.comparisons.values() if c.verdict == word]
-            hits += [
-                f"{name} {c.metric.label}"
-                for name, comps in leg.class_comparisons.items()
-                for c in comps.values()
-                if c.verdict == word
-            ]
-            if hits:
-                named.append(f"{leg_name(leg)}: {', '.join(hits)}")
-        if named:
-            what = "REGRESSION" if word == REGRESSION else "INCONCLUSIVE"
-            lines.append(f"{what} in virtual time: " + "; ".join(named) + ".")
-    code = int(
-        any(
-            c.verdict == REGRESSION
-            for leg in legs
-            for comps in [leg.comparisons, *leg.class_comparisons.values()]
-            for c in comps.values()
+    """``--gate``'s code and lines, as the live job's (:func:`tailjob.report.gate_tables`)."""
+    tables = [
+        (where, list(comps.values()))
+        for leg in legs
+        for where, comps in (
+            (leg_name(leg), leg.comparisons),
+            *((f"{leg_name(leg)}, class {n}", cs) for n, cs in leg.class_comparisons.items()),
         )
-    )
-    return code, lines
+    ]
+    return gate_tables(tables, tier=" in virtual time")
 
 
 def plot(legs, stem: Path) -> list[Path]:
