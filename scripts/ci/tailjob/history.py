@@ -233,32 +233,22 @@ def _ab_leg(lr) -> dict:
     return line
 
 
-def line(kind: str, tier: str, *, started_at, finished_at, result: str, argv, provenance, **fields) -> dict:
-    """The history line of any job (:data:`LINE_SCHEMA`): its ``tier`` and ``kind``, when it ran, its
-    result file, command and provenance, then ``fields`` (what the kind decided)."""
-    return {
-        "schema": LINE_SCHEMA,
-        "tier": tier,
-        "kind": kind,
-        "started_at": started_at,
-        "finished_at": finished_at,
-        "result": result,
-        "argv": argv,
-        "provenance": provenance,
-        **fields,
-    }
+HEAD = ("started_at", "finished_at", "argv", "provenance")
+"""What every history line takes from its job's header (beside ``tier``, ``kind`` and ``result``)."""
+
+
+def line(kind: str, tier: str, head, *, result: str, **fields) -> dict:
+    """The history line of any job (:data:`LINE_SCHEMA`): its ``tier`` and ``kind``, then from ``head``
+    (a mapping) when it ran, its command and provenance (:data:`HEAD`), its ``result`` file, then
+    ``fields`` (what the kind decided)."""
+    when = {k: head[k] for k in HEAD}
+    return {"schema": LINE_SCHEMA, "tier": tier, "kind": kind, **when, "result": result, **fields}
 
 
 def history_line(job, *, result_file: str) -> dict:
     """The history line (:func:`line`) of a live job, an A/B's or a ``peers`` job's."""
     s, peers = job.settings, job.ab == "peers"
-    head = {
-        "started_at": job.started_at,
-        "finished_at": job.finished_at,
-        "result": result_file,
-        "argv": job.argv,
-        "provenance": job.provenance,
-    }
+    head = {k: getattr(job, k) for k in HEAD}
     pinning = {"pinned": s.pinned, "server_cpus": s.server_cpus, "wrk_cpus": s.wrk_cpus}
     if peers:
         legs = [
@@ -274,7 +264,8 @@ def history_line(job, *, result_file: str) -> dict:
         return line(
             "peers",
             "wall",
-            **head,
+            head,
+            result=result_file,
             profile=job.profile,
             servers=[p.key for p in job.servers],
             ceiling_note=job.ceiling_note,
@@ -286,7 +277,8 @@ def history_line(job, *, result_file: str) -> dict:
     return line(
         "ab",
         "wall",
-        **head,
+        head,
+        result=result_file,
         profile=job.profile,
         ab=job.ab,
         arms={a.key: {"label": a.label, "env": dict(a.env)} for a in job.arms},

@@ -249,11 +249,8 @@ def history_line(job: dict, legs, *, result_file: str) -> dict:
     return history.line(
         "ab",
         "sim",
-        started_at=job["started_at"],
-        finished_at=job["finished_at"],
+        job,
         result=result_file,
-        argv=job["argv"],
-        provenance=job["provenance"],
         profile=job["profile"],
         ab=job["ab"],
         arms=job["arms"],

@@ -223,11 +223,8 @@ def history_line(result, *, argv, provenance, timing, result_file: str) -> dict:
     return history.line(
         "sweep",
         "sim",
-        started_at=timing["started_at"],
-        finished_at=timing["finished_at"],
+        {**timing, "argv": argv, "provenance": provenance},
         result=result_file,
-        argv=argv,
-        provenance=provenance,
         wall_s=round(timing["wall_s"], 1),
         load_average=[timing["load_before"], timing["load_after"]],
         engine=timing["engine"],

@@ -357,11 +357,8 @@ def history_line(doc: dict, *, result_file: str) -> dict:
     return history.line(
         "validate",
         "both",
-        started_at=doc["started_at"],
-        finished_at=doc["finished_at"],
+        doc,
         result=result_file,
-        argv=doc["argv"],
-        provenance=doc["provenance"],
         live_result=doc["live"]["result"],
         sim_result=doc["sim"]["result"],
         summary=doc["summary"],
