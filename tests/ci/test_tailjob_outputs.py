@@ -183,6 +183,7 @@ def test_history_line_has_provenance_knobs_and_verdicts(synthetic_job, tmp_path)
     assert leg["flagged_runs"] == {"polluted": 1, "socket-errors": 1, "non-2xx": 0}
     assert leg["backends"] == {"A": "epoll", "B": "epoll"}  # each arm's backend, as asked
     assert line["regression"] is True
+    assert (line["schema"], line["tier"], line["kind"]) == (history.LINE_SCHEMA, "wall", "ab")
     path = history.append_history(line, tmp_path)
     history.append_history(line, tmp_path)
     stored = path.read_text().splitlines()

@@ -7,6 +7,7 @@ import json
 import pytest
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
 
+from tailjob import history
 from tailjob.cli import main
 
 QUICK = ["--tier", "sim", "--backend", "epoll", "--duration", "1", "--runs", "8"]
@@ -27,7 +28,11 @@ def test_mixed_ab_tail_prints_per_class_verdicts_and_writes_every_file(tmp_path,
     assert names == ["quick-tail-sim.json", "quick-tail-sim.md", "quick-tail-sim.png", "quick-tail-sim.svg"]
     [line] = (tmp_path / "tail-latency-sim.jsonl").read_text().splitlines()
     hist = json.loads(line)
-    assert hist["tier"] == "sim" and hist["legs"][0]["classes"]["interactive"]["p99"]["verdict"]
+    # the one history schema (the live job's line, with its tier): per leg and class, metrics and counts
+    assert (hist["schema"], hist["tier"], hist["kind"]) == (history.LINE_SCHEMA, "sim", "ab")
+    interactive = hist["legs"][0]["classes"]["interactive"]
+    assert set(interactive["metrics"]["p99"]) == set(history.HISTORY_FIELDS)
+    assert sum(interactive["verdict_counts"].values()) == len(interactive["metrics"])
 
 
 def test_the_same_command_twice_gives_byte_identical_result_json(tmp_path):
@@ -55,7 +60,9 @@ def test_gate_fails_on_a_regression_in_virtual_time(tmp_path, capsys):
         str(tmp_path),
     ]
     assert main(argv) == 1
-    assert "REGRESSION" in capsys.readouterr().out
+    # the live job's gate lines (tailjob.report.gate_tables), marked as virtual time
+    [line] = [ln for ln in capsys.readouterr().out.splitlines() if "REGRESSION" in ln]
+    assert line.startswith("!!! REGRESSION in virtual time: ") and " metric" in line and "(+" in line
 
 
 @pytest.mark.parametrize(

@@ -88,8 +88,8 @@ def test_a_tiny_sweep_writes_report_json_heat_maps_and_a_history_line(tmp_path, 
     assert set(on["classes"]) == {"interactive", "bulk"}
     [line] = (out / "tail-latency-sweep.jsonl").read_text().splitlines()
     hist = json.loads(line)
-    assert hist["kind"] == "sweep" and hist["result"] == f"results/{js.name}"
-    assert hist["cells"][0]["classes"]["interactive"]["p50"]["verdict"]
+    assert (hist["tier"], hist["kind"], hist["result"]) == ("sim", "sweep", f"results/{js.name}")
+    assert hist["cells"][0]["classes"]["interactive"]["metrics"]["p50"]["verdict"]
 
 
 def test_local_processes_and_a_dask_local_cluster_give_the_same_result_document():

@@ -245,4 +245,5 @@ def test_validate_runs_both_tiers_and_writes_the_table(tmp_path, capsys):
     [line] = (out / validate.HISTORY_FILE).read_text().splitlines()
     hist = json.loads(line)
     assert hist["result"] == f"results/{js.name}" and hist["summary"] == doc["summary"]
+    assert (hist["tier"], hist["kind"]) == ("both", "validate")
     assert md.read_text().startswith("# Tail-latency job: validation of the sim tier against the live job")

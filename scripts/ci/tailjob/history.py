@@ -6,11 +6,15 @@ Role
   kernel, CPU model and count, wrk version, package versions;
 * :func:`write_result` -- the whole job (every run) as one JSON file under
   ``<out>/results/``;
-* :func:`history_line` / :func:`append_history` -- one compact line per job
-  appended to ``<out>/tail-latency.jsonl`` (``peers``: ``<out>/peers.jsonl``,
-  each server's medians and ratios per leg): provenance, profile, pinning,
-  every knob's value per arm and leg, the arms' figures, ratios, CIs, detectable
-  effects, pairs needed and verdicts, and each leg's count per verdict;
+* :func:`line` / :func:`append_history` -- one compact line per job, of one
+  schema whatever the tier and kind (:data:`LINE_SCHEMA`: ``tier``, ``kind``,
+  when, the result file, the command, provenance, then the kind's fields),
+  appended to the kind's file under ``<out>``; :func:`history_line` is the
+  live job's (``tail-latency.jsonl``, ``peers``: ``peers.jsonl``, each
+  server's medians and ratios per leg): profile, pinning, every knob's value
+  per arm and leg, and :func:`verdicts` per leg and class -- the arms'
+  figures, ratios, CIs, detectable effects, pairs needed and verdicts, and the
+  count per verdict, as every A/B's line (the sim tier's, a sweep's cells);
 * :func:`read_history` -- the lines back, old ones included.
 
 Schema 1 lines (before the four verdicts) may say ``neutral``, which meant
@@ -19,7 +23,7 @@ Schema 1 lines (before the four verdicts) may say ``neutral``, which meant
 :func:`tailjob.stats.verdict` from the line's own ratio, CI and minimum
 effect -- ``equivalent`` when the CI lay within +-e, else ``inconclusive`` --
 and the recorded word is kept as ``verdict_recorded``.  A ``neutral`` without
-a CI becomes ``inconclusive``.  Schema 2 lines are returned as written.
+a CI becomes ``inconclusive``.  Schema 2 and 3 lines are returned as written.
 
 ``<out>`` is ``benchmarks/`` unless ``--out`` says otherwise; see
 benchmarks/README.md for which results are committed.
@@ -45,6 +49,8 @@ __all__ = [
     "stem",
     "result_stem",
     "write_result",
+    "line",
+    "verdicts",
     "history_line",
     "append_history",
     "read_history",
@@ -53,6 +59,7 @@ __all__ = [
     "HISTORY_FILE",
     "PEERS_HISTORY_FILE",
     "SCHEMA",
+    "LINE_SCHEMA",
 ]
 
 HISTORY_FILE = "tail-latency.jsonl"
@@ -60,8 +67,12 @@ PEERS_HISTORY_FILE = "peers.jsonl"
 FLAGS = ("polluted", "socket-errors", "non-2xx")
 """The flags a history line counts per leg."""
 SCHEMA = 2
-"""2: four verdicts (gain, regression, equivalent, inconclusive) with detectable effect and pairs needed;
-1: verdicts gain, regression, neutral."""
+"""The live job's result documents: 2, four verdicts (gain, regression, equivalent, inconclusive) with
+detectable effect and pairs needed; 1: verdicts gain, regression, neutral."""
+LINE_SCHEMA = 3
+"""History lines: 3, one schema for every file -- ``tier`` (``wall``, ``sim``, ``both`` for
+``validate``) and ``kind`` (``ab``, ``peers``, ``sweep``, ``validate``), verdicts per leg and class as
+:func:`verdicts`; 2 and 1 as :data:`SCHEMA` (live lines only)."""
 
 
 def _git(repo: Path, *args: str) -> str | None:
@@ -181,8 +192,9 @@ HISTORY_FIELDS = (
 )
 
 
-def _verdicts(comparisons) -> dict:
+def verdicts(comparisons) -> dict:
     """``metrics`` (each comparison's figures and verdict) and ``verdict_counts`` of one table."""
+    comparisons = list(comparisons)
     return {
         "metrics": {c.metric.key: stats.summary(c, HISTORY_FIELDS) for c in comparisons},
         "verdict_counts": {v: n for v in stats.VERDICTS if (n := sum(c.verdict == v for c in comparisons))},
@@ -210,8 +222,8 @@ def _ab_leg(lr) -> dict:
         **{k: v for k, v in _leg_shape(lr).items() if k != "name"},
         "knobs": lr.knobs,
         "env": lr.env,
-        **_verdicts(lr.comparisons),
-        "classes": {name: _verdicts(cs) for name, cs in lr.class_comparisons.items()},
+        **verdicts(lr.comparisons),
+        "classes": {name: verdicts(cs) for name, cs in lr.class_comparisons.items()},
         "flagged_runs": _flagged(lr),
     }
     if lr.probe:  # --probe: each arm's merged-worker medians (the "all" row)
@@ -221,16 +233,22 @@ def _ab_leg(lr) -> dict:
     return line
 
 
+HEAD = ("started_at", "finished_at", "argv", "provenance")
+"""What every history line takes from its job's header (beside ``tier``, ``kind`` and ``result``)."""
+
+
+def line(kind: str, tier: str, head, *, result: str, **fields) -> dict:
+    """The history line of any job (:data:`LINE_SCHEMA`): its ``tier`` and ``kind``, then from ``head``
+    (a mapping) when it ran, its command and provenance (:data:`HEAD`), its ``result`` file, then
+    ``fields`` (what the kind decided)."""
+    when = {k: head[k] for k in HEAD}
+    return {"schema": LINE_SCHEMA, "tier": tier, "kind": kind, **when, "result": result, **fields}
+
+
 def history_line(job, *, result_file: str) -> dict:
-    """The compact history record of a job (one JSON object), an A/B's or a ``peers`` job's."""
+    """The history line (:func:`line`) of a live job, an A/B's or a ``peers`` job's."""
     s, peers = job.settings, job.ab == "peers"
-    head = {
-        "schema": 1 if peers else SCHEMA,
-        "started_at": job.started_at,
-        "finished_at": job.finished_at,
-        "result": result_file,
-        "profile": job.profile,
-    }
+    head = {k: getattr(job, k) for k in HEAD}
     pinning = {"pinned": s.pinned, "server_cpus": s.server_cpus, "wrk_cpus": s.wrk_cpus}
     if peers:
         legs = [
@@ -243,33 +261,37 @@ def history_line(job, *, result_file: str) -> dict:
             }
             for lr in job.legs
         ]
-        return {
-            **head,
-            "argv": job.argv,
-            "servers": [p.key for p in job.servers],
-            "ceiling_note": job.ceiling_note,
+        return line(
+            "peers",
+            "wall",
+            head,
+            result=result_file,
+            profile=job.profile,
+            servers=[p.key for p in job.servers],
+            ceiling_note=job.ceiling_note,
             **pinning,
-            "seed": s.seed,
-            "warmup": s.warmup,
-            "provenance": job.provenance,
-            "legs": legs,
-        }
-    return {
-        **head,
-        "ab": job.ab,
-        "argv": job.argv,
-        "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in job.arms},
-        "a_ref": job.a_ref,
+            seed=s.seed,
+            warmup=s.warmup,
+            legs=legs,
+        )
+    return line(
+        "ab",
+        "wall",
+        head,
+        result=result_file,
+        profile=job.profile,
+        ab=job.ab,
+        arms={a.key: {"label": a.label, "env": dict(a.env)} for a in job.arms},
+        a_ref=job.a_ref,
         **pinning,
-        "workers": s.workers,
-        "seed": s.seed,
-        "warmup": s.warmup,
-        "probe": s.probe_dir is not None,
-        "pollution_limit": s.pollution_limit,
-        "provenance": job.provenance,
-        "legs": [_ab_leg(lr) for lr in job.legs],
-        "regression": any(v == "regression" for v in job.verdicts()),
-    }
+        workers=s.workers,
+        seed=s.seed,
+        warmup=s.warmup,
+        probe=s.probe_dir is not None,
+        pollution_limit=s.pollution_limit,
+        legs=[_ab_leg(lr) for lr in job.legs],
+        regression=any(v == "regression" for v in job.verdicts()),
+    )
 
 
 def show(text: str, files, jsonl: Path | None = None) -> None:

@@ -108,15 +108,20 @@ def _compared(lr: LegResult) -> list[tuple[str, list[Comparison]]]:
 
 
 def gate(job: JobResult) -> tuple[int, list[str]]:
-    """``--gate``'s exit code and its lines: 1 on any ``regression``, of the whole run or of any
-    client class, else 0.
+    """``--gate``'s exit code and its lines (:func:`gate_tables`) of a live job's legs."""
+    return gate_tables([t for lr in job.legs for t in _compared(lr)])
+
+
+def gate_tables(tables: list[tuple[str, list[Comparison]]], *, tier: str = "") -> tuple[int, list[str]]:
+    """``--gate``'s exit code and its lines, of either tier: 1 on any ``regression`` in ``tables``
+    (``(where, comparisons)``: a leg's whole run, then each client class), else 0; ``tier``: what
+    the lines add to their first word (`` in virtual time``).
 
     ``inconclusive`` never fails the gate -- it is not evidence of a
     regression -- but it is not a pass either, so it gets a line of its own
     naming each metric and its detectable effect.
     """
     lines = []
-    tables = [t for lr in job.legs for t in _compared(lr)]
     for word in (REGRESSION, INCONCLUSIVE):
         hits = [c for _, cs in tables for c in cs if c.verdict == word]
         if not hits:
@@ -127,10 +132,10 @@ def gate(job: JobResult) -> tuple[int, list[str]]:
             if any(c.verdict == word for c in cs)
         )
         if word == REGRESSION:
-            lines.append(f"REGRESSION: {plural(len(hits), 'metric')} ({named}).")
+            lines.append(f"REGRESSION{tier}: {plural(len(hits), 'metric')} ({named}).")
         else:
             lines.append(
-                f"INCONCLUSIVE: {plural(len(hits), 'metric')} ({named}): this run cannot tell an "
+                f"INCONCLUSIVE{tier}: {plural(len(hits), 'metric')} ({named}): this run cannot tell an "
                 "effect of the minimum size from none -- not a pass; more pairs (see 'Pairs needed') "
                 "or a quieter machine."
             )

@@ -208,6 +208,15 @@ def compare_leg(
     return out
 
 
+def decide(
+    runs: Sequence[ComparedRun], classes, *, seed: int, min_effect: float | None
+) -> tuple[list[stats.Comparison], dict[str, list[stats.Comparison]]]:
+    """A leg's verdicts on either tier (:func:`compare_leg`): the whole run's, and those of each client
+    class named in ``classes``."""
+    whole = compare_leg(runs, seed=seed, min_effect=min_effect)
+    return whole, {k: compare_leg(runs, seed=seed, min_effect=min_effect, klass=k) for k in classes}
+
+
 def _unbounded(c: stats.Comparison, samples: list[list[int | None]]) -> stats.Comparison:
     """``c`` as ``n/a (needs N samples)`` when the median run of an arm has fewer than
     :func:`tailjob.stats.samples_to_bound` samples at or beyond the percentile's rank: the runs'
@@ -370,12 +379,8 @@ class ABDesign:
 
     def decide(self, lr: LegResult) -> None:
         s = self.settings
-        lr.comparisons = compare_leg(lr.runs, seed=s.seed, min_effect=s.min_effect)
-        if lr.load_spec is not None:
-            lr.class_comparisons = {
-                c["name"]: compare_leg(lr.runs, seed=s.seed, min_effect=s.min_effect, klass=c["name"])
-                for c in lr.load_spec["classes"]
-            }
+        classes = [c["name"] for c in lr.load_spec["classes"]] if lr.load_spec is not None else []
+        lr.comparisons, lr.class_comparisons = decide(lr.runs, classes, seed=s.seed, min_effect=s.min_effect)
         if s.probe_dir is not None:
             lr.probe = probeleg.summarize(lr.runs)
 

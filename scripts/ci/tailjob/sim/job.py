@@ -7,7 +7,7 @@ virtual seconds per run, the cost model and the seeds.  :func:`run_ab` runs,
 for every seed, arm A and arm B with **that same seed** (common random numbers:
 both arms see the same client schedules, so the pair's difference is the
 arms'), in worker processes, and compares the arms with
-:func:`tailjob.runner.compare_leg` -- the live job's median ratio, paired
+:func:`tailjob.runner.decide` -- the live job's median ratio, paired
 bootstrap interval (here over seeds) and verdict rule, unchanged.
 
 Because a run is a function of its inputs, two arms that do the same work give
@@ -224,21 +224,19 @@ class LegResult:
     class_comparisons: dict[str, dict[str, stats.Comparison]] = field(default_factory=dict)
 
     def compare(self) -> None:
-        """The live job's comparison (:func:`tailjob.runner.compare_leg`: the metric table, the
-        verdict rule, ``n/a`` for a percentile its runs cannot bound), pairs by seed."""
-        from ..runner import compare_leg
+        """The live job's verdicts (:func:`tailjob.runner.decide`: the metric table, the verdict rule,
+        ``n/a`` for a percentile its runs cannot bound), pairs by seed."""
+        from ..runner import decide
 
-        runs = [*self.runs["A"], *self.runs["B"]]
-        seed, min_effect = self.plan.bootstrap_seed, self.plan.min_effect
-        self.comparisons = {c.metric.key: c for c in compare_leg(runs, seed=seed, min_effect=min_effect)}
         names = list(self.runs["A"][0].classes) if self.runs["A"] else []
-        if len(names) > 1:  # one class is the whole run: its table would repeat the leg's
-            self.class_comparisons = {
-                name: {
-                    c.metric.key: c for c in compare_leg(runs, klass=name, seed=seed, min_effect=min_effect)
-                }
-                for name in names
-            }
+        whole, classes = decide(
+            [*self.runs["A"], *self.runs["B"]],
+            names if len(names) > 1 else (),  # one class is the whole run: its table would repeat the leg's
+            seed=self.plan.bootstrap_seed,
+            min_effect=self.plan.min_effect,
+        )
+        self.comparisons = {c.metric.key: c for c in whole}
+        self.class_comparisons = {n: {c.metric.key: c for c in cs} for n, cs in classes.items()}
 
 
 def _rate(plan: AbPlan) -> tuple[float, bool] | None:

@@ -16,15 +16,23 @@ from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
-from .. import stats
+from .. import history, stats
 from ..history import without_out
 from ..outputs import dumps, write_atomic
-from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
-from ..stats import INCONCLUSIVE, REGRESSION
+from ..report import (
+    CLASS_LABELS,
+    class_line,
+    comparison_table,
+    format_value,
+    gate_tables,
+    plural,
+    verdict_summary,
+)
 from ..workloads import Traffic, label
 
 HISTORY_FILE = "tail-latency-sim.jsonl"
 SCHEMA = 1
+"""The result document's (its history line's: :data:`tailjob.history.LINE_SCHEMA`)."""
 
 
 def seeds_text(seeds) -> str:
@@ -236,66 +244,41 @@ def result_document(job: dict, legs) -> dict:
     return out
 
 
-def _short(c) -> dict:
-    return stats.summary(c, ("a", "b", "ratio", "ci", "verdict", "detectable"))
-
-
 def history_line(job: dict, legs, *, result_file: str) -> dict:
-    """One line of ``tail-latency-sim.jsonl``: when, what, and every verdict (per class too)."""
-    return {
-        "schema": SCHEMA,
-        "tier": "sim",
-        "started_at": job["started_at"],
-        "finished_at": job["finished_at"],
-        "result": result_file,
-        "profile": job["profile"],
-        "ab": job["ab"],
-        "argv": job["argv"],
-        "arms": job["arms"],
-        "seeds": job["seeds"],
-        "provenance": job["provenance"],
-        "legs": [
+    """One line of ``tail-latency-sim.jsonl`` (:func:`tailjob.history.line`): every verdict, per class too."""
+    return history.line(
+        "ab",
+        "sim",
+        job,
+        result=result_file,
+        profile=job["profile"],
+        ab=job["ab"],
+        arms=job["arms"],
+        seeds=job["seeds"],
+        legs=[
             {
                 "name": leg_name(leg),
                 "workload": label(leg.plan.workload),
-                "metrics": {k: _short(c) for k, c in leg.comparisons.items()},
-                "classes": {
-                    n: {k: _short(c) for k, c in comps.items()} for n, comps in leg.class_comparisons.items()
-                },
+                **history.verdicts(leg.comparisons.values()),
+                "classes": {n: history.verdicts(c.values()) for n, c in leg.class_comparisons.items()},
             }
             for leg in legs
         ],
-        "regression": bool(gate(legs)[0]),
-    }
+        regression=bool(gate(legs)[0]),
+    )
 
 
 def gate(legs) -> tuple[int, list[str]]:
-    """``--gate``'s code (1 on any ``regression``, whole run or class) and the lines naming them."""
-    lines = []
-    for word in (REGRESSION, INCONCLUSIVE):
-        named = []
-        for leg in legs:
-            hits = [c.metric.label for c in leg.comparisons.values() if c.verdict == word]
-            hits += [
-                f"{name} {c.metric.label}"
-                for name, comps in leg.class_comparisons.items()
-                for c in comps.values()
-                if c.verdict == word
-            ]
-            if hits:
-                named.append(f"{leg_name(leg)}: {', '.join(hits)}")
-        if named:
-            what = "REGRESSION" if word == REGRESSION else "INCONCLUSIVE"
-            lines.append(f"{what} in virtual time: " + "; ".join(named) + ".")
-    code = int(
-        any(
-            c.verdict == REGRESSION
-            for leg in legs
-            for comps in [leg.comparisons, *leg.class_comparisons.values()]
-            for c in comps.values()
+    """``--gate``'s code and lines, as the live job's (:func:`tailjob.report.gate_tables`)."""
+    tables = [
+        (where, list(comps.values()))
+        for leg in legs
+        for where, comps in (
+            (leg_name(leg), leg.comparisons),
+            *((f"{leg_name(leg)}, class {n}", cs) for n, cs in leg.class_comparisons.items()),
         )
-    )
-    return code, lines
+    ]
+    return gate_tables(tables, tier=" in virtual time")
 
 
 def plot(legs, stem: Path) -> list[Path]:

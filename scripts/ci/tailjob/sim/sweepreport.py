@@ -17,7 +17,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import REPO, history, outputs, stats
+from .. import REPO, history, outputs
 from .. import fail as _error
 from ..metrics import ci_text, format_value
 from ..progress import counter
@@ -217,44 +217,37 @@ def _summary(result) -> list[str]:
     return [*lines, ""]
 
 
-def _short(c) -> dict:
-    return stats.summary(c, ("ratio", "ci", "verdict", "needs_samples"))
-
-
 def history_line(result, *, argv, provenance, timing, result_file: str) -> dict:
-    """One line of ``tail-latency-sweep.jsonl``: when, what, and every cell's verdicts per class."""
-    return {
-        "schema": 1,
-        "tier": "sim",
-        "kind": "sweep",
-        "started_at": timing["started_at"],
-        "finished_at": timing["finished_at"],
-        "wall_s": round(timing["wall_s"], 1),
-        "load_average": [timing["load_before"], timing["load_after"]],
-        "engine": timing["engine"],
-        "result": result_file,
-        "argv": argv,
-        "grid": result.grid.name,
-        "provenance": provenance,
-        "cells": [
+    """One line of ``tail-latency-sweep.jsonl`` (:func:`tailjob.history.line`): every cell's verdicts per
+    class."""
+    return history.line(
+        "sweep",
+        "sim",
+        {**timing, "argv": argv, "provenance": provenance},
+        result=result_file,
+        wall_s=round(timing["wall_s"], 1),
+        load_average=[timing["load_before"], timing["load_after"]],
+        engine=timing["engine"],
+        grid=result.grid.name,
+        cells=[
             {
                 "backend": cr.cell.backend,
                 "load": cr.cell.load.label,
                 "policy": cr.cell.policy.label,
                 "classes": {
-                    n: {k: _short(c) for k, c in comps.items() if k in TABLE_METRICS}
+                    n: history.verdicts(c for k, c in comps.items() if k in TABLE_METRICS)
                     for n, comps in cr.class_comparisons().items()
                 },
             }
             for cr in result.cells
         ],
-        "regression": any(
+        regression=any(
             c.verdict == REGRESSION
             for cr in result.cells
             for comps in cr.class_comparisons().values()
             for c in comps.values()
         ),
-    }
+    )
 
 
 def heat_maps(result) -> dict[str, dict[str, bytes]]:

@@ -353,21 +353,19 @@ def document(
 
 
 def history_line(doc: dict, *, result_file: str) -> dict:
-    return {
-        "schema": SCHEMA,
-        "kind": "validate",
-        "started_at": doc["started_at"],
-        "finished_at": doc["finished_at"],
-        "result": result_file,
-        "argv": doc["argv"],
-        "live_result": doc["live"]["result"],
-        "sim_result": doc["sim"]["result"],
-        "provenance": doc["provenance"],
-        "summary": doc["summary"],
-        "outcomes": {
+    """One line of ``tail-latency-validate.jsonl`` (:func:`tailjob.history.line`, tier ``both``)."""
+    return history.line(
+        "validate",
+        "both",
+        doc,
+        result=result_file,
+        live_result=doc["live"]["result"],
+        sim_result=doc["sim"]["result"],
+        summary=doc["summary"],
+        outcomes={
             f"{r['leg']} / {scope_name(r['scope'])} / {r['metric']}": r["outcome"] for r in doc["rows"]
         },
-    }
+    )
 
 
 # -- the command -------------------------------------------------------------------------------------
