@@ -37,6 +37,7 @@ from http_helpers import (
     parse_responses,
     read_responses,
     read_to_eof_raw,
+    wait_for,
 )
 
 BACKENDS = [
@@ -134,6 +135,12 @@ def check_one(srv, raw: bytes) -> None:
             assert responses[-1].headers.get("connection") == "close", (raw, data)
         bystander.sendall(get("/user/still-here"))
         assert read_responses(bystander, 1)[0].body == b"still-here", raw
+    # The server thread closes its ends once it reads the clients' EOF: wait for that here, so the
+    # per-test descriptor check does not race it (it once caught a server end still open).
+    assert wait_for(lambda: not srv.listener.connections), (
+        raw,
+        "the server kept a closed client's connection",
+    )
     assert srv.reactor.counters.callback_errors == 0, raw
 
 
