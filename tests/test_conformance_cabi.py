@@ -41,31 +41,12 @@ VARIANTS = {
     # what backends over event libraries still got past the suite (issue 41)
     "TR_BUG_REARM_HANDS_OVER": "B15",  # a re-arm gives the report caught for the old token to the new one
     "TR_BUG_REUSE_KEEPS_OLD_ARMING": "B5",  # a closed fd's arming reported for the file that took its number
-    "TR_BUG_TRUNCATE_TIMEOUT_US": "B8",  # ns -> us rounded down: a wait under a microsecond polls
 }
 
 
-#: Variants whose bug is a wait under a microsecond that polls: B8 can see one only where a poll
-#: through the adapter returns within the timeout (SUBMICRO_LIMIT_NS, the clause's longest).
-SEEN_ONLY_BELOW_A_MICROSECOND = {"TR_BUG_TRUNCATE_TIMEOUT_US"}
-SUBMICRO_LIMIT_NS = 998.5
-
-
-def skip_unless_a_poll_is_under(limit_ns: float, lib: Path, polls: int = 2000) -> None:
-    """Skip (a platform limit, named) when no poll of ``lib`` through the adapter, timed as B8 times
-    it (``last_wait_ns``), returns within ``limit_ns`` here: an early wait cannot be seen then."""
-    from tailreactor_conformance.cabi import create_backend
-
-    b = create_backend(f"cabi:{lib}")
-    try:
-        fastest = min(b.wait(0) or b.last_wait_ns for _ in range(polls))
-    finally:
-        b.close()
-    if fastest >= limit_ns:
-        pytest.skip(
-            f"platform limit: a poll through the C adapter takes at least {fastest} ns here "
-            f"(fastest of {polls}), not under the {limit_ns:g} ns timeout B8 waits, so it cannot be early"
-        )
+# TR_BUG_TRUNCATE_TIMEOUT_US (a wait under a microsecond polls) is not in VARIANTS: B8 sees it only
+# where a poll through the adapter returns within the timeout, which a busy or quiet 2-core machine
+# decides run by run (caught, then missed, in two CI runs); the header says B8 cannot promise it.
 
 
 def build(out: Path, name: str, *defs: str, cflags: str | None = None) -> Path:
@@ -122,8 +103,6 @@ def test_suite_catches_broken_c_variant(flag, tmp_path):
     cid = VARIANTS[flag]
     name = "tr_epoll_" + flag.removeprefix("TR_BUG_").lower()
     lib = build(tmp_path, name, f"-D{flag}")
-    if flag in SEEN_ONLY_BELOW_A_MICROSECOND:
-        skip_unless_a_poll_is_under(SUBMICRO_LIMIT_NS, lib)
     proc, data = cli(
         "--backend",
         f"cabi:{lib}",
