@@ -1,12 +1,8 @@
 """Progress while the job runs: which leg and arm, run k of n, time left.
 
-Role
-----
-:class:`JobProgress` is the ``progress`` callback of :func:`tailjob.runner.run_job`.
-It draws a rich progress bar on stderr (when stderr is a terminal) and prints
-one line per finished run, so a CI log shows every run's headline figures
-even without a terminal.  Time left is estimated from the planned wrk
-durations plus the average overhead per run seen so far (server start/stop).
+:class:`JobProgress` is the trial loop's ``progress`` callback: a rich bar on stderr when it is a
+terminal, and one line per finished run (its headline figures), so a CI log shows every run.  Time
+left: the planned durations plus the average overhead per run seen so far (server start/stop).
 """
 
 from __future__ import annotations
@@ -20,8 +16,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from . import PROG
 from .plan import Leg
-
-__all__ = ["JobProgress", "counter"]
 
 
 def counter(label: str, *, lines: int) -> Callable[[int, int], None]:
