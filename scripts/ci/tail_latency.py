@@ -1,12 +1,7 @@
 #!/usr/bin/env python3
-"""The tail-latency job: interleaved A/B of the bench server under wrk, with verdicts.
-
-Usage: scripts/tail-latency.sh [COMMAND] [options]   (or: <venv>/bin/tailreactor-tail-latency, or this file)
-With no options: ``ab``, the quick profile, --ab tail, on io_uring then epoll, then the same A/B in
-virtual time and a table of the two side by side.  ``peers`` compares the bench server with asyncio,
-uvloop and nginx instead of an A/B.  --help lists the subcommands, ``COMMAND --help`` their options;
-docs/en/options.md says which subcommand takes which, docs/en/tail-latency-ci.md indexes the job's
-pages.  The code is the tailjob package next to this file.
+"""The tail-latency job run as a file: ``scripts/tail-latency.sh [COMMAND] [options]`` (the console
+script ``tailreactor-tail-latency``) runs the same.  The code is the tailjob package next to this file;
+docs/en/options.md says which subcommand takes which option.
 """
 
 import sys

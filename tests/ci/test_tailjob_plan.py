@@ -8,7 +8,6 @@ from tailjob.plan import (
     PROFILES,
     Overrides,
     PlanError,
-    Profile,
     arms_for,
     parse_assignments,
     plan_legs,
@@ -23,9 +22,9 @@ def test_profiles_reproduce_the_seed_workloads():
     assert (seed.threads, seed.connections, seed.duration_s) == (4, (256,), 30)
     # the seed PR's runs are kept for the report; the profiles run the pairs a verdict needs
     assert dict(seed.seed_pr_runs) == {"io_uring": 8, "epoll": 3}
-    assert seed.runs_for("io_uring") == seed.runs_for("epoll") == MIN_PAIRS
+    assert seed.runs == MIN_PAIRS
     high = PROFILES["high"]
-    assert (high.threads, high.connections, high.runs_for("epoll")) == (8, (512, 1024), MIN_PAIRS)
+    assert (high.threads, high.connections, high.runs) == (8, (512, 1024), MIN_PAIRS)
     assert dict(high.seed_pr_runs) == {"*": 3}
     assert PROFILES["quick"].seed_pr_runs is None
     quick = PROFILES["quick"]
@@ -69,11 +68,9 @@ def test_default_legs_are_each_backend_in_order():
     assert [leg.backend for leg in legs] == ["io_uring", "epoll"]
 
 
-def test_backend_option_selects_one_leg_and_runs_follow_the_backend():
+def test_backend_option_selects_one_leg():
     legs = plan_legs(PROFILES["seed"], arms_for("tail"), Overrides(backend="epoll"))
     assert [(leg.backend, leg.runs) for leg in legs] == [("epoll", MIN_PAIRS)]
-    odd = Profile("odd", 1, (8,), 1, {"epoll": 3, "*": 8}, "test")
-    assert [leg.runs for leg in plan_legs(odd, arms_for("tail"), Overrides())] == [8, 3]
 
 
 def test_arms_that_set_the_backend_make_one_leg():

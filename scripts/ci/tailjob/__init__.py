@@ -8,29 +8,16 @@ The main job's path (``scripts/tail-latency.sh`` with no arguments, the subcomma
     --> report, plot, history (Markdown, JSON, JSONL) --> sim.answer: replace(options, tier="sim")
     --> sim.cli.main_sim (the same A/B in virtual time) --> the answer table, both tiers side by side
 
-The layers, each importing only from the ones above it (``tests/test_import_graph.py`` checks
-it, and that there is no cycle):
+The layers (:data:`LAYERS` names their modules), each importing only from those above it
+(``tests/test_import_graph.py`` checks it, and that there is no cycle):
 
-1. base -- this package (:data:`PROG`, :data:`REPO`, :func:`fail`), :mod:`~tailjob.metrics` (the
-   metric table: one row per compared figure), :mod:`~tailjob.stats`, :mod:`~tailjob.plan`
-   (profiles, arms, legs, the schedule, :class:`~tailjob.plan.AbOptions`), :mod:`~tailjob.procstat`,
-   :mod:`~tailjob.outputs` (the one writer of a job's files), :mod:`tailjob.sim.costs`;
-2. tools -- what a tier runs: :mod:`~tailjob.loadgen` and :mod:`~tailjob.loadspec`,
-   :mod:`~tailjob.traffic` (a user's classes), :mod:`~tailjob.parts` (the count's rows), :mod:`~tailjob.wrk`, :mod:`~tailjob.pooled`,
-   :mod:`~tailjob.probeleg`, :mod:`~tailjob.workloads`, :mod:`~tailjob.server`,
-   :mod:`~tailjob.peers`, :mod:`~tailjob.refcode` (``--a-ref``), :mod:`~tailjob.ownserver` (a server
-   command instead of the bench server), :mod:`~tailjob.history`;
-3. measures -- ``run(plan) -> record``: :mod:`~tailjob.measure` (wrk, the load client),
-   :mod:`tailjob.sim.engine`, :mod:`~tailjob.instructions`;
-4. designs -- the trial loop and what it decides: :mod:`~tailjob.runner`, :mod:`~tailjob.peersjob`,
-   :mod:`~tailjob.calibrate`, :mod:`tailjob.sim.job`, :mod:`tailjob.sim.measure`,
-   :mod:`tailjob.sim.grid`, :mod:`tailjob.sim.sweep`;
-5. outputs -- :mod:`~tailjob.report`, :mod:`~tailjob.peersreport`, :mod:`~tailjob.plot`,
-   :mod:`~tailjob.progress`, :mod:`tailjob.sim.report`, :mod:`tailjob.sim.sweepreport`,
-   :mod:`~tailjob.stepsummary` (``GITHUB_STEP_SUMMARY``);
-6. command line -- :mod:`~tailjob.options` (the subcommands; ``--help`` needs only the standard
-   library), :mod:`~tailjob.cli` (``main``: the parsed options become records here and go no
-   further), :mod:`tailjob.sim.cli`, :mod:`tailjob.sim.answer`, :mod:`tailjob.sim.validate`.
+1. base -- the metric table, statistics, plan, the one writer of a job's files;
+2. tools -- what a tier runs: load generators, servers, peers, git refs (``--a-ref``), history;
+3. measures -- ``run(plan) -> record``: wall (wrk, the load client), sim, instructions;
+4. designs -- the trial loop and what it decides;
+5. outputs -- reports, plots, progress, the step summary;
+6. command line -- options (``--help`` needs only the standard library), cli (the parsed options
+   become records there and go no further).
 """
 
 import sys
@@ -95,7 +82,7 @@ LAYERS = (
         "tailjob.sim.validate",
     ),
 )
-"""The modules of each layer of the docstring, top (base) first."""
+"""The modules of each layer, top (base) first."""
 
 
 def fail(message: str, code: int) -> int:

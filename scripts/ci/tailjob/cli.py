@@ -1,23 +1,15 @@
 """Command line of the tail-latency job: :func:`main` (console script ``tailreactor-tail-latency``).
 
-Role
-----
-Parse the subcommand and its options (:mod:`tailjob.options`), turn them into the record the job
-takes (:class:`~tailjob.plan.AbOptions` for ``ab`` and ``validate``,
-:class:`~tailjob.instructions.CountPlan` for ``count``, the grid for ``sweep``), and hand it down:
-below this module no function sees the parsed command line.  A live job is planned here
-(:func:`_plan_ab`, :func:`_plan_calibrate`, :func:`_plan_peers`: each checks its options and tools
-and returns a :class:`Job`), its trial loop runs with progress, then it writes its files (report,
-plot, JSON, history line), prints the summary, and exits (``tail_latency --help``: the exit codes).
-
-With no arguments: ``ab``, the quick profile, ``--ab tail``, on io_uring then epoll, then the same
-A/B in virtual time and the answer beside the live run (:mod:`tailjob.sim.answer`).
+Parses the subcommand (:mod:`tailjob.options`), turns the namespace into the record its job takes
+(:class:`~tailjob.plan.AbOptions`, :class:`~tailjob.instructions.CountPlan`, the grid) -- below this
+module no function sees the parsed command line -- and runs it.  A live job is planned here
+(:func:`_plan_ab`, :func:`_plan_calibrate`, :func:`_plan_peers` each return a :class:`Job`), run
+with progress, written (report, plot, JSON, history line) and summed up; then the exit code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -33,6 +25,7 @@ from tailreactor.backends import io_uring_refused as _io_uring_refused
 from . import (
     calibrate,
     history,
+    outputs,
     ownserver,
     peers,
     peersjob,
@@ -42,7 +35,7 @@ from . import (
     stepsummary,
     workloads,
 )
-from .options import PROG, REPO, build_parser, parse
+from .options import PROG, REPO, parse
 from .options import fail as _error
 from .plan import (
     AB_PRESETS,
@@ -62,8 +55,6 @@ from .plan import (
 from .progress import JobProgress
 from .runner import ABDesign, JobError, JobResult, Settings, run_trials
 from .wrk import wrk_version
-
-__all__ = ["main", "build_parser"]
 
 
 def _cpu_list(text: str, option: str) -> str:
@@ -89,23 +80,15 @@ def _now() -> str:
 
 
 def _exit_on_sigterm(signum, frame) -> None:
-    """SIGTERM (a CI timeout, ``kill``) ends the job like Ctrl-C does: by an exception.
-
-    Python's default for SIGTERM kills the process without running ``finally``
-    blocks, which left the bench server and wrk of the current run running.
-    As an exception, the runner's ``finally`` stops the server and
-    ``subprocess.run`` kills wrk.
-    """
+    """SIGTERM (a CI timeout, ``kill``) ends the job as Ctrl-C does, by an exception: the runner's
+    ``finally`` stops the server and ``subprocess.run`` kills wrk (Python's default left them running)."""
     raise SystemExit(128 + signum)
 
 
 @dataclass
 class Job:
-    """A planned job (an A/B, a calibration or a peers comparison), as :func:`main` runs it.
-
-    ``legs`` and ``arms`` size the progress display; ``run(settings, progress)`` is the trial loop;
-    ``finish(results, Outputs)`` writes the files and returns what is printed (:class:`Printed`).
-    """
+    """A planned live job: ``legs`` and ``arms`` size the progress display; ``run(settings, progress)``
+    is the trial loop; ``finish(results, Outputs)`` writes the files and returns a :class:`Printed`."""
 
     name: str  # the file stem's last part: the --ab name, "calibrate" or "peers"
     profile: str
@@ -132,14 +115,15 @@ class Outputs:
 
 @dataclass(frozen=True)
 class Printed:
-    """What a job prints at the end: the report, the files' lines, the lines after them, the gate."""
+    """What a job prints at the end: the report, the files' lines, the lines after them, ``--gate``'s
+    one-line error (exit 1); an A/B's ``result`` JSON and the ``document`` it holds."""
 
     text: str
     files: list
     after: str | None = None
-    failed: str | None = None  # --gate's one-line error (exit 1)
-    result: Path | None = None  # the A/B's result JSON
-    document: dict | None = None  # what it holds
+    failed: str | None = None
+    result: Path | None = None
+    document: dict | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,12 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "count":
         from .instructions import CountPlan, main_tier
 
-        return main_tier(CountPlan(**_fields_of(CountPlan, args)))
+        return main_tier(_record(CountPlan, args))
     if args.command == "sweep":
         from .sim.sweepreport import main_sweep
 
         return main_sweep(args.grid, args.dask, out=args.out, argv=argv)
-    options = AbOptions(**_fields_of(AbOptions, args), argv=tuple(argv))
+    options = _record(AbOptions, args, argv=tuple(argv))
     if args.command == "validate":
         from .sim.validate import main_validate
 
@@ -171,9 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     return _run_live(_plan_peers if args.command == "peers" else _plan_calibrate, args, argv)[0]
 
 
-def _fields_of(record, args: argparse.Namespace) -> dict:
-    """The values of ``args`` that are fields of the dataclass ``record``."""
-    return {f.name: getattr(args, f.name) for f in fields(record) if hasattr(args, f.name)}
+def _record(cls, args, **given):
+    """The dataclass ``cls`` from the values of ``args`` named as its fields, and ``given``."""
+    return cls(**{f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)} | given)
 
 
 def run_ab(o: AbOptions, *, collect: dict | None = None) -> int:
@@ -228,14 +212,10 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
 
 
 def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:
-    """An A/B's or a peers job's report (Markdown), plot, whole job (JSON) and history line.
-
-    Returns the report and plot paths, the JSON's and the history file's."""
-    md = o.results_dir / f"{o.stem}.md"
-    md.write_text(render(job, runs=True))
-    from . import (
-        plot,  # here, not at the top: matplotlib costs ~1 s of import, which a run refused for its options or a sim or instruction run need not pay
-    )
+    """An A/B's or a peers job's report (Markdown), plot, whole job (JSON) and history line: the
+    report and plot paths, the JSON's and the history file's."""
+    (md,) = outputs.write_files(o.results_dir, o.stem, {".md": render(job, runs=True)})
+    from . import plot  # here: matplotlib's ~1 s of import is not for a refused, sim or count run
 
     images = plot.plot_job(job, o.results_dir / o.stem)
     result_json = history.write_result(job, o.results_dir, o.stem)
@@ -265,6 +245,13 @@ def _settings(args, *, pin: bool, **kw) -> Settings:
     )
 
 
+def _server_settings(args, cmds) -> dict:
+    """The settings of the server under an A/B or a calibration: the bench server's or a command's."""
+    return dict(
+        workers=args.workers, min_effect=args.min_effect, commands=cmds, ready_timeout_s=args.ready_timeout
+    )
+
+
 def _tools(pin: bool, taskset: str = "--pin needs taskset (util-linux), which is not on PATH") -> str:
     """wrk's version, after checking taskset when pinned (PlanError, FileNotFoundError)."""
     if pin and not shutil.which("taskset"):
@@ -272,15 +259,8 @@ def _tools(pin: bool, taskset: str = "--pin needs taskset (util-linux), which is
     return wrk_version()
 
 
-def _overrides(args, pin: bool, backend: str | None = None) -> Overrides:
-    return Overrides(
-        backend=backend,
-        threads=args.threads,
-        connections=args.connections,
-        duration_s=args.duration,
-        runs=args.runs,
-        pin=pin,
-    )
+def _overrides(args, pin: bool) -> Overrides:
+    return _record(Overrides, args, duration_s=args.duration, pin=pin)
 
 
 def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
@@ -293,7 +273,7 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
     if args.a_ref is not None:  # arm A on the ref's code, arm B on the working tree's (refcode)
         a_commit = refcode.resolve(REPO, args.a_ref)
         arms = refcode.label_arms(arms, args.a_ref)
-    profile, overrides = PROFILES[args.profile], _overrides(args, args.pin, args.backend)
+    profile, overrides = PROFILES[args.profile], _overrides(args, args.pin)
     legs = plan_legs(profile, arms, overrides) if cmds is None else ownserver.legs(profile, overrides)
     load = workloads.plan_load(args.workload, args.load, args.rate, args.schedule)
     # the per-class figures come with the probe's, which cannot tell classes apart
@@ -305,8 +285,7 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
             arm_knobs({**server_env(os.environ, leg, arm), **(load.server_env() if load else {})})
         if load is not None and not load.relative:
             load.spec(leg, capacity_rps=None, seed=args.seed)  # the client's spec must be valid too
-    settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect, load=load)
-    settings = replace(settings, commands=cmds, ready_timeout_s=args.ready_timeout)
+    settings = _settings(args, pin=args.pin, **_server_settings(args, cmds), load=load)
     for name in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE"):
         if probe and any(name in arm.env for arm in arms):
             raise PlanError(f"--probe sets {name} for every run; leave it out of --a/--b")
@@ -351,12 +330,11 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
     """``calibrate K``: K rounds of an A/A leg and two injected slowdowns on every leg of the plan."""
     profile, arms, k = PROFILES[args.profile], AB_PRESETS["aa"], args.rounds
     cmds = ownserver.commands(args)  # None: the bench server
-    overrides = _overrides(args, args.pin, args.backend)
+    overrides = _overrides(args, args.pin)
     legs = plan_legs(profile, arms, overrides) if cmds is None else ownserver.legs(profile, overrides)
     for leg in legs if cmds is None else ():
         arm_knobs(server_env(os.environ, leg, arms[0]))
-    settings = _settings(args, pin=args.pin, workers=args.workers, min_effect=args.min_effect)
-    settings = replace(settings, commands=cmds, ready_timeout_s=args.ready_timeout)
+    settings = _settings(args, pin=args.pin, **_server_settings(args, cmds))
     if cmds is not None:
         print(f"{PROG}: {ownserver.CALIBRATE_NOTE}", file=sys.stderr, flush=True)
     wrk = _tools(args.pin)
@@ -376,8 +354,6 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
             f"- {polluted} of {report.plural(len(measured), 'measured run')} flagged `polluted` (other "
             f"processes used more than {o.settings.pollution_limit:.2f} cores).\n\n" + table
         )
-        md, js = o.results_dir / f"{o.stem}.md", o.results_dir / f"{o.stem}.json"
-        md.write_text(text)
         data = {
             "schema": history.SCHEMA,
             "argv": argv,
@@ -389,8 +365,9 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
             "settings": asdict(o.settings),
             "legs": [c.as_dict() for c in results],
         }
-        js.write_text(json.dumps(data, indent=1) + "\n")
-        return Printed(text, [md, js])
+        return Printed(
+            text, outputs.write_files(o.results_dir, o.stem, {".md": text, ".json": outputs.dumps(data)})
+        )
 
     n_kinds = len(calibrate.KINDS)
     return Job("calibrate", profile.name, legs * (k * n_kinds), 2, settings, wrk, run, finish)

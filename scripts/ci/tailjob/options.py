@@ -1,12 +1,10 @@
 """The command line of the tail-latency job: one subcommand per job, each with only its own options.
 
 ``ab`` (the default: no subcommand is ``ab``), ``calibrate``, ``peers``, ``sweep``, ``validate``,
-``count``.  The option groups two subcommands share are written once (the ``_*_options`` helpers).
-:func:`parse` returns the namespace; :mod:`tailjob.cli` turns it into the records the jobs take.
-
-Apart from :mod:`tailjob.cli` so that ``--help`` needs only the standard library,
-:mod:`tailjob.plan`, :mod:`tailjob.workloads` and ``tailreactor.config``: ``scripts/tail-latency.sh
---help`` prints it with the system Python before anything is installed.
+``count``.  Every option is declared once, in :data:`OPTIONS`; each subcommand takes its rows by name
+(:data:`SUBCOMMANDS`).  :func:`parse` returns the namespace; :mod:`tailjob.cli` turns it into records.
+``--help`` needs only the standard library, :mod:`tailjob.plan`, :mod:`tailjob.workloads` and
+``tailreactor.config``: ``scripts/tail-latency.sh --help`` runs this module with the system Python.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ import argparse
 import re
 from pathlib import Path
 
-from . import PROG, REPO, fail, instructions, ownserver, workloads  # noqa: F401  (the job's name and one-line error, re-exported)
+from . import PROG, REPO, fail, instructions, ownserver, workloads  # noqa: F401  (fail: re-exported)
 from .metrics import METRICS
 from .plan import AB_PRESETS, BACKENDS, PROFILES
 from .sim import costs
@@ -110,286 +108,245 @@ def _traffic(ns: argparse.Namespace) -> None:
     ns.connections = (t.connections,)
 
 
-# -- option groups, each written once and given to the subcommands that take it -------------------
+# -- every option once; a subcommand takes its rows by name (SUBCOMMANDS) ------------------------
 
-
-def _profile_options(p, *, workers: bool = True) -> None:
-    g = p.add_argument_group("profile (the legs: connections, duration, runs)")
-    g.add_argument(
-        "--profile",
+OPTIONS: dict[str, dict] = {
+    "--tier": dict(
+        choices=TIERS,
+        default="wall",
+        help="wall: the real server in wall-clock time (default); sim: the same A/B in virtual time",
+    ),
+    "rounds": dict(
+        type=_positive, metavar="K", help="rounds, a positive integer (5 in docs/en/inconclusive.md)"
+    ),
+    # the profile
+    "--profile": dict(
         choices=sorted(PROFILES),
         default="quick",
         help="; ".join(f"{k}: {v.description}" for k, v in PROFILES.items()),
-    )
-    g.add_argument(
-        "--threads", type=_positive, metavar="N", help="wrk threads (default: the profile's; 1 with --pin)"
-    )
-    g.add_argument(
-        "--connections", type=_connections, metavar="N[,N...]", help="one leg per count, e.g. 64 or 512,1024"
-    )
-    g.add_argument("--duration", type=_duration, metavar="T", help="per run: seconds or 3s, 2m, 1h")
-    g.add_argument("--runs", type=_positive, metavar="N", help="measured runs per arm in each leg")
-    if workers:
-        g.add_argument(
-            "--workers", type=_positive, metavar="N", help="bench server --workers (default: CWIST_WORKERS)"
-        )
-
-
-def _traffic_options(p) -> None:
-    g = p.add_argument_group("workload")
-    g.add_argument(
-        "--workload",
+    ),
+    "--threads": dict(type=_positive, metavar="N", help="wrk threads (default: the profile's; 1 with --pin)"),
+    "--connections": dict(
+        type=_connections, metavar="N[,N...]", help="one leg per count, e.g. 64 or 512,1024"
+    ),
+    "--duration": dict(type=_duration, metavar="T", help="per run: seconds or 3s, 2m, 1h"),
+    "--runs": dict(type=_positive, metavar="N", help="measured runs per arm in each leg"),
+    "--workers": dict(type=_positive, metavar="N", help="bench server --workers (default: CWIST_WORKERS)"),
+    # the workload
+    "--workload": dict(
         metavar="NAME|FILE.toml",
         help=", ".join(workloads.WORKLOADS) + " (default uniform; docs/en/workloads.md), or FILE.toml: "
         "your own traffic, one table per client class (keys: " + ", ".join(workloads.TRAFFIC_KEYS) + "; "
         "docs/en/own-traffic.md, scripts/ci/workloads/example.toml)",
-    )
-    g.add_argument(
-        "--class",
+    ),
+    "--class": dict(
         dest="classes",
         action="append",
         metavar="'name=N K=V ...'",
         help="instead of --workload: one client class, name= and a traffic file's keys; repeat per class",
-    )
-    g.add_argument("--load", choices=("closed", "open"), help="uniform only: closed (wrk) or open loop")
-    g.add_argument(
-        "--rate",
+    ),
+    "--load": dict(choices=("closed", "open"), help="uniform only: closed (wrk) or open loop"),
+    "--rate": dict(
         help="open-loop rate: requests/s (2000) or a multiple of the measured capacity (0.7x); default: "
         + ", ".join(f"{w.name} {w.default_rate}" for w in workloads.WORKLOADS.values() if w.default_rate),
-    )
-    g.add_argument("--schedule", choices=("poisson", "constant"), help="open-loop send times (poisson)")
-
-
-def _arm_options(p, *, a_ref: bool = True) -> None:
-    g = p.add_argument_group("arms (A is the baseline, B the treatment; ratios are B/A)")
-    g.add_argument(
-        "--ab",
+    ),
+    "--schedule": dict(choices=("poisson", "constant"), help="open-loop send times (poisson)"),
+    # the arms
+    "--ab": dict(
         choices=sorted(AB_PRESETS),
         help="tail (the default): CWIST_REACTOR_TAIL_US 3600000 (A, off) vs 3500 (B); "
         "backend: epoll (A) vs io_uring (B); aa: identical arms (control)",
-    )
-    g.add_argument("--a", metavar="'K=V ...'", help="arm A's environment: CWIST_* knobs (custom A/B)")
-    g.add_argument("--b", metavar="'K=V ...'", help="arm B's environment: CWIST_* knobs (custom A/B)")
-    if a_ref:
-        g.add_argument(
-            "--a-ref",
-            metavar="REF",
-            help="arm A runs the reactor and HTTP code of git ref REF (a branch, tag or commit; a "
-            "temporary worktree), arm B the working tree's",
-        )
-    _backend_option(g)
-
-
-def _backend_option(p, help: str = "backend for arms that do not set it (default: each in turn)") -> None:
-    p.add_argument("--backend", choices=BACKENDS, help=help)
-
-
-def _run_options(p, *, pin: str = "--pin", probe: bool = True) -> None:
-    g = p.add_argument_group("runs")
-    if pin == "--pin":
-        g.add_argument("--pin", action="store_true", help="pin server and wrk to CPUs with taskset")
-    else:
-        g.add_argument("--no-pin", action="store_true", help="do not pin (pinned by default)")
-    g.add_argument(
-        "--server-cpus",
-        default="0",
-        metavar="CPUS",
-        help="the server's taskset CPUs when pinned: 0,2 or 0-1 (0)",
-    )
-    g.add_argument(
-        "--wrk-cpus", default="1", metavar="CPUS", help="wrk's taskset CPUs when pinned: 1 or 1,3 (1)"
-    )
-    g.add_argument("--no-warmup", action="store_true", help="skip the discarded warm-up run per leg")
-    g.add_argument(
-        "--seed", type=int, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"
-    )
-    g.add_argument(
-        "--pollution-limit",
+    ),
+    "--a": dict(metavar="'K=V ...'", help="arm A's environment: CWIST_* knobs (custom A/B)"),
+    "--b": dict(metavar="'K=V ...'", help="arm B's environment: CWIST_* knobs (custom A/B)"),
+    "--a-ref": dict(
+        metavar="REF",
+        help="arm A runs the reactor and HTTP code of git ref REF (a branch, tag or commit; a "
+        "temporary worktree), arm B the working tree's",
+    ),
+    "--backend": dict(choices=BACKENDS, help="backend for arms that do not set it (default: each in turn)"),
+    # the runs
+    "--pin": dict(action="store_true", help="pin server and wrk to CPUs with taskset"),
+    "--no-pin": dict(action="store_true", help="do not pin (pinned by default)"),
+    "--server-cpus": dict(
+        default="0", metavar="CPUS", help="the server's taskset CPUs when pinned: 0,2 or 0-1 (0)"
+    ),
+    "--wrk-cpus": dict(default="1", metavar="CPUS", help="wrk's taskset CPUs when pinned: 1 or 1,3 (1)"),
+    "--no-warmup": dict(action="store_true", help="skip the discarded warm-up run per leg"),
+    "--seed": dict(type=int, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"),
+    "--pollution-limit": dict(
         type=_cores,
         default=0.10,
         metavar="CORES",
         help="CPU of other processes (cores, >= 0) above which a run is flagged (0.10)",
-    )
-    if probe:
-        g.add_argument(
-            "--probe",
-            action="store_true",
-            help="CWIST_LATENCY_PROBE=1 on every server; the probe's figures per arm and worker",
-        )
-
-
-def _min_effect_option(p) -> None:
-    p.add_argument(
-        "--min-effect",
+    ),
+    "--probe": dict(
+        action="store_true",
+        help="CWIST_LATENCY_PROBE=1 on every server; the probe's figures per arm and worker",
+    ),
+    # the verdict and the outputs
+    "--min-effect": dict(
         type=_fraction,
         metavar="F",
         help="minimum effect for every metric: 0.05 or 5%% (docs/en/statistics.md; default per metric: "
         + ", ".join(f"{m.key} {m.min_effect:.0%}" for m in METRICS).replace("%", "%%")
         + ")",
-    )
-
-
-def _gate_option(p, what: str = "a metric") -> None:
-    p.add_argument("--gate", action="store_true", help=f"exit 1 if {what} is a regression")
-
-
-def _out_option(p) -> None:
-    p.add_argument(
-        "--out",
+    ),
+    "--gate": dict(action="store_true", help="exit 1 if a metric is a regression"),
+    "--out": dict(
         type=Path,
         default=REPO / "benchmarks",
         metavar="DIR",
         help="output directory: <out>/results/ and <out>/*.jsonl (default: benchmarks/)",
-    )
-
-
-def _sim_cost_option(p) -> None:
-    p.add_argument(
-        "--sim-cost",
+    ),
+    "--sim-cost": dict(
         metavar="'K=US ...'",
         help=f"override cost-model constants, 0 to {costs.LIMIT_US:g} virtual microseconds each: "
         f"{', '.join(costs.for_backend('epoll').constants)} (docs/en/sim-tier.md)",
-    )
-
-
-RENAMED = {"--peers": "peers", "--calibrate": "calibrate K", "--validate": "validate", "--sweep": "sweep"}
-"""The flat options of the one-parser command line that are subcommands now (said in one line)."""
-
-
-def _ab(sub) -> None:
-    p = sub.add_parser(
-        "ab",
-        help="interleaved A/B of two arms, a verdict per metric (the default)",
-        description="Interleaved A/B of the bench server's two arms, a bootstrap verdict per metric. "
-        "No options: the quick profile, --ab tail, on each backend, then the same A/B in virtual time.",
-    )
-    p.add_argument(
-        "--tier",
-        choices=TIERS,
-        default="wall",
-        help="wall: the real server in wall-clock time (default); sim: the same A/B in virtual time",
-    )
-    _profile_options(p)
-    _traffic_options(p)
-    _arm_options(p)
-    _run_options(p)
-    v = p.add_argument_group("verdict and outputs")
-    _min_effect_option(v)
-    _gate_option(v)
-    _out_option(v)
-    _sim_cost_option(p.add_argument_group("virtual-time tier (--tier sim)"))
-    ownserver.add_server_options(p)
-
-
-def _calibrate(sub) -> None:
-    p = sub.add_parser(
-        "calibrate",
-        help="K rounds of A/A and injected slowdowns: what a verdict is worth here",
-        description="K rounds of an A/A leg and legs with about +10% and +25% server CPU per request "
-        "injected (CWIST_BENCH_DELAY_US) on each leg of the profile; per metric the false "
-        "gain/regression rate, the detection rates and the median detectable effect.",
-    )
-    p.add_argument(
-        "rounds",
-        type=_positive,
-        metavar="K",
-        help="rounds, a positive integer (5 in docs/en/inconclusive.md)",
-    )
-    _profile_options(p)
-    _backend_option(p)
-    _run_options(p, probe=False)
-    _min_effect_option(p)
-    _out_option(p)
-    ownserver.add_server_options(p)
-
-
-def _peers(sub) -> None:
-    p = sub.add_parser(
-        "peers",
-        help="the bench server on each backend beside asyncio, uvloop and nginx",
-        description="The bench server on io_uring and on epoll, the asyncio and uvloop peers "
-        "(benchmarks/peers/) and nginx as the ceiling if installed, interleaved per trial, pinned.",
-    )
-    _profile_options(p, workers=False)
-    _run_options(p, pin="--no-pin", probe=False)
-    p.add_argument(
-        "--write-readme",
-        action="store_true",
-        help="write the tables into <out>/README.md (between its peers-table markers)",
-    )
-    _out_option(p)
-
-
-def _sweep(sub) -> None:
-    p = sub.add_parser(
-        "sweep",
-        help="a grid of A/Bs in virtual time (backends x loads x knobs), heat maps",
-        description="A grid of A/Bs in virtual time (backends x load points x knob settings, each "
-        "against age-based dispatch off): report, JSON, heat maps, history line.",
-    )
-    p.add_argument(
-        "--grid",
-        metavar="default|FILE",
-        help="'default' (the default grid) or a grid TOML file (docs/en/sweep.md)",
-    )
-    p.add_argument(
-        "--dask",
+    ),
+    # peers, sweep, count
+    "--write-readme": dict(
+        action="store_true", help="write the tables into <out>/README.md (between its peers-table markers)"
+    ),
+    "--grid": dict(
+        metavar="default|FILE", help="'default' (the default grid) or a grid TOML file (docs/en/sweep.md)"
+    ),
+    "--dask": dict(
         nargs="?",
         const="local",
         metavar="ADDRESS",
         help="run on Dask (the sweep extra): a LocalCluster, or the scheduler at ADDRESS (tcp://HOST:8786)",
-    )
-    _out_option(p)
-
-
-def _validate(sub) -> None:
-    p = sub.add_parser(
-        "validate",
-        help="the same A/B live and in virtual time, and whether they agree",
-        description="The A/B on the live tier, then on the sim tier (--pin, --threads, --probe go to "
-        "the live run only, --sim-cost to the sim's): per leg, scope and metric both verdicts "
-        "and whether they agree.",
-    )
-    _profile_options(p, workers=False)
-    _traffic_options(p)
-    _arm_options(p, a_ref=False)
-    _run_options(p)
-    _min_effect_option(p)
-    _sim_cost_option(p)
-    _out_option(p)
-
-
-def _count(sub) -> None:
-    p = sub.add_parser(
-        "count",
-        help="the instruction tier: callgrind's instructions per request, beside a baseline",
-        description="Callgrind's user-space instructions per request of each server, by component, "
-        "beside a stored baseline (needs valgrind).",
-    )
-    p.add_argument(
-        "--server",
+    ),
+    "--server": dict(
         action="append",
         choices=instructions.SERVERS,
         help="a server to count (repeatable; default: all, or the bench server on --backend and asyncio)",
-    )
-    p.add_argument(
-        "--requests",
+    ),
+    "--requests": dict(
         type=_positive,
         default=instructions.REQUESTS,
         metavar="N",
         help=f"requests per server, a positive integer ({instructions.REQUESTS})",
-    )
-    p.add_argument(
-        "--baseline",
+    ),
+    "--baseline": dict(
         type=Path,
         default=instructions.BASELINE,
         metavar="FILE",
         help="the baseline JSON file (benchmarks/results/instructions-baseline.json)",
-    )
-    p.add_argument("--write-baseline", action="store_true", help="store this count as the baseline")
-    _backend_option(p, "count the bench server on this backend (and asyncio)")
-    _gate_option(p, "a server's instructions per request")
-    _out_option(p)
+    ),
+    "--write-baseline": dict(action="store_true", help="store this count as the baseline"),
+}
+"""Every option of every subcommand: ``add_argument``'s keywords by the option's name."""
+
+
+_PROFILE = (
+    "profile (the legs: connections, duration, runs)",
+    (
+        "--profile",
+        "--threads",
+        "--connections",
+        "--duration",
+        "--runs",
+        "--workers",
+    ),
+)
+_WORKLOAD = "workload", ("--workload", "--class", "--load", "--rate", "--schedule")
+_ARMS = (
+    "arms (A is the baseline, B the treatment; ratios are B/A)",
+    ("--ab", "--a", "--b", "--a-ref", "--backend"),
+)
+_RUNS = (
+    "runs",
+    ("--pin", "--server-cpus", "--wrk-cpus", "--no-warmup", "--seed", "--pollution-limit", "--probe"),
+)
+
+
+def _less(group: tuple[str, tuple], *names: str) -> tuple[str, tuple]:
+    """A shared group without the rows ``names`` (what one subcommand has not)."""
+    return group[0], tuple(n for n in group[1] if n not in names)
+
+
+SUBCOMMANDS: dict[str, tuple[str, str, tuple]] = {
+    "ab": (
+        "interleaved A/B of two arms, a verdict per metric (the default)",
+        "Interleaved A/B of the bench server's two arms, a bootstrap verdict per metric. "
+        "No options: the quick profile, --ab tail, on each backend, then the same A/B in virtual time.",
+        (
+            (None, ("--tier",)),
+            _PROFILE,
+            _WORKLOAD,
+            _ARMS,
+            _RUNS,
+            ("verdict and outputs", ("--min-effect", "--gate", "--out")),
+            ("virtual-time tier (--tier sim)", ("--sim-cost",)),
+        ),
+    ),
+    "calibrate": (
+        "K rounds of A/A and injected slowdowns: what a verdict is worth here",
+        "K rounds of an A/A leg and legs with about +10% and +25% server CPU per request "
+        "injected (CWIST_BENCH_DELAY_US) on each leg of the profile; per metric the false "
+        "gain/regression rate, the detection rates and the median detectable effect.",
+        (
+            (None, ("rounds",)),
+            _PROFILE,
+            (None, ("--backend",)),
+            _less(_RUNS, "--probe"),
+            (None, ("--min-effect", "--out")),
+        ),
+    ),
+    "peers": (
+        "the bench server on each backend beside asyncio, uvloop and nginx",
+        "The bench server on io_uring and on epoll, the asyncio and uvloop peers "
+        "(benchmarks/peers/) and nginx as the ceiling if installed, interleaved per trial, pinned.",
+        (
+            _less(_PROFILE, "--workers"),
+            ("runs", ("--no-pin", *_less(_RUNS, "--pin", "--probe")[1])),
+            (None, ("--write-readme", "--out")),
+        ),
+    ),
+    "sweep": (
+        "a grid of A/Bs in virtual time (backends x loads x knobs), heat maps",
+        "A grid of A/Bs in virtual time (backends x load points x knob settings, each "
+        "against age-based dispatch off): report, JSON, heat maps, history line.",
+        ((None, ("--grid", "--dask", "--out")),),
+    ),
+    "validate": (
+        "the same A/B live and in virtual time, and whether they agree",
+        "The A/B on the live tier, then on the sim tier (--pin, --threads, --probe go to "
+        "the live run only, --sim-cost to the sim's): per leg, scope and metric both verdicts "
+        "and whether they agree.",
+        (
+            _less(_PROFILE, "--workers"),
+            _WORKLOAD,
+            _less(_ARMS, "--a-ref"),
+            _RUNS,
+            (None, ("--min-effect", "--sim-cost", "--out")),
+        ),
+    ),
+    "count": (
+        "the instruction tier: callgrind's instructions per request, beside a baseline",
+        "Callgrind's user-space instructions per request of each server, by component, "
+        "beside a stored baseline (needs valgrind).",
+        (
+            (
+                None,
+                ("--server", "--requests", "--baseline", "--write-baseline", "--backend", "--gate", "--out"),
+            ),
+        ),
+    ),
+}
+"""Per subcommand: its one-line help, its description, and its options: ``(group title, rows)`` in
+order (title None: the parser's own ``options``).  ``ab`` and ``calibrate`` take a server command's
+options too (:func:`tailjob.ownserver.add_server_options`)."""
+
+HELP = {
+    ("count", "--backend"): "count the bench server on this backend (and asyncio)",
+    ("count", "--gate"): "exit 1 if a server's instructions per request is a regression",
+}
+"""A row's help where one subcommand's meaning differs from :data:`OPTIONS`'."""
+
+RENAMED = {"--peers": "peers", "--calibrate": "calibrate K", "--validate": "validate", "--sweep": "sweep"}
+"""The flat options of the one-parser command line that are subcommands now (said in one line)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -401,8 +358,17 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for add in (_ab, _calibrate, _peers, _sweep, _validate, _count):
-        add(sub)
+    for command, (summary, description, groups) in SUBCOMMANDS.items():
+        sp = sub.add_parser(command, help=summary, description=description)
+        for title, rows in groups:
+            g = sp if title is None else sp.add_argument_group(title)
+            for row in rows:
+                spec = dict(OPTIONS[row])
+                if (command, row) in HELP:
+                    spec["help"] = HELP[command, row]
+                g.add_argument(row, **spec)
+        if command in ("ab", "calibrate"):
+            ownserver.add_server_options(sp)
     return p
 
 

@@ -1,31 +1,20 @@
 """What a job runs: profiles, A/B arms, legs, and the interleaved schedule.
 
-Role
-----
-* A **profile** is a wrk workload: threads, connection counts, duration and
-  runs per arm (``quick``, ``seed``, ``high``; :data:`PROFILES`).
-* An **arm** is a set of ``CWIST_*`` environment variables for the bench
-  server.  A is the baseline, B the treatment; every ratio is B/A.
-* A **leg** is one cell of the job: a backend and a connection count, in which
-  A and B are compared.  Without ``--backend`` a job has one leg per backend
-  (io_uring, then epoll).  When any arm sets ``CWIST_REACTOR_BACKEND``
-  (``--ab backend``, or ``--a 'CWIST_REACTOR_BACKEND=epoll' --b ''``) the job
-  has a single leg: comparing backends across legs would be meaningless, and
-  an arm that does not set it runs on ``--backend``, or on ``auto``.  The
-  leg's name then gives each arm's backend (``epoll (A) vs auto (B), c64``).
-* The **schedule** of a leg is randomised multiple interleaved trials (RMIT):
-  each trial runs A and B once, back to back, in an order drawn at random, so
-  slow drifts and periodic neighbours hit both arms alike.  ``peers`` uses
-  the same schedule over its servers (:func:`shuffled_schedule`) and one leg
-  per connection count (:func:`peer_legs`).
+A **profile** is a wrk workload (threads, connection counts, duration, runs per arm).  An **arm** is
+the bench server's ``CWIST_*`` variables; A is the baseline, B the treatment, every ratio B/A.  A
+**leg** is one cell in which A and B are compared: a backend and a connection count, one per backend
+(io_uring, then epoll) unless ``--backend``; when an arm sets ``CWIST_REACTOR_BACKEND`` the job has
+one leg, whose name gives each arm's backend (``epoll (A) vs auto (B), c64``): comparing backends
+across legs would be meaningless.  A leg's **schedule** is randomised multiple interleaved trials
+(RMIT): each trial runs every arm once in an order drawn at random, so slow drifts hit all alike.
 
-Server environment of a run = this process's environment (so ambient
-``CWIST_*`` settings apply to both arms), then the arm's backend in the leg,
-then the arm's variables.
+Server environment of a run = this process's environment (ambient ``CWIST_*`` settings apply to both
+arms), then the arm's backend in the leg, then the arm's variables.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import shlex
@@ -38,28 +27,6 @@ from typing import Any
 from tailreactor import config as _config
 
 from . import PROG
-
-__all__ = [
-    "Profile",
-    "PROFILES",
-    "Arm",
-    "AB_PRESETS",
-    "arms_for",
-    "parse_assignments",
-    "Overrides",
-    "Leg",
-    "plan_legs",
-    "peer_legs",
-    "server_env",
-    "arm_knobs",
-    "rmit_schedule",
-    "shuffled_schedule",
-    "PlanError",
-    "Unavailable",
-    "BACKENDS",
-    "AbOptions",
-    "check_environment",
-]
 
 BACKENDS = ("io_uring", "epoll")
 
@@ -75,45 +42,39 @@ class Unavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Profile:
-    """A wrk workload.  ``runs`` maps a backend to runs per arm; ``"*"`` is the default."""
+    """A wrk workload; ``seed_pr_runs``: the runs per arm CWIST PR #375 used for it (by backend,
+    ``"*"`` for any), which the report compares with."""
 
     name: str
     threads: int
     connections: tuple[int, ...]
     duration_s: int
-    runs: Mapping[str, int]
+    runs: int
     description: str
     seed_pr_runs: Mapping[str, int] | None = None
-    """Runs per arm CWIST PR #375 used for this workload (by backend, ``"*"`` for any), for the report."""
-
-    def runs_for(self, backend: str | None) -> int:
-        if backend is not None and backend in self.runs:
-            return self.runs[backend]
-        return self.runs.get("*", max(self.runs.values()))
 
 
 PROFILES: dict[str, Profile] = {
-    # Scaled down for CI and laptops: 2 s per run, 8 runs per arm (the fewest
-    # that support a verdict, see stats.MIN_PAIRS); both backends in ~1.5 min.
-    "quick": Profile("quick", 2, (64,), 2, {"*": 8}, "wrk -t2 -c64 -d2s, 8 runs per arm"),
-    # The seed PR's workload, wrk -t4 -c256 -d30s; it ran 8 runs on io_uring and 3 on epoll, which
-    # gives no verdict, so both run the pairs a verdict needs (the report says so).
+    # Scaled down for CI and laptops: 2 s per run, 8 runs per arm (the fewest that support a verdict,
+    # stats.MIN_PAIRS); both backends in ~1.5 min.
+    "quick": Profile("quick", 2, (64,), 2, 8, "wrk -t2 -c64 -d2s, 8 runs per arm"),
+    # The seed PR's workloads: it ran 8 runs on io_uring and 3 on epoll (3 per cell at -t8), which
+    # gives no verdict, so every profile runs the pairs a verdict needs (the report says so).
     "seed": Profile(
         "seed",
         4,
         (256,),
         30,
-        {"*": 8},
+        8,
         "the seed PR's wrk -t4 -c256 -d30s, 8 runs per arm (the PR: 8 on io_uring, 3 on epoll)",
         seed_pr_runs={"io_uring": 8, "epoll": 3},
     ),
-    # The seed PR's high-concurrency validation, wrk -t8, c512 and c1024; 3 runs per cell there.
     "high": Profile(
         "high",
         8,
         (512, 1024),
         30,
-        {"*": 8},
+        8,
         "the seed PR's wrk -t8 -c512/-c1024 -d30s, 8 runs per cell (the PR: 3)",
         seed_pr_runs={"*": 3},
     ),
@@ -122,7 +83,7 @@ PROFILES: dict[str, Profile] = {
 
 @dataclass(frozen=True)
 class Arm:
-    """One side of the A/B: ``key`` is ``"A"`` or ``"B"``, ``env`` its ``CWIST_*`` variables."""
+    """One side of the A/B: ``key`` is ``"A"`` or ``"B"``, ``env`` its environment variables."""
 
     key: str
     label: str
@@ -148,33 +109,21 @@ AB_PRESETS: dict[str, tuple[Arm, Arm]] = {
 
 
 def parse_assignments(text: str, *, option: str, knobs: bool = True) -> dict[str, str]:
-    """Parse ``'K=V K2=V2'`` (shell quoting allowed) into a dict of known ``CWIST_*`` knobs.
-
-    Each value is checked by the knob registry.  Raises :class:`PlanError`
-    (one line, starting with ``option``) on a token that is not ``K=V``, an
-    unknown knob, a knob set twice, or a value the registry rejects.
-    ``knobs=False`` (a server command's arms): any environment variable, unchecked.
-    """
+    """``'K=V K2=V2'`` (shell quoting allowed) as a dict; :class:`PlanError` (one line, starting with
+    ``option``) for a token that is not ``K=V`` or a name set twice.  ``knobs``: every name a known
+    ``CWIST_*`` knob and its value valid; else (a server command's arms) any environment variable."""
     env: dict[str, str] = {}
     for token in shlex.split(text or ""):
         name, sep, value = token.partition("=")
         if not sep or not name or not (knobs or _ENV_NAME.fullmatch(name)):
             raise PlanError(f"{option}: {token!r} is not K=V (e.g. CWIST_REACTOR_TAIL_US=3500)")
-        if not knobs:
-            if name in env:
-                raise PlanError(f"{option}: {name} set twice")
-            env[name] = value
-            continue
-        try:
-            knob = _config.knob(name)
-        except KeyError:
-            known = ", ".join(k.name for k in _config.KNOBS)
-            raise PlanError(f"{option}: unknown knob {name}; known: {known}") from None
+        if knobs and name not in _KNOBS:
+            raise PlanError(f"{option}: unknown knob {name}; known: {', '.join(_KNOBS)}")
         if name in env:
             raise PlanError(f"{option}: {name} set twice")
-        if value.strip():
+        if knobs and value.strip():
             try:
-                knob.parse(value)
+                _KNOBS[name].parse(value)
             except _config.ConfigError as e:
                 raise PlanError(f"{option}: {e}") from None
         env[name] = value
@@ -182,6 +131,7 @@ def parse_assignments(text: str, *, option: str, knobs: bool = True) -> dict[str
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KNOBS = {k.name: k for k in _config.KNOBS}
 
 
 def arms_for(
@@ -212,12 +162,8 @@ class Overrides:
 
 @dataclass(frozen=True)
 class Leg:
-    """One A/B cell.
-
-    ``backend`` is the backend of both arms, or None when an arm sets it:
-    then ``arm_backends`` holds ``(arm key, backend)`` pairs, one per arm.
-    ``label`` names the leg instead of the backend (``peers``).
-    """
+    """One A/B cell: ``backend`` of both arms, or None when an arm sets it (then ``arm_backends``
+    holds ``(arm key, backend)``, one per arm); ``label`` names the leg instead (``peers``)."""
 
     index: int
     backend: str | None
@@ -246,59 +192,36 @@ class Leg:
 
 
 def plan_legs(profile: Profile, arms: tuple[Arm, Arm], o: Overrides) -> list[Leg]:
-    """The legs of a job, in run order (backends outermost, then connection counts).
-
-    When an arm sets ``CWIST_REACTOR_BACKEND`` there is one backend "leg"
-    (``backend`` None, ``arm_backends`` per arm; see the module docstring).
-    When pinned (``o.pin``) wrk gets one thread unless ``o.threads`` says
-    otherwise: it runs on one CPU.  Raises :class:`PlanError` for a backend
-    outside :data:`BACKENDS`, a ``--backend`` that both arms override, or
-    more wrk threads than connections.
-    """
+    """The legs of a job in run order: backends outermost, then connection counts; one leg with
+    ``arm_backends`` when an arm sets ``CWIST_REACTOR_BACKEND`` (the module docstring).
+    :class:`PlanError` for a ``--backend`` both arms override, or more wrk threads than connections."""
     if o.backend is not None and o.backend not in BACKENDS:
         raise PlanError(f"--backend {o.backend!r}: accepted {', '.join(BACKENDS)}")
-    arm_backends: tuple[tuple[str, str], ...] = ()
-    if any(_BACKEND in arm.env for arm in arms):
-        if o.backend is not None and all(_BACKEND in arm.env for arm in arms):
-            raise PlanError(
-                f"--backend {o.backend}: both arms set {_BACKEND}, so it would apply to "
-                "neither; leave out --backend"
-            )
-        arm_backends = tuple((arm.key, _arm_backend(arm, o.backend or "auto")) for arm in arms)
-        backends: tuple[str | None, ...] = (None,)
-    elif o.backend is not None:
-        backends = (o.backend,)
-    else:
-        backends = BACKENDS
-    return _legs(profile, o, backends, arm_backends=arm_backends)
+    if not any(_BACKEND in arm.env for arm in arms):
+        return _legs(profile, o, BACKENDS if o.backend is None else (o.backend,))
+    if o.backend is not None and all(_BACKEND in arm.env for arm in arms):
+        raise PlanError(
+            f"--backend {o.backend}: both arms set {_BACKEND}, so it would apply to neither; leave out --backend"
+        )
+    arm_backends = tuple((arm.key, _arm_backend(arm, o.backend or "auto")) for arm in arms)
+    return _legs(profile, o, (None,), arm_backends=arm_backends)
 
 
-def _legs(profile: Profile, o: Overrides, backends, **extra) -> list[Leg]:
-    """One leg per backend and connection count, in that order (``extra`` goes to every :class:`Leg`;
-    a ``label`` in it is formatted with ``connections``)."""
+def _legs(
+    profile: Profile, o: Overrides, backends, *, label: str | None = None, arm_backends=()
+) -> list[Leg]:
+    """One leg per backend and connection count, in that order; ``label`` is formatted with
+    ``connections``.  Pinned, wrk gets one thread unless ``o.threads`` says otherwise (it has one CPU)."""
     threads = o.threads or (1 if o.pin else profile.threads)
-    legs: list[Leg] = []
-    for backend in backends:
-        for connections in o.connections or profile.connections:
-            if threads > connections:
-                raise PlanError(
-                    f"wrk needs at least as many connections as threads: -t{threads} with -c{connections}"
-                )
-            fields = dict(extra)
-            if "label" in fields:
-                fields["label"] = fields["label"].format(connections=connections)
-            legs.append(
-                Leg(
-                    len(legs),
-                    backend,
-                    threads,
-                    connections,
-                    o.duration_s or profile.duration_s,
-                    o.runs or profile.runs_for(backend),
-                    **fields,
-                )
-            )
-    return legs
+    counts = o.connections or profile.connections
+    short = [c for c in counts if c < threads]
+    if short:
+        raise PlanError(f"wrk needs at least as many connections as threads: -t{threads} with -c{short[0]}")
+    duration, runs = o.duration_s or profile.duration_s, o.runs or profile.runs
+    return [
+        Leg(i, backend, threads, c, duration, runs, label and label.format(connections=c), arm_backends)
+        for i, (backend, c) in enumerate(itertools.product(backends, counts))
+    ]
 
 
 _BACKEND = "CWIST_REACTOR_BACKEND"
@@ -314,11 +237,7 @@ def _arm_backend(arm: Arm, fallback: str) -> str:
 
 
 def peer_legs(profile: Profile, o: Overrides) -> list[Leg]:
-    """The legs of ``peers``: one per connection count, each running every server.
-
-    Threads and pinning as in :func:`plan_legs`; :class:`PlanError` for more
-    wrk threads than connections.
-    """
+    """The legs of ``peers``: one per connection count, each running every server (as :func:`_legs`)."""
     return _legs(profile, o, [None], label="c{connections}")
 
 

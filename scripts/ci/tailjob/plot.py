@@ -1,15 +1,10 @@
-"""The percentile-spectrum plot of a job (SVG and PNG).
+"""The percentile-spectrum plot of a job (SVG and PNG), one panel per leg, drawn with Agg (no display).
 
-One panel per leg.  The x axis is the percentile on a log scale of
-1 / (1 - p) -- 50 %, 90 %, 99 %, ... 99.999 % equally spaced -- so the tail
-gets as much room as the body; the y axis is latency in ms, log scale.  Every
-measured run is drawn faintly, and one bold curve per arm (with ``peers``:
-per server) is its runs pooled -- the percentiles of their merged latency
-histograms, as the report's tail figures are (:mod:`tailjob.pooled`) -- or,
-when a run has no histogram, the point-wise median of its runs.  Data: the ``spectrum`` wrk's done() printed (51 points
-from p0 to p99.999, see tail_latency.lua).
-
-matplotlib runs with the Agg backend: no display needed.
+x: the percentile on a log scale of 1 / (1 - p), so 50, 90, 99, ... 99.999 % are equally spaced and
+the tail gets as much room as the body; y: latency in ms, log scale.  Faint: every measured run's
+spectrum (tail_latency.lua's 51 points); bold: one curve per arm (``peers``: per server), its runs
+pooled (their merged histograms' percentiles, as the report's tail figures) or, without histograms,
+their point-wise median.
 """
 
 from __future__ import annotations
@@ -42,11 +37,9 @@ def _x(p: float) -> float:
 
 
 def arm_curve(runs) -> tuple[str, list[tuple[float, float]]] | None:
-    """The bold curve of an arm: ``(what, [(percentile, us), ...])`` at the spectrum's percentiles.
-
-    ``what`` is ``pooled over N runs`` when every run has a histogram, else
-    ``median of N runs`` (``1 run`` for one); None without latencies.
-    """
+    """The bold curve of an arm: ``(what, [(percentile, us), ...])`` at the spectrum's percentiles;
+    ``what``: ``pooled over N runs`` when every run has a histogram, else ``median of N runs`` (``1
+    run`` for one); None without latencies."""
     runs = [r for r in runs if r.wrk["latency_samples"]]
     if not runs:
         return None
@@ -60,6 +53,26 @@ def arm_curve(runs) -> tuple[str, list[tuple[float, float]]] | None:
     return (f"median of {len(runs)} runs" if len(runs) > 1 else "1 run"), points
 
 
+def _line(ax, points, **style) -> None:
+    """``[(percentile, us), ...]`` on the panel's axes (x: 1 / (1 - p); y: ms, at least 1 us)."""
+    ax.plot([_x(p) for p, _ in points], [max(us, 1) / 1000 for _, us in points], **style)
+
+
+def _axes(ax, leg) -> None:
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    # 0.5, 2, 10 rather than 5x10^-1; minor labels only at 2x and 5x a power of ten
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if _mantissa(v) in (2, 5) else ""))
+    ax.set_xticks([t for t, _ in TICKS], [label for _, label in TICKS])
+    ax.set_xlim(1, 1e5)
+    ax.set_xlabel("percentile (%)")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title(f"{leg.name}, wrk {leg.wrk_args()}", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+
+
 def plot_job(job: JobResult, stem: Path) -> list[Path]:
     """Draw the job and save ``<stem>.svg`` and ``<stem>.png``; return both paths."""
     n = max(1, len(job.legs))
@@ -68,38 +81,15 @@ def plot_job(job: JobResult, stem: Path) -> list[Path]:
         for i, arm in enumerate(job.arms):
             color = COLORS.get(arm.key, PALETTE[i % len(PALETTE)])
             runs = lr.measured(arm.key)
-            curves = [[(p, us) for p, us in r.wrk["spectrum"]] for r in runs if r.wrk["latency_samples"]]
-            for curve in curves:
-                ax.plot(
-                    [_x(p) for p, _ in curve],
-                    [max(us, 1) / 1000 for _, us in curve],
-                    color=color,
-                    alpha=0.22,
-                    linewidth=0.8,
-                )
+            for r in runs:
+                if r.wrk["latency_samples"]:
+                    _line(ax, r.wrk["spectrum"], color=color, alpha=0.22, linewidth=0.8)
             bold = arm_curve(runs)
             if bold:
                 what, points = bold
                 name = arm.label if arm.key not in COLORS else f"{arm.key}: {arm.label}"
-                ax.plot(
-                    [_x(p) for p, _ in points],
-                    [max(us, 1) / 1000 for _, us in points],
-                    color=color,
-                    linewidth=2.2,
-                    label=f"{name} ({what})",
-                )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        # 0.5, 2, 10 rather than 5x10^-1; minor labels only at 2x and 5x a power of ten
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if _mantissa(v) in (2, 5) else ""))
-        ax.set_xticks([t for t, _ in TICKS], [label for _, label in TICKS])
-        ax.set_xlim(1, 1e5)
-        ax.set_xlabel("percentile (%)")
-        ax.set_ylabel("latency (ms)")
-        ax.set_title(f"{lr.leg.name}, wrk {lr.leg.wrk_args()}", fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left")
+                _line(ax, points, color=color, linewidth=2.2, label=f"{name} ({what})")
+        _axes(ax, lr.leg)
     mode = "peers" if job.ab == "peers" else f"--ab {job.ab}"
     fig.suptitle(
         f"wrk latency by percentile: {mode}, profile {job.profile} "

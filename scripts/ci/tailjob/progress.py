@@ -1,12 +1,8 @@
 """Progress while the job runs: which leg and arm, run k of n, time left.
 
-Role
-----
-:class:`JobProgress` is the ``progress`` callback of :func:`tailjob.runner.run_job`.
-It draws a rich progress bar on stderr (when stderr is a terminal) and prints
-one line per finished run, so a CI log shows every run's headline figures
-even without a terminal.  Time left is estimated from the planned wrk
-durations plus the average overhead per run seen so far (server start/stop).
+:class:`JobProgress` is the trial loop's ``progress`` callback: a rich bar on stderr when it is a
+terminal, and one line per finished run (its headline figures), so a CI log shows every run.  Time
+left: the planned durations plus the average overhead per run seen so far (server start/stop).
 """
 
 from __future__ import annotations
@@ -20,8 +16,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from . import PROG
 from .plan import Leg
-
-__all__ = ["JobProgress", "counter"]
 
 
 def counter(label: str, *, lines: int) -> Callable[[int, int], None]:
@@ -77,16 +71,17 @@ class JobProgress:
         remaining = self.plan_s[self.done :]
         return sum(remaining) + overhead * len(remaining)
 
+    def _say(self, text: str) -> None:
+        self.console.print(text, highlight=False, markup=False, soft_wrap=True)
+
     def __call__(self, event: str, info: dict) -> None:
         leg, arm = info["leg"], info["arm"]
         if event == "capacity":
             cap = info["capacity"]
-            self.console.print(
+            flags = f"  [{', '.join(cap['flags'])}]" if cap["flags"] else ""
+            self._say(
                 f"capacity [{leg.name}] arm {arm.key}, closed loop ({' '.join(cap['wrk_argv'])}): "
-                f"{cap['rps']:,.0f} req/s" + (f"  [{', '.join(cap['flags'])}]" if cap["flags"] else ""),
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
+                f"{cap['rps']:,.0f} req/s{flags}"
             )
             return
         what = "warm-up" if info["warmup"] else f"trial {info['trial'] + 1}/{leg.runs}"
@@ -104,24 +99,19 @@ class JobProgress:
         self._bar.update(self._task, completed=self.done, left=f"~{self.time_left_s():.0f} s left")
         r = info["record"]
         m = r.metrics
-        p99 = f"{m['p99'] / 1000:.2f}" if m["p99"] is not None else "-"
         cpu = f"{m['cpu_us_per_req']:.1f}" if m["cpu_us_per_req"] is not None else "-"
         flags = f"  [{', '.join(r.flags)}]" if r.flags else ""
         if r.classes:  # the load client: each class's achieved rate and p99
-            flags = (
-                "; "
-                + ", ".join(
-                    f"{name} {c['rps']:,.0f} req/s p99 "
-                    + (f"{c['p99'] / 1000:.2f} ms" if c["p99"] is not None else "-")
-                    for name, c in r.classes.items()
-                )
-                + flags
+            each = (
+                f"{name} {c['rps']:,.0f} req/s p99 {_ms(c['p99'], ' ms')}" for name, c in r.classes.items()
             )
-        self.console.print(
+            flags = "; " + ", ".join(each) + flags
+        self._say(
             f"run {self.done}/{self.total} [{leg.name}] {what} {arm.key} ({arm.label}): "
-            f"{m['rps']:,.0f} req/s, p99 {p99} ms, server CPU {cpu} us/req, "
-            f"other CPU {r.other_cores:.2f} cores{flags}; ~{self.time_left_s():.0f} s left",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+            f"{m['rps']:,.0f} req/s, p99 {_ms(m['p99'])} ms, server CPU {cpu} us/req, "
+            f"other CPU {r.other_cores:.2f} cores{flags}; ~{self.time_left_s():.0f} s left"
         )
+
+
+def _ms(us: float | None, unit: str = "") -> str:
+    return f"{us / 1000:.2f}{unit}" if us is not None else "-"

@@ -1,22 +1,10 @@
 """Arm A on the code of a git ref (``--a-ref REF``): a temporary worktree and the import path to it.
 
-:func:`checkout` resolves ``REF`` to a commit of this repository, checks it
-out in a temporary ``git worktree`` (detached) and removes it afterwards,
-however the job ends (an error, Ctrl-C, SIGTERM made an exception by the
-job's handler).  Both tiers take the ref's code from its ``reference/``:
-
-* the sim tier: :func:`use` is the initializer of the worker processes that
-  simulate arm A; it puts the worktree's ``reference/`` first on ``sys.path``
-  before anything imports :mod:`tailreactor`, so those runs use the ref's
-  reactor, backends and HTTP code, and the working tree's simulator (this
-  package) around them;
-* the live tier: :func:`server_env` puts it first on ``PYTHONPATH`` of arm A's
-  bench server (and so of its forked workers), and :func:`server_command` runs
-  the server so that it first says, on stderr, where the :mod:`tailreactor` it
-  imported lives (:data:`CODE_LINE`, :func:`imported`): the job checks every run
-  against the code its arm asked for, whatever the ref's own server prints.
-
-Nothing here imports :mod:`tailreactor` at import time: the initializer must run first.
+:func:`checkout` checks the ref's commit out in a temporary detached ``git worktree``, removed however
+the job ends.  Both tiers take the ref's code from its ``reference/``: the sim tier's arm-A workers
+put it first on ``sys.path`` (:func:`use`, before anything imports :mod:`tailreactor`); the live
+tier's arm-A server gets it first on ``PYTHONPATH`` (:func:`server_env`) and says on stderr where its
+:mod:`tailreactor` lives (:func:`server_command`, :data:`CODE_LINE`), which the job checks every run.
 """
 
 from __future__ import annotations
