@@ -180,19 +180,10 @@ class LoadPoint:
     def plan(self, backend: str, a_env: Mapping[str, str], b_env: Mapping[str, str], seeds, **kw) -> AbPlan:
         """The A/B of this load point on ``backend`` with the arms' knobs ``a_env`` and ``b_env``."""
         env = {"CWIST_REACTOR_BACKEND": backend}
-        return AbPlan(
-            backend=backend,
-            a_env={**env, **a_env},
-            b_env={**env, **b_env},
-            seeds=seeds,
-            workload=self.workload,
-            load=self.load,
-            rate=self.rate,
-            connections=self.connections,
-            duration_s=self.duration_s,
-            schedule=self.schedule,
-            **kw,
-        )
+        load = {
+            f: getattr(self, f) for f in ("workload", "load", "rate", "connections", "duration_s", "schedule")
+        }
+        return AbPlan(backend, {**env, **a_env}, {**env, **b_env}, seeds, **load, **kw)
 
     def as_dict(self) -> dict:
         """The load point in the result JSON; a traffic's under ``traffic``: its ``source`` (the file

@@ -25,6 +25,7 @@ from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
 from . import sweep as _sweep
 
 HISTORY_FILE = "tail-latency-sweep.jsonl"
+_OFF_TEXT = ", ".join(f"`{k}={v}`" for k, v in _sweep.OFF.items())
 HEAT_METRICS = ("p50", "p99", "p99.9")
 TABLE_METRICS = ("p50", "p99", "p99.9", "rps")
 COLOURS = {
@@ -102,9 +103,9 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
         f"simulated requests.",
         f"- Seeds: {g.seeds[0]}-{g.seeds[-1]} per arm; arm A and arm B of a pair share the seed (common "
         "random numbers); intervals are paired bootstrap over the seeds, joint 95 % over a table's metrics.",
-        "- Arm A of a cell: arm B's knobs with age-based dispatch off (`CWIST_REACTOR_TAIL_US=0`, "
-        "`CWIST_REACTOR_HARVEST_US=0`), unless the policy says `vs ...` (its `against`). Knobs after "
-        '"both" are set in both arms. A policy equal to its arm A is an A/A control.',
+        f"- Arm A of a cell: arm B's knobs with age-based dispatch off ({_OFF_TEXT}), unless the policy "
+        'says `vs ...` (its `against`). Knobs after "both" are set in both arms. A policy equal to its '
+        "arm A is an A/A control.",
         "- A rate like `0.7x` is a fraction of one capacity per backend and load point (closed loop, "
         "0.5 virtual s, policy off at the other knobs' defaults), so every cell of a load point offers the "
         "same load.",
