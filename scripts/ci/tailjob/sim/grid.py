@@ -211,7 +211,9 @@ def env_text(env: Mapping[str, str]) -> str:
 
 @dataclass(frozen=True)
 class Policy:
-    """Arm B's knobs (``b``) and arm A's (``a``: ``b`` with :data:`OFF`, or ``against``)."""
+    """Arm B's knobs (``b``) and arm A's (``a``: ``b`` with :data:`OFF`, then ``against``).  Its label:
+    arm B's knobs of :data:`OFF` and those arm A does not share, the shared ones after "both", and
+    with ``against`` arm A's own after "vs"."""
 
     b: tuple[tuple[str, str], ...]
     a: tuple[tuple[str, str], ...]
@@ -220,13 +222,16 @@ class Policy:
     @property
     def label(self) -> str:
         b, a = dict(self.b), dict(self.a)
+        shared = {k: v for k, v in b.items() if k not in OFF and a.get(k) == v}
         own = {k: b[k] for k in OFF if k in b and (b[k] != OFF[k] or k == TAIL)}
-        shared = {k: v for k, v in b.items() if k not in OFF}
+        own |= {k: v for k, v in b.items() if k not in OFF and k not in shared}
         text = env_text(own) + (" (A/A control)" if self.control else "")
         if shared:
             text += f", both {env_text(shared)}"
         if self.against:
-            text += f" vs {env_text({k: a[k] for k in OFF if k in a and a[k] != OFF[k]})}"
+            vs = {k: a[k] for k in OFF if k in a and a[k] != OFF[k]}
+            vs |= {k: v for k, v in a.items() if k not in OFF and b.get(k) != v}
+            text += f" vs {env_text(vs)}"
         return text
 
     @property
