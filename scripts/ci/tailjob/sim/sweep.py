@@ -44,13 +44,14 @@ def _executor(engine: str, processes: int | None, address: str, client) -> tuple
             "--dask: dask[distributed] is not installed; accepted after "
             "pip install -e '.[sweep]' (or leave out --dask: local worker processes)"
         ) from None
-    own = []
+    own: list = []
     if client is None:
-        cluster = None
         if address == "local":
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(cluster or address)
-        own = [client, *([cluster] if cluster else [])]
+            own.append(
+                LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            )
+        client = Client(own[0] if own else address)
+        own.insert(0, client)  # closed first, then its cluster
     workers = len(client.scheduler_info().get("workers", {})) or 1
     return client.get_executor(pure=False), workers, own
 
