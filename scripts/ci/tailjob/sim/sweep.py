@@ -87,7 +87,6 @@ class SweepResult:
     runs: int
     simulated_requests: int
     workers: int
-    engine: str
 
 
 def run_sweep(
@@ -138,7 +137,7 @@ def run_sweep(
         leg.compare()
         cells.append(CellResult(cell, leg))
     requests = sum(r.server["requests"] for r in by_key.values())
-    return SweepResult(grid, cells, capacities, len(by_key), requests, workers, engine)
+    return SweepResult(grid, cells, capacities, len(by_key), requests, workers)
 
 
 # --- the result document ---------------------------------------------------------------------------
