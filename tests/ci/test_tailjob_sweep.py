@@ -456,3 +456,24 @@ def test_load_points_alike_but_for_schedule_or_duration_are_told_apart_and_the_s
     err = capsys.readouterr().err
     assert f"--grid {grid} [[load]] 2: the load point of [[load]] 1 again (mixed open 200/s c64)" in err
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_knob_axis_against_a_value_of_its_own_is_one_more_entry_and_its_label_says_so():
+    """A dispatch-policy axis (issue 40) is one more knob in a [[policy]] table: each value against arm
+    A's, which ``against`` names; the label shows the knob in arm B and in arm A, never as "both"."""
+    g = sweep.parse_grid(
+        TINY.split("[[policy]]")[0]
+        + '[[policy]]\nagainst = { CWIST_REACTOR_POLICY = "backend" }\n'
+        + 'CWIST_REACTOR_POLICY = ["age", "lifo"]\nCWIST_REACTOR_TAIL_US = [3500]\n',
+        where="axis",
+    )
+    by_label = {p.label: p for p in g.policies}
+    assert list(by_label) == [
+        "TAIL_US=3500 POLICY=age vs POLICY=backend",
+        "TAIL_US=3500 POLICY=lifo vs POLICY=backend",
+    ]
+    lifo = by_label["TAIL_US=3500 POLICY=lifo vs POLICY=backend"]
+    assert (
+        dict(lifo.a)["CWIST_REACTOR_POLICY"] == "backend" and dict(lifo.b)["CWIST_REACTOR_POLICY"] == "lifo"
+    )
+    assert not lifo.control

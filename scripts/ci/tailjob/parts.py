@@ -1,20 +1,12 @@
 """The parts of a request in the instruction tier's whole table (:meth:`tailjob.instructions.Count.split`).
 
-Callgrind attributes instructions to C functions, not to Python functions:
-3.11's interpreter runs Python calls inside one ``_PyEval_EvalFrameDefault``.
-So the table splits a request by the C functions its parts end in
-(:data:`COMPONENTS`: inclusive cost, so a component holds what it calls,
-Python callbacks included) and leaves the rest, the interpreter running the
-reactor's round, the dispatch, the connection's state machine and the route,
-as one row, ``python``.  That row callgrind cannot split.
-
-The whole table (:data:`ROWS`: reactor round, dispatch walk, backend
-wait/report, arm, HTTP parse, route, send, then recv, connection, clock,
-other) puts each C component in its row and spreads the ``python`` row over
-the rows in proportion to the Python bytecodes each part runs per request
-(:func:`bytecode_shares`: ``benchmarks/bytecodes.py`` on the same server,
-path and knobs, by :data:`PYTHON_ROWS`).  Its Python part is an estimate (a
-bytecode's cost varies: a call or an allocation costs more than a load); the
+Callgrind attributes instructions to C functions, not Python ones (3.11 runs Python calls inside one
+``_PyEval_EvalFrameDefault``), so :data:`~tailjob.instructions.COMPONENTS` are the C functions the
+parts end in (inclusive cost, Python callbacks included) and the rest, the interpreter running the
+round, the dispatch, the connection and the route, is one ``python`` row callgrind cannot split.
+The whole table (:data:`ROWS`) puts each C component in its row and spreads the ``python`` row over
+the rows by the Python bytecodes each part runs per request (``benchmarks/bytecodes.py`` on the same
+server, path and knobs, by :data:`PYTHON_ROWS`): an estimate (a call costs more than a load); the
 total, the C components and the gate are exact.
 """
 

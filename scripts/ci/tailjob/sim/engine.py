@@ -1,16 +1,12 @@
 """One simulated run: the real reactor and bench connections, socketpairs, a virtual clock.
 
-:func:`simulate` runs one :class:`SimRun` (a backend, the server's ``CWIST_*`` environment, a
-:class:`~tailjob.loadspec.LoadSpec` and a :class:`~tailjob.sim.costs.CostModel`) and returns the
-load client's document (:func:`tailjob.loadspec.report`, the keys of a live run) plus ``server``:
-requests served, virtual busy time, the reactor's counters.  What is real and what is virtual:
-docs/en/sim-tier.md, "What runs and what is virtual".
-
-Hooks into the bench code, and only these: a :class:`SimListener` adopts the socketpairs (no TCP
-accept); :class:`SimConnection` wraps its callbacks to charge ``callback_us``; the server's socket
-charges ``request_us`` per request in ``send``; ``busy_wait_ns`` advances the virtual clock instead
-of spinning while a run lasts.  When the reactor would block, the clock jumps to the next client
-send or the reactor's earliest timer: a simulated run never waits in real time.
+:func:`simulate` runs one :class:`SimRun` and returns the load client's document
+(:func:`tailjob.loadspec.report`, the keys of a live run) plus ``server``: requests served, virtual
+busy time, the reactor's counters (what is real and what is virtual: docs/en/sim-tier.md).  Hooks
+into the bench code, and only these: :class:`SimListener` adopts the socketpairs (no TCP accept);
+:class:`SimConnection` charges ``callback_us`` per callback; the server's socket charges
+``request_us`` per request in ``send``; ``busy_wait_ns`` advances the virtual clock.  When the
+reactor would block, the clock jumps to the next client send or the reactor's earliest timer.
 """
 
 from __future__ import annotations
@@ -90,25 +86,22 @@ class SimSocket(socket.socket):
         return n
 
 
+def _charged(sim: _Sim, callback):
+    def charged(event):
+        sim.enter_callback()
+        callback(event)
+
+    return charged
+
+
 class SimConnection(_connection.Connection):
     """The bench connection, its callbacks charged ``callback_us`` each and preceded by the client
     writes due by then (the only change: the callbacks it arms are these wrappers)."""
 
     def __init__(self, listener, sock, peer):
         super().__init__(listener, sock, peer)
-        sim = listener.sim
-        read, recv = self._read_cb, self._recv_cb
-
-        def read_cb(event):
-            sim.enter_callback()
-            read(event)
-
-        def recv_cb(event):
-            sim.enter_callback()
-            recv(event)
-
-        self._read_cb, self._recv_cb = read_cb, recv_cb
-        self._sim = sim
+        self._sim = listener.sim
+        self._read_cb, self._recv_cb = (_charged(self._sim, cb) for cb in (self._read_cb, self._recv_cb))
 
     def _on_writable(self, event) -> None:
         self._sim.enter_callback()
@@ -302,27 +295,17 @@ class _Sim:
         if self.sends and self.sends[0][0] <= self.clock.now_ns:
             self.deliver()
 
-    def spin(self, ns: int) -> None:
-        """``busy_wait_ns`` in virtual time: the injected service time and stalls."""
-        self.clock.charge(ns)
-
 
 @contextlib.contextmanager
 def _virtual_busy_wait(sim: _Sim):
-    """The bench code's ``busy_wait_ns`` advances the virtual clock while a run lasts."""
+    """The bench code's ``busy_wait_ns`` (the injected service time and stalls) advances the virtual
+    clock while a run lasts."""
     saved = _connection.busy_wait_ns, _listener.busy_wait_ns
-    _connection.busy_wait_ns = _listener.busy_wait_ns = sim.spin
+    _connection.busy_wait_ns = _listener.busy_wait_ns = sim.clock.charge
     try:
         yield
     finally:
         _connection.busy_wait_ns, _listener.busy_wait_ns = saved
-
-
-def _record(st, latencies: collections.Counter) -> None:
-    """Add a client's latencies (a count per microsecond value) to its class's histogram."""
-    for us, n in sorted(latencies.items()):
-        st.record(us, n)
-    latencies.clear()
 
 
 def _connect(sim: _Sim, listener: SimListener, st, i: int, pairs: list[socket.socket]) -> _Client:
@@ -340,8 +323,10 @@ def _connect(sim: _Sim, listener: SimListener, st, i: int, pairs: list[socket.so
 
 def _tally(sim: _Sim, clients: list[_Client], stats) -> None:
     """After the run: the latencies into the classes' histograms, the load due, what is still owed."""
-    for c in clients:
-        _record(c.stats, c.latencies)
+    for c in clients:  # a count per microsecond value
+        for us, n in sorted(c.latencies.items()):
+            c.stats.record(us, n)
+        c.latencies.clear()
     loadgen.set_offered_due(sim.spec, stats, sim.start_ns, sim.end_ns)
     for c in clients:
         owed = c.owed()

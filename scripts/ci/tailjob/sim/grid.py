@@ -1,13 +1,12 @@
 """The sweep's grid: backends x load points x policies, read from TOML (``--grid default|FILE``).
 
-The file's keys and an example: docs/en/sweep.md, "The sweep" (:data:`DEFAULT_GRID` is the
-default's text).  A load point is a named workload with its loop, rate, schedule, connections and
-virtual seconds per run, or a user's traffic (``workload = "FILE.toml"``, relative to the grid file,
-or its classes inline as ``[load.class.NAME]`` tables, checked by :func:`tailjob.workloads.traffic_of`
-as a traffic file is).  A ``[[policy]]`` lists knobs' values (every combination is one policy, arm
-B's knobs); arm A has age-based dispatch off (:data:`OFF`) unless ``against`` says otherwise.  A key
-or knob the grid does not know, or a value a knob does not accept, is one line naming it and what is
-accepted, before anything runs or is written.
+Its keys, with an example: docs/en/sweep.md, "The sweep" (:data:`DEFAULT_GRID` is the default's text).
+Every key is checked by its row of :data:`_TOP` or :data:`_LOAD` (a ``[[load]]`` table), a knob by
+:mod:`tailreactor.config`, a user's traffic (``workload = "FILE.toml"``, relative to the grid file, or
+``[load.class.NAME]`` tables) by :mod:`tailjob.workloads`: a bad one is one line naming it and what is
+accepted, before anything runs.  A ``[[policy]]`` lists knobs' values; every combination is one policy
+(arm B's knobs), so an axis of the sweep is one more knob there.  Arm A holds the knobs of :data:`OFF`
+at their values there (age-based dispatch off) unless ``against`` says otherwise.
 """
 
 from __future__ import annotations
@@ -25,26 +24,57 @@ from .. import stats, workloads
 from ..plan import PlanError
 from .job import AbPlan
 
-TAIL, HARVEST = "CWIST_REACTOR_TAIL_US", "CWIST_REACTOR_HARVEST_US"
-POLICY_KNOBS = (TAIL, HARVEST)
-"""The knobs of age-based dispatch: arm A of a cell has them off (:data:`OFF`) unless ``against`` says."""
-OFF = {TAIL: "0", HARVEST: "0"}
+TAIL = "CWIST_REACTOR_TAIL_US"
+OFF = {TAIL: "0", "CWIST_REACTOR_HARVEST_US": "0"}
+"""The knobs a policy compares, at their values in arm A (unless ``against``); arm B has them there too
+unless the policy sets them.  The first is always in a policy's label."""
 MODELLED = ("epoll", "io_uring", "selectors")
-MAX_SEEDS = 64
-MAX_DURATION_S = 60.0
-MAX_CONNECTIONS = 4096
+MAX_SEEDS, MAX_DURATION_S, MAX_CONNECTIONS = 64, 60.0, 4096
 REFUSED_KNOBS = ("CWIST_REACTOR_BACKEND", "CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE")
 """Knobs a policy cannot set: the backend is the grid's ``backends`` axis; the probe has no file here."""
 
-_TOP_KEYS = ("name", "backends", "seeds", "first_seed", "connections", "load", "policy")
-_LOAD_KEYS = ("workload", "load", "rate", "schedule", "connections", "duration", "name", "class")
+
+def _int_in(lo: int, hi: int) -> tuple:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi, (
+        f"accepted an integer from {lo} to {hi}"
+    )
+
+
+def _seconds(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_DURATION_S
+
+
+def _name(v) -> bool:
+    return isinstance(v, str) and bool(v) and all(c.isalnum() or c in "-_" for c in v)
+
+
+def _backends(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(b in MODELLED for b in v)
+
+
+# key -> (default, check (None: where the value is used), what is accepted); checked in this order
+_TOP: dict[str, tuple] = {
+    "name": (None, _name, "accepted letters, digits, '-' and '_'"),
+    "backends": (["epoll", "io_uring"], _backends, f"accepted a list of {', '.join(MODELLED)}"),
+    "seeds": (stats.MIN_PAIRS, *_int_in(1, MAX_SEEDS)),
+    "first_seed": (1, *_int_in(0, 2**31 - 1)),
+    "connections": (64, *_int_in(1, MAX_CONNECTIONS)),
+    "load": ([], None, ""),
+    "policy": ([], None, ""),
+}
+_LOAD: dict[str, tuple] = {
+    "workload": (None, None, ""),
+    "load": (None, lambda v: v in (None, "open", "closed"), "accepted: open, closed (uniform only)"),
+    "rate": (None, None, ""),
+    "schedule": ("poisson", lambda v: v in ("poisson", "constant"), "accepted: poisson, constant"),
+    "connections": (None, *_int_in(1, MAX_CONNECTIONS)),
+    "duration": (2, _seconds, f"accepted virtual seconds above 0, at most {MAX_DURATION_S:g}"),
+    "name": (None, None, ""),
+    "class": (None, None, ""),
+}
 _TRAFFIC_SETS = {"load": "loop", "rate": "rate", "schedule": "schedule", "connections": "connections"}
 """A load point's keys that a traffic's classes set instead (as ``--workload FILE.toml`` refuses the options)."""
 _LOAD_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_WORKLOAD_ACCEPTED = (
-    f"{', '.join(workloads.WORKLOADS)}, a traffic file FILE.toml (relative to the grid file) "
-    "or its classes inline ([load.class.NAME] tables)"
-)
 
 DEFAULT_GRID = """\
 # The default grid of scripts/tail-latency.sh sweep (docs/en/sweep.md, "The sweep").
@@ -100,14 +130,26 @@ class GridError(ValueError):
     """A grid the sweep cannot run; the message is one line naming the key and what is accepted."""
 
 
+def _read(raw: Mapping, spec: dict[str, tuple], at: str, **defaults) -> dict:
+    """``raw``'s keys checked by ``spec``'s rows, missing ones at their defaults (``defaults`` first)."""
+    for key in raw:
+        if key not in spec:
+            raise GridError(f"--grid {at}: unknown key {key!r}; accepted: {', '.join(spec)}")
+    values = {}
+    for key, (default, ok, accepted) in spec.items():
+        values[key] = value = raw.get(key, defaults.get(key, default))
+        if ok is not None and not ok(value):
+            raise GridError(f"--grid {at}: {key} = {value!r}; {accepted}")
+    return values
+
+
 @dataclass(frozen=True)
 class LoadPoint:
     """One load: a named workload with ``load``/``rate``/``schedule`` as the job's options, or a user's
-    :class:`~tailjob.workloads.Traffic` (its classes set all three, and ``connections``: their sum);
-    ``connections`` and virtual seconds per run.  ``name`` is what the report, heat maps and result
-    JSON call the workload: a named workload's name; a traffic's ``name`` key, else its file's name
-    (``example.toml``, as ``--workload FILE.toml`` calls it), else ``traffic-N`` for classes inline.
-    Load points of one name are one section of the report and one heat map."""
+    :class:`~tailjob.workloads.Traffic` (its classes set all three, and ``connections``: their sum).
+    ``name`` is what the report, heat maps and result JSON call the workload: a named workload's name;
+    a traffic's ``name`` key, else its file's name, else ``traffic-N`` for classes inline.  Load
+    points of one name are one section of the report and one heat map."""
 
     workload: str | workloads.Traffic
     load: str | None
@@ -117,8 +159,7 @@ class LoadPoint:
     duration_s: float
     name: str
     tell: str = ""
-    """What tells the load point from another of the same workload, loop, rate and connections in the
-    grid (its schedule, its virtual seconds: :func:`_told_apart`); part of its label."""
+    """What tells the load point from another alike in the grid (:func:`_told_apart`); in its label."""
 
     @property
     def traffic(self) -> workloads.Traffic | None:
@@ -129,33 +170,20 @@ class LoadPoint:
         if isinstance(self.workload, workloads.Traffic):
             return f"{self.name} c{self.connections}{self.tell}"
         w = workloads.WORKLOADS[self.workload]
-        if self.workload == "uniform" and self.load != "open":
-            what = "closed"
-        elif self.workload == "uniform":
-            what = f"open {self.rate or w.default_rate}"
-        elif w.open_classes:
-            rate = self.rate or w.default_rate or ""
-            what = f"open {rate}" + ("" if rate.endswith("x") else "/s")
+        rate = self.rate or w.default_rate or ""
+        if self.workload == "uniform":
+            what = f"open {rate}" if self.load == "open" else "closed"
         else:
-            what = "closed"
+            what = (f"open {rate}" + ("" if rate.endswith("x") else "/s")) if w.open_classes else "closed"
         return f"{self.workload} {what} c{self.connections}{self.tell}"
 
     def plan(self, backend: str, a_env: Mapping[str, str], b_env: Mapping[str, str], seeds, **kw) -> AbPlan:
         """The A/B of this load point on ``backend`` with the arms' knobs ``a_env`` and ``b_env``."""
         env = {"CWIST_REACTOR_BACKEND": backend}
-        return AbPlan(
-            backend=backend,
-            a_env={**env, **a_env},
-            b_env={**env, **b_env},
-            seeds=seeds,
-            workload=self.workload,
-            load=self.load,
-            rate=self.rate,
-            connections=self.connections,
-            duration_s=self.duration_s,
-            schedule=self.schedule,
-            **kw,
-        )
+        load = {
+            f: getattr(self, f) for f in ("workload", "load", "rate", "connections", "duration_s", "schedule")
+        }
+        return AbPlan(backend, {**env, **a_env}, {**env, **b_env}, seeds, **load, **kw)
 
     def as_dict(self) -> dict:
         """The load point in the result JSON; a traffic's under ``traffic``: its ``source`` (the file
@@ -173,21 +201,19 @@ class LoadPoint:
         }
 
 
-_PREFIX = re.compile(r"^CWIST_(?:REACTOR_|HTTP_)?")
-
-
-def _short(name: str) -> str:
-    """A knob's name without its ``CWIST_`` prefix and area (``TAIL_US``, ``YIELD_BATCH``)."""
-    return _PREFIX.sub("", name)
-
-
 def env_text(env: Mapping[str, str]) -> str:
-    return " ".join(f"{_short(k)}={v}" for k, v in env.items()) or "(defaults)"
+    """Knobs as ``TAIL_US=3500 YIELD_BATCH=4``: their names without ``CWIST_`` and area."""
+    return (
+        " ".join(f"{re.sub(r'^CWIST_(?:REACTOR_|HTTP_)?', '', k)}={v}" for k, v in env.items())
+        or "(defaults)"
+    )
 
 
 @dataclass(frozen=True)
 class Policy:
-    """Arm B's knobs (``b``) and arm A's (``a``: ``b`` with age-based dispatch off, or ``against``)."""
+    """Arm B's knobs (``b``) and arm A's (``a``: ``b`` with :data:`OFF`, then ``against``).  Its label:
+    arm B's knobs of :data:`OFF` and those arm A does not share, the shared ones after "both", and
+    with ``against`` arm A's own after "vs"."""
 
     b: tuple[tuple[str, str], ...]
     a: tuple[tuple[str, str], ...]
@@ -196,13 +222,16 @@ class Policy:
     @property
     def label(self) -> str:
         b, a = dict(self.b), dict(self.a)
-        shared = {k: v for k, v in b.items() if k not in POLICY_KNOBS}
-        own = {k: b[k] for k in POLICY_KNOBS if k in b and (b[k] != "0" or k == TAIL)}
+        shared = {k: v for k, v in b.items() if k not in OFF and a.get(k) == v}
+        own = {k: b[k] for k in OFF if k in b and (b[k] != OFF[k] or k == TAIL)}
+        own |= {k: v for k, v in b.items() if k not in OFF and k not in shared}
         text = env_text(own) + (" (A/A control)" if self.control else "")
         if shared:
             text += f", both {env_text(shared)}"
         if self.against:
-            text += f" vs {env_text({k: v for k, v in a.items() if k in POLICY_KNOBS and a[k] != '0'})}"
+            vs = {k: a[k] for k in OFF if k in a and a[k] != OFF[k]}
+            vs |= {k: v for k, v in a.items() if k not in OFF and b.get(k) != v}
+            text += f" vs {env_text(vs)}"
         return text
 
     @property
@@ -225,12 +254,7 @@ class Grid:
     """The grid's TOML text, as given (the report prints it)."""
 
     def cells(self) -> list[Cell]:
-        return [
-            Cell(backend, load, policy)
-            for load in self.loads
-            for backend in self.backends
-            for policy in self.policies
-        ]
+        return [Cell(b, lp, p) for lp in self.loads for b in self.backends for p in self.policies]
 
 
 @dataclass(frozen=True)
@@ -240,81 +264,34 @@ class Cell:
     policy: Policy
 
     def plan(self, seeds: tuple[int, ...]) -> AbPlan:
-        return self.load.plan(
-            self.backend, dict(self.policy.a), dict(self.policy.b), seeds, bootstrap_seed=seeds[0]
-        )
+        a, b = dict(self.policy.a), dict(self.policy.b)
+        return self.load.plan(self.backend, a, b, seeds, bootstrap_seed=seeds[0])
 
 
-def _toml(text: str, where: str) -> dict:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10: the same parser as a package (pyproject.toml)
-        import tomli as tomllib
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise GridError(
-            f'--grid {where}: not TOML ({e}); accepted: a grid file as in docs/en/sweep.md, "The sweep"'
-        ) from None
-
-
-def _unknown(keys, accepted: tuple[str, ...], where: str) -> None:
-    for k in keys:
-        if k not in accepted:
-            raise GridError(f"--grid {where}: unknown key {k!r}; accepted: {', '.join(accepted)}")
-
-
-def _int(value, key: str, lo: int, hi: int, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise GridError(f"--grid {where}: {key} = {value!r}; accepted an integer from {lo} to {hi}")
-    return value
-
-
-def _knob_value(name: str, value, where: str) -> str:
-    if not isinstance(name, str) or not name.startswith("CWIST_"):
-        raise GridError(
-            f"--grid {where}: {name!r} is not a knob; accepted CWIST_* knobs "
-            "(tailreactor.config.KNOBS) and 'against'"
-        )
+def _knob_value(name: str, value, at: str) -> str:
     if name in REFUSED_KNOBS:
         raise GridError(
-            f"--grid {where}: {name} cannot be a policy knob (the backend is the grid's "
+            f"--grid {at}: {name} cannot be a policy knob (the backend is the grid's "
             "'backends'; the probe has no file in virtual time)"
         )
     try:
         knob = _config.knob(name)
     except KeyError:
         known = ", ".join(k.name for k in _config.KNOBS if k.name not in REFUSED_KNOBS)
-        raise GridError(f"--grid {where}: unknown knob {name}; accepted: {known}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise GridError(f"--grid {where}: {name} = {value!r}; accepted {knob.accepted()}")
-    text = str(value)
+        raise GridError(f"--grid {at}: unknown knob {name}; accepted: {known} and 'against'") from None
     try:
-        knob.parse(text)
-    except _config.ConfigError:
-        raise GridError(f"--grid {where}: {name} = {value!r}; accepted {knob.accepted()}") from None
-    return text
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise TypeError(name)
+        knob.parse(str(value))
+    except (TypeError, _config.ConfigError):
+        raise GridError(f"--grid {at}: {name} = {value!r}; accepted {knob.accepted()}") from None
+    return str(value)
 
 
-def _duration(raw, at: str) -> float:
-    duration = raw.get("duration", 2)
-    if (
-        isinstance(duration, bool)
-        or not isinstance(duration, (int, float))
-        or not 0 < duration <= MAX_DURATION_S
-    ):
-        raise GridError(
-            f"--grid {at}: duration = {duration!r}; accepted virtual seconds above 0, "
-            f"at most {MAX_DURATION_S:g}"
-        )
-    return float(duration)
-
-
-def _traffic_point(raw: dict, i: int, at: str, base: Path) -> LoadPoint:
-    """A load point of a user's traffic: ``workload = "FILE.toml"`` (the file ``--workload FILE.toml``
-    reads, relative to the grid file) or ``[load.class.NAME]`` tables (a traffic file's tables, each
-    header prefixed ``load.class.``), checked by :mod:`tailjob.workloads` as a file is."""
-    wl, classes = raw.get("workload"), raw.get("class")
+def _traffic_point(raw: dict, v: dict, i: int, at: str, base: Path) -> LoadPoint:
+    """A load point of a user's traffic: ``workload = "FILE.toml"`` (relative to the grid file) or
+    ``[load.class.NAME]`` tables (a traffic file's tables, each header prefixed ``load.class.``)."""
+    wl, classes = v["workload"], v["class"]
     if classes is not None and not isinstance(classes, dict):
         raise GridError(
             f"--grid {at}: class = {classes!r}; accepted tables [load.class.NAME], one per client "
@@ -330,21 +307,18 @@ def _traffic_point(raw: dict, i: int, at: str, base: Path) -> LoadPoint:
         raise GridError(f"--grid {at}: class = {{}}: no class; accepted one table [load.class.NAME] or more")
     if classes is not None and wl is not None:
         raise GridError(
-            f"--grid {at}: workload = {wl!r} with [load.class.{next(iter(classes))}]: accepted one of them: a workload "
-            "(a name or FILE.toml) or its classes inline ([load.class.NAME] tables)"
+            f"--grid {at}: workload = {wl!r} with [load.class.{next(iter(classes))}]: accepted one of them: "
+            "a workload (a name or FILE.toml) or its classes inline ([load.class.NAME] tables)"
         )
     try:
         if classes is not None:
             traffic = workloads.traffic_of(classes, where=f"--grid {at}", source="inline")
-            default = f"traffic-{i + 1}"
         else:
-            assert isinstance(wl, str)  # without classes, _load_point sends a FILE.toml only
             traffic = workloads.read_traffic(base / wl, where=f"--grid {at}: workload = {wl!r}")
             traffic = replace(traffic, source=wl, argv=())  # the file as the grid names it
-            default = traffic.name
     except workloads.TrafficError as e:
         raise GridError(str(e)) from None
-    name = raw.get("name", default)
+    name = raw.get("name", f"traffic-{i + 1}" if classes is not None else traffic.name)
     if not isinstance(name, str) or not _LOAD_NAME.fullmatch(name):
         raise GridError(
             f"--grid {at}: name = {name!r}: accepted letters, digits, '-', '_' and '.' (1 to 64), "
@@ -358,149 +332,123 @@ def _traffic_point(raw: dict, i: int, at: str, base: Path) -> LoadPoint:
                 f"--grid {at}: {key} = {raw[key]!r}: the traffic ({name}) sets each class's {what}; "
                 f"leave out {key}"
             )
-    duration = _duration(raw, at)
-    return LoadPoint(traffic, None, None, "poisson", traffic.connections, duration, name)
+    return LoadPoint(traffic, None, None, "poisson", traffic.connections, float(v["duration"]), name)
 
 
 def _load_point(raw, i: int, connections: int, where: str) -> LoadPoint:
     at = f"{where} [[load]] {i + 1}"
     if not isinstance(raw, dict):
-        raise GridError(f"--grid {at}: not a table; accepted keys: {', '.join(_LOAD_KEYS)}")
-    _unknown(raw, _LOAD_KEYS, at)
-    wl = raw.get("workload")
-    if "class" in raw or (isinstance(wl, str) and wl.endswith(".toml")):
-        return _traffic_point(raw, i, at, Path(where).parent)
+        raise GridError(f"--grid {at}: not a table; accepted keys: {', '.join(_LOAD)}")
+    v = _read(raw, _LOAD, at, connections=connections)
+    wl = v["workload"]
+    if v["class"] is not None or (isinstance(wl, str) and wl.endswith(".toml")):
+        return _traffic_point(raw, v, i, at, Path(where).parent)
     if not isinstance(wl, str) or wl not in workloads.WORKLOADS:
-        raise GridError(f"--grid {at}: workload = {wl!r}; accepted: {_WORKLOAD_ACCEPTED}")
-    if "name" in raw:
         raise GridError(
-            f"--grid {at}: name = {raw['name']!r}: applies to a traffic (a FILE.toml or "
+            f"--grid {at}: workload = {wl!r}; accepted: {', '.join(workloads.WORKLOADS)}, a traffic file "
+            "FILE.toml (relative to the grid file) or its classes inline ([load.class.NAME] tables)"
+        )
+    if v["name"] is not None:
+        raise GridError(
+            f"--grid {at}: name = {v['name']!r}: applies to a traffic (a FILE.toml or "
             f"[load.class.NAME] tables); a named workload is called {wl}"
         )
-    load = raw.get("load")
-    if load not in (None, "open", "closed"):
-        raise GridError(f"--grid {at}: load = {load!r}; accepted: open, closed (uniform only)")
-    rate = raw.get("rate")
-    if rate is not None and not isinstance(rate, str):
-        rate = str(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else rate
-    schedule = raw.get("schedule", "poisson")
-    if schedule not in ("poisson", "constant"):
-        raise GridError(f"--grid {at}: schedule = {schedule!r}; accepted: poisson, constant")
-    duration = _duration(raw, at)
-    conns = _int(raw.get("connections", connections), "connections", 1, MAX_CONNECTIONS, at)
+    rate = v["rate"]
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        rate = str(rate)
     try:
-        plan = workloads.plan_load(wl, load, rate, raw.get("schedule"))
+        plan = workloads.plan_load(wl, v["load"], rate, raw.get("schedule"))
     except PlanError as e:
         raise GridError(f"--grid {at}: {e}") from None
-    return LoadPoint(wl, load, plan.rate if plan else None, schedule, conns, duration, wl)
+    rate = plan.rate if plan else None
+    return LoadPoint(wl, v["load"], rate, v["schedule"], v["connections"], float(v["duration"]), wl)
 
 
 def _policies(raw, i: int, where: str) -> list[Policy]:
+    """The policies of one ``[[policy]]``: every combination of its knobs' values."""
     at = f"{where} [[policy]] {i + 1}"
     if not isinstance(raw, dict) or not raw:
         raise GridError(f"--grid {at}: not a table of knobs; accepted CWIST_* knobs = [values] and 'against'")
-    against_raw = raw.get("against", {})
-    if not isinstance(against_raw, dict):
+    against = raw.get("against", {})
+    if not isinstance(against, dict):
         raise GridError(
-            f"--grid {at}: against = {against_raw!r}; accepted a table of knobs, "
-            "e.g. {{ CWIST_REACTOR_TAIL_US = 3500 }}"
+            f"--grid {at}: against = {against!r}; accepted a table of knobs, e.g. {{ {TAIL} = 3500 }}"
         )
-    against = {k: _knob_value(k, v, at + " against") for k, v in against_raw.items()}
+    against = {k: _knob_value(k, v, at + " against") for k, v in against.items()}
     axes = []
     for name, values in raw.items():
-        if name == "against":
-            continue
-        values = values if isinstance(values, list) else [values]
-        if not values:
-            raise GridError(f"--grid {at}: {name} = []; accepted a list of one value or more")
-        axes.append([(name, _knob_value(name, v, at)) for v in values])
+        if name != "against":
+            values = values if isinstance(values, list) else [values]
+            if not values:
+                raise GridError(f"--grid {at}: {name} = []; accepted a list of one value or more")
+            axes.append([(name, _knob_value(name, v, at)) for v in values])
     if not axes:
         raise GridError(f"--grid {at}: no knob; accepted CWIST_* knobs = [values]")
     out = []
     for combo in itertools.product(*axes):
         b = dict(combo)
-        a = {**{k: v for k, v in b.items() if k not in POLICY_KNOBS}, **OFF, **against}
-        b_full = {**OFF, **b}
-        out.append(Policy(tuple(sorted(b_full.items())), tuple(sorted(a.items())), against=bool(against)))
+        a = {**{k: v for k, v in b.items() if k not in OFF}, **OFF, **against}
+        out.append(Policy(tuple(sorted({**OFF, **b}.items())), tuple(sorted(a.items())), bool(against)))
     return out
 
 
 def parse_grid(text: str, *, where: str = "default") -> Grid:
     """The grid of TOML ``text`` (``where``: the file, for messages); :class:`GridError` if bad."""
-    doc = _toml(text, where)
-    _unknown(doc, _TOP_KEYS, where)
-    name = doc.get("name", Path(where).stem)
-    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
-        raise GridError(f"--grid {where}: name = {name!r}; accepted letters, digits, '-' and '_'")
-    backends = doc.get("backends", ["epoll", "io_uring"])
-    if not isinstance(backends, list) or not backends or any(b not in MODELLED for b in backends):
-        raise GridError(f"--grid {where}: backends = {backends!r}; accepted a list of {', '.join(MODELLED)}")
-    n = _int(doc.get("seeds", stats.MIN_PAIRS), "seeds", 1, MAX_SEEDS, where)
-    first = _int(doc.get("first_seed", 1), "first_seed", 0, 2**31 - 1, where)
-    connections = _int(doc.get("connections", 64), "connections", 1, MAX_CONNECTIONS, where)
-    raw_loads, raw_policies = doc.get("load", []), doc.get("policy", [])
-    if not isinstance(raw_loads, list) or not raw_loads:
-        raise GridError(f"--grid {where}: no [[load]]; accepted one [[load]] table or more")
-    if not isinstance(raw_policies, list) or not raw_policies:
-        raise GridError(f"--grid {where}: no [[policy]]; accepted one [[policy]] table or more")
-    loads = tuple(_load_point(r, i, connections, where) for i, r in enumerate(raw_loads))
-    _one_workload_per_name(loads, where)
-    loads = _told_apart(loads, where)
-    policies: list[Policy] = []
-    for i, r in enumerate(raw_policies):
-        for p in _policies(r, i, where):
-            if p not in policies:
-                policies.append(p)
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the same parser as a package (pyproject.toml)
+        import tomli as tomllib
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise GridError(
+            f'--grid {where}: not TOML ({e}); accepted: a grid file as in docs/en/sweep.md, "The sweep"'
+        ) from None
+    v = _read(doc, _TOP, where, name=Path(where).stem)
+    for key in ("load", "policy"):
+        if not isinstance(v[key], list) or not v[key]:
+            raise GridError(f"--grid {where}: no [[{key}]]; accepted one [[{key}]] table or more")
+    loads = _told_apart(
+        tuple(_load_point(r, i, v["connections"], where) for i, r in enumerate(v["load"])), where
+    )
+    policies = list(dict.fromkeys(p for i, r in enumerate(v["policy"]) for p in _policies(r, i, where)))
     for p in policies:
         for load in loads:
             try:
                 _config.load({**load_server_env(load), **dict(p.b)})
             except _config.ConfigError as e:
                 raise GridError(f"--grid {where}: policy {p.label} with {load.label}: {e}") from None
-    return Grid(
-        name, tuple(dict.fromkeys(backends)), loads, tuple(policies), tuple(range(first, first + n)), text
-    )
+    seeds = tuple(range(v["first_seed"], v["first_seed"] + v["seeds"]))
+    return Grid(v["name"], tuple(dict.fromkeys(v["backends"])), loads, tuple(policies), seeds, text)
 
 
-def _one_workload_per_name(loads: tuple[LoadPoint, ...], where: str) -> None:
-    """Load points of one name are one report section and heat map: they must be one workload (a
-    traffic: the same classes)."""
+def _told_apart(loads: tuple[LoadPoint, ...], where: str) -> tuple[LoadPoint, ...]:
+    """Load points of one name must be one workload (a traffic: the same classes): one report section
+    and heat map.  Those whose labels are alike get what differs among them (``constant``, ``4s``)
+    added, so the report's rows and the heat maps' columns tell them apart; the same one twice is refused."""
     first: dict[str, int] = {}
     for i, lp in enumerate(loads):
-        j = first.setdefault(lp.name, i)
-        other = loads[j]
-        same = (
-            lp.traffic.classes == other.traffic.classes
-            if lp.traffic is not None and other.traffic is not None
-            else lp.workload == other.workload
-        )
-        if not same:
+        other = loads[j := first.setdefault(lp.name, i)]
+        if (lp.traffic.classes if lp.traffic else lp.workload) != (
+            other.traffic.classes if other.traffic else other.workload
+        ):
             raise GridError(
                 f"--grid {where} [[load]] {i + 1}: name = {lp.name!r}: [[load]] {j + 1}'s traffic has "
                 "other classes; accepted a name of its own"
             )
-
-
-def _told_apart(loads: tuple[LoadPoint, ...], where: str) -> tuple[LoadPoint, ...]:
-    """Load points whose labels are alike get what differs among them (``constant``, ``4s``) added, so
-    the report's rows and the heat maps' columns tell them apart; the same load point twice is refused."""
-    out = list(loads)
-    groups: dict[str, list[int]] = {}
-    for i, lp in enumerate(loads):
-        groups.setdefault(lp.label, []).append(i)
-    for group in (g for g in groups.values() if len(g) > 1):
-        schedules = {loads[i].schedule for i in group}
-        durations = {loads[i].duration_s for i in group}
-        for i in group:
-            lp = loads[i]
-            tell = (f" {lp.schedule}" if len(schedules) > 1 else "") + (
-                f" {lp.duration_s:g}s" if len(durations) > 1 else ""
-            )
-            out[i] = replace(lp, tell=tell)
+    groups: dict[str, list[LoadPoint]] = {}
+    for lp in loads:
+        groups.setdefault(lp.label, []).append(lp)
+    out = []
+    for lp in loads:
+        group = groups[lp.label]
+        tell = (f" {lp.schedule}" if len({x.schedule for x in group}) > 1 else "") + (
+            f" {lp.duration_s:g}s" if len({x.duration_s for x in group}) > 1 else ""
+        )
+        out.append(replace(lp, tell=tell))
     seen: dict[str, int] = {}
     for i, lp in enumerate(out):
-        j = seen.setdefault(lp.label, i)
-        if j != i:
+        if (j := seen.setdefault(lp.label, i)) != i:
             raise GridError(
                 f"--grid {where} [[load]] {i + 1}: the load point of [[load]] {j + 1} again ({lp.label}); "
                 "accepted load points that differ (workload, load, rate, schedule, connections or duration)"
@@ -516,9 +464,8 @@ def load_grid(spec: str) -> Grid:
     """``--grid default`` or ``--grid FILE``; :class:`GridError` (one line) if it cannot be run."""
     if spec == "default":
         return parse_grid(DEFAULT_GRID, where="default")
-    path = Path(spec)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = Path(spec).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise GridError(
             f"--grid {spec}: cannot read it ({e.__class__.__name__}); accepted 'default' or a TOML grid file"

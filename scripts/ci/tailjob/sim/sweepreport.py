@@ -1,7 +1,7 @@
 """The sweep's outputs and command line (``sweep``): report, result JSON, heat maps, history line.
 
-:func:`main_sweep` checks the options and the grid before anything runs, runs the sweep, then writes
-(each file whole, :mod:`tailjob.outputs`) ``<out>/results/<stem>.md`` (the report), ``<stem>.json``
+:func:`main_sweep` checks the grid before anything runs, runs the sweep, then writes (each file whole,
+:mod:`tailjob.outputs`) ``<out>/results/<stem>.md`` (the report), ``<stem>.json``
 (:func:`tailjob.sim.sweep.result_document`: no wall-clock time), ``<stem>-<workload>.svg`` and
 ``.png`` (a heat map per class and percentile of :data:`HEAT_METRICS`: colour the verdict, text the
 ratio) and a line of ``<out>/tail-latency-sweep.jsonl``; ``<stem>`` is ``<start>-<grid>-sweep``.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import resource
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -20,11 +19,13 @@ from pathlib import Path
 from .. import REPO, history, outputs
 from .. import fail as _error
 from ..metrics import ci_text, format_value
+from ..procstat import children_cpu_s
 from ..progress import counter
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
 from . import sweep as _sweep
 
 HISTORY_FILE = "tail-latency-sweep.jsonl"
+_OFF_TEXT = ", ".join(f"`{k}={v}`" for k, v in _sweep.OFF.items())
 HEAT_METRICS = ("p50", "p99", "p99.9")
 TABLE_METRICS = ("p50", "p99", "p99.9", "rps")
 COLOURS = {
@@ -39,23 +40,34 @@ COLOURS = {
 def _cell(c) -> str:
     if c is None:
         return "-"
-    if c.needs_samples is not None:
-        return f"{'-' if c.ratio is None else f'{c.ratio:.3f}'} n/a (needs {c.needs_samples} samples)"
     ratio = "-" if c.ratio is None else f"{c.ratio:.3f}"
-    word = f"**{c.verdict}**" if c.verdict in (GAIN, REGRESSION) else c.verdict
-    return f"{ratio} ({ci_text(c)}) {word}"
+    if c.needs_samples is not None:
+        return f"{ratio} n/a (needs {c.needs_samples} samples)"
+    return f"{ratio} ({ci_text(c)}) " + (f"**{c.verdict}**" if c.verdict in (GAIN, REGRESSION) else c.verdict)
 
 
 def _classes(result) -> dict[str, list[str]]:
     """Workload (a load point's name: a named workload's, or a traffic's) -> its class names, in the
     grid's order."""
-    out: dict[str, list[str]] = {}
+    out: dict[str, dict[str, None]] = {}
     for cr in result.cells:
-        names = out.setdefault(cr.cell.load.name, [])
-        for n in cr.class_comparisons():
-            if n not in names:
-                names.append(n)
-    return out
+        out.setdefault(cr.cell.load.name, {}).update(dict.fromkeys(cr.class_comparisons()))
+    return {w: list(names) for w, names in out.items()}
+
+
+def _of(result, workload: str, name: str | None = None) -> list:
+    """The cells of ``workload`` (with ``name``: those that have that class), as (cell result, its
+    comparisons of class ``name``)."""
+    return [
+        (cr, cr.class_comparisons().get(name, {}))
+        for cr in result.cells
+        if cr.cell.load.name == workload and (name is None or name in cr.class_comparisons())
+    ]
+
+
+def _where(cr) -> str:
+    """A cell's backend, load point and policy: the first three columns of its table rows."""
+    return f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} |"
 
 
 def _counters(cr) -> str:
@@ -69,15 +81,9 @@ def _counters(cr) -> str:
     return text
 
 
-def _traffic_line(result, name: str) -> list[str]:
-    """What a traffic load point is (its file, or inline, and its classes), under its heading."""
-    lp = next(lp for lp in result.grid.loads if lp.name == name)
-    if lp.traffic is None:
-        return []
-    i = result.grid.loads.index(lp) + 1
-    source = lp.traffic.source
-    where = f"the classes inline in [[load]] {i}" if source == "inline" else f"the traffic file `{source}`"
-    return [f"A user's traffic, {where}: {lp.traffic.description}.", ""]
+def _costs_text(backend: str) -> list[str]:
+    model = _sweep._costs.for_backend(backend).as_dict()
+    return [f"{k} {v:g}" for k, v in model.items() if k != "backend"]
 
 
 def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
@@ -97,9 +103,9 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
         f"simulated requests.",
         f"- Seeds: {g.seeds[0]}-{g.seeds[-1]} per arm; arm A and arm B of a pair share the seed (common "
         "random numbers); intervals are paired bootstrap over the seeds, joint 95 % over a table's metrics.",
-        "- Arm A of a cell: arm B's knobs with age-based dispatch off (`CWIST_REACTOR_TAIL_US=0`, "
-        "`CWIST_REACTOR_HARVEST_US=0`), unless the policy says `vs ...` (its `against`). Knobs after "
-        '"both" are set in both arms. A policy equal to its arm A is an A/A control.',
+        f"- Arm A of a cell: arm B's knobs with age-based dispatch off ({_OFF_TEXT}), unless the policy "
+        'says `vs ...` (its `against`). Knobs after "both" are set in both arms. A policy equal to its '
+        "arm A is an A/A control.",
         "- A rate like `0.7x` is a fraction of one capacity per backend and load point (closed loop, "
         "0.5 virtual s, policy off at the other knobs' defaults), so every cell of a load point offers the "
         "same load.",
@@ -122,13 +128,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
         + ".",
         "",
         "Cost model (virtual us; sources in the JSON and costs.py): "
-        + "; ".join(
-            f"{b}: "
-            + ", ".join(
-                f"{k} {v:g}" for k, v in _sweep._costs.for_backend(b).as_dict().items() if k != "backend"
-            )
-            for b in g.backends
-        )
+        + "; ".join(f"{b}: " + ", ".join(_costs_text(b)) for b in g.backends)
         + ".",
         "",
     ]
@@ -140,7 +140,15 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
 
 def _workload(result, workload: str, names: list[str]) -> list[str]:
     """A workload's section: a table of the cells per class, then the server's CPU per cell."""
-    lines = [f"## `{workload}`", "", *_traffic_line(result, workload)]
+    lp = next(lp for lp in result.grid.loads if lp.name == workload)
+    lines = [f"## `{workload}`", ""]
+    if lp.traffic is not None:  # what a traffic load point is: its file, or inline, and its classes
+        source = lp.traffic.source
+        i = result.grid.loads.index(lp) + 1
+        where = (
+            f"the classes inline in [[load]] {i}" if source == "inline" else f"the traffic file `{source}`"
+        )
+        lines += [f"A user's traffic, {where}: {lp.traffic.description}.", ""]
     for name in names:
         lines += [
             f"### `{workload}`, class `{name}`",
@@ -149,15 +157,9 @@ def _workload(result, workload: str, names: list[str]) -> list[str]:
             "| Counters A → B (medians) |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for cr in result.cells:
-            if cr.cell.load.name != workload or name not in cr.class_comparisons():
-                continue
-            comps = cr.class_comparisons()[name]
-            lines.append(
-                f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
-                + " | ".join(_cell(comps.get(k)) for k in TABLE_METRICS)
-                + f" | {_counters(cr)} |"
-            )
+        for cr, comps in _of(result, workload, name):
+            figures = " | ".join(_cell(comps.get(k)) for k in TABLE_METRICS)
+            lines.append(f"{_where(cr)} {figures} | {_counters(cr)} |")
         lines.append("")
     lines += [
         f"Whole run of `{workload}`: server virtual CPU per request B/A per cell:",
@@ -165,15 +167,10 @@ def _workload(result, workload: str, names: list[str]) -> list[str]:
         "| Backend | Load | Policy (B) | CPU us/request A | B/A |",
         "|---|---|---|---:|---|",
     ]
-    for cr in result.cells:
-        if cr.cell.load.name == workload:
-            c = cr.leg.comparisons["cpu_us_per_req"]
-            lines.append(
-                f"| {cr.cell.backend} | {cr.cell.load.label} | {cr.cell.policy.label} | "
-                f"{format_value('cpu_us_per_req', c.median_a)} | {_cell(c)} |"
-            )
-    lines.append("")
-    return lines
+    for cr, _ in _of(result, workload):
+        c = cr.leg.comparisons["cpu_us_per_req"]
+        lines.append(f"{_where(cr)} {format_value('cpu_us_per_req', c.median_a)} | {_cell(c)} |")
+    return [*lines, ""]
 
 
 def _summary(result) -> list[str]:
@@ -188,33 +185,20 @@ def _summary(result) -> list[str]:
     for workload, names in _classes(result).items():
         for name in names:
             for key in TABLE_METRICS:
-                n = Counter(
-                    cr.class_comparisons()[name][key].verdict
-                    for cr in result.cells
-                    if cr.cell.load.name == workload and name in cr.class_comparisons()
+                n = Counter(comps[key].verdict for _, comps in _of(result, workload, name))
+                counts = " | ".join(
+                    str(n[v]) for v in (GAIN, REGRESSION, EQUIVALENT, INCONCLUSIVE, NO_VERDICT)
                 )
-                lines.append(
-                    f"| `{workload}` | `{name}` | {key} | "
-                    + " | ".join(
-                        str(n.get(v, 0)) for v in (GAIN, REGRESSION, EQUIVALENT, INCONCLUSIVE, NO_VERDICT)
-                    )
-                    + " |"
-                )
+                lines.append(f"| `{workload}` | `{name}` | {key} | {counts} |")
     lines += ["", "Every `gain` and `regression` of a latency percentile or a class's achieved rate:", ""]
-    hits = 0
-    for cr in result.cells:
-        for name, comps in cr.class_comparisons().items():
-            for key in TABLE_METRICS:
-                c = comps[key]
-                if c.verdict in (GAIN, REGRESSION):
-                    hits += 1
-                    lines.append(
-                        f"- {cr.cell.backend}, {cr.cell.load.label}, {cr.cell.policy.label}: "
-                        f"`{name}` {key} {_cell(c)}"
-                    )
-    if not hits:
-        lines.append("- none")
-    return [*lines, ""]
+    hits = [
+        f"- {cr.cell.backend}, {cr.cell.load.label}, {cr.cell.policy.label}: `{name}` {key} {_cell(c)}"
+        for cr in result.cells
+        for name, comps in cr.class_comparisons().items()
+        for key in TABLE_METRICS
+        if (c := comps[key]).verdict in (GAIN, REGRESSION)
+    ]
+    return [*lines, *(hits or ["- none"]), ""]
 
 
 def history_line(result, *, argv, provenance, timing, result_file: str) -> dict:
@@ -259,9 +243,9 @@ def heat_maps(result) -> dict[str, dict[str, bytes]]:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    out = {}
+    out: dict[str, dict[str, bytes]] = {}
     for workload, names in _classes(result).items():
-        cells = [cr for cr in result.cells if cr.cell.load.name == workload]
+        cells = [cr for cr, _ in _of(result, workload)]
         cols = list(dict.fromkeys((cr.cell.backend, cr.cell.load.label) for cr in cells))
         rows = list(dict.fromkeys(cr.cell.policy.label for cr in cells))
         at = {(cr.cell.policy.label, (cr.cell.backend, cr.cell.load.label)): cr for cr in cells}
@@ -275,25 +259,17 @@ def heat_maps(result) -> dict[str, dict[str, bytes]]:
         for i, name in enumerate(names):
             for j, key in enumerate(HEAT_METRICS):
                 _heat_map(axes[i][j], plt, at, rows, cols, workload, name, key, first=j == 0)
-        fig.legend(
-            handles=[
-                Patch(facecolor=COLOURS[v], edgecolor="grey", label=v)
-                for v in (GAIN, REGRESSION, EQUIVALENT, INCONCLUSIVE, NO_VERDICT)
-            ],
-            loc="lower center",
-            ncol=5,
-            fontsize=7,
-            frameon=False,
-        )
+        verdicts = (GAIN, REGRESSION, EQUIVALENT, INCONCLUSIVE, NO_VERDICT)
+        handles = [Patch(facecolor=COLOURS[v], edgecolor="grey", label=v) for v in verdicts]
+        fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=7, frameon=False)
         fig.suptitle(f"Sweep `{result.grid.name}`, {workload}: B/A per cell (virtual time)", fontsize=10)
         fig.tight_layout(rect=(0, 0.04, 1, 0.97))
-        images = {}
+        out[workload] = {}
         for ext in ("svg", "png"):
             buf = io.BytesIO()
             fig.savefig(buf, format=ext, metadata={"Date": None} if ext == "svg" else None)
-            images[ext] = buf.getvalue()
+            out[workload][ext] = buf.getvalue()
         plt.close(fig)
-        out[workload] = images
     return out
 
 
@@ -302,8 +278,7 @@ def _heat_map(ax, plt, at, rows, cols, workload: str, name: str, key: str, *, fi
     for y, row in enumerate(rows):
         for x, col in enumerate(cols):
             cr = at.get((row, col))
-            comps = cr.class_comparisons().get(name) if cr else None
-            c = comps.get(key) if comps else None
+            c = cr.class_comparisons().get(name, {}).get(key) if cr else None
             verdict = NO_VERDICT if c is None or c.needs_samples is not None else c.verdict
             ax.add_patch(plt.Rectangle((x, y), 1, 1, color=COLOURS[verdict], ec="white"))
             text = "-" if c is None or c.ratio is None else f"{c.ratio:.2f}"
@@ -312,12 +287,8 @@ def _heat_map(ax, plt, at, rows, cols, workload: str, name: str, key: str, *, fi
             ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=7)
     ax.set_xlim(0, len(cols))
     ax.set_ylim(len(rows), 0)
-    ax.set_xticks(
-        [x + 0.5 for x in range(len(cols))],
-        [f"{b}\n{lab.removeprefix(workload + ' ')}" for b, lab in cols],
-        fontsize=6,
-        rotation=90,
-    )
+    xlabels = [f"{b}\n{lab.removeprefix(workload + ' ')}" for b, lab in cols]
+    ax.set_xticks([x + 0.5 for x in range(len(cols))], xlabels, fontsize=6, rotation=90)
     ax.set_yticks([y + 0.5 for y in range(len(rows))], rows if first else [""] * len(rows), fontsize=7)
     ax.set_title(f"{name} {key} B/A", fontsize=9)
 
@@ -326,26 +297,20 @@ def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list
     """``sweep``: the grid ``grid_name`` (None: ``default``) on local worker processes, or on Dask
     (``dask``: ``local`` or a scheduler's address), its files under ``out``.  Exit 0 done, 2 a bad
     grid (nothing written), 3 a run failed."""
+    engine = "dask" if dask else "local"
     try:
         grid = _sweep.load_grid(grid_name or "default")
         if "io_uring" in grid.backends:
             from tailreactor.backends import io_uring_refused
 
-            refused = io_uring_refused()
-            if refused is not None:
+            if (refused := io_uring_refused()) is not None:
                 raise _sweep.GridError(
                     f"--grid {grid_name or 'default'}: backends lists io_uring, unavailable "
                     f"here ({refused}); accepted: a grid without it"
                 )
-    except _sweep.GridError as e:
-        return _error(str(e), 2)
-    engine = "dask" if dask else "local"
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    load_before = os.getloadavg()[0]
-    t0 = time.monotonic()
-    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    progress = counter(f"sweep {grid.name}", lines=10)
-    try:
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        load_before, t0, cpu0 = os.getloadavg()[0], time.monotonic(), children_cpu_s()
+        progress = counter(f"sweep {grid.name}", lines=10)
         result = _sweep.run_sweep(
             grid, engine=engine, dask_address=dask or "local", client=client, progress=progress
         )
@@ -353,22 +318,23 @@ def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list
         return _error(str(e), 2)
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
-    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     timing = {
         "started_at": started,
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "wall_s": time.monotonic() - t0,
         "load_before": load_before,
         "load_after": os.getloadavg()[0],
-        "cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime),
+        "cpu_s": children_cpu_s() - cpu0,
         "engine": "Dask" if engine == "dask" else "local processes",
     }
     pv = history.provenance(REPO, wrk_version="-")
     provenance = {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")}
     stem = history.stem(started, grid.name, "sweep")
-    doc = _sweep.result_document(result, argv=argv, provenance=provenance)
     md = render(result, argv=argv, provenance=provenance, timing=timing)
-    files: dict[str, bytes | str] = {".json": outputs.dumps(doc), ".md": md}
+    files: dict[str, bytes | str] = {
+        ".json": outputs.dumps(_sweep.result_document(result, argv=argv, provenance=provenance)),
+        ".md": md,
+    }
     files |= {f"-{w}.{ext}": data for w, im in heat_maps(result).items() for ext, data in im.items()}
     paths = outputs.write_files(out / "results", stem, files)
     line = history_line(
