@@ -62,14 +62,10 @@ def _python_peer(*options: str) -> str:
 
 def servers(*, nginx: str | None) -> list[Peer]:
     """The servers of a ``peers`` job, in report order; nginx only if its path is given."""
+    bench = "`python -m tailreactor.http.server --workers 1`, `CWIST_REACTOR_BACKEND={}`"
+    script = "`benchmarks/peers/asyncio_server.py"
     out = [
-        Peer(
-            f"tailreactor-{b}",
-            f"tailreactor ({b})",
-            "bench",
-            f"`python -m tailreactor.http.server --workers 1`, `CWIST_REACTOR_BACKEND={b}`",
-            backend=b,
-        )
+        Peer(f"tailreactor-{b}", f"tailreactor ({b})", "bench", bench.format(b), b)
         for b in ("io_uring", "epoll")
     ]
     out += [
@@ -77,28 +73,18 @@ def servers(*, nginx: str | None) -> list[Peer]:
             "asyncio",
             "asyncio",
             "python",
-            "`benchmarks/peers/asyncio_server.py` (asyncio.Protocol + httptools)",
+            f"{script}` (asyncio.Protocol + httptools)",
             command=_python_peer(),
         ),
-        Peer(
-            "uvloop",
-            "uvloop",
-            "python",
-            "`benchmarks/peers/asyncio_server.py --uvloop`",
-            command=_python_peer("--uvloop"),
-        ),
+        Peer("uvloop", "uvloop", "python", f"{script} --uvloop`", command=_python_peer("--uvloop")),
     ]
     if nginx:
+        ceiling = (
+            "Debian's nginx, one worker, `return 200` from memory: `examples/own-server/nginx-server.sh`"
+        )
+        command = shlex.quote(str(NGINX_SCRIPT)) + " {port}"
         out.append(
-            Peer(
-                "nginx",
-                "nginx (ceiling)",
-                "nginx",
-                "Debian's nginx, one worker, `return 200` from memory: "
-                "`examples/own-server/nginx-server.sh {port}`, `NGINX_WORKERS=1`",
-                command=shlex.quote(str(NGINX_SCRIPT)) + " {port}",
-                env={"NGINX_WORKERS": "1"},
-            )
+            Peer("nginx", "nginx (ceiling)", "nginx", ceiling, command=command, env={"NGINX_WORKERS": "1"})
         )
     return out
 

@@ -8,7 +8,7 @@ by 20 %).  No verdict.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 from .measure import WRK, Measure, RunPlan, RunRecord, Settings
 from .metrics import PEER_METRICS, metric
@@ -61,15 +61,9 @@ class PeersJobResult:
         return self.servers
 
     def as_dict(self) -> dict:
-        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "ab"}
-        servers = [asdict(s) for s in self.servers]
-        return {
-            "mode": "peers",
-            **doc,
-            "servers": servers,
-            "settings": asdict(self.settings),
-            "legs": [lr.as_dict() for lr in self.legs],
-        }
+        doc = {"mode": "peers", **asdict(self), "legs": [lr.as_dict() for lr in self.legs]}
+        del doc["ab"]  # the mode says it
+        return doc
 
 
 def summarize(runs: list[RunRecord], servers: list[str]) -> dict:

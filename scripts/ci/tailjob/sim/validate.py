@@ -21,6 +21,7 @@ from typing import Any
 from .. import PROG, REPO, history, outputs
 from .. import fail as _error
 from ..plan import AbOptions, PlanError
+from ..report import CLASS_LABELS
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION, metric
 
 AGREE, DISAGREE, LIVE_UNRESOLVED, SIM_UNRESOLVED = "agree", "disagree", "live unresolved", "sim unresolved"
@@ -97,16 +98,12 @@ def compare(live_doc: dict, sim_doc: dict) -> list[dict]:
     sim_legs = list(sim_doc["legs"])
     for leg in live_doc["legs"]:
         key = _leg_key(leg)
-        match = next(
-            (
-                s
-                for s in sim_legs
-                if all(lv in (None, "auto") or lv == sv for lv, sv in zip(key, _leg_key(s)))
-            ),
-            None,
-        )
-        if match is None:
+        like = [
+            s for s in sim_legs if all(lv in (None, "auto") or lv == sv for lv, sv in zip(key, _leg_key(s)))
+        ]
+        if not like:
             raise ValueError(f"the sim document has no leg like the live leg {leg['name']!r}")
+        match = like[0]
         sim_legs.remove(match)
         sim_t = _tables(match)
         for scope, comps in _tables(leg).items():
@@ -171,9 +168,7 @@ def table(rows: list[dict]) -> list[str]:
             "|---|---|---:|:---:|---|---:|---|---|---|",
         ]
         for r in (r for r in rows if r["leg"] == leg):
-            label = metric(r["metric"]).label
-            if r["scope"] is not WHOLE_RUN and r["metric"] == "rps":
-                label = "Achieved req/s"
+            label = (r["scope"] and CLASS_LABELS.get(r["metric"])) or metric(r["metric"]).label
             mark = f"**{r['outcome']}**" if r["outcome"] in (DISAGREE, SIM_UNRESOLVED) else r["outcome"]
             lines.append(
                 f"| {scope_name(r['scope'])} | {label} | {_r(r['live_ratio'])} | {_ci(r['live_ci'])} | "
@@ -184,7 +179,7 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def render(doc: dict) -> str:
-    """The validation report (``doc``: :func:`document`'s)."""
+    """The validation report (``doc``: the result document :func:`main_validate` writes)."""
     live, sim, s, la, pv = doc["live"], doc["sim"], doc["summary"], doc["load_average"], doc["provenance"]
     return "\n".join(
         [
@@ -217,24 +212,6 @@ def render(doc: dict) -> str:
             *table(doc["rows"]),
         ]
     )
-
-
-def document(rows, *, live, sim, provenance, started, finished, argv, load_average) -> dict:
-    """The validation's result document: what ran (``live``, ``sim``), :func:`summary` and the rows."""
-    return {
-        "schema": SCHEMA,
-        "kind": "validate",
-        "argv": argv,
-        "rule": RULE,
-        "live": live,
-        "sim": sim,
-        "provenance": provenance,
-        "started_at": started,
-        "finished_at": finished,
-        "load_average": load_average,
-        "summary": summary(rows),
-        "rows": rows,
-    }
 
 
 def history_line(doc: dict, *, result_file: str) -> dict:
@@ -286,45 +263,45 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
     except (PlanError, CostError) as e:
         return _error(str(e), 2)
     started, load = _now(), [os.getloadavg()[0]]
-    live: dict = {}
-    sim: dict = {}
-    for first, what, tier, done in (
-        ("", "the live A/B first", live_o, live),
-        ("\n", "the same A/B in virtual time", sim_o, sim),
+    done: list[dict] = []  # what each tier's run_ab collected
+    for first, what, tier in (
+        ("", "the live A/B first", live_o),
+        ("\n", "the same A/B in virtual time", sim_o),
     ):
         print(
             f"{first}{PROG}: validate: {what} (scripts/tail-latency.sh {' '.join(tier.argv)})\n", flush=True
         )
-        code = run_ab(tier, collect=done)
+        done.append({})
+        code = run_ab(tier, collect=done[-1])
         if code:
             return code
         load.append(os.getloadavg()[0])
+    live, sim = done
     try:
         rows = compare(live["document"], sim["document"])
     except ValueError as e:
         return _error(f"validate: {e}", 3)
-    polluted = [
-        "polluted" in r.get("flags", ())
-        for leg in live["document"]["legs"]
-        for r in leg.get("runs", ())
-        if not r.get("warmup")
-    ]
+    measured = [r for leg in live["document"]["legs"] for r in leg.get("runs", ()) if not r.get("warmup")]
     pv = history.provenance(REPO, wrk_version="-")
-    doc = document(
-        rows,
-        argv=list(o.argv),
-        started=started,
-        finished=_now(),
-        live={
+    doc = {
+        "schema": SCHEMA,
+        "kind": "validate",
+        "argv": list(o.argv),
+        "rule": RULE,
+        "live": {
             "argv": list(live_o.argv),
             "result": _rel(Path(live["result"]), o.out),
-            "polluted": sum(polluted),
-            "measured": len(polluted),
+            "polluted": sum("polluted" in r.get("flags", ()) for r in measured),
+            "measured": len(measured),
         },
-        sim={"argv": list(sim_o.argv), "result": _rel(Path(sim["result"]), o.out)},
-        provenance={k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
-        load_average={"before_live": load[0], "after_live": load[1], "cpus": os.cpu_count()},
-    )
+        "sim": {"argv": list(sim_o.argv), "result": _rel(Path(sim["result"]), o.out)},
+        "provenance": {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
+        "started_at": started,
+        "finished_at": _now(),
+        "load_average": {"before_live": load[0], "after_live": load[1], "cpus": os.cpu_count()},
+        "summary": summary(rows),
+        "rows": rows,
+    }
     stem = history.stem(started, o.profile, live["document"]["ab"]) + "-validate"
     text = render(doc)
     files = outputs.write_files(o.out / "results", stem, {".md": text + "\n", ".json": outputs.dumps(doc)})
