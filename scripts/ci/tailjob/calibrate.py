@@ -37,14 +37,9 @@ class CalibrationLeg:
     result: LegResult | None = None
 
     def as_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "round": self.round,
-            "backend": self.backend,
-            "delay_us": self.delay_us,
-            "comparisons": [c.as_dict() for c in self.comparisons],
-            "leg": self.result.as_dict() if self.result else None,
-        }
+        head = {k: getattr(self, k) for k in ("kind", "round", "backend", "delay_us")}
+        comparisons = [c.as_dict() for c in self.comparisons]
+        return {**head, "comparisons": comparisons, "leg": self.result.as_dict() if self.result else None}
 
 
 def delays_for(cpu_us_per_req: float) -> dict[str, int]:
