@@ -19,11 +19,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import util as importlib_util
-from pathlib import Path
 
+from . import REPO
 from .server import BenchServer, CommandServer, ServerProcess
 
-REPO = Path(__file__).resolve().parents[3]
 PEER_SCRIPT = REPO / "benchmarks" / "peers" / "asyncio_server.py"
 NGINX_SCRIPT = REPO / "examples" / "own-server" / "nginx-server.sh"
 
@@ -139,8 +138,7 @@ def make_server(
     The bench server gets ``ambient`` (its ``CWIST_*`` knobs apply), its backend and ``--workers 1``;
     a server command ``ambient`` and the peer's variables, and ``NGINX`` (the nginx binary) if given."""
     if peer.command is None:
-        if peer.backend is None:
-            raise ValueError(f"the bench peer {peer.key!r} needs a backend")
+        assert peer.backend is not None  # servers() gives every bench peer its backend
         return BenchServer(
             {**ambient, "CWIST_REACTOR_BACKEND": peer.backend}, host=host, workers=1, cpus=cpus
         )
