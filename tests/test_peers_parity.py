@@ -1,4 +1,4 @@
-"""The --peers comparison's peers answer byte for byte as the bench server does (issue 9).
+"""The peers comparison's peers answer byte for byte as the bench server does (issue 9).
 
 Issue 9 asks for "peers with the same routes and responses", so that wrk
 measures the event loops and not two different HTTP apps.  Same responses
@@ -7,7 +7,7 @@ header limits would both answer differently and do less work per request.
 
 Every server here is a real process on a real socket: the bench server
 (``tailreactor-bench`` on epoll) and the asyncio and uvloop peers
-(``benchmarks/peers/asyncio_server.py``).  Each case is sent on a fresh
+(``benchmarks/peers/asyncio_server.py``, started as ``peers`` starts them).  Each case is sent on a fresh
 connection and everything read until the server closes is compared, bytes
 and the way the stream ended (EOF, never a reset).  The nginx ceiling is not
 a peer in this sense: it stands for the machine's limit on ``GET /`` only.
@@ -18,78 +18,37 @@ boundary (the answer depends on each server's read size; documented).
 from __future__ import annotations
 
 import json
-import os
-import re
-import select
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from http_helpers import (
     FIXTURES,
-    IO_TIMEOUT_S,
     bench_env,
     connect,
     parse_responses,
     read_to_eof_raw,
     start_bench,
 )
+from tailjob import peers as tailjob_peers
 
-ROOT = Path(__file__).resolve().parent.parent
-PEER = ROOT / "benchmarks" / "peers" / "asyncio_server.py"
-PEER_START_RE = re.compile(r"(?:asyncio|uvloop)-peer: listening on [\d.]+:(?P<port>\d+)")
 BAD_INPUTS = json.loads((FIXTURES / "bad-inputs.json").read_text())
 pytestmark = pytest.mark.bench_extras  # the uvloop peer; skipped without the bench extras (tests/conftest.py)
 
 
-class Peer:
-    """A peer server process; ``port`` from its start line."""
-
-    def __init__(self, *args: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, str(PEER), "--port", "0", *args],
-            env=bench_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            bufsize=0,
-        )
-        fd, seen = self.proc.stderr.fileno(), ""
-        deadline = time.monotonic() + IO_TIMEOUT_S
-        while (left := deadline - time.monotonic()) > 0 and not PEER_START_RE.search(seen):
-            if select.select([fd], [], [], left)[0]:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                seen += chunk.decode(errors="replace")
-        m = PEER_START_RE.search(seen)
-        if m is None:
-            self.stop()
-            raise AssertionError(f"peer {args} gave no start line: {seen!r}")
-        self.port = int(m["port"])
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(IO_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.fixture(scope="module")
 def servers():
-    """{name: port} of the bench server and the peers, for the whole module."""
+    """{name: port} of the bench server and the peers, for the whole module: the peers are the server
+    commands ``peers`` runs (tailjob.peers)."""
     bench = start_bench(env=bench_env(CWIST_REACTOR_BACKEND="epoll"))
-    peers = {"asyncio": Peer(), "uvloop": Peer("--uvloop")}
+    started = []
     try:
-        yield {"bench": bench.port, **{name: p.port for name, p in peers.items()}}
+        for peer in (p for p in tailjob_peers.servers(nginx=None) if p.key in ("asyncio", "uvloop")):
+            server = tailjob_peers.make_server(peer, ambient=bench_env(), host="127.0.0.1", cpus=None)
+            started.append(server.start())
+        yield {"bench": bench.port, **{s.backend: s.port for s in started}}
     finally:
-        for p in peers.values():
-            p.stop()
+        for server in started:
+            server.stop()
         bench.stop()
 
 

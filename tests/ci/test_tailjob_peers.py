@@ -1,4 +1,4 @@
-"""--peers: servers, nginx config, schedule, summary and ratios, report, README section, options.
+"""peers: servers, schedule, summary and ratios, report, README section, options.
 
 The real run (every server under real wrk) is in test_tailjob_e2e.py.
 """
@@ -6,7 +6,6 @@ The real run (every server under real wrk) is in test_tailjob_e2e.py.
 from __future__ import annotations
 
 import os
-import re
 import stat
 
 import pytest
@@ -14,7 +13,9 @@ from tailjob_testdata import record
 
 from tailjob import peers, peersjob, peersreport
 from tailjob.cli import main
+from tailjob.measure import Settings
 from tailjob.plan import Leg, rmit_schedule, shuffled_schedule
+from tailjob.server import CommandServer, answers
 
 
 # -- servers ------------------------------------------------------------------------------------
@@ -25,16 +26,22 @@ def test_servers_are_the_bench_server_on_each_backend_then_the_peers():
     assert peers.REFERENCES == ("asyncio", "uvloop", "nginx")
 
 
-def test_nginx_config_is_one_worker_in_the_foreground_inside_its_prefix(tmp_path):
-    text = peers.nginx_config(host="127.0.0.1", port=40123, prefix=tmp_path)
-    assert re.search(r"^daemon off;$", text, re.M)
-    assert re.search(r"^worker_processes 1;$", text, re.M)
-    assert "listen 127.0.0.1:40123" in text
-    assert re.search(r"location = / \{ return 200", text)
-    assert "error_log stderr" in text and "access_log off;" in text
-    # every absolute path nginx may write is inside the temp prefix: nothing in /var or /run
-    paths = re.findall(r"\s(/\S+?);", text)
-    assert paths and all(p.startswith(str(tmp_path)) for p in paths), paths
+def test_a_peer_is_a_server_command_that_answers_and_its_runs_name_it():
+    [asyncio] = [p for p in peers.servers(nginx=None) if p.key == "asyncio"]
+    server = peers.make_server(asyncio, ambient=os.environ, host="127.0.0.1", cpus=None)
+    assert isinstance(server, CommandServer)
+    with server:
+        assert server.port and answers("127.0.0.1", server.port, "/", timeout_s=5)
+        assert server.backend == "asyncio"  # the runs' Backend column names the peer
+    assert not server.alive()
+
+
+def test_the_ceiling_is_the_own_server_nginx_example_with_one_worker():
+    [nginx] = [p for p in peers.servers(nginx="/opt/nginx") if p.key == "nginx"]
+    server = peers.make_server(nginx, ambient={}, host="127.0.0.1", cpus="0", nginx="/opt/nginx")
+    server.port = 40123
+    assert server.argv() == ["taskset", "-c", "0", str(peers.NGINX_SCRIPT), "40123"]
+    assert (server.env["NGINX"], server.env["NGINX_WORKERS"]) == ("/opt/nginx", "1")
 
 
 def test_find_nginx_looks_on_path_then_in_sbin(tmp_path):
@@ -84,7 +91,7 @@ def peers_job():
         argv=["--peers"],
         profile="quick",
         servers=SERVERS,
-        settings=peersjob.peers_settings(seed=1),
+        settings=Settings(seed=1, workers=1, server_cpus="0", wrk_cpus="1"),
         legs=[lr],
         provenance={
             "git_commit": "1" * 40,

@@ -67,42 +67,43 @@ def _recorded(name):
 def test_the_table_of_recorded_runs_pairs_every_scope_and_metric():
     live, sim = _recorded("live-mixed-epoll.json"), _recorded("sim-mixed-epoll.json")
     rows = compare(live, sim)
-    scopes = list(dict.fromkeys(r.scope for r in rows))
+    scopes = list(dict.fromkeys(r["scope"] for r in rows))
     assert scopes == [None, "interactive", "bulk"]  # None: the whole run
     [leg] = live["legs"]
     assert len(rows) == len(leg["comparisons"]) + sum(len(c) for c in leg["class_comparisons"].values())
     for r in rows:  # each row is its two documents' figures and the rule's outcome of them
         lc = next(
             c
-            for c in (leg["comparisons"] if r.scope is None else leg["class_comparisons"][r.scope])
-            if c["metric"] == r.metric
+            for c in (leg["comparisons"] if r["scope"] is None else leg["class_comparisons"][r["scope"]])
+            if c["metric"] == r["metric"]
         )
-        sc = (sim["legs"][0]["comparisons"] if r.scope is None else sim["legs"][0]["classes"][r.scope])[
-            r.metric
+        sc = (sim["legs"][0]["comparisons"] if r["scope"] is None else sim["legs"][0]["classes"][r["scope"]])[
+            r["metric"]
         ]
-        assert (r.live_ratio, r.live_verdict, r.sim_ratio, r.sim_verdict) == (
+        assert (r["live_ratio"], r["live_verdict"], r["sim_ratio"], r["sim_verdict"]) == (
             lc["ratio"],
             lc["verdict"],
             sc["ratio"],
             sc["verdict"],
         )
-        assert r.outcome == outcome(lc, sc)[0]
+        assert (r["outcome"], r["why"]) == outcome(lc, sc)
+        assert (r["live_ci"], r["sim_ci"]) == (lc["ci"], sc["ci"])
 
 
 def test_a_cost_both_tiers_resolve_agrees_and_a_single_class_is_the_whole_run():
     # 200 us of injected service per request in arm B, open loop: the live CPU per request resolves
     # even on a loaded machine; nothing else did there.
     rows = compare(_recorded("live-delay-epoll.json"), _recorded("sim-delay-epoll.json"))
-    assert {r.scope for r in rows} == {None}  # the one class "all" is not a table of its own
-    by_metric = {r.metric: r for r in rows}
+    assert {r["scope"] for r in rows} == {None}  # the one class "all" is not a table of its own
+    by_metric = {r["metric"]: r for r in rows}
     cpu = by_metric.pop("cpu_us_per_req")
-    assert (cpu.live_verdict, cpu.sim_verdict, cpu.outcome, cpu.inside) == (
+    assert (cpu["live_verdict"], cpu["sim_verdict"], cpu["outcome"], cpu["inside_live_interval"]) == (
         "regression",
         "regression",
         AGREE,
         True,
     )
-    assert {r.outcome for r in by_metric.values()} == {LIVE_UNRESOLVED}
+    assert {r["outcome"] for r in by_metric.values()} == {LIVE_UNRESOLVED}
 
 
 def test_a_live_leg_left_to_auto_matches_the_sim_leg_and_a_missing_one_is_an_error():
@@ -122,8 +123,8 @@ def test_summary_names_the_rows_that_differ():
     assert sum(s["counts"].values()) == len(rows) == s["rows"]
     assert s["live_resolved"] == len(rows) - s["counts"][LIVE_UNRESOLVED]
     for r in rows:
-        named = f"{r.leg} {validate.scope_name(r.scope)} {r.metric}"
-        assert (named in s["answer"]) == (r.outcome in (DISAGREE, SIM_UNRESOLVED)) or r.outcome == AGREE
+        named = f"{r['leg']} {validate.scope_name(r['scope'])} {r['metric']}"
+        assert (named in s["answer"]) == (r["outcome"] in (DISAGREE, SIM_UNRESOLVED)) or r["outcome"] == AGREE
 
 
 def test_each_tier_gets_the_options_that_mean_something_to_it(tmp_path):
@@ -239,7 +240,7 @@ def test_validate_runs_both_tiers_and_writes_the_table(tmp_path, capsys):
     live = json.loads((out / doc["live"]["result"]).read_text())
     sim = json.loads((out / doc["sim"]["result"]).read_text())
     assert live["legs"][0]["runs"] and sim["tier"] == "sim"
-    assert doc["rows"] == [r.as_dict() for r in compare(live, sim)]
+    assert doc["rows"] == compare(live, sim)
     assert {r["outcome"] for r in doc["rows"]} == {LIVE_UNRESOLVED}  # one pair: the live run calls nothing
     assert doc["summary"]["answer"].startswith("no comparison")
     [line] = (out / validate.HISTORY_FILE).read_text().splitlines()

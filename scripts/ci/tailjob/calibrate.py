@@ -1,22 +1,23 @@
 """``calibrate K``: what the verdicts are worth on this machine, measured (docs/en/statistics.md,
 "Calibration").
 
-On every leg of the plan, K rounds of three ordinary A/B legs: ``aa`` (identical arms), ``slow10`` and
-``slow25`` (B busy-waits ``CWIST_BENCH_DELAY_US`` of about 10 % and 25 % of the server's CPU per
-request, from the first A/A leg: :func:`delays_for`).  :func:`summarize` counts per metric the false
-calls of the A/A legs, their median detectable effect, and the slowdowns detected (or called the wrong
-way); :func:`render_table` prints it.
+K rounds, on every leg of the plan, of three A/B legs, each the one trial loop and comparison
+(:func:`tailjob.runner.run_job`: :class:`~tailjob.runner.ABDesign`, :func:`tailjob.runner.decide`) with
+preset arms: ``aa`` (identical arms), ``slow10`` and ``slow25`` (B busy-waits ``CWIST_BENCH_DELAY_US``
+of about 10 % and 25 % of the server's CPU per request, measured on the leg's first A/A leg:
+:func:`delays_for`).  :func:`render_table` counts per metric the A/A legs' false calls and median
+detectable effect, and the slowdowns detected (or called the wrong way).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from . import stats
 from .plan import AB_PRESETS, Arm, Leg
 from .runner import LegResult, Settings, run_job
-from .stats import Comparison, median
+from .stats import EQUIVALENT, GAIN, REGRESSION, Comparison, median
 
 SLOWDOWNS = {"slow10": 0.10, "slow25": 0.25}
 """Injected slowdowns, as a share of the measured server CPU per request."""
@@ -36,14 +37,9 @@ class CalibrationLeg:
     result: LegResult | None = None
 
     def as_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "round": self.round,
-            "backend": self.backend,
-            "delay_us": self.delay_us,
-            "comparisons": [c.as_dict() for c in self.comparisons],
-            "leg": self.result.as_dict() if self.result else None,
-        }
+        head = {k: getattr(self, k) for k in ("kind", "round", "backend", "delay_us")}
+        comparisons = [c.as_dict() for c in self.comparisons]
+        return {**head, "comparisons": comparisons, "leg": self.result.as_dict() if self.result else None}
 
 
 def delays_for(cpu_us_per_req: float) -> dict[str, int]:
@@ -53,134 +49,96 @@ def delays_for(cpu_us_per_req: float) -> dict[str, int]:
     return {kind: max(1, round(share * cpu_us_per_req)) for kind, share in SLOWDOWNS.items()}
 
 
-@dataclass
-class CalibrationRow:
-    """The calibration figures of one metric on one backend (see the module docstring)."""
-
-    backend: str
-    metric: stats.Metric
-    aa_legs: int = 0
-    false_calls: int = 0
-    aa_equivalent: int = 0
-    aa_inconclusive: int = 0
-    median_detectable: float | None = None
-    slow_legs: dict = field(default_factory=dict)
-    detected: dict = field(default_factory=dict)
-    wrong_way: dict = field(default_factory=dict)
-    delays: dict = field(default_factory=dict)
-    cpu_ratio: dict = field(default_factory=dict)
+def _arms(kind: str, delay: int | None) -> tuple[Arm, Arm]:
+    if delay is None:
+        return AB_PRESETS["aa"]
+    return Arm("A", "A", {}), Arm(
+        "B", f"+{SLOWDOWNS[kind]:.0%} CPU/request", {"CWIST_BENCH_DELAY_US": str(delay)}
+    )
 
 
-def summarize(legs: list[CalibrationLeg]) -> list[CalibrationRow]:
-    """One :class:`CalibrationRow` per backend and metric, backends in first-seen order."""
-    rows = []
-    for backend in dict.fromkeys(leg.backend for leg in legs):
-        mine = [leg for leg in legs if leg.backend == backend]
-        for i, m in enumerate(stats.METRICS):
-            row = CalibrationRow(backend, m)
-            aa = [leg.comparisons[i] for leg in mine if leg.kind == "aa"]
-            row.aa_legs = len(aa)
-            row.false_calls = sum(c.verdict in (stats.GAIN, stats.REGRESSION) for c in aa)
-            row.aa_equivalent = sum(c.verdict == stats.EQUIVALENT for c in aa)
-            row.aa_inconclusive = sum(c.verdict == stats.INCONCLUSIVE for c in aa)
-            detectable = [c.detectable for c in aa if c.detectable is not None]
-            row.median_detectable = median(detectable) if detectable else None
-            for kind in SLOWDOWNS:
-                slow = [leg for leg in mine if leg.kind == kind]
-                row.slow_legs[kind] = len(slow)
-                row.detected[kind] = sum(leg.comparisons[i].verdict == stats.REGRESSION for leg in slow)
-                row.wrong_way[kind] = sum(leg.comparisons[i].verdict == stats.GAIN for leg in slow)
-                row.delays[kind] = sorted({leg.delay_us for leg in slow if leg.delay_us is not None})
-                cpu = [
-                    c.ratio
-                    for leg in slow
-                    for c in leg.comparisons
-                    if c.metric.key == "cpu_us_per_req" and c.ratio is not None
-                ]
-                row.cpu_ratio[kind] = median(cpu) if cpu else None
-            rows.append(row)
-    return rows
+def run_calibration(
+    legs: list[Leg], k: int, settings: Settings, *, ambient: Mapping[str, str], progress=None
+) -> list[CalibrationLeg]:
+    """Run K rounds over ``legs`` (A/A, +10 %, +25 % per leg and round; see the module docstring).
+    Each leg's seed is ``settings.seed + 1000 * round + kind index``: its own schedule and draws."""
+    out: list[CalibrationLeg] = []
+    delays: dict[int, dict[str, int]] = {}  # per leg of the plan, from its first A/A leg
+    for rnd in range(k):
+        for leg in legs:
+            for j, kind in enumerate(KINDS):
+                delay = None if kind == "aa" else delays[leg.index][kind]
+                s = replace(settings, seed=settings.seed + 1000 * rnd + j)
+                [lr] = run_job([leg], _arms(kind, delay), s, ambient=ambient, progress=progress)
+                if leg.index not in delays:
+                    cpu = [
+                        r.metrics["cpu_us_per_req"] for r in lr.measured() if r.metrics.get("cpu_us_per_req")
+                    ]
+                    if not cpu:
+                        raise ValueError(f"{leg.name}: the A/A leg measured no CPU per request")
+                    delays[leg.index] = delays_for(median(cpu))
+                out.append(CalibrationLeg(kind, rnd, leg.name, delay, lr.comparisons, lr))
+    return out
 
 
-def _of(n: int, k: int) -> str:
-    return f"{n}/{k}"
+def _row(backend: str, m: stats.Metric, legs: list[CalibrationLeg]) -> str:
+    """Metric ``m``'s row: the A/A legs' false calls, equivalents and median detectable effect, then
+    per slowdown the legs that called it a regression (and a gain: the wrong way)."""
+    verdicts: dict[str, list[str]] = {kind: [] for kind in KINDS}
+    detectable = []
+    for leg in legs:
+        c = next(c for c in leg.comparisons if c.metric.key == m.key)
+        verdicts[leg.kind].append(c.verdict)
+        if leg.kind == "aa" and c.detectable is not None:
+            detectable.append(c.detectable)
+    aa = verdicts["aa"]
+    cells = [
+        f"{sum(v in (GAIN, REGRESSION) for v in aa)}/{len(aa)}",
+        f"{aa.count(EQUIVALENT)}/{len(aa)}",
+        f"±{median(detectable):.1%}" if detectable else "-",
+    ]
+    for kind in SLOWDOWNS:
+        v = verdicts[kind]
+        cells.append(f"{v.count(REGRESSION)}/{len(v)}" + (f" ({v.count(GAIN)} gain)" if GAIN in v else ""))
+    return f"| {backend} | {m.label} | {m.min_effect:.0%} | " + " | ".join(cells) + " |"
 
 
 def render_table(legs: list[CalibrationLeg], *, profile: str, k: int, wrk: str) -> str:
     """The calibration as Markdown: what ran, then one row per backend and metric."""
-    rows = summarize(legs)
     lines = [
         f"Calibration: K = {k} rounds, profile `{profile}` (`wrk {wrk}`); each round is an A/A leg, "
         "then a leg with about +10% and one with about +25% server CPU per request injected in B.",
         "",
     ]
-    for backend in dict.fromkeys(r.backend for r in rows):
-        r = next(x for x in rows if x.backend == backend)
+    by_backend = {
+        b: [leg for leg in legs if leg.backend == b] for b in dict.fromkeys(leg.backend for leg in legs)
+    }
+    for backend, mine in by_backend.items():
         parts = []
         for kind, share in SLOWDOWNS.items():
-            delays = ", ".join(f"CWIST_BENCH_DELAY_US={d}" for d in r.delays[kind]) or "not run"
-            cpu = r.cpu_ratio[kind]
-            parts.append(f"+{share:.0%}: {delays}" + (f" (CPU/request B/A {cpu:.3f}, median)" if cpu else ""))
+            slow = [leg for leg in mine if leg.kind == kind]
+            delays = sorted({leg.delay_us for leg in slow if leg.delay_us is not None})
+            cpu = [
+                c.ratio
+                for leg in slow
+                for c in leg.comparisons
+                if c.metric.key == "cpu_us_per_req" and c.ratio is not None
+            ]
+            parts.append(
+                f"+{share:.0%}: "
+                + (", ".join(f"CWIST_BENCH_DELAY_US={d}" for d in delays) or "not run")
+                + (f" (CPU/request B/A {median(cpu):.3f}, median)" if cpu else "")
+            )
         lines.append(f"- {backend}: " + "; ".join(parts) + ".")
     lines += [
         "",
         "| Backend | Metric | Min. effect | A/A: false gain/regression | A/A: equivalent "
         "| A/A: median detectable | +10%: detected | +25%: detected |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        det = "-" if r.median_detectable is None else f"±{r.median_detectable:.1%}"
-        slow = []
-        for kind in SLOWDOWNS:
-            cell = _of(r.detected[kind], r.slow_legs[kind])
-            if r.wrong_way[kind]:
-                cell += f" ({r.wrong_way[kind]} gain)"
-            slow.append(cell)
-        lines.append(
-            f"| {r.backend} | {r.metric.label} | {r.metric.min_effect:.0%} "
-            f"| {_of(r.false_calls, r.aa_legs)} | {_of(r.aa_equivalent, r.aa_legs)} | {det} "
-            f"| {slow[0]} | {slow[1]} |"
-        )
-    lines += [
+        *(_row(backend, m, mine) for backend, mine in by_backend.items() for m in stats.METRICS),
         "",
         "Detected: the slowdown leg called that metric a `regression`; (n gain): called the wrong "
         "way. A/A: every `gain` or `regression` is false; the rest are `equivalent`, `inconclusive` "
         "or `n/a`.",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _baseline_cpu(lr: LegResult) -> float:
-    values = [r.metrics["cpu_us_per_req"] for r in lr.measured() if r.metrics.get("cpu_us_per_req")]
-    if not values:
-        raise ValueError(f"{lr.leg.name}: the A/A leg measured no CPU per request")
-    return median(values)
-
-
-def run_calibration(
-    legs: list[Leg], k: int, settings: Settings, *, ambient: Mapping[str, str], progress=None
-) -> list[CalibrationLeg]:
-    """Run K rounds over ``legs`` (A/A, +10 %, +25 % per leg and round); see the module docstring.
-
-    Each leg's seed is ``settings.seed + 1000 * round + kind index``, so every
-    leg has its own schedule and bootstrap draws.
-    """
-    out: list[CalibrationLeg] = []
-    delays: dict[int, dict[str, int]] = {}
-    for rnd in range(k):
-        for leg in legs:
-            for j, kind in enumerate(KINDS):
-                if kind == "aa":
-                    arms, delay = AB_PRESETS["aa"], None
-                else:
-                    delay = delays[leg.index][kind]
-                    arms = (
-                        Arm("A", "A", {}),
-                        Arm("B", f"+{SLOWDOWNS[kind]:.0%} CPU/request", {"CWIST_BENCH_DELAY_US": str(delay)}),
-                    )
-                s = replace(settings, seed=settings.seed + 1000 * rnd + j)
-                [lr] = run_job([leg], arms, s, ambient=ambient, progress=progress)
-                if kind == "aa" and leg.index not in delays:
-                    delays[leg.index] = delays_for(_baseline_cpu(lr))
-                out.append(CalibrationLeg(kind, rnd, leg.name, delay, lr.comparisons, lr))
-    return out

@@ -1,71 +1,30 @@
-"""The servers of ``peers``: the bench server on each backend, asyncio, uvloop and nginx.
+"""The servers of ``peers``: the bench server on each backend, then server commands (asyncio, uvloop, nginx).
 
-Role
-----
-Issue 9 asks whether a policy experiment written on our reactor costs more
-than the same app on asyncio or uvloop, and how far all of them are from what
-one core can do.  :func:`servers` lists what a ``peers`` job runs, each with
-the same answer to ``GET /`` (``200``, empty body, keep-alive):
-
-=========================  =====================================================
-``tailreactor-io_uring``   ``python -m tailreactor.http.server --workers 1``,
-``tailreactor-epoll``      ``CWIST_REACTOR_BACKEND=io_uring`` / ``epoll``
-``asyncio``                ``benchmarks/peers/asyncio_server.py`` (asyncio.Protocol
-                           + httptools, the bench server's response bytes)
-``uvloop``                 the same on uvloop (``--uvloop``)
-``nginx``                  the C-speed ceiling: Debian's nginx, one worker,
-                           ``return 200`` from memory (:func:`nginx_config`)
-=========================  =====================================================
-
-nginx is optional: without it the job says so in one line
-(:data:`NGINX_MISSING`) and runs without the ceiling.  uvloop is required
-(the ``bench`` extra of pyproject.toml).
-
-Each server is a :class:`tailjob.server.ServerProcess`, started on a free
-port on 127.0.0.1, ready at a line it prints on stderr:
-
-* the Python peers print ``asyncio-peer: listening on H:P, pid N``;
-* nginx, started in the foreground (``daemon off``) with its error log on
-  stderr at ``notice``, prints ``start worker process N`` once its master has
-  bound the socket and forked the worker.  Its config and every file it may
-  write live in a temporary prefix directory made per run (``nginx -p``),
-  removed when it stops.
+Each answers ``GET /`` with ``200``, an empty body and keep-alive.  A peer other than the bench server
+is a server command (:class:`tailjob.server.CommandServer`, as ``--server-cmd`` runs one): the asyncio
+peer is ``benchmarks/peers/asyncio_server.py`` (asyncio.Protocol + httptools, the bench server's
+response bytes), uvloop the same on uvloop, and the ceiling is Debian's nginx run by the own-server
+example, ``examples/own-server/nginx-server.sh {port}`` with one worker.  nginx is optional
+(:data:`NGINX_MISSING`); uvloop is required (the ``bench`` extra).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import resource
+import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import util as importlib_util
-from pathlib import Path
 
-from .server import BenchServer, ServerProcess
+from . import REPO
+from .server import BenchServer, CommandServer, ServerProcess
 
-__all__ = [
-    "Peer",
-    "servers",
-    "REFERENCES",
-    "PEER_SCRIPT",
-    "PythonPeer",
-    "NginxServer",
-    "nginx_config",
-    "find_nginx",
-    "nginx_version",
-    "NGINX_MISSING",
-    "uvloop_missing",
-    "UVLOOP_MODULE",
-    "make_server",
-]
-
-REPO = Path(__file__).resolve().parents[3]
 PEER_SCRIPT = REPO / "benchmarks" / "peers" / "asyncio_server.py"
+NGINX_SCRIPT = REPO / "examples" / "own-server" / "nginx-server.sh"
 
 #: The servers every other one is divided by, in column order (nginx only when present).
 REFERENCES = ("asyncio", "uvloop", "nginx")
@@ -82,30 +41,30 @@ UVLOOP_MODULE = "uvloop"
 
 @dataclass(frozen=True)
 class Peer:
-    """One server of the comparison: ``key`` in records, ``label`` in reports.
+    """One server of the comparison: ``key`` in records, ``label`` in reports, ``describe`` how it runs.
 
-    ``kind`` is ``bench``, ``python`` or ``nginx``; ``backend`` the bench
-    server's ``CWIST_REACTOR_BACKEND``; ``describe`` says how it runs.
-    """
+    ``kind`` is ``bench`` (the bench server on ``backend``), ``python`` or ``nginx``; the last two run
+    ``command`` (``{port}`` in it) with ``env`` over the job's environment."""
 
     key: str
     label: str
     kind: str
     describe: str
     backend: str | None = None
-    options: tuple[str, ...] = field(default_factory=tuple)
+    command: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def _python_peer(*options: str) -> str:
+    return shlex.join([sys.executable, str(PEER_SCRIPT), *options]) + " --port {port}"
 
 
 def servers(*, nginx: str | None) -> list[Peer]:
     """The servers of a ``peers`` job, in report order; nginx only if its path is given."""
+    bench = "`python -m tailreactor.http.server --workers 1`, `CWIST_REACTOR_BACKEND={}`"
+    script = "`benchmarks/peers/asyncio_server.py"
     out = [
-        Peer(
-            f"tailreactor-{b}",
-            f"tailreactor ({b})",
-            "bench",
-            f"`python -m tailreactor.http.server --workers 1`, `CWIST_REACTOR_BACKEND={b}`",
-            backend=b,
-        )
+        Peer(f"tailreactor-{b}", f"tailreactor ({b})", "bench", bench.format(b), b)
         for b in ("io_uring", "epoll")
     ]
     out += [
@@ -113,24 +72,18 @@ def servers(*, nginx: str | None) -> list[Peer]:
             "asyncio",
             "asyncio",
             "python",
-            "`benchmarks/peers/asyncio_server.py` (asyncio.Protocol + httptools)",
+            f"{script}` (asyncio.Protocol + httptools)",
+            command=_python_peer(),
         ),
-        Peer(
-            "uvloop",
-            "uvloop",
-            "python",
-            "`benchmarks/peers/asyncio_server.py --uvloop`",
-            options=("--uvloop",),
-        ),
+        Peer("uvloop", "uvloop", "python", f"{script} --uvloop`", command=_python_peer("--uvloop")),
     ]
     if nginx:
+        ceiling = (
+            "Debian's nginx, one worker, `return 200` from memory: `examples/own-server/nginx-server.sh`"
+        )
+        command = shlex.quote(str(NGINX_SCRIPT)) + " {port}"
         out.append(
-            Peer(
-                "nginx",
-                "nginx (ceiling)",
-                "nginx",
-                "Debian's nginx, one worker, `return 200` from memory, config written per run",
-            )
+            Peer("nginx", "nginx (ceiling)", "nginx", ceiling, command=command, env={"NGINX_WORKERS": "1"})
         )
     return out
 
@@ -146,10 +99,8 @@ def uvloop_missing() -> str | None:
 
 
 def find_nginx(path: str | None = None, fallbacks: tuple[str, ...] = ("/usr/sbin/nginx",)) -> str | None:
-    """nginx's path: on ``PATH`` (``path`` overrides it), else the first executable fallback.
-
-    Debian installs it in /usr/sbin, which is not on every user's PATH.
-    """
+    """nginx's path: on ``PATH`` (``path`` overrides it), else the first executable fallback
+    (Debian installs it in /usr/sbin, which is not on every user's PATH)."""
     found = shutil.which("nginx", path=path)
     if found:
         return found
@@ -166,127 +117,30 @@ def nginx_version(binary: str) -> str | None:
     return m.group(0) if m else None
 
 
-def nofile_limit() -> int:
-    """The hard RLIMIT_NOFILE (65536 if unlimited): what nginx may raise its descriptors to,
-    as the bench server raises its soft limit to the hard one."""
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    return 65536 if hard == resource.RLIM_INFINITY else hard
+class PeerServer(CommandServer):
+    """A peer's server command; its runs name the peer as their backend (``asyncio``, ``nginx``)."""
 
+    def __init__(self, name: str, template: str, env: Mapping[str, str], **kw):
+        super().__init__(template, env, **kw)
+        self.WHAT = self.name = name
 
-def nginx_config(*, host: str, port: int, prefix: Path, nofile: int = 65536) -> str:
-    """The ceiling's nginx.conf: one worker, foreground, ``GET /`` -> 200 empty body from memory.
-
-    Like the bench server's answer: status 200, ``Content-Length: 0``, no
-    Content-Type, keep-alive for as many requests as wrk sends (nginx closes
-    a connection after 1000 by default).  nginx adds ``Server`` and ``Date``
-    headers, which it cannot leave out; wrk ignores them.  Every path nginx
-    may write (pid, temp directories) is under ``prefix``; the access log is
-    off and the error log goes to stderr.  ``nofile``: descriptors for the
-    worker (:func:`nofile_limit`); it bounds the connections too.
-    """
-    p = Path(prefix)
-    temp = "\n".join(
-        f"    {kind}_temp_path {p / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    return f"""# The ceiling of tailreactor's peers comparison; written per run by scripts/ci/tailjob/peers.py.
-daemon off;
-master_process on;
-worker_processes 1;
-worker_rlimit_nofile {nofile};
-pid {p / "nginx.pid"};
-error_log stderr notice;
-
-events {{
-    worker_connections {nofile};
-}}
-
-http {{
-    access_log off;
-    server_tokens off;
-    default_type "";
-    keepalive_timeout 75s;
-    keepalive_requests 1000000000;
-{temp}
-
-    server {{
-        listen {host}:{port} backlog=4096;
-        location = / {{ return 200 ""; }}
-        location / {{ return 404; }}
-    }}
-}}
-"""
-
-
-class PythonPeer(ServerProcess):
-    """``benchmarks/peers/asyncio_server.py`` (``--uvloop`` for uvloop)."""
-
-    READY = re.compile(r"(?P<backend>asyncio|uvloop)-peer: listening on ")
-    WHAT = "asyncio peer"
-
-    def __init__(
-        self, env: Mapping[str, str], *, options: tuple[str, ...] = (), python: str = sys.executable, **kw
-    ):
-        super().__init__(env, **kw)
-        self.options, self.python = options, python
-
-    def command(self) -> list[str]:
-        return [self.python, str(PEER_SCRIPT), "--host", self.host, "--port", str(self.port), *self.options]
-
-
-class NginxServer(ServerProcess):
-    """nginx with :func:`nginx_config` in a temporary prefix directory (removed at stop)."""
-
-    READY = re.compile(r"start worker process \d+")
-    WHAT = "nginx"
-
-    def __init__(self, env: Mapping[str, str], *, binary: str, **kw):
-        super().__init__(env, **kw)
-        self.binary = binary
-        self.prefix: Path | None = None
-
-    def command(self) -> list[str]:
-        assert self.prefix is not None
-        # -e: the error log before the config is read (else /var/log/nginx/error.log)
-        return [self.binary, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf"), "-e", "stderr"]
-
-    def on_ready(self, match: re.Match) -> None:
-        self.backend = "nginx"
-
-    def prepare(self) -> None:
-        # The config names the port, so it is written for each launch (a retry has a fresh port).
-        assert self.port is not None  # start() chose it
-        if self.prefix is None:
-            self.prefix = Path(tempfile.mkdtemp(prefix="tailreactor-nginx-"))
-        (self.prefix / "nginx.conf").write_text(
-            nginx_config(host=self.host, port=self.port, prefix=self.prefix, nofile=nofile_limit())
-        )
-
-    def stop(self, timeout_s: float = 10.0) -> list[str]:
-        flags = super().stop(timeout_s)
-        if self.prefix is not None:
-            shutil.rmtree(self.prefix, ignore_errors=True)
-        return flags
+    def wait_ready(self) -> bool:
+        ready = super().wait_ready()
+        self.backend = self.name if ready else None
+        return ready
 
 
 def make_server(
-    peer: Peer, *, ambient: Mapping[str, str], host: str, cpus: str | None, nginx: str | None
+    peer: Peer, *, ambient: Mapping[str, str], host: str, cpus: str | None, nginx: str | None = None
 ) -> ServerProcess:
-    """A not yet started server process for ``peer``.
+    """A not yet started server for ``peer``: one process serving on one core.
 
-    The bench server gets this process's environment (ambient ``CWIST_*``
-    knobs apply) plus its backend, and ``--workers 1``: every server of the
-    comparison is one process serving on one core.
-    """
-    if peer.kind == "bench":
-        if peer.backend is None:
-            raise ValueError(f"the bench peer {peer.key!r} needs a backend")
+    The bench server gets ``ambient`` (its ``CWIST_*`` knobs apply), its backend and ``--workers 1``;
+    a server command ``ambient`` and the peer's variables, and ``NGINX`` (the nginx binary) if given."""
+    if peer.command is None:
+        assert peer.backend is not None  # servers() gives every bench peer its backend
         return BenchServer(
             {**ambient, "CWIST_REACTOR_BACKEND": peer.backend}, host=host, workers=1, cpus=cpus
         )
-    if peer.kind == "python":
-        return PythonPeer(dict(ambient), options=peer.options, host=host, cpus=cpus)
-    if peer.kind == "nginx":
-        if nginx is None:
-            raise ValueError("the nginx peer needs nginx's path")
-        return NginxServer(dict(ambient), binary=nginx, host=host, cpus=cpus)
-    raise ValueError(f"peer kind {peer.kind!r}: accepted bench, python, nginx")
+    env = {**ambient, **peer.env, **({"NGINX": nginx} if nginx else {})}
+    return PeerServer(peer.key, peer.command, env, host=host, cpus=cpus)

@@ -1,11 +1,8 @@
-"""Run a ``peers`` comparison: every server, interleaved, per leg; medians and ratios.
-
-:class:`PeersDesign` runs each leg (one wrk connection count) as trials of
-:func:`tailjob.runner.run_trials`: a trial runs every server once in a random order, each on a freshly
-started server, measured as the A/B job measures.  Per leg: the median of :data:`PEER_METRICS` per
-server (:func:`summarize`), the ratio server / peer of those medians (:func:`ratios`), and for CPU a
-95 % percentile-bootstrap interval over the trials (:func:`ratio_intervals`): on a shared machine two
-sessions' medians can differ by 20 %.  No verdict.
+"""``peers`` as a design of :func:`tailjob.runner.run_trials`: N servers, every one once per trial in a
+random order, each freshly started and measured as the A/B measures; per leg the median of each
+:data:`PEER_METRICS` per server, the ratios server / peer of those medians, and for CPU per request the
+A/B's 95 % interval of the ratio over the trials (on a shared machine two sessions' medians can differ
+by 20 %).  No verdict.
 """
 
 from __future__ import annotations
@@ -14,33 +11,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from .measure import WRK, Measure, RunPlan, RunRecord, Settings
-from .metrics import PEER_METRICS
+from .metrics import PEER_METRICS, metric
 from .peers import REFERENCES, Peer, make_server
 from .plan import Leg, shuffled_schedule
-from .stats import MIN_PAIRS, bootstrap_ratio_ci, median
+from .stats import compare, median
 
 #: The metric whose ratios get an interval: issue 9's target, server CPU per request.
 INTERVAL_METRIC = "cpu_us_per_req"
-
-
-def peers_settings(
-    *,
-    seed: int = 1,
-    warmup: bool = True,
-    pin: bool = True,
-    server_cpus: str = "0",
-    wrk_cpus: str = "1",
-    pollution_limit: float = 0.10,
-) -> Settings:
-    """Settings of a peers job: pinned by default (server on CPU 0, wrk on CPU 1), one bench worker."""
-    return Settings(
-        seed=seed,
-        warmup=warmup,
-        workers=1,
-        server_cpus=server_cpus if pin else None,
-        wrk_cpus=wrk_cpus if pin else None,
-        pollution_limit=pollution_limit,
-    )
 
 
 @dataclass
@@ -59,23 +36,14 @@ class PeersLegResult:
         return [r for r in self.runs if not r.warmup and (server is None or r.arm == server)]
 
     def as_dict(self) -> dict:
-        return {
-            "leg": asdict(self.leg),
-            "name": self.leg.name,
-            "servers": self.servers,
-            "schedule": self.schedule,
-            "runs": [r.as_dict() for r in self.runs],
-            "summary": self.summary,
-            "ratios": self.ratios,
-            "intervals": self.intervals,
-        }
+        doc = asdict(self)
+        return {"leg": doc.pop("leg"), "name": self.leg.name, **doc}
 
 
 @dataclass
 class PeersJobResult:
-    """Everything a peers job produced.  ``ceiling_note`` is the one-line reason there is
-    no ceiling (nginx missing), else None.  ``arms`` (the servers) and ``ab`` (``"peers"``)
-    give it the shape :func:`tailjob.plot.plot_job` and the history's file stem read."""
+    """Everything a peers job produced.  ``ceiling_note``: why there is no ceiling (nginx missing), else
+    None.  ``arms`` (the servers) and ``ab`` give it the shape the plot and the history read."""
 
     argv: list[str]
     profile: str
@@ -93,18 +61,9 @@ class PeersJobResult:
         return self.servers
 
     def as_dict(self) -> dict:
-        return {
-            "mode": "peers",
-            "argv": self.argv,
-            "profile": self.profile,
-            "servers": [asdict(s) for s in self.servers],
-            "ceiling_note": self.ceiling_note,
-            "settings": asdict(self.settings),
-            "provenance": self.provenance,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "legs": [lr.as_dict() for lr in self.legs],
-        }
+        doc = {"mode": "peers", **asdict(self), "legs": [lr.as_dict() for lr in self.legs]}
+        del doc["ab"]  # the mode says it
+        return doc
 
 
 def summarize(runs: list[RunRecord], servers: list[str]) -> dict:
@@ -112,73 +71,52 @@ def summarize(runs: list[RunRecord], servers: list[str]) -> dict:
     out = {}
     for key in servers:
         measured = [r for r in runs if not r.warmup and r.arm == key]
-        row: dict = {"runs": len(measured)}
-        for m in PEER_METRICS:
-            values = [r.metrics[m] for r in measured if r.metrics.get(m) is not None]
-            row[m] = median(values) if values else None
-        out[key] = row
+        values = {m: [r.metrics[m] for r in measured if r.metrics.get(m) is not None] for m in PEER_METRICS}
+        out[key] = {"runs": len(measured), **{m: median(v) if v else None for m, v in values.items()}}
     return out
 
 
 def ratios(summary: dict) -> dict:
-    """Per server, per reference in :data:`REFERENCES` that ran: ``{metric: median / peer's median}``.
-
-    None where either median is missing or the peer's is 0.
-    """
+    """Per server, per reference in :data:`REFERENCES` that ran: ``{metric: median / peer's median}``
+    (None where either median is missing or the peer's is 0)."""
     refs = [r for r in REFERENCES if r in summary]
-    out: dict[str, dict] = {}
-    for key, row in summary.items():
-        out[key] = {}
-        for ref in refs:
-            base = summary[ref]
-            out[key][ref] = {
-                m: (row[m] / base[m] if row[m] is not None and base[m] else None) for m in PEER_METRICS
+    return {
+        key: {
+            ref: {
+                m: row[m] / summary[ref][m] if row[m] is not None and summary[ref][m] else None
+                for m in PEER_METRICS
             }
-    return out
+            for ref in refs
+        }
+        for key, row in summary.items()
+    }
 
 
 def ratio_intervals(runs: list[RunRecord], servers: list[str], *, seed: int) -> dict:
-    """Per server, per reference that ran: the 95 % interval of its CPU us/request ratio.
-
-    ``{server: {reference: [low, high] | None}}``: the percentile bootstrap of
-    median(server) / median(reference) over the trials where both have a
-    measured run (:func:`tailjob.stats.bootstrap_ratio_ci`, runs paired by
-    trial); ``None`` with fewer than :data:`tailjob.stats.MIN_PAIRS` (8) such
-    trials, the A/B's rule: a bootstrap over fewer runs claims more than it knows.
-    A server against itself is ``[1.0, 1.0]`` once it has a measured run.
-    """
-
-    def by_trial(key: str) -> dict[int, float]:
-        return {
-            r.trial: r.metrics[INTERVAL_METRIC]
-            for r in runs
-            if not r.warmup and r.arm == key and r.metrics.get(INTERVAL_METRIC) is not None
-        }
-
-    values = {key: by_trial(key) for key in servers}
-    refs = [r for r in REFERENCES if r in values]
+    """Per server, per reference that ran: ``[low, high]``, the 95 % interval of its CPU us/request
+    ratio as the A/B computes it (:func:`tailjob.stats.compare`: runs paired by trial, None under 8
+    pairs); a server against itself is ``[1.0, 1.0]`` once it has a measured run."""
+    trials = sorted({r.trial for r in runs if not r.warmup})
+    cpu = {
+        k: {r.trial: r.metrics.get(INTERVAL_METRIC) for r in runs if not r.warmup and r.arm == k}
+        for k in servers
+    }
     out: dict = {}
     for key in servers:
         out[key] = {}
-        for ref in refs:
-            trials = sorted(set(values[key]) & set(values[ref]))
-            if key == ref and trials:
-                out[key][ref] = [1.0, 1.0]  # exact, however few the trials
+        for ref in (r for r in REFERENCES if r in cpu):
+            if key == ref:
+                out[key][ref] = [1.0, 1.0] if any(v is not None for v in cpu[key].values()) else None
                 continue
-            if len(trials) < MIN_PAIRS:
-                out[key][ref] = None
-                continue
-            low, high = bootstrap_ratio_ci(
-                [values[ref][t] for t in trials], [values[key][t] for t in trials], seed=seed
-            )
-            out[key][ref] = [low, high]
+            a, b = ([cpu[k].get(t) for t in trials] for k in (ref, key))
+            ci = compare(metric(INTERVAL_METRIC), a, b, seed=seed).ci
+            out[key][ref] = list(ci) if ci else None
     return out
 
 
 @dataclass
 class PeersDesign:
-    """The ``peers`` comparison as a design of :func:`tailjob.runner.run_trials`: every server once
-    per trial, in an order drawn at random, each freshly started; medians and ratios per leg."""
+    """The ``peers`` comparison (see the module docstring); ``nginx``: the ceiling's binary."""
 
     servers: list[Peer]
     settings: Settings
@@ -195,10 +133,7 @@ class PeersDesign:
     def plan(self, leg: Leg, notify) -> PeersLegResult:
         keys = [p.key for p in self.servers]
         return PeersLegResult(
-            leg=leg,
-            servers=keys,
-            runs=[],
-            schedule=shuffled_schedule(keys, leg.runs, seed=self.settings.seed + leg.index),
+            leg, keys, shuffled_schedule(keys, leg.runs, seed=self.settings.seed + leg.index), []
         )
 
     def run_plan(self, lr: PeersLegResult, key: str, *, trial: int, position: int, warmup: bool) -> RunPlan:

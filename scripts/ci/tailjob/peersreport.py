@@ -1,14 +1,5 @@
-"""The Markdown of a ``peers`` comparison: the report, and the section of benchmarks/README.md.
-
-:func:`render` is the report: what ran (wrk command, servers, schedule,
-pinning, machine), then per leg a table of medians per server
-(:func:`leg_tables`) and a table of ratios to the peers, every run
-(``runs=True``), and notes on what the numbers are.
-
-:func:`write_readme` puts the latest comparison's tables into a README
-between :data:`BEGIN` and :data:`END` (``peers --write-readme``; the rest of
-the file is left as it is).
-
+"""The Markdown of a ``peers`` comparison: the report (:func:`render`) and the section of
+benchmarks/README.md between :data:`BEGIN` and :data:`END` (:func:`write_readme`, ``--write-readme``).
 Latencies in ms (recorded in us), CPU per request in us, ratios server / peer.
 """
 
@@ -32,53 +23,55 @@ def _ratio(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") -> list[str]:
-    """The medians table and the ratios table of one leg (every server a row, in job order)."""
-    n_runs = min((row["runs"] for row in lr.summary.values()), default=0)
+def _interval(v) -> str:
+    return "-" if not v else f"{v[0]:.3f}–{v[1]:.3f}"
+
+
+def _table(job: PeersJobResult, lr: PeersLegResult, heads: list[str], cells) -> list[str]:
+    """A table under ``heads`` with a row per server: its label, then ``cells(key)``."""
     labels = {p.key: p.label for p in job.servers}
-    lines = [
+    return ["| Server | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)] + [
+        f"| {labels[key]} | " + " | ".join(cells(key)) + " |" for key in lr.servers
+    ]
+
+
+def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") -> list[str]:
+    """The medians, the ratios and the CPU ratios' intervals of one leg (a row per server, in job order)."""
+    n_runs = min((row["runs"] for row in lr.summary.values()), default=0)
+    ratio_cells = [(m, name, ref) for m, name in _RATIO_METRICS for ref in REFERENCES]
+    return [
         f"{level} {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {plural(n_runs, 'run')} per server",
         "",
-        "| Server | " + " | ".join(label for _, label in _COLUMNS) + " |",
-        "|---|" + "---:|" * len(_COLUMNS),
-    ]
-    for key in lr.servers:
-        row = lr.summary[key]
-        lines.append(f"| {labels[key]} | " + " | ".join(format_value(m, row[m]) for m, _ in _COLUMNS) + " |")
-    lines += [
+        *_table(
+            job,
+            lr,
+            [label for _, label in _COLUMNS],
+            lambda key: [format_value(m, lr.summary[key][m]) for m, _ in _COLUMNS],
+        ),
         "",
         flag_summary(lr),
         "",
         f"{level}# Ratios, {lr.leg.name}: server / peer, of the medians",
         "",
-        "| Server | "
-        + " | ".join(f"{name} ÷ {ref}" for _, name in _RATIO_METRICS for ref in REFERENCES)
-        + " |",
-        "|---|" + "---:|" * (len(_RATIO_METRICS) * len(REFERENCES)),
-    ]
-    for key in lr.servers:
-        per_ref = lr.ratios.get(key, {})
-        cells = [_ratio(per_ref.get(ref, {}).get(m)) for m, _ in _RATIO_METRICS for ref in REFERENCES]
-        lines.append(f"| {labels[key]} | " + " | ".join(cells) + " |")
-    lines += [
+        *_table(
+            job,
+            lr,
+            [f"{name} ÷ {ref}" for _, name, ref in ratio_cells],
+            lambda key: [_ratio(lr.ratios.get(key, {}).get(ref, {}).get(m)) for m, _, ref in ratio_cells],
+        ),
         "",
         f"{level}# CPU us/request ratios, {lr.leg.name}: 95% bootstrap interval over the trials",
         "",
         "A trial runs every server once, so the runs pair by trial; the interval is the percentile "
         "bootstrap of the ratio of medians (`-`: fewer than 8 paired trials, as for an A/B verdict, or no such peer).",
         "",
-        "| Server | " + " | ".join(f"CPU us/req ÷ {ref}, 95% interval" for ref in REFERENCES) + " |",
-        "|---|" + "---:|" * len(REFERENCES),
+        *_table(
+            job,
+            lr,
+            [f"CPU us/req ÷ {ref}, 95% interval" for ref in REFERENCES],
+            lambda key: [_interval(lr.intervals.get(key, {}).get(ref)) for ref in REFERENCES],
+        ),
     ]
-    for key in lr.servers:
-        per_ref = lr.intervals.get(key, {})
-        cells = [_interval(per_ref.get(ref)) for ref in REFERENCES]
-        lines.append(f"| {labels[key]} | " + " | ".join(cells) + " |")
-    return lines
-
-
-def _interval(v) -> str:
-    return "-" if not v else f"{v[0]:.3f}–{v[1]:.3f}"
 
 
 def _setup(job: PeersJobResult) -> list[str]:
@@ -158,17 +151,13 @@ def readme_section(job: PeersJobResult, *, result_file: str) -> str:
 
 def write_readme(job: PeersJobResult, path: Path, *, result_file: str) -> Path:
     """Replace the section between the markers in ``path`` (append it if absent; create the file)."""
-    path = Path(path)
     section = readme_section(job, result_file=result_file)
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1].removeprefix("\n")
-        text = head + section + tail
+        text = head + section + rest.split(END, 1)[1].removeprefix("\n")
     else:
-        if text and not text.endswith("\n"):
-            text += "\n"
-        text = text + ("\n" if text else "") + section
+        text = (text.removesuffix("\n") + "\n\n" if text else "") + section
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path

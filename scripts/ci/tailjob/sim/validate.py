@@ -1,64 +1,28 @@
-"""``validate``: the same A/B on the live tier and in virtual time, and whether they agree.
+"""``validate``: the same A/B on the live tier and in virtual time, and whether they agree
+(docs/en/sim-tier.md, "Validation against the live job").
 
-Role
-----
-The sim tier answers in virtual time; the validation says where that answer
-is the live job's.  :func:`main_validate` runs the live A/B (the job exactly
-as ``scripts/tail-latency.sh`` with the same options runs it: its report,
-JSON and history line) and then the sim tier's (``--tier sim`` with the same
-options: the same profile, arms, backends, workload, load, connections,
-duration, runs as seeds, seed and minimum effects), reads back the two result
-documents, and compares them row by row: per leg, per scope (the whole run,
-then each client class) and per metric, the live B/A, interval and verdict
-beside the sim's B/A and verdict, and an outcome (:func:`outcome`):
-
-* **live unresolved** -- the live verdict is ``inconclusive`` or ``n/a``: the
-  live run cannot tell, so no comparison is claimed;
-* **agree** -- the live run resolved it (``gain``, ``regression`` or
-  ``equivalent``) and the sim calls the same verdict, or its B/A lies inside
-  the live interval;
-* **sim unresolved** -- the live run resolved it, the sim did not
-  (``inconclusive`` or ``n/a``) and its B/A, if any, is outside the live
-  interval;
-* **disagree** -- both resolved it, to different verdicts, and the sim's B/A
-  is outside the live interval.
-
-The comparison (:func:`compare`) reads only the two result documents, so it
-is tested on recorded ones (``fixtures/validate/``); :func:`main_validate` gives it the two
-documents the tiers return, in memory.  Writes
-``<out>/results/<stem>-validate.md`` and ``.json`` beside the two tiers' own
-files, and appends one line to ``<out>/tail-latency-validate.jsonl``.
+:func:`main_validate` runs the live A/B, then the sim tier's of the same options (:func:`tiers`), and
+compares the two result documents they return in memory (:func:`compare`): per leg, scope (the whole
+run, then each client class) and metric, the two tiers' comparisons side by side and the outcome of
+the rule :data:`RULE` (:func:`outcome`).  The comparison reads only the documents, so it is tested on
+recorded ones (``fixtures/validate/``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from .. import PROG, REPO, history
+from .. import PROG, REPO, history, outputs
 from .. import fail as _error
 from ..plan import AbOptions, PlanError
+from ..report import CLASS_LABELS
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION, metric
-
-__all__ = [
-    "Row",
-    "outcome",
-    "compare",
-    "render",
-    "main_validate",
-    "tiers",
-    "AGREE",
-    "DISAGREE",
-    "LIVE_UNRESOLVED",
-    "SIM_UNRESOLVED",
-    "HISTORY_FILE",
-    "RULE",
-]
 
 AGREE, DISAGREE, LIVE_UNRESOLVED, SIM_UNRESOLVED = "agree", "disagree", "live unresolved", "sim unresolved"
 OUTCOMES = (AGREE, DISAGREE, SIM_UNRESOLVED, LIVE_UNRESOLVED)
@@ -75,37 +39,8 @@ RULE = (
     "or `n/a` and its B/A (if any) is outside the live interval."
 )
 
-
-@dataclass(frozen=True)
-class Row:
-    """One metric of one scope (``all`` or a class name) of one leg: both tiers' figures, the outcome."""
-
-    leg: str
-    scope: str | None  # a client class, or None: the whole run
-    metric: str
-    live_ratio: float | None
-    live_ci: tuple[float, float] | None
-    live_verdict: str
-    sim_ratio: float | None
-    sim_ci: tuple[float, float] | None
-    sim_verdict: str
-    outcome: str
-    why: str
-
-    @property
-    def inside(self) -> bool | None:
-        """The sim's B/A inside the live interval (None: either is missing)."""
-        if self.sim_ratio is None or self.live_ci is None:
-            return None
-        return self.live_ci[0] <= self.sim_ratio <= self.live_ci[1]
-
-    def as_dict(self) -> dict:
-        return {
-            **asdict(self),
-            "live_ci": list(self.live_ci) if self.live_ci else None,
-            "sim_ci": list(self.sim_ci) if self.sim_ci else None,
-            "inside_live_interval": self.inside,
-        }
+WHOLE_RUN = None
+"""The scope of the whole run's table (a class's is its name)."""
 
 
 def _r(x: float | None) -> str:
@@ -120,127 +55,100 @@ def outcome(live: dict, sim: dict) -> tuple[str, str]:
     """(outcome, why) of one metric from the two tiers' comparisons (``Comparison.as_dict()``)."""
     lv, sv, sr, ci = live["verdict"], sim["verdict"], sim.get("ratio"), live.get("ci")
     inside = sr is not None and ci is not None and ci[0] <= sr <= ci[1]
-    where = (
-        f"sim B/A {_r(sr)} inside the live interval {_ci(ci)}"
-        if inside
-        else f"sim B/A {_r(sr)} outside the live interval {_ci(ci)}"
-        if sr is not None and ci
-        else ""
-    )
-    if (
-        lv not in RESOLVED
-    ):  # what is known is said (the interval's width, where the sim falls), nothing claimed
-        why = (
-            f"live {lv}: detectable ±{live['detectable']:.1%}"
-            if lv == INCONCLUSIVE and live.get("detectable")
-            else f"live {lv}" + (f": {live['reason']}" if live.get("reason") else "")
-        )
-        return LIVE_UNRESOLVED, why + (f"; {where}" if where else "")
+    where = ""
+    if sr is not None and ci:
+        where = f"; sim B/A {_r(sr)} {'inside' if inside else 'outside'} the live interval {_ci(ci)}"
+    if lv not in RESOLVED:  # what is known is said (the interval's width, where the sim falls), no claim
+        if lv == INCONCLUSIVE and live.get("detectable"):
+            return LIVE_UNRESOLVED, f"live {lv}: detectable ±{live['detectable']:.1%}{where}"
+        return LIVE_UNRESOLVED, f"live {lv}" + (f": {live['reason']}" if live.get("reason") else "") + where
     if sv == lv:
-        return AGREE, f"both {lv}" + (f"; {where}" if where else "")
+        return AGREE, f"both {lv}{where}"
     if inside:
-        return AGREE, f"live {lv}, sim {sv}; {where}"
-    if sv in (INCONCLUSIVE, NO_VERDICT):
-        return SIM_UNRESOLVED, f"live {lv}, sim {sv}" + (f"; {where}" if where else "")
-    return DISAGREE, f"live {lv}, sim {sv}" + (f"; {where}" if where else "")
+        return AGREE, f"live {lv}, sim {sv}{where}"
+    return (SIM_UNRESOLVED if sv in (INCONCLUSIVE, NO_VERDICT) else DISAGREE), f"live {lv}, sim {sv}{where}"
 
 
-WHOLE_RUN = None
-"""The scope of the whole run's table (a class's is its name)."""
-
-
-def _live_tables(leg: dict) -> dict[str | None, dict[str, dict]]:
-    """A live leg's comparisons by scope and metric key (``tailjob.runner.LegResult.as_dict``).  A
-    single class's table repeats the whole run's: left out (the sim tier does not make one)."""
-    classes = leg.get("class_comparisons") or {}
-    out: dict[str | None, dict[str, dict]] = {WHOLE_RUN: {c["metric"]: c for c in leg["comparisons"]}}
-    if len(classes) > 1:
-        out.update({name: {c["metric"]: c for c in comps} for name, comps in classes.items()})
-    return out
-
-
-def _sim_tables(leg: dict) -> dict[str | None, dict[str, dict]]:
-    """A sim leg's comparisons by scope and metric key (``tailjob.sim.report.result_document``)."""
-    classes = leg.get("classes") or {}
-    return {
-        WHOLE_RUN: dict(leg["comparisons"]),
-        **({name: dict(c) for name, c in classes.items()} if len(classes) > 1 else {}),
-    }
+def _tables(leg: dict) -> dict[str | None, dict[str, dict]]:
+    """A leg's comparisons by scope and metric key, of either document: the live tier's
+    (``comparisons`` and ``class_comparisons``, lists) or the sim's (``comparisons`` and ``classes``,
+    by metric).  A single class's table repeats the whole run's: left out."""
+    classes = leg.get("class_comparisons") or leg.get("classes") or {}
+    tables = {WHOLE_RUN: leg["comparisons"], **(classes if len(classes) > 1 else {})}
+    return {s: t if isinstance(t, dict) else {c["metric"]: c for c in t} for s, t in tables.items()}
 
 
 def _leg_key(leg: dict) -> tuple:
-    """(connections, arm A's backend, arm B's) of a leg of either document; a backend left to ``auto``
-    on the live tier (None or ``auto``) matches any: the sim tier names the one ``auto`` chose."""
-    conns = leg["connections"] if "connections" in leg else leg["leg"]["connections"]
-    return conns, leg["backends"]["A"], leg["backends"]["B"]
+    """(connections, arm A's backend, arm B's) of a leg of either document."""
+    return (
+        leg.get("connections", leg.get("leg", {}).get("connections")),
+        leg["backends"]["A"],
+        leg["backends"]["B"],
+    )
 
 
-def _matches(live_key: tuple, sim_key: tuple) -> bool:
-    return all(lv in (None, "auto") or lv == sv for lv, sv in zip(live_key, sim_key))
-
-
-def compare(live_doc: dict, sim_doc: dict) -> list[Row]:
-    """Every row of the validation table (see the module docstring): the live document's legs, in
-    order, each against the sim leg of the same connections and backends; a scope or metric one tier
-    lacks is left out.  ``ValueError`` when a live leg has no sim leg to compare with."""
+def compare(live_doc: dict, sim_doc: dict) -> list[dict]:
+    """Every row of the validation table: the live document's legs, in order, each against the sim leg
+    of the same connections and backends (a live backend left to ``auto`` matches any: the sim names
+    the one ``auto`` chose); per scope (None: the whole run, or a class name) and metric both tiers'
+    ratio, interval and verdict, whether the sim's B/A is inside the live interval (None: either is
+    missing), the outcome and why.  A scope or metric one tier lacks is left out; ``ValueError`` when a
+    live leg has no sim leg to compare with."""
     rows = []
     sim_legs = list(sim_doc["legs"])
     for leg in live_doc["legs"]:
-        match = next((s for s in sim_legs if _matches(_leg_key(leg), _leg_key(s))), None)
-        if match is None:
+        key = _leg_key(leg)
+        like = [
+            s for s in sim_legs if all(lv in (None, "auto") or lv == sv for lv, sv in zip(key, _leg_key(s)))
+        ]
+        if not like:
             raise ValueError(f"the sim document has no leg like the live leg {leg['name']!r}")
+        match = like[0]
         sim_legs.remove(match)
-        live_t, sim_t = _live_tables(leg), _sim_tables(match)
-        for scope, comps in live_t.items():
-            for key, lc in comps.items():
-                sc = sim_t.get(scope, {}).get(key)
+        sim_t = _tables(match)
+        for scope, comps in _tables(leg).items():
+            for name, lc in comps.items():
+                sc = sim_t.get(scope, {}).get(name)
                 if sc is None:
                     continue
                 what, why = outcome(lc, sc)
+                lci, sr = lc.get("ci"), sc.get("ratio")
                 rows.append(
-                    Row(
-                        leg["name"],
-                        scope,
-                        key,
-                        lc.get("ratio"),
-                        _tuple(lc.get("ci")),
-                        lc["verdict"],
-                        sc.get("ratio"),
-                        _tuple(sc.get("ci")),
-                        sc["verdict"],
-                        what,
-                        why,
-                    )
+                    {
+                        "leg": leg["name"],
+                        "scope": scope,
+                        "metric": name,
+                        **{f"live_{k}": lc.get(k) for k in ("ratio", "ci", "verdict")},
+                        **{f"sim_{k}": sc.get(k) for k in ("ratio", "ci", "verdict")},
+                        "outcome": what,
+                        "why": why,
+                        "inside_live_interval": None if sr is None or not lci else lci[0] <= sr <= lci[1],
+                    }
                 )
     return rows
 
 
-def _tuple(ci) -> tuple[float, float] | None:
-    return (ci[0], ci[1]) if ci else None
+def scope_name(scope: str | None) -> str:
+    return "whole run" if scope is WHOLE_RUN else f"class {scope}"
 
 
-def summary(rows: list[Row]) -> dict:
+def summary(rows: list[dict]) -> dict:
     """Counts by outcome, and the one-line answer."""
-    counts = Counter(r.outcome for r in rows)
+    counts = Counter(r["outcome"] for r in rows)
     resolved = len(rows) - counts[LIVE_UNRESOLVED]
+    differ = [r for r in rows if r["outcome"] in (DISAGREE, SIM_UNRESOLVED)]
+    bad = [f"{r['leg']} {scope_name(r['scope'])} {r['metric']}" for r in differ]
     if not resolved:
         answer = f"no comparison: the live run resolved none of the {len(rows)} metrics (all live unresolved)"
-    elif counts[DISAGREE] or counts[SIM_UNRESOLVED]:
-        bad = [
-            f"{r.leg} {scope_name(r.scope)} {r.metric}"
-            for r in rows
-            if r.outcome in (DISAGREE, SIM_UNRESOLVED)
-        ]
+    elif bad:
         answer = (
-            f"sim and live differ on {counts[DISAGREE] + counts[SIM_UNRESOLVED]} of the {resolved} metrics "
-            f"the live run resolved: " + ", ".join(bad)
+            f"sim and live differ on {len(bad)} of the {resolved} metrics the live run resolved: "
+            + ", ".join(bad)
         )
+    elif resolved == 1:
+        answer = "sim and live agree on the one metric the live run resolved"
     else:
-        answer = (
-            "sim and live agree on the one metric the live run resolved"
-            if resolved == 1
-            else f"sim and live agree on all {resolved} metrics the live run resolved"
-        )
+        answer = f"sim and live agree on all {resolved} metrics the live run resolved"
     return {
         "counts": {k: counts[k] for k in OUTCOMES},
         "live_resolved": resolved,
@@ -249,111 +157,66 @@ def summary(rows: list[Row]) -> dict:
     }
 
 
-def scope_name(scope: str | None) -> str:
-    return "whole run" if scope is WHOLE_RUN else f"class {scope}"
-
-
-def _label(scope: str | None, key: str) -> str:
-    label = metric(key).label
-    return "Achieved req/s" if scope is not WHOLE_RUN and key == "rps" else label
-
-
-def table(rows: list[Row]) -> list[str]:
-    """The validation table in Markdown, one block per leg."""
+def table(rows: list[dict]) -> list[str]:
+    """The validation table in Markdown, one block per leg (``rows``: :func:`compare`'s)."""
     lines: list[str] = []
-    for leg in dict.fromkeys(r.leg for r in rows):
+    for leg in dict.fromkeys(r["leg"] for r in rows):
         lines += [
             f"### {leg}",
             "",
             "| Scope | Metric | Live B/A | Live interval | Live verdict | Sim B/A | Sim verdict | Outcome | Why |",
             "|---|---|---:|:---:|---|---:|---|---|---|",
         ]
-        for r in (r for r in rows if r.leg == leg):
-            mark = f"**{r.outcome}**" if r.outcome in (DISAGREE, SIM_UNRESOLVED) else r.outcome
+        for r in (r for r in rows if r["leg"] == leg):
+            label = (r["scope"] and CLASS_LABELS.get(r["metric"])) or metric(r["metric"]).label
+            mark = f"**{r['outcome']}**" if r["outcome"] in (DISAGREE, SIM_UNRESOLVED) else r["outcome"]
             lines.append(
-                f"| {scope_name(r.scope)} | {_label(r.scope, r.metric)} | {_r(r.live_ratio)} | {_ci(r.live_ci)} | "
-                f"{r.live_verdict} | {_r(r.sim_ratio)} | {r.sim_verdict} | {mark} | {r.why} |"
+                f"| {scope_name(r['scope'])} | {label} | {_r(r['live_ratio'])} | {_ci(r['live_ci'])} | "
+                f"{r['live_verdict']} | {_r(r['sim_ratio'])} | {r['sim_verdict']} | {mark} | {r['why']} |"
             )
         lines.append("")
     return lines
 
 
-def polluted(live_doc: dict) -> tuple[int, int]:
-    """(measured live runs flagged ``polluted``, measured live runs)."""
-    runs = [r for leg in live_doc["legs"] for r in leg.get("runs", ()) if not r.get("warmup")]
-    return sum("polluted" in r.get("flags", ()) for r in runs), len(runs)
-
-
 def render(doc: dict) -> str:
-    """The validation report (``doc``: :func:`document`'s)."""
-    live, sim, s = doc["live"], doc["sim"], doc["summary"]
-    la = doc["load_average"]
-    lines = [
-        "# Tail-latency job: validation of the sim tier against the live job",
-        "",
-        f"**{s['answer'][0].upper() + s['answer'][1:]}.**",
-        "",
-        "The same A/B ran twice: on the live tier (the bench server under load in wall-clock time) and "
-        "on the sim tier (the same reactor and HTTP code in virtual time, docs/en/sim-tier.md). "
-        "Each row sets one metric's live figures beside the sim's.",
-        "",
-        f"- Live: `scripts/tail-latency.sh {' '.join(live['argv'])}`; result `{live['result']}`.",
-        f"- Sim: `scripts/tail-latency.sh {' '.join(sim['argv'])}`; result `{sim['result']}`.",
-        f"- Code: commit {doc['provenance'].get('git_commit', 'unknown')}"
-        + (" (dirty)" if doc["provenance"].get("git_dirty") else "")
-        + f"; started {doc['started_at']}, "
-        f"finished {doc['finished_at']} (wall clock).",
-        f"- The live runs' machine: load average {la['before_live']:.2f} before them, {la['after_live']:.2f} "
-        f"after (1-minute, {la['cpus']} CPUs); {live['polluted']} of {live['measured']} measured live runs "
-        "flagged `polluted` (other processes used more than the pollution limit). Live intervals, and so "
-        "how many rows the live run resolves, depend on how quiet the machine was; the sim's figures do "
-        "not.",
-        "- Outcomes: " + ", ".join(f"{k} {n}" for k, n in s["counts"].items()) + f" (of {s['rows']} rows).",
-        "",
-        "Rule: " + doc["rule"],
-        "",
-        "A sim rate given as a fraction of capacity (`0.7x`) is of the sim's own capacity, the live one of "
-        "the live server's: both tiers run at the same load relative to what they can serve.",
-        "",
-    ]
-    lines += table(
+    """The validation report (``doc``: the result document :func:`main_validate` writes)."""
+    live, sim, s, la, pv = doc["live"], doc["sim"], doc["summary"], doc["load_average"], doc["provenance"]
+    return "\n".join(
         [
-            Row(**{**r, "live_ci": _tuple(r["live_ci"]), "sim_ci": _tuple(r["sim_ci"])})
-            for r in ({k: v for k, v in row.items() if k != "inside_live_interval"} for row in doc["rows"])
+            "# Tail-latency job: validation of the sim tier against the live job",
+            "",
+            f"**{s['answer'][0].upper() + s['answer'][1:]}.**",
+            "",
+            "The same A/B ran twice: on the live tier (the bench server under load in wall-clock time) and "
+            "on the sim tier (the same reactor and HTTP code in virtual time, docs/en/sim-tier.md). "
+            "Each row sets one metric's live figures beside the sim's.",
+            "",
+            f"- Live: `scripts/tail-latency.sh {' '.join(live['argv'])}`; result `{live['result']}`.",
+            f"- Sim: `scripts/tail-latency.sh {' '.join(sim['argv'])}`; result `{sim['result']}`.",
+            f"- Code: commit {pv.get('git_commit', 'unknown')}{' (dirty)' if pv.get('git_dirty') else ''}; "
+            f"started {doc['started_at']}, finished {doc['finished_at']} (wall clock).",
+            f"- The live runs' machine: load average {la['before_live']:.2f} before them, "
+            f"{la['after_live']:.2f} after (1-minute, {la['cpus']} CPUs); {live['polluted']} of "
+            f"{live['measured']} measured live runs flagged `polluted` (other processes used more than the "
+            "pollution limit). Live intervals, and so how many rows the live run resolves, depend on how "
+            "quiet the machine was; the sim's figures do not.",
+            "- Outcomes: "
+            + ", ".join(f"{k} {n}" for k, n in s["counts"].items())
+            + f" (of {s['rows']} rows).",
+            "",
+            "Rule: " + doc["rule"],
+            "",
+            "A sim rate given as a fraction of capacity (`0.7x`) is of the sim's own capacity, the live one "
+            "of the live server's: both tiers run at the same load relative to what they can serve.",
+            "",
+            *table(doc["rows"]),
         ]
     )
-    return "\n".join(lines)
-
-
-def document(
-    rows,
-    *,
-    live: dict,
-    sim: dict,
-    provenance: dict,
-    started: str,
-    finished: str,
-    argv: list[str],
-    load_average: dict,
-) -> dict:
-    return {
-        "schema": SCHEMA,
-        "kind": "validate",
-        "argv": argv,
-        "rule": RULE,
-        "live": live,
-        "sim": sim,
-        "provenance": provenance,
-        "started_at": started,
-        "finished_at": finished,
-        "load_average": load_average,
-        "summary": summary(rows),
-        "rows": [r.as_dict() for r in rows],
-    }
 
 
 def history_line(doc: dict, *, result_file: str) -> dict:
     """One line of ``tail-latency-validate.jsonl`` (:func:`tailjob.history.line`, tier ``both``)."""
+    outcomes = {f"{r['leg']} / {scope_name(r['scope'])} / {r['metric']}": r["outcome"] for r in doc["rows"]}
     return history.line(
         "validate",
         "both",
@@ -362,39 +225,29 @@ def history_line(doc: dict, *, result_file: str) -> dict:
         live_result=doc["live"]["result"],
         sim_result=doc["sim"]["result"],
         summary=doc["summary"],
-        outcomes={
-            f"{r['leg']} / {scope_name(r['scope'])} / {r['metric']}": r["outcome"] for r in doc["rows"]
-        },
+        outcomes=outcomes,
     )
 
 
-# -- the command -------------------------------------------------------------------------------------
+MACHINE_ONLY = ("pin", "threads", "probe", "no_warmup", "server_cpus", "wrk_cpus", "pollution_limit")
+"""Options only processes on a machine mean: the sim tier takes their defaults."""
 
 
 def tiers(o: AbOptions) -> tuple[AbOptions, AbOptions]:
     """The live A/B and the sim tier's of ``validate``'s options ``o``: the live one without
-    ``--sim-cost``, the sim one without what only processes on a machine mean (pinning, wrk threads,
-    the probe, the warm-up, the CPU lists, the pollution limit)."""
+    ``--sim-cost``, the sim one without :data:`MACHINE_ONLY`."""
     live = replace(o, tier="wall", sim_cost=None)
-    sim = replace(
-        o,
-        tier="sim",
-        pin=False,
-        threads=None,
-        probe=False,
-        no_warmup=False,
-        server_cpus="0",
-        wrk_cpus="1",
-        pollution_limit=0.10,
-    )
+    defaults: dict[str, Any] = {f.name: f.default for f in fields(AbOptions) if f.name in MACHINE_ONLY}
+    sim = replace(o, tier="sim", **defaults)
     return replace(live, argv=tuple(live.command())), replace(sim, argv=tuple(sim.command()))
 
 
 def _rel(path: Path, out: Path) -> str:
-    try:
-        return str(path.relative_to(out))
-    except ValueError:
-        return str(path)
+    return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
@@ -409,53 +262,49 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
         plan_sim(sim_o)  # the sim's options are checked before the live job runs
     except (PlanError, CostError) as e:
         return _error(str(e), 2)
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    load = [os.getloadavg()[0]]
-    live: dict = {}
-    sim: dict = {}
-    for first, what, tier, done in (
-        ("", "the live A/B first", live_o, live),
-        ("\n", "the same A/B in virtual time", sim_o, sim),
+    started, load = _now(), [os.getloadavg()[0]]
+    done: list[dict] = []  # what each tier's run_ab collected
+    for first, what, tier in (
+        ("", "the live A/B first", live_o),
+        ("\n", "the same A/B in virtual time", sim_o),
     ):
         print(
             f"{first}{PROG}: validate: {what} (scripts/tail-latency.sh {' '.join(tier.argv)})\n", flush=True
         )
-        code = run_ab(tier, collect=done)
+        done.append({})
+        code = run_ab(tier, collect=done[-1])
         if code:
             return code
         load.append(os.getloadavg()[0])
+    live, sim = done
     try:
         rows = compare(live["document"], sim["document"])
     except ValueError as e:
         return _error(f"validate: {e}", 3)
-    n_polluted, measured = polluted(live["document"])
+    measured = [r for leg in live["document"]["legs"] for r in leg.get("runs", ()) if not r.get("warmup")]
     pv = history.provenance(REPO, wrk_version="-")
-    doc = document(
-        rows,
-        argv=list(o.argv),
-        started=started,
-        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        live={
+    doc = {
+        "schema": SCHEMA,
+        "kind": "validate",
+        "argv": list(o.argv),
+        "rule": RULE,
+        "live": {
             "argv": list(live_o.argv),
             "result": _rel(Path(live["result"]), o.out),
-            "polluted": n_polluted,
-            "measured": measured,
+            "polluted": sum("polluted" in r.get("flags", ()) for r in measured),
+            "measured": len(measured),
         },
-        sim={"argv": list(sim_o.argv), "result": _rel(Path(sim["result"]), o.out)},
-        provenance={k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
-        load_average={"before_live": load[0], "after_live": load[1], "cpus": os.cpu_count()},
-    )
-    _write(doc, o.out, history.stem(started, o.profile, live["document"]["ab"]) + "-validate")
-    return 0
-
-
-def _write(doc: dict, out: Path, stem: str) -> None:
-    """The validation's report and JSON under ``<out>/results/``, its history line, the file list."""
-    md, js = out / "results" / f"{stem}.md", out / "results" / f"{stem}.json"
+        "sim": {"argv": list(sim_o.argv), "result": _rel(Path(sim["result"]), o.out)},
+        "provenance": {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
+        "started_at": started,
+        "finished_at": _now(),
+        "load_average": {"before_live": load[0], "after_live": load[1], "cpus": os.cpu_count()},
+        "summary": summary(rows),
+        "rows": rows,
+    }
+    stem = history.stem(started, o.profile, live["document"]["ab"]) + "-validate"
     text = render(doc)
-    md.write_text(text + "\n")
-    js.write_text(json.dumps(doc, indent=1) + "\n")
-    jsonl = history.append_history(
-        history_line(doc, result_file=f"results/{js.name}"), out, name=HISTORY_FILE
-    )
-    history.show("\n" + text, (md, js), jsonl)
+    files = outputs.write_files(o.out / "results", stem, {".md": text + "\n", ".json": outputs.dumps(doc)})
+    line = history_line(doc, result_file=f"results/{files[1].name}")
+    history.show("\n" + text, files, history.append_history(line, o.out, name=HISTORY_FILE))
+    return 0
