@@ -101,6 +101,10 @@ def test_the_wheel_in_a_clean_virtualenv_runs_each_command_with_its_extra_and_na
         lines = done.stderr.splitlines()
         assert len(lines) == 1 and f"pip install 'tailreactor[{extra}]'" in lines[0], lines
         assert lines[0].startswith(f"{command}: ") and dist in lines[0], lines
+    # --help answers without the extras: it tells a user what the command does before they install.
+    for command in COMMANDS:
+        done = _run(bin_dir / command, "--help", cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout.startswith("usage: "), done.stderr[-3000:]
     # The C ABI's header is package data: printed without the suite's extra.
     done = _run(bin_dir / "tailreactor-conformance", "--header")
     assert done.returncode == 0 and done.stdout.strip().endswith("tailreactor_backend.h"), done.stderr

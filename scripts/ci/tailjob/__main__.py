@@ -1,7 +1,7 @@
 """``tailreactor-tail-latency`` (and ``python -m tailjob``): the job, once its extra is installed.
 
 The ``job`` extra (numpy, scipy, matplotlib, rich) is checked before the job is imported: without it,
-one line naming the ``pip install`` and exit 3, not a traceback.
+one line naming the ``pip install`` and exit 3, not a traceback.  ``--help`` answers without it.
 """
 
 import sys
@@ -10,6 +10,10 @@ from tailreactor.extras import require
 
 
 def main() -> int:
+    if {"-h", "--help"} & set(sys.argv[1:]):  # the parser needs only the standard library
+        from .options import parse
+
+        parse(sys.argv[1:])  # prints the help and exits 0
     require("job", "tailreactor-tail-latency")
     from .cli import main as run
 
