@@ -117,3 +117,19 @@ def test_a_test_whose_worker_crashed_fails_its_clause_and_says_how_to_see_the_me
 def _cli_cmd() -> list[str]:
     script = Path(sys.executable).with_name("tailreactor-conformance")
     return [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
+
+
+def test_a_test_that_crashed_in_setup_is_found_by_its_marker_and_backend_parameter():
+    """No setup report reached the controller (the worker died in setup): the clause comes
+    from the test function's marker, the backend from its parameter id."""
+    from tailreactor_conformance.failures import backend_of, crash_props
+    from tailreactor_conformance.plugin import PACKAGE_DIR
+
+    nodeid = f"test_backend_library.py::{CRASH_TEST}[cabi-libfoo]"
+    assert crash_props(nodeid, {}, PACKAGE_DIR) == {"clause": "B5"}
+    assert crash_props(nodeid, {nodeid: {"clause": "B1", "backend": "x"}}, PACKAGE_DIR)["clause"] == "B1"
+    assert crash_props("test_backend.py::no_such_test[x]", {}, PACKAGE_DIR) == {}
+    labels = ["epoll", "cabi:libfoo"]
+    assert backend_of(nodeid, labels) == "cabi:libfoo"
+    assert backend_of("test_backend.py::test_arming_a_closed_fd_raises_ebadf[read-epoll]", labels) == "epoll"
+    assert backend_of("test_http.py::test_x", labels) == "-"

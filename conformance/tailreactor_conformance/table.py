@@ -8,7 +8,7 @@ failing clause.  Also renders the registry alone (``--list``).
 
 What a user copies stays whole: a backend's name is never folded (the table
 grows wider than the terminal instead), and a test id or a skip reason is one
-line that only the terminal may wrap (``-k`` takes the id as printed).
+line that only the terminal may wrap (``-k`` takes its name, the part after ``::``).
 """
 
 from __future__ import annotations
