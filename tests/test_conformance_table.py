@@ -6,6 +6,7 @@ directory the user ran the command in."""
 from __future__ import annotations
 
 import io
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,70 @@ def test_the_short_summary_names_tests_without_a_chain_of_dot_dots(tmp_path):
     assert "../" not in summary, summary
     assert "FAILED test_backend.py::test_wait_timeout_is_never_early[" in summary, summary
     assert "SKIPPED [" in summary and "tests/test_backend.py:" in summary, summary
+
+
+CRASHING = "fixtures.backends.abort_on_closed_fd:backend"
+CRASH_TEST = "test_an_fd_armed_and_closed_before_any_loop_run_is_dropped"
+
+
+def test_a_test_whose_worker_crashed_fails_its_clause_and_says_how_to_see_the_message(tmp_path):
+    """A backend that aborts the process (a C library's assertion) in one B5 test under
+    pytest-xdist: the clause fails in the table as crashed, the test is named, and the line
+    to rerun it in-process with its output shown is printed and in the JSON (issue 41)."""
+    from test_conformance_meta import cli
+
+    proc, data = cli(
+        "--backend",
+        CRASHING,
+        "--clause",
+        "B5",
+        "-n",
+        "2",
+        "--",
+        "-k",
+        CRASH_TEST,
+        json_path=tmp_path / "r.json",
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    assert data["failed_clauses"] == ["B5"], out[-4000:]
+    nodeid = f"test_backend_library.py::{CRASH_TEST}[{CRASHING.replace(':', '-')}]"
+    assert data["clauses"]["B5"][CRASHING]["crashed"] == [nodeid], data["clauses"]["B5"]
+    rerun = f"tailreactor-conformance --backend {CRASHING} -n 0 -- -s -k '{CRASH_TEST}[{CRASHING.replace(':', '-')}]'"
+    assert data["crashed"] == [{"test": nodeid, "clause": "B5", "backend": CRASHING, "rerun": rerun}]
+    assert "FAIL (crashed)" in proc.stdout and "no clause failed" not in proc.stdout, out[-4000:]
+    assert rerun in proc.stdout, out[-4000:]
+    # The line does what it says: the test alone, in-process, shows the library's message.
+    shown = subprocess.run(
+        [*_cli_cmd(), *shlex.split(rerun)[1:]],
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert "abort_on_closed_fd: epoll_ctl: fd" in shown.stdout + shown.stderr, (shown.stdout + shown.stderr)[
+        -4000:
+    ]
+
+
+def _cli_cmd() -> list[str]:
+    script = Path(sys.executable).with_name("tailreactor-conformance")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
+
+
+def test_a_test_that_crashed_in_setup_is_found_by_its_marker_and_backend_parameter():
+    """No setup report reached the controller (the worker died in setup): the clause comes
+    from the test function's marker, the backend from its parameter id."""
+    from tailreactor_conformance.failures import backend_of, crash_props
+    from tailreactor_conformance.plugin import PACKAGE_DIR
+
+    nodeid = f"test_backend_library.py::{CRASH_TEST}[cabi-libfoo]"
+    assert crash_props(nodeid, {}, PACKAGE_DIR) == {"clause": "B5"}
+    assert crash_props(nodeid, {nodeid: {"clause": "B1", "backend": "x"}}, PACKAGE_DIR)["clause"] == "B1"
+    assert crash_props("test_backend.py::no_such_test[x]", {}, PACKAGE_DIR) == {}
+    labels = ["epoll", "cabi:libfoo"]
+    assert backend_of(nodeid, labels) == "cabi:libfoo"
+    assert backend_of("test_backend.py::test_arming_a_closed_fd_raises_ebadf[read-epoll]", labels) == "epoll"
+    assert backend_of("test_http.py::test_x", labels) == "-"

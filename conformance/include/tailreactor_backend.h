@@ -21,12 +21,14 @@
  *
  * (add -pthread if wake takes a lock; over an event library, its library
  * after foo.c: -levent_core, and -levent_pthreads with evthread_use_pthreads,
- * or -luv).  Under -std=c11, #define _GNU_SOURCE before the first #include:
+ * -luv, or -lev).  Under -std=c11, #define _GNU_SOURCE before the first #include:
  * strict C11 declares no clock_gettime, pipe2 or accept4.  The header ships
  * with the Python package: `tailreactor-conformance --header` prints its path
- * (in a checkout it is conformance/include/tailreactor_backend.h).  PATH after cabi: is a
- * file path, relative to the current directory; the table names the backend
- * cabi: and the file name without .so (cabi:libfoo).
+ * (conformance/tailreactor_conformance/include/ in a checkout, a symbolic
+ * link to conformance/include/: one file, this one).  A wheel holds the file
+ * itself, byte for byte this one (tests/test_conformance_header.py checks).
+ * PATH after cabi: is a file path, relative to the current directory; the
+ * table names the backend cabi: and the file name without .so (cabi:libfoo).
  *
  * The contract is the one of reference/tailreactor/backends/base.py, stated
  * here in full for C; the clause each rule is checked by is named beside it.  In short: a backend
@@ -71,6 +73,16 @@
  *   such an fd: check the fd with fcntl(F_GETFD) before handing it to the
  *   library, and forget the arming on EBADF), must go on serving every other
  *   fd, and a later arm of the reused number must register the new file (B5).
+ *   A library that applies watcher changes at its next loop run (libev:
+ *   fd_reify) hands the fd to epoll_ctl then, not at arm, and aborts on EBADF:
+ *   before each loop run, check every fd whose watchers changed since the
+ *   last one -- by an arm, a disarm, or the one-shot stop of a reported
+ *   direction (it becomes an EPOLL_CTL_MOD while the other direction stays
+ *   armed) -- and drop a closed file's armings (B5: arm, close, wait; READ and
+ *   WRITE armed, close, READ disarmed, wait; WRITE reported, close, wait).
+ *   libev may also rebuild its epoll set on its own and re-add every active
+ *   fd (when it sees an event of a stale generation), which meets the same
+ *   assertion for a closed fd that nothing changed.
  *   That arming was made for the closed file: it is never reported for the
  *   file that took the number, also when the reused number is armed for the
  *   other direction (B5).  A backend that keeps one registration per fd
@@ -79,8 +91,10 @@
  *   epoll_ctl's ENOENT on EPOLL_CTL_MOD says the number names another file
  *   now.  Where no ENOENT reaches the backend, compare fstat's st_dev and
  *   st_ino with those the fd had when armed, at every arm of a number that
- *   has an arming, and drop the closed file's armings first: poll and select
- *   cannot tell, and libevent's epoll method retries a failed MOD as an ADD
+ *   has an arming, and before a deferred registration reaches the kernel (or
+ *   at delivery), and drop the closed file's armings first: a number closed,
+ *   reused and never armed again is otherwise registered, or polled, as the
+ *   new file with the old arming (B5).  poll and select cannot tell, and libevent's epoll method retries a failed MOD as an ADD
  *   with the old direction in it (so event_del the old event before
  *   event_add).
  * - fds of its own: a backend may open fds per backend (its epoll fd, an
@@ -108,11 +122,9 @@
  *   timeval (libevent's timers) holds microseconds: (ns + 999) / 1000, never
  *   ns / 1000, which makes a wait under a microsecond a poll (B8 sees that
  *   only where the poll costs less than the timeout: see tr_backend_wait).
- * - Deferred arms: libevent's EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST makes
- *   event_add and event_del changes wait for the next loop run; flush must
- *   then run the loop once without blocking (event_base_loop with
- *   EVLOOP_NONBLOCK).  Without the flag event_add calls epoll_ctl at once
- *   and flush may return 0.  See tr_backend_flush.
+ * - Deferred arms: libevent's EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST, and libev
+ *   always, make watcher changes wait for the next loop run.  Whether flush
+ *   must run the loop to apply them: see tr_backend_flush.
  * - A caught event: a library cannot tell an event that still waits from one
  *   its loop caught and has not handed over (libevent's active queue, libuv's
  *   pending callbacks).  A re-arm must not swap the token of such an event:
@@ -137,6 +149,14 @@
  * - TR_CAP_ORDERED: claim it from an argument, not a run: see
  *   tr_capabilities.  Most backends over a library do not claim it, and the
  *   reactor is correct without it.
+ * - libev: a loop of the backend's own, ev_loop_new, never ev_default_loop
+ *   (it installs a SIGCHLD handler), with EVFLAG_NOSIGMASK (libev then leaves
+ *   the signal mask alone) and EVFLAG_NOTIMERFD (no timerfd of its own); an
+ *   ev_async watcher for wake.  ev_run(EVRUN_ONCE) returns after a signal
+ *   (EINTR) as after any wake-up with nothing for the backend, and does not
+ *   say which: see tr_backend_wait's -EINTR.  Its epoll method blocks at
+ *   least about a millisecond (a 500 ns wait took 1.09 ms, median): see
+ *   tr_backend_wait's lateness.
  */
 #ifndef TAILREACTOR_BACKEND_H
 #define TAILREACTOR_BACKEND_H
@@ -183,7 +203,10 @@ typedef struct tr_event {
                        * libevent: its epoll method turns EPOLLHUP and EPOLLERR into
                        * EV_READ|EV_WRITE, cut to the event's own directions (EV_CLOSED only
                        * when asked for): TR_IN for EV_READ, TR_OUT for EV_WRITE, TR_RDHUP
-                       * for EV_CLOSED. */
+                       * for EV_CLOSED.
+                       * libev (ev_io): its epoll method also turns hang-up and error into
+                       * read and write readiness, cut to the watcher's events: TR_IN for
+                       * EV_READ, TR_OUT for EV_WRITE, TR_ERR for EV_ERROR. */
     uint32_t reserved; /* 0 */
     /* The suite refuses a report with revents 0, a bit outside TR_IN, TR_OUT,
      * TR_ERR, TR_HUP and TR_RDHUP, reserved != 0, or a token no arm gave. */
@@ -302,6 +325,11 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   where the wait is shorter than its timeout even with that cost:
  *   truncation to microseconds passes B8 on a library whose poll costs
  *   about a microsecond (libevent), and is wrong all the same.
+ * - How late it may return: nothing is promised and no clause measures it;
+ *   a late wait makes the reactor's timers fire as much later.  epoll_wait's
+ *   whole milliseconds make a 1.5 ms wait 2 ms; libev's epoll method blocks
+ *   about a millisecond at least (a 500 ns wait took 1.09 ms, median).  A
+ *   finer timer (epoll_pwait2, ppoll, a timerfd) costs the reactor less.
  * - HUP and ERR are reported to the READ token and to a WRITE token (B6).
  * - Reports only readiness that existed at some moment since the arming (B15).
  * - What it does not return now it returns in a later wait: no ready token
@@ -317,7 +345,13 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   -EINTR when a slice ends with nothing ready and no wake.  A self-pipe
  *   needs a signal handler, and the handlers are the process's (see the top
  *   of this file).  No clause measures how soon a handler runs; a handler
- *   that returns must not end a wait early (B7, B8).
+ *   that returns must not end a wait early (B7, B8).  Where the library's
+ *   early return does not say why (libev's ev_run(EVRUN_ONCE) returns after
+ *   EINTR exactly as after a spurious wake-up), treat every re-run as an
+ *   EINTR retry: returning -EINTR with no signal is allowed, the caller only
+ *   calls again with the time left (after running any handlers).  Not for a
+ *   wait(0), nor before the wait has blocked: each retry must get closer to
+ *   the deadline.
  * A call into C cannot be interrupted: the suite takes a wait that has not
  * returned within its timeout plus twice its liveness bound as hung, prints
  * one line and ends the run (the bound: TAILREACTOR_CONFORMANCE_LIVENESS_S,
@@ -334,6 +368,13 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
  *   expect the report (B3, B5, B11, R14), and TR_CAP_ORDERED's "order
  *   readiness arose" is measured from it (B9: arms, flush, then the fds made
  *   ready one by one);
+ * - running the library's loop here is required only where it shows: with
+ *   TR_CAP_ORDERED (B9), or over a library whose registration misses
+ *   readiness already present when it reaches the kernel (edge-triggered
+ *   with no check at registration).  Over a level-triggered library (libev's
+ *   and libevent's epoll methods, poll) a flush that returns 0 and leaves the
+ *   changes to the next wait's loop run is correct: the registration then
+ *   sees whatever became ready meanwhile, and the report comes as it would;
  * - it may run the library's loop once without blocking (uv_run with
  *   UV_RUN_NOWAIT) and so collect reports; it must not block, and the reports
  *   it collects are delivered by later waits, or dropped by a disarm (B3) or

@@ -33,9 +33,12 @@ conformance tests it stays inert.  What it does for conformance tests:
   outcome of each test is folded into a clause x backend table printed at the
   end of the session (``--conformance-json PATH`` also writes it as JSON);
 * the report does not depend on what the code under test left: fds are held
-  for it from the start (:class:`FdReserve`; the table says when tests found
-  none left), and a traceback entry without a line number (a hang interrupted
-  where CPython 3.11 has none) is given one before pytest formats it.
+  for it from the start (:class:`.failures.FdReserve`; the table says when tests
+  found none left), and a traceback entry without a line number (a hang
+  interrupted where CPython 3.11 has none) is given one before pytest formats it;
+* a test whose xdist worker died (a C library's abort or fault) fails its clause,
+  shown ``FAIL (crashed)``, and the table prints the line that reruns it
+  in-process with its output shown, where the library's message appears.
 
 Works with pytest-xdist: the clause and backend travel with each test report
 as ``user_properties``, so the controller builds the table.  With ``-x`` (or
@@ -52,13 +55,13 @@ import json
 import os
 import resource
 import sys
-import types
 from pathlib import Path
 
 import pytest
 
 from . import profiles
 from .clauses import AREAS, CLAUSES, UnknownClause, clause
+from .failures import RESERVE, backend_of, crash_props, crashed, give_lines, lineless, rerun_hint
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SHIPPED_BACKENDS = ("epoll", "io_uring", "selectors")
@@ -205,6 +208,8 @@ class _State:
         self.results: dict[tuple[str, str], dict] = {}
         self.collected: dict[str, int] = {}  # clause -> tests collected (in-process runs only)
         self.out_of_fds: list[str] = []  # failing tests whose error was EMFILE, in report order
+        self.props: dict[str, dict] = {}  # nodeid -> clause and backend, from its first report
+        self.crashed: list[dict] = []  # tests whose worker process died: nodeid, clause, rerun
 
 
 _STATE_KEY = pytest.StashKey[_State]()
@@ -326,40 +331,6 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = keep
 
 
-# -- file descriptors for reporting ------------------------------------------------
-class FdReserve:
-    """File descriptors held from the session's start, for reporting alone.
-
-    A backend under test that leaks fds can leave the process none (EMFILE): the
-    failures of the tests after it are its doing, but the report must still be made.
-    Formatting a failure reads the tests' source, the table imports its renderer and
-    ``--json`` opens its file: each needs an fd. ``RESERVE_FDS`` of them (``/dev/null``,
-    read-only) are held while tests run, given back while pytest formats a failure and
-    at the session's end, so those never depend on what the backend left.
-    """
-
-    def __init__(self, n: int):
-        self._n = n
-        self._fds: list[int] = []
-
-    def hold(self) -> None:
-        """Take up to ``n`` fds (fewer if the process has fewer free)."""
-        while len(self._fds) < self._n:
-            try:
-                self._fds.append(os.open(os.devnull, os.O_RDONLY))
-            except OSError:
-                return
-
-    def release(self) -> None:
-        fds, self._fds = self._fds, []
-        for fd in fds:
-            os.close(fd)
-
-
-RESERVE_FDS = 16
-RESERVE = FdReserve(RESERVE_FDS)
-
-
 # -- failures ---------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
@@ -375,62 +346,15 @@ def pytest_runtest_makereport(item, call):
     """
     if call.excinfo is None or not _is_conformance_item(item):
         return (yield)
-    if _lineless(call.excinfo.value):
+    if lineless(call.excinfo.value):
         value = call.excinfo.value
-        _give_lines(value)
+        give_lines(value)
         call.excinfo = pytest.ExceptionInfo.from_exc_info((type(value), value, value.__traceback__))
     RESERVE.release()  # formatting reads the source of every entry (FdReserve)
     try:
         return (yield)
     finally:
         RESERVE.hold()
-
-
-def _chain(exc: BaseException):
-    """``exc`` and every exception chained to it (``__cause__``, ``__context__``), once each."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        yield e
-        todo += [e.__cause__, e.__context__]
-
-
-def _entries(tb: types.TracebackType | None):
-    while tb is not None:
-        yield tb
-        tb = tb.tb_next
-
-
-def _lineless(exc: BaseException) -> bool:
-    return any(tb.tb_lineno is None for e in _chain(exc) for tb in _entries(e.__traceback__))
-
-
-def _give_lines(exc: BaseException) -> None:
-    """Rebuild the tracebacks of ``exc``'s chain where an entry has no line (tb_lineno is read-only)."""
-    for e in _chain(exc):
-        entries = list(_entries(e.__traceback__))
-        if all(tb.tb_lineno is not None for tb in entries):
-            continue
-        rebuilt = None
-        for tb in reversed(entries):
-            line = tb.tb_lineno if tb.tb_lineno is not None else _line_before(tb.tb_frame.f_code, tb.tb_lasti)
-            rebuilt = types.TracebackType(rebuilt, tb.tb_frame, tb.tb_lasti, line)
-        e.__traceback__ = rebuilt
-
-
-def _line_before(code: types.CodeType, offset: int) -> int:
-    """The line of the last instruction at or before ``offset`` in ``code`` that has one."""
-    line = code.co_firstlineno
-    for start, _end, lineno in code.co_lines():
-        if start > offset:
-            break
-        if lineno is not None:
-            line = lineno
-    return line
 
 
 # -- results ---------------------------------------------------------------------
@@ -507,9 +431,13 @@ class _Recorder:
 
     def pytest_runtest_logreport(self, report):
         props = dict(getattr(report, "user_properties", ()) or ())
+        if crashed(report):
+            self._record_crash(report.nodeid)
+            return
         cid = props.get("clause")
         if cid is None:
             return
+        self.state.props.setdefault(report.nodeid, props)
         # One outcome per phase that matters: the call, or a setup/teardown that did not pass.
         if report.when == "call" or (report.when in ("setup", "teardown") and not report.passed):
             if report.when == "teardown" and report.skipped:
@@ -528,6 +456,19 @@ class _Recorder:
                 report.nodeid,
                 skip_reason(report) if report.skipped else None,
             )
+
+    def _record_crash(self, nodeid: str) -> None:
+        """A test whose worker died (xdist's report names it, nothing more): its clause fails."""
+        props = crash_props(nodeid, self.state.props, PACKAGE_DIR)
+        cid = props.get("clause")
+        if cid is None:
+            return  # not a conformance test: pytest's own summary names it
+        specs = {_label(b): b for b in backend_names(self.config)}
+        backend = props.get("backend") or backend_of(nodeid, list(specs))
+        self._record(cid, backend, "failed", nodeid)
+        self.state.results[(cid, backend)].setdefault("crashed", []).append(nodeid)
+        hint = rerun_hint(nodeid, specs.get(backend, backend))
+        self.state.crashed.append({"test": nodeid, "clause": cid, "backend": backend, "rerun": hint})
 
     def _record(self, cid: str, backend: str, outcome: str, nodeid: str, reason: str | None = None) -> None:
         state = self.state
@@ -568,6 +509,7 @@ class _Recorder:
             "failed_clauses": failed,
             "collected": dict(state.collected),
             "out_of_fds": {"tests": list(state.out_of_fds), "nofile_soft_limit": _nofile_soft_limit()},
+            "crashed": list(state.crashed),
         }
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):

@@ -8,7 +8,7 @@ failing clause.  Also renders the registry alone (``--list``).
 
 What a user copies stays whole: a backend's name is never folded (the table
 grows wider than the terminal instead), and a test id or a skip reason is one
-line that only the terminal may wrap (``-k`` takes the id as printed).
+line that only the terminal may wrap (``-k`` takes its name, the part after ``::``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
         row = [cid, clause(cid).title]
         for b in backends:
             st = cells[b]["status"]
-            row.append(f"[{_STYLE[st]}]{st}[/]")
+            shown = f"{st} (crashed)" if cells[b].get("crashed") else st
+            row.append(f"[{_STYLE[st]}]{shown}[/]")
         table.add_row(*row)
     # As wide as the table is (wider than the terminal when the backends' names need it):
     # never a name folded or cut.
@@ -82,6 +83,7 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
                 console.print(Text(f"      {nodeid}"), soft_wrap=True)
     else:
         console.print("[green]no clause failed[/]")
+    _crashed(console, summary.get("crashed") or [])
     out_of_fds = (summary.get("out_of_fds") or {}).get("tests") or []
     if out_of_fds:
         limit = summary["out_of_fds"].get("nofile_soft_limit")
@@ -103,6 +105,24 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
         console.print("[yellow]skipped clauses[/]")
         for cid, b, reasons in skipped:
             console.print(Text(f"  {cid} on {b}: " + ("; ".join(reasons) or "skipped")), soft_wrap=True)
+
+
+def _crashed(console, crashed: list[dict]) -> None:
+    """The tests whose worker process died, and how to see what the library printed."""
+    if not crashed:
+        return
+    console.print(
+        "[bold red]crashed[/]: "
+        + escape(
+            f"{len(crashed)} test(s) ended their worker process (a signal: an abort or a fault in "
+            "the code under test); what the library printed (an assertion's message) went with "
+            "the process's captured output. To see it, run the test alone, in-process, output "
+            "shown:"
+        )
+    )
+    for c in crashed:
+        console.print(Text(f"  {c['clause']} on {c['backend']}: {c['test']}"), soft_wrap=True)
+        console.print(Text(f"      {c['rerun']}"), soft_wrap=True)
 
 
 def capability_text(caps) -> str:

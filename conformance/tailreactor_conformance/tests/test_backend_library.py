@@ -13,7 +13,9 @@ past the suite (issue 41): a re-arm that hands a report already caught to the ne
 token (B15), an fd closed while armed whose number is reused and armed for the other
 direction (B5), a timeout under a microsecond taken as none (B8), a disarm that leaves
 a report held over from a full batch while the fd stays armed (B3), and an arm of one
-direction that drops the re-arm of the other made just before (B12).
+direction that drops the re-arm of the other made just before (B12).  And from a backend
+over libev (issue 41): an fd closed while a change of its watchers waits for the next
+loop run -- an arm, a disarm, a one-shot stop -- or its number reused meanwhile (B5).
 """
 
 from __future__ import annotations
@@ -28,7 +30,15 @@ import pytest
 
 from tailreactor.backends import READ, WRITE
 from tailreactor.backends.base import ERR, capabilities
-from tailreactor_conformance.harness import LIVENESS_S, Watchdog, collect, reports, rule_broken
+from tailreactor_conformance.harness import (
+    LIVENESS_S,
+    Watchdog,
+    collect,
+    fill_send_buffer,
+    reports,
+    reports_until,
+    rule_broken,
+)
 from tailreactor_conformance.tests.test_backend import (
     _collected_not_delivered,
     _one_report,
@@ -280,6 +290,97 @@ def test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file_that_t
         f"{', '.join(f'{r:#x}' for r in old_reports)} once its number named another, readable, "
         f"file: drop it, or report it once with ERR"
     )
+
+
+# -- B5: an fd closed while a change of its watchers waits for the next loop run -------
+# libev applies watcher changes at its next loop run (fd_reify): an arm, a disarm of one of
+# two directions, the one-shot stop of a reported direction.  It then hands the fd to
+# epoll_ctl, and aborts on EBADF when the fd was closed since; or registers the file that
+# took the number with the old arming.  Found by a fresh reader writing a backend over
+# libev from the header (issue 41): each sequence below aborted their first version.
+def _closed_armings_dropped(b, closed: set[str], control, *, reused: bool = False) -> None:
+    """Waits until ``control`` (made readable, armed) is reported; every token of ``closed``
+    (armings of a closed file) is dropped or reported once -- with ERR where another file
+    took the number (``reused``): any other bit would be that file's readiness."""
+    control.make_readable()
+    b.arm(control.fd, READ, "control")
+    got = reports(b, 1, extra_waits=3)
+    tokens = Counter(tok for tok, _ in got)
+    assert tokens["control"] == 1, f"the other fd's arming was not reported once: {got}"
+    wrong = [
+        (tok, f"{rev:#x}")
+        for tok, rev in got
+        if tok in closed and (tokens[tok] > 1 or (reused and not rev & ERR))
+    ]
+    assert not wrong, f"armings of a closed fd reported {wrong}: drop them, or report each once" + (
+        " with ERR (another file has the number now)" if reused else ""
+    )
+
+
+def _close(p) -> int:
+    """Close ``p``'s socket without disarm (the caller's bug); returns its fd number."""
+    number = p.ours.detach()
+    os.close(number)
+    return number
+
+
+@pytest.mark.clause("B5")
+def test_an_fd_armed_and_closed_before_any_loop_run_is_dropped(make_backend, pairs):
+    """arm, close, wait, no flush between: the arm reaches the library's loop after the
+    close.  The backend neither fails nor reports the closed file wrongly."""
+    b = make_backend()
+    old, control = pairs(2)
+    b.arm(old.fd, READ, "closed read")
+    _close(old)
+    _closed_armings_dropped(b, {"closed read"}, control)
+
+
+@pytest.mark.clause("B5")
+def test_a_disarm_of_one_direction_of_a_closed_fd_keeps_the_backend_alive(make_backend, pairs):
+    """READ and WRITE armed (neither ready: the send buffer is full), flush, close, READ
+    disarmed, wait: the disarm narrows the fd's interest to WRITE at the next loop run
+    (EPOLL_CTL_MOD on the closed fd)."""
+    b = make_backend()
+    old, control = pairs(2)
+    fill_send_buffer(old.ours)
+    b.arm(old.fd, READ, "closed read")
+    b.arm(old.fd, WRITE, "closed write")
+    b.flush()
+    number = _close(old)
+    b.disarm(number, READ)
+    _closed_armings_dropped(b, {"closed read", "closed write"}, control)
+
+
+@pytest.mark.clause("B5")
+def test_a_closed_fd_with_one_direction_reported_keeps_the_backend_alive(make_backend, pairs):
+    """READ and WRITE armed, WRITE reported (writable, not readable), the fd closed without
+    disarm, wait: the one-shot stop of WRITE narrows the interest to READ at the next loop
+    run (EPOLL_CTL_MOD on the closed fd)."""
+    b = make_backend()
+    old, control = pairs(2)
+    b.arm(old.fd, READ, "closed read")
+    b.arm(old.fd, WRITE, "write")
+    got = reports_until(b, lambda got: got)
+    assert [tok for tok, _ in got] == ["write"], got
+    _close(old)
+    _closed_armings_dropped(b, {"closed read"}, control)
+
+
+@pytest.mark.clause("B5")
+def test_an_arming_of_a_reused_number_never_re_armed_is_not_reported_for_the_new_file(make_backend, pairs):
+    """READ armed, the fd closed and its number taken by another socket before any loop run,
+    data arriving there, wait: no re-arm of the number warns the backend.  A registration
+    deferred to the loop run (or a poll(2) set kept by number) meets the new file; the old
+    arming is never reported for it."""
+    b = make_backend()
+    old, new, control = pairs(3)
+    b.arm(old.fd, READ, "old read")
+    number = old.ours.detach()
+    os.dup2(new.ours.fileno(), number)  # closes the old file, armed; its number now names `new`
+    with socket.socket(fileno=number):
+        new.make_readable()
+        _closed_armings_dropped(b, {"old read"}, control, reused=True)
+        b.disarm(number, READ)
 
 
 # -- B8: a timeout under a microsecond ------------------------------------------------

@@ -1,0 +1,150 @@
+"""What reporting a failure needs, whatever the code under test did.
+
+Role
+----
+Helpers of :mod:`.plugin`: fds held for the report (:class:`FdReserve`), a
+traceback entry without a line number given one (:func:`give_lines`), and a
+test whose worker process died (a crash in a C library: abort, segfault)
+named as a failure of its clause (:func:`crash_props`, :func:`rerun_hint`).
+"""
+
+from __future__ import annotations
+
+import os
+import types
+
+
+# -- file descriptors for reporting ------------------------------------------------
+class FdReserve:
+    """File descriptors held from the session's start, for reporting alone.
+
+    A backend under test that leaks fds can leave the process none (EMFILE): the
+    failures of the tests after it are its doing, but the report must still be made.
+    Formatting a failure reads the tests' source, the table imports its renderer and
+    ``--json`` opens its file: each needs an fd. ``RESERVE_FDS`` of them (``/dev/null``,
+    read-only) are held while tests run, given back while pytest formats a failure and
+    at the session's end, so those never depend on what the backend left.
+    """
+
+    def __init__(self, n: int):
+        self._n = n
+        self._fds: list[int] = []
+
+    def hold(self) -> None:
+        """Take up to ``n`` fds (fewer if the process has fewer free)."""
+        while len(self._fds) < self._n:
+            try:
+                self._fds.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError:
+                return
+
+    def release(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+
+
+RESERVE_FDS = 16
+RESERVE = FdReserve(RESERVE_FDS)
+
+
+# -- a traceback entry without a line number ----------------------------------------
+def _chain(exc: BaseException):
+    """``exc`` and every exception chained to it (``__cause__``, ``__context__``), once each."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo += [e.__cause__, e.__context__]
+
+
+def _entries(tb: types.TracebackType | None):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def lineless(exc: BaseException) -> bool:
+    return any(tb.tb_lineno is None for e in _chain(exc) for tb in _entries(e.__traceback__))
+
+
+def give_lines(exc: BaseException) -> None:
+    """Rebuild the tracebacks of ``exc``'s chain where an entry has no line (tb_lineno is read-only)."""
+    for e in _chain(exc):
+        entries = list(_entries(e.__traceback__))
+        if all(tb.tb_lineno is not None for tb in entries):
+            continue
+        rebuilt = None
+        for tb in reversed(entries):
+            line = tb.tb_lineno if tb.tb_lineno is not None else _line_before(tb.tb_frame.f_code, tb.tb_lasti)
+            rebuilt = types.TracebackType(rebuilt, tb.tb_frame, tb.tb_lasti, line)
+        e.__traceback__ = rebuilt
+
+
+def _line_before(code: types.CodeType, offset: int) -> int:
+    """The line of the last instruction at or before ``offset`` in ``code`` that has one."""
+    line = code.co_firstlineno
+    for start, _end, lineno in code.co_lines():
+        if start > offset:
+            break
+        if lineno is not None:
+            line = lineno
+    return line
+
+
+# -- a crashed worker ---------------------------------------------------------------
+#: What pytest-xdist's report of a test whose worker died says (its ``when`` is "???").
+CRASH_TEXT = "crashed while running"
+
+
+def crashed(report) -> bool:
+    """Whether ``report`` is pytest-xdist's report of a test whose worker process died."""
+    return (
+        report.failed
+        and report.when not in ("setup", "call", "teardown")
+        and CRASH_TEXT in str(report.longrepr)
+    )
+
+
+def crash_props(nodeid: str, seen: dict[str, dict], package_dir) -> dict:
+    """The clause and backend of the crashed test ``nodeid``: xdist's report of it carries
+    no ``user_properties``, so they are the ones its setup report brought (``seen``), else
+    read from the test function's marker (a crash in setup: no backend then), else ``{}``."""
+    if nodeid in seen:
+        return seen[nodeid]
+    import importlib
+
+    path, _, name = nodeid.partition("::")
+    try:
+        module = importlib.import_module(f"{package_dir.name}.tests.{os.path.basename(path)[:-3]}")
+        marks = getattr(getattr(module, name.partition("[")[0]), "pytestmark", [])
+    except (ImportError, AttributeError):
+        return {}
+    cids = [m.args[0] for m in marks if m.name == "clause"]
+    return {"clause": cids[0]} if len(cids) == 1 else {}
+
+
+def backend_of(nodeid: str, labels: list[str]) -> str:
+    """The backend (its table label) whose parameter id is in ``nodeid``, else ``-``."""
+    params = nodeid.partition("[")[2].rstrip("]")
+    for label in labels:
+        pid = label.replace(":", "-")
+        if (
+            params == pid
+            or params.startswith(pid + "-")
+            or params.endswith("-" + pid)
+            or f"-{pid}-" in params
+        ):
+            return label
+    return "-"
+
+
+def rerun_hint(nodeid: str, backend_spec: str) -> str:
+    """How to see what a crashed test's process printed (the library's message): the test
+    alone, in-process, its output not captured."""
+    name = nodeid.partition("::")[2] or nodeid
+    return f"tailreactor-conformance --backend {backend_spec} -n 0 -- -s -k '{name}'"
