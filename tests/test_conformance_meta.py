@@ -172,18 +172,10 @@ CORRECT = {
 }
 
 
-#: A correct backend's clause that fails for a known gap of the reference, not of the suite:
-#: the shipped selectors backend on a PollSelector keys its interest by fd number and checks
-#: the file only at an arm of the number, so an fd armed, closed and its number reused by a
-#: file that becomes readable, never re-armed, is reported to the old token with IN (issue
-#: 41).  The fix belongs in reference/tailreactor/backends/selectors_backend.py (compare the
-#: file at delivery); then this entry goes, and the test below says so by failing.
-REFERENCE_GAPS = {
-    ("fixtures.backends.selectors_poll:backend", "B5"): (
-        "test_backend_library.py::test_an_arming_of_a_reused_number_never_re_armed_is_not_reported_for_the_new_file"
-        "[fixtures.backends.selectors_poll-backend]"
-    ),
-}
+#: A correct backend's clause that fails for a known gap of the reference, not of the suite, as
+#: (backend spec, clause) -> the one failing test id: none today.  An entry makes the test below
+#: require exactly that failure, so a fixed reference fails it until the entry goes.
+REFERENCE_GAPS: dict[tuple[str, str], str] = {}
 
 
 def _platform_limited(cell) -> bool:

@@ -70,6 +70,22 @@ class SelectorsBackend:
             raise not_open_error(fd) from None
         return st.st_dev, st.st_ino
 
+    def _still_armed_file(self, fd: int) -> bool:
+        """Whether ``fd`` still names the file it was armed for; if not, forget its armings.
+
+        Checked at delivery, not only at the next arm: a number closed without disarm and taken
+        by another file that is never armed again would otherwise be reported to the closed
+        file's tokens when the new file becomes ready (clause B5).  poll(2) keys by number alone
+        and reports a closed number as POLLNVAL; both cases are dropped silently here.
+        """
+        try:
+            same = self._check_fd(fd) == self._files.get(fd)
+        except OSError:
+            same = False
+        if not same:
+            self._forget(fd)
+        return same
+
     def arm(self, fd: int, direction: int, token: object) -> None:
         if self._closed:
             raise closed_error(self.name)
@@ -174,6 +190,8 @@ class SelectorsBackend:
                     except BlockingIOError:
                         pass
                 continue
+            if not self._still_armed_file(key.fd):
+                continue  # its file was closed without disarm: the armings go with it (clause B5)
             # Kept on two lines: conformance/mutation-survivors.toml names them by their text.
             # fmt: off
             for direction in (READ, WRITE):
