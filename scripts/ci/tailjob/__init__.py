@@ -16,7 +16,7 @@ it, and that there is no cycle):
    (profiles, arms, legs, the schedule, :class:`~tailjob.plan.AbOptions`), :mod:`~tailjob.procstat`,
    :mod:`~tailjob.outputs` (the one writer of a job's files), :mod:`tailjob.sim.costs`;
 2. tools -- what a tier runs: :mod:`~tailjob.loadgen` and :mod:`~tailjob.loadspec`,
-   :mod:`~tailjob.traffic` (a user's classes), :mod:`~tailjob.parts` (the count's rows), :mod:`~tailjob.wrk`, :mod:`~tailjob.pooled`,
+   :mod:`~tailjob.parts` (the count's rows), :mod:`~tailjob.wrk`, :mod:`~tailjob.pooled`,
    :mod:`~tailjob.probeleg`, :mod:`~tailjob.workloads`, :mod:`~tailjob.server`,
    :mod:`~tailjob.peers`, :mod:`~tailjob.refcode` (``--a-ref``), :mod:`~tailjob.ownserver` (a server
    command instead of the bench server), :mod:`~tailjob.history`;
@@ -54,7 +54,6 @@ LAYERS = (
     (
         "tailjob.loadgen",
         "tailjob.loadspec",
-        "tailjob.traffic",
         "tailjob.parts",
         "tailjob.wrk",
         "tailjob.pooled",
