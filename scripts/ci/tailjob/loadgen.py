@@ -22,8 +22,9 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from .loadspec import (  # noqa: F401  (ClientClass .. set_offered_due: the sim tier reads them here)
@@ -377,7 +378,9 @@ def main(argv: list[str] | None = None) -> int:
             return code
     else:
         try:
-            from uvloop import run
+            import uvloop
+
+            run: Callable[[Coroutine[Any, Any, dict]], dict] = uvloop.run
         except ImportError:  # the bench extra is missing: the stdlib loop works too, a little slower
             run = asyncio.run
         try:
