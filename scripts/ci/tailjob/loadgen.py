@@ -333,11 +333,9 @@ def _supervise(spec: LoadSpec, url: str) -> tuple[int, dict | str]:
     return 0, merge([parse_output(out) for out, _ in results], spec)
 
 
-def command(
-    url: str, spec: LoadSpec | None, *, cpus: str | None = None, python: str | None = None
-) -> list[str]:
+def command(url: str, spec: LoadSpec | None, *, cpus: str | None = None) -> list[str]:
     """argv of one client run (``spec`` None: without ``--spec``); ``cpus`` pins it with taskset."""
-    cmd = [python or sys.executable, "-m", "tailjob.loadgen", "--url", url]
+    cmd = [sys.executable, "-m", "tailjob.loadgen", "--url", url]
     if spec is not None:
         cmd += ["--spec", spec.to_json()]
     return ["taskset", "-c", cpus, *cmd] if cpus is not None else cmd

@@ -229,14 +229,13 @@ class BenchServer(ServerProcess):
         env: Mapping[str, str],
         *,
         workers: int | None = None,
-        python: str = sys.executable,
         module: str = "tailreactor.http.server",
         report_code: bool = False,
         **kw,
     ):
         super().__init__(env, **kw)
         self.workers_arg = workers
-        self.python, self.module = python, module
+        self.module = module
         self.report_code = report_code
         self.code: str | None = None
 
@@ -245,8 +244,8 @@ class BenchServer(ServerProcess):
         if self.workers_arg is not None:
             args += ["--workers", str(self.workers_arg)]
         if self.report_code:
-            return refcode.server_command(self.python, self.module, args)
-        return [self.python, "-m", self.module, *args]
+            return refcode.server_command(sys.executable, self.module, args)
+        return [sys.executable, "-m", self.module, *args]
 
     def on_line(self, line: str) -> None:
         if self.report_code and self.code is None:
