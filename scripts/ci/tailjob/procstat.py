@@ -25,36 +25,32 @@ def _stat_fields(pid: int) -> list[str] | None:
     return data[data.rindex(")") + 2 :].split()
 
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and all its live descendants (``pid`` first); ``[]`` if ``pid`` is gone."""
-    if _stat_fields(pid) is None:
-        return []
+def _tree(pid: int) -> list[tuple[int, list[str]]]:
+    """``pid`` and its live descendants (``pid`` first, then breadth first), each with its stat fields."""
+    stats = {
+        int(n): f for n in os.listdir("/proc") if n.isdigit() and (f := _stat_fields(int(n))) is not None
+    }
     children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        fields = _stat_fields(int(name))
-        if fields is not None:
-            children.setdefault(int(fields[1]), []).append(int(name))  # fields[1] = ppid
-    tree, todo = [], [pid]
+    for p, fields in sorted(stats.items()):
+        children.setdefault(int(fields[1]), []).append(p)  # fields[1] = ppid
+    tree, todo = [], [pid] if pid in stats else []
     while todo:
         p = todo.pop(0)
-        tree.append(p)
-        todo.extend(sorted(children.get(p, ())))
+        tree.append((p, stats[p]))
+        todo.extend(children.get(p, ()))
     return tree
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its live descendants (``pid`` first); ``[]`` if ``pid`` is gone."""
+    return [p for p, _ in _tree(pid)]
 
 
 def tree_cpu_s(pid: int) -> float:
     """utime + stime (s) of ``pid`` and its live descendants, all threads (and through cutime +
     cstime the exited ones their parent waited for); 0.0 if gone."""
-    ticks = 0
-    for p in process_tree(pid):
-        fields = _stat_fields(p)
-        if fields is None:  # exited between the listing and now
-            continue
-        # stat(5): utime, stime, cutime, cstime are fields 14..17, 11..14 here (no pid and comm)
-        ticks += sum(int(x) for x in fields[11:15])
-    return ticks / CLK_TCK
+    # stat(5): utime, stime, cutime, cstime are fields 14..17, 11..14 here (no pid and comm)
+    return sum(int(x) for _, fields in _tree(pid) for x in fields[11:15]) / CLK_TCK
 
 
 def listens(pid: int, port: int) -> bool:
