@@ -176,7 +176,7 @@ def _number(value: object, lo: float, hi: float, kind: type = int) -> bool:
     return isinstance(value, (kind, int)) and not isinstance(value, bool) and lo <= value <= hi  # type: ignore[operator]
 
 
-#: key -> (whether a value is accepted, what is accepted), in the order a class's keys are checked.
+#: key -> (whether a value, as TOML types it, is accepted; what is accepted).
 _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "connections": (lambda v: _number(v, 1, CONNECTIONS_MAX), f"an integer from 1 to {CONNECTIONS_MAX}"),
     "loop": (lambda v: v in LOOPS, "open or closed"),
@@ -220,21 +220,21 @@ def _check_class(where: str, name: str, table: Mapping[str, Any]) -> TrafficClas
         if key not in table:
             raise bad(key, f"required; {key}: {TRAFFIC_KEYS[key]}")
     t = {**table, "rate": _rate_text(table["rate"])} if "rate" in table else dict(table)
-    for key, (ok, accepted) in _RULES.items():
-        if key in t and not ok(t[key]):
-            raise bad(key, f"accepted {accepted}")
-        if key == "loop":  # the keys of the other loop, and an open loop's rate
-            for other in ("depth", "think_ms") if t["loop"] == "open" else ("rate", "schedule"):
-                if other in t:
-                    raise bad(
-                        other,
-                        f"applies to {'a closed' if t['loop'] == 'open' else 'an open'}-loop class only",
-                    )
-            if t["loop"] == "open" and "rate" not in t:
-                raise bad(
-                    "rate",
-                    "an open-loop class needs one: requests/s (200) or a fraction of capacity ('0.7x')",
-                )
+
+    def check(*keys: str) -> None:
+        for key in keys:
+            ok, accepted = _RULES[key]
+            if key in t and not ok(t[key]):
+                raise bad(key, f"accepted {accepted}")
+
+    check("connections", "loop")
+    loop = t["loop"]
+    for other in ("depth", "think_ms") if loop == "open" else ("rate", "schedule"):
+        if other in t:
+            raise bad(other, f"applies to {'a closed' if loop == 'open' else 'an open'}-loop class only")
+    if loop == "open" and "rate" not in t:
+        raise bad("rate", "an open-loop class needs one: requests/s (200) or a fraction of capacity ('0.7x')")
+    check("rate", "schedule", "depth", "think_ms", "service_us")
     return TrafficClass(
         name,
         t["connections"],
