@@ -147,7 +147,9 @@ def saturated(*, offered: float | None, achieved: float) -> bool:
     return offered is not None and offered > 0 and achieved < offered * (1 - SATURATION_SHORTFALL)
 
 
-def _histogram():
+def histogram():
+    """An empty latency histogram on the job's one grid (us, 1 to :data:`US_MAX`, 3 significant
+    digits): the load client's, wrk's and the pooled ones, so that any two merge exactly."""
     from hdrh.histogram import HdrHistogram
 
     return HdrHistogram(1, US_MAX, 3)
@@ -165,7 +167,7 @@ class ClassStats:
 
     def __init__(self, cls: ClientClass):
         self.cls = cls
-        self.latency, self.lag, self.turnaround = _histogram(), _histogram(), _histogram()
+        self.latency, self.lag, self.turnaround = histogram(), histogram(), histogram()
         self.offered = self.sent = self.answered = self.in_window = self.offered_due = 0
         self.errors = dict.fromkeys(ERROR_KINDS, 0)
         self.latency_sum_us = 0
@@ -213,7 +215,8 @@ def set_offered_due(spec: LoadSpec, stats: list[ClassStats], start_ns: int, end_
             st.offered_due = offered(spec, st.cls, start_ns, end_ns - margin_ns)
 
 
-def _encode(h) -> str:
+def encode(h) -> str:
+    """HdrHistogram's standard compressed base64 form (what the result JSON keeps)."""
     blob = h.encode()
     return blob.decode("ascii") if isinstance(blob, bytes) else blob
 
@@ -238,7 +241,7 @@ def _summary(h, sum_us: int | None = None, *, spectrum: bool = False, histogram:
         ],
     }
     if histogram:
-        out["histogram"] = _encode(h)
+        out["histogram"] = encode(h)
     if spectrum:
         points = [100 * (1 - 10 ** (-k / 10)) for k in range(51)]
         out["spectrum"] = [[p, h.get_value_at_percentile(p)] for p in points] if n else []
@@ -246,7 +249,7 @@ def _summary(h, sum_us: int | None = None, *, spectrum: bool = False, histogram:
 
 
 def _class_report(sts: list[ClassStats], duration_s: float, name: str, loop: str) -> dict:
-    merged = {k: _histogram() for k in HISTOGRAMS}
+    merged = {k: histogram() for k in HISTOGRAMS}
     for st in sts:
         for k, h in merged.items():
             h.add(getattr(st, k))
@@ -293,7 +296,7 @@ def _part(st: ClassStats) -> dict:
         "class": asdict(st.cls),
         "errors": st.errors,
         **{k: getattr(st, k) for k in ClassStats.COUNTERS},
-        **{k: _encode(getattr(st, k)) for k in HISTOGRAMS},
+        **{k: encode(getattr(st, k)) for k in HISTOGRAMS},
     }
 
 

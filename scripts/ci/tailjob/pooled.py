@@ -19,26 +19,19 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from . import stats
+from .loadspec import US_MAX, encode, histogram  # noqa: F401  (encode: pooled.encode, as the job reads it)
 from .metrics import POOLED_KEYS  # noqa: F401
-
-LOWEST_US, HIGHEST_US, DIGITS = 1, 60_000_000, 3
 
 
 def histogram_of(buckets: Iterable[Sequence[int]]) -> HdrHistogram:
     """An HdrHistogram (us) of ``(value_us, count)`` buckets, e.g. wrk's non-empty 1-us buckets."""
-    h = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
+    h = histogram()
     for value, count in buckets:
         if value < 0 or count < 0:
             raise ValueError(f"histogram bucket ({value}, {count}): value and count must be >= 0")
         if count:
-            h.record_value(min(int(value), HIGHEST_US), int(count))
+            h.record_value(min(int(value), US_MAX), int(count))
     return h
-
-
-def encode(h: HdrHistogram) -> str:
-    """HdrHistogram's standard compressed base64 form (what the result JSON keeps)."""
-    blob = h.encode()
-    return blob.decode("ascii") if isinstance(blob, bytes) else blob
 
 
 def decode(text: str) -> HdrHistogram:
@@ -59,7 +52,7 @@ def pooled_percentile(encoded: Sequence[str], p: float) -> Pooled:
     """Percentile ``p`` of the runs' histograms merged (through hdrh's own add and percentile)."""
     if not encoded:
         raise ValueError("pooled percentile of no runs")
-    merged = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
+    merged = histogram()
     for text in encoded:
         merged.add(decode(text))
     total = merged.get_total_count()
