@@ -135,21 +135,6 @@ class Measure(Protocol):
     def run(self, plan: RunPlan) -> RunRecord: ...
 
 
-@dataclass(frozen=True)
-class Client:
-    """A load generator run against a started server: its argv, timeout, environment and parser
-    (whose result answers as :class:`tailjob.wrk.WrkResult`; an open-loop client's also has
-    ``saturated``, ``generator_busy`` and ``class_metrics()``)."""
-
-    name: str
-    command: Callable[[str, RunPlan], list[str]]
-    timeout_s: Callable[[RunPlan], float]
-    env: Callable[[], dict | None]
-    parse: Callable[[str], Any]
-    errors: tuple[type[Exception], ...]
-    open_loop: bool = False
-
-
 def generator_bound(*, generator_busy: float, server_busy: float) -> bool:
     """True when the load generator was busy (:data:`BUSY_FRACTION` of the CPU it can use) and the
     server was not: the run's figures then describe the generator."""
@@ -178,15 +163,20 @@ def _cpu_now(server: ServerProcess) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class ServerMeasure:
-    """The real tiers: a fresh server per run, ``client`` against it, CPU accounting from ``/proc``.
-    Raises :class:`JobError` if the server does not start, reports the wrong backend or code, dies
-    during the run, the client fails or completes no request, or (probe on) a worker wrote no file."""
+    """The real tiers: a fresh server per run, a load generator against it (its ``command``,
+    ``timeout_s``, ``env``, and ``parse``, whose result answers as :class:`tailjob.wrk.WrkResult`; an
+    ``open_loop`` one's also has ``saturated``, ``generator_busy`` and ``class_metrics()``), CPU
+    accounting from ``/proc``.  Raises :class:`JobError` if the server does not start, reports the
+    wrong backend or code, dies during the run, the generator fails or completes no request, or
+    (probe on) a worker wrote no file."""
 
-    client: Client
-
-    @property
-    def name(self) -> str:
-        return self.client.name
+    name: str
+    command: Callable[[str, RunPlan], list[str]]
+    timeout_s: Callable[[RunPlan], float]
+    env: Callable[[], dict | None]
+    parse: Callable[[str], Any]
+    errors: tuple[type[Exception], ...]
+    open_loop: bool = False
 
     def run(self, plan: RunPlan) -> RunRecord:
         s, env, template = plan.settings, dict(plan.env), None
@@ -216,7 +206,7 @@ class ServerMeasure:
         flags: list[str] = []
         try:
             code = _checked_server(server, plan)
-            argv = self.client.command(f"http://{plan.settings.host}:{server.port}{plan.path}", plan)
+            argv = self.command(f"http://{plan.settings.host}:{server.port}{plan.path}", plan)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             out, use = self._run_client(argv, server, plan)
             alive = server.alive()
@@ -233,7 +223,7 @@ class ServerMeasure:
             **use,
             metrics=metrics.run_metrics(result, server_cpu_s=use["server_cpu_s"]),
             flags=flags + self._flags(result, use, server, plan),
-            classes=result.class_metrics() if self.client.open_loop else None,
+            classes=result.class_metrics() if self.open_loop else None,
             code=code,
         )
 
@@ -241,16 +231,14 @@ class ServerMeasure:
         """Run the load generator against the started server: its output, and the CPU seconds over
         the run of the server's tree, the generator (this process's children), this process and the
         machine, and what else the machine ran meanwhile (``other_*``: the run's pollution)."""
-        timeout_s = self.client.timeout_s(plan)
+        timeout_s = self.timeout_s(plan)
         before = _cpu_now(server)
         try:
             out = subprocess.run(
-                argv, check=False, capture_output=True, text=True, timeout=timeout_s, env=self.client.env()
+                argv, check=False, capture_output=True, text=True, timeout=timeout_s, env=self.env()
             )  # its exit status is checked by _result
         except subprocess.TimeoutExpired:
-            raise JobError(
-                f"{plan.where}: {self.client.name} did not finish within {timeout_s:.0f} s"
-            ) from None
+            raise JobError(f"{plan.where}: {self.name} did not finish within {timeout_s:.0f} s") from None
         use = {k: v - before[k] for k, v in _cpu_now(server).items()}
         use["other_cpu_s"] = (
             use["machine_busy_s"] - use["server_cpu_s"] - use["wrk_cpu_s"] - use["self_cpu_s"]
@@ -260,20 +248,20 @@ class ServerMeasure:
 
     def _result(self, out, alive: bool, server: ServerProcess, plan: RunPlan, use: dict):
         """The client's parsed figures, or :class:`JobError` for a dead server, a failed client, no request."""
-        where, client = plan.where, self.client
+        where = plan.where
         if not alive:
             raise JobError(f"{where}: {server.WHAT} died during the run" + server.last_stderr())
         if out.returncode != 0:
             raise JobError(
-                f"{where}: {client.name} exited {out.returncode}: {(out.stderr or out.stdout).strip()[-300:]}"
+                f"{where}: {self.name} exited {out.returncode}: {(out.stderr or out.stdout).strip()[-300:]}"
             )
         try:
-            result = client.parse(out.stdout)
-        except client.errors as e:
+            result = self.parse(out.stdout)
+        except self.errors as e:
             raise JobError(f"{where}: {e}") from None
         if result.requests == 0:  # a server that accepts but never serves looks quiet and error-free
             raise JobError(
-                f"{where}: {client.name} completed no request in {plan.leg.duration_s} s "
+                f"{where}: {self.name} completed no request in {plan.leg.duration_s} s "
                 f"(errors {result.errors}); the server used {use['server_cpu_s']:.2f} s of CPU"
                 + server.last_stderr()
             )
@@ -281,7 +269,7 @@ class ServerMeasure:
 
     def _flags(self, result, use: dict, server: ServerProcess, plan: RunPlan) -> list[str]:
         """The run's flags: pollution, socket errors, non-2xx answers, saturation, a generator-bound run."""
-        s, open_loop, wall = plan.settings, self.client.open_loop, use["wall_s"]
+        s, open_loop, wall = plan.settings, self.open_loop, use["wall_s"]
         raised = {
             "polluted": use["other_cores"] > s.pollution_limit,
             "socket-errors": result.socket_errors,
@@ -311,21 +299,19 @@ def _checked_server(server: ServerProcess, plan: RunPlan) -> str | None:
 
 
 WRK: Measure = ServerMeasure(
-    Client(
-        "wrk",
-        lambda url, p: wrk.wrk_command(
-            url,
-            threads=p.leg.threads,
-            connections=p.leg.connections,
-            duration_s=p.leg.duration_s,
-            script=p.settings.script,
-            cpus=p.settings.wrk_cpus,
-        ),
-        timeout_s=lambda p: p.leg.duration_s + 60,
-        env=wrk.wrk_env,
-        parse=wrk.parse_wrk_output,
-        errors=(wrk.WrkOutputError,),
-    )
+    "wrk",
+    lambda url, p: wrk.wrk_command(
+        url,
+        threads=p.leg.threads,
+        connections=p.leg.connections,
+        duration_s=p.leg.duration_s,
+        script=p.settings.script,
+        cpus=p.settings.wrk_cpus,
+    ),
+    timeout_s=lambda p: p.leg.duration_s + 60,
+    env=wrk.wrk_env,
+    parse=wrk.parse_wrk_output,
+    errors=(wrk.WrkOutputError,),
 )
 """wrk, closed loop: ``leg.threads`` threads, ``leg.connections`` connections, ``tail_latency.lua``."""
 
@@ -337,14 +323,12 @@ def _load_timeout_s(load: LoadSpec | None) -> float:
 
 
 LOAD_CLIENT: Measure = ServerMeasure(
-    Client(
-        "the load client",
-        lambda url, p: loadgen.command(url, p.load, cpus=p.settings.wrk_cpus),
-        timeout_s=lambda p: _load_timeout_s(p.load),
-        env=loadgen.client_env,
-        parse=LoadRunResult.parse,
-        errors=(loadspec.LoadOutputError,),
-        open_loop=True,
-    )
+    "the load client",
+    lambda url, p: loadgen.command(url, p.load, cpus=p.settings.wrk_cpus),
+    timeout_s=lambda p: _load_timeout_s(p.load),
+    env=loadgen.client_env,
+    parse=LoadRunResult.parse,
+    errors=(loadspec.LoadOutputError,),
+    open_loop=True,
 )
 """The job's load client (:mod:`tailjob.loadgen`) offering ``plan.load``."""
