@@ -17,8 +17,8 @@ import sys
 import pytest
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
 
-from tailjob import loadgen
-from tailjob.loadgen import ClientClass, LoadSpec, SpecError
+from tailjob import loadgen, loadspec
+from tailjob.loadspec import ClientClass, LoadSpec, SpecError
 
 
 # -- schedules (pure) ------------------------------------------------------------
@@ -26,7 +26,7 @@ def test_constant_schedule_is_evenly_spaced_and_staggered_across_connections():
     # 4 connections sharing 1000 req/s: each sends every 4 ms, connection i offset by i ms.
     times = [
         list(
-            loadgen.intended_times(
+            loadspec.intended_times(
                 "constant",
                 rate=1000,
                 connections=4,
@@ -47,7 +47,7 @@ def test_constant_schedule_is_evenly_spaced_and_staggered_across_connections():
 def test_poisson_schedule_is_seeded_and_has_the_asked_rate():
     def draw(seed):
         return list(
-            loadgen.intended_times(
+            loadspec.intended_times(
                 "poisson",
                 rate=2000,
                 connections=1,
@@ -91,9 +91,9 @@ def test_spec_round_trips_through_json_and_rejects_bad_classes():
 
 
 def test_saturation_flag_at_two_percent_short():
-    assert loadgen.saturated(offered=1000, achieved=979) is True
-    assert loadgen.saturated(offered=1000, achieved=981) is False
-    assert loadgen.saturated(offered=None, achieved=500) is False  # closed loop: nothing offered
+    assert loadspec.saturated(offered=1000, achieved=979) is True
+    assert loadspec.saturated(offered=1000, achieved=981) is False
+    assert loadspec.saturated(offered=None, achieved=500) is False  # closed loop: nothing offered
 
 
 # -- the real client against the real bench server ---------------------------------
@@ -107,7 +107,7 @@ def _run(server, spec: LoadSpec) -> dict:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return loadgen.parse_output(done.stdout)
+    return loadspec.parse_output(done.stdout)
 
 
 @pytest.fixture
@@ -144,16 +144,16 @@ def test_every_offered_request_is_answered_and_matched(bench):
     assert inter["offered"] == inter["sent"] == inter["answered"] > 0
     assert bulk["sent"] == bulk["answered"] > 16 and bulk["answered"] % 16 == 0  # whole batches
     for c in (inter, bulk):
-        assert c["errors"] == dict.fromkeys(loadgen.ERROR_KINDS, 0)
+        assert c["errors"] == dict.fromkeys(loadspec.ERROR_KINDS, 0)
         assert c["latency"]["count"] == c["answered"]
     assert out["all"]["latency"]["count"] == inter["answered"] + bulk["answered"]
     # one process per class (a busy class cannot delay another's timers), merged into one document
     assert [p["classes"] for p in out["processes"]] == [["interactive"], ["bulk"]]
     assert inter["offered_rps"] == pytest.approx(inter["offered"] / 1.0)
-    assert [q["p"] for q in inter["latency"]["percentiles"]] == list(loadgen.PERCENTILES)
+    assert [q["p"] for q in inter["latency"]["percentiles"]] == list(loadspec.PERCENTILES)
     # The flags come from the counters (a busy machine may answer late, so not "False" here: the
     # threshold itself is test_saturation_flag_at_two_percent_short's; a closed loop is never saturated).
-    assert inter["saturated"] is loadgen.saturated(
+    assert inter["saturated"] is loadspec.saturated(
         offered=inter["offered_due"], achieved=inter["answered_in_window"]
     )
     assert 0 < inter["offered_due"] <= inter["offered"] and inter["answered_in_window"] <= inter["answered"]
@@ -177,7 +177,7 @@ def test_a_closed_class_records_its_turnaround_once_per_batch_it_sends_after_an_
     batches = bulk["sent"] // 8
     assert bulk["turnaround"]["count"] == batches - 2  # every batch but each connection's first
     assert bulk["turnaround"]["min"] >= 1
-    assert [q["p"] for q in bulk["turnaround"]["percentiles"]] == list(loadgen.PERCENTILES)
+    assert [q["p"] for q in bulk["turnaround"]["percentiles"]] == list(loadspec.PERCENTILES)
     assert inter["turnaround"]["count"] == 0
     assert out["all"]["turnaround"]["count"] == bulk["turnaround"]["count"]  # merged over the classes
 
@@ -206,7 +206,7 @@ def test_the_class_processes_start_the_run_only_once_all_are_connected(bench, tm
     assert len(starts) == 1  # one start for the run
     assert all(p["connected_ns"] < p["start_ns"] for p in out["processes"])
     for c in out["classes"].values():
-        assert c["answered_in_window"] > 0 and c["errors"] == dict.fromkeys(loadgen.ERROR_KINDS, 0)
+        assert c["answered_in_window"] > 0 and c["errors"] == dict.fromkeys(loadspec.ERROR_KINDS, 0)
 
 
 def test_a_stall_shows_in_requests_scheduled_during_it(bench):
@@ -260,7 +260,7 @@ def test_client_exits_1_when_nothing_listens():
 
 
 def test_parse_output_needs_the_metrics_line():
-    with pytest.raises(loadgen.LoadOutputError, match="TAILREACTOR_LOAD"):
-        loadgen.parse_output("nothing here\n")
-    line = loadgen.OUTPUT_PREFIX + json.dumps({"classes": {}, "all": {}})
-    assert loadgen.parse_output("x\n" + line + "\n") == {"classes": {}, "all": {}}
+    with pytest.raises(loadspec.LoadOutputError, match="TAILREACTOR_LOAD"):
+        loadspec.parse_output("nothing here\n")
+    line = loadspec.OUTPUT_PREFIX + json.dumps({"classes": {}, "all": {}})
+    assert loadspec.parse_output("x\n" + line + "\n") == {"classes": {}, "all": {}}

@@ -7,7 +7,7 @@ from dataclasses import replace
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
 from tailjob_testdata import CI_DIR, record
 
-from tailjob import loadgen, metrics, peersjob, pooled, stats, wrk
+from tailjob import loadspec, metrics, peersjob, pooled, stats, wrk
 from tailjob.measure import RunPlan, RunRecord, Settings
 from tailjob.plan import AB_PRESETS, Leg
 from tailjob.runner import run_job
@@ -17,7 +17,7 @@ def test_every_list_of_metrics_is_derived_from_the_table():
     latency = [m for m in metrics.METRICS if m.percentile is not None]
     assert metrics.LATENCY_KEYS == {m.key: m.percentile for m in latency}
     assert set(metrics.PERCENTILES) >= {m.percentile for m in latency}
-    assert wrk.PERCENTILES is loadgen.PERCENTILES is metrics.PERCENTILES
+    assert wrk.PERCENTILES is loadspec.PERCENTILES is metrics.PERCENTILES
     assert stats.METRICS is metrics.METRICS
     assert pooled.POOLED_KEYS == {m.key: m.percentile for m in metrics.METRICS if m.pooled}
     assert peersjob.PEER_METRICS == tuple(m.key for m in metrics.METRICS if m.peers)

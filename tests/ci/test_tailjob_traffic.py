@@ -19,7 +19,7 @@ from tailjob_testdata import SMALL_TRAFFIC as SMALL
 
 from tailjob import workloads
 from tailjob.cli import main
-from tailjob.loadgen import ClientClass
+from tailjob.loadspec import ClientClass
 from tailjob.plan import Leg, PlanError
 from tailjob.workloads import LoadPlan, Traffic, parse_classes, plan_load, read_traffic
 

@@ -41,7 +41,6 @@ LAYERS = (
     (
         "tailjob.loadgen",
         "tailjob.loadspec",
-        "tailjob.traffic",
         "tailjob.parts",
         "tailjob.wrk",
         "tailjob.pooled",

@@ -1,17 +1,13 @@
-"""The job's own load client: open-loop (and closed-loop) HTTP load, latency per client class.
+"""The job's own load client: open- or closed-loop HTTP load, latency per client class.
 
-wrk is closed-loop: a connection sends its next request only when the last
-response arrived, so a stalled server receives fewer requests and the stall
-hides itself (coordinated omission).  This client sends on a **schedule**
-instead and measures every latency from the request's **intended** send time
-(wrk2's method): a request scheduled during a stall waits for it, and the wait
-is in its latency even if the client could only send it after the stall.
+wrk is closed loop: a stalled server receives fewer requests and the stall hides itself
+(coordinated omission).  This client sends on a schedule and measures every latency from the
+request's **intended** send time (wrk2's method), so a stall's wait is in the latency of every
+request scheduled during it.  What a run is and reports: :mod:`tailjob.loadspec`.
 
-What a run is (:class:`LoadSpec`, its client classes) and what it reports: :mod:`tailjob.loadspec`.
-
-Run: ``python -m tailjob.loadgen --url http://127.0.0.1:3000/ --spec JSON``
-(:func:`command` builds the argv).  Exit 0 with the line, 1 when a connection
-cannot be made or the run fails, 2 for a bad spec (one line on stderr).
+Run: ``python -m tailjob.loadgen --url http://127.0.0.1:3000/ --spec JSON`` (:func:`command`):
+exit 0 with the ``TAILREACTOR_LOAD`` line, 1 when a connection cannot be made or the run fails,
+2 for a bad spec (one line on stderr).
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ import functools
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -30,53 +27,40 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .loadspec import (  # noqa: F401  (the load client's names, as the job reads them)
-    ERROR_KINDS,
-    LOOPS,
-    PERCENTILES,
-    SATURATION_SHORTFALL,
-    SCHEDULES,
-    US_MAX,
+from .loadspec import (  # noqa: F401  (ClientClass .. set_offered_due: the sim tier reads them here)
+    OUTPUT_PREFIX,
     ClassStats,
     ClientClass,
     LoadSpec,
     SpecError,
+    _clamped,
     _part,
-    intended_times,
+    _times,
     merge,
-    offered,
+    parse_output,
     report,
-    saturated,
     set_offered,
     set_offered_due,
 )
 
-OUTPUT_PREFIX = "TAILREACTOR_LOAD "
 READY_LINE = "TAILREACTOR_LOAD_READY"
 """What a class process of several prints once connected (``--start-on-stdin``)."""
 _CI_DIR = Path(__file__).resolve().parents[1]
-
-
-class LoadOutputError(ValueError):
-    """The client's output has no readable ``TAILREACTOR_LOAD`` line."""
 
 
 class ClientConnection:
     """What one keep-alive connection of a class does, whatever carries its bytes and keeps its time.
 
     Open loop: one request in flight, sent at its intended time (or as soon as the last is answered);
-    closed loop: ``depth`` requests pipelined, then a think time.  Every latency runs from the
-    request's intended time.  ``run`` gives ``spec`` (its seed), ``start_ns``, ``end_ns`` and
-    ``next_seq()``; a subclass gives the transport and the clock: :meth:`now_ns`, :meth:`write`,
-    :meth:`at` (send at an intended time, now or later) and :meth:`finish`.  The live client
-    (``_Connection``, on asyncio) and the virtual-time tier's (:mod:`tailjob.sim.engine`) are two.
-    """
+    closed loop: ``depth`` requests pipelined, then a think time.  ``run`` gives ``spec``,
+    ``start_ns``, ``end_ns`` and ``next_seq()``; a subclass gives the transport and the clock:
+    :meth:`now_ns`, :meth:`write`, :meth:`at` (send at an intended time, now or later) and
+    :meth:`finish` -- the live client's on asyncio, and the virtual-time tier's."""
 
     def __init__(self, run, stats: ClassStats, index: int):
         import httptools
 
-        self.run, self.stats, self.index = run, stats, index
-        self.cls = stats.cls
+        self.run, self.stats, self.index, self.cls = run, stats, index, stats.cls
         self.parser = httptools.HttpResponseParser(self)
         self.in_flight: collections.deque[tuple[bytes, int]] = collections.deque()  # (seq, intended ns)
         self.body = bytearray()
@@ -84,7 +68,6 @@ class ClientConnection:
         self.next_ns: int | None = None  # open loop: the next intended time not yet sent
         self.rng = random.Random(f"{run.spec.seed}/{self.cls.name}/{index}")
 
-    # what a subclass gives
     def now_ns(self) -> int:
         raise NotImplementedError
 
@@ -102,24 +85,17 @@ class ClientConnection:
     def record(self, us: int) -> None:
         self.stats.record(us)
 
-    # the schedule
     def start(self) -> None:
-        now = self.now_ns()
-        if self.cls.loop == "open":
-            self.schedule = intended_times(
-                self.cls.schedule,
-                rate=self.cls.rate,
-                connections=self.cls.connections,
-                index=self.index,
-                rng=self.rng,
-                start_ns=self.run.start_ns,
-                end_ns=self.run.end_ns,
+        now, cls = self.now_ns(), self.cls
+        if cls.loop == "open":
+            self.schedule = _times(
+                self.run.spec, cls, self.index, self.run.start_ns, self.run.end_ns, self.rng
             )
             self.next_ns = next(self.schedule, None)
             self._next_open(now)
         else:
-            self.stats.offered += self.cls.depth
-            self.at(self.run.start_ns, self.cls.depth, now)  # the first batch at the run's start
+            self.stats.offered += cls.depth
+            self.at(self.run.start_ns, cls.depth, now)  # the first batch at the run's start
 
     # httptools callbacks
     def on_body(self, body: bytes) -> None:
@@ -130,8 +106,7 @@ class ClientConnection:
         seq, intended = self.in_flight.popleft()
         st = self.stats
         st.answered += 1
-        if now <= self.run.end_ns:
-            st.in_window += 1
+        st.in_window += now <= self.run.end_ns
         self.record((now - intended + 999) // 1000)
         if self.parser.get_status_code() >= 400:
             st.errors["status"] += 1
@@ -143,15 +118,12 @@ class ClientConnection:
         elif not self.in_flight:
             self._next_batch(now)
 
-    # sending
     def send(self, intended_ns: int, count: int) -> None:
         seqs = [self.run.next_seq() for _ in range(count)]
         path = self.cls.path.encode()
-        wire = b"".join(b"GET %s%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % (path, s) for s in seqs)
-        for s in seqs:
-            self.in_flight.append((s, intended_ns))
+        self.in_flight.extend((s, intended_ns) for s in seqs)
         self.stats.sent += count
-        self.write(wire)
+        self.write(b"".join(b"GET %s%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % (path, s) for s in seqs))
 
     def fire(self, intended_ns: int, count: int) -> None:
         """The time came for a request due at ``intended_ns`` on an idle connection."""
@@ -164,8 +136,7 @@ class ClientConnection:
             return
         if self.next_ns is None:
             self.finish()
-            return
-        if self.next_ns <= now:  # its time came while the last one was in flight: send it now
+        elif self.next_ns <= now:  # its time came while the last one was in flight: send it now
             intended, self.next_ns = self.next_ns, next(self.schedule, None)
             self.send(intended, 1)
         else:
@@ -188,9 +159,9 @@ class ClientConnection:
 
     def owed(self) -> int:
         """Requests offered to this connection and never answered (in flight, or never sent)."""
-        unsent = 0
-        if self.cls.loop == "open" and self.next_ns is not None:
-            unsent = 1 + sum(1 for _ in self.schedule)
+        unsent = (
+            1 + sum(1 for _ in self.schedule) if self.cls.loop == "open" and self.next_ns is not None else 0
+        )
         return len(self.in_flight) + unsent
 
 
@@ -205,7 +176,6 @@ class _Connection(asyncio.Protocol, ClientConnection):
         self.timer: asyncio.TimerHandle | None = None
         self.read_ns = 0  # when the read being parsed began (a closed loop's turnaround starts there)
 
-    # asyncio callbacks
     def connection_made(self, transport) -> None:
         self.transport = transport
 
@@ -219,11 +189,11 @@ class _Connection(asyncio.Protocol, ClientConnection):
 
     def connection_lost(self, exc) -> None:
         if not self.done.done():
-            if self.in_flight or not self._finished():
+            finished = self.cls.loop == "open" and self.next_ns is None and not self.in_flight
+            if self.in_flight or not finished:
                 self.stats.errors["read"] += 1
             self._lose()
 
-    # the transport and the clock
     def now_ns(self) -> int:
         return time.monotonic_ns()
 
@@ -233,8 +203,7 @@ class _Connection(asyncio.Protocol, ClientConnection):
 
     def fire(self, intended_ns: int, count: int) -> None:
         self.timer = None
-        lag = time.monotonic_ns() - intended_ns
-        self.stats.lag.record_value(min(max((lag + 999) // 1000, 1), US_MAX))
+        self.stats.lag.record_value(_clamped((time.monotonic_ns() - intended_ns + 999) // 1000))
         super().fire(intended_ns, count)
 
     def at(self, intended_ns: int, count: int, now: int) -> None:
@@ -248,11 +217,7 @@ class _Connection(asyncio.Protocol, ClientConnection):
         sent = self.stats.sent
         super()._next_batch(now)
         if self.stats.sent > sent and not self.cls.think_ms:  # the next batch went out on this read
-            us = (time.monotonic_ns() - self.read_ns + 999) // 1000
-            self.stats.turnaround.record_value(min(max(us, 1), US_MAX))
-
-    def _finished(self) -> bool:
-        return self.cls.loop == "open" and self.next_ns is None and not self.in_flight
+            self.stats.turnaround.record_value(_clamped((time.monotonic_ns() - self.read_ns + 999) // 1000))
 
     def finish(self) -> None:
         if not self.done.done():
@@ -268,16 +233,13 @@ class _Connection(asyncio.Protocol, ClientConnection):
 
 
 class _Run:
-    """One process's share of a run: its classes' connections, from the run's start for the spec's
-    duration.  The start is 20 ms after connecting, or, with ``start_from_stdin`` (one process of
-    several), the monotonic ns the supervisor writes on stdin once this process has printed
-    :data:`READY_LINE` (connected) and so have the others: shared by every process of the run, and
-    after all of them connected however long a busy machine took to start them."""
+    """One process's share of a run, from its start for the spec's duration.  The start is 20 ms after
+    connecting, or with ``start_from_stdin`` (one process of several) the monotonic ns the supervisor
+    writes on stdin once every process has printed :data:`READY_LINE` (connected)."""
 
     def __init__(self, spec: LoadSpec, host: str, port: int, start_from_stdin: bool = False):
-        self.spec, self.host, self.port = spec, host, port
+        self.spec, self.host, self.port, self._from_stdin = spec, host, port, start_from_stdin
         self._seq = 0
-        self._from_stdin = start_from_stdin
         self.start_ns = self.end_ns = self.connected_ns = 0
 
     def next_seq(self) -> bytes:
@@ -285,8 +247,7 @@ class _Run:
         return b"%d" % self._seq
 
     async def _connect(self, stats: list[ClassStats]) -> list[_Connection]:
-        loop = asyncio.get_running_loop()
-        conns: list[_Connection] = []
+        loop, conns = asyncio.get_running_loop(), []
         for st in stats:
             for i in range(st.cls.connections):
                 try:
@@ -299,13 +260,12 @@ class _Run:
         return conns
 
     def _start(self) -> None:
-        """The run's start: the supervisor's (one line on stdin), else 20 ms after connecting."""
         self.connected_ns = time.monotonic_ns()
         if self._from_stdin:
             print(READY_LINE, flush=True)
             line = sys.stdin.readline()  # blocks the loop: nothing is due before the start
             if not line.strip().isdigit():
-                raise ConnectionError("the supervisor gave no start time") from None
+                raise ConnectionError("the supervisor gave no start time")
             self.start_ns = int(line)
         else:
             self.start_ns = self.connected_ns + 20_000_000  # 20 ms to get every connection going
@@ -318,10 +278,9 @@ class _Run:
         set_offered(self.spec, stats, self.start_ns, self.end_ns)
         for c in conns:
             c.start()
-        waits = [c.done for c in conns]
         cpu0 = time.process_time()
         deadline = (self.end_ns - time.monotonic_ns()) / 1e9 + self.spec.drain_s
-        await asyncio.wait(waits, timeout=max(deadline, 0.1))
+        await asyncio.wait([c.done for c in conns], timeout=max(deadline, 0.1))
         busy = (time.process_time() - cpu0) / max((time.monotonic_ns() - self.start_ns) / 1e9, 1e-3)
         set_offered_due(self.spec, stats, self.start_ns, self.end_ns)
         for c in conns:
@@ -333,51 +292,29 @@ class _Run:
             if c.transport is not None:
                 c.transport.close()
         doc = report(stats, self.spec.duration_s)
+        names = [st.cls.name for st in stats]
         doc["processes"] = [
-            {
-                "classes": [st.cls.name for st in stats],
-                "busy": busy,
-                "connected_ns": self.connected_ns,
-                "start_ns": self.start_ns,
-            }
+            {"classes": names, "busy": busy, "connected_ns": self.connected_ns, "start_ns": self.start_ns}
         ]
         doc["parts"] = [_part(st) for st in stats]
         return doc
 
 
 def _supervise(spec: LoadSpec, url: str) -> tuple[int, dict | str]:
-    """Run each class in a process of its own, all from one start time; merge their documents.
-
-    One process per class, so that a busy class (bulk pipelining) cannot delay
-    the timers of another (interactive): each process's send lag is its own.
-    The run starts 20 ms after the last process has connected (each prints :data:`READY_LINE`, then
-    reads the start from stdin), so however long the processes take to start, each has the whole run.
-    Returns ``(0, document)`` or ``(exit status, the failing process's stderr)``.
-    """
-    import subprocess
-
-    procs = []
-    for cls in spec.classes:
-        one = LoadSpec(classes=(cls,), duration_s=spec.duration_s, seed=spec.seed, drain_s=spec.drain_s)
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tailjob.loadgen",
-                    "--url",
-                    url,
-                    "--spec",
-                    one.to_json(),
-                    "--start-on-stdin",
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=client_env(),
-            )
+    """Run each class in a process of its own (a busy class cannot delay another's timers), all from
+    one start 20 ms after the last has connected; merge their documents.  Returns ``(0, document)``
+    or ``(exit status, the failing process's last stderr line)``."""
+    procs = [
+        subprocess.Popen(
+            [*command(url, LoadSpec((cls,), spec.duration_s, spec.seed, spec.drain_s)), "--start-on-stdin"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=client_env(),
         )
+        for cls in spec.classes
+    ]
     # Each process prints the ready line once connected (or exits: EOF, its error follows below).
     ready = [p.stdout is not None and p.stdout.readline().strip() == READY_LINE for p in procs]
     start_ns = time.monotonic_ns() + 20_000_000
@@ -396,12 +333,9 @@ def _supervise(spec: LoadSpec, url: str) -> tuple[int, dict | str]:
     return 0, merge([parse_output(out) for out, _ in results], spec)
 
 
-# -- the process around it ---------------------------------------------------------
-def command(
-    url: str, spec: LoadSpec | None, *, cpus: str | None = None, python: str = sys.executable
-) -> list[str]:
+def command(url: str, spec: LoadSpec | None, *, cpus: str | None = None) -> list[str]:
     """argv of one client run (``spec`` None: without ``--spec``); ``cpus`` pins it with taskset."""
-    cmd = [python, "-m", "tailjob.loadgen", "--url", url]
+    cmd = [sys.executable, "-m", "tailjob.loadgen", "--url", url]
     if spec is not None:
         cmd += ["--spec", spec.to_json()]
     return ["taskset", "-c", cpus, *cmd] if cpus is not None else cmd
@@ -412,17 +346,6 @@ def client_env(base: dict | None = None) -> dict:
     env = dict(os.environ if base is None else base)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_CI_DIR), env.get("PYTHONPATH", "")) if p)
     return env
-
-
-def parse_output(text: str) -> dict:
-    """The document of the last ``TAILREACTOR_LOAD`` line; :class:`LoadOutputError` if none is readable."""
-    lines = [ln for ln in text.splitlines() if ln.startswith(OUTPUT_PREFIX)]
-    if not lines:
-        raise LoadOutputError("no TAILREACTOR_LOAD line in the load client's output")
-    try:
-        return json.loads(lines[-1][len(OUTPUT_PREFIX) :])
-    except json.JSONDecodeError as e:
-        raise LoadOutputError(f"TAILREACTOR_LOAD line is not valid JSON ({e})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -436,34 +359,32 @@ def main(argv: list[str] | None = None) -> int:
         "start (monotonic ns) from stdin",
     )
     args = p.parse_args(argv)
+    error = "tailjob.loadgen: error: "
     try:
         spec = LoadSpec.from_json(args.spec)
         where = urlsplit(args.url)
         if where.scheme != "http" or not where.hostname or not where.port:
             raise SpecError(f"--url {args.url!r}: accepted http://HOST:PORT/")
     except SpecError as e:
-        print(f"tailjob.loadgen: error: {e}", file=sys.stderr)
+        print(error + str(e), file=sys.stderr)
         return 2
     if len(spec.classes) > 1:
         code, doc = _supervise(spec, args.url)
         if code:
             assert isinstance(doc, str)  # the failing process's stderr
-            print(
-                doc if doc.startswith("tailjob.loadgen") else f"tailjob.loadgen: error: {doc}",
-                file=sys.stderr,
-            )
+            print(doc if doc.startswith("tailjob.loadgen") else error + doc, file=sys.stderr)
             return code
     else:
         try:
             import uvloop
 
-            runner: Callable[[Coroutine[Any, Any, dict]], dict] = uvloop.run
+            run: Callable[[Coroutine[Any, Any, dict]], dict] = uvloop.run
         except ImportError:  # the bench extra is missing: the stdlib loop works too, a little slower
-            runner = asyncio.run
+            run = asyncio.run
         try:
-            doc = runner(_Run(spec, where.hostname, where.port, args.start_on_stdin).go())
+            doc = run(_Run(spec, where.hostname, where.port, args.start_on_stdin).go())
         except ConnectionError as e:
-            print(f"tailjob.loadgen: error: {e}", file=sys.stderr)
+            print(error + str(e), file=sys.stderr)
             return 1
     print(OUTPUT_PREFIX + json.dumps(doc, separators=(",", ":")), flush=True)
     return 0

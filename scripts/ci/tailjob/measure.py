@@ -1,18 +1,11 @@
-"""The measure interface: how one run of one arm becomes a run record, and the tiers behind it.
+"""The measure interface: one run of one arm becomes a run record.
 
 A **tier** is anything with ``name`` and ``run(plan) -> RunRecord`` (:class:`Measure`): given the
-:class:`RunPlan` of one arm and run (the leg, the arm's server environment, the trial and its
-position, the offered load, the job's settings), it produces that run's :class:`RunRecord`, whose
-``metrics`` hold one value per row of :data:`tailjob.metrics.METRICS` (None where the tier has no
-figure for it) and whose ``flags`` say why the run may not be data (``polluted`` ...).  The trial
-loop (:mod:`tailjob.runner`) never looks behind it, so the A/B, the calibration and the peers
-comparison run on any tier.  A run that is not data at all raises :class:`JobError`.
-
-Two tiers run the real server here, :class:`ServerMeasure` with a client: :data:`WRK` (closed loop,
-:mod:`tailjob.wrk`) and :data:`LOAD_CLIENT` (open or closed loop per client class,
-:mod:`tailjob.loadgen`).  A tier that needs no server (virtual time, instruction counts) reads
-``plan.env`` (the knobs), ``plan.leg`` (connections, duration) and ``plan.load`` (the client
-classes) and fills the CPU accounting fields it has, leaving the rest at their defaults.
+:class:`RunPlan` of one arm and run, it returns the :class:`RunRecord`, whose ``metrics`` hold one
+value per row of :data:`tailjob.metrics.METRICS` (None where the tier has no figure) and whose
+``flags`` say why the run may not be data; a run that is not data at all raises :class:`JobError`.
+The trial loop (:mod:`tailjob.runner`) never looks behind it.  Here: :data:`WRK` (closed loop) and
+:data:`LOAD_CLIENT` (:mod:`tailjob.loadgen`), each a fresh server per run with a client against it.
 """
 
 from __future__ import annotations
@@ -26,26 +19,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import loadgen, metrics, probeleg, procstat, wrk
-from .loadgen import LoadSpec
+from . import loadgen, loadspec, metrics, probeleg, procstat, wrk
+from .loadspec import LoadRunResult, LoadSpec
 from .plan import Leg
 from .server import ServerError, ServerProcess
-from .workloads import LoadPlan, LoadRunResult
-
-__all__ = [
-    "Measure",
-    "RunPlan",
-    "RunRecord",
-    "Settings",
-    "JobError",
-    "ServerMeasure",
-    "Client",
-    "WRK",
-    "LOAD_CLIENT",
-    "SCRIPT",
-    "BUSY_FRACTION",
-    "generator_bound",
-]
+from .workloads import LoadPlan
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tail_latency.lua"
 BUSY_FRACTION = 0.9
@@ -58,18 +36,11 @@ class JobError(RuntimeError):
 
 @dataclass(frozen=True)
 class Settings:
-    """How every run of a job is made.
-
-    ``server_cpus`` / ``wrk_cpus``: ``taskset -c`` lists when pinned, else
-    None.  ``pollution_limit``: CPU (in cores, averaged over the run) other
-    processes may use before a run is flagged ``polluted``.  ``probe_dir``:
-    with ``--probe``, the directory under which each run's server writes its
-    latency probe files (None: probe off).  ``load``: the workload's
-    :class:`tailjob.workloads.LoadPlan` (None: wrk's closed loop).
-    ``commands``: per arm key, the server command that arm runs instead of the bench server
-    (:mod:`tailjob.ownserver`; None: the bench server); ``ready_timeout_s``: how long it has to
-    answer its first request.
-    """
+    """How every run of a job is made.  ``*_cpus``: ``taskset -c`` lists (None: not pinned);
+    ``pollution_limit``: cores other processes may use before a run is ``polluted``; ``probe_dir``:
+    with ``--probe``, where each run's server writes its probe files; ``load``: None is wrk's closed
+    loop; ``commands``: per arm key, a server command instead of the bench server
+    (:mod:`tailjob.ownserver`), with ``ready_timeout_s`` to answer its first request."""
 
     seed: int = 1
     warmup: bool = True
@@ -93,19 +64,12 @@ class Settings:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """One run of one arm, as the trial loop asks a tier for it.
-
-    ``arm``: the arm's key (``A``/``B``, or a peer's key); ``env``: the server's
-    environment (the arm's ``CWIST_*`` knobs over the ambient ones); ``trial``
-    is -1 for the warm-up; ``load``: the leg's client classes (None: the leg's
-    closed loop, ``leg.connections`` connections); ``where`` starts every error
-    message; ``backend``: the backend asked for, checked against the server's;
-    ``server``: makes the (not yet started) server, for the tiers that run one;
-    ``path``: the URL's path wrk requests (a prefix such as ``/user/`` makes
-    ``tail_latency.lua`` send ``<path><seq>``, the load client's request);
-    ``code``: with ``--a-ref``, the ``reference/`` directory whose :mod:`tailreactor` the
-    server must say it imported (None: not asked).
-    """
+    """One run of one arm.  ``env``: the server's environment; ``trial`` -1 for the warm-up;
+    ``load``: the leg's client classes (None: ``leg.connections`` closed-loop connections);
+    ``where`` starts every error message; ``backend``: the one asked for, checked against the
+    server's; ``server`` makes the server; ``path``: the URL's path wrk requests (a prefix such as
+    ``/user/`` makes ``tail_latency.lua`` send ``<path><seq>``); ``code``: with ``--a-ref``, the
+    ``reference/`` directory whose :mod:`tailreactor` the server must say it imported."""
 
     leg: Leg
     arm: str
@@ -124,14 +88,9 @@ class RunPlan:
 
 @dataclass
 class RunRecord:
-    """One run.  CPU figures in seconds; ``metrics`` has a value per row of
-    :data:`tailjob.metrics.METRICS` (None when the run has no data for it).
-    ``trial`` is -1 for the warm-up.  ``wrk``: the client's own record
-    (``WrkResult.as_dict()``, or the load client's).  ``probe``: with
-    ``--probe``, :func:`tailjob.probeleg.gather`'s figures; ``classes``: the load
-    client's figures per class (``LoadRunResult.class_metrics()``).  ``code``: with
-    ``--a-ref``, the directory of the :mod:`tailreactor` the server said it imported.
-    """
+    """One run.  CPU figures in seconds; ``trial`` -1 for the warm-up; ``wrk``: the client's own
+    record; ``probe``: :func:`tailjob.probeleg.gather`'s figures; ``classes``: the load client's
+    per class (``LoadRunResult.class_metrics()``); ``code``: the :mod:`tailreactor` the server imported."""
 
     leg: int
     trial: int
@@ -157,13 +116,18 @@ class RunRecord:
     classes: dict | None = None
     code: str | None = None
 
+    @classmethod
+    def of(cls, plan: RunPlan, **fields: Any) -> RunRecord:
+        """The record of ``plan``'s run: its leg, trial, position, arm and warm-up, and ``fields``."""
+        return cls(plan.leg.index, plan.trial, plan.position, plan.arm, plan.warmup, **fields)
+
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 class Measure(Protocol):
-    """A tier: ``run(plan)`` measures one run of one arm and returns its record (see the module
-    docstring); raises :class:`JobError` when the run is not data."""
+    """A tier: ``run(plan)`` measures one run of one arm and returns its record; raises
+    :class:`JobError` when the run is not data."""
 
     @property
     def name(self) -> str: ...
@@ -171,28 +135,9 @@ class Measure(Protocol):
     def run(self, plan: RunPlan) -> RunRecord: ...
 
 
-@dataclass(frozen=True)
-class Client:
-    """A load generator run against a started server: its argv, timeout, environment and parser.
-
-    ``parse(stdout)`` returns a result with ``requests``, ``rps``, ``errors``, ``socket_errors``,
-    ``non_2xx``, ``percentile(p)`` and ``as_dict()`` (:class:`tailjob.wrk.WrkResult`); an open-loop
-    client's also has ``saturated``, ``generator_busy`` and ``class_metrics()``.
-    """
-
-    name: str
-    command: Callable[[str, RunPlan], list[str]]
-    timeout_s: Callable[[RunPlan], float]
-    env: Callable[[], dict | None]
-    parse: Callable[[str], Any]  # the result described above (WrkResult or LoadRunResult)
-    errors: tuple[type[Exception], ...]
-    open_loop: bool = False
-
-
 def generator_bound(*, generator_busy: float, server_busy: float) -> bool:
-    """True when the load generator was busy (>= :data:`BUSY_FRACTION` of the CPU it can use: for wrk,
-    its threads' cores; for the load client, the busiest of its one-thread processes) and the server
-    was not: the run's figures then describe the generator."""
+    """True when the load generator was busy (:data:`BUSY_FRACTION` of the CPU it can use) and the
+    server was not: the run's figures then describe the generator."""
     return generator_busy >= BUSY_FRACTION and server_busy < BUSY_FRACTION
 
 
@@ -200,29 +145,38 @@ def _cpus(cpu_list: str | None) -> int:
     """How many CPUs a taskset list names (None: every CPU this process may use)."""
     if cpu_list is None:
         return len(os.sched_getaffinity(0))
-    return sum(
-        int(b) - int(a) + 1 if "-" in part else 1
-        for part in cpu_list.split(",")
-        for a, _, b in [part.partition("-")]
-    )
+    return sum(int(b) - int(a) + 1 if b else 1 for a, _, b in (p.partition("-") for p in cpu_list.split(",")))
+
+
+def _cpu_now(server: ServerProcess) -> dict[str, float]:
+    """The CPU counters a run's usage is the difference of (seconds)."""
+    machine = procstat.system_cpu()
+    return {
+        "wall_s": time.monotonic(),
+        "server_cpu_s": procstat.tree_cpu_s(server.pid),
+        "wrk_cpu_s": procstat.children_cpu_s(),
+        "self_cpu_s": procstat.self_cpu_s(),
+        "machine_busy_s": machine.busy_s,
+        "steal_s": machine.steal_s,
+    }
 
 
 @dataclass(frozen=True)
 class ServerMeasure:
-    """The real tiers: a fresh server per run, ``client`` against it, CPU accounting from ``/proc``.
+    """The real tiers: a fresh server per run, a load generator against it (its ``command``,
+    ``timeout_s``, ``env``, and ``parse``, whose result answers as :class:`tailjob.wrk.WrkResult`; an
+    ``open_loop`` one's also has ``saturated``, ``generator_busy`` and ``class_metrics()``), CPU
+    accounting from ``/proc``.  Raises :class:`JobError` if the server does not start, reports the
+    wrong backend or code, dies during the run, the generator fails or completes no request, or
+    (probe on) a worker wrote no file."""
 
-    With ``settings.probe_dir`` the server writes its latency probe files into
-    this run's own directory and the record carries their figures.  Raises
-    :class:`JobError` if the server does not start, reports the wrong backend,
-    dies during the run, the client fails, prints no figures or completes no
-    request, or (probe on) a worker wrote no probe file.
-    """
-
-    client: Client
-
-    @property
-    def name(self) -> str:
-        return self.client.name
+    name: str
+    command: Callable[[str, RunPlan], list[str]]
+    timeout_s: Callable[[RunPlan], float]
+    env: Callable[[], dict | None]
+    parse: Callable[[str], Any]
+    errors: tuple[type[Exception], ...]
+    open_loop: bool = False
 
     def run(self, plan: RunPlan) -> RunRecord:
         s, env, template = plan.settings, dict(plan.env), None
@@ -245,194 +199,136 @@ class ServerMeasure:
         return record
 
     def _measure(self, server: ServerProcess, plan: RunPlan) -> RunRecord:
-        s, where, client = plan.settings, plan.where, self.client
         try:
             server.start()
         except ServerError as e:
-            raise JobError(f"{where}: {e}") from None
+            raise JobError(f"{plan.where}: {e}") from None
         flags: list[str] = []
         try:
             code = _checked_server(server, plan)
-            argv = client.command(f"http://{s.host}:{server.port}{plan.path}", plan)
+            argv = self.command(f"http://{plan.settings.host}:{server.port}{plan.path}", plan)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             out, use = self._run_client(argv, server, plan)
             alive = server.alive()
         finally:
             flags += server.stop()
         result = self._result(out, alive, server, plan, use)
-        flags += self._flags(result, use, server, plan)
-        return RunRecord(
-            leg=plan.leg.index,
-            trial=plan.trial,
-            position=plan.position,
-            arm=plan.arm,
-            warmup=plan.warmup,
+        return RunRecord.of(
+            plan,
             backend=server.backend or "?",
             port=server.port or 0,
             started_at=started_at,
-            wall_s=use.wall_s,
             wrk_argv=argv,
             wrk=result.as_dict(),
-            server_cpu_s=use.server_s,
-            wrk_cpu_s=use.client_s,
-            self_cpu_s=use.self_s,
-            machine_busy_s=use.busy_s,
-            steal_s=use.steal_s,
-            other_cpu_s=use.other_s,
-            other_cores=use.other_cores,
-            metrics=metrics.run_metrics(result, server_cpu_s=use.server_s),
-            flags=flags,
-            classes=result.class_metrics() if client.open_loop else None,
+            **use,
+            metrics=metrics.run_metrics(result, server_cpu_s=use["server_cpu_s"]),
+            flags=flags + self._flags(result, use, server, plan),
+            classes=result.class_metrics() if self.open_loop else None,
             code=code,
         )
 
     def _run_client(self, argv: list[str], server: ServerProcess, plan: RunPlan):
-        """Run the load generator against the started server; its output and the run's CPU use."""
-        client, timeout_s = self.client, self.client.timeout_s(plan)
-        sys0, srv0 = procstat.system_cpu(), procstat.tree_cpu_s(server.pid)
-        kids0, self0, t0 = procstat.children_cpu_s(), procstat.self_cpu_s(), time.monotonic()
+        """Run the load generator against the started server: its output, and the CPU seconds over
+        the run of the server's tree, the generator (this process's children), this process and the
+        machine, and what else the machine ran meanwhile (``other_*``: the run's pollution)."""
+        timeout_s = self.timeout_s(plan)
+        before = _cpu_now(server)
         try:
             out = subprocess.run(
-                argv, check=False, capture_output=True, text=True, timeout=timeout_s, env=client.env()
+                argv, check=False, capture_output=True, text=True, timeout=timeout_s, env=self.env()
             )  # its exit status is checked by _result
         except subprocess.TimeoutExpired:
-            raise JobError(f"{plan.where}: {client.name} did not finish within {timeout_s:.0f} s") from None
-        t1 = time.monotonic()
-        srv1, sys1 = procstat.tree_cpu_s(server.pid), procstat.system_cpu()
-        kids1, self1 = procstat.children_cpu_s(), procstat.self_cpu_s()
-        use = _Usage(
-            wall_s=t1 - t0,
-            server_s=srv1 - srv0,
-            client_s=kids1 - kids0,
-            self_s=self1 - self0,
-            busy_s=sys1.busy_s - sys0.busy_s,
-            steal_s=sys1.steal_s - sys0.steal_s,
+            raise JobError(f"{plan.where}: {self.name} did not finish within {timeout_s:.0f} s") from None
+        use = {k: v - before[k] for k, v in _cpu_now(server).items()}
+        use["other_cpu_s"] = (
+            use["machine_busy_s"] - use["server_cpu_s"] - use["wrk_cpu_s"] - use["self_cpu_s"]
         )
+        use["other_cores"] = use["other_cpu_s"] / use["wall_s"] if use["wall_s"] > 0 else 0.0
         return out, use
 
-    def _result(self, out, alive: bool, server: ServerProcess, plan: RunPlan, use: _Usage):
+    def _result(self, out, alive: bool, server: ServerProcess, plan: RunPlan, use: dict):
         """The client's parsed figures, or :class:`JobError` for a dead server, a failed client, no request."""
-        where, client = plan.where, self.client
+        where = plan.where
         if not alive:
             raise JobError(f"{where}: {server.WHAT} died during the run" + server.last_stderr())
         if out.returncode != 0:
             raise JobError(
-                f"{where}: {client.name} exited {out.returncode}: {(out.stderr or out.stdout).strip()[-300:]}"
+                f"{where}: {self.name} exited {out.returncode}: {(out.stderr or out.stdout).strip()[-300:]}"
             )
         try:
-            result = client.parse(out.stdout)
-        except client.errors as e:
+            result = self.parse(out.stdout)
+        except self.errors as e:
             raise JobError(f"{where}: {e}") from None
-        if result.requests == 0:
-            # wrk does not count requests that are never answered, so a server that
-            # accepts connections but never serves looks like a quiet, error-free run.
+        if result.requests == 0:  # a server that accepts but never serves looks quiet and error-free
             raise JobError(
-                f"{where}: {client.name} completed no request in {plan.leg.duration_s} s "
-                f"(errors {result.errors}); the server used {use.server_s:.2f} s of CPU"
+                f"{where}: {self.name} completed no request in {plan.leg.duration_s} s "
+                f"(errors {result.errors}); the server used {use['server_cpu_s']:.2f} s of CPU"
                 + server.last_stderr()
             )
         return result
 
-    def _flags(self, result, use: _Usage, server: ServerProcess, plan: RunPlan) -> list[str]:
+    def _flags(self, result, use: dict, server: ServerProcess, plan: RunPlan) -> list[str]:
         """The run's flags: pollution, socket errors, non-2xx answers, saturation, a generator-bound run."""
-        s, client = plan.settings, self.client
-        flags = [
-            flag
-            for flag, raised in (
-                ("polluted", use.other_cores > s.pollution_limit),
-                ("socket-errors", result.socket_errors),
-                ("non-2xx", result.non_2xx),
-                ("saturated", client.open_loop and result.saturated),
-            )
-            if raised
-        ]
-        if use.wall_s > 0:
-            gen_busy = (
-                result.generator_busy
-                if client.open_loop
-                else use.client_s / use.wall_s / min(plan.leg.threads, _cpus(s.wrk_cpus))
-            )
-            server_busy = use.server_s / use.wall_s / min(server.workers or 1, _cpus(s.server_cpus))
-            if generator_bound(generator_busy=gen_busy, server_busy=server_busy):
-                flags.append("generator-bound")
-        return flags
-
-
-@dataclass(frozen=True)
-class _Usage:
-    """CPU seconds over one run's window: the server's process tree, the load generator (this
-    process's children), this process, the whole machine (busy, steal); and the window's wall time."""
-
-    wall_s: float
-    server_s: float
-    client_s: float
-    self_s: float
-    busy_s: float
-    steal_s: float
-
-    @property
-    def other_s(self) -> float:
-        """What else the machine ran meanwhile (the pollution of the run)."""
-        return self.busy_s - self.server_s - self.client_s - self.self_s
-
-    @property
-    def other_cores(self) -> float:
-        return self.other_s / self.wall_s if self.wall_s > 0 else 0.0
+        s, open_loop, wall = plan.settings, self.open_loop, use["wall_s"]
+        raised = {
+            "polluted": use["other_cores"] > s.pollution_limit,
+            "socket-errors": result.socket_errors,
+            "non-2xx": result.non_2xx,
+            "saturated": open_loop and result.saturated,
+        }
+        if wall > 0:
+            threads = min(plan.leg.threads, _cpus(s.wrk_cpus))
+            gen_busy = result.generator_busy if open_loop else use["wrk_cpu_s"] / wall / threads
+            server_busy = use["server_cpu_s"] / wall / min(server.workers or 1, _cpus(s.server_cpus))
+            raised["generator-bound"] = generator_bound(generator_busy=gen_busy, server_busy=server_busy)
+        return [flag for flag, up in raised.items() if up]
 
 
 def _checked_server(server: ServerProcess, plan: RunPlan) -> str | None:
     """The code the server imported (``--a-ref``), once it is the backend and code the plan asked for."""
-    where = plan.where
     if plan.backend and server.backend != plan.backend:
-        raise JobError(f"{where}: asked for backend {plan.backend}, server reports {server.backend}")
+        raise JobError(f"{plan.where}: asked for backend {plan.backend}, server reports {server.backend}")
     code = getattr(server, "code", None)
-    if plan.code is not None and not _same_dir(code, os.path.join(plan.code, "tailreactor")):
+    wanted = plan.code and os.path.realpath(os.path.join(plan.code, "tailreactor"))
+    if wanted and (code is None or os.path.realpath(code) != wanted):
         raise JobError(
-            f"{where}: asked for the tailreactor of {plan.code}, the server imported "
+            f"{plan.where}: asked for the tailreactor of {plan.code}, the server imported "
             f"{code or 'one it did not name'}"
         )
     return code
 
 
-def _same_dir(a: str | None, b: str) -> bool:
-    return a is not None and os.path.realpath(a) == os.path.realpath(b)
-
-
 WRK: Measure = ServerMeasure(
-    Client(
-        "wrk",
-        lambda url, p: wrk.wrk_command(
-            url,
-            threads=p.leg.threads,
-            connections=p.leg.connections,
-            duration_s=p.leg.duration_s,
-            script=p.settings.script,
-            cpus=p.settings.wrk_cpus,
-        ),
-        timeout_s=lambda p: p.leg.duration_s + 60,
-        env=wrk.wrk_env,
-        parse=wrk.parse_wrk_output,
-        errors=(wrk.WrkOutputError,),
-    )
+    "wrk",
+    lambda url, p: wrk.wrk_command(
+        url,
+        threads=p.leg.threads,
+        connections=p.leg.connections,
+        duration_s=p.leg.duration_s,
+        script=p.settings.script,
+        cpus=p.settings.wrk_cpus,
+    ),
+    timeout_s=lambda p: p.leg.duration_s + 60,
+    env=wrk.wrk_env,
+    parse=wrk.parse_wrk_output,
+    errors=(wrk.WrkOutputError,),
 )
 """wrk, closed loop: ``leg.threads`` threads, ``leg.connections`` connections, ``tail_latency.lua``."""
 
 
-def _load_timeout_s(plan: RunPlan) -> float:
+def _load_timeout_s(load: LoadSpec | None) -> float:
     """The load client's timeout: its run, its drain and 30 s to start and report."""
-    assert plan.load is not None  # the load client's plans carry their load
-    return plan.load.duration_s + plan.load.drain_s + 30
+    assert load is not None  # the load client's plans carry their load
+    return load.duration_s + load.drain_s + 30
 
 
 LOAD_CLIENT: Measure = ServerMeasure(
-    Client(
-        "the load client",
-        lambda url, p: loadgen.command(url, p.load, cpus=p.settings.wrk_cpus),
-        timeout_s=_load_timeout_s,
-        env=loadgen.client_env,
-        parse=LoadRunResult.parse,
-        errors=(loadgen.LoadOutputError,),
-        open_loop=True,
-    )
+    "the load client",
+    lambda url, p: loadgen.command(url, p.load, cpus=p.settings.wrk_cpus),
+    timeout_s=lambda p: _load_timeout_s(p.load),
+    env=loadgen.client_env,
+    parse=LoadRunResult.parse,
+    errors=(loadspec.LoadOutputError,),
+    open_loop=True,
 )
 """The job's load client (:mod:`tailjob.loadgen`) offering ``plan.load``."""

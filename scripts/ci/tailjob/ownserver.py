@@ -1,31 +1,12 @@
 """Your own server under the job: ``--server-cmd``, ``--a-cmd``/``--b-cmd``, ``--ready-timeout``.
 
-Role
-----
-The live tier measures any HTTP/1.1 server a command starts, not only the bench server:
-
-* ``--server-cmd 'CMD ... {port}'`` -- both arms run this command; they differ by environment
-  variables (``--a``/``--b 'NAME=VALUE ...'``: any variables, not only ``CWIST_*``), or not at all
-  (``--ab aa``, the A/A control);
-* ``--a-cmd``/``--b-cmd`` -- the arms differ by command (two builds of one server); ``--a``/``--b``
-  may add variables to either.
-
-``calibrate K --server-cmd ...`` calibrates the verdicts on that server: its A/A legs need nothing
-of it; its slowdown legs set ``CWIST_BENCH_DELAY_US`` in arm B, which a server must spend as CPU on
-every request (as the bench server does) for them to detect anything (:data:`CALIBRATE_NOTE`).
-
-The job chooses the port and puts it where ``{port}`` is, starts the command for every run
-(:class:`tailjob.server.CommandServer`: ready once it answers one request of the workload's path
-within ``--ready-timeout`` seconds, else the job ends with one line and exit 3), measures its whole
-process tree's CPU, and flags each run as it does the bench server's (pollution, socket errors,
-non-2xx, saturation, a load generator that is the bottleneck).  What only the project's own server
-has is refused in one line (exit 2, :func:`refused`): the latency probe, the virtual-time and
-instruction tiers, ``--a-ref``, ``peers``, the bench server's knobs, backends and workers.
-
-Apart from :mod:`tailjob.options` (which calls :func:`add_server_options`) and
-:mod:`tailjob.cli` (which calls :func:`refused`, :func:`commands`, :func:`arms`, :func:`legs` with
-the parsed options or their :class:`~tailjob.plan.AbOptions`), nothing here knows the command line; below them, the commands travel in
-:attr:`tailjob.measure.Settings.commands`.
+``--server-cmd 'CMD ... {port}'``: both arms run one command and differ by environment variables
+(``--a``/``--b``, any variables, not only ``CWIST_*``) or not at all (``--ab aa``);
+``--a-cmd``/``--b-cmd``: the arms differ by command (two builds of one server).  The job puts a free
+port where ``{port}`` is and starts the command for every run (:class:`tailjob.server.CommandServer`);
+what only the project's own server has is refused in one line (:func:`refused`).  Only the command
+line (:mod:`tailjob.options`, :mod:`tailjob.cli`) calls this; below it the commands travel in
+:attr:`tailjob.measure.Settings.commands`.  Docs: docs/en/own-server.md.
 """
 
 from __future__ import annotations
@@ -47,18 +28,6 @@ from .plan import (
     arms_for,
     peer_legs,
 )
-
-__all__ = [
-    "add_server_options",
-    "given",
-    "refused",
-    "commands",
-    "arms",
-    "legs",
-    "check_workload",
-    "READY_TIMEOUT_S",
-    "CALIBRATE_NOTE",
-]
 
 READY_TIMEOUT_S = 30.0
 """How long a server command has, by default, to answer its first request."""
@@ -112,9 +81,8 @@ def given(args: AbOptions | argparse.Namespace) -> bool:
 
 
 def refused(args: argparse.Namespace, *, other_tier: bool = False) -> str | None:
-    """One line for an option that cannot apply to a server command (None: all apply).
-
-    ``other_tier``: the instruction tier's own options were given."""
+    """One line for an option that cannot apply to a server command (None: all apply); ``other_tier``:
+    the instruction tier's own options were given."""
     if not given(args):
         timeout = getattr(args, "ready_timeout", READY_TIMEOUT_S)
         if timeout != READY_TIMEOUT_S:
@@ -151,10 +119,9 @@ def _option(args: argparse.Namespace) -> str:
 
 
 def commands(args: AbOptions | argparse.Namespace) -> dict[str, str] | None:
-    """Per arm key, the command its server runs (None: the bench server).
-
-    :class:`~tailjob.plan.PlanError` for a bad combination or a command without ``{port}`` or
-    with unbalanced quotes; :class:`~tailjob.plan.Unavailable` when its program is not found."""
+    """Per arm key, the command its server runs (None: the bench server); :class:`PlanError` for a bad
+    combination, a command without ``{port}`` or with unbalanced quotes, :class:`Unavailable` when
+    its program is not found."""
     if not given(args):
         return None
     both, a, b = args.server_cmd, args.a_cmd, args.b_cmd

@@ -1,17 +1,11 @@
 """Tail percentiles of an arm from its runs pooled: merged latency histograms.
 
-For the percentiles in :data:`POOLED_KEYS` each arm's figure is read from all its runs' samples:
-every run's histogram (HdrHistogram, 1 us .. 60 s, 3 significant digits) is merged into one per arm
-(exactly: as one long run with those samples) and the percentile is read from it, with the samples
-at or beyond its rank.  The interval resamples whole trials (a resample merges the drawn trials'
-histograms) and is the log ratio +- t(n - 1) x sqrt(n / (n - 1)) x the resamples' standard
-deviation, not their percentiles.  Why: docs/en/statistics.md, "Tail percentiles: each arm's
-runs pooled".
-
-Percentile rule (HdrHistogram's ``get_value_at_percentile``): rank ``max(1, int(p * count / 100 +
-0.5))``, the highest value equivalent to the bucket where the cumulative count reaches it.  The
-bootstrap evaluates it for every resample at once with numpy (cumulative counts add up);
-:func:`pooled_percentile` reads the point estimate through hdrh, and the tests check both agree.
+For :data:`POOLED_KEYS` each arm's figure is read from all its runs' histograms merged (exactly: as
+one long run), with the samples at or beyond its rank.  The interval resamples whole trials and is
+the log ratio +- t(n - 1) x sqrt(n / (n - 1)) x the resamples' standard deviation.  Why:
+docs/en/statistics.md, "Tail percentiles: each arm's runs pooled".  The bootstrap evaluates
+HdrHistogram's percentile rule (rank ``max(1, int(p * count / 100 + 0.5))``) for every resample at
+once with numpy; :func:`pooled_percentile` reads the point estimate through hdrh; the tests check both agree.
 """
 
 from __future__ import annotations
@@ -25,26 +19,19 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from . import stats
+from .loadspec import US_MAX, encode, histogram  # noqa: F401  (encode: pooled.encode, as the job reads it)
 from .metrics import POOLED_KEYS  # noqa: F401
-
-LOWEST_US, HIGHEST_US, DIGITS = 1, 60_000_000, 3
 
 
 def histogram_of(buckets: Iterable[Sequence[int]]) -> HdrHistogram:
     """An HdrHistogram (us) of ``(value_us, count)`` buckets, e.g. wrk's non-empty 1-us buckets."""
-    h = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
+    h = histogram()
     for value, count in buckets:
         if value < 0 or count < 0:
             raise ValueError(f"histogram bucket ({value}, {count}): value and count must be >= 0")
         if count:
-            h.record_value(min(int(value), HIGHEST_US), int(count))
+            h.record_value(min(int(value), US_MAX), int(count))
     return h
-
-
-def encode(h: HdrHistogram) -> str:
-    """HdrHistogram's standard compressed base64 form (what the result JSON keeps)."""
-    blob = h.encode()
-    return blob.decode("ascii") if isinstance(blob, bytes) else blob
 
 
 def decode(text: str) -> HdrHistogram:
@@ -65,7 +52,7 @@ def pooled_percentile(encoded: Sequence[str], p: float) -> Pooled:
     """Percentile ``p`` of the runs' histograms merged (through hdrh's own add and percentile)."""
     if not encoded:
         raise ValueError("pooled percentile of no runs")
-    merged = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
+    merged = histogram()
     for text in encoded:
         merged.add(decode(text))
     total = merged.get_total_count()
@@ -139,7 +126,6 @@ class PooledArms:
 
 
 def _t_quantile(confidence: float, df: int) -> float:
-    """Two-sided Student t quantile: P(|T_df| <= q) = confidence (scipy)."""
     from scipy.stats import t as student_t  # here, not at the top: scipy.stats costs ~1 s of import
 
     return float(student_t.ppf(1 - (1 - confidence) / 2, df))
@@ -156,13 +142,9 @@ def compare_pooled(
     confidence: float = stats.CONFIDENCE,
     min_pairs: int = stats.MIN_PAIRS,
 ) -> stats.Comparison:
-    """:func:`tailjob.stats.compare` for a metric of :data:`POOLED_KEYS`, from per-trial histograms.
-
-    ``a[i]`` / ``b[i]`` are the encoded histograms of trial ``i``'s runs
-    (``None``: missing, the pair is dropped).  The arms' figures are the
-    pooled percentiles, ``ratio`` their quotient, the interval
-    :meth:`PooledArms.ratio_ci`; the verdict is :func:`tailjob.stats.verdict`.
-    """
+    """:func:`tailjob.stats.compare` for a metric of :data:`POOLED_KEYS` from the encoded histograms
+    of each trial's runs (``None``: missing, the pair is dropped): the pooled percentiles, their
+    ratio and :meth:`PooledArms.ratio_ci`."""
     effect = m.min_effect if min_effect is None else min_effect
     p = m.percentile
     if p is None:

@@ -1,10 +1,8 @@
-"""The ``--probe`` leg: the latency probe of every worker, gathered per run, summarised per arm.
+"""The ``--probe`` leg: every worker's latency probe gathered per run, summarised per arm.
 
-Every run's server gets ``CWIST_LATENCY_PROBE=1`` and a ``CWIST_LATENCY_PROBE_FILE`` template of its
-own (:func:`probe_env`); each worker writes a JSON file at a graceful stop.  :func:`gather` reads them
-all (a missing one stops the job), merges them (``tailreactor.probe_files.merge``) and keeps the
-figures CWIST PR #375 quoted (:data:`FIGURES`).  :func:`summarize` gives per arm and worker index the
-median over the runs (``all``: of each run's merged figures), so a count is "per run", as CWIST's.
+Every run's server writes one probe file per worker at a graceful stop (:func:`probe_env`);
+:func:`gather` reads and merges them (a missing one stops the job) and keeps the figures CWIST PR
+#375 quoted (:data:`FIGURES`); :func:`summarize` gives per arm and worker the median over the runs.
 """
 
 from __future__ import annotations
@@ -47,35 +45,25 @@ def probe_env(directory: Path) -> dict[str, str]:
     return {"CWIST_LATENCY_PROBE": "1", "CWIST_LATENCY_PROBE_FILE": str(Path(directory) / PROBE_FILE)}
 
 
+_HISTOGRAMS = {"arm": "queue_delay_arm", "ready": "queue_delay_ready", "round": "round_time"}
+
+
 def figures(doc: dict) -> dict:
-    """The :data:`FIGURES` of one probe document (or a :func:`tailreactor.probe_files.merge` result)."""
-    qa, qr = doc["histograms"]["queue_delay_arm"], doc["histograms"]["queue_delay_ready"]
-    rt = doc["histograms"]["round_time"]
-    c = doc["counters"]
-    return {
-        "pid": doc["pid"],
-        "worker": doc["worker"],
-        "backend": doc["backend"],
-        "tail_elevations": c["tail_elevations"],
-        "over_5ms": c["over_5ms"],
-        "over_5ms_ready": c["over_5ms_ready"],
-        "arm_p50_us": qa["p50"],
-        "arm_p99_us": qa["p99"],
-        "ready_p50_us": qr["p50"],
-        "ready_p99_us": qr["p99"],
-        "round_p50_us": rt["p50"],
-        "round_p99_us": rt["p99"],
-        "dispatched": c["dispatched"],
+    """The :data:`FIGURES` of one probe document (or a :func:`tailreactor.probe_files.merge` result):
+    ``<h>_p<N>_us`` is percentile N of histogram ``<h>``, anything else a counter."""
+
+    def value(key: str):
+        h, _, p = key.partition("_p")
+        return doc["histograms"][_HISTOGRAMS[h]][f"p{p[:-3]}"] if h in _HISTOGRAMS else doc["counters"][key]
+
+    return {"pid": doc["pid"], "worker": doc["worker"], "backend": doc["backend"]} | {
+        k: value(k) for k, _ in FIGURES
     }
 
 
 def gather(template: str, *, workers: int) -> dict:
-    """Read the files of workers ``0 .. workers-1`` for ``template``; merge them.
-
-    Returns ``{template, files, workers: [figures per worker], all: figures of
-    the merge}``.  Raises :class:`ProbeError` when a worker wrote no file, one
-    wrote two, or a file is not a probe document.
-    """
+    """``{template, files, workers: [figures per worker], all: figures of the merge}`` of the files of
+    workers ``0 .. workers-1``; :class:`ProbeError` when a worker wrote none or two, or one is unreadable."""
     try:
         docs = _probe.load_probe_files(template)
     except (OSError, ValueError) as e:
@@ -104,11 +92,8 @@ def gather(template: str, *, workers: int) -> dict:
 
 
 def summarize(runs: list) -> dict:
-    """Per arm: ``{runs: n, rows: [{worker, <FIGURES>: median over runs}, ..., {worker: "all", ...}]}``.
-
-    ``runs`` are :class:`tailjob.runner.RunRecord` s; warm-ups and runs
-    without probe figures are left out.  Arms sorted by key.
-    """
+    """Per arm (sorted): ``{runs: n, rows: [{worker, <FIGURES>: median over runs}, ..., {worker: "all"}]}``
+    of the measured runs with probe figures."""
     by_arm: dict[str, list] = {}
     for r in runs:
         if not r.warmup and r.probe:

@@ -1,25 +1,8 @@
-"""CPU accounting from /proc: the server's process tree, the machine, wrk.
+"""CPU accounting from /proc: a server's process tree, the machine, this process and its children.
 
-Role
-----
-A run samples these before and after the measured wrk run:
-
-* :func:`tree_cpu_s` -- utime + stime of the bench server and every process
-  below it (``--workers N`` forks), from ``/proc/PID/stat``.  Divided by the
-  requests served it gives the server CPU time per request, the figure that
-  still separates servers once wrk saturates the machine (measuring.md);
-* :func:`system_cpu` -- the machine's busy time from the first line of
-  ``/proc/stat``;
-* :func:`listens` -- whether a process of a tree listens on a TCP port (a
-  server command is ready only once its own socket answers);
-* :func:`children_cpu_s` / :func:`self_cpu_s` -- ``getrusage`` of this
-  process's waited-for children (wrk, once it has exited) and of itself.
-
-CPU used by *other* processes during a run = machine busy - server tree - wrk
-- this process.  A run where that exceeds the pollution limit is flagged.
-
-Units: seconds (float).  ``/proc`` counts in USER_HZ ticks (:data:`CLK_TCK`,
-usually 100/s), so each sample has a resolution of 10 ms.
+A run samples these before and after its load generator; CPU used by *other* processes meanwhile =
+machine busy - server tree - generator - this process (a run where that exceeds the pollution limit
+is flagged).  Seconds; ``/proc`` counts in USER_HZ ticks (:data:`CLK_TCK`, usually 100/s).
 """
 
 from __future__ import annotations
@@ -27,17 +10,6 @@ from __future__ import annotations
 import os
 import resource
 from dataclasses import dataclass
-
-__all__ = [
-    "CLK_TCK",
-    "process_tree",
-    "tree_cpu_s",
-    "listens",
-    "SystemCpu",
-    "system_cpu",
-    "children_cpu_s",
-    "self_cpu_s",
-]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -53,47 +25,37 @@ def _stat_fields(pid: int) -> list[str] | None:
     return data[data.rindex(")") + 2 :].split()
 
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and all its live descendants (``pid`` first); ``[]`` if ``pid`` is gone."""
-    if _stat_fields(pid) is None:
-        return []
+def _tree(pid: int) -> list[tuple[int, list[str]]]:
+    """``pid`` and its live descendants (``pid`` first, then breadth first), each with its stat fields."""
+    stats = {
+        int(n): f for n in os.listdir("/proc") if n.isdigit() and (f := _stat_fields(int(n))) is not None
+    }
     children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        fields = _stat_fields(int(name))
-        if fields is not None:
-            children.setdefault(int(fields[1]), []).append(int(name))  # fields[1] = ppid
-    tree, todo = [], [pid]
+    for p, fields in sorted(stats.items()):
+        children.setdefault(int(fields[1]), []).append(p)  # fields[1] = ppid
+    tree, todo = [], [pid] if pid in stats else []
     while todo:
         p = todo.pop(0)
-        tree.append(p)
-        todo.extend(sorted(children.get(p, ())))
+        tree.append((p, stats[p]))
+        todo.extend(children.get(p, ()))
     return tree
 
 
-def tree_cpu_s(pid: int) -> float:
-    """utime + stime (s) of ``pid`` and its live descendants, all threads; 0.0 if gone.
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its live descendants (``pid`` first); ``[]`` if ``pid`` is gone."""
+    return [p for p, _ in _tree(pid)]
 
-    Exited descendants that their parent has waited for are included through
-    the parent's cutime + cstime.
-    """
-    ticks = 0
-    for p in process_tree(pid):
-        fields = _stat_fields(p)
-        if fields is None:  # exited between the listing and now
-            continue
-        # stat(5): utime, stime, cutime, cstime are fields 14..17 (1-based);
-        # after dropping pid and comm they are 11..14 (0-based).
-        ticks += sum(int(x) for x in fields[11:15])
-    return ticks / CLK_TCK
+
+def tree_cpu_s(pid: int) -> float:
+    """utime + stime (s) of ``pid`` and its live descendants, all threads (and through cutime +
+    cstime the exited ones their parent waited for); 0.0 if gone."""
+    # stat(5): utime, stime, cutime, cstime are fields 14..17, 11..14 here (no pid and comm)
+    return sum(int(x) for _, fields in _tree(pid) for x in fields[11:15]) / CLK_TCK
 
 
 def listens(pid: int, port: int) -> bool:
-    """True when ``pid`` or a descendant holds a TCP socket listening on ``port`` (any address).
-
-    From ``/proc/net/tcp`` and ``tcp6`` (state ``0A`` = LISTEN, the socket's inode) and the
-    processes' ``/proc/PID/fd`` links (``socket:[INODE]``)."""
+    """True when ``pid`` or a descendant holds a TCP socket listening on ``port`` (any address): the
+    inodes of ``/proc/net/tcp{,6}``'s LISTEN (``0A``) rows among the tree's ``/proc/PID/fd`` links."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -121,14 +83,9 @@ def listens(pid: int, port: int) -> bool:
 
 @dataclass(frozen=True)
 class SystemCpu:
-    """Machine-wide CPU time (s) since boot, from ``/proc/stat``.
-
-    ``busy_s`` = user + nice + system + irq + softirq + steal: time some task
-    or interrupt ran, or a neighbouring virtual machine took the CPU.  irq and
-    softirq are included because with tick-based accounting (this kernel) the
-    ticks spent in them -- loopback TCP is processed in softirq context -- are
-    also charged to the interrupted task's stime, i.e. to the server and wrk.
-    """
+    """Machine-wide CPU time (s) since boot, from ``/proc/stat``: ``busy_s`` = user + nice + system +
+    irq + softirq + steal (irq and softirq too: with tick-based accounting their ticks -- loopback TCP
+    runs in softirq -- are also charged to the interrupted task, i.e. to the server and wrk)."""
 
     busy_s: float
     steal_s: float

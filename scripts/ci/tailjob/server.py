@@ -1,35 +1,19 @@
-"""Start and stop a server under test for one run: the bench server, or a peer.
+"""Start and stop a server under test for one run: the bench server, a peer, or a server command.
 
-Role
-----
-:class:`ServerProcess` is one server process: it starts an argv with a given
-environment (optionally under ``taskset -c CPUS``), keeps reading the
-server's stderr (so a chatty server never blocks on a full pipe), waits for
-the line that says the server is ready, keeps the last lines for error
-messages, and stops it with SIGTERM (killed if it does not stop in time, and
-the run flagged).  Subclasses say what to run and which line means "ready":
-
-* :class:`BenchServer` -- ``python -m tailreactor.http.server --host H
-  --port P [--workers N]``, ready at the line it prints once it listens::
-
-      tailreactor-bench: listening on 127.0.0.1:3000, backend io_uring, workers 1, pid 42
-
-  which also names the backend and the number of workers; with ``--a-ref``
-  (``report_code``) it runs under :func:`tailjob.refcode.server_command`
-  and so first names the :mod:`tailreactor` it imported (``code``);
-* the peers of ``peers`` (:mod:`tailjob.peers`);
-* :class:`CommandServer` -- a server the job did not write (``--server-cmd``,
-  ``--a-cmd``/``--b-cmd``, :mod:`tailjob.ownserver`): ready once it answers one
-  HTTP request on the port it was given, and stopped as a whole process group.
-
-Waiting is on events (the ready line, or the end of stderr when the server
-dies); only a server command, which prints nothing the job knows, is asked
-again and again until it answers or the bound passes.
+:class:`ServerProcess` starts an argv with an environment (optionally under ``taskset``), keeps
+reading its stderr (a chatty server never blocks on a full pipe), waits until it is ready, keeps its
+last lines for error messages, and stops it with SIGTERM (SIGKILL and a flag if it does not stop in
+time).  The bench server (:class:`BenchServer`) binds port 0 and names its port, backend and workers
+in its ready line; a server command (:class:`CommandServer`) is ready once it answers one request,
+and a server that fails with EADDRINUSE on a port the job chose is started again on a fresh one.
+Waiting is on events (the ready line, or the end of stderr when the server dies); only a server
+command, which prints nothing the job knows, is asked again until it answers or the bound passes.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import http.client
 import os
 import re
@@ -43,16 +27,6 @@ import time
 from collections.abc import Mapping
 
 from . import procstat, refcode
-
-__all__ = [
-    "ServerProcess",
-    "BenchServer",
-    "CommandServer",
-    "ServerError",
-    "free_port",
-    "answers",
-    "LISTENING",
-]
 
 #: How a server's stderr says its port was taken (strerror(EADDRINUSE), and nginx's errno text).
 ADDRESS_IN_USE = re.compile(r"Address already in use|EADDRINUSE|errno 98\b|\(98:", re.IGNORECASE)
@@ -75,16 +49,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class ServerProcess:
-    """One server process.  Use as a context manager or call start()/stop().
-
-    ``env`` is its whole environment; ``cpus`` (e.g. ``"0"``) pins it with
-    ``taskset -c``; ``run_under`` is an argv prefix the command runs under
-    (the instruction tier's valgrind).  Subclasses define :meth:`command` (argv without
-    taskset), :attr:`READY` (a compiled regex matched against each stderr
-    line) and may override :meth:`on_ready`.  After :meth:`start`: ``pid``,
-    ``port`` and ``backend`` (what the server reported, or the subclass's
-    name for it).
-    """
+    """One server process (a context manager, or start()/stop()).  ``env`` is its whole environment;
+    ``cpus`` pins it with ``taskset -c``; ``run_under`` is an argv prefix (the instruction tier's
+    valgrind).  Subclasses define :meth:`command` and :attr:`READY`; after :meth:`start`: ``pid``,
+    ``port`` and ``backend`` (what the server reported, or the subclass's name for it)."""
 
     #: What the server prints on stderr once it serves; subclasses set it.
     READY: re.Pattern
@@ -112,7 +80,6 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.backend: str | None = None
         self.workers: int | None = None
-        self.listening_line: str | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
@@ -144,15 +111,11 @@ class ServerProcess:
         """Called before each launch, once ``port`` is set; by default nothing (nginx writes its config)."""
 
     def start(self) -> ServerProcess:
-        """Start the server and wait until it listens.
-
-        With no port given, a server whose ready line names its port (``PORT_FROM_READY``) is
-        started on port 0 and binds a free port itself; any other gets :meth:`choose_port`, and
-        if another process takes that port before the server binds it (the server fails with
-        EADDRINUSE), it is started again on a fresh port, up to ``PORT_TRIES`` times in all.  A
-        port the caller named is never swapped.  Raises :class:`ServerError` if it exits first or
-        does not print its ready line within ``start_timeout_s``.
-        """
+        """Start the server and wait until it listens; :class:`ServerError` if it exits first or is not
+        ready within ``start_timeout_s``.  With no port given, a server whose ready line names its port
+        (``PORT_FROM_READY``) binds port 0 itself; any other gets :meth:`choose_port`, and is started
+        again on a fresh port when it fails with EADDRINUSE (another process took the port), up to
+        ``PORT_TRIES`` times.  A port the caller named is never swapped."""
         chosen = self.port is None
         for attempt in range(1, self.PORT_TRIES + 1):
             if chosen:
@@ -200,9 +163,8 @@ class ServerProcess:
         return "printed no ready line"
 
     def wait_ready(self) -> bool:
-        """Wait until the server serves (True) or died or ``start_timeout_s`` passed (False).
-
-        By default: the ready line, or the end of stderr (the server died), sets ``_ready``."""
+        """True once the server serves; False when it died or ``start_timeout_s`` passed (by default the
+        ready line, or the end of stderr, sets ``_ready``)."""
         return self._ready.wait(self.start_timeout_s) and self.backend is not None
 
     def _read_stderr(self) -> None:
@@ -214,7 +176,6 @@ class ServerProcess:
                 self.on_line(line)
                 m = self.READY.search(line)
                 if m:
-                    self.listening_line = line
                     self.on_ready(m)
                     self._ready.set()
         self._ready.set()
@@ -228,11 +189,8 @@ class ServerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout_s: float = 10.0) -> list[str]:
-        """SIGTERM, wait up to ``timeout_s``, then SIGKILL the whole session.
-
-        Returns flags for the run record: ``server-stop-timeout`` if it had to
-        be killed, ``server-exit-N`` for a non-zero exit status.
-        """
+        """SIGTERM, wait up to ``timeout_s``, then SIGKILL the whole session; the run's flags:
+        ``server-stop-timeout`` if it had to be killed, ``server-exit-N`` for a non-zero exit status."""
         flags: list[str] = []
         if self.proc is None:
             return flags
@@ -258,12 +216,9 @@ class ServerProcess:
 
 
 class BenchServer(ServerProcess):
-    """The bench server (``tailreactor-bench``).
-
-    ``workers`` adds ``--workers N``; after :meth:`start`, ``backend`` and
-    ``workers`` are what its listening line reported, and with ``report_code``
-    ``code`` the directory of the :mod:`tailreactor` it imported (None until it says).
-    """
+    """The bench server (``tailreactor-bench``): ready at ``tailreactor-bench: listening on H:P, backend
+    B, workers N, pid ...``; with ``report_code`` (``--a-ref``) it first names the :mod:`tailreactor` it
+    imported (``code``, :func:`tailjob.refcode.server_command`)."""
 
     READY = LISTENING
     WHAT = "bench server"
@@ -273,18 +228,14 @@ class BenchServer(ServerProcess):
         self,
         env: Mapping[str, str],
         *,
-        host: str = "127.0.0.1",
-        port: int | None = None,
         workers: int | None = None,
-        cpus: str | None = None,
-        python: str = sys.executable,
         module: str = "tailreactor.http.server",
-        start_timeout_s: float = 30.0,
         report_code: bool = False,
+        **kw,
     ):
-        super().__init__(env, host=host, port=port, cpus=cpus, start_timeout_s=start_timeout_s)
+        super().__init__(env, **kw)
         self.workers_arg = workers
-        self.python, self.module = python, module
+        self.module = module
         self.report_code = report_code
         self.code: str | None = None
 
@@ -293,8 +244,8 @@ class BenchServer(ServerProcess):
         if self.workers_arg is not None:
             args += ["--workers", str(self.workers_arg)]
         if self.report_code:
-            return refcode.server_command(self.python, self.module, args)
-        return [self.python, "-m", self.module, *args]
+            return refcode.server_command(sys.executable, self.module, args)
+        return [sys.executable, "-m", self.module, *args]
 
     def on_line(self, line: str) -> None:
         if self.report_code and self.code is None:
@@ -319,18 +270,11 @@ def answers(host: str, port: int, path: str, *, timeout_s: float) -> bool:
 
 
 class CommandServer(ServerProcess):
-    """A server the job did not write: ``template`` with ``{port}`` replaced, its knobs in ``env``.
-
-    The command is split as a shell would split it (:func:`shlex.split`) and run without a shell
-    (for pipes or ``cd``, give ``sh -c '...'``).  It prints nothing the job knows, so it is ready
-    when it answers one ``GET path`` (any HTTP status) on its port and a process of its tree
-    listens there -- an answer from whoever else took the port does not count -- within
-    ``start_timeout_s``; it is asked again with growing pauses (10 ms to 200 ms), and a pause ends
-    early when its stderr closes (it died).  Its port is chosen by the job; if the command fails
-    with EADDRINUSE, :meth:`ServerProcess.start` starts it again on a fresh one.  A server may fork
-    (nginx's master and workers): its CPU is its whole tree's (:func:`tailjob.procstat.tree_cpu_s`),
-    and :meth:`stop` signals its whole process group, so no worker outlives it.
-    """
+    """A server the job did not write: ``template`` with ``{port}`` replaced, split as a shell would
+    and run without one.  Ready when it answers one ``GET path`` (any status) and a process of its
+    tree listens on the port (an answer from whoever else took the port does not count), asked again
+    with pauses of 10 to 200 ms that end early when its stderr closes.  It may fork (nginx): its CPU
+    is its tree's, and :meth:`stop` signals its whole process group, so no worker outlives it."""
 
     READY = re.compile(r"(?!)")  # matches nothing: readiness is an answer, not a line
     WHAT = "server command"
@@ -367,14 +311,9 @@ class CommandServer(ServerProcess):
         if self.proc is None:
             return []
         if self.proc.poll() is None:
-            _signal_group(self.proc.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # none of the group is left
+                os.killpg(self.proc.pid, signal.SIGTERM)
         flags = super().stop(timeout_s)
-        _signal_group(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         return flags
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):  # no process of the group is left
-        pass

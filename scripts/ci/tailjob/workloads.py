@@ -1,43 +1,29 @@
-"""The job's workloads (``--workload NAME``): each one definition, its client classes and server settings.
+"""What loads the server in a run (``--workload``): a named workload, or a user's own traffic.
 
-A workload says which clients load the bench server during a run and how they are grouped into
-classes, each reported (and compared A/B) on its own: one entry of :data:`WORKLOADS` (its
-description for ``--help``, whether it has an open-loop class and its default rate, the bench
-server variables it sets for both arms, its classes for a leg's connections and rate).  The
-workloads and why each is sized as it is: docs/en/workloads.md, "Workloads".  Only ``uniform``
-under closed-loop load is wrk; the others run on the job's load client (:mod:`tailjob.loadgen`).
-A user's own traffic (``--workload FILE.toml``, ``--class``): :mod:`tailjob.traffic`.
-
-The job's side of the load client: :class:`LoadPlan` (``--workload``, ``--load``, ``--rate`` and
-``--schedule``, checked once by :func:`plan_load`; ``None`` is wrk's closed loop), a rate as
-requests/s (``2000``) or a fraction of the capacity (``0.7x``, measured per leg by a
-:data:`CAPACITY_S` s closed-loop wrk run on arm A), and :class:`LoadRunResult`, a run's output read
-like :class:`tailjob.wrk.WrkResult`, with the per-class figures.
+A named workload (:data:`WORKLOADS`) makes its client classes from a leg's connections and
+``--rate``; a :class:`Traffic` is one :class:`TrafficClass` per client class, read from a TOML file
+(``--workload FILE.toml``, :func:`read_traffic`) or ``--class`` options (:func:`parse_classes`),
+checked whole before anything runs.  A class's service cost travels in its requests, ``GET
+/service/<us>/<seq>``, which the bench server busy-waits for (``CWIST_BENCH_SERVICE_ROUTE=1``) and
+the sim tier charges in virtual time.  :class:`LoadPlan` is the load of every run of a job
+(:func:`plan_load` checks ``--workload``, ``--load``, ``--rate`` and ``--schedule`` together; None is
+wrk's closed loop).  A rate is requests/s (``2000``) or a fraction of the capacity (``0.7x``,
+measured per leg by a :data:`CAPACITY_S` s closed-loop wrk run on arm A).  Why each workload is
+sized as it is: docs/en/workloads.md; a user's traffic: docs/en/own-traffic.md.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
-from . import loadgen
-from .loadgen import ClientClass, LoadSpec
-from .metrics import LATENCY_KEYS, Percentile, RunCounts
+from .loadspec import LOOPS, SCHEDULES, ClientClass, LoadRunResult, LoadSpec  # noqa: F401 (sim.measure)
 from .plan import Leg, PlanError
-from .traffic import (  # noqa: F401  (the job reads them here)
-    SERVICE_PATH,
-    TRAFFIC_KEYS,
-    Traffic,
-    TrafficClass,
-    TrafficError,
-    _traffic,
-    parse_classes,
-    parse_rate,
-    service_text,
-    traffic_of,
-)
 
 CAPACITY_S = 2
 """Seconds of the closed-loop run that measures capacity for a ``0.7x`` rate."""
@@ -50,20 +36,290 @@ SLOW_US = 2000
 THINK_MS = 50.0
 BULK_DEPTH = 16
 INTERACTIVE_CONNECTIONS = 8
+SERVICE_PATH = "/service/{us}/"
+"""The path of a class with a service cost (``CWIST_BENCH_SERVICE_ROUTE=1``); else ``/user/``."""
+SERVICE_KNOB = "CWIST_BENCH_SERVICE_ROUTE"
+CONNECTIONS_MAX, DEPTH_MAX, THINK_MS_MAX, SERVICE_US_MAX = 4096, 1024, 60_000, 1_000_000
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+_RATE = re.compile(r"(\d+(?:\.\d+)?)(x?)")
+_SERVICE = re.compile(r"/service/(\d+)/")
 
-#: ``classes(connections, rate_rps, schedule)`` of a workload (rate: None without an open-loop class).
-Classes = Callable[[int, "float | None", str], tuple[ClientClass, ...]]
+TRAFFIC_KEYS: dict[str, str] = {
+    "connections": f"keep-alive connections of the class, 1 to {CONNECTIONS_MAX} (required)",
+    "loop": "open (requests on a schedule) or closed (the next batch when the last is answered) (required)",
+    "rate": "open loop: requests/s over the class (200) or a fraction of the measured capacity ('0.7x') "
+    "(required for an open-loop class)",
+    "schedule": "open loop: poisson (default) or constant gaps",
+    "depth": f"closed loop: requests pipelined per write, 1 (default) to {DEPTH_MAX}",
+    "think_ms": f"closed loop: mean think time between batches (exponential), 0 (default) to {THINK_MS_MAX} ms",
+    "service_us": f"the server's busy time per request of the class, 0 (default) to {SERVICE_US_MAX} us",
+}
+"""The keys of one class (``--help`` and the docs' table say the same)."""
+
+
+class TrafficError(PlanError):
+    """A traffic the job cannot run; one line naming the file (or ``--class``), class, key, value
+    and what is accepted."""
+
+
+def parse_rate(text: str) -> tuple[float, bool]:
+    """``"2000"`` -> (2000.0, False); ``"0.7x"`` -> (0.7, True).  :class:`PlanError` otherwise."""
+    m = _RATE.fullmatch(text.strip())
+    value = float(m.group(1)) if m else 0.0
+    if not m or value <= 0 or (m.group(2) and value > 10):
+        raise PlanError(
+            f"--rate {text!r}: accepted requests/s above 0 (e.g. 2000) or a fraction of "
+            "the measured capacity (e.g. 0.7x, at most 10x)"
+        )
+    return value, bool(m.group(2))
+
+
+def _rate_rps(text: str, capacity_rps: float | None, where: str) -> float:
+    """A rate as requests/s: a relative one multiplies ``capacity_rps``."""
+    value, relative = parse_rate(text)
+    if relative and not capacity_rps:
+        raise PlanError(f"{where}: the capacity run completed no request")
+    return value * capacity_rps if relative and capacity_rps else value
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    """One class as its user described it (``rate`` as given, ``"200"`` or ``"0.7x"``; None closed)."""
+
+    name: str
+    connections: int
+    loop: str
+    rate: str | None = None
+    schedule: str = "poisson"
+    depth: int = 1
+    think_ms: float = 0.0
+    service_us: int = 0
+
+    @property
+    def path(self) -> str:
+        return SERVICE_PATH.format(us=self.service_us) if self.service_us else "/user/"
+
+    def client_class(self, capacity_rps: float | None) -> ClientClass:
+        """The load client's class; a relative rate multiplies ``capacity_rps``."""
+        where = f"rate {self.rate} of class {self.name!r}"
+        rate = 0.0 if self.rate is None else _rate_rps(self.rate, capacity_rps, where)
+        keys = {k: v for k, v in asdict(self).items() if k != "service_us"}
+        return ClientClass(**{**keys, "rate": rate, "path": self.path})
+
+    def describe(self) -> str:
+        if self.loop == "open" and self.rate is not None:
+            unit = " of capacity" if parse_rate(self.rate)[1] else " req/s"
+            what = f"open loop at {self.rate}{unit}, {self.schedule}"
+        else:
+            what = f"closed loop, depth {self.depth}" + (
+                f", think {self.think_ms:g} ms" if self.think_ms else ""
+            )
+        cost = f", {self.service_us} us of service per request" if self.service_us else ""
+        return f"{self.name}: {self.connections} connections, {what}{cost}"
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """A user's workload: ``classes`` in order, ``source`` the file (or ``--class``), ``argv`` the
+    options that describe it again (for a job that runs another)."""
+
+    source: str
+    classes: tuple[TrafficClass, ...]
+    argv: tuple[str, ...]
+
+    default_rate = None  # as a Workload without --rate: every class says its own
+
+    @property
+    def name(self) -> str:
+        return Path(self.source).name if self.source != "--class" else "--class"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def connections(self) -> int:
+        """The connections of all classes: the leg's connection count."""
+        return sum(c.connections for c in self.classes)
+
+    @property
+    def open_classes(self) -> bool:
+        return any(c.loop == "open" for c in self.classes)
+
+    @property
+    def relative(self) -> bool:
+        """True when a class's rate is a fraction of the capacity (a capacity run comes first)."""
+        return any(c.rate is not None and parse_rate(c.rate)[1] for c in self.classes)
+
+    @property
+    def description(self) -> str:
+        return "; ".join(c.describe() for c in self.classes)
+
+    def env(self) -> dict[str, str]:
+        """Bench server variables for both arms: the service route when a class has a cost."""
+        return {SERVICE_KNOB: "1"} if any(c.service_us for c in self.classes) else {}
+
+    def client_classes(self, capacity_rps: float | None) -> tuple[ClientClass, ...]:
+        return tuple(c.client_class(capacity_rps) for c in self.classes)
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "classes": [asdict(c) for c in self.classes]}
+
+
+def _show(value: object) -> str:
+    """A value as its TOML reads (true, 4, 'four')."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _number(value: object, lo: float, hi: float, kind: type = int) -> bool:
+    return isinstance(value, (kind, int)) and not isinstance(value, bool) and lo <= value <= hi  # type: ignore[operator]
+
+
+#: key -> (whether a value, as TOML types it, is accepted; what is accepted).
+_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "connections": (lambda v: _number(v, 1, CONNECTIONS_MAX), f"an integer from 1 to {CONNECTIONS_MAX}"),
+    "loop": (lambda v: v in LOOPS, "open or closed"),
+    "rate": (
+        lambda v: _rate_ok(v),
+        "requests/s above 0 (200) or a fraction of the capacity ('0.7x', at most 10x)",
+    ),
+    "schedule": (lambda v: v in SCHEDULES, "poisson or constant"),
+    "depth": (lambda v: _number(v, 1, DEPTH_MAX), f"an integer from 1 to {DEPTH_MAX}"),
+    "think_ms": (lambda v: _number(v, 0, THINK_MS_MAX, float), f"0 to {THINK_MS_MAX} milliseconds"),
+    "service_us": (
+        lambda v: _number(v, 0, SERVICE_US_MAX),
+        f"an integer from 0 to {SERVICE_US_MAX} (microseconds)",
+    ),
+}
+
+
+def _rate_text(value: object) -> object:
+    """A rate as its text (TOML may give a number)."""
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _rate_ok(value: object) -> bool:
+    try:
+        return isinstance(value, str) and parse_rate(value) is not None
+    except PlanError:
+        return False
+
+
+def _check_class(where: str, name: str, table: Mapping[str, Any]) -> TrafficClass:
+    """One class from its keys (typed as TOML types them); :class:`TrafficError` naming the key."""
+
+    def bad(key: str, what: str) -> TrafficError:
+        shown = f"{key} = {_show(table[key])}" if key in table else f"{key} missing"
+        return TrafficError(f"{where}: class {name!r}: {shown}: {what}")
+
+    for key in table:
+        if key not in TRAFFIC_KEYS:
+            raise bad(key, f"unknown key; accepted {', '.join(TRAFFIC_KEYS)}")
+    for key in ("connections", "loop"):
+        if key not in table:
+            raise bad(key, f"required; {key}: {TRAFFIC_KEYS[key]}")
+    t = {**table, "rate": _rate_text(table["rate"])} if "rate" in table else dict(table)
+
+    def check(*keys: str) -> None:
+        for key in keys:
+            ok, accepted = _RULES[key]
+            if key in t and not ok(t[key]):
+                raise bad(key, f"accepted {accepted}")
+
+    check("connections", "loop")
+    loop = t["loop"]
+    for other in ("depth", "think_ms") if loop == "open" else ("rate", "schedule"):
+        if other in t:
+            raise bad(other, f"applies to {'a closed' if loop == 'open' else 'an open'}-loop class only")
+    if loop == "open" and "rate" not in t:
+        raise bad("rate", "an open-loop class needs one: requests/s (200) or a fraction of capacity ('0.7x')")
+    check("rate", "schedule", "depth", "think_ms", "service_us")
+    return TrafficClass(
+        name,
+        t["connections"],
+        t["loop"],
+        t["rate"].strip() if "rate" in t else None,
+        t.get("schedule", "poisson"),
+        t.get("depth", 1),
+        float(t.get("think_ms", 0)),
+        t.get("service_us", 0),
+    )
+
+
+def _traffic(where: str, source: str, tables: Sequence[tuple[str, object]], argv: tuple[str, ...]) -> Traffic:
+    if not tables:
+        raise TrafficError(f"{where}: no class: accepted one table per class, e.g. [bulk] connections = 16")
+    classes: list[TrafficClass] = []
+    for name, table in tables:
+        if not isinstance(table, dict):
+            raise TrafficError(
+                f"{where}: {name} = {_show(table)}: not a class; accepted one table per class "
+                "([name] then its keys)"
+            )
+        if not _NAME.fullmatch(name):
+            raise TrafficError(
+                f"{where}: class {name!r}: accepted a name of letters, digits, - and _ (1 to 32)"
+            )
+        if any(c.name == name for c in classes):
+            raise TrafficError(f"{where}: class {name!r}: named twice")
+        classes.append(_check_class(where, name, table))
+    return Traffic(source, tuple(classes), argv)
+
+
+def traffic_of(tables: Mapping[str, object], *, where: str, source: str) -> Traffic:
+    """The traffic of ``tables`` (class name -> its keys), checked as a file's (a sweep's inline
+    classes); ``where`` starts every error's line."""
+    return _traffic(where, source, list(tables.items()), ())
+
+
+def _typed(value: str) -> object:
+    """A ``--class`` value typed as TOML would type it: an integer, a number, or the text."""
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_classes(texts: Sequence[str]) -> Traffic:
+    """The traffic of ``--class 'name=N K=V ...'`` options (the same keys as a file's table)."""
+    classes: list[TrafficClass] = []
+    for text in texts:
+        where = f"--class {text!r}"
+        table: dict[str, object] = {}
+        for token in shlex.split(text):
+            key, sep, value = token.partition("=")
+            if not sep or not key:
+                raise TrafficError(
+                    f"{where}: {token!r} is not K=V; accepted name=N and {', '.join(TRAFFIC_KEYS)}"
+                )
+            table[key] = value if key in ("name", "loop", "schedule", "rate") else _typed(value)
+        name = table.pop("name", None)
+        if not isinstance(name, str):
+            raise TrafficError(f"{where}: name missing: required (the class's name, e.g. name=bulk)")
+        if any(c.name == name for c in classes):
+            raise TrafficError(f"{where}: class {name!r}: named twice")
+        classes.append(_traffic(where, "--class", [(name, table)], ()).classes[0])
+    return Traffic("--class", tuple(classes), tuple(arg for text in texts for arg in ("--class", text)))
+
+
+def service_text(cls: ClientClass | Mapping) -> str:
+    """`` (20 us of service each)`` for a class whose requests name a service cost, else ``""``."""
+    m = _SERVICE.fullmatch(cls["path"] if isinstance(cls, Mapping) else cls.path)
+    return f" ({int(m.group(1))} us of service each)" if m else ""
 
 
 @dataclass(frozen=True)
 class Workload:
-    """One workload: ``open_classes``: whether it has an open-loop class (then ``--rate`` applies,
-    default ``default_rate``); ``server_env``: bench server variables it needs, for both arms;
-    ``classes``: its client classes (see :data:`Classes`)."""
+    """A named workload: ``classes(connections, rate_rps, schedule)`` (rate None without an open-loop
+    class); ``open_classes``: ``--rate`` applies (default ``default_rate``); ``server_env``: bench
+    server variables it needs, for both arms."""
 
     name: str
     description: str
-    classes: Classes
+    classes: Callable[[int, float | None, str], tuple[ClientClass, ...]]
     open_classes: bool
     default_rate: str | None = None
     server_env: Mapping[str, str] = field(default_factory=dict)
@@ -73,16 +329,24 @@ class Workload:
 
 
 def _rate(rate: float | None) -> float:
-    """The rate of an open-loop class: ``classes_for`` gets one for every workload with ``open_classes``."""
     if rate is None:
         raise ValueError("an open-loop class needs a rate (--rate)")
     return rate
 
 
-def _uniform(connections: int, rate: float | None, schedule: str) -> tuple[ClientClass, ...]:
-    if rate is None:
-        raise ValueError("uniform without a rate is wrk's closed loop, not the load client")
-    return (ClientClass("all", connections, "open", rate=rate, schedule=schedule),)
+def _mixed(c: int, rate: float | None, sched: str) -> tuple[ClientClass, ...]:
+    return (
+        ClientClass("interactive", INTERACTIVE_CONNECTIONS, "open", rate=_rate(rate), schedule=sched),
+        ClientClass("bulk", max(c // 4, 1), "closed", depth=BULK_DEPTH),
+    )
+
+
+def _slow_route(c: int, rate: float | None, sched: str) -> tuple[ClientClass, ...]:
+    fast, slow = _rate(rate) * (1 - SLOW_FRACTION), _rate(rate) * SLOW_FRACTION
+    return (
+        ClientClass("fast", c, "open", rate=fast, schedule=sched),
+        ClientClass("slow", max(c // 16, 2), "open", rate=slow, schedule=sched, path="/slow/"),
+    )
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -91,7 +355,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "uniform",
             "every connection alike (wrk closed loop; one open-loop class with --load open)",
-            _uniform,
+            lambda c, rate, sched: (ClientClass("all", c, "open", rate=_rate(rate), schedule=sched),),
             open_classes=False,
             default_rate="0.7x",
         ),
@@ -100,10 +364,7 @@ WORKLOADS: dict[str, Workload] = {
             f"C/4 bulk connections pipelining depth {BULK_DEPTH} (closed loop) + "
             f"{INTERACTIVE_CONNECTIONS} interactive clients (open loop, low rate), "
             f"{MIXED_SERVICE_US} us of service per request",
-            lambda c, rate, sched: (
-                ClientClass("interactive", INTERACTIVE_CONNECTIONS, "open", rate=_rate(rate), schedule=sched),
-                ClientClass("bulk", max(c // 4, 1), "closed", depth=BULK_DEPTH),
-            ),
+            _mixed,
             open_classes=True,
             default_rate="200",
             server_env={"CWIST_BENCH_DELAY_US": str(MIXED_SERVICE_US)},
@@ -111,17 +372,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "slow-route",
             f"open loop; {SLOW_FRACTION:.0%} of requests to /slow/ at {SLOW_US} us",
-            lambda c, rate, sched: (
-                ClientClass("fast", c, "open", rate=_rate(rate) * (1 - SLOW_FRACTION), schedule=sched),
-                ClientClass(
-                    "slow",
-                    max(c // 16, 2),
-                    "open",
-                    rate=_rate(rate) * SLOW_FRACTION,
-                    schedule=sched,
-                    path="/slow/",
-                ),
-            ),
+            _slow_route,
             open_classes=True,
             default_rate="0.5x",
             server_env={"CWIST_BENCH_SLOW_US": str(SLOW_US)},
@@ -134,14 +385,12 @@ WORKLOADS: dict[str, Workload] = {
         ),
     )
 }
-
-
 _ACCEPTED = f"{', '.join(WORKLOADS)} or a traffic file FILE.toml"
 
 
 def read_traffic(path: str | Path, *, where: str | None = None) -> Traffic:
-    """The traffic of a TOML file, one table per class (see the module docstring); checked whole.
-    ``where`` starts every error's line (default ``--workload PATH``; a sweep's grid names its load point)."""
+    """The traffic of a TOML file, one table per class, checked whole; ``where`` starts every
+    error's line (default ``--workload PATH``)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # Python 3.10: the same parser as a package (pyproject.toml)
@@ -167,10 +416,6 @@ def workload_of(text: str) -> str | Traffic:
     raise TrafficError(f"--workload {text}: accepted {_ACCEPTED}")
 
 
-def _sets(traffic: Traffic, what: str) -> str:
-    return f"the traffic ({traffic.name}) sets each class's {what}"
-
-
 def label(workload: str | Traffic) -> str:
     """What a report calls a workload: its name, or the traffic file's name."""
     return str(workload)
@@ -184,11 +429,7 @@ def resolve(workload: str | Traffic) -> Workload | Traffic:
 def classes_for(
     workload: str, *, connections: int, rate_rps: float | None, schedule: str = "poisson"
 ) -> tuple[ClientClass, ...]:
-    """The client classes of ``workload`` for a leg of ``connections`` (see the module table).
-
-    ``rate_rps`` is the resolved ``--rate`` (None for workloads without an open-loop class);
-    uniform with a rate is the open-loop ``all`` class.
-    """
+    """The client classes of named ``workload`` for a leg of ``connections`` at ``rate_rps``."""
     if workload not in WORKLOADS:
         raise ValueError(f"workload {workload!r}: accepted {', '.join(WORKLOADS)}")
     return WORKLOADS[workload].classes(connections, rate_rps, schedule)
@@ -196,7 +437,7 @@ def classes_for(
 
 @dataclass(frozen=True)
 class LoadPlan:
-    """The load of every run of a job (``rate``: as given, e.g. ``0.7x``; None without open classes
+    """The load of every run of a job (``rate`` as given, e.g. ``0.7x``; None without open classes
     and for a :class:`Traffic`, whose classes give their own)."""
 
     workload: str | Traffic
@@ -214,41 +455,31 @@ class LoadPlan:
         return resolve(self.workload).env()
 
     def resolve_rate(self, capacity_rps: float | None) -> float | None:
-        if self.rate is None:
-            return None
-        value, relative = parse_rate(self.rate)
-        if not relative:
-            return value
-        if not capacity_rps:
-            raise PlanError(f"--rate {self.rate}: the capacity run completed no request")
-        return value * capacity_rps
+        return None if self.rate is None else _rate_rps(self.rate, capacity_rps, f"--rate {self.rate}")
 
     def spec(self, leg: Leg, *, capacity_rps: float | None, seed: int) -> LoadSpec:
-        """The client's spec for ``leg`` (one spec per leg: every run of the leg offers the same load)."""
+        """The client's spec for ``leg``: every run of the leg offers the same load."""
         if isinstance(self.workload, Traffic):
             classes = self.workload.client_classes(capacity_rps)
         else:
+            rate_rps = self.resolve_rate(capacity_rps)
             classes = classes_for(
-                self.workload,
-                connections=leg.connections,
-                rate_rps=self.resolve_rate(capacity_rps),
-                schedule=self.schedule,
+                self.workload, connections=leg.connections, rate_rps=rate_rps, schedule=self.schedule
             )
-        spec = LoadSpec(
-            classes=classes,
-            duration_s=float(leg.duration_s),
-            seed=seed,
-        )
+        spec = LoadSpec(classes=classes, duration_s=float(leg.duration_s), seed=seed)
         spec.check()
         return spec
 
     def describe(self) -> str:
         if isinstance(self.workload, Traffic):
             return f"traffic `{self.workload.name}` ({self.workload.description})"
-        w = WORKLOADS[self.workload]
-        rate = f", rate {self.rate}" + (" of capacity" if self.relative else " req/s") if self.rate else ""
-        sched = f", {self.schedule} schedule" if self.rate else ""
-        return f"workload `{self.workload}` ({w.description}){rate}{sched}"
+        if not self.rate:
+            return f"workload `{self.workload}` ({WORKLOADS[self.workload].description})"
+        unit = " of capacity" if self.relative else " req/s"
+        return (
+            f"workload `{self.workload}` ({WORKLOADS[self.workload].description}), rate {self.rate}{unit}"
+            f", {self.schedule} schedule"
+        )
 
 
 def plan_load(
@@ -262,118 +493,28 @@ def plan_load(
             (schedule, "--schedule", "schedule"),
         ):
             if given is not None:
-                raise PlanError(f"{name} {given}: {_sets(workload, what)}; leave out {name}")
+                raise PlanError(
+                    f"{name} {given}: the traffic ({workload.name}) sets each class's {what}; leave out {name}"
+                )
         return LoadPlan(workload=workload, rate=None)
     if workload not in WORKLOADS:
         raise PlanError(f"--workload {workload!r}: accepted {', '.join(WORKLOADS)}")
     w = WORKLOADS[workload]
-    if workload == "uniform":
-        if load in (None, "closed"):
-            for given, name in ((rate, "--rate"), (schedule, "--schedule")):
-                if given is not None:
-                    raise PlanError(f"{name} needs open-loop load: add --load open")
-            return None
-        rate = rate or w.default_rate
+    if workload == "uniform" and load in (None, "closed"):
+        for given, name in ((rate, "--rate"), (schedule, "--schedule")):
+            if given is not None:
+                raise PlanError(f"{name} needs open-loop load: add --load open")
+        return None
+    if workload != "uniform" and load is not None:
+        raise PlanError(
+            f"--load {load}: workload {workload} sets its own load (see --help); leave out --load"
+        )
+    if workload != "uniform" and not w.open_classes:
+        for given, name in ((rate, "--rate"), (schedule, "--schedule")):
+            if given is not None:
+                raise PlanError(f"{name}: workload {workload} has no open-loop class")
     else:
-        if load is not None:
-            raise PlanError(
-                f"--load {load}: workload {workload} sets its own load (see --help); leave out --load"
-            )
-        if not w.open_classes:
-            for given, name in ((rate, "--rate"), (schedule, "--schedule")):
-                if given is not None:
-                    raise PlanError(f"{name}: workload {workload} has no open-loop class")
-        else:
-            rate = rate or w.default_rate
+        rate = rate or w.default_rate
     if rate is not None:
         parse_rate(rate)
     return LoadPlan(workload=workload, rate=rate, schedule=schedule or "poisson")
-
-
-class LoadRunResult(RunCounts):
-    """One run of the load client, answering like :class:`tailjob.wrk.WrkResult` for the job.
-
-    ``requests``: answers inside the run's window, all classes; ``rps`` their
-    rate; percentiles of all classes merged.  The wrk-style ``errors`` map the
-    client's ``timeout`` (owed answers missing at the end) and ``mismatch``
-    (a body that is not its request's echo) to wrk's ``timeout`` and ``read``.
-    """
-
-    @classmethod
-    def parse(cls, stdout: str) -> LoadRunResult:
-        """The result of the last ``TAILREACTOR_LOAD`` line of the client's output."""
-        return cls(loadgen.parse_output(stdout))
-
-    def __init__(self, doc: dict):
-        self.doc = doc
-        merged = doc["all"]
-        self.requests = merged["answered_in_window"]
-        self.duration_us = merged["duration_us"]
-        self.latency_samples = merged["latency"]["count"]
-        e = merged["errors"]
-        self.errors = {
-            "connect": e["connect"],
-            "read": e["read"] + e["mismatch"],
-            "write": e["write"],
-            "status": e["status"],
-            "timeout": e["timeout"],
-        }
-
-    @property
-    def generator_busy(self) -> float:
-        """The busiest client process's CPU over its run, as a share of one core."""
-        return max((p["busy"] for p in self.doc.get("processes", [])), default=0.0)
-
-    @property
-    def saturated(self) -> bool:
-        return any(c["saturated"] for c in self.doc["classes"].values())
-
-    def percentile(self, p: float) -> Percentile:
-        for q in self.doc["all"]["latency"]["percentiles"]:
-            if q["p"] == p:
-                return Percentile(q["p"], q["us"], q["samples"])
-        raise KeyError(f"percentile {p} not recorded")
-
-    def class_metrics(self) -> dict[str, dict]:
-        """Per class: the compared metrics (``rps`` = achieved) and what the report shows beside them."""
-        out = {}
-        for name, c in self.doc["classes"].items():
-            pct = {q["p"]: q for q in c["latency"]["percentiles"]}
-            lag = {q["p"]: q["us"] for q in c["lag"]["percentiles"]}
-            turn = {q["p"]: q["us"] for q in c.get("turnaround", {}).get("percentiles", [])}
-            m = {
-                "rps": c["achieved_rps"],
-                "offered_rps": c["offered_rps"],
-                "loop": c["loop"],
-                "connections": c["connections"],
-                "answered": c["answered"],
-                "saturated": c["saturated"],
-                "errors": c["errors"],
-                "lag_p50": lag[50],
-                "lag_p99": lag[99],
-                "turnaround_p50": turn.get(50),
-                "turnaround_p99": turn.get(99),
-                "histogram": c["latency"].get("histogram"),
-            }
-            for key, p in LATENCY_KEYS.items():
-                m[key] = pct[p]["us"]
-                m[f"{key}_samples"] = pct[p]["samples"]
-            out[name] = m
-        return out
-
-    def as_dict(self) -> dict:
-        """The run's record (``RunRecord.wrk``): wrk's keys where they mean the same, plus ``classes``."""
-        merged = self.doc["all"]
-        return {
-            "tool": "tailjob.loadgen",
-            "requests": self.requests,
-            "duration_us": self.duration_us,
-            "rps": self.rps,
-            "latency_samples": self.latency_samples,
-            "latency_us": {k: merged["latency"][k] for k in ("min", "max", "mean")},
-            "percentiles": merged["latency"]["percentiles"],
-            "spectrum": merged["latency"].get("spectrum", []),
-            "errors": self.errors,
-            "histogram": merged["latency"].get("histogram"),
-            "classes": self.doc["classes"],
-        }
