@@ -245,8 +245,8 @@ def line(kind: str, tier: str, head, *, result: str, **fields) -> dict:
     return {"schema": LINE_SCHEMA, "tier": tier, "kind": kind, **when, "result": result, **fields}
 
 
-def history_line(job, *, result_file: str) -> dict:
-    """The history line (:func:`line`) of a live job, an A/B's or a ``peers`` job's."""
+def history_line(job, *, result_file: str, tier: str = "wall") -> dict:
+    """The history line (:func:`line`) of a job, an A/B's (on either ``tier``) or a ``peers`` job's."""
     s, peers = job.settings, job.ab == "peers"
     head = {k: getattr(job, k) for k in HEAD}
     pinning = {"pinned": s.pinned, "server_cpus": s.server_cpus, "wrk_cpus": s.wrk_cpus}
@@ -276,7 +276,7 @@ def history_line(job, *, result_file: str) -> dict:
         )
     return line(
         "ab",
-        "wall",
+        tier,
         head,
         result=result_file,
         profile=job.profile,

@@ -107,9 +107,9 @@ def _compared(lr: LegResult) -> list[tuple[str, list[Comparison]]]:
     ]
 
 
-def gate(job: JobResult) -> tuple[int, list[str]]:
-    """``--gate``'s exit code and its lines (:func:`gate_tables`) of a live job's legs."""
-    return gate_tables([t for lr in job.legs for t in _compared(lr)])
+def gate(job: JobResult, *, tier: str = "") -> tuple[int, list[str]]:
+    """``--gate``'s exit code and its lines (:func:`gate_tables`) of a job's legs."""
+    return gate_tables([t for lr in job.legs for t in _compared(lr)], tier=tier)
 
 
 def gate_tables(tables: list[tuple[str, list[Comparison]]], *, tier: str = "") -> tuple[int, list[str]]:

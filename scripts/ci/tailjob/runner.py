@@ -74,12 +74,20 @@ def run_trials(
         order = ([(-1, 0, design.warmup_arm(lr), True)] if settings.warmup else []) + [
             (t, pos, key, False) for t, keys in enumerate(lr.schedule) for pos, key in enumerate(keys)
         ]
-        for trial, pos, key, warmup in order:
-            info = {"leg": leg, "arm": design.arm(key), "trial": trial, "warmup": warmup}
-            notify("run-start", info)
-            record = design.measure.run(design.run_plan(lr, key, trial=trial, position=pos, warmup=warmup))
-            lr.runs.append(record)
-            notify("run-end", {**info, "record": record})
+        infos = [{"leg": leg, "arm": design.arm(k), "trial": t, "warmup": w} for t, _, k, w in order]
+        runs_at_once = getattr(design.measure, "map", None)  # a tier whose runs are independent
+        if runs_at_once is not None:
+            plans = [design.run_plan(lr, k, trial=t, position=p, warmup=w) for t, p, k, w in order]
+            lr.runs += runs_at_once(
+                plans, lambda i, record, infos=infos: notify("run-end", {**infos[i], "record": record})
+            )
+        else:
+            for info, (trial, pos, key, warmup) in zip(infos, order):
+                notify("run-start", info)
+                plan = design.run_plan(lr, key, trial=trial, position=pos, warmup=warmup)
+                record = design.measure.run(plan)
+                lr.runs.append(record)
+                notify("run-end", {**info, "record": record})
         design.decide(lr)
         results.append(lr)
     return results
@@ -307,34 +315,29 @@ class ABDesign:
         )
         if load is not None:
             if load.relative:
-                first = self.arms[0]
-                short = replace(self, settings=replace(s, probe_dir=None))
-                r = WRK.run(
-                    replace(
-                        short.run_plan(
-                            lr,
-                            first.key,
-                            trial=-1,
-                            position=0,
-                            warmup=True,
-                            leg=replace(leg, duration_s=CAPACITY_S),
-                        ),
-                        path=CAPACITY_PATH,
-                    )
-                )
-                lr.capacity = {
-                    "arm": first.key,
-                    "wrk_argv": r.wrk_argv,
-                    "rps": r.metrics["rps"],
-                    "flags": r.flags,
-                }
-                notify("capacity", {"leg": leg, "arm": first, "capacity": lr.capacity})
+                lr.capacity = self.capacity(lr)
+                notify("capacity", {"leg": leg, "arm": self.arms[0], "capacity": lr.capacity})
             spec = load.spec(
                 leg, capacity_rps=lr.capacity["rps"] if lr.capacity else None, seed=s.seed + leg.index
             )
             lr.load_spec = asdict(spec)
             lr.spec = spec
         return lr
+
+    def capacity(self, lr: LegResult) -> dict:
+        """The closed-loop capacity of arm A in ``lr``'s leg, for a rate like ``0.7x``: the measure's
+        own (``capacity(plan) -> dict``, a virtual-time tier's), else a :data:`CAPACITY_S` s wrk run."""
+        key = self.arms[0].key
+        short = replace(self, settings=replace(self.settings, probe_dir=None))
+        leg = replace(lr.leg, duration_s=CAPACITY_S)
+        plan = replace(
+            short.run_plan(lr, key, trial=-1, position=0, warmup=True, leg=leg), path=CAPACITY_PATH
+        )
+        own = getattr(self.measure, "capacity", None)
+        if own is not None:
+            return {"arm": key, **own(plan)}
+        r = WRK.run(plan)
+        return {"arm": key, "wrk_argv": r.wrk_argv, "rps": r.metrics["rps"], "flags": r.flags}
 
     def run_plan(
         self, lr: LegResult, key: str, *, trial: int, position: int, warmup: bool, leg: Leg | None = None

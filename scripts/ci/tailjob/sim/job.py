@@ -1,41 +1,24 @@
-"""A/B in virtual time: paired seeds, the live job's verdict rule, the report.
+"""The sweep's runs in virtual time (:mod:`tailjob.sim.sweep`): an :class:`AbPlan` per cell, its runs keyed
+by seed, a :class:`LegResult` decided by :func:`tailjob.runner.decide`.
 
-An :class:`AbPlan` is one leg of the sim tier: a backend, the two arms'
-``CWIST_*`` variables, the workload (its client classes, from
-:mod:`tailjob.workloads`, or wrk's closed loop for ``uniform``), connections,
-virtual seconds per run, the cost model and the seeds.  :func:`run_ab` runs,
-for every seed, arm A and arm B with **that same seed** (common random numbers:
-both arms see the same client schedules, so the pair's difference is the
-arms'), in worker processes, and compares the arms with
-:func:`tailjob.runner.decide` -- the live job's median ratio, paired
-bootstrap interval (here over seeds) and verdict rule, unchanged.
-
-Because a run is a function of its inputs, two arms that do the same work give
-the same figures to the last digit: an A/A leg has ratio 1.000 and interval
-1.000-1.000 on every metric (``equivalent``), and the same plan twice gives
-the same result document byte for byte (:func:`result_document` holds no
-wall-clock time).
+``ab --tier sim`` runs through the live job's trial loop with :class:`tailjob.sim.measure.SimMeasure`;
+this module keeps the plan and run shapes the sweep and its grid (:mod:`tailjob.sim.grid`) are built
+on, made of that measure's parts (:func:`~tailjob.sim.measure.figures`,
+:func:`~tailjob.sim.measure.new_executor`, :data:`~tailjob.sim.measure.CAPACITY_S`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import multiprocessing
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .. import stats
 from ..loadgen import ClientClass, LoadSpec
-from ..metrics import LATENCY_KEYS
 from ..workloads import Traffic, classes_for, parse_rate, resolve
 from . import costs as _costs
 from .engine import SimRun, simulate
-
-CAPACITY_S = 0.5
-"""Virtual seconds of the closed-loop run that measures capacity for a rate like ``0.7x`` (arm A)."""
-DRAIN_S = 10.0
-"""Virtual seconds a run waits for answers still owed after its end (as the load client)."""
+from .measure import CAPACITY_S, figures, new_executor  # noqa: F401  (the sweep's executor)
 
 
 @dataclass(frozen=True)
@@ -95,7 +78,7 @@ def load_spec(plan: AbPlan, seed: int, rate_rps: float | None, capacity_rps: flo
         classes = classes_for(
             plan.workload, connections=plan.connections, rate_rps=rate_rps, schedule=plan.schedule
         )
-    spec = LoadSpec(classes=classes, duration_s=float(plan.duration_s), seed=seed, drain_s=DRAIN_S)
+    spec = LoadSpec(classes=classes, duration_s=float(plan.duration_s), seed=seed)
     spec.check()
     return spec
 
@@ -107,7 +90,6 @@ def capacity(plan: AbPlan) -> float:
         classes=(ClientClass("all", plan.connections, "closed"),),
         duration_s=CAPACITY_S,
         seed=plan.seeds[0],
-        drain_s=DRAIN_S,
     )
     doc = simulate(SimRun(plan.backend_for("A"), plan.arm_env("A"), spec, plan.costs_for("A"), plan.client))
     return doc["all"]["answered_in_window"] / CAPACITY_S
@@ -162,42 +144,17 @@ class SimRunResult:
 
 
 def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
-    merged = doc["all"]
-    pct = {q["p"]: q["us"] for q in merged["latency"]["percentiles"]}
-    server = doc["server"]
-    requests = server["requests"]
-    metrics = {
-        "rps": merged["answered_in_window"] / (merged["duration_us"] / 1e6),
-        "cpu_us_per_req": server["busy_us"] / requests if requests else None,
-        **{key: pct[p] for key, p in LATENCY_KEYS.items()},
-    }
-    classes = {}
-    for name, c in doc["classes"].items():
-        cp = {q["p"]: q for q in c["latency"]["percentiles"]}
-        figs = {
-            "rps": c["achieved_rps"],
-            "offered_rps": c["offered_rps"],
-            "answered": c["answered"],
-            "saturated": c["saturated"],
-            "errors": sum(c["errors"].values()),
-            "loop": c["loop"],
-            "connections": c["connections"],
-            "histogram": c["latency"]["histogram"],
-        }
-        for key, p in LATENCY_KEYS.items():
-            figs[key] = cp[p]["us"]
-            figs[f"{key}_samples"] = cp[p]["samples"]
-        classes[name] = figs
-    errors = sum(merged["errors"].values())
     import tailreactor
 
+    merged = doc["all"]
+    metrics, classes = figures(doc)
     return SimRunResult(
         arm,
         seed,
         merged["offered"],
         metrics,
         classes,
-        {**server, "errors": errors},
+        {**doc["server"], "errors": sum(merged["errors"].values())},
         code=os.path.dirname(tailreactor.__file__),
         samples={q["p"]: q["samples"] for q in merged["latency"]["percentiles"]},
         histogram=merged["latency"]["histogram"],
@@ -265,52 +222,3 @@ def resolve_rate(plan: AbPlan, capacity_rps: float | None) -> float | None:
         return None if rate is None else rate[0]
     assert capacity_rps is not None  # needs_capacity(plan): the caller measured it
     return rate[0] * capacity_rps
-
-
-def run_ab(plan: AbPlan, *, processes: int | None = None, executor=None, progress=None) -> LegResult:
-    """Run every seed on both arms (in ``processes`` worker processes, default: the CPUs this process
-    may use) and compare them.  ``progress(done, total)`` is called as runs finish.  With
-    ``plan.a_code`` arm A (and the capacity run, which is arm A's) runs in workers of its own that
-    import that code."""
-    own = executor is None
-    if own:
-        executor = new_executor(processes)
-    executor_a = new_executor(processes, code=plan.a_code) if plan.a_code else executor
-    try:
-        cap = executor_a.submit(capacity, plan).result() if needs_capacity(plan) else None
-        rate_rps = resolve_rate(plan, cap)
-        tasks = [(plan, arm, seed, rate_rps, cap) for seed in plan.seeds for arm in ("A", "B")]
-        futures = [
-            (executor_a if arm == "A" else executor).submit(run_one, t) for t in tasks for arm in [t[1]]
-        ]
-        done = 0
-        for _ in concurrent.futures.as_completed(futures):
-            done += 1
-            if progress:
-                progress(done, len(futures))
-        results = [f.result() for f in futures]  # in task order, whatever order they finished in
-    finally:
-        if executor_a is not executor:
-            executor_a.shutdown()
-        if own:
-            executor.shutdown()
-    runs = {"A": [r for r in results if r.arm == "A"], "B": [r for r in results if r.arm == "B"]}
-    leg = LegResult(plan, rate_rps, cap, runs)
-    leg.compare()
-    return leg
-
-
-def new_executor(
-    processes: int | None = None, *, code: str | None = None
-) -> concurrent.futures.ProcessPoolExecutor:
-    """Worker processes for simulated runs (spawned: no state of this process is inherited); ``code``:
-    the ``reference/`` directory they import :mod:`tailreactor` from (``--a-ref``)."""
-    n = processes or len(os.sched_getaffinity(0))
-    ctx = multiprocessing.get_context("spawn")
-    if code is None:
-        return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx)
-    from ..refcode import use
-
-    return concurrent.futures.ProcessPoolExecutor(
-        max_workers=n, mp_context=ctx, initializer=use, initargs=(code,)
-    )
