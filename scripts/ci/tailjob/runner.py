@@ -1,24 +1,18 @@
 """The trial loop of every job: plan, interleave, measure, flag, decide.
 
-:func:`run_trials` runs a job's legs, one after the other.  Per leg a
-:class:`Design` (what is compared) **plans** it (the arms' environments, the
-schedule, with the load client the offered load), the loop **interleaves**
-the runs (a discarded warm-up, then trial after trial, each running every arm
-once in a random order), the design's tier **measures** each run
-(:class:`tailjob.measure.Measure`; the record carries its **flags**), and the
-design **decides** (compares the arms).  Two designs are here:
+:func:`run_trials` runs a job's legs in order.  Per leg a :class:`Design` **plans** it (the arms'
+environments, the schedule, the offered load), the loop **interleaves** the runs (a discarded
+warm-up, then trial after trial, each running every arm once in a random order), the design's tier
+**measures** each run (:class:`tailjob.measure.Measure`; the record carries its **flags**) -- a tier
+with ``map(plans, done)``, whose runs are independent given their inputs (virtual time), gets a
+leg's runs at once -- and the design **decides**.  The designs: :class:`ABDesign` (arm B against
+arm A, a verdict per metric, :func:`decide`; the calibration, :mod:`tailjob.calibrate`, is a series
+of them, and ``ab --tier sim`` is one on :class:`tailjob.sim.measure.SimMeasure`) and
+:class:`tailjob.peersjob.PeersDesign` (the bench server beside its peers).
 
-* :class:`ABDesign` -- arm B against arm A, a verdict per metric
-  (:func:`compare_leg`, :mod:`tailjob.stats`); the calibration
-  (:mod:`tailjob.calibrate`) is a series of them;
-* :class:`tailjob.peersjob.PeersDesign` -- the bench server beside its peers,
-  medians and ratios.
-
-The server is restarted for every run, so no run inherits another's caches,
-connections or heap.  A run that is not data (the server dies, the client
-fails or completes no request, the server reports another backend than asked)
-stops the job with :class:`JobError`; socket errors, non-2xx responses and
-CPU used by other processes are flagged in the record and the report.
+Every run starts its own server.  A run that is not data (the server dies, the client fails or
+completes no request, the server reports another backend than asked) stops the job with
+:class:`JobError`; socket errors, non-2xx responses and CPU used by other processes are flags.
 """
 
 from __future__ import annotations
@@ -36,8 +30,9 @@ from .server import BenchServer, CommandServer, ServerProcess
 from .workloads import CAPACITY_PATH, CAPACITY_S
 
 Progress = Callable[[str, dict], None]
-"""``progress(event, info)``: ``"run-start"`` / ``"run-end"`` (``info``: ``leg``, ``arm``, ``trial``,
-``warmup`` and at the end ``record``), ``"capacity"`` (``leg``, ``arm``, ``capacity``)."""
+"""``progress(event, info)``: ``"run-start"`` (not from a tier's ``map``) / ``"run-end"`` (``info``:
+``leg``, ``arm``, ``trial``, ``warmup`` and at the end ``record``), ``"capacity"`` (``leg``, ``arm``,
+``capacity``)."""
 
 
 class Design(Protocol):
@@ -265,8 +260,8 @@ class ABDesign:
     measured by ``tier`` (default: :data:`tailjob.measure.WRK`, or :data:`tailjob.measure.LOAD_CLIENT`
     with a workload on the load client).
 
-    With the load client (``settings.load``) a rate like ``0.7x`` is resolved per leg by a
-    :data:`tailjob.workloads.CAPACITY_S` s closed-loop wrk run on arm A (``LegResult.capacity``).
+    With a workload (``settings.load``) a rate like ``0.7x`` is resolved per leg by a closed-loop run
+    on arm A (:meth:`capacity`, ``LegResult.capacity``).
 
     ``code`` (``--a-ref``): per arm key, the ``reference/`` directory its bench server imports
     :mod:`tailreactor` from (first on its ``PYTHONPATH``, :func:`tailjob.refcode.server_env`);

@@ -4,7 +4,7 @@ by seed, a :class:`LegResult` decided by :func:`tailjob.runner.decide`.
 ``ab --tier sim`` runs through the live job's trial loop with :class:`tailjob.sim.measure.SimMeasure`;
 this module keeps the plan and run shapes the sweep and its grid (:mod:`tailjob.sim.grid`) are built
 on, made of that measure's parts (:func:`~tailjob.sim.measure.figures`,
-:func:`~tailjob.sim.measure.new_executor`, :data:`~tailjob.sim.measure.CAPACITY_S`).
+:func:`~tailjob.sim.measure.new_executor`, :func:`~tailjob.sim.measure.capacity_run`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..loadgen import ClientClass, LoadSpec
 from ..workloads import Traffic, classes_for, parse_rate, resolve
 from . import costs as _costs
 from .engine import SimRun, simulate
-from .measure import CAPACITY_S, figures, new_executor  # noqa: F401  (the sweep's executor)
+from .measure import capacity_rps, capacity_run, figures, new_executor  # noqa: F401  (the sweep's executor)
 
 
 @dataclass(frozen=True)
@@ -84,15 +84,9 @@ def load_spec(plan: AbPlan, seed: int, rate_rps: float | None, capacity_rps: flo
 
 
 def capacity(plan: AbPlan) -> float:
-    """Requests/s of a closed-loop run of ``plan.connections`` on arm A for :data:`CAPACITY_S`
-    virtual seconds (what a relative ``--rate`` multiplies)."""
-    spec = LoadSpec(
-        classes=(ClientClass("all", plan.connections, "closed"),),
-        duration_s=CAPACITY_S,
-        seed=plan.seeds[0],
-    )
-    doc = simulate(SimRun(plan.backend_for("A"), plan.arm_env("A"), spec, plan.costs_for("A"), plan.client))
-    return doc["all"]["answered_in_window"] / CAPACITY_S
+    """Requests/s of arm A's capacity run (:func:`tailjob.sim.measure.capacity_run`)."""
+    a = plan.backend_for("A"), plan.arm_env("A"), plan.costs_for("A")
+    return capacity_rps(capacity_run(*a, plan.connections, plan.seeds[0]))
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,17 @@ def record(run: SimRun, head: dict) -> RunRecord:
     )
 
 
-def _capacity(run: SimRun) -> float:
+def capacity_run(
+    backend: str, env: Mapping[str, str], model: _costs.CostModel, connections: int, seed: int
+) -> SimRun:
+    """An arm's capacity run: a closed loop of ``connections`` (the load client's) for
+    :data:`CAPACITY_S` virtual seconds, what a relative rate (``0.7x``) multiplies."""
+    spec = LoadSpec(classes=(ClientClass("all", connections, "closed"),), duration_s=CAPACITY_S, seed=seed)
+    return SimRun(backend, env, spec, model, "loadgen")
+
+
+def capacity_rps(run: SimRun) -> float:
+    """Requests/s answered in a :func:`capacity_run` (in a worker, or here)."""
     return simulate(run)["all"]["answered_in_window"] / run.spec.duration_s
 
 
@@ -176,19 +186,11 @@ class SimMeasure:
         return out
 
     def capacity(self, plan: RunPlan) -> dict:
-        """Requests/s of a closed-loop run of the leg's connections on ``plan``'s arm for
-        :data:`CAPACITY_S` virtual seconds (what a relative rate multiplies), seeded as trial 0."""
-        run = replace(
-            self.task(replace(plan, trial=0)),
-            spec=LoadSpec(
-                classes=(ClientClass("all", plan.leg.connections, "closed"),),
-                duration_s=CAPACITY_S,
-                seed=plan.settings.seed,
-            ),
-            client="loadgen",
-        )
+        """The capacity of ``plan``'s arm (:func:`capacity_run`), seeded as trial 0."""
+        arm = self.task(plan)
+        run = capacity_run(arm.backend, arm.env, arm.costs, plan.leg.connections, plan.settings.seed)
         pool = self._pool(plan.arm)
-        rps = _capacity(run) if pool is None else pool.submit(_capacity, run).result()
+        rps = capacity_rps(run) if pool is None else pool.submit(capacity_rps, run).result()
         return {"rps": rps, "virtual_s": CAPACITY_S}
 
     def _pool(self, arm: str) -> concurrent.futures.ProcessPoolExecutor | None:
