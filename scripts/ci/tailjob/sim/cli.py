@@ -1,16 +1,12 @@
-"""``ab --tier sim``: an A/B (:class:`~tailjob.plan.AbOptions`) in virtual time.
+"""``ab --tier sim``: an A/B (:class:`~tailjob.plan.AbOptions`) in virtual time, the live job's trial
+loop (:func:`tailjob.runner.run_trials`, :class:`tailjob.runner.ABDesign`) on
+:class:`tailjob.sim.measure.SimMeasure`.
 
-Same profiles, ``--ab``/``--a``/``--b``, ``--backend``, ``--workload``,
-``--load``, ``--rate``, ``--schedule``, ``--connections``, ``--duration``
-(virtual seconds per run), ``--runs`` (seeds per arm), ``--seed`` (the first
-seed), ``--min-effect``, ``--gate`` and ``--out`` as the live job; plus
-``--sim-cost 'K=US ...'``.  Options that only mean something for processes on
-a machine (``--pin``, ``--workers``, ``--threads``, ``--probe``) are refused
-with one line.  Writes
-``<out>/results/<stem>-sim.{md,json,svg,png}`` and appends one line to
-``<out>/tail-latency-sim.jsonl``.  Exit codes as the live job: 0 done, 1
-``--gate`` and a regression (whole run or any class), 2 bad options, 3 a run
-failed.
+The live job's options (``--runs``: seeds per arm, ``--seed``: the first, ``--duration``: virtual
+seconds) plus ``--sim-cost``; what means processes on a machine (``--pin``, ``--workers``,
+``--threads``, ``--probe``) is refused in one line.  Writes ``<out>/results/<stem>-sim.{md,json,svg,png}``
+and a line of ``<out>/tail-latency-sim.jsonl``.  Exit codes as the live job's (0, 1 ``--gate``
+regression, 2 bad options, 3 a run failed).
 """
 
 from __future__ import annotations
@@ -22,6 +18,7 @@ from datetime import datetime, timezone
 from .. import PROG, REPO, history, refcode, report, stepsummary, workloads
 from .. import fail as _error
 from ..measure import Settings
+from ..outputs import dumps, write_atomic
 from ..plan import (
     PROFILES,
     AbOptions,
@@ -181,7 +178,7 @@ def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, colle
     md = results_dir / f"{stem}.md"
     md.write_text(sim_report.render(job, measure, runs=True))
     doc = sim_report.result_document(job, measure, load=o.load)
-    js = sim_report.write_json(doc, results_dir / f"{stem}.json")
+    js = write_atomic(results_dir / f"{stem}.json", dumps(doc))
     if collect is not None:
         collect.update(legs=results, result=js, document=doc)
     images = sim_report.plot(results, results_dir / stem)

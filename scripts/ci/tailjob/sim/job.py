@@ -3,13 +3,12 @@ by seed, a :class:`LegResult` decided by :func:`tailjob.runner.decide`.
 
 ``ab --tier sim`` runs through the live job's trial loop with :class:`tailjob.sim.measure.SimMeasure`;
 this module keeps the plan and run shapes the sweep and its grid (:mod:`tailjob.sim.grid`) are built
-on, made of that measure's parts (:func:`~tailjob.sim.measure.figures`,
+on, made of that measure's parts (:func:`~tailjob.sim.measure.record`,
 :func:`~tailjob.sim.measure.new_executor`, :func:`~tailjob.sim.measure.capacity_run`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -17,8 +16,8 @@ from .. import stats
 from ..loadgen import ClientClass, LoadSpec
 from ..workloads import Traffic, classes_for, parse_rate, resolve
 from . import costs as _costs
-from .engine import SimRun, simulate
-from .measure import capacity_rps, capacity_run, figures, new_executor  # noqa: F401  (the sweep's executor)
+from .engine import SimRun
+from .measure import capacity_rps, capacity_run, new_executor, record  # noqa: F401  (the sweep's executor)
 
 
 @dataclass(frozen=True)
@@ -137,30 +136,25 @@ class SimRunResult:
         }
 
 
-def _figures(arm: str, seed: int, doc: dict) -> SimRunResult:
-    import tailreactor
-
-    merged = doc["all"]
-    metrics, classes = figures(doc)
+def run_one(task) -> SimRunResult:
+    """One simulated run of ``(plan, arm, seed, rate_rps, capacity_rps)`` (in a worker): its
+    :func:`tailjob.sim.measure.record`, in the sweep's shape."""
+    plan, arm, seed, rate_rps, capacity_rps = task
+    spec = load_spec(plan, seed, rate_rps, capacity_rps)
+    run = SimRun(plan.backend_for(arm), plan.arm_env(arm), spec, plan.costs_for(arm), plan.client)
+    r = record(run, dict(leg=0, trial=seed, position=0, arm=arm, warmup=False))
+    w, samples = r.wrk, {q["p"]: q["samples"] for q in r.wrk["percentiles"]}
     return SimRunResult(
         arm,
         seed,
-        merged["offered"],
-        metrics,
-        classes,
-        {**doc["server"], "errors": sum(merged["errors"].values())},
-        code=os.path.dirname(tailreactor.__file__),
-        samples={q["p"]: q["samples"] for q in merged["latency"]["percentiles"]},
-        histogram=merged["latency"]["histogram"],
+        w["offered"],
+        r.metrics,
+        r.classes or {},
+        w["server"],
+        r.code or "",
+        samples,
+        w["histogram"],
     )
-
-
-def run_one(task) -> SimRunResult:
-    """One simulated run of ``(plan, arm, seed, rate_rps, capacity_rps)`` (in a worker)."""
-    plan, arm, seed, rate_rps, capacity_rps = task
-    spec = load_spec(plan, seed, rate_rps, capacity_rps)
-    doc = simulate(SimRun(plan.backend_for(arm), plan.arm_env(arm), spec, plan.costs_for(arm), plan.client))
-    return _figures(arm, seed, doc)
 
 
 @dataclass

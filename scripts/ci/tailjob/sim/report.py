@@ -1,13 +1,10 @@
-"""The sim tier's outputs: the Markdown report, the result document, the history line, the plot.
+"""The sim tier's report, result document and plot (its history line: :func:`tailjob.history.history_line`).
 
-The report says first that its figures are **virtual time**, then the code
-(commit), the seeds (arm A and arm B of a pair share one), and every leg's
-cost model with where each constant came from; then, per leg, the table of
-the whole run and one per client class, in the live report's shape (medians
-per arm over the seeds, B/A, joint interval, minimum effect, detectable
-effect, pairs needed, verdict).  :func:`result_document` holds no wall-clock
-time, so the same command twice writes the same document byte for byte; the
-report and the history line carry when the job ran.
+The report says first that its figures are **virtual time**, then the code, the seeds and every
+leg's cost model with where each constant came from; then per leg the live report's tables
+(:func:`tailjob.report.comparison_table`), whole run and per client class, and the reactor's
+counters.  :func:`result_document` holds no wall-clock time: the same command twice writes the same
+bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from pathlib import Path
 from .. import stats
 from ..history import without_out
 from ..loadgen import ClientClass
-from ..outputs import dumps, write_atomic
 from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
 from ..runner import JobResult, LegResult
 from ..workloads import Traffic, label
@@ -289,7 +285,3 @@ def plot(legs: list[LegResult], stem: Path) -> list[Path]:
         paths.append(path)
     plt.close(fig)
     return paths
-
-
-def write_json(doc: dict, path: Path) -> Path:
-    return write_atomic(path, dumps(doc))
