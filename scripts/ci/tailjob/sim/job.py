@@ -22,8 +22,8 @@ from .measure import capacity_rps, capacity_run, new_executor, record  # noqa: F
 
 @dataclass(frozen=True)
 class AbPlan:
-    """One leg (see the module docstring).  ``load``: ``open``/``closed``/None as ``--load``;
-    ``rate`` as ``--rate`` (``2000`` or ``0.7x``); ``cost_overrides``: ``--sim-cost``."""
+    """One cell of the sweep.  ``load``: ``open``/``closed``/None as ``--load``; ``rate`` as ``--rate``
+    (``2000`` or ``0.7x``)."""
 
     backend: str
     a_env: Mapping[str, str]
@@ -35,19 +35,16 @@ class AbPlan:
     connections: int = 64
     duration_s: float = 2.0
     schedule: str = "poisson"
-    cost_overrides: str | None = None
     bootstrap_seed: int = 1
     min_effect: float | None = None
-    a_code: str | None = None
-    """``--a-ref``: the ``reference/`` directory whose :mod:`tailreactor` arm A runs (None: this tree's)."""
 
     def backend_for(self, key: str) -> str:
         """The backend arm ``key`` runs on: its own ``CWIST_REACTOR_BACKEND``, else the leg's."""
         return (self.a_env if key == "A" else self.b_env).get("CWIST_REACTOR_BACKEND") or self.backend
 
     def costs_for(self, key: str) -> _costs.CostModel:
-        """The cost model of arm ``key``'s backend, with ``--sim-cost`` applied."""
-        return _costs.with_overrides(_costs.for_backend(self.backend_for(key)), self.cost_overrides)
+        """The cost model of arm ``key``'s backend."""
+        return _costs.for_backend(self.backend_for(key))
 
     def arm_env(self, key: str) -> dict[str, str]:
         """Arm ``key``'s server environment: its variables, then the workload's (both arms, as live)."""
@@ -99,8 +96,6 @@ class SimRunResult:
     metrics: dict
     classes: dict
     server: dict
-    code: str = ""
-    """Where this run's :mod:`tailreactor` came from (a path: not in the result document)."""
     samples: dict = field(default_factory=dict)
     """Samples at or beyond each whole-run percentile's rank (what bounds it: :func:`tailjob.runner.compare_leg`)."""
     histogram: str | None = None
@@ -123,18 +118,6 @@ class SimRunResult:
             "histogram": self.histogram,
         }
 
-    def as_dict(self) -> dict:
-        return {
-            "arm": self.arm,
-            "seed": self.seed,
-            "offered": self.offered,
-            "metrics": self.metrics,
-            "classes": {
-                name: {k: v for k, v in c.items() if k != "histogram"} for name, c in self.classes.items()
-            },
-            "server": self.server,
-        }
-
 
 def run_one(task) -> SimRunResult:
     """One simulated run of ``(plan, arm, seed, rate_rps, capacity_rps)`` (in a worker): its
@@ -151,7 +134,6 @@ def run_one(task) -> SimRunResult:
         r.metrics,
         r.classes or {},
         w["server"],
-        r.code or "",
         samples,
         w["histogram"],
     )
