@@ -161,7 +161,7 @@ def verdicts(comparisons) -> dict:
     comparisons = list(comparisons)
     return {
         "metrics": {c.metric.key: stats.summary(c, HISTORY_FIELDS) for c in comparisons},
-        "verdict_counts": {v: n for v in stats.VERDICTS if (n := sum(c.verdict == v for c in comparisons))},
+        "verdict_counts": stats.count_verdicts(c.verdict for c in comparisons),
     }
 
 
@@ -294,11 +294,9 @@ def upgrade_line(line: dict) -> dict:
                 ratio, tuple(ci), min_effect=m["min_effect"], higher_is_better=better_up
             ).verdict
             m["detectable"] = stats.detectable_effect(ci)
-        leg["verdict_counts"] = {
-            v: n
-            for v in stats.VERDICTS
-            if (n := sum(m.get("verdict") == v for m in leg.get("metrics", {}).values()))
-        }
+        leg["verdict_counts"] = stats.count_verdicts(
+            m.get("verdict") for m in leg.get("metrics", {}).values()
+        )
     return line
 
 

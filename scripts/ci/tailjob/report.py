@@ -24,8 +24,8 @@ from .stats import (
     NO_VERDICT,
     REGRESSION,
     RESAMPLES,
-    VERDICTS,
     Comparison,
+    count_verdicts,
     median,
     verdict_cell,
 )
@@ -70,9 +70,8 @@ def _run_counts(c: Comparison, runs: list[RunRecord]) -> list[int]:
 
 
 def verdict_counts(c_list: list[Comparison]) -> dict[str, int]:
-    """How many metrics got each verdict, in :data:`tailjob.stats.VERDICTS` order (only those that occur)."""
-    counts = {v: sum(c.verdict == v for c in c_list) for v in VERDICTS}
-    return {v: n for v, n in counts.items() if n}
+    """How many metrics got each verdict (:func:`tailjob.stats.count_verdicts`)."""
+    return count_verdicts(c.verdict for c in c_list)
 
 
 def _item(c: Comparison) -> str:

@@ -134,6 +134,12 @@ VERDICTS = (REGRESSION, GAIN, INCONCLUSIVE, EQUIVALENT, NO_VERDICT)
 """Every verdict word, in the order a report counts them (what needs attention first)."""
 
 
+def count_verdicts(words: Iterable[str]) -> dict[str, int]:
+    """How many of ``words`` are each verdict, in :data:`VERDICTS` order (only those that occur)."""
+    words = list(words)
+    return {v: n for v in VERDICTS if (n := words.count(v))}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What :func:`verdict` decided: one of :data:`VERDICTS` and why, in a few words."""
