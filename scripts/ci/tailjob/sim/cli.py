@@ -128,7 +128,7 @@ def main_sim(o: AbOptions, *, collect: dict | None = None) -> int:
         return _error(str(e), 2)
 
 
-def _progress(legs: list[Leg]):
+def _progress():
     """The trial loop's ``progress``: per leg a count of the runs done (:func:`tailjob.progress.counter`)."""
     counters: dict = {}
 
@@ -150,9 +150,7 @@ def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, colle
     codes = {"A": a_code[1]} if a_code else None
     try:
         with SimMeasure(o.sim_cost, code=codes, processes=len(os.sched_getaffinity(0))) as measure:
-            results = run_trials(
-                legs, replace(design, tier=measure), design.settings, progress=_progress(legs)
-            )
+            results = run_trials(legs, replace(design, tier=measure), design.settings, progress=_progress())
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
     for lr in results:  # one class is the whole run: its table would repeat the leg's
