@@ -69,11 +69,6 @@ def _run_counts(c: Comparison, runs: list[RunRecord]) -> list[int]:
     return [q["samples"] for r in runs for q in r.wrk["percentiles"] if q["p"] == c.metric.percentile]
 
 
-def verdict_counts(c_list: list[Comparison]) -> dict[str, int]:
-    """How many metrics got each verdict (:func:`tailjob.stats.count_verdicts`)."""
-    return count_verdicts(c.verdict for c in c_list)
-
-
 def _item(c: Comparison) -> str:
     if c.verdict in (GAIN, REGRESSION) and c.ratio is not None:  # a verdict has its ratio
         return f"{c.metric.label} ({c.ratio - 1:+.1%})"
@@ -92,7 +87,7 @@ def verdict_summary(c_list: list[Comparison]) -> str:
     if c_list and all(c.verdict == NO_VERDICT for c in c_list):
         return f"no verdict ({c_list[0].reason})"
     parts = []
-    for word, n in verdict_counts(c_list).items():
+    for word, n in count_verdicts(c.verdict for c in c_list).items():
         shown = f"**{word}**" if word in (REGRESSION, INCONCLUSIVE) else word
         parts.append(f"{shown} on {n}: " + ", ".join(_item(c) for c in c_list if c.verdict == word))
     return "; ".join(parts)
