@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .. import stats
 from ..loadgen import ClientClass, LoadSpec
-from ..workloads import Traffic, classes_for, parse_rate, resolve
+from ..workloads import LoadPlan, Traffic, classes_for, resolve
 from . import costs as _costs
 from .engine import SimRun
 from .measure import capacity_rps, capacity_run, new_executor, record  # noqa: F401  (the sweep's executor)
@@ -51,6 +51,15 @@ class AbPlan:
         env = dict(self.a_env if key == "A" else self.b_env)
         env.update(resolve(self.workload).env())
         return env
+
+    def load_plan(self) -> LoadPlan | None:
+        """The cell's load as the live job plans it (None: wrk's closed loop), its rate the
+        workload's default where it has an open-loop class and none was given."""
+        if self.closed_uniform():
+            return None
+        w = resolve(self.workload)
+        own = not isinstance(w, Traffic) and (w.open_classes or self.workload == "uniform")
+        return LoadPlan(self.workload, (self.rate or w.default_rate) if own else None, self.schedule)
 
     def closed_uniform(self) -> bool:
         return self.workload == "uniform" and self.load in (None, "closed")
@@ -166,29 +175,14 @@ class LegResult:
         self.class_comparisons = {n: {c.metric.key: c for c in cs} for n, cs in classes.items()}
 
 
-def _rate(plan: AbPlan) -> tuple[float, bool] | None:
-    """The leg's own open-loop rate, parsed (None: a traffic's classes have theirs, or no open loop)."""
-    w = plan.workload
-    if isinstance(w, Traffic) or plan.closed_uniform() or not resolve(w).open_classes and w != "uniform":
-        return None
-    rate = plan.rate or resolve(w).default_rate
-    assert rate is not None  # every workload with an open-loop class has a default rate
-    return parse_rate(rate)
-
-
 def needs_capacity(plan: AbPlan) -> bool:
     """True when ``plan``'s rate (a traffic: a class's) is a fraction of the capacity (``0.7x``)."""
-    if isinstance(plan.workload, Traffic):
-        return plan.workload.relative
-    rate = _rate(plan)
-    return rate is not None and rate[1]
+    load = plan.load_plan()
+    return load is not None and load.relative
 
 
 def resolve_rate(plan: AbPlan, capacity_rps: float | None) -> float | None:
     """The open-loop rate of ``plan`` in requests/s (None without an open-loop class, and for a
     traffic: each of its classes has its own, :func:`load_spec`)."""
-    rate = _rate(plan)
-    if rate is None or not rate[1]:
-        return None if rate is None else rate[0]
-    assert capacity_rps is not None  # needs_capacity(plan): the caller measured it
-    return rate[0] * capacity_rps
+    load = plan.load_plan()
+    return None if load is None else load.resolve_rate(capacity_rps)
