@@ -94,7 +94,7 @@ def test_verdict_summary_counts_metrics_per_verdict_worst_first():
         "**inconclusive** on 2: p99.9 ms (detectable ±42%), p99.99 ms (detectable ±82%); "
         "equivalent on 2: Requests/s, p50 ms; n/a on 1: p99.999 ms"
     )
-    assert report.verdict_counts(cs) == {
+    assert stats.count_verdicts(c.verdict for c in cs) == {
         "regression": 1,
         "gain": 1,
         "inconclusive": 2,

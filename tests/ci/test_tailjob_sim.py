@@ -14,7 +14,7 @@ import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
 
 from tailjob import stats
 from tailjob.loadgen import ClientClass, LoadSpec
-from tailjob.sim import costs, engine, job
+from tailjob.sim import costs, engine
 
 #: The sim engine drives the real backends, so its io_uring runs need a ring: marked ``io_uring``, they
 #: skip with the errno where the kernel refuses one (as tests/conftest.py's IO_URING; tests/ci has its own
@@ -143,21 +143,41 @@ def test_every_cost_constant_says_where_it_came_from():
 
 # -- verdicts over seeds ------------------------------------------------------------
 def _ab(a_env, b_env, *, seeds=8):
-    spec = dict(workload="uniform", load="open", connections=16, duration_s=1.0, rate="2000")
-    return job.run_ab(
-        job.AbPlan(backend="epoll", a_env=a_env, b_env=b_env, seeds=tuple(range(1, seeds + 1)), **spec),
-        processes=2,
-    )
+    # the sim A/B as `ab --tier sim` runs it: the live trial loop with the sim tier's measure
+    from tailjob import runner
+    from tailjob.measure import Settings
+    from tailjob.plan import Leg, arms_for
+    from tailjob.sim.measure import SimMeasure
+    from tailjob.workloads import plan_load
+
+    settings = Settings(seed=1, warmup=False, load=plan_load("uniform", "open", "2000", None))
+    with SimMeasure(processes=2) as measure:
+        [lr] = runner.run_job(
+            [Leg(0, "epoll", 1, 16, 1, seeds)],
+            arms_for(None, a=a_env, b=b_env),
+            settings,
+            ambient={},
+            tier=measure,
+        )
+    return lr
+
+
+def _by_key(comps):
+    return {c.metric.key: c for c in comps}
+
+
+def _samples(r, p):
+    return next(q["samples"] for q in r.wrk["percentiles"] if q["p"] == p)
 
 
 def test_a_a_gives_ratio_exactly_one_and_calls_nothing():
-    leg = _ab({}, {})
-    for c in leg.comparisons.values():
+    leg = _ab("", "")
+    for c in leg.comparisons:
         if c.ratio is not None:
             assert c.ratio == 1.0 and tuple(c.ci) == (1.0, 1.0), c.metric.key
             assert c.verdict == stats.EQUIVALENT
     for per_class in leg.class_comparisons.values():
-        for c in per_class.values():
+        for c in per_class:
             assert c.verdict in (stats.EQUIVALENT, stats.NO_VERDICT)
 
 
@@ -166,28 +186,30 @@ def test_the_extreme_percentiles_are_pooled_over_the_seeds_as_the_live_job_pools
     # (whole run and per class), so 8 seeds bound a percentile no single seed's samples can.
     from tailjob.metrics import POOLED_KEYS
 
-    leg = _ab({}, {"CWIST_BENCH_DELAY_US": "4"})
+    leg = _ab("", "CWIST_BENCH_DELAY_US=4")
+    comps, runs_a = _by_key(leg.comparisons), leg.measured("A")
     for key in POOLED_KEYS:
-        c = leg.comparisons[key]
+        c = comps[key]
         assert c.estimator == "pooled", key
-        assert c.samples_a == pytest.approx(sum(r.samples[POOLED_KEYS[key]] for r in leg.runs["A"]), abs=8)
+        assert c.samples_a == pytest.approx(sum(_samples(r, POOLED_KEYS[key]) for r in runs_a), abs=8)
     # each seed alone has too few samples beyond p99.9 to bound it; the 8 seeds merged have enough
-    assert max(r.samples[99.9] for r in leg.runs["A"]) < stats.samples_to_bound(99.9)
-    assert leg.comparisons["p99.9"].verdict != stats.NO_VERDICT
-    assert leg.comparisons["p50"].estimator == "median"
+    assert max(_samples(r, 99.9) for r in runs_a) < stats.samples_to_bound(99.9)
+    assert comps["p99.9"].verdict != stats.NO_VERDICT
+    assert comps["p50"].estimator == "median"
 
 
 def test_a_ten_percent_per_request_cost_in_arm_b_is_a_p99_regression():
     # 4 us of injected service per request is +10 % of the model's ~37 us (epoll).
-    leg = _ab({}, {"CWIST_BENCH_DELAY_US": "4"})
-    assert leg.comparisons["p99"].verdict == stats.REGRESSION
-    assert leg.comparisons["cpu_us_per_req"].verdict == stats.REGRESSION
+    comps = _by_key(_ab("", "CWIST_BENCH_DELAY_US=4").comparisons)
+    assert comps["p99"].verdict == stats.REGRESSION
+    assert comps["cpu_us_per_req"].verdict == stats.REGRESSION
 
 
 def test_arms_of_a_pair_share_the_seed():
-    leg = _ab({}, {"CWIST_BENCH_DELAY_US": "4"}, seeds=2)
-    assert [r.seed for r in leg.runs["A"]] == [r.seed for r in leg.runs["B"]] == [1, 2]
-    assert [r.offered for r in leg.runs["A"]] == [r.offered for r in leg.runs["B"]]
+    leg = _ab("", "CWIST_BENCH_DELAY_US=4", seeds=2)
+    a, b = leg.measured("A"), leg.measured("B")
+    assert [r.wrk["seed"] for r in a] == [r.wrk["seed"] for r in b] == [1, 2]
+    assert [r.wrk["offered"] for r in a] == [r.wrk["offered"] for r in b]
 
 
 @pytest.mark.parametrize("backend", ["epoll", IO_URING])
@@ -233,23 +255,19 @@ def test_arm_a_runs_the_code_of_a_git_ref(tmp_path):
     repo = Path(__file__).resolve().parents[2]
     commit = refcode.resolve(repo, "HEAD")
     with refcode.checkout(repo, commit) as tree:
-        leg = job.run_ab(
-            job.AbPlan(
-                backend="epoll",
-                a_env={},
-                b_env={},
-                seeds=(1, 2),
-                workload="uniform",
-                load="open",
-                connections=8,
-                duration_s=0.5,
-                rate="1000",
-                a_code=str(tree / "reference"),
-            ),
-            processes=1,
-        )
-        assert all(r.code.startswith(str(tree)) for r in leg.runs["A"])
-        assert not any(r.code.startswith(str(tree)) for r in leg.runs["B"])
+        from tailjob import runner
+        from tailjob.measure import Settings
+        from tailjob.plan import Leg, arms_for
+        from tailjob.sim.measure import SimMeasure
+        from tailjob.workloads import plan_load
+
+        settings = Settings(seed=1, warmup=False, load=plan_load("uniform", "open", "1000", None))
+        with SimMeasure(code={"A": str(tree / "reference")}, processes=1) as measure:
+            [leg] = runner.run_job(
+                [Leg(0, "epoll", 1, 8, 1, 2)], arms_for(None, a="", b=""), settings, ambient={}, tier=measure
+            )
+        assert all(r.code.startswith(str(tree)) for r in leg.measured("A"))
+        assert not any(r.code.startswith(str(tree)) for r in leg.measured("B"))
     assert not tree.exists()
     with pytest.raises(refcode.RefError, match=r"--a-ref 'no-such-ref': not a commit of this repository"):
         refcode.resolve(repo, "no-such-ref")

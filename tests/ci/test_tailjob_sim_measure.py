@@ -24,3 +24,16 @@ def test_the_trial_loop_on_the_sim_tier_gives_a_a_ratio_one_and_calls_a_slowdown
     assert not any(c.verdict in (stats.GAIN, stats.REGRESSION) for c in aa.values())
     slow = _job("CWIST_BENCH_DELAY_US=4")
     assert slow["p50"].verdict == stats.REGRESSION and slow["cpu_us_per_req"].verdict == stats.REGRESSION
+
+
+def test_a_leg_in_worker_processes_gives_the_records_of_the_runs_one_by_one_and_trial_t_has_seed_s_plus_t():
+    # What ab --tier sim relies on: the runs are a function of their plans, so mapping them over
+    # workers changes nothing but the time; trial t of a job seeded s runs with seed s + t.
+    legs = [Leg(0, "epoll", 1, 8, 1, 3)]
+    settings = Settings(seed=5, warmup=False, load=plan_load("uniform", "open", "1000", None))
+    arms = arms_for(None, a="", b="CWIST_BENCH_DELAY_US=4")
+    [serial] = runner.run_job(legs, arms, settings, ambient={}, tier=SimMeasure())
+    with SimMeasure(processes=2) as measure:
+        [mapped] = runner.run_job(legs, arms, settings, ambient={}, tier=measure)
+    assert [r.as_dict() for r in mapped.runs] == [r.as_dict() for r in serial.runs]
+    assert sorted({(r.trial, r.wrk["seed"]) for r in mapped.runs}) == [(0, 5), (1, 6), (2, 7)]

@@ -151,5 +151,12 @@ def test_zero_baseline_gives_no_ratio():
 
 
 def test_the_gate_fails_only_on_a_regression():
-    assert stats.is_regression(["equivalent", "gain", "regression", "n/a"])
-    assert not stats.is_regression(["equivalent", "inconclusive", "gain", "n/a"])
+    from tailjob.report import gate_tables
+
+    def table(*verdicts):
+        return [
+            ("leg", [stats.Comparison(metric("p99"), 8, 1, 1, 1, (1, 1), 0.1, v, "", 0.1) for v in verdicts])
+        ]
+
+    assert gate_tables(table("equivalent", "gain", "regression", "n/a"))[0] == 1
+    assert gate_tables(table("equivalent", "inconclusive", "gain", "n/a"))[0] == 0

@@ -1,32 +1,17 @@
-"""Provenance, the per-job JSON result, and the JSONL history line.
+"""Provenance, the live job's JSON result, and the history lines of every job.
 
-Role
-----
-* :func:`provenance` -- where a job ran: git commit and dirty flag, Python,
-  kernel, CPU model and count, wrk version, package versions;
-* :func:`write_result` -- the whole job (every run) as one JSON file under
-  ``<out>/results/``;
-* :func:`line` / :func:`append_history` -- one compact line per job, of one
-  schema whatever the tier and kind (:data:`LINE_SCHEMA`: ``tier``, ``kind``,
-  when, the result file, the command, provenance, then the kind's fields),
-  appended to the kind's file under ``<out>``; :func:`history_line` is the
-  live job's (``tail-latency.jsonl``, ``peers``: ``peers.jsonl``, each
-  server's medians and ratios per leg): profile, pinning, every knob's value
-  per arm and leg, and :func:`verdicts` per leg and class -- the arms'
-  figures, ratios, CIs, detectable effects, pairs needed and verdicts, and the
-  count per verdict, as every A/B's line (the sim tier's, a sweep's cells);
+* :func:`provenance` -- where a job ran (commit, dirty flag, Python, kernel, CPU, wrk, packages);
+* :func:`write_result` -- a live job (every run) as one JSON file under ``<out>/results/``;
+* :func:`line` / :func:`append_history` -- one line per job, of one schema whatever the tier and kind
+  (:data:`LINE_SCHEMA`), appended to the kind's file under ``<out>``; :func:`history_line` is an A/B's
+  (either tier) or a ``peers`` job's, with :func:`verdicts` per leg and class;
 * :func:`read_history` -- the lines back, old ones included.
 
-Schema 1 lines (before the four verdicts) may say ``neutral``, which meant
-"the CI includes 1, or the effect is under the minimum effect" and so mixed
-"no effect" with "cannot tell".  Reading one, the verdict is decided again by
-:func:`tailjob.stats.verdict` from the line's own ratio, CI and minimum
-effect -- ``equivalent`` when the CI lay within +-e, else ``inconclusive`` --
-and the recorded word is kept as ``verdict_recorded``.  A ``neutral`` without
-a CI becomes ``inconclusive``.  Schema 2 and 3 lines are returned as written.
-
-``<out>`` is ``benchmarks/`` unless ``--out`` says otherwise; see
-benchmarks/README.md for which results are committed.
+Schema 1 lines may say ``neutral``, which mixed "no effect" with "cannot tell"; reading one, the
+verdict is decided again by :func:`tailjob.stats.verdict` from the line's own ratio, CI and minimum
+effect (``inconclusive`` without a CI), and the recorded word is kept as ``verdict_recorded``.
+Schema 2 and 3 lines are returned as written.  ``<out>``: ``benchmarks/`` unless ``--out`` says
+otherwise (benchmarks/README.md: which results are committed).
 """
 
 from __future__ import annotations
@@ -41,26 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import stats
-from .outputs import files_text
-
-__all__ = [
-    "provenance",
-    "package_version",
-    "stem",
-    "result_stem",
-    "write_result",
-    "line",
-    "verdicts",
-    "history_line",
-    "append_history",
-    "read_history",
-    "upgrade_line",
-    "history_file",
-    "HISTORY_FILE",
-    "PEERS_HISTORY_FILE",
-    "SCHEMA",
-    "LINE_SCHEMA",
-]
+from .outputs import dumps, files_text, write_files
 
 HISTORY_FILE = "tail-latency.jsonl"
 PEERS_HISTORY_FILE = "peers.jsonl"
@@ -159,9 +125,7 @@ def without_out(argv: list[str]) -> list[str]:
 
 def write_result(job, results_dir: Path, stem: str) -> Path:
     """Write the whole job as ``<results_dir>/<stem>.json``; return the path."""
-    results_dir.mkdir(parents=True, exist_ok=True)
-    path = results_dir / f"{stem}.json"
-    path.write_text(json.dumps({"schema": SCHEMA, **job.as_dict()}, indent=1) + "\n")
+    [path] = write_files(results_dir, stem, {".json": dumps({"schema": SCHEMA, **job.as_dict()})})
     return path
 
 
@@ -197,7 +161,7 @@ def verdicts(comparisons) -> dict:
     comparisons = list(comparisons)
     return {
         "metrics": {c.metric.key: stats.summary(c, HISTORY_FIELDS) for c in comparisons},
-        "verdict_counts": {v: n for v in stats.VERDICTS if (n := sum(c.verdict == v for c in comparisons))},
+        "verdict_counts": stats.count_verdicts(c.verdict for c in comparisons),
     }
 
 
@@ -245,8 +209,8 @@ def line(kind: str, tier: str, head, *, result: str, **fields) -> dict:
     return {"schema": LINE_SCHEMA, "tier": tier, "kind": kind, **when, "result": result, **fields}
 
 
-def history_line(job, *, result_file: str) -> dict:
-    """The history line (:func:`line`) of a live job, an A/B's or a ``peers`` job's."""
+def history_line(job, *, result_file: str, tier: str = "wall") -> dict:
+    """The history line (:func:`line`) of a job, an A/B's (on either ``tier``) or a ``peers`` job's."""
     s, peers = job.settings, job.ab == "peers"
     head = {k: getattr(job, k) for k in HEAD}
     pinning = {"pinned": s.pinned, "server_cpus": s.server_cpus, "wrk_cpus": s.wrk_cpus}
@@ -276,7 +240,7 @@ def history_line(job, *, result_file: str) -> dict:
         )
     return line(
         "ab",
-        "wall",
+        tier,
         head,
         result=result_file,
         profile=job.profile,
@@ -330,11 +294,9 @@ def upgrade_line(line: dict) -> dict:
                 ratio, tuple(ci), min_effect=m["min_effect"], higher_is_better=better_up
             ).verdict
             m["detectable"] = stats.detectable_effect(ci)
-        leg["verdict_counts"] = {
-            v: n
-            for v in stats.VERDICTS
-            if (n := sum(m.get("verdict") == v for m in leg.get("metrics", {}).values()))
-        }
+        leg["verdict_counts"] = stats.count_verdicts(
+            m.get("verdict") for m in leg.get("metrics", {}).values()
+        )
     return line
 
 

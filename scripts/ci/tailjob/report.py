@@ -24,8 +24,8 @@ from .stats import (
     NO_VERDICT,
     REGRESSION,
     RESAMPLES,
-    VERDICTS,
     Comparison,
+    count_verdicts,
     median,
     verdict_cell,
 )
@@ -69,12 +69,6 @@ def _run_counts(c: Comparison, runs: list[RunRecord]) -> list[int]:
     return [q["samples"] for r in runs for q in r.wrk["percentiles"] if q["p"] == c.metric.percentile]
 
 
-def verdict_counts(c_list: list[Comparison]) -> dict[str, int]:
-    """How many metrics got each verdict, in :data:`tailjob.stats.VERDICTS` order (only those that occur)."""
-    counts = {v: sum(c.verdict == v for c in c_list) for v in VERDICTS}
-    return {v: n for v, n in counts.items() if n}
-
-
 def _item(c: Comparison) -> str:
     if c.verdict in (GAIN, REGRESSION) and c.ratio is not None:  # a verdict has its ratio
         return f"{c.metric.label} ({c.ratio - 1:+.1%})"
@@ -93,7 +87,7 @@ def verdict_summary(c_list: list[Comparison]) -> str:
     if c_list and all(c.verdict == NO_VERDICT for c in c_list):
         return f"no verdict ({c_list[0].reason})"
     parts = []
-    for word, n in verdict_counts(c_list).items():
+    for word, n in count_verdicts(c.verdict for c in c_list).items():
         shown = f"**{word}**" if word in (REGRESSION, INCONCLUSIVE) else word
         parts.append(f"{shown} on {n}: " + ", ".join(_item(c) for c in c_list if c.verdict == word))
     return "; ".join(parts)
@@ -107,9 +101,9 @@ def _compared(lr: LegResult) -> list[tuple[str, list[Comparison]]]:
     ]
 
 
-def gate(job: JobResult) -> tuple[int, list[str]]:
-    """``--gate``'s exit code and its lines (:func:`gate_tables`) of a live job's legs."""
-    return gate_tables([t for lr in job.legs for t in _compared(lr)])
+def gate(job: JobResult, *, tier: str = "") -> tuple[int, list[str]]:
+    """``--gate``'s exit code and its lines (:func:`gate_tables`) of a job's legs."""
+    return gate_tables([t for lr in job.legs for t in _compared(lr)], tier=tier)
 
 
 def gate_tables(tables: list[tuple[str, list[Comparison]]], *, tier: str = "") -> tuple[int, list[str]]:

@@ -1,24 +1,18 @@
 """The trial loop of every job: plan, interleave, measure, flag, decide.
 
-:func:`run_trials` runs a job's legs, one after the other.  Per leg a
-:class:`Design` (what is compared) **plans** it (the arms' environments, the
-schedule, with the load client the offered load), the loop **interleaves**
-the runs (a discarded warm-up, then trial after trial, each running every arm
-once in a random order), the design's tier **measures** each run
-(:class:`tailjob.measure.Measure`; the record carries its **flags**), and the
-design **decides** (compares the arms).  Two designs are here:
+:func:`run_trials` runs a job's legs in order.  Per leg a :class:`Design` **plans** it (the arms'
+environments, the schedule, the offered load), the loop **interleaves** the runs (a discarded
+warm-up, then trial after trial, each running every arm once in a random order), the design's tier
+**measures** each run (:class:`tailjob.measure.Measure`; the record carries its **flags**) -- a tier
+with ``map(plans, done)``, whose runs are independent given their inputs (virtual time), gets a
+leg's runs at once -- and the design **decides**.  The designs: :class:`ABDesign` (arm B against
+arm A, a verdict per metric, :func:`decide`; the calibration, :mod:`tailjob.calibrate`, is a series
+of them, and ``ab --tier sim`` is one on :class:`tailjob.sim.measure.SimMeasure`) and
+:class:`tailjob.peersjob.PeersDesign` (the bench server beside its peers).
 
-* :class:`ABDesign` -- arm B against arm A, a verdict per metric
-  (:func:`compare_leg`, :mod:`tailjob.stats`); the calibration
-  (:mod:`tailjob.calibrate`) is a series of them;
-* :class:`tailjob.peersjob.PeersDesign` -- the bench server beside its peers,
-  medians and ratios.
-
-The server is restarted for every run, so no run inherits another's caches,
-connections or heap.  A run that is not data (the server dies, the client
-fails or completes no request, the server reports another backend than asked)
-stops the job with :class:`JobError`; socket errors, non-2xx responses and
-CPU used by other processes are flagged in the record and the report.
+Every run starts its own server.  A run that is not data (the server dies, the client fails or
+completes no request, the server reports another backend than asked) stops the job with
+:class:`JobError`; socket errors, non-2xx responses and CPU used by other processes are flags.
 """
 
 from __future__ import annotations
@@ -36,8 +30,9 @@ from .server import BenchServer, CommandServer, ServerProcess
 from .workloads import CAPACITY_PATH, CAPACITY_S
 
 Progress = Callable[[str, dict], None]
-"""``progress(event, info)``: ``"run-start"`` / ``"run-end"`` (``info``: ``leg``, ``arm``, ``trial``,
-``warmup`` and at the end ``record``), ``"capacity"`` (``leg``, ``arm``, ``capacity``)."""
+"""``progress(event, info)``: ``"run-start"`` (not from a tier's ``map``) / ``"run-end"`` (``info``:
+``leg``, ``arm``, ``trial``, ``warmup`` and at the end ``record``), ``"capacity"`` (``leg``, ``arm``,
+``capacity``)."""
 
 
 class Design(Protocol):
@@ -74,12 +69,20 @@ def run_trials(
         order = ([(-1, 0, design.warmup_arm(lr), True)] if settings.warmup else []) + [
             (t, pos, key, False) for t, keys in enumerate(lr.schedule) for pos, key in enumerate(keys)
         ]
-        for trial, pos, key, warmup in order:
-            info = {"leg": leg, "arm": design.arm(key), "trial": trial, "warmup": warmup}
-            notify("run-start", info)
-            record = design.measure.run(design.run_plan(lr, key, trial=trial, position=pos, warmup=warmup))
-            lr.runs.append(record)
-            notify("run-end", {**info, "record": record})
+        infos = [{"leg": leg, "arm": design.arm(k), "trial": t, "warmup": w} for t, _, k, w in order]
+        runs_at_once = getattr(design.measure, "map", None)  # a tier whose runs are independent
+        if runs_at_once is not None:
+            plans = [design.run_plan(lr, k, trial=t, position=p, warmup=w) for t, p, k, w in order]
+            lr.runs += runs_at_once(
+                plans, lambda i, record, infos=infos: notify("run-end", {**infos[i], "record": record})
+            )
+        else:
+            for info, (trial, pos, key, warmup) in zip(infos, order):
+                notify("run-start", info)
+                plan = design.run_plan(lr, key, trial=trial, position=pos, warmup=warmup)
+                record = design.measure.run(plan)
+                lr.runs.append(record)
+                notify("run-end", {**info, "record": record})
         design.decide(lr)
         results.append(lr)
     return results
@@ -257,8 +260,8 @@ class ABDesign:
     measured by ``tier`` (default: :data:`tailjob.measure.WRK`, or :data:`tailjob.measure.LOAD_CLIENT`
     with a workload on the load client).
 
-    With the load client (``settings.load``) a rate like ``0.7x`` is resolved per leg by a
-    :data:`tailjob.workloads.CAPACITY_S` s closed-loop wrk run on arm A (``LegResult.capacity``).
+    With a workload (``settings.load``) a rate like ``0.7x`` is resolved per leg by a closed-loop run
+    on arm A (:meth:`capacity`, ``LegResult.capacity``).
 
     ``code`` (``--a-ref``): per arm key, the ``reference/`` directory its bench server imports
     :mod:`tailreactor` from (first on its ``PYTHONPATH``, :func:`tailjob.refcode.server_env`);
@@ -307,34 +310,29 @@ class ABDesign:
         )
         if load is not None:
             if load.relative:
-                first = self.arms[0]
-                short = replace(self, settings=replace(s, probe_dir=None))
-                r = WRK.run(
-                    replace(
-                        short.run_plan(
-                            lr,
-                            first.key,
-                            trial=-1,
-                            position=0,
-                            warmup=True,
-                            leg=replace(leg, duration_s=CAPACITY_S),
-                        ),
-                        path=CAPACITY_PATH,
-                    )
-                )
-                lr.capacity = {
-                    "arm": first.key,
-                    "wrk_argv": r.wrk_argv,
-                    "rps": r.metrics["rps"],
-                    "flags": r.flags,
-                }
-                notify("capacity", {"leg": leg, "arm": first, "capacity": lr.capacity})
+                lr.capacity = self.capacity(lr)
+                notify("capacity", {"leg": leg, "arm": self.arms[0], "capacity": lr.capacity})
             spec = load.spec(
                 leg, capacity_rps=lr.capacity["rps"] if lr.capacity else None, seed=s.seed + leg.index
             )
             lr.load_spec = asdict(spec)
             lr.spec = spec
         return lr
+
+    def capacity(self, lr: LegResult) -> dict:
+        """The closed-loop capacity of arm A in ``lr``'s leg, for a rate like ``0.7x``: the measure's
+        own (``capacity(plan) -> dict``, a virtual-time tier's), else a :data:`CAPACITY_S` s wrk run."""
+        key = self.arms[0].key
+        short = replace(self, settings=replace(self.settings, probe_dir=None))
+        leg = replace(lr.leg, duration_s=CAPACITY_S)
+        plan = replace(
+            short.run_plan(lr, key, trial=-1, position=0, warmup=True, leg=leg), path=CAPACITY_PATH
+        )
+        own = getattr(self.measure, "capacity", None)
+        if own is not None:
+            return {"arm": key, **own(plan)}
+        r = WRK.run(plan)
+        return {"arm": key, "wrk_argv": r.wrk_argv, "rps": r.metrics["rps"], "flags": r.flags}
 
     def run_plan(
         self, lr: LegResult, key: str, *, trial: int, position: int, warmup: bool, leg: Leg | None = None

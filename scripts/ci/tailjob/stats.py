@@ -15,6 +15,7 @@ import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
+from statistics import median  # of an even count, the mean of the middle two
 
 from .metrics import METRICS, Metric, metric  # noqa: F401
 
@@ -28,16 +29,6 @@ FAMILY_CONFIDENCE = 0.95
 
 CONFIDENCE = 1 - (1 - FAMILY_CONFIDENCE) / len(METRICS)
 """Confidence of each metric's interval (Bonferroni over :data:`METRICS`): 0.99286."""
-
-
-def median(xs: Sequence[float]) -> float:
-    """Median of a non-empty sequence (mean of the middle two for even length)."""
-    s = sorted(xs)
-    n = len(s)
-    if n == 0:
-        raise ValueError("median of no values")
-    mid = n // 2
-    return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 def quantile(sorted_xs: Sequence[float], q: float) -> float:
@@ -141,6 +132,12 @@ INCONCLUSIVE = "inconclusive"
 NO_VERDICT = "n/a"
 VERDICTS = (REGRESSION, GAIN, INCONCLUSIVE, EQUIVALENT, NO_VERDICT)
 """Every verdict word, in the order a report counts them (what needs attention first)."""
+
+
+def count_verdicts(words: Iterable[str]) -> dict[str, int]:
+    """How many of ``words`` are each verdict, in :data:`VERDICTS` order (only those that occur)."""
+    words = list(words)
+    return {v: n for v in VERDICTS if (n := words.count(v))}
 
 
 @dataclass(frozen=True)
@@ -298,8 +295,3 @@ def decided(
     v = verdict(ratio, ci, min_effect=min_effect, higher_is_better=m.higher_is_better)
     figures = (m, n, value_a, value_b, ratio, ci, min_effect, v.verdict, v.reason)
     return Comparison(*figures, detectable_effect(ci), pairs_needed(n, ci, min_effect), **extra)
-
-
-def is_regression(verdicts: Iterable[str]) -> bool:
-    """True if any verdict is ``regression`` (what ``--gate`` fails on; ``inconclusive`` is not)."""
-    return any(v == REGRESSION for v in verdicts)

@@ -110,6 +110,6 @@ def beside_live(live: AbOptions, live_legs, code: int) -> int:
     if sim_code >= 2:
         return code or sim_code
     live_by = {lr.leg.backend: lr.comparisons for lr in live_legs if lr.leg.backend}
-    sim_by = {leg.plan.backend_for("A"): list(leg.comparisons.values()) for leg in done["legs"]}
+    sim_by = {lr.leg.backend_for("A"): lr.comparisons for lr in done["legs"]}
     print("\n" + render(rows(sim_by, live_by)))
     return code

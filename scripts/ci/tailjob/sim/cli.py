@@ -1,16 +1,12 @@
-"""``ab --tier sim``: an A/B (:class:`~tailjob.plan.AbOptions`) in virtual time.
+"""``ab --tier sim``: an A/B (:class:`~tailjob.plan.AbOptions`) in virtual time, the live job's trial
+loop (:func:`tailjob.runner.run_trials`, :class:`tailjob.runner.ABDesign`) on
+:class:`tailjob.sim.measure.SimMeasure`.
 
-Same profiles, ``--ab``/``--a``/``--b``, ``--backend``, ``--workload``,
-``--load``, ``--rate``, ``--schedule``, ``--connections``, ``--duration``
-(virtual seconds per run), ``--runs`` (seeds per arm), ``--seed`` (the first
-seed), ``--min-effect``, ``--gate`` and ``--out`` as the live job; plus
-``--sim-cost 'K=US ...'``.  Options that only mean something for processes on
-a machine (``--pin``, ``--workers``, ``--threads``, ``--probe``) are refused
-with one line.  Writes
-``<out>/results/<stem>-sim.{md,json,svg,png}`` and appends one line to
-``<out>/tail-latency-sim.jsonl``.  Exit codes as the live job: 0 done, 1
-``--gate`` and a regression (whole run or any class), 2 bad options, 3 a run
-failed.
+The live job's options (``--runs``: seeds per arm, ``--seed``: the first, ``--duration``: virtual
+seconds) plus ``--sim-cost``; what means processes on a machine (``--pin``, ``--workers``,
+``--threads``, ``--probe``) is refused in one line.  Writes ``<out>/results/<stem>-sim.{md,json,svg,png}``
+and a line of ``<out>/tail-latency-sim.jsonl``.  Exit codes as the live job's (0, 1 ``--gate``
+regression, 2 bad options, 3 a run failed).
 """
 
 from __future__ import annotations
@@ -19,11 +15,15 @@ import os
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from .. import PROG, REPO, history, refcode, stepsummary, workloads
+from .. import PROG, REPO, history, refcode, report, stepsummary, workloads
 from .. import fail as _error
+from ..measure import Settings
+from ..outputs import dumps, write_atomic
 from ..plan import (
     PROFILES,
     AbOptions,
+    Arm,
+    Leg,
     Overrides,
     PlanError,
     Unavailable,
@@ -34,9 +34,11 @@ from ..plan import (
     without_refused_io_uring,
 )
 from ..progress import counter
+from ..runner import ABDesign, JobResult, run_trials
+from ..workloads import LoadPlan
 from . import costs as _costs
 from . import report as sim_report
-from .job import AbPlan, new_executor, run_ab
+from .measure import SimMeasure
 
 __all__ = ["main_sim"]
 
@@ -63,24 +65,20 @@ def _ambient(environ) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k.startswith("CWIST_")}
 
 
-def plan_sim(o: AbOptions) -> tuple[str, object, list[AbPlan]]:
-    """(the --ab name, the arms, one AbPlan per leg) of the A/B; PlanError/CostError if bad."""
+def plan_sim(o: AbOptions) -> tuple[str, tuple[Arm, Arm], list[Leg], LoadPlan | None]:
+    """(the --ab name, the arms, the legs with each arm's backend resolved, the load) of the A/B;
+    PlanError/CostError if bad."""
     _refuse_live_only(o)
     check_environment(os.environ)
     ab, arms = o.arms()
     if o.a_ref is not None:
         arms = refcode.label_arms(arms, o.a_ref)
-    profile = PROFILES[o.profile]
-    legs = plan_legs(
-        profile,
-        arms,
-        Overrides(backend=o.backend, connections=o.connections, duration_s=o.duration, runs=o.runs),
-    )
+    over = Overrides(backend=o.backend, connections=o.connections, duration_s=o.duration, runs=o.runs)
     load = workloads.plan_load(o.workload, o.load, o.rate, o.schedule)
     ambient = _ambient(os.environ)
-    plans = []
-    for leg in legs:
-        envs = {}
+    legs = []
+    for leg in plan_legs(PROFILES[o.profile], arms, over):
+        backends = {}
         for arm in arms:
             env = server_env(ambient, leg, arm)
             arm_knobs({**env, **(load.server_env() if load else {})})
@@ -95,97 +93,103 @@ def plan_sim(o: AbOptions) -> tuple[str, object, list[AbPlan]]:
                     f"{option}{_BACKEND}={backend}: the sim tier models {', '.join(MODELLED)} "
                     "(its cost model has constants for those only)"
                 )
-            env[_BACKEND] = backend
             _costs.with_overrides(_costs.for_backend(backend), o.sim_cost)
-            envs[arm.key] = env
-        seeds = tuple(range(o.seed, o.seed + leg.runs))
-        plans.append(
-            AbPlan(
-                backend=leg.backend or envs["A"][_BACKEND],
-                a_env=envs["A"],
-                b_env=envs["B"],
-                seeds=seeds,
-                workload=o.workload,
-                load=o.load,
-                rate=load.rate if load else None,
-                connections=leg.connections,
-                duration_s=float(leg.duration_s),
-                schedule=load.schedule if load else "poisson",
-                cost_overrides=o.sim_cost,
-                bootstrap_seed=o.seed,
-                min_effect=o.min_effect,
-            )
+            backends[arm.key] = backend
+        a, b = backends["A"], backends["B"]
+        legs.append(
+            replace(leg, backend=a, arm_backends=())
+            if a == b
+            else replace(leg, backend=None, arm_backends=(("A", a), ("B", b)))
         )
-    return ab, arms, plans
+    return ab, arms, legs, load
 
 
 def main_sim(o: AbOptions, *, collect: dict | None = None) -> int:
     """The A/B ``o`` in virtual time; ``collect``: gets ``legs`` (the legs' results), ``result``
     (the path of the result JSON) and ``document`` (what it holds)."""
     try:
-        ab, arms, plans = plan_sim(o)
-        on = [p for p in plans if "io_uring" in (p.backend_for("A"), p.backend_for("B"))]
-        asked = o.backend == "io_uring" or any(p.backend_for("A") != p.backend_for("B") for p in on)
-        plans = without_refused_io_uring(plans, on, asked=asked, measuring="simulating")
+        ab, arms, legs, load = plan_sim(o)
+        on = [leg for leg in legs if "io_uring" in (leg.backend_for("A"), leg.backend_for("B"))]
+        asked = o.backend == "io_uring" or any(leg.backend_for("A") != leg.backend_for("B") for leg in on)
+        legs = without_refused_io_uring(legs, on, asked=asked, measuring="simulating")
         a_commit = refcode.resolve(REPO, o.a_ref) if o.a_ref is not None else None
     except Unavailable as e:  # io_uring asked for where the kernel refuses it
         return _error(str(e), 3)
     except (PlanError, _costs.CostError, refcode.RefError) as e:
         return _error(str(e), 2)
+    settings = Settings(seed=o.seed, warmup=False, min_effect=o.min_effect, load=load)
+    design = ABDesign(arms, settings, _ambient(os.environ))
     if a_commit is None:
-        return _run(o, ab, arms, plans, None, collect)
+        return _run(o, ab, design, legs, None, collect)
     try:
         with refcode.checkout(REPO, a_commit) as tree:
-            plans = [replace(p, a_code=str(tree / "reference")) for p in plans]
-            return _run(o, ab, arms, plans, a_commit, collect)
+            return _run(o, ab, design, legs, (a_commit, str(tree / "reference")), collect)
     except refcode.RefError as e:
         return _error(str(e), 2)
 
 
-def _run(o: AbOptions, ab, arms, plans, a_commit, collect=None) -> int:
+def _progress():
+    """The trial loop's ``progress``: per leg a count of the runs done (:func:`tailjob.progress.counter`)."""
+    counters: dict = {}
+
+    def notify(event: str, info: dict) -> None:
+        if event == "run-end":
+            leg = info["leg"]
+            done, show = counters.get(leg.index) or (
+                0,
+                counter(f"sim {leg.backend_for('A')}, c{leg.connections}", lines=4),
+            )
+            counters[leg.index] = (done + 1, show)
+            show(done + 1, 2 * leg.runs)
+
+    return notify
+
+
+def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, collect=None) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    legs = []
+    codes = {"A": a_code[1]} if a_code else None
     try:
-        with new_executor() as executor:
-            for plan in plans:
-                label = f"sim {plan.backend_for('A')}, c{plan.connections}"
-                legs.append(run_ab(plan, executor=executor, progress=counter(label, lines=4)))
+        with SimMeasure(o.sim_cost, code=codes, processes=len(os.sched_getaffinity(0))) as measure:
+            results = run_trials(legs, replace(design, tier=measure), design.settings, progress=_progress())
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
-    finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for lr in results:  # one class is the whole run: its table would repeat the leg's
+        if len(lr.class_comparisons) == 1:
+            lr.class_comparisons = {}
     pv = history.provenance(REPO, wrk_version="-")
-    job = {
-        "argv": list(o.argv),
-        "profile": o.profile,
-        "ab": ab,
-        "arms": {a.key: {"label": a.label, "env": dict(a.env), "env_text": a.env_text()} for a in arms},
-        "seeds": list(plans[0].seeds) if plans else [],
-        "a_ref": None if a_commit is None else {"ref": o.a_ref, "commit": a_commit},
-        "provenance": {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")},
-        "started_at": started,
-        "finished_at": finished,
-    }
+    job = JobResult(
+        argv=list(o.argv),
+        profile=o.profile,
+        ab=ab,
+        arms=design.arms,
+        settings=design.settings,
+        legs=results,
+        provenance={k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")},
+        started_at=started,
+        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        a_ref=None if a_code is None else {"ref": o.a_ref, "commit": a_code[0]},
+    )
     out = o.out
-    stem = history.stem(started, o.profile, ab) + "-sim"
+    stem = history.result_stem(job) + "-sim"
     results_dir = out / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
     md = results_dir / f"{stem}.md"
-    md.write_text(sim_report.render(job, legs, runs=True))
-    doc = sim_report.result_document(job, legs)
-    js = sim_report.write_json(doc, results_dir / f"{stem}.json")
+    md.write_text(sim_report.render(job, measure, runs=True))
+    doc = sim_report.result_document(job, measure, load=o.load)
+    js = write_atomic(results_dir / f"{stem}.json", dumps(doc))
     if collect is not None:
-        collect.update(legs=legs, result=js, document=doc)
-    images = sim_report.plot(legs, results_dir / stem)
+        collect.update(legs=results, result=js, document=doc)
+    images = sim_report.plot(results, results_dir / stem)
     jsonl = history.append_history(
-        sim_report.history_line(job, legs, result_file=f"results/{js.name}"),
+        history.history_line(job, result_file=f"results/{js.name}", tier="sim"),
         out,
         name=sim_report.HISTORY_FILE,
     )
-    text = sim_report.render(job, legs, runs=False)
+    text = sim_report.render(job, measure, runs=False)
     summary = stepsummary.append(text, prog=PROG)  # GitHub Actions' job summary
     step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
     history.show(text, (md, js, *images, *step), jsonl)
-    code, lines = sim_report.gate(legs)
+    code, lines = report.gate(job, tier=" in virtual time")
     if lines:
         print("\n" + "\n".join(f"!!! {line}" for line in lines))
     if o.gate and code:

@@ -1,72 +1,213 @@
-"""The virtual-time tier behind the trial loop's measure interface (:class:`tailjob.measure.Measure`).
+"""The virtual-time tier: :class:`SimMeasure`, the measure (``run(plan) -> record``) of ``ab --tier sim``.
 
-:class:`SimMeasure` answers one :class:`~tailjob.measure.RunPlan` with one
-simulated run (:func:`tailjob.sim.engine.simulate`), so every design of
-:mod:`tailjob.runner` (the A/B, the calibration) can run in virtual time.  Each
-trial gets a seed of its own and both arms of a trial share it (common random
-numbers): the spread over trials is the seeds', as in :mod:`tailjob.sim.job`.
-``--tier sim`` itself uses :func:`tailjob.sim.job.run_ab`, which runs the
-seeds in parallel worker processes; this class runs in the loop's process.
+The sim A/B is the live job's trial loop (:func:`tailjob.runner.run_trials`, :class:`tailjob.runner.ABDesign`,
+:func:`tailjob.runner.decide`) with this measure: one :class:`~tailjob.measure.RunPlan` becomes one
+simulated run (:func:`tailjob.sim.engine.simulate`).  Trial ``t`` of a job seeded ``s`` runs with seed
+``s + t``, the same for both arms (common random numbers: the same client schedules, so the pair's
+difference is the arms').  A run is a function of its inputs, so the runs of a leg are independent:
+:meth:`SimMeasure.map` runs them in worker processes, and two arms doing the same work give the same
+figures to the last digit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import concurrent.futures
+import multiprocessing
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from ..loadgen import ClientClass, LoadSpec
+from ..measure import RunPlan, RunRecord
+from ..metrics import LATENCY_KEYS
 from . import costs as _costs
 from .engine import SimRun, simulate
-from .job import DRAIN_S
+
+CAPACITY_S = 0.5
+"""Virtual seconds of the closed-loop run that measures capacity for a rate like ``0.7x`` (arm A)."""
 
 
-def trial_seed(base: int, trial: int) -> int:
-    """The seed of ``trial`` (-1: the warm-up) of a job seeded ``base``: distinct per trial."""
-    return base * 1000 + trial + 1
+def figures(doc: dict) -> tuple[dict, dict]:
+    """A simulated run's ``metrics`` (by :data:`tailjob.metrics.METRICS` key; CPU per request the
+    server served) and ``classes`` (per class the compared figures, their samples and histogram)."""
+    merged, server = doc["all"], doc["server"]
+    pct = {q["p"]: q["us"] for q in merged["latency"]["percentiles"]}
+    metrics = {
+        "rps": merged["answered_in_window"] / (merged["duration_us"] / 1e6),
+        "cpu_us_per_req": server["busy_us"] / server["requests"] if server["requests"] else None,
+        **{key: pct[p] for key, p in LATENCY_KEYS.items()},
+    }
+    classes = {}
+    for name, c in doc["classes"].items():
+        cp = {q["p"]: q for q in c["latency"]["percentiles"]}
+        figs = {
+            "rps": c["achieved_rps"],
+            "offered_rps": c["offered_rps"],
+            "answered": c["answered"],
+            "saturated": c["saturated"],
+            "errors": sum(c["errors"].values()),
+            "loop": c["loop"],
+            "connections": c["connections"],
+            "histogram": c["latency"]["histogram"],
+        }
+        for key, p in LATENCY_KEYS.items():
+            figs[key], figs[f"{key}_samples"] = cp[p]["us"], cp[p]["samples"]
+        classes[name] = figs
+    return metrics, classes
 
 
-@dataclass(frozen=True)
+def record(run: SimRun, head: dict) -> RunRecord:
+    """Simulate ``run`` (in a worker, or here) and return its record; ``head``: the record's leg,
+    trial, position, arm and warm-up.  ``wrk`` is the simulation's own record: ``seed``, ``offered``,
+    ``server`` (requests, virtual busy time, the reactor's counters, client errors), the whole run's
+    percentiles (with their samples) and histogram."""
+    import tailreactor
+
+    doc = simulate(run)
+    merged = doc["all"]
+    metrics, classes = figures(doc)
+    errors = sum(merged["errors"].values())
+    saturated = any(c["saturated"] for c in classes.values())
+    return RunRecord(
+        **head,
+        backend=run.backend,
+        wrk={
+            "seed": run.spec.seed,
+            "offered": merged["offered"],
+            "server": {**doc["server"], "errors": errors},
+            "percentiles": merged["latency"]["percentiles"],
+            "histogram": merged["latency"]["histogram"],
+        },
+        server_cpu_s=doc["server"]["busy_us"] / 1e6,
+        metrics=metrics,
+        flags=[f for f, raised in (("socket-errors", errors), ("saturated", saturated)) if raised],
+        classes=classes,
+        code=os.path.dirname(tailreactor.__file__),
+    )
+
+
+def capacity_run(
+    backend: str, env: Mapping[str, str], model: _costs.CostModel, connections: int, seed: int
+) -> SimRun:
+    """An arm's capacity run: a closed loop of ``connections`` (the load client's) for
+    :data:`CAPACITY_S` virtual seconds, what a relative rate (``0.7x``) multiplies."""
+    spec = LoadSpec(classes=(ClientClass("all", connections, "closed"),), duration_s=CAPACITY_S, seed=seed)
+    return SimRun(backend, env, spec, model, "loadgen")
+
+
+def capacity_rps(run: SimRun) -> float:
+    """Requests/s answered in a :func:`capacity_run` (in a worker, or here)."""
+    return simulate(run)["all"]["answered_in_window"] / run.spec.duration_s
+
+
+def new_executor(
+    processes: int | None = None, *, code: str | None = None
+) -> concurrent.futures.ProcessPoolExecutor:
+    """Worker processes for simulated runs (spawned: no state of this process is inherited); ``code``:
+    the ``reference/`` directory they import :mod:`tailreactor` from (``--a-ref``)."""
+    n = processes or len(os.sched_getaffinity(0))
+    ctx = multiprocessing.get_context("spawn")
+    if code is None:
+        return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+    from ..refcode import use
+
+    return concurrent.futures.ProcessPoolExecutor(
+        max_workers=n, mp_context=ctx, initializer=use, initargs=(code,)
+    )
+
+
 class SimMeasure:
-    """A tier (``name``, ``run(plan)``): ``cost_overrides`` as ``--sim-cost``."""
+    """The sim tier (``name``, ``run(plan)``, ``map(plans)``, ``capacity(plan)``); a context manager
+    that shuts its worker processes down.  ``cost_overrides``: ``--sim-cost``; ``code``: per arm key,
+    the ``reference/`` directory that arm's runs import :mod:`tailreactor` from (``--a-ref``: arm A's);
+    ``processes``: worker processes for the runs (None: each run in this process, but an arm with
+    ``code`` always runs in workers of its own)."""
 
-    cost_overrides: str | None = None
-    name: str = "sim"
+    name = "sim"
 
-    def run(self, plan):
-        from ..measure import RunRecord
-        from ..metrics import run_metrics
-        from ..workloads import LoadRunResult
+    def __init__(
+        self,
+        cost_overrides: str | None = None,
+        *,
+        code: Mapping[str, str] | None = None,
+        processes: int | None = None,
+    ):
+        self.cost_overrides, self.code, self.processes = cost_overrides, dict(code or {}), processes
+        self._pools: dict[str | None, concurrent.futures.ProcessPoolExecutor] = {}
 
-        backend = plan.backend or plan.env.get("CWIST_REACTOR_BACKEND") or "epoll"
-        seed = trial_seed(plan.settings.seed, plan.trial)
+    def costs_for(self, backend: str) -> _costs.CostModel:
+        """The cost model of ``backend`` with ``--sim-cost`` applied."""
+        return _costs.with_overrides(_costs.for_backend(backend), self.cost_overrides)
+
+    def task(self, plan: RunPlan) -> SimRun:
+        """The simulated run of ``plan``: its arm's backend and environment, the leg's load (the
+        closed loop of wrk without one), the trial's seed, the backend's cost model."""
+        backend = (
+            plan.leg.backend_for(plan.arm) or plan.backend or plan.env.get("CWIST_REACTOR_BACKEND") or "epoll"
+        )
+        seed = plan.settings.seed + plan.trial
         if plan.load is not None:
             spec = replace(plan.load, seed=seed)
         else:  # the leg's closed loop, as wrk: one request per connection, no think
-            spec = LoadSpec(
-                classes=(ClientClass("all", plan.leg.connections, "closed"),),
-                duration_s=float(plan.leg.duration_s),
-                seed=seed,
-                drain_s=DRAIN_S,
-            )
-        model = _costs.with_overrides(_costs.for_backend(backend), self.cost_overrides)
+            closed = (ClientClass("all", plan.leg.connections, "closed"),)
+            spec = LoadSpec(classes=closed, duration_s=float(plan.leg.duration_s), seed=seed)
         client = "loadgen" if plan.load is not None else "wrk"
-        doc = simulate(SimRun(backend, dict(plan.env), spec, model, client))
-        result = LoadRunResult(doc)
-        busy_s = doc["server"]["busy_us"] / 1e6
-        flags = [
-            flag
-            for flag, raised in (("socket-errors", result.socket_errors), ("saturated", result.saturated))
-            if raised
-        ]
-        return RunRecord(
-            leg=plan.leg.index,
-            trial=plan.trial,
-            position=plan.position,
-            arm=plan.arm,
-            warmup=plan.warmup,
-            backend=backend,
-            wrk=result.as_dict(),
-            server_cpu_s=busy_s,
-            metrics=run_metrics(result, server_cpu_s=busy_s),
-            flags=flags,
-            classes=result.class_metrics(),
+        return SimRun(
+            backend, {**plan.env, "CWIST_REACTOR_BACKEND": backend}, spec, self.costs_for(backend), client
         )
+
+    def run(self, plan: RunPlan) -> RunRecord:
+        return self.map([plan])[0]
+
+    def map(
+        self, plans: Sequence[RunPlan], done: Callable[[int, RunRecord], None] | None = None
+    ) -> list[RunRecord]:
+        """Every run of ``plans`` (in worker processes where :attr:`processes` or an arm's code says
+        so), their records in the order of ``plans``; ``done(index, record)`` as each finishes."""
+        heads = [
+            dict(leg=p.leg.index, trial=p.trial, position=p.position, arm=p.arm, warmup=p.warmup)
+            for p in plans
+        ]
+        futures = {}
+        out: list = [None] * len(plans)
+        for i, (p, head) in enumerate(zip(plans, heads)):
+            pool = self._pool(p.arm)
+            if pool is None:
+                out[i] = record(self.task(p), head)
+                if done:
+                    done(i, out[i])
+            else:
+                futures[pool.submit(record, self.task(p), head)] = i
+        for future in concurrent.futures.as_completed(futures):
+            i = futures[future]
+            out[i] = future.result()
+            if done:
+                done(i, out[i])
+        return out
+
+    def capacity(self, plan: RunPlan) -> dict:
+        """The capacity of ``plan``'s arm (:func:`capacity_run`), seeded as trial 0."""
+        arm = self.task(plan)
+        run = capacity_run(arm.backend, arm.env, arm.costs, plan.leg.connections, plan.settings.seed)
+        pool = self._pool(plan.arm)
+        rps = capacity_rps(run) if pool is None else pool.submit(capacity_rps, run).result()
+        return {"rps": rps, "virtual_s": CAPACITY_S}
+
+    def _pool(self, arm: str) -> concurrent.futures.ProcessPoolExecutor | None:
+        code = self.code.get(arm)
+        if code is None and not self.processes:
+            return None
+        if code not in self._pools:
+            self._pools[code] = new_executor(self.processes, code=code)
+        return self._pools[code]
+
+    def close(self, *, cancel: bool = False) -> None:
+        for pool in self._pools.values():
+            pool.shutdown(cancel_futures=cancel)
+        self._pools.clear()
+
+    def __enter__(self) -> SimMeasure:
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        self.close(cancel=kind is not None)

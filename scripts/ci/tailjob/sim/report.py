@@ -1,34 +1,24 @@
-"""The sim tier's outputs: the Markdown report, the result document, the history line, the plot.
+"""The sim tier's report, result document and plot (its history line: :func:`tailjob.history.history_line`).
 
-The report says first that its figures are **virtual time**, then the code
-(commit), the seeds (arm A and arm B of a pair share one), and every leg's
-cost model with where each constant came from; then, per leg, the table of
-the whole run and one per client class, in the live report's shape (medians
-per arm over the seeds, B/A, joint interval, minimum effect, detectable
-effect, pairs needed, verdict).  :func:`result_document` holds no wall-clock
-time, so the same command twice writes the same document byte for byte; the
-report and the history line carry when the job ran.
+The report says first that its figures are **virtual time**, then the code, the seeds and every
+leg's cost model with where each constant came from; then per leg the live report's tables
+(:func:`tailjob.report.comparison_table`), whole run and per client class, and the reactor's
+counters.  :func:`result_document` holds no wall-clock time: the same command twice writes the same
+bytes.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from types import SimpleNamespace
 
-from .. import history, stats
+from .. import stats
 from ..history import without_out
-from ..outputs import dumps, write_atomic
-from ..report import (
-    CLASS_LABELS,
-    class_line,
-    comparison_table,
-    format_value,
-    gate_tables,
-    plural,
-    verdict_summary,
-)
+from ..loadgen import ClientClass
+from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
+from ..runner import JobResult, LegResult
 from ..workloads import Traffic, label
+from .measure import SimMeasure
 
 HISTORY_FILE = "tail-latency-sim.jsonl"
 SCHEMA = 1
@@ -42,56 +32,57 @@ def seeds_text(seeds) -> str:
     return ", ".join(map(str, seeds))
 
 
-def leg_name(leg) -> str:
-    p = leg.plan
-    a, b = p.backend_for("A"), p.backend_for("B")
-    who = a if a == b else f"{a} (A) vs {b} (B)"
-    return f"{who}, c{p.connections}"
+def seeds(job: JobResult, lr: LegResult | None = None) -> list[int]:
+    """The seeds of a leg (of the first without ``lr``): trial ``t`` runs with the job's seed plus ``t``."""
+    lr = lr or (job.legs[0] if job.legs else None)
+    return [] if lr is None else list(range(job.settings.seed, job.settings.seed + lr.leg.runs))
 
 
-def _table(job: dict, comps: dict, labels: dict[str, str]) -> list[str]:
+def _table(job: JobResult, comps: list, labels: dict[str, str]) -> list[str]:
     """The live report's comparison table (:func:`tailjob.report.comparison_table`) of ``comps``."""
-    arms = [SimpleNamespace(label=job["arms"][k]["label"]) for k in ("A", "B")]
-    return comparison_table(arms, list(comps.values()), lambda c, arm: "", labels=labels)
+    return comparison_table(job.arms, comps, lambda c, arm: "", labels=labels)
 
 
-def _load_line(leg) -> str:
-    p = leg.plan
-    from .job import load_spec
+def _workload(job: JobResult):
+    return job.settings.load.workload if job.settings.load is not None else "uniform"
 
-    spec = load_spec(p, p.seeds[0], leg.rate_rps, leg.capacity_rps)
+
+def _load_line(job: JobResult, lr: LegResult) -> str:
+    load, w = job.settings.load, _workload(job)
+    classes = lr.spec.classes if lr.spec is not None else (ClientClass("all", lr.leg.connections, "closed"),)
     parts = []
-    if leg.capacity_rps:
+    if lr.capacity:
         parts.append(
-            f"capacity (closed loop, c{p.connections}, arm A, 0.5 virtual s): "
-            f"**{leg.capacity_rps:,.0f} req/s**, "
-            + (f"rate {p.rate} of it" if p.rate else "the classes' relative rates of it")
+            f"capacity (closed loop, c{lr.leg.connections}, arm A, {lr.capacity['virtual_s']:g} virtual s): "
+            f"**{lr.capacity['rps']:,.0f} req/s**, "
+            + (f"rate {load.rate} of it" if load and load.rate else "the classes' relative rates of it")
         )
-    parts += [class_line(asdict(c)) for c in spec.classes]
-    what = f"traffic `{p.workload}`" if isinstance(p.workload, Traffic) else f"workload `{p.workload}`"
-    return f"Load ({p.duration_s:g} virtual s per run, {what}): " + "; ".join(parts) + "."
+    parts += [class_line(asdict(c)) for c in classes]
+    what = f"traffic `{w}`" if isinstance(w, Traffic) else f"workload `{w}`"
+    return f"Load ({float(lr.leg.duration_s):g} virtual s per run, {what}): " + "; ".join(parts) + "."
 
 
-def _costs_table(leg) -> list[str]:
+def _costs_table(lr: LegResult, measure: SimMeasure) -> list[str]:
     lines = ["| Constant | Arm | Virtual us | Where it came from |", "|---|---|---:|---|"]
+    models = {k: measure.costs_for(b or "epoll") for k, b in lr.backends().items()}
     for key in ("A", "B"):
-        model = leg.plan.costs_for(key)
-        if key == "B" and model == leg.plan.costs_for("A"):
+        model = models[key]
+        if key == "B" and model == models["A"]:
             break
         src = model.sources()
         for name in model.constants:
             lines.append(
-                f"| `{name}` | {'A and B' if key == 'A' and model == leg.plan.costs_for('B') else key} "
+                f"| `{name}` | {'A and B' if key == 'A' and model == models['B'] else key} "
                 f"({model.backend}) | {getattr(model, name):g} | {src[name]} |"
             )
     return lines
 
 
-def render(job: dict, legs, *, runs: bool = True) -> str:
-    """The report of a sim job (``job``: the document's header fields; ``legs``: LegResults)."""
-    a, b = job["arms"]["A"], job["arms"]["B"]
+def render(job: JobResult, measure: SimMeasure, *, runs: bool = True) -> str:
+    """The report of a sim job; ``runs=False`` leaves out each leg's table of runs."""
+    a, b = job.arms
     lines = [
-        f"# Tail-latency job in virtual time (`--tier sim`): `--ab {job['ab']}`, profile `{job['profile']}`",
+        f"# Tail-latency job in virtual time (`--tier sim`): `--ab {job.ab}`, profile `{job.profile}`",
         "",
         "**Virtual time.** Every figure below is simulated: the real `tailreactor.Reactor` and bench "
         "connection code on the real backend, a virtual clock moved by the cost model and the injected "
@@ -100,70 +91,68 @@ def render(job: dict, legs, *, runs: bool = True) -> str:
         "It does not model TCP, kernel scheduling, caches, or the client's own CPU; a closed-loop "
         "client's turnaround is the cost model's `client_us` (`wrk_us` for wrk's loop).",
         "",
-        f"- Command: `scripts/tail-latency.sh {' '.join(job['argv'])}`"
+        f"- Command: `scripts/tail-latency.sh {' '.join(job.argv)}`; started {job.started_at}, finished "
+        f"{job.finished_at} (wall clock).",
+        f"- Code: commit {job.provenance.get('git_commit', 'unknown')}"
+        + (" (dirty)" if job.provenance.get("git_dirty") else "")
         + (
-            f"; started {job['started_at']}, finished {job['finished_at']} (wall clock)"
-            if job.get("started_at")
+            f"; arm A runs `--a-ref {job.a_ref['ref']}`, commit {job.a_ref['commit']}, arm B the working tree"
+            if job.a_ref
             else ""
         )
         + ".",
-        f"- Code: commit {job['provenance'].get('git_commit', 'unknown')}"
-        + (" (dirty)" if job["provenance"].get("git_dirty") else "")
-        + (
-            f"; arm A runs `--a-ref {job['a_ref']['ref']}`, commit {job['a_ref']['commit']}, arm B the working "
-            "tree"
-            if job.get("a_ref")
-            else ""
-        )
-        + ".",
-        f"- Arms: A `{a['label']}` ({a['env_text']}), B `{b['label']}` ({b['env_text']}).",
-        f"- Seeds: {seeds_text(job['seeds'])}; arm A and arm B of a pair run with the same seed (common random "
+        f"- Arms: A `{a.label}` ({a.env_text()}), B `{b.label}` ({b.env_text()}).",
+        f"- Seeds: {seeds_text(seeds(job))}; arm A and arm B of a pair run with the same seed (common random "
         f"numbers: the same client schedules), and the intervals are over seeds (paired bootstrap, "
         f"{stats.FAMILY_CONFIDENCE:.0%} joint over the leg's metrics, {stats.MIN_PAIRS} pairs at least).",
         "",
     ]
-    for leg in legs:
-        lines += _leg(job, leg, runs)
+    for lr in job.legs:
+        lines += _leg(job, lr, measure, runs)
     return "\n".join(lines)
 
 
-def _leg(job: dict, leg, runs: bool) -> list[str]:
+def _leg(job: JobResult, lr: LegResult, measure: SimMeasure, runs: bool) -> list[str]:
     """One leg's section: its load, cost model, tables and verdicts, counters and (``runs``) its runs."""
-    n = min(len(leg.runs["A"]), len(leg.runs["B"]))
+    by_arm = {k: lr.measured(k) for k in ("A", "B")}
+    n = min(len(by_arm["A"]), len(by_arm["B"]))
     lines = [
-        f"## {leg_name(leg)}: medians over {plural(n, 'seed')} per arm; p99.9 and beyond pooled over "
+        f"## {lr.leg.name}: medians over {plural(n, 'seed')} per arm; p99.9 and beyond pooled over "
         "each arm's seeds",
         "",
-        _load_line(leg),
+        _load_line(job, lr),
         "",
         "Cost model:",
         "",
-        *_costs_table(leg),
+        *_costs_table(lr, measure),
         "",
         "Whole run (all classes together):",
         "",
-        *_table(job, leg.comparisons, {"cpu_us_per_req": "Server virtual CPU us/request"}),
+        *_table(job, lr.comparisons, {"cpu_us_per_req": "Server virtual CPU us/request"}),
     ]
-    lines += ["", "Verdicts: " + verdict_summary(list(leg.comparisons.values()))]
-    errors = {k: sum(r.server["errors"] for r in leg.runs[k]) for k in ("A", "B")}
+    lines += ["", "Verdicts: " + verdict_summary(lr.comparisons)]
+    errors = {k: sum(r.wrk["server"]["errors"] for r in runs_) for k, runs_ in by_arm.items()}
     if any(errors.values()):
         lines.append(f"Client errors (timeouts, mismatches): A {errors['A']}, B {errors['B']}.")
-    sat = {k: sum(any(c["saturated"] for c in r.classes.values()) for r in leg.runs[k]) for k in ("A", "B")}
+    sat = {
+        k: sum(any(c["saturated"] for c in (r.classes or {}).values()) for r in rs)
+        for k, rs in by_arm.items()
+    }
     if any(sat.values()):
         lines.append(
             f"Runs with a class `saturated` (answers over 2 % short of the offered load): "
             f"A {sat['A']}, B {sat['B']} of {n}."
         )
-    for name, comps in leg.class_comparisons.items():
-        first = leg.runs["A"][0].classes[name]
+    for name, comps in lr.class_comparisons.items():
+        first = (by_arm["A"][0].classes or {})[name]
         lines += [
             "",
             f"### Class `{name}` ({first['loop']} loop, {first['connections']} connections)",
             "",
             *_table(job, comps, CLASS_LABELS),
         ]
-        lines += ["", f"`{name}` verdicts: " + verdict_summary(list(comps.values()))]
-    counters = {k: _median_counters(leg.runs[k]) for k in ("A", "B")}
+        lines += ["", f"`{name}` verdicts: " + verdict_summary(comps)]
+    counters = {k: median_counters(rs) for k, rs in by_arm.items()}
     lines += [
         "",
         "Reactor counters, median over the seeds (rounds, callbacks, elevated by age, harvested): "
@@ -175,113 +164,93 @@ def _leg(job: dict, leg, runs: bool) -> list[str]:
         + ".",
     ]
     if runs:
-        lines += ["", *_run_rows(leg)]
+        lines += ["", *_run_rows(by_arm)]
     return lines + [""]
 
 
-def _run_rows(leg) -> list[str]:
+def _run_rows(by_arm: dict) -> list[str]:
     lines = [
         "| Seed | Arm | Offered | Req/s | p50 ms | p99 ms | p99.9 ms | Virtual CPU us/req |",
         "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for ra, rb in zip(leg.runs["A"], leg.runs["B"]):
-        for r in (ra, rb):
+    for pair in zip(by_arm["A"], by_arm["B"]):
+        for r in pair:
             m = r.metrics
             lines.append(
-                f"| {r.seed} | {r.arm} | {r.offered:,} | {m['rps']:,.0f} | "
-                f"{format_value('p50', m['p50'])} | {format_value('p99', m['p99'])} | "
-                f"{format_value('p99.9', m['p99.9'])} | "
-                f"{format_value('cpu_us_per_req', m['cpu_us_per_req'])} |"
+                f"| {r.wrk['seed']} | {r.arm} | {r.wrk['offered']:,} | {m['rps']:,.0f} | "
+                + " | ".join(format_value(k, m[k]) for k in ("p50", "p99", "p99.9", "cpu_us_per_req"))
+                + " |"
             )
     return lines
 
 
-def _median_counters(runs) -> dict:
+def median_counters(runs) -> dict:
+    """The median over ``runs`` (their records) of the reactor's rounds, callbacks, elevations, harvests."""
     keys = ("rounds", "dispatched", "tail_elevations", "harvested")
-    return {k: stats.median([r.server["counters"][k] for r in runs]) for k in keys}
+    return {k: stats.median([r.wrk["server"]["counters"][k] for r in runs]) for k in keys}
 
 
-def _comparisons_dict(comps) -> dict:
-    return {key: c.as_dict() for key, c in comps.items()}
+def _by_key(comps) -> dict:
+    return {c.metric.key: c.as_dict() for c in comps}
 
 
-def result_document(job: dict, legs) -> dict:
+def result_document(job: JobResult, measure: SimMeasure, *, load: str | None) -> dict:
     """Everything the job decided, without wall-clock time or output directory (byte-identical when
-    rerun)."""
-    out = {
+    rerun); ``load``: ``--load`` as given."""
+    w, plan = _workload(job), job.settings.load
+    return {
         "schema": SCHEMA,
         "tier": "sim",
         "virtual_time": True,
-        **{k: v for k, v in job.items() if k not in ("started_at", "finished_at")},
-        "legs": [],
-    }
-    out["argv"] = without_out(job["argv"])
-    for leg in legs:
-        p = leg.plan
-        out["legs"].append(
+        "argv": without_out(job.argv),
+        "profile": job.profile,
+        "ab": job.ab,
+        "arms": {a.key: {"label": a.label, "env": dict(a.env), "env_text": a.env_text()} for a in job.arms},
+        "seeds": seeds(job),
+        "a_ref": job.a_ref,
+        "provenance": job.provenance,
+        "legs": [
             {
-                "name": leg_name(leg),
-                "backends": {"A": p.backend_for("A"), "B": p.backend_for("B")},
-                "workload": label(p.workload),
-                **({"traffic": p.workload.as_dict()} if isinstance(p.workload, Traffic) else {}),
-                "load": p.load,
-                "rate": p.rate,
-                "schedule": p.schedule,
-                "connections": p.connections,
-                "duration_s": p.duration_s,
-                "seeds": list(p.seeds),
-                "env": {"A": p.arm_env("A"), "B": p.arm_env("B")},
+                "name": lr.leg.name,
+                "backends": lr.backends(),
+                "workload": label(w),
+                **({"traffic": w.as_dict()} if isinstance(w, Traffic) else {}),
+                "load": load,
+                "rate": plan.rate if plan else None,
+                "schedule": plan.schedule if plan else "poisson",
+                "connections": lr.leg.connections,
+                "duration_s": float(lr.leg.duration_s),
+                "seeds": seeds(job, lr),
+                "env": lr.run_env,
                 "costs": {
-                    k: {**p.costs_for(k).as_dict(), "sources": p.costs_for(k).sources()} for k in ("A", "B")
+                    k: {**(m := measure.costs_for(b or "epoll")).as_dict(), "sources": m.sources()}
+                    for k, b in lr.backends().items()
                 },
-                "rate_rps": leg.rate_rps,
-                "capacity_rps": leg.capacity_rps,
-                "comparisons": _comparisons_dict(leg.comparisons),
-                "classes": {name: _comparisons_dict(c) for name, c in leg.class_comparisons.items()},
-                "runs": {k: [r.as_dict() for r in leg.runs[k]] for k in ("A", "B")},
+                "rate_rps": plan.resolve_rate(lr.capacity["rps"] if lr.capacity else None) if plan else None,
+                "capacity_rps": lr.capacity["rps"] if lr.capacity else None,
+                "comparisons": _by_key(lr.comparisons),
+                "classes": {name: _by_key(c) for name, c in lr.class_comparisons.items()},
+                "runs": {k: [_run(r) for r in lr.measured(k)] for k in ("A", "B")},
             }
-        )
-    return out
-
-
-def history_line(job: dict, legs, *, result_file: str) -> dict:
-    """One line of ``tail-latency-sim.jsonl`` (:func:`tailjob.history.line`): every verdict, per class too."""
-    return history.line(
-        "ab",
-        "sim",
-        job,
-        result=result_file,
-        profile=job["profile"],
-        ab=job["ab"],
-        arms=job["arms"],
-        seeds=job["seeds"],
-        legs=[
-            {
-                "name": leg_name(leg),
-                "workload": label(leg.plan.workload),
-                **history.verdicts(leg.comparisons.values()),
-                "classes": {n: history.verdicts(c.values()) for n, c in leg.class_comparisons.items()},
-            }
-            for leg in legs
+            for lr in job.legs
         ],
-        regression=bool(gate(legs)[0]),
-    )
+    }
 
 
-def gate(legs) -> tuple[int, list[str]]:
-    """``--gate``'s code and lines, as the live job's (:func:`tailjob.report.gate_tables`)."""
-    tables = [
-        (where, list(comps.values()))
-        for leg in legs
-        for where, comps in (
-            (leg_name(leg), leg.comparisons),
-            *((f"{leg_name(leg)}, class {n}", cs) for n, cs in leg.class_comparisons.items()),
-        )
-    ]
-    return gate_tables(tables, tier=" in virtual time")
+def _run(r) -> dict:
+    """A run of the document: its arm, seed, offered requests, figures (classes without histograms)."""
+    classes = {name: {k: v for k, v in c.items() if k != "histogram"} for name, c in r.classes.items()}
+    return {
+        "arm": r.arm,
+        "seed": r.wrk["seed"],
+        "offered": r.wrk["offered"],
+        "metrics": r.metrics,
+        "classes": classes,
+        "server": r.wrk["server"],
+    }
 
 
-def plot(legs, stem: Path) -> list[Path]:
+def plot(legs: list[LegResult], stem: Path) -> list[Path]:
     """One figure: per leg, B/A with its interval for every metric (whole run and classes)."""
     import matplotlib
 
@@ -290,27 +259,24 @@ def plot(legs, stem: Path) -> list[Path]:
 
     fig, axes = plt.subplots(1, len(legs), figsize=(6 * len(legs), 5), squeeze=False)
     for ax, leg in zip(axes[0], legs):
-        rows = [("all " + c.metric.key, c) for c in leg.comparisons.values()]
+        rows = [("all " + c.metric.key, c) for c in leg.comparisons]
         rows += [
-            (f"{name} {c.metric.key}", c)
-            for name, comps in leg.class_comparisons.items()
-            for c in comps.values()
+            (f"{name} {c.metric.key}", c) for name, comps in leg.class_comparisons.items() for c in comps
         ]
         rows = [(label, c) for label, c in rows if c.ratio is not None]
         ys = range(len(rows))
         for y, (_label, c) in zip(ys, rows):
-            lo, hi = c.ci if c.ci else (c.ratio, c.ratio)
+            ratio = c.ratio or 1.0  # every row has one
+            lo, hi = c.ci or (ratio, ratio)
             colour = {"gain": "tab:green", "regression": "tab:red", "equivalent": "tab:blue"}.get(
                 c.verdict, "grey"
             )
-            ax.errorbar(
-                [c.ratio], [y], xerr=[[c.ratio - lo], [hi - c.ratio]], fmt="o", color=colour, capsize=3
-            )
+            ax.errorbar([ratio], [y], xerr=[[ratio - lo], [hi - ratio]], fmt="o", color=colour, capsize=3)
         ax.axvline(1.0, color="black", lw=0.8)
         ax.set_yticks(list(ys), [label for label, _ in rows])
         ax.invert_yaxis()
         ax.set_xlabel("B/A (virtual time), joint 95% interval over seeds")
-        ax.set_title(leg_name(leg))
+        ax.set_title(leg.leg.name)
     fig.tight_layout()
     paths = []
     for ext in ("svg", "png"):
@@ -319,7 +285,3 @@ def plot(legs, stem: Path) -> list[Path]:
         paths.append(path)
     plt.close(fig)
     return paths
-
-
-def write_json(doc: dict, path: Path) -> Path:
-    return write_atomic(path, dumps(doc))
