@@ -269,6 +269,7 @@ class DeliveryOrder:
         "_check_at",
         "elevated",
         "reads_clock",
+        "in_backend_order",
     )
     name = "age"  # CWIST_REACTOR_POLICY=age (tailreactor/policies)
     _batch: Sequence  # the round's events in backend order; () once the round is over
@@ -284,6 +285,8 @@ class DeliveryOrder:
         self._threshold = threshold_ns
         #: Whether :meth:`next` reads ``now_ns`` (policies/__init__.py): only with the threshold on.
         self.reads_clock = threshold_ns > 0
+        #: Backend order all round (policies/__init__.py): only with the threshold off.
+        self.in_backend_order = not threshold_ns
         self._resume = 0
         self.start([])
 

@@ -78,6 +78,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from itertools import chain
 
 from . import config as _config
 from . import policies
@@ -153,31 +154,38 @@ class RoundState:
     the round's while it is ``READY``.  ``reaped``: what this round's wait
     returned, until all of it is stamped into ``batch`` (then empty).
     ``start_ns``: the round's stamp, the clock read of step 3 (0 before it).
+    ``dropped``: the events of ``batch`` cancelled while ``READY`` (disarmed,
+    or replaced by a new arm) since the batch was kept: with the callbacks
+    the round ran, they account for every entry the policy gave, so the
+    reactor knows without a walk whether any entry is still ``READY``.
     """
 
-    __slots__ = ("batch", "reaped", "start_ns")
+    __slots__ = ("batch", "reaped", "start_ns", "dropped")
 
     def __init__(self):
         self.batch: list[Event] = []
         self.reaped = ()
         self.start_ns = 0
+        self.dropped = 0
 
 
 class Due:
     """When the work a round does between deliveries is next due (:meth:`Reactor._dispatch`).
 
-    ``drain_at``: the count of callbacks after which the posts drain next
-    (every ``CWIST_REACTOR_DRAIN_CHUNK``).  ``flush_at``: the clock value
-    (ns) past which the re-arms queued since the last submit are submitted
-    (the round budget ``CWIST_REACTOR_ROUND_BUDGET_US``, then every budget).
-    ``harvest_at``: the clock value from which the next harvest is due
-    (``CWIST_REACTOR_HARVEST_US``, then every that long) while
-    ``harvest_left``, the reports harvests may still add, is above 0: at
-    most as many as the round's batch had.  ``at_ns``: the earlier of
-    ``flush_at`` and ``harvest_at``, so that one comparison per delivery
-    tells whether either may be due.  Each is :data:`NEVER` while off.
-    The knobs are the reactor's, given once: ``budget_ns`` and
-    ``harvest_ns`` (0: off) and ``drain_chunk`` (0: off).
+    The knobs, given once: ``budget_ns`` (``CWIST_REACTOR_ROUND_BUDGET_US``),
+    ``harvest_ns`` (``CWIST_REACTOR_HARVEST_US``) and ``drain_chunk``
+    (``CWIST_REACTOR_DRAIN_CHUNK``), each 0 when off.  What they make due:
+    ``drain_at``, the count of callbacks after which the posts drain next
+    (every ``drain_chunk``); ``flush_at``, the clock value (ns) past which
+    the re-arms queued since the last submit are submitted (the round
+    budget, then every budget); ``harvest_at``, the clock value from which
+    the next harvest is due (every ``harvest_ns``) while ``harvest_left``,
+    the reports harvests may still add, is above 0: at most as many as the
+    round's batch had.  ``at_ns``: the earlier of ``flush_at`` and
+    ``harvest_at``, so that one comparison per delivery tells whether either
+    may be due.  Each is :data:`NEVER` while off.  ``clocked``: the budget or
+    harvesting is on; only then do the clock values move, and a round start
+    them (:meth:`start`).
     """
 
     __slots__ = (
@@ -186,21 +194,25 @@ class Due:
         "harvest_at",
         "harvest_left",
         "at_ns",
-        "_budget_ns",
-        "_harvest_ns",
-        "_drain_chunk",
+        "budget_ns",
+        "harvest_ns",
+        "drain_chunk",
+        "first_drain",
+        "clocked",
     )
 
     def __init__(self, budget_ns: int = 0, harvest_ns: int = 0, drain_chunk: int = 0):
-        self._budget_ns = budget_ns
-        self._harvest_ns = harvest_ns
-        self._drain_chunk = drain_chunk
-        self.start(0, 0)
+        self.budget_ns = budget_ns
+        self.harvest_ns = harvest_ns
+        self.drain_chunk = drain_chunk
+        self.first_drain = self.drain_at = drain_chunk or NEVER
+        self.clocked = bool(budget_ns or harvest_ns)
+        self.flush_at = self.harvest_at = self.at_ns = NEVER
+        self.harvest_left = 0
 
     def start(self, start_ns: int, harvest_left: int) -> None:
-        """Begin a round that started at ``start_ns`` with ``harvest_left`` events (one Due per reactor)."""
-        budget_ns, harvest_ns = self._budget_ns, self._harvest_ns
-        self.drain_at = self._drain_chunk or NEVER
+        """Begin a round that started at ``start_ns`` with ``harvest_left`` events (when ``clocked``)."""
+        budget_ns, harvest_ns = self.budget_ns, self.harvest_ns
         self.flush_at = flush_at = start_ns + budget_ns if budget_ns else NEVER
         self.harvest_at = harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
         self.harvest_left = harvest_left if harvest_ns else 0
@@ -242,6 +254,8 @@ class Reactor:
         self._order = policies.create(
             policy or self.config.policy, self.config.age_from, self.config.tail_us * 1000
         )
+        # Backend order all round (policies/__init__.py): the reactor walks the batch itself.
+        self._walk = getattr(self._order, "in_backend_order", False)
         if backend is None or isinstance(backend, str):
             backend = create_backend(backend or self.config.backend, ring_entries=self.config.uring_entries)
         self.backend = backend
@@ -257,17 +271,14 @@ class Reactor:
         self._in_round = False  # run_once is running (R22: it must not nest)
         self._arms_since_flush = 0
         self._state = RoundState()
-        # Policy knobs, in ns, read once: the round does not re-parse config.
+        # The policy's knobs, read once: the round does not re-parse config.
         self._tail_ns = self.config.tail_us * 1000
-        self._budget_ns = self.config.round_budget_us * 1000
-        self._drain_chunk = self.config.drain_chunk
+        self._age_from = self.config.age_from  # the stamp age counts from (dispatch.py)
         # Harvesting mid-round: only on a backend that can take what is ready now.
         self._harvest_from = getattr(backend, "harvest", None)
-        self._harvest_ns = self.config.harvest_us * 1000 if callable(self._harvest_from) else 0
-        self._age_from = self.config.age_from  # the stamp age counts from (dispatch.py)
-        # The work due between deliveries: one, reset every round (the order is made above).
-        self._sweep = policies.BackendOrder()  # what the policy left READY, in backend order
-        self._due = Due(self._budget_ns, self._harvest_ns, self._drain_chunk)
+        harvest_ns = self.config.harvest_us * 1000 if callable(self._harvest_from) else 0
+        # The work due between deliveries and its knobs: one, reset every round.
+        self._due = Due(self.config.round_budget_us * 1000, harvest_ns, self.config.drain_chunk)
         self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
         # A backend may offer rearm(): arm from inside the callback of the event
         # just reported for that fd, which it may do cheaper (epoll: no
@@ -280,6 +291,8 @@ class Reactor:
 
             probe = LatencyProbe(backend=self.backend_name, worker=worker, config=self.config)
         self.probe = probe
+        # Whether a round reads the clock before each delivery for the reactor's own needs.
+        self._timed = self._due.clocked or probe is not None
 
     # -- introspection ----------------------------------------------------------
     @property
@@ -394,6 +407,8 @@ class Reactor:
                 self.backend.arm(fd, direction, ev)
             old = self._armed.get(ev.key)
             if old is not None:
+                if old.state == READY:
+                    self._state.dropped += 1
                 old.state = CANCELLED
         self._armed[ev.key] = ev
         self._arms_since_flush += 1
@@ -417,6 +432,8 @@ class Reactor:
             if direction & d:
                 ev = self._armed.pop(key_of(fd, d), None)
                 if ev is not None:
+                    if ev.state == READY:
+                        self._state.dropped += 1  # one entry of the batch the round will not run
                     ev.state = CANCELLED
                     n += 1
                 # Tell the backend even when nothing is armed: one that keeps
@@ -577,63 +594,70 @@ class Reactor:
             start = state.start_ns
             self.probe.round(len(batch) - len(left), self.clock() - start if start else 0)
         state.batch = left
+        state.dropped = 0
 
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
         """Step 5: next event, take it, run it, until the round has none left; return how many ran.
 
-        The order of delivery is the policy's (:mod:`tailreactor.policies`).
-        What the reactor keeps whatever the policy: an event the policy gives
-        that is no longer ``READY`` (it ran, or an earlier callback disarmed
-        it) is skipped; when the policy has nothing left and fewer callbacks
-        ran than the batch holds, the batch is walked once more in backend
-        order (``_sweep``), so an event still ``READY`` runs all the same.
-        Before each delivery the clock is read (when something needs it:
-        the policy, the round budget, harvesting or the probe; else "now"
-        stays the round start), and one comparison tells whether anything
-        else is due (:class:`Due`): the drain chunk and a harvest
-        (:meth:`_between`), or the submit of the re-arms queued since the
-        last one, once the round has run past its budget.
+        The order is the policy's (:mod:`tailreactor.policies`), asked with
+        ``next`` before each delivery; a policy in backend order all round
+        (``in_backend_order``) is asked nothing: the reactor walks the batch
+        itself, a cursor over it (``walk``).  What the reactor keeps whatever
+        the policy: an event given that is no longer ``READY`` (it ran, or an
+        earlier callback disarmed it) is skipped; when the policy has nothing
+        left while an event of the batch is still ``READY`` (fewer callbacks
+        ran and events were dropped than the batch holds,
+        :class:`RoundState`), the reactor walks the batch once more (the
+        sweep), so that event runs all the same.  The clock is read before
+        each delivery only when something needs it (the policy, the round
+        budget, harvesting or the probe; else "now" stays the round start),
+        and one comparison tells whether anything else is due
+        (:class:`Due`, :meth:`_between`).
         """
         order = self._order
-        order.start(batch)
+        walk = self._walk
+        if not walk:
+            order.start(batch)
         due = self._due
-        due.start(round_start, len(batch))
+        due.drain_at = drain_at = due.first_drain
+        if due.clocked:
+            due.start(round_start, len(batch))
+        at = due.at_ns
+        timed = self._timed or order.reads_clock
         probe = self.probe
         clock = self.clock
-        timed = order.reads_clock or self._budget_ns > 0 or self._harvest_ns > 0 or probe is not None
         counters = self.counters
         armed = self._armed
+        events = iter(batch)  # the walk's cursor (a list's iterator reaches what joins its end)
         ran = 0
         now = round_start
-        swept = False
+        elevated = False
         try:
             while True:
                 if timed:
                     now = clock()
-                ev = order.next(now)
+                if walk:
+                    ev = next(events, None)
+                else:
+                    ev = order.next(now)
+                    elevated = order.elevated
                 if ev is None:
-                    if not swept and ran < len(batch):
-                        # The policy has nothing left but the batch may: walk it in backend order.
-                        order, swept = self._sweep, True
-                        order.start(batch)
+                    if not walk and ran + self._state.dropped < len(batch):
+                        walk, events, elevated = True, iter(batch), False  # the sweep: one is READY
                         continue
-                elif ev.state != READY:
+                    if ran != drain_at or not self._between(due, None, now, ran, None):
+                        break  # the round is over
+                    drain_at = due.drain_at
+                    continue  # posts ran after the last callback: they may have made events ready
+                if ev.state != READY:
                     continue  # it ran, or an earlier callback disarmed it: never twice, never cancelled
-                if now >= due.at_ns or ran == due.drain_at:  # something is due
-                    if (ran == due.drain_at or now >= due.harvest_at) and self._between(
-                        due, order, now, ran, ev
-                    ):
-                        continue  # posts ran or events joined: ask the order again
-                    if now > due.flush_at and ev is not None and self._arms_since_flush:
-                        # Past the round budget: submit the re-arms queued since the last submit.
-                        if self.backend.flush():
-                            counters.round_budget_flushes += 1
-                        self._arms_since_flush = 0
-                        due.flush_at = now + self._budget_ns
-                        due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
-                if ev is None:
-                    break
-                elevated = order.elevated
+                if now >= at or ran == drain_at:  # something may be due
+                    again = self._between(due, None if walk else order, now, ran, ev)
+                    at, drain_at = due.at_ns, due.drain_at
+                    if again:  # posts ran or events joined: ask again (the policy was told: again())
+                        if walk:
+                            events = chain((ev,), events)  # ev first again
+                        continue
                 # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                 ev.state = DONE
                 del armed[ev.key]
@@ -659,41 +683,50 @@ class Reactor:
         finally:
             self._late = False
             self._running = None  # the last one holds its callback, and so its owner, alive
-            if swept:
-                # The sweep is not started every round as the policy is: it lets go of this
-                # round's events now, which would keep their callbacks' owners alive.
-                self._sweep.start([])
             counters.dispatched += ran
         return ran
 
     def _between(self, due: Due, order, now: int, ran: int, ev: Event | None) -> bool:
-        """The drain chunk and the harvest, if due before delivering ``ev`` (None: the round is over).
+        """What is due before delivering ``ev`` (None: the round is over); True: ask the order again.
 
         After every ``drain_chunk``-th callback, the posts queued so far
         (outside any callback: ``dispatch_late()`` is false and nothing is
         re-armed in place); else, if an event is to follow and its time has
-        come, a harvest (:meth:`_harvest`).  Returns True when either ran:
-        ``ev`` is given back (the policy's ``again()``)
-        and the caller reads the clock and asks the order again.  The third
-        thing due, the submit of queued re-arms, is :meth:`_dispatch`'s own.
+        come, a harvest (:meth:`_harvest`); else, past the round budget, the
+        submit of the re-arms queued since the last one.  When posts ran or
+        a harvest did, ``ev`` is given back (the policy's ``again()``;
+        ``order`` is None while the reactor walks the batch itself, and the
+        caller steps its cursor back) and the caller asks again.
         """
         if ran == due.drain_at:
-            due.drain_at += self._drain_chunk
+            due.drain_at += due.drain_chunk
             if self._posts.pending():
                 self._late = False
                 self._running = None
                 self.counters.drain_chunk_drains += 1
-                if ev is not None:
+                if ev is not None and order is not None:
                     order.again()
                 self._drain_posts()
                 return True
-        if ev is None or now < due.harvest_at or due.harvest_left <= 0:
+        if ev is None:
             return False
-        order.again()
-        due.harvest_left -= self._harvest(order, now, due.harvest_left)
-        due.harvest_at = now + self._harvest_ns if due.harvest_left > 0 else NEVER
+        if now >= due.harvest_at and due.harvest_left > 0:
+            if order is not None:
+                order.again()
+            due.harvest_left -= self._harvest(order, now, due.harvest_left)
+            due.harvest_at = now + due.harvest_ns if due.harvest_left > 0 else NEVER
+            again = True
+        elif now > due.flush_at and self._arms_since_flush:
+            # Past the round budget: submit the re-arms queued since the last submit.
+            if self.backend.flush():
+                self.counters.round_budget_flushes += 1
+            self._arms_since_flush = 0
+            due.flush_at = now + due.budget_ns
+            again = False  # nothing joined: deliver ev
+        else:
+            return False
         due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
-        return True
+        return again
 
     def _harvest(self, order, now: int, limit: int) -> int:
         """Take what the backend has ready now (at most ``limit`` reports) into the round's batch.
@@ -701,7 +734,8 @@ class Reactor:
         Returns how many reports the backend gave.  They are stamped ready
         ``now`` and appended as step 3 does (``RoundState.reaped`` holds them
         until then: interrupts.py), and ``order`` walks them too
-        (the policy's ``add()``).  An event re-armed in place
+        (the policy's ``add()``; None while the reactor walks the batch
+        itself, whose cursor reaches them in turn).  An event re-armed in place
         (:meth:`arm`) earlier in this round and ready again is the same
         object as an entry of the batch: that entry, of its earlier arming,
         gives way to :data:`_GONE`, so the walk meets the event only at its
@@ -718,7 +752,8 @@ class Reactor:
             for j in range(n):
                 if id(batch[j]) in joining:
                     batch[j] = _GONE
-            order.add(joined)
+            if order is not None:
+                order.add(joined)
             self.counters.harvested += len(joined)
         self.counters.harvests += 1
         return len(reaped)

@@ -17,7 +17,12 @@ reactor, reused round after round:
   ahead for its age: ``dispatch_late()`` is true during its callback and
   ``tail_elevations`` counts it (only ``age`` elevates);
 * ``reads_clock`` (attribute): False when ``next`` ignores ``now_ns``, so the
-  reactor need not read the clock for it.
+  reactor need not read the clock for it;
+* ``in_backend_order`` (attribute, optional, read once when the reactor is
+  made; absent is False): True when the order is the batch's own all round
+  (``backend``; ``age`` and ``lifo`` with ``TAIL_US=0``).  The reactor then
+  walks the batch itself, a cursor over it, and calls none of the methods
+  above: the cost of backend order is the reactor's walk alone.
 
 A policy only reads: the batch, the events' stamps (``armed_ns``,
 ``ready_ns``), their ``state`` and ``hint`` (what the owner says about its

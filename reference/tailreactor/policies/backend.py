@@ -21,6 +21,7 @@ class BackendOrder:
 
     name = "backend"
     reads_clock = False  # next() ignores now_ns: the reactor need not read the clock for it
+    in_backend_order = True  # so the reactor walks the batch itself and calls none of the methods below
     __slots__ = ("_batch", "_i", "elevated")
 
     def __init__(self, age_from: str = "arm", threshold_ns: int = 0):

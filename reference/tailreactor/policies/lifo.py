@@ -52,6 +52,7 @@ class AdaptiveLifo:
         "_lifo",
         "_sorted",
         "reads_clock",
+        "in_backend_order",
     )
     elevated = False  # never: newest first is not a promotion for lateness
     _stamp: Callable  # the stamp AGE_FROM names (oldest.STAMP)
@@ -65,6 +66,7 @@ class AdaptiveLifo:
         self._stamp = stamp
         self._threshold = threshold_ns
         self.reads_clock = threshold_ns > 0  # with TAIL_US=0 the queue is never old
+        self.in_backend_order = not threshold_ns  # ... and the order is the backend's
         self.start([])
 
     def start(self, batch: list) -> None:

@@ -39,6 +39,7 @@ class SortedOrder:
 
     name = "sorted"
     reads_clock = False
+    in_backend_order = False
     __slots__ = ("key", "_order", "_i", "elevated")
 
     def __init__(self, age_from: str = "arm", threshold_ns: int = 0):
