@@ -24,13 +24,21 @@ steps, in this order:
 5. **Dispatch** the batch in the order the dispatch policy chooses
    (:mod:`tailreactor.policies`, ``CWIST_REACTOR_POLICY``: age-based by
    default, :mod:`tailreactor.dispatch`).  The reactor takes each event the
-   policy gives, skips one no longer ``READY``, and runs in backend order
-   what is still ``READY`` when the policy has nothing left, so every event
-   of the batch runs once whatever the order.  Between
-   callbacks: the round-budget check (once the round has run longer than
+   policy gives, skips one no longer ``READY``, and, when the policy has
+   nothing left while an event of the batch is still ``READY`` (the
+   callbacks run and the events dropped since the batch was kept count
+   fewer than its entries: :class:`RoundState`), walks the batch once more
+   (the sweep), so every event of the batch runs once whatever the order.
+   A policy in backend order all round (``in_backend_order``: ``backend``,
+   or ``TAIL_US=0``) is asked nothing: the reactor walks the batch itself.
+   Between callbacks: the round-budget check (once the round has run longer than
    ``CWIST_REACTOR_ROUND_BUDGET_US``, submit the queued re-arms, and again
    every budget after that), the harvest (below) and the drain chunk (run
-   posts every ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).
+   posts every ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).  A round does only
+   what its knobs turn on: the clock is read before each delivery only when
+   the policy, the budget, harvesting or the probe reads it (else "now"
+   stays the round start), and one comparison per delivery tells whether
+   any of that work is due (:class:`Due`).
 
 Harvesting mid-round (``CWIST_REACTOR_HARVEST_US`` > 0, beyond CWIST)
 --------------------------------------------------------------------
@@ -251,11 +259,9 @@ class Reactor:
     ):
         self.config = config if config is not None else _config.load()
         # The order of delivery, made first: a policy that cannot be made leaves no backend open.
-        self._order = policies.create(
+        order = policies.create(
             policy or self.config.policy, self.config.age_from, self.config.tail_us * 1000
         )
-        # Backend order all round (policies/__init__.py): the reactor walks the batch itself.
-        self._walk = getattr(self._order, "in_backend_order", False)
         if backend is None or isinstance(backend, str):
             backend = create_backend(backend or self.config.backend, ring_entries=self.config.uring_entries)
         self.backend = backend
@@ -291,8 +297,20 @@ class Reactor:
 
             probe = LatencyProbe(backend=self.backend_name, worker=worker, config=self.config)
         self.probe = probe
-        # Whether a round reads the clock before each delivery for the reactor's own needs.
-        self._timed = self._due.clocked or probe is not None
+        self._use(order)
+
+    def _use(self, order) -> None:
+        """Deliver in the order of the policy object ``order``, and derive once what a round reads of it.
+
+        ``_walk``: the order is the backend's all round (``in_backend_order``,
+        policies/__init__.py), so the reactor walks the batch itself and asks
+        the policy nothing.  ``_timed``: a round reads the clock before each
+        delivery, because the policy, the round budget, harvesting or the
+        probe reads it.
+        """
+        self._order = order
+        self._walk = walk = getattr(order, "in_backend_order", False)
+        self._timed = self._due.clocked or self.probe is not None or (not walk and order.reads_clock)
 
     # -- introspection ----------------------------------------------------------
     @property
@@ -597,22 +615,11 @@ class Reactor:
         state.dropped = 0
 
     def _dispatch(self, batch: list[Event], round_start: int) -> int:
-        """Step 5: next event, take it, run it, until the round has none left; return how many ran.
+        """Step 5 (module docstring): next event, take it, run it, until none is left; return how many ran.
 
-        The order is the policy's (:mod:`tailreactor.policies`), asked with
-        ``next`` before each delivery; a policy in backend order all round
-        (``in_backend_order``) is asked nothing: the reactor walks the batch
-        itself, a cursor over it (``walk``).  What the reactor keeps whatever
-        the policy: an event given that is no longer ``READY`` (it ran, or an
-        earlier callback disarmed it) is skipped; when the policy has nothing
-        left while an event of the batch is still ``READY`` (fewer callbacks
-        ran and events were dropped than the batch holds,
-        :class:`RoundState`), the reactor walks the batch once more (the
-        sweep), so that event runs all the same.  The clock is read before
-        each delivery only when something needs it (the policy, the round
-        budget, harvesting or the probe; else "now" stays the round start),
-        and one comparison tells whether anything else is due
-        (:class:`Due`, :meth:`_between`).
+        The next event is the policy's ``next``, or, while ``walk`` (backend
+        order, and the sweep), the batch's own next, a cursor the reactor
+        keeps itself (a list's iterator: it reaches what a harvest appends).
         """
         order = self._order
         walk = self._walk
@@ -623,11 +630,8 @@ class Reactor:
         if due.clocked:
             due.start(round_start, len(batch))
         at = due.at_ns
-        timed = self._timed or order.reads_clock
+        timed = self._timed
         probe = self.probe
-        clock = self.clock
-        counters = self.counters
-        armed = self._armed
         events = iter(batch)  # the walk's cursor (a list's iterator reaches what joins its end)
         ran = 0
         now = round_start
@@ -635,7 +639,7 @@ class Reactor:
         try:
             while True:
                 if timed:
-                    now = clock()
+                    now = self.clock()
                 if walk:
                     ev = next(events, None)
                 else:
@@ -660,9 +664,9 @@ class Reactor:
                         continue
                 # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                 ev.state = DONE
-                del armed[ev.key]
+                del self._armed[ev.key]
                 if elevated:
-                    counters.tail_elevations += 1
+                    self.counters.tail_elevations += 1
                 if probe is not None:
                     # Before the callback: a re-arm from it re-stamps this Event.
                     queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
@@ -679,11 +683,11 @@ class Reactor:
                     )
                 finally:
                     if probe is not None:
-                        probe.dispatch(queued_ns, ready_for_ns, clock() - now, elevated)
+                        probe.dispatch(queued_ns, ready_for_ns, self.clock() - now, elevated)
         finally:
             self._late = False
             self._running = None  # the last one holds its callback, and so its owner, alive
-            counters.dispatched += ran
+            self.counters.dispatched += ran
         return ran
 
     def _between(self, due: Due, order, now: int, ran: int, ev: Event | None) -> bool:
