@@ -632,7 +632,7 @@ class Reactor:
         at = due.at_ns
         timed = self._timed
         probe = self.probe
-        events = iter(batch)  # the walk's cursor (a list's iterator reaches what joins its end)
+        events = cursor = iter(batch)  # the walk (a list's iterator reaches what joins its end)
         ran = 0
         now = round_start
         elevated = False
@@ -647,7 +647,9 @@ class Reactor:
                     elevated = order.elevated
                 if ev is None:
                     if not walk and ran + self._state.dropped < len(batch):
-                        walk, events, elevated = True, iter(batch), False  # the sweep: one is READY
+                        # The sweep: an event of the batch is still READY; walk the batch again.
+                        walk, elevated = True, False
+                        events = cursor = iter(batch)
                         continue
                     if ran != drain_at or not self._between(due, None, now, ran, None):
                         break  # the round is over
@@ -660,7 +662,7 @@ class Reactor:
                     at, drain_at = due.at_ns, due.drain_at
                     if again:  # posts ran or events joined: ask again (the policy was told: again())
                         if walk:
-                            events = chain((ev,), events)  # ev first again
+                            events = chain((ev,), cursor)  # ev first again, then the rest of the batch
                         continue
                 # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                 ev.state = DONE
