@@ -12,9 +12,9 @@ import pytest
 from http_helpers import Pump, connect, get, only_connection, read_responses
 from tailreactor import READ, Reactor
 from tailreactor.config import ConfigError, knob, load
-from tailreactor.dispatch import DeliveryOrder
 from tailreactor.http import Listener
 from tailreactor.policies import POLICIES, BackendOrder
+from tailreactor.policies.age import DeliveryOrder
 
 
 def test_the_knob_accepts_exactly_the_shipped_policies_and_defaults_to_age():

@@ -21,43 +21,19 @@ steps, in this order:
 3. **Stamp** every reaped event with ``ready_ns`` (one clock read per round)
    and append it to the round's batch.
 4. **Fire due timers** (those armed before this pass).
-5. **Dispatch** the batch in the order the dispatch policy chooses
+5. **Dispatch** the batch (:class:`tailreactor.dispatch.Dispatch`, a base
+   class of the reactor) in the order the dispatch policy chooses
    (:mod:`tailreactor.policies`, ``CWIST_REACTOR_POLICY``: age-based by
-   default, :mod:`tailreactor.dispatch`).  The reactor takes each event the
-   policy gives, skips one no longer ``READY``, and, when the policy has
-   nothing left while an event of the batch is still ``READY`` (the
-   callbacks run and the events dropped since the batch was kept count
-   fewer than its entries: :class:`RoundState`), walks the batch once more
-   (the sweep), so every event of the batch runs once whatever the order.
-   A policy in backend order all round (``in_backend_order``: ``backend``,
-   or ``TAIL_US=0``) is asked nothing: the reactor walks the batch itself.
-   Between callbacks: the round-budget check (once the round has run longer than
+   default, :mod:`tailreactor.policies.age`).  The reactor takes each event
+   the policy gives, skips one no longer ``READY``, and runs in backend
+   order what the policy left ``READY`` (the sweep), so every event of the
+   batch runs once whatever the order.  Between callbacks: the round-budget
+   check (once the round has run longer than
    ``CWIST_REACTOR_ROUND_BUDGET_US``, submit the queued re-arms, and again
-   every budget after that), the harvest (below) and the drain chunk (run
-   posts every ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).  A round does only
-   what its knobs turn on: the clock is read before each delivery only when
-   the policy, the budget, harvesting or the probe reads it (else "now"
-   stays the round start), and one comparison per delivery tells whether
-   any of that work is due (:class:`Due`).
-
-Harvesting mid-round (``CWIST_REACTOR_HARVEST_US`` > 0, beyond CWIST)
---------------------------------------------------------------------
-Age-based dispatch reorders only the events of the round's batch: an event
-that becomes ready just after the wait returned waits for the whole round,
-however long ago it was armed.  With harvesting on, once the round has run
-``HARVEST_US`` and again every ``HARVEST_US`` after that, before the next
-delivery (while the round has events left) the reactor takes what is ready
-now without blocking (``backend.harvest``: io_uring peeks its completion
-queue, epoll and selectors poll with timeout 0) and stamps it into the batch
-as step 3 does, ready at that clock value: in backend order those events
-follow the round's own, and the age order is rebuilt over the events left
-(:meth:`tailreactor.dispatch.AgeOrder.add`), so one armed long ago runs
-before every event of the round not yet aged.  Bounds: a round takes at most
-as many events by harvesting as its wait returned (it at most doubles, so
-callbacks that keep events ready cannot keep it alive); timers still fire
-once per round, in step 4, and posts drain as above.  A harvested event has
-left the backend (one-shot): the next wait does not report it again.  A
-backend without ``harvest`` is never harvested.
+   every budget after that), the harvest (``CWIST_REACTOR_HARVEST_US``,
+   dispatch.py) and the drain chunk (run posts every
+   ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).  A round does only what its
+   knobs turn on (dispatch.py).
 
 The batch belongs to the reactor (:class:`RoundState`), not to the round's
 stack.  An event in it is the round's while it is ``READY``; the dispatch
@@ -86,13 +62,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from itertools import chain
 
 from . import config as _config
 from . import policies
 from .backends import READ, WRITE, create_backend
-from .backends.base import direction_name, key_of, not_open_error
-from .dispatch import NEVER
+from .backends.base import key_of, not_open_error
+from .dispatch import Dispatch, Due
 from .events import ARMED, CANCELLED, DONE, READY, Event
 from .interrupts import carried_over
 from .posts import PostQueue
@@ -111,11 +86,6 @@ def _reentered(method: str) -> RuntimeError:
 
 
 __all__ = ["Reactor", "Counters", "READ", "WRITE"]
-
-#: Takes the place of a batch entry whose Event joined the batch again (a
-#: harvest found it re-armed in place and ready): never dispatched, never carried.
-_GONE = Event(-1, 0, None, None, 0)
-_GONE.state = CANCELLED
 
 
 class Counters:
@@ -177,57 +147,7 @@ class RoundState:
         self.dropped = 0
 
 
-class Due:
-    """When the work a round does between deliveries is next due (:meth:`Reactor._dispatch`).
-
-    The knobs, given once: ``budget_ns`` (``CWIST_REACTOR_ROUND_BUDGET_US``),
-    ``harvest_ns`` (``CWIST_REACTOR_HARVEST_US``) and ``drain_chunk``
-    (``CWIST_REACTOR_DRAIN_CHUNK``), each 0 when off.  What they make due:
-    ``drain_at``, the count of callbacks after which the posts drain next
-    (every ``drain_chunk``); ``flush_at``, the clock value (ns) past which
-    the re-arms queued since the last submit are submitted (the round
-    budget, then every budget); ``harvest_at``, the clock value from which
-    the next harvest is due (every ``harvest_ns``) while ``harvest_left``,
-    the reports harvests may still add, is above 0: at most as many as the
-    round's batch had.  ``at_ns``: the earlier of ``flush_at`` and
-    ``harvest_at``, so that one comparison per delivery tells whether either
-    may be due.  Each is :data:`NEVER` while off.  ``clocked``: the budget or
-    harvesting is on; only then do the clock values move, and a round start
-    them (:meth:`start`).
-    """
-
-    __slots__ = (
-        "drain_at",
-        "flush_at",
-        "harvest_at",
-        "harvest_left",
-        "at_ns",
-        "budget_ns",
-        "harvest_ns",
-        "drain_chunk",
-        "first_drain",
-        "clocked",
-    )
-
-    def __init__(self, budget_ns: int = 0, harvest_ns: int = 0, drain_chunk: int = 0):
-        self.budget_ns = budget_ns
-        self.harvest_ns = harvest_ns
-        self.drain_chunk = drain_chunk
-        self.first_drain = self.drain_at = drain_chunk or NEVER
-        self.clocked = bool(budget_ns or harvest_ns)
-        self.flush_at = self.harvest_at = self.at_ns = NEVER
-        self.harvest_left = 0
-
-    def start(self, start_ns: int, harvest_left: int) -> None:
-        """Begin a round that started at ``start_ns`` with ``harvest_left`` events (when ``clocked``)."""
-        budget_ns, harvest_ns = self.budget_ns, self.harvest_ns
-        self.flush_at = flush_at = start_ns + budget_ns if budget_ns else NEVER
-        self.harvest_at = harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
-        self.harvest_left = harvest_left if harvest_ns else 0
-        self.at_ns = flush_at if flush_at < harvest_at else harvest_at
-
-
-class Reactor:
+class Reactor(Dispatch):
     """An event reactor on one backend.  See the module docstring.
 
     Parameters
@@ -613,156 +533,6 @@ class Reactor:
             self.probe.round(len(batch) - len(left), self.clock() - start if start else 0)
         state.batch = left
         state.dropped = 0
-
-    def _dispatch(self, batch: list[Event], round_start: int) -> int:
-        """Step 5 (module docstring): next event, take it, run it, until none is left; return how many ran.
-
-        The next event is the policy's ``next``, or, while ``walk`` (backend
-        order, and the sweep), the batch's own next, a cursor the reactor
-        keeps itself (a list's iterator: it reaches what a harvest appends).
-        """
-        order = self._order
-        walk = self._walk
-        if not walk:
-            order.start(batch)
-        due = self._due
-        due.drain_at = drain_at = due.first_drain
-        if due.clocked:
-            due.start(round_start, len(batch))
-        at = due.at_ns
-        timed = self._timed
-        probe = self.probe
-        events = cursor = iter(batch)  # the walk (a list's iterator reaches what joins its end)
-        ran = 0
-        now = round_start
-        elevated = False
-        try:
-            while True:
-                if timed:
-                    now = self.clock()
-                if walk:
-                    ev = next(events, None)
-                else:
-                    ev = order.next(now)
-                    elevated = order.elevated
-                if ev is None:
-                    if not walk and ran + self._state.dropped < len(batch):
-                        # The sweep: an event of the batch is still READY; walk the batch again.
-                        walk, elevated = True, False
-                        events = cursor = iter(batch)
-                        continue
-                    if ran != drain_at or not self._between(due, None, now, ran, None):
-                        break  # the round is over
-                    drain_at = due.drain_at
-                    continue  # posts ran after the last callback: they may have made events ready
-                if ev.state != READY:
-                    continue  # it ran, or an earlier callback disarmed it: never twice, never cancelled
-                if now >= at or ran == drain_at:  # something may be due
-                    again = self._between(due, None if walk else order, now, ran, ev)
-                    at, drain_at = due.at_ns, due.drain_at
-                    if again:  # posts ran or events joined: ask again (the policy was told: again())
-                        if walk:
-                            events = chain((ev,), cursor)  # ev first again, then the rest of the batch
-                        continue
-                # Take the event, then run its callback (interrupts.py: nothing calls out in between).
-                ev.state = DONE
-                del self._armed[ev.key]
-                if elevated:
-                    self.counters.tail_elevations += 1
-                if probe is not None:
-                    # Before the callback: a re-arm from it re-stamps this Event.
-                    queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
-                # What arm() and dispatch_late() read about the callback running now.
-                self._late = elevated
-                self._running = ev
-                callback = ev.callback
-                ran += 1
-                try:
-                    callback(ev)
-                except Exception:  # noqa: BLE001 (a callback's error must not stop the round)
-                    self._callback_failed(
-                        "callback %r for fd %d (%s)", callback, ev.fd, direction_name(ev.direction)
-                    )
-                finally:
-                    if probe is not None:
-                        probe.dispatch(queued_ns, ready_for_ns, self.clock() - now, elevated)
-        finally:
-            self._late = False
-            self._running = None  # the last one holds its callback, and so its owner, alive
-            self.counters.dispatched += ran
-        return ran
-
-    def _between(self, due: Due, order, now: int, ran: int, ev: Event | None) -> bool:
-        """What is due before delivering ``ev`` (None: the round is over); True: ask the order again.
-
-        After every ``drain_chunk``-th callback, the posts queued so far
-        (outside any callback: ``dispatch_late()`` is false and nothing is
-        re-armed in place); else, if an event is to follow and its time has
-        come, a harvest (:meth:`_harvest`); else, past the round budget, the
-        submit of the re-arms queued since the last one.  When posts ran or
-        a harvest did, ``ev`` is given back (the policy's ``again()``;
-        ``order`` is None while the reactor walks the batch itself, and the
-        caller steps its cursor back) and the caller asks again.
-        """
-        if ran == due.drain_at:
-            due.drain_at += due.drain_chunk
-            if self._posts.pending():
-                self._late = False
-                self._running = None
-                self.counters.drain_chunk_drains += 1
-                if ev is not None and order is not None:
-                    order.again()
-                self._drain_posts()
-                return True
-        if ev is None:
-            return False
-        if now >= due.harvest_at and due.harvest_left > 0:
-            if order is not None:
-                order.again()
-            due.harvest_left -= self._harvest(order, now, due.harvest_left)
-            due.harvest_at = now + due.harvest_ns if due.harvest_left > 0 else NEVER
-            again = True
-        elif now > due.flush_at and self._arms_since_flush:
-            # Past the round budget: submit the re-arms queued since the last submit.
-            if self.backend.flush():
-                self.counters.round_budget_flushes += 1
-            self._arms_since_flush = 0
-            due.flush_at = now + due.budget_ns
-            again = False  # nothing joined: deliver ev
-        else:
-            return False
-        due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
-        return again
-
-    def _harvest(self, order, now: int, limit: int) -> int:
-        """Take what the backend has ready now (at most ``limit`` reports) into the round's batch.
-
-        Returns how many reports the backend gave.  They are stamped ready
-        ``now`` and appended as step 3 does (``RoundState.reaped`` holds them
-        until then: interrupts.py), and ``order`` walks them too
-        (the policy's ``add()``; None while the reactor walks the batch
-        itself, whose cursor reaches them in turn).  An event re-armed in place
-        (:meth:`arm`) earlier in this round and ready again is the same
-        object as an entry of the batch: that entry, of its earlier arming,
-        gives way to :data:`_GONE`, so the walk meets the event only at its
-        new place.
-        """
-        state = self._state
-        batch = state.batch
-        n = len(batch)
-        state.reaped = reaped = self._harvest_from(limit)
-        self._stamp(now)
-        if len(batch) > n:
-            joined = batch[n:]
-            joining = {id(ev) for ev in joined}
-            for j in range(n):
-                if id(batch[j]) in joining:
-                    batch[j] = _GONE
-            if order is not None:
-                order.add(joined)
-            self.counters.harvested += len(joined)
-        self.counters.harvests += 1
-        return len(reaped)
 
     def _callback_failed(self, what: str, *args) -> None:
         """Count and log the ``Exception`` a callback just raised (``what % args`` names it).

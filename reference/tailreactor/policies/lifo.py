@@ -21,7 +21,7 @@ at that time, the events still ``READY`` sorted by stamp (stable, once per
 round) and a look at the first one still ``READY``: aged, the rest of the
 round walks that order from its end; not yet, ``_check_at`` is its aging
 time.  Stamps are read when the order is built, from events still ``READY``,
-whose stamps are the round start's (tailreactor/dispatch.py, "What a port
+whose stamps are the round start's (age.py, "What a port
 must keep"); a harvest (:meth:`add`) builds it again.
 """
 
