@@ -12,6 +12,7 @@ import pytest
 from http_helpers import Pump, connect, get, only_connection, read_responses
 from tailreactor import READ, Reactor
 from tailreactor.config import ConfigError, knob, load
+from tailreactor.events import READY
 from tailreactor.http import Listener
 from tailreactor.policies import POLICIES, BackendOrder
 from tailreactor.policies.age import DeliveryOrder
@@ -183,3 +184,68 @@ def test_tail_zero_is_backend_order_all_round_and_the_shipped_backend_order_says
     assert BackendOrder.in_backend_order
     assert not POLICIES["oldest"]("arm", 0).in_backend_order
     assert not POLICIES["shortest"]("arm", 0).in_backend_order
+
+
+class _GivesFirstOnly:
+    """A policy that gives the first event of each round's batch and then nothing."""
+
+    name = "first-only"
+    reads_clock = False
+    elevated = False
+
+    def __init__(self, age_from="arm", threshold_ns=0):
+        self._batch: list = []
+
+    def start(self, batch):
+        self._batch = list(batch[:1])
+
+    def next(self, now_ns):
+        return self._batch.pop() if self._batch else None
+
+    def again(self):
+        pass
+
+    def add(self, events):
+        pass
+
+
+@pytest.mark.parametrize("how", ["disarm", "replace"])
+def test_the_sweep_counts_the_entries_a_callback_dropped_once_and_runs_what_is_left(backend_name, how):
+    """The reactor walks the batch again only when an entry can still be READY (callbacks run +
+    entries dropped < entries): here the first callback drops the second event (disarmed, or replaced
+    by a new arm of its fd, which is not in the batch), and the third, left READY by the policy, must
+    still run in the same round -- an entry counted twice would end the round without it."""
+    import socket
+
+    pairs = [socket.socketpair() for _ in range(3)]
+    fds = [a.fileno() for a, _ in pairs]
+    with Reactor(backend_name, config=load({}), policy=_GivesFirstOnly) as r:
+        ran: list[int] = []
+
+        def callback(ev):
+            ran.append(ev.fd)
+            if len(ran) == 1:
+                other = next(fd for fd in fds if fd not in ran and r.armed(fd, READ).state == READY)
+                if how == "disarm":
+                    r.disarm(other, READ)
+                else:
+                    r.arm(other, READ, callback)  # a new arming: the batch's entry is cancelled
+
+        try:
+            for fd in fds:
+                r.arm(fd, READ, callback)
+            for _, b in pairs:
+                b.send(b"x")
+            r.flush()
+            rounds = 0
+            while len(ran) < 2 and rounds < 3:
+                r.run_once(1.0)
+                rounds += 1
+            assert len(ran) == 2 and rounds == 1, (
+                f"{rounds} rounds ran {ran}: the sweep must run what is left"
+            )
+        finally:
+            for a, b in pairs:
+                r.disarm(a.fileno())
+                a.close()
+                b.close()
