@@ -45,8 +45,8 @@ import sys
 import time
 
 from tailreactor import READ
-from tailreactor.dispatch import AgeOrder
 from tailreactor.events import Event
+from tailreactor.policies.age import AgeOrder
 
 SHAPES = ("ascending", "8 runs", "shuffled")
 CASES = ("nothing aged", "all aged at once", "aged in 3 runs")

@@ -1,9 +1,9 @@
-"""Age-based dispatch against a brute-force oracle of its rule (dispatch.py), with Hypothesis.
+"""Age-based dispatch against a brute-force oracle of its rule (policies/age.py), with Hypothesis.
 
 The rule: before each delivery, if the oldest remaining ``READY`` event of the
 round's batch has aged (``now - stamp >= CWIST_REACTOR_TAIL_US``), it runs next,
 elevated (ties: backend order); else the next ``READY`` event in backend order
-runs, not elevated.  :class:`tailreactor.dispatch.AgeOrder` computes it faster
+runs, not elevated.  :class:`tailreactor.policies.age.AgeOrder` computes it faster
 (the batch sorted by stamp once per round, and a binary search over its
 stamps); these tests evaluate the rule itself at each delivery.
 
@@ -37,8 +37,9 @@ from hypothesis import strategies as st
 from tailreactor import READ, Config, Reactor
 from tailreactor.backends import create_backend
 from tailreactor.clock import ManualClock
-from tailreactor.dispatch import NEVER, AgeOrder
+from tailreactor.dispatch import NEVER
 from tailreactor.events import ARMED, CANCELLED, DONE, READY
+from tailreactor.policies.age import AgeOrder
 from tailreactor_conformance.harness import RecordingBackend
 
 BACKENDS = ["epoll", pytest.param("io_uring", marks=pytest.mark.io_uring)]  # as tests/conftest.py

@@ -1,5 +1,5 @@
 """Clause R21 over the walk: an interrupt at any bytecode of the order of delivery
-(``dispatch.DeliveryOrder``) and of the work between deliveries (``Reactor._between``)
+(``policies.age.DeliveryOrder``) and of the work between deliveries (``Dispatch._between``)
 loses no event.
 
 ``test_reactor_interrupts.py`` sweeps the round's own functions; this sweep adds the
@@ -23,6 +23,7 @@ from tailreactor import dispatch as dispatch_mod
 from tailreactor import reactor as reactor_mod
 from tailreactor.clock import ManualClock
 from tailreactor.config import Config
+from tailreactor.policies import age as age_mod
 from test_reactor_interrupts import Interrupter, _finish, _harvest_window
 
 WALK_TRACED = {
@@ -83,7 +84,7 @@ def _walk_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int,
     interrupter = Interrupter(
         k,
         WALK_TRACED,
-        {reactor_mod.__file__, dispatch_mod.__file__},
+        {reactor_mod.__file__, dispatch_mod.__file__, age_mod.__file__},
         skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
         active=lambda: state["after"],
     )

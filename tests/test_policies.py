@@ -12,9 +12,10 @@ import pytest
 from http_helpers import Pump, connect, get, only_connection, read_responses
 from tailreactor import READ, Reactor
 from tailreactor.config import ConfigError, knob, load
-from tailreactor.dispatch import DeliveryOrder
+from tailreactor.events import READY
 from tailreactor.http import Listener
 from tailreactor.policies import POLICIES, BackendOrder
+from tailreactor.policies.age import DeliveryOrder
 
 
 def test_the_knob_accepts_exactly_the_shipped_policies_and_defaults_to_age():
@@ -115,3 +116,136 @@ def test_the_http_layer_hints_the_requests_its_last_pass_served(make_reactor, pi
         assert conn.stats.passes == 1, "precondition: one pass served them all"
         assert reactor.armed(conn.fd, READ).hint == pipelined
     srv.close()
+
+
+class _AskNothing:
+    """A policy in backend order all round (``in_backend_order``) whose methods must not be called."""
+
+    name = "ask-nothing"
+    in_backend_order = True
+    reads_clock = True  # not read either: the reactor reads the clock only for its own knobs
+    elevated = False
+
+    def __init__(self, age_from="arm", threshold_ns=0):
+        pass
+
+    def start(self, batch):
+        raise AssertionError("start() called on a policy in backend order all round")
+
+    next = again = add = start
+
+
+@pytest.mark.parametrize("harvest_us", [0, 1], ids=["plain", "harvesting"])
+def test_a_policy_in_backend_order_all_round_is_asked_nothing_and_every_event_runs(backend_name, harvest_us):
+    """The reactor walks the batch itself (policies/__init__.py): no method of the policy runs, every
+    ready event runs once, in the order the backend reported it, those a harvest adds too."""
+    import socket
+
+    from tailreactor.clock import ManualClock
+
+    clock = ManualClock()
+    config = load({"CWIST_REACTOR_HARVEST_US": str(harvest_us), "CWIST_REACTOR_DRAIN_CHUNK": "1"})
+    pairs = [socket.socketpair() for _ in range(4)]
+    with Reactor(backend_name, config=config, clock=clock, policy=_AskNothing) as r:
+        ran: list[int] = []
+
+        def callback(ev):
+            ran.append(ev.fd)
+            clock.advance_us(10)
+            r.post(lambda _: None)  # a drain after every callback (DRAIN_CHUNK=1)
+            if len(ran) == 1:
+                pairs[3][1].send(b"x")  # ready mid-round: a harvest takes it
+
+        try:
+            for a, _ in pairs:
+                r.arm(a.fileno(), READ, callback)
+            for _, b in pairs[:3]:
+                b.send(b"x")
+            r.flush()
+            rounds = 0
+            while len(ran) < 4 and rounds < 50:
+                r.run_once(1.0)
+                rounds += 1
+            assert sorted(ran) == sorted(a.fileno() for a, _ in pairs), ran
+            assert len(set(ran)) == 4
+            if harvest_us:
+                assert r.counters.harvested >= 1, "precondition: the fourth joined by a harvest"
+        finally:
+            for a, b in pairs:
+                r.disarm(a.fileno())
+                a.close()
+                b.close()
+
+
+@pytest.mark.parametrize("name", ["age", "lifo"])
+def test_tail_zero_is_backend_order_all_round_and_the_shipped_backend_order_says_so(name):
+    assert POLICIES[name]("arm", 0).in_backend_order
+    assert not POLICIES[name]("arm", 1000).in_backend_order
+    assert BackendOrder.in_backend_order
+    assert not POLICIES["oldest"]("arm", 0).in_backend_order
+    assert not POLICIES["shortest"]("arm", 0).in_backend_order
+
+
+class _GivesFirstOnly:
+    """A policy that gives the first event of each round's batch and then nothing."""
+
+    name = "first-only"
+    reads_clock = False
+    elevated = False
+
+    def __init__(self, age_from="arm", threshold_ns=0):
+        self._batch: list = []
+
+    def start(self, batch):
+        self._batch = list(batch[:1])
+
+    def next(self, now_ns):
+        return self._batch.pop() if self._batch else None
+
+    def again(self):
+        pass
+
+    def add(self, events):
+        pass
+
+
+@pytest.mark.parametrize("how", ["disarm", "replace"])
+def test_the_sweep_counts_the_entries_a_callback_dropped_once_and_runs_what_is_left(backend_name, how):
+    """The reactor walks the batch again only when an entry can still be READY (callbacks run +
+    entries dropped < entries): here the first callback drops the second event (disarmed, or replaced
+    by a new arm of its fd, which is not in the batch), and the third, left READY by the policy, must
+    still run in the same round -- an entry counted twice would end the round without it."""
+    import socket
+
+    pairs = [socket.socketpair() for _ in range(3)]
+    fds = [a.fileno() for a, _ in pairs]
+    with Reactor(backend_name, config=load({}), policy=_GivesFirstOnly) as r:
+        ran: list[int] = []
+
+        def callback(ev):
+            ran.append(ev.fd)
+            if len(ran) == 1:
+                other = next(fd for fd in fds if fd not in ran and r.armed(fd, READ).state == READY)
+                if how == "disarm":
+                    r.disarm(other, READ)
+                else:
+                    r.arm(other, READ, callback)  # a new arming: the batch's entry is cancelled
+
+        try:
+            for fd in fds:
+                r.arm(fd, READ, callback)
+            for _, b in pairs:
+                b.send(b"x")
+            r.flush()
+            rounds = 0
+            while len(ran) < 2 and rounds < 3:
+                r.run_once(1.0)
+                rounds += 1
+            assert len(ran) == 2 and rounds == 1, (
+                f"{rounds} rounds ran {ran}: the sweep must run what is left"
+            )
+        finally:
+            for a, b in pairs:
+                r.disarm(a.fileno())
+                a.close()
+                b.close()

@@ -9,7 +9,7 @@ bytecode per trial (opcode tracing), on both backends, and check that every
 armed event (or timer) then runs exactly once, that no callback's state
 (``dispatch_late()``, the hot re-arm) is left behind, and that later rounds
 run normally.  The I/O sweep covers ``Reactor._round``, ``_stamp``,
-``_dispatch`` and ``_end_round`` once the wait has returned a batch, and in a
+``_dispatch`` (dispatch.py) and ``_end_round`` once the wait has returned a batch, and in a
 round that harvests (``CWIST_REACTOR_HARVEST_US``) ``_harvest`` and
 ``AgeOrder.add`` too.
 
@@ -35,6 +35,7 @@ from collections import Counter
 import pytest
 
 from tailreactor import READ, Reactor
+from tailreactor import dispatch as dispatch_mod
 from tailreactor import interrupts as interrupts_mod
 from tailreactor import posts as posts_mod
 from tailreactor import reactor as reactor_mod
@@ -107,14 +108,16 @@ def _finish(r: Reactor, pairs: list, rounds: int) -> None:
             b.close()
 
 
-def _window() -> set[int]:
-    """Line numbers (in reactor.py) of the two windows of the module docstring."""
+def _window() -> set[tuple[str, int]]:
+    """(function, line) of the two windows of the module docstring (dispatch.py, reactor.py)."""
     lines, first = inspect.getsourcelines(Reactor._dispatch)
     start = next(i for i, line in enumerate(lines) if line.strip() == "ev.state = DONE")
     end = next(i for i, line in enumerate(lines) if line.strip() == "callback(ev)")
     lines_r, first_r = inspect.getsourcelines(Reactor._round)
     wait = next(i for i, line in enumerate(lines_r) if "reaped = self.backend.wait(" in line)
-    return set(range(first + start + 1, first + end + 1)) | {first_r + wait}
+    return {("_dispatch", line) for line in range(first + start + 1, first + end + 1)} | {
+        ("_round", first_r + wait)
+    }
 
 
 def _trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int]:
@@ -141,8 +144,8 @@ def _trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int]:
     interrupter = Interrupter(
         k,
         TRACED,
-        {reactor_mod.__file__},
-        skip=lambda frame: frame.f_lineno in window,
+        {reactor_mod.__file__, dispatch_mod.__file__},
+        skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
         active=lambda: state["after"],
     )
     raised = interrupter.run(lambda: r.run_once(1.0))
@@ -179,16 +182,12 @@ HARVEST_TRACED = TRACED | {"_harvest", "add", "<listcomp>", "<setcomp>"}
 def _harvest_window() -> set[tuple[str, int]]:
     lines, first = inspect.getsourcelines(Reactor._harvest)
     take = next(i for i, line in enumerate(lines) if "= self._harvest_from(" in line)
-    return (
-        {("_harvest", first + take)}
-        | {("_dispatch", line) for line in _window()}
-        | {("_round", line) for line in _window()}
-    )
+    return {("_harvest", first + take)} | _window()
 
 
 def _harvest_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int]:
-    from tailreactor import dispatch as dispatch_mod
     from tailreactor.clock import ManualClock
+    from tailreactor.policies import age as age_mod
 
     clock = ManualClock()
     r = Reactor(backend, config=Config.default().replace(tail_us=tail_us, harvest_us=1), clock=clock)
@@ -223,7 +222,7 @@ def _harvest_trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, i
     interrupter = Interrupter(
         k,
         HARVEST_TRACED,
-        {reactor_mod.__file__, dispatch_mod.__file__},
+        {reactor_mod.__file__, dispatch_mod.__file__, age_mod.__file__},
         skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
         active=lambda: state["after"],
     )
@@ -511,8 +510,8 @@ def _double_trial(backend: str, j: int) -> tuple[bool, Counter, int]:
     interrupter = Interrupter(
         j,
         RECOVERY_TRACED,
-        {reactor_mod.__file__, interrupts_mod.__file__},
-        skip=lambda frame: frame.f_lineno in window,
+        {reactor_mod.__file__, dispatch_mod.__file__, interrupts_mod.__file__},
+        skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
         active=lambda: state["first"],
     )
 

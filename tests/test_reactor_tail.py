@@ -19,8 +19,9 @@ from limits import open_socketpairs
 from tailreactor import READ, Config, Reactor
 from tailreactor.backends import create_backend
 from tailreactor.clock import ManualClock
-from tailreactor.dispatch import NEVER, AgeOrder
+from tailreactor.dispatch import NEVER
 from tailreactor.events import ARMED, READY
+from tailreactor.policies.age import AgeOrder
 from tailreactor_conformance.harness import RecordingBackend
 
 T_US = 1000  # threshold used by these tests (us)

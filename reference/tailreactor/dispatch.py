@@ -1,138 +1,68 @@
-"""The dispatch order of one round: backend order, or age-based (tail-aware).
+"""Step 5 of a round, the dispatch: what the reactor keeps whatever the order of delivery.
 
 Role
 ----
-Given the batch a backend returned, decide which event runs next.  This is the
-policy the seed PR (CWIST #375) describes, made exact:
+:class:`Dispatch` is the part of :class:`tailreactor.reactor.Reactor` that
+runs step 5 of its round (reactor.py, "One round"): next event, take it, run
+it, until the round has none left.  The order is the policy's
+(:mod:`tailreactor.policies`); what holds whatever the policy is here, in
+the reactor: every event of the batch runs once (an event given that is no
+longer ``READY`` is skipped, and the sweep runs in backend order what the
+policy left ``READY``), each is taken before its callback (interrupts.py),
+and the round budget, the harvest and the drain chunk keep their times
+between deliveries (:class:`Due`).  It is a base class of the reactor, kept
+in a file of its own so that each file reads as one part of the
+specification; it reads and writes the reactor's fields annotated on the
+class, and calls the reactor's ``_stamp``, ``_drain_posts`` and
+``_callback_failed``.
 
-* **round-start scan**: events whose age is already ``>= CWIST_REACTOR_TAIL_US``
-  run first, oldest first; the rest keep backend order;
-* **per-delivery check**: before each callback, if a remaining event has aged
-  past the threshold behind slow earlier callbacks, it runs next (oldest first).
+A round does only what its knobs turn on.  A policy in backend order all
+round (``in_backend_order``) is asked nothing: the reactor walks the batch
+itself, a list's iterator (which reaches what a harvest appends).  The clock
+is read before each delivery only when the policy, the round budget,
+harvesting or the probe reads it; else "now" stays the round start.  The
+round budget's and the harvest's clock values are set per round only when
+one of them is on, and the drain chunk is a count compared per delivery.
+The sweep, a second walk of the batch, runs only when an entry can still be
+``READY``: the callbacks run and the entries dropped since the batch was kept
+(``RoundState.dropped``: disarmed or replaced while ``READY``) count fewer
+than the batch holds.  What each policy costs in instructions per request is
+in ``benchmarks/README.md`` ("Dispatch policies: instructions per request").
 
-Both are one rule -- "before each delivery, if the oldest remaining event is
-aged, run it; else run the next in backend order" -- because any event aged at
-round start is older than every event that was not.  An event run by that rule
-is *elevated*: ``dispatch_late()`` is true during its callback and
-``tail_elevations`` counts it.
-
-Runs of aged events
--------------------
-If the events remaining at time ``t`` that have aged are ``A``, the rule runs
-all of ``A``, oldest first, before anything else: each of them stays aged, and
-every other remaining event is younger than all of them (it had not aged at
-``t``).  So the reactor takes ``A`` as one *run* (:meth:`AgeOrder.take_aged`)
-and walks it with no check between deliveries, then asks again.  That
-matters under overload: when the server is a round behind, every event of a
-batch ages, one after another as they were armed, and a round is a few runs
-rather than one check per delivery.
-
-The walk
---------
-:class:`DeliveryOrder` is that rule as one object with one method: the
-reactor's dispatch is the loop "``next(now)``, take the event, run it".
-The reactor keeps one and begins each round with :meth:`DeliveryOrder.start`.
-``next`` walks the run being delivered, if any, else the batch in backend
-order, and skips what is no longer ``READY`` (it ran in a run, or an earlier
-callback disarmed it).  Between runs it compares ``now`` with the earliest
-time any remaining event not yet taken can have aged: at round start the
-aging time of the batch's oldest stamp, once the :class:`AgeOrder` is built
-its :attr:`AgeOrder.aged_at`; only past that time does it ask for a run.  The
-age order is built then, at the first delivery at which an event can have
-aged (or at a harvest): a round in which nothing ages never sorts.  A batch of
-one event is its own age order, and builds none (the one fast path,
-``DeliveryOrder._take_run``).  Once every event
-is taken, ``aged_at`` is :data:`NEVER`, the one value for "never" here (with
-the policy off, too: no event ever ages), and the backend-order walk ends.
-The walk only reads the batch: an event leaves it when the reactor takes it,
-so an interrupt inside ``next`` loses nothing (clause R21, interrupts.py).
-
-What a port must keep
----------------------
-* The order of one delivery: the run being walked first, then a new run if
-  ``now >= aged_at``, then backend order; skip what is not ``READY``.
-* The oldest stamp is read at round start, before the first callback.  The
-  age order, built later, may read the others then: a callback re-arms in
-  place only its own Event, no longer ``READY``, so every event the order
-  can still deliver has the stamp it had at round start.  An event that is
-  not ``READY`` may sort anywhere: it is skipped.
-* The sort is **stable**: ties keep backend order.  C's ``qsort``, Go's
-  ``sort.Slice`` and Rust's ``sort_unstable`` are not; sort by (stamp,
-  position in the batch) with them.
-* Aged events are a prefix of the batch sorted by stamp, so the cursor only
-  moves forward (below).
-* ``now - threshold`` and ``stamp + threshold``: with an unsigned clock the
-  first wraps while ``now < threshold``; any value of the second at or past
-  :data:`NEVER` must become :data:`LAST` (saturate the add, then clamp).
-
-Cost
-----
-Aged events are always a prefix of the batch sorted by stamp (age only
-grows), so a run is the next slice of that sorted batch, found by a binary
-search over its stamps, and the age-order cursor only moves forward.  Every
-round (when the policy is on), before any callback runs, the oldest stamp is
-found (one pass over the batch).  In a round where something can have aged,
-at the first such delivery:
-
-* the events are sorted by stamp (stable: ties keep backend order), and
-* the sorted stamps are copied into a list for the binary search.
-
-Every stamp is read then and never again by that order: a callback's re-arm
-in place (``Reactor.arm``) gives its Event a new stamp, and a stamp read
-later would unsort the order.  Then one comparison per delivery between
-runs, and one binary search and one slice per run.
-
-What this costs per event, by the order the stamps come in (io_uring's
-batches mostly come in age order, epoll's in a few ascending runs), is
-measured by ``benchmarks/age_order_cost.py`` and recorded in
-``benchmarks/README.md``.
-
-Events that join the round (harvesting)
----------------------------------------
-With ``CWIST_REACTOR_HARVEST_US`` on, the reactor may add events to the round
-between two deliveries: those ready since its wait, stamped ready then
-(``Reactor._harvest``).  They join the batch at its end, so in backend order
-they follow the round's events, and the rule above holds over the batch so
-grown: :meth:`DeliveryOrder.add` has :meth:`AgeOrder.add` rebuild the age
-order of the events still ``READY`` -- the run being walked, the ones not yet
-taken, and the new ones -- drops the run it was walking and asks for a new
-one at the next delivery.  An event
-armed long ago and ready only now is then aged at once and runs before every
-event of the round not yet aged; under ``AGE_FROM=ready`` a joined event is
-the youngest of the round.  The stamps of the events already in the order are
-the ones read at round start (kept in the sorted list), never read again.
-
-Which stamp is "age"
---------------------
-``CWIST_REACTOR_AGE_FROM=arm`` (default, CWIST's definition) measures from the
-arm stamp; ``ready`` from the moment the reactor reaped the batch.  They
-differ in two ways the seed ran into:
-
-* an idle keep-alive connection armed long ago is "aged" under ``arm`` the
-  moment a request arrives, although it waited for nothing but its client;
-* under constant load every event is re-armed right after its callback, so the
-  arm stamp is refreshed so often that events rarely cross 3500 us at delivery
-  -- the seed measured ~3-4 elevations per worker in 30 s while 100k+ queue
-  delays exceeded 5 ms.
-
-Under ``ready`` every event reaped in a round has the same stamp, so only
-the per-delivery check can elevate them (events stuck behind slow callbacks),
-and ties keep backend order.  Events carried over from a round cut short
-(clause R21) keep their older ``ready_ns``, lead the batch, and are elevated
-once aged.
+Harvesting mid-round (``CWIST_REACTOR_HARVEST_US`` > 0, beyond CWIST)
+--------------------------------------------------------------------
+Age-based dispatch reorders only the events of the round's batch: an event
+that becomes ready just after the wait returned waits for the whole round,
+however long ago it was armed.  With harvesting on, once the round has run
+``HARVEST_US`` and again every ``HARVEST_US`` after that, before the next
+delivery (while the round has events left) the reactor takes what is ready
+now without blocking (``backend.harvest``: io_uring peeks its completion
+queue, epoll and selectors poll with timeout 0) and stamps it into the batch
+as step 3 does, ready at that clock value: in backend order those events
+follow the round's own, and the age order is rebuilt over the events left
+(``add``: :meth:`tailreactor.policies.age.AgeOrder.add`), so one armed long ago runs
+before every event of the round not yet aged.  Bounds: a round takes at most
+as many events by harvesting as its wait returned (it at most doubles, so
+callbacks that keep events ready cannot keep it alive); timers still fire
+once per round, in step 4, and posts drain as below.  A harvested event has
+left the backend (one-shot): the next wait does not report it again.  A
+backend without ``harvest`` is never harvested.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Sequence
-from operator import attrgetter, itemgetter
+from collections.abc import Callable
+from itertools import chain
+from typing import Any
 
-from .events import READY
+from .backends.base import direction_name
+from .events import CANCELLED, DONE, READY, Event
+
+__all__ = ["NEVER", "LAST", "Due", "Dispatch"]
 
 #: "Never", the one sentinel of a round: ``aged_at`` when no event is left to
 #: take (the walk of the round ends on it), and every deadline of the round
-#: that is off (``Reactor._dispatch``).  2**63, one more than the largest
+#: that is off (``Dispatch._dispatch``).  2**63, one more than the largest
 #: signed 64-bit value, so no clock value reaches it.
 NEVER = 1 << 63
 #: The latest ``aged_at`` while an event is left: an aging time at or past
@@ -143,249 +73,236 @@ NEVER = 1 << 63
 #: (a saturated sum lands on NEVER itself).
 LAST = NEVER - 1
 
-#: The stamp each CWIST_REACTOR_AGE_FROM value counts age from.
-_STAMP = {"arm": attrgetter("armed_ns"), "ready": attrgetter("ready_ns")}
-_FIRST = itemgetter(0)
+#: Takes the place of a batch entry whose Event joined the batch again (a
+#: harvest found it re-armed in place and ready): never dispatched, never carried.
+_GONE = Event(-1, 0, None, None, 0)
+_GONE.state = CANCELLED
 
 
-def _aging_time(stamp_ns: int, threshold_ns: int) -> int:
-    """When an event stamped ``stamp_ns`` ages (ns), at most :data:`LAST`: never read as NEVER."""
-    return min(stamp_ns + threshold_ns, LAST)
+class Due:
+    """When the work a round does between deliveries is next due (:meth:`Dispatch._dispatch`).
 
-
-class AgeOrder:
-    """The age-ordered side of one round; see the module docstring.
-
-    ``batch`` is the round's events in backend order; ``age_from`` is
-    ``"arm"`` (age counts from ``armed_ns``) or ``"ready"`` (from
-    ``ready_ns``), as ``CWIST_REACTOR_AGE_FROM``; ``threshold_ns`` > 0.  An
-    event is *remaining* while its ``state`` is ``READY`` (events.py): once
-    it runs, or an earlier callback disarms it, it is not.  Ties between
-    equal stamps keep backend order.
-
-    ``aged_at`` (ns, public, read by the reactor between runs): no remaining
-    event that is not yet taken has aged before this clock value.  A lower
-    bound, not exact: the event it comes from may have run in backend order
-    since, and then :meth:`take_aged` at that time returns a run of events
-    that are no longer ``READY``, which the caller skips.  At most
-    :data:`LAST` while an event is left; :data:`NEVER` once none is.  Raises
-    ``ValueError`` for an ``age_from`` other than ``"arm"`` or ``"ready"``.
-    """
-
-    __slots__ = ("_by_age", "_sorted_stamps", "_threshold", "_k", "_run_start", "_stamp", "aged_at")
-
-    def __init__(self, batch: Sequence, age_from: str, threshold_ns: int):
-        self._threshold = threshold_ns
-        self._k = 0  # cursor in age order: everything before it is taken
-        self._run_start = 0  # where the latest run began: add() puts its rest back
-        stamp = _STAMP.get(age_from)
-        if stamp is None:
-            raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
-        self._stamp = stamp
-        # Every stamp is read here and never again (see "Cost" and "What a port must keep").
-        self._by_age = sorted(batch, key=stamp)
-        self._sorted_stamps = stamps = list(map(stamp, self._by_age))
-        self.aged_at = _aging_time(stamps[0], threshold_ns) if stamps else NEVER
-
-    def take_aged(self, now_ns: int) -> list:
-        """Every remaining event aged at ``now_ns`` (ns), oldest first: a run; ``[]`` if none.
-
-        The caller runs them in this order before any other event, and asks
-        again when the clock passes :attr:`aged_at` (module docstring, "Runs
-        of aged events").  A run may hold events that are no longer
-        ``READY`` (they ran in backend order, or were disarmed); the caller
-        skips those, as it skips them in backend order.
-        """
-        sorted_stamps, k = self._sorted_stamps, self._k
-        # Aged means stamp <= now - threshold; stamps ascend, so the run is a slice.
-        end = bisect_right(sorted_stamps, now_ns - self._threshold, k)
-        self._run_start = k
-        self._k = end
-        self.aged_at = _aging_time(sorted_stamps[end], self._threshold) if end < len(sorted_stamps) else NEVER
-        return self._by_age[k:end]
-
-    def add(self, events: list) -> None:
-        """Merge ``events``, which joined the round's batch at its end, into the age order.
-
-        Rebuilds the order from the events still ``READY`` of the latest run
-        on (the caller drops that run and asks :meth:`take_aged` again) plus
-        ``events``, by stamp; ties keep backend order, the round's own events
-        before the joined ones.  The joined events' stamps are read now, the
-        others' are the ones read at round start ("Events that join the
-        round" in the module docstring).
-        """
-        start = self._run_start
-        # An event re-armed in place (Reactor.arm) and joining again is a new arming:
-        # its entry from the earlier one goes.
-        joining = {id(ev) for ev in events}
-        kept = [
-            (stamp, ev)
-            for stamp, ev in zip(self._sorted_stamps[start:], self._by_age[start:])
-            if ev.state == READY and id(ev) not in joining
-        ]
-        stamp = self._stamp
-        merged = sorted(kept + [(stamp(ev), ev) for ev in events], key=_FIRST)  # stable
-        self._by_age = [ev for _, ev in merged]
-        self._sorted_stamps = stamps = [s for s, _ in merged]
-        self._k = self._run_start = 0
-        self.aged_at = _aging_time(stamps[0], self._threshold) if stamps else NEVER
-
-
-class DeliveryOrder:
-    """The order of delivery of a reactor's rounds: aged runs first, then backend order.
-
-    One per reactor, reused round after round; ``age_from`` and
-    ``threshold_ns`` are as :class:`AgeOrder`'s, and ``threshold_ns`` 0 is
-    backend order alone (``CWIST_REACTOR_TAIL_US=0``).  :meth:`start`
-    begins a round over ``batch``, the round's events in backend order (the
-    reactor's list: an event harvested mid-round joins it at its end, and
-    :meth:`add` is told).  Raises ``ValueError`` for an ``age_from`` other
-    than ``"arm"`` or ``"ready"``.
-
-    :meth:`next` gives the event to deliver next, and :attr:`elevated` says
-    whether it came from a run of aged events; :meth:`again` puts the event
-    it gave back, when the reactor did something else first (drained posts,
-    harvested).  See "The walk" in the module docstring.
-
-    The walk is over one sequence at a time, ``_seq[_i:_n]``: the batch, or
-    a run of aged events (:attr:`elevated` true), after which backend order
-    goes on from ``_resume``.  ``_check_at`` is the earliest time an event
-    not yet taken can have aged while walking the batch (the aging time of
-    the oldest stamp until the :class:`AgeOrder` is built, then
-    :attr:`AgeOrder.aged_at`) and :data:`NEVER` in a run, where no check is
-    made.  ``_age`` is the round's :class:`AgeOrder`, None until it is built.
+    The knobs, given once: ``budget_ns`` (``CWIST_REACTOR_ROUND_BUDGET_US``),
+    ``harvest_ns`` (``CWIST_REACTOR_HARVEST_US``) and ``drain_chunk``
+    (``CWIST_REACTOR_DRAIN_CHUNK``), each 0 when off.  What they make due:
+    ``drain_at``, the count of callbacks after which the posts drain next
+    (every ``drain_chunk``); ``flush_at``, the clock value (ns) past which
+    the re-arms queued since the last submit are submitted (the round
+    budget, then every budget); ``harvest_at``, the clock value from which
+    the next harvest is due (every ``harvest_ns``) while ``harvest_left``,
+    the reports harvests may still add, is above 0: at most as many as the
+    round's batch had.  ``at_ns``: the earlier of ``flush_at`` and
+    ``harvest_at``, so that one comparison per delivery tells whether either
+    may be due.  Each is :data:`NEVER` while off.  ``clocked``: the budget or
+    harvesting is on; only then do the clock values move, and a round start
+    them (:meth:`start`).
     """
 
     __slots__ = (
-        "_batch",
-        "_age_from",
-        "_stamp",
-        "_threshold",
-        "_age",
-        "_seq",
-        "_i",
-        "_n",
-        "_resume",
-        "_check_at",
-        "elevated",
-        "reads_clock",
+        "drain_at",
+        "flush_at",
+        "harvest_at",
+        "harvest_left",
+        "at_ns",
+        "budget_ns",
+        "harvest_ns",
+        "drain_chunk",
+        "first_drain",
+        "clocked",
     )
-    name = "age"  # CWIST_REACTOR_POLICY=age (tailreactor/policies)
-    _batch: Sequence  # the round's events in backend order; () once the round is over
-    _seq: Sequence  # the sequence walked now: the batch or a run
-    _age: AgeOrder | None  # built on first need (_age_order)
 
-    def __init__(self, age_from: str = "arm", threshold_ns: int = 0):
-        stamp = _STAMP.get(age_from)
-        if stamp is None:
-            raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
-        self._age_from = age_from
-        self._stamp = stamp
-        self._threshold = threshold_ns
-        #: Whether :meth:`next` reads ``now_ns`` (policies/__init__.py): only with the threshold on.
-        self.reads_clock = threshold_ns > 0
-        self._resume = 0
-        self.start([])
+    def __init__(self, budget_ns: int = 0, harvest_ns: int = 0, drain_chunk: int = 0):
+        self.budget_ns = budget_ns
+        self.harvest_ns = harvest_ns
+        self.drain_chunk = drain_chunk
+        self.first_drain = self.drain_at = drain_chunk or NEVER
+        self.clocked = bool(budget_ns or harvest_ns)
+        self.flush_at = self.harvest_at = self.at_ns = NEVER
+        self.harvest_left = 0
 
-    def start(self, batch: list) -> None:
-        """Begin a round over ``batch``: nothing of the previous round is kept.
+    def start(self, start_ns: int, harvest_left: int) -> None:
+        """Begin a round that started at ``start_ns`` with ``harvest_left`` events (when ``clocked``)."""
+        budget_ns, harvest_ns = self.budget_ns, self.harvest_ns
+        self.flush_at = flush_at = start_ns + budget_ns if budget_ns else NEVER
+        self.harvest_at = harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
+        self.harvest_left = harvest_left if harvest_ns else 0
+        self.at_ns = flush_at if flush_at < harvest_at else harvest_at
 
-        Reads the oldest stamp of the batch now, before any callback of the
-        round; the age order itself is built when the clock first reaches
-        that stamp's aging time (``_take_run``), or at a harvest (:meth:`add`).
+
+class Dispatch:
+    """Step 5 of :class:`tailreactor.reactor.Reactor`'s round (module docstring); a base class of it.
+
+    The reactor's fields it reads and writes are annotated below (reactor.py
+    sets them): the policy object and what the round derives from it
+    (``Reactor._use``), the work due between deliveries, the round's state,
+    the armed table and the callback running now.
+    """
+
+    _order: Any  # the policy object (tailreactor.policies)
+    _walk: bool  # the policy is in backend order all round: the reactor walks the batch itself
+    _timed: bool  # the clock is read before each delivery
+    _due: Due
+    _state: Any  # reactor.RoundState
+    _armed: dict
+    _late: bool
+    _running: Event | None
+    _arms_since_flush: int
+    _harvest_from: Any
+    counters: Any  # reactor.Counters
+    probe: Any
+    clock: Callable[[], int]
+    backend: Any
+    _posts: Any
+    _stamp: Callable[[int], list]  # step 3, for a harvest
+    _drain_posts: Callable[[], None]
+    _callback_failed: Callable[..., None]
+
+    def _dispatch(self, batch: list[Event], round_start: int) -> int:
+        """Step 5: next event, take it, run it, until none is left; return how many ran.
+
+        The next event is the policy's ``next``, or, while ``walk`` (backend
+        order, and the sweep), the batch's own next, a cursor the reactor
+        keeps itself (a list's iterator: it reaches what a harvest appends).
         """
-        self._batch = self._seq = batch
-        self._age = None
-        self._i = 0
-        self._n = len(batch)
-        #: Whether the event :meth:`next` returned last came from a run of aged events.
-        self.elevated = False
-        threshold_ns = self._threshold
-        if threshold_ns and batch:
-            stamp = self._stamp
-            # Fast path, a batch of one event ("A round of one event" in benchmarks/README.md):
-            # its stamp is the oldest, read without min() over a map.
-            oldest = stamp(batch[0]) if len(batch) == 1 else min(map(stamp, batch))
-            at = oldest + threshold_ns
-            self._check_at = at if at < LAST else LAST  # _aging_time, inline
+        order = self._order
+        walk = self._walk
+        if not walk:
+            order.start(batch)
+        due = self._due
+        due.drain_at = drain_at = due.first_drain
+        if due.clocked:
+            due.start(round_start, len(batch))
+        at = due.at_ns
+        timed = self._timed
+        probe = self.probe
+        events = cursor = iter(batch)  # the walk (a list's iterator reaches what joins its end)
+        ran = 0
+        now = round_start
+        elevated = False
+        try:
+            while True:
+                if timed:
+                    now = self.clock()
+                if walk:
+                    ev = next(events, None)
+                else:
+                    ev = order.next(now)
+                    elevated = order.elevated
+                if ev is None:
+                    if not walk and ran + self._state.dropped < len(batch):
+                        # The sweep: an event of the batch is still READY; walk the batch again.
+                        walk, elevated = True, False
+                        events = cursor = iter(batch)
+                        continue
+                    if ran != drain_at or not self._between(due, None, now, ran, None):
+                        break  # the round is over
+                    drain_at = due.drain_at
+                    continue  # posts ran after the last callback: they may have made events ready
+                if ev.state != READY:
+                    continue  # it ran, or an earlier callback disarmed it: never twice, never cancelled
+                if now >= at or ran == drain_at:  # something may be due
+                    again = self._between(due, None if walk else order, now, ran, ev)
+                    at, drain_at = due.at_ns, due.drain_at
+                    if again:  # posts ran or events joined: ask again (the policy was told: again())
+                        if walk:
+                            events = chain((ev,), cursor)  # ev first again, then the rest of the batch
+                        continue
+                # Take the event, then run its callback (interrupts.py: nothing calls out in between).
+                ev.state = DONE
+                del self._armed[ev.key]
+                if elevated:
+                    self.counters.tail_elevations += 1
+                if probe is not None:
+                    # Before the callback: a re-arm from it re-stamps this Event.
+                    queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
+                # What arm() and dispatch_late() read about the callback running now.
+                self._late = elevated
+                self._running = ev
+                callback = ev.callback
+                ran += 1
+                try:
+                    callback(ev)
+                except Exception:  # noqa: BLE001 (a callback's error must not stop the round)
+                    self._callback_failed(
+                        "callback %r for fd %d (%s)", callback, ev.fd, direction_name(ev.direction)
+                    )
+                finally:
+                    if probe is not None:
+                        probe.dispatch(queued_ns, ready_for_ns, self.clock() - now, elevated)
+        finally:
+            self._late = False
+            self._running = None  # the last one holds its callback, and so its owner, alive
+            self.counters.dispatched += ran
+        return ran
+
+    def _between(self, due: Due, order, now: int, ran: int, ev: Event | None) -> bool:
+        """What is due before delivering ``ev`` (None: the round is over); True: ask the order again.
+
+        After every ``drain_chunk``-th callback, the posts queued so far
+        (outside any callback: ``dispatch_late()`` is false and nothing is
+        re-armed in place); else, if an event is to follow and its time has
+        come, a harvest (:meth:`_harvest`); else, past the round budget, the
+        submit of the re-arms queued since the last one.  When posts ran or
+        a harvest did, ``ev`` is given back (the policy's ``again()``;
+        ``order`` is None while the reactor walks the batch itself, and the
+        caller steps its cursor back) and the caller asks again.
+        """
+        if ran == due.drain_at:
+            due.drain_at += due.drain_chunk
+            if self._posts.pending():
+                self._late = False
+                self._running = None
+                self.counters.drain_chunk_drains += 1
+                if ev is not None and order is not None:
+                    order.again()
+                self._drain_posts()
+                return True
+        if ev is None:
+            return False
+        if now >= due.harvest_at and due.harvest_left > 0:
+            if order is not None:
+                order.again()
+            due.harvest_left -= self._harvest(order, now, due.harvest_left)
+            due.harvest_at = now + due.harvest_ns if due.harvest_left > 0 else NEVER
+            again = True
+        elif now > due.flush_at and self._arms_since_flush:
+            # Past the round budget: submit the re-arms queued since the last submit.
+            if self.backend.flush():
+                self.counters.round_budget_flushes += 1
+            self._arms_since_flush = 0
+            due.flush_at = now + due.budget_ns
+            again = False  # nothing joined: deliver ev
         else:
-            self._check_at = NEVER
+            return False
+        due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
+        return again
 
-    def next(self, now_ns: int):
-        """The event to deliver at ``now_ns`` (ns), or None when the round has none left.
+    def _harvest(self, order, now: int, limit: int) -> int:
+        """Take what the backend has ready now (at most ``limit`` reports) into the round's batch.
 
-        The rule of the module docstring: the rest of the run being walked;
-        else, if an event has aged by ``now_ns``, a new run
-        (:meth:`AgeOrder.take_aged`); else the next event in backend order.
+        Returns how many reports the backend gave.  They are stamped ready
+        ``now`` and appended as step 3 does (``RoundState.reaped`` holds them
+        until then: interrupts.py), and ``order`` walks them too
+        (the policy's ``add()``; None while the reactor walks the batch
+        itself, whose cursor reaches them in turn).  An event re-armed in place
+        (:meth:`arm`) earlier in this round and ready again is the same
+        object as an entry of the batch: that entry, of its earlier arming,
+        gives way to :data:`_GONE`, so the walk meets the event only at its
+        new place.
         """
-        while True:
-            if now_ns >= self._check_at:
-                self._take_run(now_ns)
-            i = self._i
-            if i < self._n:
-                ev = self._seq[i]
-                self._i = i + 1
-                if ev.state == READY:
-                    return ev
-                # Not READY: it ran in a run, or an earlier callback disarmed or re-armed it.
-            elif self.elevated and self._resume < len(self._batch):
-                self._walk_batch(self._resume)  # the run is over: backend order goes on
-            else:  # the round is over (after a run: backend order had nothing left, see _take_run)
-                self._batch = self._seq = ()  # let go of its events (and their callbacks' owners)
-                self._age = None
-                return None
-
-    def _take_run(self, now_ns: int) -> None:
-        """Walk the run of the events aged at ``now_ns`` next, then backend order again."""
-        if not self._threshold or self.elevated:
-            return  # only a clock at or past NEVER (an injected one) gets here
-        if self._n == 1 and self._age is None and self._check_at < LAST:
-            # Fast path, a batch of one event ("A round of one event" in benchmarks/README.md):
-            # it is its own age order, and aged (now >= its aging time, not clamped to LAST),
-            # so the run is the batch.
-            self._resume, self._check_at, self.elevated = 1, NEVER, True
-            return
-        age = self._age_order()
-        run = age.take_aged(now_ns)
-        if age.aged_at == NEVER:
-            self._i = self._n  # every event is taken or gone: backend order has nothing left
-        if run:
-            self._resume = self._i
-            self._seq, self._i, self._n = run, 0, len(run)
-            self._check_at = NEVER
-            self.elevated = True
-        else:  # aged_at was a lower bound (or clamped to LAST): backend order goes on
-            self._check_at = age.aged_at
-
-    def _age_order(self, joined: int = 0) -> AgeOrder:
-        """The round's :class:`AgeOrder`, built now if it is not yet: over the batch but its last ``joined``."""
-        if self._age is None:
-            batch = self._batch
-            self._age = AgeOrder(
-                batch[: len(batch) - joined] if joined else batch, self._age_from, self._threshold
-            )
-        return self._age
-
-    def _walk_batch(self, i: int) -> None:
-        """Walk the batch in backend order from position ``i``."""
-        self._seq, self._i, self._n = self._batch, i, len(self._batch)
-        self._check_at = self._age.aged_at if self._age is not None else NEVER
-        self.elevated = False
-
-    def again(self) -> None:
-        """The event :meth:`next` gave last was not taken: give it (or what now comes first) again."""
-        self._i -= 1
-
-    def add(self, events: list) -> None:
-        """``events`` joined the batch at its end (a harvest): walk them too.
-
-        In backend order they come after the round's own; with the age
-        order on, :meth:`AgeOrder.add` merges them (the age order of the
-        round's own events is built first, if it is not yet), and the run
-        being walked is dropped (its rest, an event given back by
-        :meth:`again` too, is back in the age order), so the next delivery
-        asks for a new one.
-        """
-        if self._threshold:
-            self._age_order(len(events)).add(events)
-        self._walk_batch(self._resume if self.elevated else self._i)
+        state = self._state
+        batch = state.batch
+        n = len(batch)
+        state.reaped = reaped = self._harvest_from(limit)
+        self._stamp(now)
+        if len(batch) > n:
+            joined = batch[n:]
+            joining = {id(ev) for ev in joined}
+            for j in range(n):
+                if id(batch[j]) in joining:
+                    batch[j] = _GONE
+            if order is not None:
+                order.add(joined)
+            self.counters.harvested += len(joined)
+        self.counters.harvests += 1
+        return len(reaped)

@@ -21,35 +21,19 @@ steps, in this order:
 3. **Stamp** every reaped event with ``ready_ns`` (one clock read per round)
    and append it to the round's batch.
 4. **Fire due timers** (those armed before this pass).
-5. **Dispatch** the batch in the order the dispatch policy chooses
+5. **Dispatch** the batch (:class:`tailreactor.dispatch.Dispatch`, a base
+   class of the reactor) in the order the dispatch policy chooses
    (:mod:`tailreactor.policies`, ``CWIST_REACTOR_POLICY``: age-based by
-   default, :mod:`tailreactor.dispatch`).  The reactor takes each event the
-   policy gives, skips one no longer ``READY``, and runs in backend order
-   what is still ``READY`` when the policy has nothing left, so every event
-   of the batch runs once whatever the order.  Between
-   callbacks: the round-budget check (once the round has run longer than
+   default, :mod:`tailreactor.policies.age`).  The reactor takes each event
+   the policy gives, skips one no longer ``READY``, and runs in backend
+   order what the policy left ``READY`` (the sweep), so every event of the
+   batch runs once whatever the order.  Between callbacks: the round-budget
+   check (once the round has run longer than
    ``CWIST_REACTOR_ROUND_BUDGET_US``, submit the queued re-arms, and again
-   every budget after that), the harvest (below) and the drain chunk (run
-   posts every ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).
-
-Harvesting mid-round (``CWIST_REACTOR_HARVEST_US`` > 0, beyond CWIST)
---------------------------------------------------------------------
-Age-based dispatch reorders only the events of the round's batch: an event
-that becomes ready just after the wait returned waits for the whole round,
-however long ago it was armed.  With harvesting on, once the round has run
-``HARVEST_US`` and again every ``HARVEST_US`` after that, before the next
-delivery (while the round has events left) the reactor takes what is ready
-now without blocking (``backend.harvest``: io_uring peeks its completion
-queue, epoll and selectors poll with timeout 0) and stamps it into the batch
-as step 3 does, ready at that clock value: in backend order those events
-follow the round's own, and the age order is rebuilt over the events left
-(:meth:`tailreactor.dispatch.AgeOrder.add`), so one armed long ago runs
-before every event of the round not yet aged.  Bounds: a round takes at most
-as many events by harvesting as its wait returned (it at most doubles, so
-callbacks that keep events ready cannot keep it alive); timers still fire
-once per round, in step 4, and posts drain as above.  A harvested event has
-left the backend (one-shot): the next wait does not report it again.  A
-backend without ``harvest`` is never harvested.
+   every budget after that), the harvest (``CWIST_REACTOR_HARVEST_US``,
+   dispatch.py) and the drain chunk (run posts every
+   ``CWIST_REACTOR_DRAIN_CHUNK`` callbacks).  A round does only what its
+   knobs turn on (dispatch.py).
 
 The batch belongs to the reactor (:class:`RoundState`), not to the round's
 stack.  An event in it is the round's while it is ``READY``; the dispatch
@@ -82,8 +66,8 @@ import time
 from . import config as _config
 from . import policies
 from .backends import READ, WRITE, create_backend
-from .backends.base import direction_name, key_of, not_open_error
-from .dispatch import NEVER
+from .backends.base import key_of, not_open_error
+from .dispatch import Dispatch, Due
 from .events import ARMED, CANCELLED, DONE, READY, Event
 from .interrupts import carried_over
 from .posts import PostQueue
@@ -102,11 +86,6 @@ def _reentered(method: str) -> RuntimeError:
 
 
 __all__ = ["Reactor", "Counters", "READ", "WRITE"]
-
-#: Takes the place of a batch entry whose Event joined the batch again (a
-#: harvest found it re-armed in place and ready): never dispatched, never carried.
-_GONE = Event(-1, 0, None, None, 0)
-_GONE.state = CANCELLED
 
 
 class Counters:
@@ -153,61 +132,22 @@ class RoundState:
     the round's while it is ``READY``.  ``reaped``: what this round's wait
     returned, until all of it is stamped into ``batch`` (then empty).
     ``start_ns``: the round's stamp, the clock read of step 3 (0 before it).
+    ``dropped``: the events of ``batch`` cancelled while ``READY`` (disarmed,
+    or replaced by a new arm) since the batch was kept: with the callbacks
+    the round ran, they account for every entry the policy gave, so the
+    reactor knows without a walk whether any entry is still ``READY``.
     """
 
-    __slots__ = ("batch", "reaped", "start_ns")
+    __slots__ = ("batch", "reaped", "start_ns", "dropped")
 
     def __init__(self):
         self.batch: list[Event] = []
         self.reaped = ()
         self.start_ns = 0
+        self.dropped = 0
 
 
-class Due:
-    """When the work a round does between deliveries is next due (:meth:`Reactor._dispatch`).
-
-    ``drain_at``: the count of callbacks after which the posts drain next
-    (every ``CWIST_REACTOR_DRAIN_CHUNK``).  ``flush_at``: the clock value
-    (ns) past which the re-arms queued since the last submit are submitted
-    (the round budget ``CWIST_REACTOR_ROUND_BUDGET_US``, then every budget).
-    ``harvest_at``: the clock value from which the next harvest is due
-    (``CWIST_REACTOR_HARVEST_US``, then every that long) while
-    ``harvest_left``, the reports harvests may still add, is above 0: at
-    most as many as the round's batch had.  ``at_ns``: the earlier of
-    ``flush_at`` and ``harvest_at``, so that one comparison per delivery
-    tells whether either may be due.  Each is :data:`NEVER` while off.
-    The knobs are the reactor's, given once: ``budget_ns`` and
-    ``harvest_ns`` (0: off) and ``drain_chunk`` (0: off).
-    """
-
-    __slots__ = (
-        "drain_at",
-        "flush_at",
-        "harvest_at",
-        "harvest_left",
-        "at_ns",
-        "_budget_ns",
-        "_harvest_ns",
-        "_drain_chunk",
-    )
-
-    def __init__(self, budget_ns: int = 0, harvest_ns: int = 0, drain_chunk: int = 0):
-        self._budget_ns = budget_ns
-        self._harvest_ns = harvest_ns
-        self._drain_chunk = drain_chunk
-        self.start(0, 0)
-
-    def start(self, start_ns: int, harvest_left: int) -> None:
-        """Begin a round that started at ``start_ns`` with ``harvest_left`` events (one Due per reactor)."""
-        budget_ns, harvest_ns = self._budget_ns, self._harvest_ns
-        self.drain_at = self._drain_chunk or NEVER
-        self.flush_at = flush_at = start_ns + budget_ns if budget_ns else NEVER
-        self.harvest_at = harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
-        self.harvest_left = harvest_left if harvest_ns else 0
-        self.at_ns = flush_at if flush_at < harvest_at else harvest_at
-
-
-class Reactor:
+class Reactor(Dispatch):
     """An event reactor on one backend.  See the module docstring.
 
     Parameters
@@ -239,7 +179,7 @@ class Reactor:
     ):
         self.config = config if config is not None else _config.load()
         # The order of delivery, made first: a policy that cannot be made leaves no backend open.
-        self._order = policies.create(
+        order = policies.create(
             policy or self.config.policy, self.config.age_from, self.config.tail_us * 1000
         )
         if backend is None or isinstance(backend, str):
@@ -257,17 +197,14 @@ class Reactor:
         self._in_round = False  # run_once is running (R22: it must not nest)
         self._arms_since_flush = 0
         self._state = RoundState()
-        # Policy knobs, in ns, read once: the round does not re-parse config.
+        # The policy's knobs, read once: the round does not re-parse config.
         self._tail_ns = self.config.tail_us * 1000
-        self._budget_ns = self.config.round_budget_us * 1000
-        self._drain_chunk = self.config.drain_chunk
+        self._age_from = self.config.age_from  # the stamp age counts from (dispatch.py)
         # Harvesting mid-round: only on a backend that can take what is ready now.
         self._harvest_from = getattr(backend, "harvest", None)
-        self._harvest_ns = self.config.harvest_us * 1000 if callable(self._harvest_from) else 0
-        self._age_from = self.config.age_from  # the stamp age counts from (dispatch.py)
-        # The work due between deliveries: one, reset every round (the order is made above).
-        self._sweep = policies.BackendOrder()  # what the policy left READY, in backend order
-        self._due = Due(self._budget_ns, self._harvest_ns, self._drain_chunk)
+        harvest_ns = self.config.harvest_us * 1000 if callable(self._harvest_from) else 0
+        # The work due between deliveries and its knobs: one, reset every round.
+        self._due = Due(self.config.round_budget_us * 1000, harvest_ns, self.config.drain_chunk)
         self._rx = self.config.rx_uring != "0" and hasattr(backend, "arm_recv")
         # A backend may offer rearm(): arm from inside the callback of the event
         # just reported for that fd, which it may do cheaper (epoll: no
@@ -280,6 +217,20 @@ class Reactor:
 
             probe = LatencyProbe(backend=self.backend_name, worker=worker, config=self.config)
         self.probe = probe
+        self._use(order)
+
+    def _use(self, order) -> None:
+        """Deliver in the order of the policy object ``order``, and derive once what a round reads of it.
+
+        ``_walk``: the order is the backend's all round (``in_backend_order``,
+        policies/__init__.py), so the reactor walks the batch itself and asks
+        the policy nothing.  ``_timed``: a round reads the clock before each
+        delivery, because the policy, the round budget, harvesting or the
+        probe reads it.
+        """
+        self._order = order
+        self._walk = walk = getattr(order, "in_backend_order", False)
+        self._timed = self._due.clocked or self.probe is not None or (not walk and order.reads_clock)
 
     # -- introspection ----------------------------------------------------------
     @property
@@ -394,6 +345,8 @@ class Reactor:
                 self.backend.arm(fd, direction, ev)
             old = self._armed.get(ev.key)
             if old is not None:
+                if old.state == READY:
+                    self._state.dropped += 1
                 old.state = CANCELLED
         self._armed[ev.key] = ev
         self._arms_since_flush += 1
@@ -417,6 +370,8 @@ class Reactor:
             if direction & d:
                 ev = self._armed.pop(key_of(fd, d), None)
                 if ev is not None:
+                    if ev.state == READY:
+                        self._state.dropped += 1  # one entry of the batch the round will not run
                     ev.state = CANCELLED
                     n += 1
                 # Tell the backend even when nothing is armed: one that keeps
@@ -577,151 +532,7 @@ class Reactor:
             start = state.start_ns
             self.probe.round(len(batch) - len(left), self.clock() - start if start else 0)
         state.batch = left
-
-    def _dispatch(self, batch: list[Event], round_start: int) -> int:
-        """Step 5: next event, take it, run it, until the round has none left; return how many ran.
-
-        The order of delivery is the policy's (:mod:`tailreactor.policies`).
-        What the reactor keeps whatever the policy: an event the policy gives
-        that is no longer ``READY`` (it ran, or an earlier callback disarmed
-        it) is skipped; when the policy has nothing left and fewer callbacks
-        ran than the batch holds, the batch is walked once more in backend
-        order (``_sweep``), so an event still ``READY`` runs all the same.
-        Before each delivery the clock is read (when something needs it:
-        the policy, the round budget, harvesting or the probe; else "now"
-        stays the round start), and one comparison tells whether anything
-        else is due (:class:`Due`): the drain chunk and a harvest
-        (:meth:`_between`), or the submit of the re-arms queued since the
-        last one, once the round has run past its budget.
-        """
-        order = self._order
-        order.start(batch)
-        due = self._due
-        due.start(round_start, len(batch))
-        probe = self.probe
-        clock = self.clock
-        timed = order.reads_clock or self._budget_ns > 0 or self._harvest_ns > 0 or probe is not None
-        counters = self.counters
-        armed = self._armed
-        ran = 0
-        now = round_start
-        swept = False
-        try:
-            while True:
-                if timed:
-                    now = clock()
-                ev = order.next(now)
-                if ev is None:
-                    if not swept and ran < len(batch):
-                        # The policy has nothing left but the batch may: walk it in backend order.
-                        order, swept = self._sweep, True
-                        order.start(batch)
-                        continue
-                elif ev.state != READY:
-                    continue  # it ran, or an earlier callback disarmed it: never twice, never cancelled
-                if now >= due.at_ns or ran == due.drain_at:  # something is due
-                    if (ran == due.drain_at or now >= due.harvest_at) and self._between(
-                        due, order, now, ran, ev
-                    ):
-                        continue  # posts ran or events joined: ask the order again
-                    if now > due.flush_at and ev is not None and self._arms_since_flush:
-                        # Past the round budget: submit the re-arms queued since the last submit.
-                        if self.backend.flush():
-                            counters.round_budget_flushes += 1
-                        self._arms_since_flush = 0
-                        due.flush_at = now + self._budget_ns
-                        due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
-                if ev is None:
-                    break
-                elevated = order.elevated
-                # Take the event, then run its callback (interrupts.py: nothing calls out in between).
-                ev.state = DONE
-                del armed[ev.key]
-                if elevated:
-                    counters.tail_elevations += 1
-                if probe is not None:
-                    # Before the callback: a re-arm from it re-stamps this Event.
-                    queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
-                # What arm() and dispatch_late() read about the callback running now.
-                self._late = elevated
-                self._running = ev
-                callback = ev.callback
-                ran += 1
-                try:
-                    callback(ev)
-                except Exception:  # noqa: BLE001 (a callback's error must not stop the round)
-                    self._callback_failed(
-                        "callback %r for fd %d (%s)", callback, ev.fd, direction_name(ev.direction)
-                    )
-                finally:
-                    if probe is not None:
-                        probe.dispatch(queued_ns, ready_for_ns, clock() - now, elevated)
-        finally:
-            self._late = False
-            self._running = None  # the last one holds its callback, and so its owner, alive
-            if swept:
-                # The sweep is not started every round as the policy is: it lets go of this
-                # round's events now, which would keep their callbacks' owners alive.
-                self._sweep.start([])
-            counters.dispatched += ran
-        return ran
-
-    def _between(self, due: Due, order, now: int, ran: int, ev: Event | None) -> bool:
-        """The drain chunk and the harvest, if due before delivering ``ev`` (None: the round is over).
-
-        After every ``drain_chunk``-th callback, the posts queued so far
-        (outside any callback: ``dispatch_late()`` is false and nothing is
-        re-armed in place); else, if an event is to follow and its time has
-        come, a harvest (:meth:`_harvest`).  Returns True when either ran:
-        ``ev`` is given back (the policy's ``again()``)
-        and the caller reads the clock and asks the order again.  The third
-        thing due, the submit of queued re-arms, is :meth:`_dispatch`'s own.
-        """
-        if ran == due.drain_at:
-            due.drain_at += self._drain_chunk
-            if self._posts.pending():
-                self._late = False
-                self._running = None
-                self.counters.drain_chunk_drains += 1
-                if ev is not None:
-                    order.again()
-                self._drain_posts()
-                return True
-        if ev is None or now < due.harvest_at or due.harvest_left <= 0:
-            return False
-        order.again()
-        due.harvest_left -= self._harvest(order, now, due.harvest_left)
-        due.harvest_at = now + self._harvest_ns if due.harvest_left > 0 else NEVER
-        due.at_ns = due.flush_at if due.flush_at < due.harvest_at else due.harvest_at
-        return True
-
-    def _harvest(self, order, now: int, limit: int) -> int:
-        """Take what the backend has ready now (at most ``limit`` reports) into the round's batch.
-
-        Returns how many reports the backend gave.  They are stamped ready
-        ``now`` and appended as step 3 does (``RoundState.reaped`` holds them
-        until then: interrupts.py), and ``order`` walks them too
-        (the policy's ``add()``).  An event re-armed in place
-        (:meth:`arm`) earlier in this round and ready again is the same
-        object as an entry of the batch: that entry, of its earlier arming,
-        gives way to :data:`_GONE`, so the walk meets the event only at its
-        new place.
-        """
-        state = self._state
-        batch = state.batch
-        n = len(batch)
-        state.reaped = reaped = self._harvest_from(limit)
-        self._stamp(now)
-        if len(batch) > n:
-            joined = batch[n:]
-            joining = {id(ev) for ev in joined}
-            for j in range(n):
-                if id(batch[j]) in joining:
-                    batch[j] = _GONE
-            order.add(joined)
-            self.counters.harvested += len(joined)
-        self.counters.harvests += 1
-        return len(reaped)
+        state.dropped = 0
 
     def _callback_failed(self, what: str, *args) -> None:
         """Count and log the ``Exception`` a callback just raised (``what % args`` names it).

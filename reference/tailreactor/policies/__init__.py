@@ -17,7 +17,12 @@ reactor, reused round after round:
   ahead for its age: ``dispatch_late()`` is true during its callback and
   ``tail_elevations`` counts it (only ``age`` elevates);
 * ``reads_clock`` (attribute): False when ``next`` ignores ``now_ns``, so the
-  reactor need not read the clock for it.
+  reactor need not read the clock for it;
+* ``in_backend_order`` (attribute, optional, read once when the reactor is
+  made; absent is False): True when the order is the batch's own all round
+  (``backend``; ``age`` and ``lifo`` with ``TAIL_US=0``).  The reactor then
+  walks the batch itself, a cursor over it, and calls none of the methods
+  above: the cost of backend order is the reactor's walk alone.
 
 A policy only reads: the batch, the events' stamps (``armed_ns``,
 ``ready_ns``), their ``state`` and ``hint`` (what the owner says about its
@@ -31,14 +36,14 @@ Every event of the batch runs once in its round: the reactor skips an event
 ``next`` has nothing left while events are still ``READY`` it runs those in
 backend order.  It takes each event before its callback (interrupts.py), and
 keeps the round budget, the harvest and the drain chunk between deliveries
-(reactor.py).  A policy orders one round: it cannot hold an event over to a
+(dispatch.py).  A policy orders one round: it cannot hold an event over to a
 later one, so no ready event waits more than the backend's bound in waits
 (clause B10) whatever the order.
 
 The policies (``CWIST_REACTOR_POLICY``)
 ---------------------------------------
 * ``backend`` (backend.py): backend order, as asyncio and libuv;
-* ``age`` (tailreactor/dispatch.py, the default): CWIST's age-based order,
+* ``age`` (age.py, the default): CWIST's age-based order,
   events aged past ``TAIL_US`` first, oldest first;
 * ``oldest`` (oldest.py): strict oldest first;
 * ``lifo`` (lifo.py): adaptive LIFO, newest first once the queue is old;
@@ -47,7 +52,7 @@ The policies (``CWIST_REACTOR_POLICY``)
 
 from __future__ import annotations
 
-from ..dispatch import DeliveryOrder
+from .age import DeliveryOrder
 from .backend import BackendOrder
 from .lifo import AdaptiveLifo
 from .oldest import OldestFirst

@@ -7,7 +7,7 @@ readiness (on a backend that declares ``ordered``, clause B9).  Nothing is
 ever elevated (``dispatch_late()`` stays false).  The walk is one cursor over
 the batch.  It does not skip an event that is no longer ``READY`` (it ran, or
 an earlier callback disarmed it): the reactor skips it, whatever the policy
-(reactor.py, "What the reactor keeps, whatever the policy").  Events that join
+(policies/__init__.py, "What the reactor keeps, whatever the policy").  Events that join
 the batch at its end (a harvest) are reached by the same cursor.
 """
 
@@ -21,6 +21,7 @@ class BackendOrder:
 
     name = "backend"
     reads_clock = False  # next() ignores now_ns: the reactor need not read the clock for it
+    in_backend_order = True  # so the reactor walks the batch itself and calls none of the methods below
     __slots__ = ("_batch", "_i", "elevated")
 
     def __init__(self, age_from: str = "arm", threshold_ns: int = 0):

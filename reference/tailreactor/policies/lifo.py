@@ -21,7 +21,7 @@ at that time, the events still ``READY`` sorted by stamp (stable, once per
 round) and a look at the first one still ``READY``: aged, the rest of the
 round walks that order from its end; not yet, ``_check_at`` is its aging
 time.  Stamps are read when the order is built, from events still ``READY``,
-whose stamps are the round start's (tailreactor/dispatch.py, "What a port
+whose stamps are the round start's (age.py, "What a port
 must keep"); a harvest (:meth:`add`) builds it again.
 """
 
@@ -52,6 +52,7 @@ class AdaptiveLifo:
         "_lifo",
         "_sorted",
         "reads_clock",
+        "in_backend_order",
     )
     elevated = False  # never: newest first is not a promotion for lateness
     _stamp: Callable  # the stamp AGE_FROM names (oldest.STAMP)
@@ -65,6 +66,7 @@ class AdaptiveLifo:
         self._stamp = stamp
         self._threshold = threshold_ns
         self.reads_clock = threshold_ns > 0  # with TAIL_US=0 the queue is never old
+        self.in_backend_order = not threshold_ns  # ... and the order is the backend's
         self.start([])
 
     def start(self, batch: list) -> None:

@@ -8,7 +8,7 @@ The stamp is the one ``CWIST_REACTOR_AGE_FROM`` names (``armed_ns`` or
 own Event, which is then no longer ``READY``, so the stamps of the events the
 order can still deliver do not change.  The order of the whole round is
 therefore fixed when it starts: one stable sort by stamp, then one cursor.
-It is the limit of age-based dispatch (tailreactor/dispatch.py) as
+It is the limit of age-based dispatch (age.py) as
 ``CWIST_REACTOR_TAIL_US`` goes to 0, without its elevation: nothing is
 flagged ``dispatch_late()``.  ``CWIST_REACTOR_TAIL_US`` is not read.
 
@@ -39,6 +39,7 @@ class SortedOrder:
 
     name = "sorted"
     reads_clock = False
+    in_backend_order = False
     __slots__ = ("key", "_order", "_i", "elevated")
 
     def __init__(self, age_from: str = "arm", threshold_ns: int = 0):
