@@ -310,11 +310,13 @@ def run_rows(runs: Sequence[RunRecord], who: str = "Arm") -> list[str]:
     return lines
 
 
-def _server_text(commands, workers: str) -> str:
-    """What the runs measured: the bench server, or the arms' server command(s) (``Settings.commands``)."""
-    if commands is None:
-        return f"`tailreactor-bench` ({workers})"
-    a, b = commands["A"], commands["B"]
+def _server_text(job: JobResult) -> str:
+    """What the runs measured: the bench server and its workers, or the arms' server command(s)."""
+    s = job.settings
+    if s.commands is None:
+        n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
+        return f"`tailreactor-bench` ({f'--workers {s.workers}' if s.workers else f'CWIST_WORKERS={n}'})"
+    a, b = s.commands["A"], s.commands["B"]
     return f"the server command `{a}`" if a == b else f"the server commands `{a}` (A) and `{b}` (B)"
 
 
@@ -350,12 +352,7 @@ def _header(job: JobResult) -> list[str]:
         if s.pinned
         else "not pinned"
     )
-    if s.workers:
-        workers = f"--workers {s.workers}"
-    else:
-        n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
-        workers = f"CWIST_WORKERS={n}"
-    server = _server_text(s.commands, workers)
+    server = _server_text(job)
     warmup = "; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."
     lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
     if leg0 and s.load is not None:
