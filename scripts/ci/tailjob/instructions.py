@@ -1,7 +1,7 @@
 """The instruction tier (``count``): user-space instructions per request, by callgrind, by component.
 
 CPU time per request on a shared machine moves by 20 % from run to run; the instructions a server
-executes for a fixed sequence of requests do not.  :func:`count` starts one server of the ``peers``
+executes for a fixed sequence of requests do not.  :class:`CountMeasure` starts one server of the ``peers``
 comparison under ``valgrind --tool=callgrind`` and sends it keep-alive ``GET /`` requests, **one in
 flight** on ``connections`` connections in turn (every round carries one request however slow
 valgrind is; wrk's batches depend on timing); the counters are zeroed after a warm-up and dumped
@@ -28,16 +28,17 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import PROG, REPO, history
 from . import fail as _fail
+from .measure import JobError, RunPlan, RunRecord, Settings
 from .outputs import files_text, write_atomic, write_files
 from .parts import C_ROW, ROWS, python_component, shares_by_row  # noqa: F401
 from .peers import make_server, servers
-from .plan import PlanError, Unavailable, without_refused_io_uring
+from .plan import Leg, PlanError, Unavailable, without_refused_io_uring
 from .server import ServerError
 
 #: The servers counted by default (uvloop's loop is C: its count would say little about ours).
@@ -66,10 +67,6 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 )
 
 
-class MeasureError(RuntimeError):
-    """A count could not be taken (one line, for the job to print)."""
-
-
 def bytecode_shares(
     name: str, *, cycles: int = 200, env: Mapping[str, str] | None = None
 ) -> dict[str, float]:
@@ -81,7 +78,7 @@ def bytecode_shares(
     ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env)}
     done = subprocess.run(argv, capture_output=True, text=True, env=ambient, timeout=600, check=False)
     if done.returncode != 0:  # io_uring unavailable, a bad knob: its one line
-        raise MeasureError(f"{name}: bytecodes: {(done.stderr.strip().splitlines() or ['failed'])[-1]}")
+        raise JobError(f"{name}: bytecodes: {(done.stderr.strip().splitlines() or ['failed'])[-1]}")
     return shares_by_row({(f, q): n for f, q, n in json.loads(done.stdout)["counts"]})
 
 
@@ -156,54 +153,74 @@ def _request(conn: http.client.HTTPConnection) -> None:
     answer = conn.getresponse()
     answer.read()
     if answer.status != 200:
-        raise MeasureError(f"the server answered {answer.status} {answer.reason}")
+        raise JobError(f"the server answered {answer.status} {answer.reason}")
 
 
 def _control(option: str, pid: int) -> None:
     subprocess.run(["callgrind_control", option, str(pid)], check=True, capture_output=True, timeout=120)
 
 
-def count(
-    name: str,
-    *,
-    requests: int = REQUESTS,
-    connections: int = CONNECTIONS,
-    warmup: int = WARMUP,
-    env: Mapping[str, str] | None = None,
-) -> Count:
-    """Count server ``name`` over ``requests`` requests (module docstring).  Raises :class:`MeasureError`."""
+def count_plan(name: str, *, connections: int = CONNECTIONS, env: Mapping[str, str] | None = None) -> RunPlan:
+    """The plan of counting server ``name`` (its ``arm``): requests rotate over ``leg.connections``."""
     ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env), "PYTHONHASHSEED": "0"}
-    with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
-        server = make_server(peer_of(name), ambient=ambient, host="127.0.0.1", cpus=None, nginx=None)
-        out = f"--callgrind-out-file={Path(tmp) / 'callgrind.out'}"
-        server.run_under = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no", out]
-        server.start_timeout_s = 300.0  # Python starts slowly under valgrind
-        conns: list[http.client.HTTPConnection] = []
-        try:
-            server.start()
-            assert server.port is not None  # start() chose it
-            conns = [
-                http.client.HTTPConnection("127.0.0.1", server.port, timeout=120) for _ in range(connections)
-            ]
-            for conn in conns:
-                conn.connect()
-            for i in range(warmup + requests):  # one request in flight, the connections in turn
-                if i == warmup:
-                    _control("--zero", server.pid)
-                _request(conns[i % connections])
-            _control("--dump", server.pid)
-        except (ServerError, OSError, http.client.HTTPException, subprocess.SubprocessError) as exc:
-            raise MeasureError(f"{name}: {exc}") from None
-        finally:
-            # The dump is written: no need for a clean exit (under valgrind a server waiting in
-            # io_uring_enter does not see SIGTERM in time).
-            for conn in conns:
-                conn.close()
-            server.stop(timeout_s=2.0)
-        dumps = sorted(Path(tmp).glob("callgrind.out.*"))  # the explicit dump, not the exit one
-        if not dumps:
-            raise MeasureError(f"{name}: callgrind wrote no dump file")
-        return Count(name, requests, *attribute(dumps[0]))
+    peer = peer_of(name)
+    return RunPlan(
+        leg=Leg(0, None, 1, connections, 0, 1, label=name),
+        arm=name,
+        env=ambient,
+        settings=Settings(warmup=False),
+        trial=0,
+        where=name,
+        server=lambda e: make_server(peer, ambient=e, host="127.0.0.1", cpus=None, nginx=None),
+    )
+
+
+@dataclass(frozen=True)
+class CountMeasure:
+    """The count tier as a measure (:class:`tailjob.measure.Measure`): ``run(plan)`` counts the
+    server of a :func:`count_plan` over ``requests`` after ``warmup`` (module docstring); the
+    record's ``wrk`` is the :class:`Count` as a dict.  Raises :class:`JobError` (one line)."""
+
+    requests: int = REQUESTS
+    warmup: int = WARMUP
+    name: str = "callgrind"
+
+    def run(self, plan: RunPlan) -> RunRecord:
+        assert plan.server is not None  # count_plan's plans carry their server
+        connections = plan.leg.connections
+        with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
+            server = plan.server(plan.env)
+            out = f"--callgrind-out-file={Path(tmp) / 'callgrind.out'}"
+            server.run_under = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no", out]
+            server.start_timeout_s = 300.0  # Python starts slowly under valgrind
+            conns: list[http.client.HTTPConnection] = []
+            try:
+                server.start()
+                assert server.port is not None  # start() chose it
+                conns = [
+                    http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+                    for _ in range(connections)
+                ]
+                for conn in conns:
+                    conn.connect()
+                for i in range(self.warmup + self.requests):  # one request in flight, the connections in turn
+                    if i == self.warmup:
+                        _control("--zero", server.pid)
+                    _request(conns[i % connections])
+                _control("--dump", server.pid)
+            except (ServerError, OSError, http.client.HTTPException, subprocess.SubprocessError) as exc:
+                raise JobError(f"{plan.where}: {exc}") from None
+            finally:
+                # The dump is written: no need for a clean exit (under valgrind a server waiting in
+                # io_uring_enter does not see SIGTERM in time).
+                for conn in conns:
+                    conn.close()
+                server.stop(timeout_s=2.0)
+            dumps = sorted(Path(tmp).glob("callgrind.out.*"))  # the explicit dump, not the exit one
+            if not dumps:
+                raise JobError(f"{plan.where}: callgrind wrote no dump file")
+            c = Count(plan.arm, self.requests, *attribute(dumps[0]))
+        return RunRecord.of(plan, backend=server.backend or "?", port=server.port or 0, wrk=asdict(c))
 
 
 _FN = re.compile(r"^c?fn=(?:\((\d+)\))? ?(.*)$")  # fn=(id) name, fn=(id) (named before), fn=name
@@ -363,11 +380,11 @@ def main_tier(plan: CountPlan) -> int:
         return _fail(str(e), 2)
     except Unavailable as e:  # valgrind, io_uring asked for
         return _fail(str(e), 3)
-    counts = []
+    counts, measure = [], CountMeasure(plan.requests)
     for name in chosen:
         try:
-            c = count(name, requests=plan.requests)
-        except MeasureError as exc:
+            c = Count(**measure.run(count_plan(name)).wrk)
+        except JobError as exc:
             return _fail(str(exc), 3)
         print(
             f"{name}: {c.per_request:,.0f} instructions/request ({c.instructions:,} over {c.requests:,} requests)",
@@ -379,7 +396,7 @@ def main_tier(plan: CountPlan) -> int:
     for c in counts:
         try:
             shares[c.server] = bytecode_shares(c.server)
-        except MeasureError as exc:
+        except JobError as exc:
             print(f"{PROG}: no split of the python row for {exc}", file=sys.stderr, flush=True)
     whole = f"By part of the request (C components by callgrind; the python row split by bytecodes, benchmarks/bytecodes.py):\n\n{render(counts, shares)}"
     if shares:

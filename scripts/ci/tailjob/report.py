@@ -50,18 +50,13 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _pooled_samples(c: Comparison, arm: str) -> str:
-    """The samples of an arm's merged histogram behind a pooled figure, as ' (n)' ("" otherwise)."""
-    n = (c.samples_a if arm == "A" else c.samples_b) if c.estimator == "pooled" else None
-    return "" if n is None else f" ({n:,})"
-
-
 def _samples(c: Comparison, arm: str, counts) -> str:
-    """The samples behind a tail figure, as ' (n)': the pooled count, or the median of ``counts()``
-    (the runs' counts of the arm)."""
-    if c.estimator == "pooled" or c.metric.key not in POOLED_KEYS:
-        return _pooled_samples(c, arm)
-    found = counts()
+    """The samples behind a tail figure, as ' (n)' ("" for none): a pooled figure's merged histogram's,
+    else the median of ``counts()`` (the runs' counts of the arm)."""
+    if c.estimator == "pooled":
+        n = c.samples_a if arm == "A" else c.samples_b
+        return "" if n is None else f" ({n:,})"
+    found = counts() if c.metric.key in POOLED_KEYS else None
     return f" ({median(found):.0f})" if found else ""
 
 
@@ -315,11 +310,13 @@ def run_rows(runs: Sequence[RunRecord], who: str = "Arm") -> list[str]:
     return lines
 
 
-def _server_text(commands, workers: str) -> str:
-    """What the runs measured: the bench server, or the arms' server command(s) (``Settings.commands``)."""
-    if commands is None:
-        return f"`tailreactor-bench` ({workers})"
-    a, b = commands["A"], commands["B"]
+def _server_text(job: JobResult) -> str:
+    """What the runs measured: the bench server and its workers, or the arms' server command(s)."""
+    s = job.settings
+    if s.commands is None:
+        n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
+        return f"`tailreactor-bench` ({f'--workers {s.workers}' if s.workers else f'CWIST_WORKERS={n}'})"
+    a, b = s.commands["A"], s.commands["B"]
     return f"the server command `{a}`" if a == b else f"the server commands `{a}` (A) and `{b}` (B)"
 
 
@@ -355,12 +352,7 @@ def _header(job: JobResult) -> list[str]:
         if s.pinned
         else "not pinned"
     )
-    if s.workers:
-        workers = f"--workers {s.workers}"
-    else:
-        n = job.legs[0].knobs["A"].get("CWIST_WORKERS", 1) if job.legs else 1
-        workers = f"CWIST_WORKERS={n}"
-    server = _server_text(s.commands, workers)
+    server = _server_text(job)
     warmup = "; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."
     lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
     if leg0 and s.load is not None:
@@ -485,30 +477,30 @@ def class_tables(job, lr) -> list[str]:
     return lines
 
 
+def _med(fs: list[dict], key: str) -> float:
+    """The median of the runs' figure ``key`` where they have one (0 where none has)."""
+    return median([f[key] for f in fs if f.get(key) is not None] or [0])
+
+
 def _checks(c: dict, figs: dict) -> str:
     out = []
-    for arm in ("A", "B"):
-        fs = figs[arm]
+    for arm, fs in figs.items():
         if not fs:
             continue
         sat = sum(bool(f["saturated"]) for f in fs)
         errors = sum(sum(f["errors"].values()) for f in fs)
         part = f"arm {arm}: "
         if c["loop"] == "open":
-            offered = median([f["offered_rps"] for f in fs])
-            achieved = median([f["rps"] for f in fs])
-            part += f"achieved {achieved:,.0f} of {offered:,.0f} req/s offered (median)"
+            part += (
+                f"achieved {_med(fs, 'rps'):,.0f} of {_med(fs, 'offered_rps'):,.0f} req/s offered (median)"
+            )
             part += f", {sat} of {len(fs)} runs saturated" if sat else ", none saturated"
         else:
-            part += f"{median([f['rps'] for f in fs]):,.0f} req/s (median)"
-        lag50 = median([f["lag_p50"] for f in fs if f["lag_p50"] is not None] or [0])
-        lag99 = median([f["lag_p99"] for f in fs if f["lag_p99"] is not None] or [0])
+            part += f"{_med(fs, 'rps'):,.0f} req/s (median)"
         if c["loop"] == "open" or c["think_ms"]:
-            part += f", client send lag p50 {ms(lag50)} / p99 {ms(lag99)} ms"
-        turns = [f for f in fs if f.get("turnaround_p50") is not None]
-        if turns:
-            t50 = median([f["turnaround_p50"] for f in turns])
-            t99 = median([f["turnaround_p99"] for f in turns])
+            part += f", client send lag p50 {ms(_med(fs, 'lag_p50'))} / p99 {ms(_med(fs, 'lag_p99'))} ms"
+        if any(f.get("turnaround_p50") is not None for f in fs):
+            t50, t99 = _med(fs, "turnaround_p50"), _med(fs, "turnaround_p99")
             part += f", client turnaround p50 {t50:,.0f} / p99 {t99:,.0f} us"
         part += f", {errors} errors" if errors else ""
         out.append(part)

@@ -1,18 +1,11 @@
-"""The trial loop of every job: plan, interleave, measure, flag, decide.
+"""The trial loop of every job (:func:`run_trials`) and its one comparison (:func:`decide`).
 
-:func:`run_trials` runs a job's legs in order.  Per leg a :class:`Design` **plans** it (the arms'
-environments, the schedule, the offered load), the loop **interleaves** the runs (a discarded
-warm-up, then trial after trial, each running every arm once in a random order), the design's tier
-**measures** each run (:class:`tailjob.measure.Measure`; the record carries its **flags**) -- a tier
-with ``map(plans, done)``, whose runs are independent given their inputs (virtual time), gets a
-leg's runs at once -- and the design **decides**.  The designs: :class:`ABDesign` (arm B against
-arm A, a verdict per metric, :func:`decide`; the calibration, :mod:`tailjob.calibrate`, is a series
-of them, and ``ab --tier sim`` is one on :class:`tailjob.sim.measure.SimMeasure`) and
-:class:`tailjob.peersjob.PeersDesign` (the bench server beside its peers).
-
-Every run starts its own server.  A run that is not data (the server dies, the client fails or
-completes no request, the server reports another backend than asked) stops the job with
-:class:`JobError`; socket errors, non-2xx responses and CPU used by other processes are flags.
+Per leg a :class:`Design` plans it; the loop runs a discarded warm-up, then trial after trial, each
+running every arm once in a random order, through the design's :class:`tailjob.measure.Measure` (a
+tier with ``map(plans, done)``, whose runs are independent given their inputs, gets a leg's runs at
+once); the design decides.  Designs: :class:`ABDesign` (B against A: the live and sim A/B, the
+calibration) and :class:`tailjob.peersjob.PeersDesign`.  A run that is not data stops the job with
+:class:`JobError`; what makes a run suspect is a flag on its record.
 """
 
 from __future__ import annotations
@@ -160,15 +153,10 @@ def compare_leg(
     resamples: int = stats.RESAMPLES,
     klass: str | None = None,
 ) -> list[stats.Comparison]:
-    """Per-metric comparison of arm B against arm A, runs paired by trial.
-
-    The percentiles of :data:`tailjob.POOLED_KEYS` are compared on the
-    arms' pooled histograms when every paired run has one
-    (:func:`tailjob.pooled.compare_pooled`); the other metrics, and those
-    when a histogram is missing, on the medians of the runs' values.
-    ``klass``: compare that client class's figures (``RunRecord.classes``) on
-    :data:`tailjob.metrics.CLASS_METRICS` instead of the run's.
-    """
+    """Per-metric comparison of arm B against arm A, runs paired by trial: :data:`POOLED_KEYS` on
+    the arms' merged histograms when every paired run has one (:func:`tailjob.pooled.compare_pooled`),
+    else on the medians of the runs' values.  ``klass``: that client class's figures
+    (``RunRecord.classes``) on :data:`tailjob.metrics.CLASS_METRICS` instead of the run's."""
     by_trial: dict[int, dict[str, ComparedRun]] = {}
     for r in runs:
         if not r.warmup:
@@ -256,23 +244,16 @@ def _expected_backend(env: Mapping[str, str]) -> str | None:
 @dataclass
 class ABDesign:
     """An A/B of the bench server, or of the server command(s) of ``settings.commands``: ``arms``
-    under ``settings`` (its load, probe, seed), knobs over ``ambient``,
-    measured by ``tier`` (default: :data:`tailjob.measure.WRK`, or :data:`tailjob.measure.LOAD_CLIENT`
-    with a workload on the load client).
-
-    With a workload (``settings.load``) a rate like ``0.7x`` is resolved per leg by a closed-loop run
-    on arm A (:meth:`capacity`, ``LegResult.capacity``).
-
-    ``code`` (``--a-ref``): per arm key, the ``reference/`` directory its bench server imports
-    :mod:`tailreactor` from (first on its ``PYTHONPATH``, :func:`tailjob.refcode.server_env`);
-    every server then says which it imported, and a run whose server imported another is a
-    :class:`JobError`.  None: the servers import what the job's own import path finds.
-    """
+    under ``settings``, knobs over ``ambient``, measured by ``tier`` (None: :data:`WRK`, or
+    :data:`LOAD_CLIENT` with ``settings.load``, whose relative rate is resolved per leg by
+    :meth:`capacity`).  ``code`` (``--a-ref``): per arm key, the ``reference/`` its server imports
+    :mod:`tailreactor` from (:func:`tailjob.refcode.server_env`); a server that imported another
+    makes the run a :class:`JobError`."""
 
     arms: tuple[Arm, Arm]
     settings: Settings
     ambient: Mapping[str, str]
-    tier: Measure | None = None  # None: wrk, or the load client with settings.load
+    tier: Measure | None = None
     code: Mapping[str, str] | None = None
 
     @property
@@ -398,13 +379,8 @@ def run_job(
 
 @dataclass
 class JobResult:
-    """Everything a job produced; what the report, plot and history are made from.
-
-    ``ab`` is the preset name (``tail``, ``backend``, ``aa``), ``custom``, or ``aref`` (``--a-ref``
-    alone: the same knobs, arm A on the ref's code); ``provenance`` comes from
-    :func:`tailjob.history.provenance`; ``a_ref``: with ``--a-ref``, ``{"ref": REF, "commit": SHA}``
-    (arm A ran that commit's code, arm B the working tree's).
-    """
+    """Everything a job produced, for the report, plot and history.  ``ab``: the preset, ``custom``
+    or ``aref`` (``--a-ref`` alone); ``a_ref``: with ``--a-ref``, ``{"ref": REF, "commit": SHA}``."""
 
     argv: list[str]
     profile: str

@@ -235,16 +235,9 @@ def _check_class(where: str, name: str, table: Mapping[str, Any]) -> TrafficClas
     if loop == "open" and "rate" not in t:
         raise bad("rate", "an open-loop class needs one: requests/s (200) or a fraction of capacity ('0.7x')")
     check("rate", "schedule", "depth", "think_ms", "service_us")
-    return TrafficClass(
-        name,
-        t["connections"],
-        t["loop"],
-        t["rate"].strip() if "rate" in t else None,
-        t.get("schedule", "poisson"),
-        t.get("depth", 1),
-        float(t.get("think_ms", 0)),
-        t.get("service_us", 0),
-    )
+    if "rate" in t:
+        t["rate"] = t["rate"].strip()
+    return TrafficClass(name, **{**t, "think_ms": float(t.get("think_ms", 0))})
 
 
 def _traffic(where: str, source: str, tables: Sequence[tuple[str, object]], argv: tuple[str, ...]) -> Traffic:
@@ -500,19 +493,20 @@ def plan_load(
     if workload not in WORKLOADS:
         raise PlanError(f"--workload {workload!r}: accepted {', '.join(WORKLOADS)}")
     w = WORKLOADS[workload]
+    open_option = next(
+        (name for v, name in ((rate, "--rate"), (schedule, "--schedule")) if v is not None), None
+    )
     if workload == "uniform" and load in (None, "closed"):
-        for given, name in ((rate, "--rate"), (schedule, "--schedule")):
-            if given is not None:
-                raise PlanError(f"{name} needs open-loop load: add --load open")
+        if open_option:
+            raise PlanError(f"{open_option} needs open-loop load: add --load open")
         return None
     if workload != "uniform" and load is not None:
         raise PlanError(
             f"--load {load}: workload {workload} sets its own load (see --help); leave out --load"
         )
     if workload != "uniform" and not w.open_classes:
-        for given, name in ((rate, "--rate"), (schedule, "--schedule")):
-            if given is not None:
-                raise PlanError(f"{name}: workload {workload} has no open-loop class")
+        if open_option:
+            raise PlanError(f"{open_option}: workload {workload} has no open-loop class")
     else:
         rate = rate or w.default_rate
     if rate is not None:
