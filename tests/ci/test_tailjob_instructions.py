@@ -240,7 +240,7 @@ def test_python_code_maps_to_the_component_it_serves():
     of = instructions.python_component
     assert of("/x/tailreactor/reactor.py", "Reactor._round") == "reactor round"
     assert of("/x/tailreactor/posts.py", "PostQueue.pending") == "reactor round"
-    assert of("/x/tailreactor/reactor.py", "Reactor._dispatch") == "dispatch walk"
+    assert of("/x/tailreactor/dispatch.py", "Dispatch._dispatch") == "dispatch walk"
     assert of("/x/tailreactor/dispatch.py", "DeliveryOrder.next") == "dispatch walk"
     assert of("/x/tailreactor/reactor.py", "Reactor._arm") == "arm"
     assert of("/x/tailreactor/backends/epoll.py", "EpollBackend.rearm") == "arm"

@@ -42,11 +42,6 @@ C_ROW = {
 #: (``rearm``); no names: every function of the file.  Row None: code that runs inside httptools'
 #: ``feed_data`` (its callbacks), whose instructions callgrind's HTTP parse row holds.
 PYTHON_ROWS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
-    (
-        "tailreactor/reactor.py",
-        ("Reactor._dispatch", "Reactor._between", "Reactor._harvest", "Due."),
-        "dispatch walk",
-    ),
     ("tailreactor/reactor.py", ("Reactor.arm", "Reactor.arm_recv", "Reactor._arm"), "arm"),
     ("tailreactor/dispatch.py", (), "dispatch walk"),
     ("tailreactor/policies/", (), "dispatch walk"),
