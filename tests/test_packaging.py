@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -86,6 +87,7 @@ def test_the_wheel_in_a_clean_virtualenv_runs_each_command_with_its_extra_and_na
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == PACKAGES
     assert "tailreactor_conformance/include/tailreactor_backend.h" in names
+    assert "tailjob/tail_latency.lua" in names  # wrk's script: the live tier needs it
 
     venv = tmp_path / "venv"
     done = _run(sys.executable, "-m", "venv", "--without-pip", venv)
@@ -122,3 +124,12 @@ def test_the_wheel_in_a_clean_virtualenv_runs_each_command_with_its_extra_and_na
     [result] = (out / "results").glob("*-quick-tail-sim.json")
     doc = json.loads(result.read_text())
     assert doc["tier"] == "sim" and [leg["backends"]["A"] for leg in doc["legs"]] == ["epoll"]
+    if shutil.which("wrk") is None:
+        return  # the live tier needs wrk (scripts/bootstrap.sh --wrk): the rest above ran without it
+    # The live tier from the wheel: the bench server and wrk's script come from the installed packages.
+    live = ["--backend", "epoll", "--duration", "1", "--runs", "2", "--connections", "16"]
+    done = _run(bin_dir / "tailreactor-tail-latency", *live, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    # Installed, the default --out is ./tailreactor-results, not a directory inside the environment.
+    [result] = (tmp_path / "tailreactor-results" / "results").glob("*-quick-tail.json")
+    assert json.loads(result.read_text())["legs"][0]["backends"]["A"] == "epoll"

@@ -87,7 +87,7 @@ def test_wrk_command_line():
         threads=2,
         connections=64,
         duration_s=3,
-        script="scripts/ci/tail_latency.lua",
+        script="scripts/ci/tailjob/tail_latency.lua",
     )
     assert cmd == [
         "wrk",
@@ -95,7 +95,7 @@ def test_wrk_command_line():
         "-c64",
         "-d3s",
         "-s",
-        "scripts/ci/tail_latency.lua",
+        "scripts/ci/tailjob/tail_latency.lua",
         "http://127.0.0.1:3000/",
     ]
     pinned = wrk_command(

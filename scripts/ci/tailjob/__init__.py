@@ -27,6 +27,9 @@ PROG = "tail_latency"
 """The job's name in its usage and its one-line errors."""
 
 REPO = Path(__file__).resolve().parents[3]
+OUT = REPO / "benchmarks" if (REPO / "pyproject.toml").is_file() else Path("tailreactor-results")
+"""The default ``--out``: the checkout's benchmarks/, or ./tailreactor-results where the job is installed
+from a wheel (there REPO is the environment's lib/, no place for results)."""
 
 LAYERS = (
     (

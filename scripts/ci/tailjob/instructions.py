@@ -38,15 +38,21 @@ from .measure import JobError, RunPlan, RunRecord, Settings
 from .outputs import files_text, write_atomic, write_files
 from .parts import C_ROW, ROWS, python_component, shares_by_row  # noqa: F401
 from .peers import make_server, servers
-from .plan import Leg, PlanError, Unavailable, without_refused_io_uring
+from .plan import (
+    COUNT_BASELINE,
+    COUNT_REQUESTS,
+    COUNT_SERVERS,
+    Leg,
+    PlanError,
+    Unavailable,
+    without_refused_io_uring,
+)
 from .server import ServerError
 
-#: The servers counted by default (uvloop's loop is C: its count would say little about ours).
-SERVERS = ("bench-epoll", "bench-io_uring", "asyncio")
-BASELINE = REPO / "benchmarks" / "results" / "instructions-baseline.json"
+SERVERS, BASELINE = COUNT_SERVERS, COUNT_BASELINE
 GATE_LIMIT = 0.02  # the gate's bound above (and below) the baseline
 #: Defaults: requests counted, keep-alive connections they rotate over, warm-up requests.
-REQUESTS, CONNECTIONS, WARMUP = 1000, 8, 200
+REQUESTS, CONNECTIONS, WARMUP = COUNT_REQUESTS, 8, 200
 #: Knobs this measure sets unless the environment does (module docstring).
 DEFAULT_KNOBS = {
     "CWIST_HTTP_KEEP_ALIVE_TIMEOUT": "0",

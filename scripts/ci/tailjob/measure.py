@@ -25,7 +25,7 @@ from .plan import Leg
 from .server import ServerError, ServerProcess
 from .workloads import LoadPlan
 
-SCRIPT = Path(__file__).resolve().parents[1] / "tail_latency.lua"
+SCRIPT = Path(__file__).resolve().parent / "tail_latency.lua"
 BUSY_FRACTION = 0.9
 """A process using this share of the CPU it can use counts as busy (:func:`generator_bound`)."""
 

@@ -13,9 +13,9 @@ import argparse
 import re
 from pathlib import Path
 
-from . import PROG, REPO, fail, instructions, ownserver, workloads  # noqa: F401  (fail: re-exported)
+from . import OUT, PROG, REPO, fail, ownserver, workloads  # noqa: F401  (fail: re-exported)
 from .metrics import METRICS
-from .plan import AB_PRESETS, BACKENDS, PROFILES
+from .plan import AB_PRESETS, BACKENDS, COUNT_BASELINE, COUNT_REQUESTS, COUNT_SERVERS, PROFILES
 from .sim import costs
 
 TIERS = ("wall", "sim")
@@ -195,9 +195,10 @@ OPTIONS: dict[str, dict] = {
     "--gate": dict(action="store_true", help="exit 1 if a metric is a regression"),
     "--out": dict(
         type=Path,
-        default=REPO / "benchmarks",
+        default=OUT,
         metavar="DIR",
-        help="output directory: <out>/results/ and <out>/*.jsonl (default: benchmarks/)",
+        help="output directory: <out>/results/ and <out>/*.jsonl "
+        "(default: benchmarks/ in a checkout, ./tailreactor-results where installed)",
     ),
     "--sim-cost": dict(
         metavar="'K=US ...'",
@@ -219,18 +220,18 @@ OPTIONS: dict[str, dict] = {
     ),
     "--server": dict(
         action="append",
-        choices=instructions.SERVERS,
+        choices=COUNT_SERVERS,
         help="a server to count (repeatable; default: all, or the bench server on --backend and asyncio)",
     ),
     "--requests": dict(
         type=_positive,
-        default=instructions.REQUESTS,
+        default=COUNT_REQUESTS,
         metavar="N",
-        help=f"requests per server, a positive integer ({instructions.REQUESTS})",
+        help=f"requests per server, a positive integer ({COUNT_REQUESTS})",
     ),
     "--baseline": dict(
         type=Path,
-        default=instructions.BASELINE,
+        default=COUNT_BASELINE,
         metavar="FILE",
         help="the baseline JSON file (benchmarks/results/instructions-baseline.json)",
     ),

@@ -26,9 +26,14 @@ from typing import Any
 
 from tailreactor import config as _config
 
-from . import PROG
+from . import PROG, REPO
 
 BACKENDS = ("io_uring", "epoll")
+#: ``count``'s defaults, here so that the command line reads them without importing the count tier.
+#: The servers counted (uvloop's loop is C: its count would say little about ours).
+COUNT_SERVERS = ("bench-epoll", "bench-io_uring", "asyncio")
+COUNT_REQUESTS = 1000
+COUNT_BASELINE = REPO / "benchmarks" / "results" / "instructions-baseline.json"
 
 
 class PlanError(ValueError):

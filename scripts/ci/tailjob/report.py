@@ -363,7 +363,7 @@ def _header(job: JobResult) -> list[str]:
     elif leg0:
         lines.append(
             f"- Workload: `wrk -t{leg0.threads} -c<C> -d{leg0.duration_s}s -s "
-            f"scripts/ci/tail_latency.lua http://{s.host}:<port>/` against {server}; "
+            f"scripts/ci/tailjob/tail_latency.lua http://{s.host}:<port>/` against {server}; "
             "the server is restarted for every run" + warmup
         )
     lines.append(

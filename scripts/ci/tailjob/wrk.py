@@ -66,7 +66,7 @@ def parse_wrk_output(text: str) -> WrkResult:
     lines = [ln for ln in text.splitlines() if ln.startswith(METRICS_PREFIX)]
     if not lines:
         raise WrkOutputError(
-            "no TAILREACTOR_METRICS line in wrk's output (was wrk run with -s scripts/ci/tail_latency.lua?)"
+            "no TAILREACTOR_METRICS line in wrk's output (was wrk run with -s scripts/ci/tailjob/tail_latency.lua?)"
         )
     raw = lines[-1][len(METRICS_PREFIX) :]
     try:

@@ -6,7 +6,7 @@
 --
 --   TAILREACTOR_METRICS {"requests":...,"percentiles":[{"p":50,"us":...,"samples":...},...],...}
 --
--- Usage: TAILREACTOR_PERCENTILES=50,99,99.9 wrk -t2 -c64 -d3s -s scripts/ci/tail_latency.lua http://127.0.0.1:3000/
+-- Usage: TAILREACTOR_PERCENTILES=50,99,99.9 wrk -t2 -c64 -d3s -s scripts/ci/tailjob/tail_latency.lua http://127.0.0.1:3000/
 --
 -- The percentiles printed come from TAILREACTOR_PERCENTILES (comma-separated); the job sets it from
 -- its metric table (scripts/ci/tailjob/metrics.py, tailjob.wrk.wrk_env).
