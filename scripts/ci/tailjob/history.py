@@ -91,6 +91,12 @@ def provenance(repo: Path, *, wrk_version: str) -> dict:
     }
 
 
+def sim_provenance(repo: Path) -> dict:
+    """:func:`provenance` less the machine's facts and wrk's: what a virtual-time job depends on."""
+    pv = provenance(repo, wrk_version="-")
+    return {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")}
+
+
 def _read_first_line(path: str) -> str | None:
     try:
         with open(path) as f:

@@ -156,7 +156,6 @@ def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, colle
     for lr in results:  # one class is the whole run: its table would repeat the leg's
         if len(lr.class_comparisons) == 1:
             lr.class_comparisons = {}
-    pv = history.provenance(REPO, wrk_version="-")
     job = JobResult(
         argv=list(o.argv),
         profile=o.profile,
@@ -164,7 +163,7 @@ def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, colle
         arms=design.arms,
         settings=design.settings,
         legs=results,
-        provenance={k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")},
+        provenance=history.sim_provenance(REPO),
         started_at=started,
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         a_ref=None if a_code is None else {"ref": o.a_ref, "commit": a_code[0]},
