@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help (0) or bad input (2), its one line printed
         return e.code if isinstance(e.code, int) else 0
     refusal = ownserver.refused(args)
-    if refusal:  # what only the bench server has, asked of a server command
+    if refusal:  # an option that cannot apply where it was given
         return _error(refusal, 2)
     if args.command == "count":
         from .instructions import CountPlan, main_tier
@@ -265,8 +265,6 @@ def _overrides(args, pin: bool) -> Overrides:
 
 def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
     """The A/B: arms, legs and load, every arm's environment checked before anything runs."""
-    if args.sim_cost is not None:
-        raise PlanError("--sim-cost applies to --tier sim")
     cmds = ownserver.commands(args)  # None: the bench server
     ab, arms = args.arms() if cmds is None else ownserver.arms(args, cmds)
     a_commit = None

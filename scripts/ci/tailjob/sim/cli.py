@@ -4,8 +4,8 @@ loop (:func:`tailjob.runner.run_trials`, :class:`tailjob.runner.ABDesign`) on
 
 The live job's options (``--runs``: seeds per arm, ``--seed``: the first, ``--duration``: virtual
 seconds) plus ``--sim-cost``; what means processes on a machine (``--pin``, ``--workers``,
-``--threads``, ``--probe``) is refused in one line.  Writes ``<out>/results/<stem>-sim.{md,json,svg,png}``
-and a line of ``<out>/tail-latency-sim.jsonl``.  Exit codes as the live job's (0, 1 ``--gate``
+``--threads``, ``--probe``) is refused in one line (:func:`tailjob.ownserver.refused`).  Writes
+``<out>/results/<stem>-sim.{md,json,svg,png}`` and a line of ``<out>/tail-latency-sim.jsonl``.  Exit codes as the live job's (0, 1 ``--gate``
 regression, 2 bad options, 3 a run failed).
 """
 
@@ -46,20 +46,6 @@ MODELLED = ("epoll", "io_uring", "selectors")
 _BACKEND = "CWIST_REACTOR_BACKEND"
 
 
-def _refuse_live_only(o: AbOptions) -> None:
-    for given, text in (
-        (o.pin, "--pin"),
-        (o.workers, f"--workers {o.workers}"),
-        (o.threads, f"--threads {o.threads}"),
-        (o.probe, "--probe"),
-    ):
-        if given:
-            raise PlanError(
-                f"{text}: the sim tier runs one reactor in virtual time, with no processes to "
-                "pin or count, no wrk threads, no probe files; leave it out or use --tier wall"
-            )
-
-
 def _ambient(environ) -> dict[str, str]:
     """The ``CWIST_*`` variables of this process: they apply to both arms, as in the live job."""
     return {k: v for k, v in environ.items() if k.startswith("CWIST_")}
@@ -68,7 +54,6 @@ def _ambient(environ) -> dict[str, str]:
 def plan_sim(o: AbOptions) -> tuple[str, tuple[Arm, Arm], list[Leg], LoadPlan | None]:
     """(the --ab name, the arms, the legs with each arm's backend resolved, the load) of the A/B;
     PlanError/CostError if bad."""
-    _refuse_live_only(o)
     check_environment(os.environ)
     ab, arms = o.arms()
     if o.a_ref is not None:
