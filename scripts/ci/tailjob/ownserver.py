@@ -91,7 +91,8 @@ def refused(args: argparse.Namespace) -> str | None:
     what only the bench server has, asked of a server command; what means processes on a machine,
     asked of the sim tier; ``--sim-cost`` off it."""
     v = vars(args).get
-    own, sim, cmd = given(args), v("tier") == "sim", _option(args)
+    own, sim = given(args), v("tier") == "sim"
+    cmd = "--server-cmd" if v("server_cmd") is not None else "--a-cmd/--b-cmd"
     bench = (
         f", not a server command's ({cmd}): leave it out, or leave out {cmd} "
         "(a server command runs on --tier wall; its arms differ by --a/--b or --a-cmd/--b-cmd)"
@@ -119,10 +120,6 @@ def refused(args: argparse.Namespace) -> str | None:
         (v("tier") == "wall" and v("sim_cost") is not None, "--sim-cost applies to --tier sim"),
     )
     return next((line for bad, line in table if bad), None)
-
-
-def _option(args: argparse.Namespace) -> str:
-    return "--server-cmd" if getattr(args, "server_cmd", None) is not None else "--a-cmd/--b-cmd"
 
 
 def commands(args: AbOptions | argparse.Namespace) -> dict[str, str] | None:

@@ -5,8 +5,8 @@ loop (:func:`tailjob.runner.run_trials`, :class:`tailjob.runner.ABDesign`) on
 The live job's options (``--runs``: seeds per arm, ``--seed``: the first, ``--duration``: virtual
 seconds) plus ``--sim-cost``; what means processes on a machine (``--pin``, ``--workers``,
 ``--threads``, ``--probe``) is refused in one line (:func:`tailjob.ownserver.refused`).  Writes
-``<out>/results/<stem>-sim.{md,json,svg,png}`` and a line of ``<out>/tail-latency-sim.jsonl``.  Exit codes as the live job's (0, 1 ``--gate``
-regression, 2 bad options, 3 a run failed).
+``<out>/results/<stem>-sim.{md,json,svg,png}`` and a line of ``<out>/tail-latency-sim.jsonl``.
+Exit codes as the live job's (0, 1 ``--gate`` regression, 2 bad options, 3 a run failed).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from .. import PROG, REPO, history, refcode, report, stepsummary, workloads
 from .. import fail as _error
 from ..measure import Settings
-from ..outputs import dumps, write_atomic
+from ..outputs import dumps, write_files
 from ..plan import (
     PROFILES,
     AbOptions,
@@ -153,20 +153,16 @@ def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, colle
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         a_ref=None if a_code is None else {"ref": o.a_ref, "commit": a_code[0]},
     )
-    out = o.out
-    stem = history.result_stem(job) + "-sim"
-    results_dir = out / "results"
-    results_dir.mkdir(parents=True, exist_ok=True)
-    md = results_dir / f"{stem}.md"
-    md.write_text(sim_report.render(job, measure, runs=True))
+    stem, results_dir = history.result_stem(job) + "-sim", o.out / "results"
     doc = sim_report.result_document(job, measure, load=o.load)
-    js = write_atomic(results_dir / f"{stem}.json", dumps(doc))
+    report_md = sim_report.render(job, measure, runs=True)
+    md, js = write_files(results_dir, stem, {".md": report_md, ".json": dumps(doc)})
     if collect is not None:
         collect.update(legs=results, result=js, document=doc)
     images = sim_report.plot(results, results_dir / stem)
     jsonl = history.append_history(
         history.history_line(job, result_file=f"results/{js.name}", tier="sim"),
-        out,
+        o.out,
         name=sim_report.HISTORY_FILE,
     )
     text = sim_report.render(job, measure, runs=False)
