@@ -17,7 +17,6 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 from tailreactor.backends import io_uring_refused as _io_uring_refused
@@ -73,10 +72,6 @@ def _cpu_list(text: str, option: str) -> str:
             f"(available: {sorted(allowed)})"
         )
     return text
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -187,7 +182,7 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
         return _error(str(e), 3), None
     except (PlanError, refcode.RefError) as e:
         return _error(str(e), 2), None
-    started = _now()
+    started = history.now()
     stem = history.stem(started, job.profile, job.name)
     results_dir = options.out / "results"
     settings = job.settings
@@ -200,7 +195,7 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
         return _error(str(e), 3), None
     provenance = history.provenance(REPO, wrk_version=job.wrk)
     results_dir.mkdir(parents=True, exist_ok=True)
-    printed = job.finish(results, Outputs(settings, started, _now(), provenance, results_dir, stem))
+    printed = job.finish(results, Outputs(settings, started, history.now(), provenance, results_dir, stem))
     if collect is not None:
         collect.update(legs=results, result=printed.result, document=printed.document)
     summary = stepsummary.append(printed.text, prog=PROG)  # GitHub Actions' job summary

@@ -105,6 +105,11 @@ def _read_first_line(path: str) -> str | None:
         return None
 
 
+def now() -> str:
+    """The time now as a job's ``started_at``/``finished_at``: ISO 8601, UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 def stem(started_at: str, profile: str, ab: str) -> str:
     """``20261129T210501Z-quick-tail`` from an ISO start time, the profile and the ``--ab`` name."""
     started = datetime.fromisoformat(started_at).astimezone(timezone.utc)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from datetime import datetime, timezone
 
 from .. import PROG, REPO, history, refcode, report, stepsummary, workloads
 from .. import fail as _error
@@ -131,7 +130,7 @@ def _progress():
 
 
 def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, collect=None) -> int:
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = history.now()
     codes = {"A": a_code[1]} if a_code else None
     try:
         with SimMeasure(o.sim_cost, code=codes, processes=len(os.sched_getaffinity(0))) as measure:
@@ -150,7 +149,7 @@ def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, colle
         legs=results,
         provenance=history.sim_provenance(REPO),
         started_at=started,
-        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        finished_at=history.now(),
         a_ref=None if a_code is None else {"ref": o.a_ref, "commit": a_code[0]},
     )
     stem, results_dir = history.result_stem(job) + "-sim", o.out / "results"

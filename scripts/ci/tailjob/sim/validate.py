@@ -13,7 +13,6 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import fields, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -215,10 +214,6 @@ def _rel(path: Path, out: Path) -> str:
     return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
     """``validate`` (see the module docstring); ``run_ab(options, collect=dict)``: runs one A/B on its
     tier and gives its result (:func:`tailjob.cli.run_ab`).  Exit 0 done (whatever the outcomes),
@@ -231,7 +226,7 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
         plan_sim(sim_o)  # the sim's options are checked before the live job runs
     except (PlanError, CostError) as e:
         return _error(str(e), 2)
-    started, load = _now(), [os.getloadavg()[0]]
+    started, load = history.now(), [os.getloadavg()[0]]
     done: list[dict] = []  # what each tier's run_ab collected
     for first, what, tier in (
         ("", "the live A/B first", live_o),
@@ -266,7 +261,7 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
         "sim": {"argv": list(sim_o.argv), "result": _rel(Path(sim["result"]), o.out)},
         "provenance": {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
         "started_at": started,
-        "finished_at": _now(),
+        "finished_at": history.now(),
         "load_average": {"before_live": load[0], "after_live": load[1], "cpus": os.cpu_count()},
         "summary": summary(rows),
         "rows": rows,
