@@ -107,9 +107,6 @@ class ServerProcess:
         """A port for a server asked for none: one that was free a moment ago (:func:`free_port`)."""
         return free_port(self.host)
 
-    def prepare(self) -> None:
-        """Called before each launch, once ``port`` is set; by default nothing (nginx writes its config)."""
-
     def start(self) -> ServerProcess:
         """Start the server and wait until it listens; :class:`ServerError` if it exits first or is not
         ready within ``start_timeout_s``.  With no port given, a server whose ready line names its port
@@ -131,7 +128,6 @@ class ServerProcess:
         raise AssertionError("unreachable: the last try returns or raises")
 
     def _launch(self) -> None:
-        self.prepare()
         self.proc = subprocess.Popen(
             self.argv(),
             env=self.env,
