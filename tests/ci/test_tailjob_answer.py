@@ -7,7 +7,9 @@ import json
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
 
 from tailjob import stats
-from tailjob.sim.answer import Row, rows
+from tailjob.plan import Leg
+from tailjob.runner import LegResult
+from tailjob.sim.answer import Row, pair, rows
 
 
 def _c(key, ratio, verdict, detectable=None, n=8):
@@ -17,15 +19,22 @@ def _c(key, ratio, verdict, detectable=None, n=8):
     )
 
 
+def _leg(backend, *comparisons, connections=64):
+    return LegResult(Leg(0, backend, 1, connections, 1, 1), (), {}, {}, [], [], list(comparisons))
+
+
 def test_a_sim_gain_is_set_against_the_live_detectable_effect_and_the_pairs_it_would_need():
-    [row] = rows(
-        {"epoll": [_c("p99", 0.8, stats.GAIN)]}, {"epoll": [_c("p99", 1.1, stats.INCONCLUSIVE, 0.4)]}
-    )
+    live = [
+        _leg("io_uring", _c("p99", 1.3, stats.GAIN)),
+        _leg("epoll", _c("p99", 1.1, stats.INCONCLUSIVE, 0.4)),
+    ]
+    [row] = rows(pair(live, [_leg("epoll", _c("p99", 0.8, stats.GAIN))]))
     assert row == Row("epoll", "p99 ms", 0.8, stats.GAIN, 1.1, stats.INCONCLUSIVE, 0.4, 0.2, 32)
 
 
 def test_without_a_sim_effect_the_target_is_the_minimum_effect_and_a_missing_live_leg_is_none():
-    [row] = rows({"io_uring": [_c("p99", 1.0, stats.EQUIVALENT)]}, {})
+    live = [_leg("io_uring", _c("p99", 1.1, stats.INCONCLUSIVE, 0.4), connections=128)]  # another leg
+    [row] = rows(pair(live, [_leg("io_uring", _c("p99", 1.0, stats.EQUIVALENT))]))
     assert (row.target, row.live_verdict, row.live_pairs_needed) == (0.10, None, None)
 
 

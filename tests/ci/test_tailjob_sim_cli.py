@@ -74,6 +74,7 @@ def test_gate_fails_on_a_regression_in_virtual_time(tmp_path, capsys):
         (["--tier", "sim", "--pin"], "--pin: the sim tier"),
         (["--tier", "sim", "--workers", "2"], "--workers 2: the sim tier"),
         (["--tier", "sim", "--threads", "2"], "--threads 2: the sim tier"),
+        (["--tier", "sim", "--probe"], "--probe: the sim tier"),
     ],
 )
 def test_bad_sim_options_exit_2_with_one_line(argv, message, capsys, tmp_path):

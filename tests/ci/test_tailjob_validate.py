@@ -1,7 +1,7 @@
 """``--validate``: the live A/B beside the sim tier's, and the rule that says where they agree.
 
-The rule (:func:`tailjob.sim.validate.outcome`) and the table (:func:`compare`) are tested on result
-documents recorded from real runs (``fixtures/validate/``); the command itself on a short bounded
+The rule (:func:`tailjob.sim.validate.outcome`) and the table (:func:`compare`) are tested on the legs
+of result documents recorded from real runs (``fixtures/validate/``); the command itself on a short bounded
 live run (one pair, so every row is ``live unresolved``: what is checked is what ran and what was
 written, not a wall-clock figure).
 """
@@ -13,7 +13,10 @@ import json
 import pytest
 from tailjob_testdata import ROOT
 
+from tailjob import stats
 from tailjob.cli import main
+from tailjob.plan import Leg
+from tailjob.runner import LegResult
 from tailjob.sim import validate
 from tailjob.sim.validate import (
     AGREE,
@@ -64,9 +67,49 @@ def _recorded(name):
     return json.loads((RECORDED / name).read_text())
 
 
+def _comparisons(table) -> list[stats.Comparison]:
+    """A recorded table (a list, or a dict by metric) as the comparisons it was written from."""
+    return [
+        stats.Comparison(
+            stats.metric(c["metric"]),
+            **{k: v for k, v in c.items() if k not in ("metric", "ci")},
+            ci=c["ci"] and tuple(c["ci"]),
+        )
+        for c in (table.values() if isinstance(table, dict) else table)
+    ]
+
+
+def _legs(doc) -> list[LegResult]:
+    """The legs of a recorded result document of either tier, as the run that wrote it held them."""
+    out = []
+    for i, d in enumerate(doc["legs"]):
+        a, b = d["backends"]["A"], d["backends"]["B"]
+        leg = Leg(i, a, 1, d.get("leg", d).get("connections"), 1, 1)
+        if a != b:
+            leg = Leg(i, None, 1, leg.connections, 1, 1, arm_backends=(("A", a), ("B", b)))
+        classes = d.get("class_comparisons") or d.get("classes") or {}
+        out.append(
+            LegResult(
+                leg,
+                (),
+                {},
+                {},
+                [],
+                [],
+                _comparisons(d["comparisons"]),
+                class_comparisons={k: _comparisons(v) for k, v in classes.items()},
+            )
+        )
+    return out
+
+
+def _compare(live_doc, sim_doc):
+    return compare(_legs(live_doc), _legs(sim_doc))
+
+
 def test_the_table_of_recorded_runs_pairs_every_scope_and_metric():
     live, sim = _recorded("live-mixed-epoll.json"), _recorded("sim-mixed-epoll.json")
-    rows = compare(live, sim)
+    rows = _compare(live, sim)
     scopes = list(dict.fromkeys(r["scope"] for r in rows))
     assert scopes == [None, "interactive", "bulk"]  # None: the whole run
     [leg] = live["legs"]
@@ -93,7 +136,7 @@ def test_the_table_of_recorded_runs_pairs_every_scope_and_metric():
 def test_a_cost_both_tiers_resolve_agrees_and_a_single_class_is_the_whole_run():
     # 200 us of injected service per request in arm B, open loop: the live CPU per request resolves
     # even on a loaded machine; nothing else did there.
-    rows = compare(_recorded("live-delay-epoll.json"), _recorded("sim-delay-epoll.json"))
+    rows = _compare(_recorded("live-delay-epoll.json"), _recorded("sim-delay-epoll.json"))
     assert {r["scope"] for r in rows} == {None}  # the one class "all" is not a table of its own
     by_metric = {r["metric"]: r for r in rows}
     cpu = by_metric.pop("cpu_us_per_req")
@@ -109,16 +152,16 @@ def test_a_cost_both_tiers_resolve_agrees_and_a_single_class_is_the_whole_run():
 def test_a_live_leg_left_to_auto_matches_the_sim_leg_and_a_missing_one_is_an_error():
     live, sim = _recorded("live-mixed-epoll.json"), _recorded("sim-mixed-epoll.json")
     live["legs"][0]["backends"] = {"A": None, "B": None}
-    assert compare(live, sim)
+    assert _compare(live, sim)
     live["legs"][0]["backends"] = {"A": "epoll", "B": "auto"}
-    assert compare(live, sim)
+    assert _compare(live, sim)
     sim["legs"][0]["connections"] = 128
     with pytest.raises(ValueError, match="no leg like the live leg"):
-        compare(live, sim)
+        _compare(live, sim)
 
 
 def test_summary_names_the_rows_that_differ():
-    rows = compare(_recorded("live-mixed-epoll.json"), _recorded("sim-mixed-epoll.json"))
+    rows = _compare(_recorded("live-mixed-epoll.json"), _recorded("sim-mixed-epoll.json"))
     s = validate.summary(rows)
     assert sum(s["counts"].values()) == len(rows) == s["rows"]
     assert s["live_resolved"] == len(rows) - s["counts"][LIVE_UNRESOLVED]
@@ -240,7 +283,7 @@ def test_validate_runs_both_tiers_and_writes_the_table(tmp_path, capsys):
     live = json.loads((out / doc["live"]["result"]).read_text())
     sim = json.loads((out / doc["sim"]["result"]).read_text())
     assert live["legs"][0]["runs"] and sim["tier"] == "sim"
-    assert doc["rows"] == compare(live, sim)
+    assert doc["rows"] == _compare(live, sim)
     assert {r["outcome"] for r in doc["rows"]} == {LIVE_UNRESOLVED}  # one pair: the live run calls nothing
     assert doc["summary"]["answer"].startswith("no comparison")
     [line] = (out / validate.HISTORY_FILE).read_text().splitlines()

@@ -17,7 +17,6 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 from tailreactor.backends import io_uring_refused as _io_uring_refused
@@ -73,10 +72,6 @@ def _cpu_list(text: str, option: str) -> str:
             f"(available: {sorted(allowed)})"
         )
     return text
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -135,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help (0) or bad input (2), its one line printed
         return e.code if isinstance(e.code, int) else 0
     refusal = ownserver.refused(args)
-    if refusal:  # what only the bench server has, asked of a server command
+    if refusal:  # an option that cannot apply where it was given
         return _error(refusal, 2)
     if args.command == "count":
         from .instructions import CountPlan, main_tier
@@ -187,7 +182,7 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
         return _error(str(e), 3), None
     except (PlanError, refcode.RefError) as e:
         return _error(str(e), 2), None
-    started = _now()
+    started = history.now()
     stem = history.stem(started, job.profile, job.name)
     results_dir = options.out / "results"
     settings = job.settings
@@ -200,7 +195,7 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
         return _error(str(e), 3), None
     provenance = history.provenance(REPO, wrk_version=job.wrk)
     results_dir.mkdir(parents=True, exist_ok=True)
-    printed = job.finish(results, Outputs(settings, started, _now(), provenance, results_dir, stem))
+    printed = job.finish(results, Outputs(settings, started, history.now(), provenance, results_dir, stem))
     if collect is not None:
         collect.update(legs=results, result=printed.result, document=printed.document)
     summary = stepsummary.append(printed.text, prog=PROG)  # GitHub Actions' job summary
@@ -265,8 +260,6 @@ def _overrides(args, pin: bool) -> Overrides:
 
 def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
     """The A/B: arms, legs and load, every arm's environment checked before anything runs."""
-    if args.sim_cost is not None:
-        raise PlanError("--sim-cost applies to --tier sim")
     cmds = ownserver.commands(args)  # None: the bench server
     ab, arms = args.arms() if cmds is None else ownserver.arms(args, cmds)
     a_commit = None

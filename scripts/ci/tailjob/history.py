@@ -91,12 +91,23 @@ def provenance(repo: Path, *, wrk_version: str) -> dict:
     }
 
 
+def sim_provenance(repo: Path) -> dict:
+    """:func:`provenance` less the machine's facts and wrk's: what a virtual-time job depends on."""
+    pv = provenance(repo, wrk_version="-")
+    return {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")}
+
+
 def _read_first_line(path: str) -> str | None:
     try:
         with open(path) as f:
             return f.readline().strip()
     except OSError:
         return None
+
+
+def now() -> str:
+    """The time now as a job's ``started_at``/``finished_at``: ISO 8601, UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def stem(started_at: str, profile: str, ab: str) -> str:

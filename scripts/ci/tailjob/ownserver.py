@@ -4,9 +4,9 @@
 (``--a``/``--b``, any variables, not only ``CWIST_*``) or not at all (``--ab aa``);
 ``--a-cmd``/``--b-cmd``: the arms differ by command (two builds of one server).  The job puts a free
 port where ``{port}`` is and starts the command for every run (:class:`tailjob.server.CommandServer`);
-what only the project's own server has is refused in one line (:func:`refused`).  Only the command
-line (:mod:`tailjob.options`, :mod:`tailjob.cli`) calls this; below it the commands travel in
-:attr:`tailjob.measure.Settings.commands`.  Docs: docs/en/own-server.md.
+what only the project's own server has is refused in one line (:func:`refused`: the job's one table
+of options refused where they were given).  Only the command line (:mod:`tailjob.options`,
+:mod:`tailjob.cli`) calls this; below it the commands travel in :attr:`tailjob.measure.Settings.commands`.  Docs: docs/en/own-server.md.
 """
 
 from __future__ import annotations
@@ -80,42 +80,46 @@ def given(args: AbOptions | argparse.Namespace) -> bool:
     return any(getattr(args, name, None) is not None for name in ("server_cmd", "a_cmd", "b_cmd"))
 
 
-def refused(args: argparse.Namespace, *, other_tier: bool = False) -> str | None:
-    """One line for an option that cannot apply to a server command (None: all apply); ``other_tier``:
-    the instruction tier's own options were given."""
-    if not given(args):
-        timeout = getattr(args, "ready_timeout", READY_TIMEOUT_S)
-        if timeout != READY_TIMEOUT_S:
-            return f"--ready-timeout {timeout:g} applies to a server command: give --server-cmd or --a-cmd/--b-cmd"
-        return None
-    tier = getattr(args, "tier", "wall")
-    reasons = [
-        (tier == "sim", "--tier sim simulates the project's own reactor"),
-        (tier == "instructions" or other_tier, "the instruction tier counts the project's own servers"),
-        (getattr(args, "probe", False), "--probe reads the bench server's latency probe"),
-        (getattr(args, "a_ref", None) is not None, "--a-ref runs the project's code of a git ref"),
-        (
-            getattr(args, "command", None) == "calibrate" and getattr(args, "server_cmd", None) is None,
-            "calibrate runs A/A legs of one server: give it as --server-cmd",
-        ),
-        (getattr(args, "backend", None) is not None, "--backend is the bench server's"),
-        (getattr(args, "workers", None) is not None, "--workers is the bench server's"),
-        (
-            getattr(args, "ab", None) in ("tail", "backend"),
-            f"--ab {getattr(args, 'ab', '')} sets CWIST_* knobs",
-        ),
-    ]
-    why = next((why for bad, why in reasons if bad), None)
-    if why is None:
-        return None
-    return (
-        f"{why}, not a server command's ({_option(args)}): leave it out, or leave out {_option(args)} "
+_SIM = (
+    ": the sim tier runs one reactor in virtual time, with no processes to pin or count, no wrk "
+    "threads, no probe files; leave it out or use --tier wall"
+)
+
+
+def refused(args: argparse.Namespace) -> str | None:
+    """The one line for the first option that cannot apply where it was given (None: all apply):
+    what only the bench server has, asked of a server command; what means processes on a machine,
+    asked of the sim tier; ``--sim-cost`` off it."""
+    v = vars(args).get
+    own, sim = given(args), v("tier") == "sim"
+    cmd = "--server-cmd" if v("server_cmd") is not None else "--a-cmd/--b-cmd"
+    bench = (
+        f", not a server command's ({cmd}): leave it out, or leave out {cmd} "
         "(a server command runs on --tier wall; its arms differ by --a/--b or --a-cmd/--b-cmd)"
     )
-
-
-def _option(args: argparse.Namespace) -> str:
-    return "--server-cmd" if getattr(args, "server_cmd", None) is not None else "--a-cmd/--b-cmd"
+    timeout = v("ready_timeout", READY_TIMEOUT_S)
+    table = (
+        (own and sim, "--tier sim simulates the project's own reactor" + bench),
+        (own and v("probe"), "--probe reads the bench server's latency probe" + bench),
+        (own and v("a_ref") is not None, "--a-ref runs the project's code of a git ref" + bench),
+        (
+            own and v("command") == "calibrate" and v("server_cmd") is None,
+            "calibrate runs A/A legs of one server: give it as --server-cmd" + bench,
+        ),
+        (own and v("backend") is not None, "--backend is the bench server's" + bench),
+        (own and v("workers") is not None, "--workers is the bench server's" + bench),
+        (own and v("ab") in ("tail", "backend"), f"--ab {v('ab')} sets CWIST_* knobs" + bench),
+        (
+            not own and timeout != READY_TIMEOUT_S,
+            f"--ready-timeout {timeout:g} applies to a server command: give --server-cmd or --a-cmd/--b-cmd",
+        ),
+        (sim and v("pin"), "--pin" + _SIM),
+        (sim and v("workers"), f"--workers {v('workers')}" + _SIM),
+        (sim and v("threads"), f"--threads {v('threads')}" + _SIM),
+        (sim and v("probe"), "--probe" + _SIM),
+        (v("tier") == "wall" and v("sim_cost") is not None, "--sim-cost applies to --tier sim"),
+    )
+    return next((line for bad, line in table if bad), None)
 
 
 def commands(args: AbOptions | argparse.Namespace) -> dict[str, str] | None:

@@ -117,19 +117,6 @@ def nginx_version(binary: str) -> str | None:
     return m.group(0) if m else None
 
 
-class PeerServer(CommandServer):
-    """A peer's server command; its runs name the peer as their backend (``asyncio``, ``nginx``)."""
-
-    def __init__(self, name: str, template: str, env: Mapping[str, str], **kw):
-        super().__init__(template, env, **kw)
-        self.WHAT = self.name = name
-
-    def wait_ready(self) -> bool:
-        ready = super().wait_ready()
-        self.backend = self.name if ready else None
-        return ready
-
-
 def make_server(
     peer: Peer, *, ambient: Mapping[str, str], host: str, cpus: str | None, nginx: str | None = None
 ) -> ServerProcess:
@@ -143,4 +130,4 @@ def make_server(
             {**ambient, "CWIST_REACTOR_BACKEND": peer.backend}, host=host, workers=1, cpus=cpus
         )
     env = {**ambient, **peer.env, **({"NGINX": nginx} if nginx else {})}
-    return PeerServer(peer.key, peer.command, env, host=host, cpus=cpus)
+    return CommandServer(peer.command, env, name=peer.key, host=host, cpus=cpus)

@@ -107,9 +107,6 @@ class ServerProcess:
         """A port for a server asked for none: one that was free a moment ago (:func:`free_port`)."""
         return free_port(self.host)
 
-    def prepare(self) -> None:
-        """Called before each launch, once ``port`` is set; by default nothing (nginx writes its config)."""
-
     def start(self) -> ServerProcess:
         """Start the server and wait until it listens; :class:`ServerError` if it exits first or is not
         ready within ``start_timeout_s``.  With no port given, a server whose ready line names its port
@@ -131,7 +128,6 @@ class ServerProcess:
         raise AssertionError("unreachable: the last try returns or raises")
 
     def _launch(self) -> None:
-        self.prepare()
         self.proc = subprocess.Popen(
             self.argv(),
             env=self.env,
@@ -274,14 +270,19 @@ class CommandServer(ServerProcess):
     and run without one.  Ready when it answers one ``GET path`` (any status) and a process of its
     tree listens on the port (an answer from whoever else took the port does not count), asked again
     with pauses of 10 to 200 ms that end early when its stderr closes.  It may fork (nginx): its CPU
-    is its tree's, and :meth:`stop` signals its whole process group, so no worker outlives it."""
+    is its tree's, and :meth:`stop` signals its whole process group, so no worker outlives it.
+    ``name``: what its runs report as their backend and its errors call it (default: the program's name)."""
 
     READY = re.compile(r"(?!)")  # matches nothing: readiness is an answer, not a line
     WHAT = "server command"
 
-    def __init__(self, template: str, env: Mapping[str, str], *, path: str = "/", **kw):
+    def __init__(
+        self, template: str, env: Mapping[str, str], *, path: str = "/", name: str | None = None, **kw
+    ):
         super().__init__(env, **kw)
-        self.template, self.path = template, path
+        self.template, self.path, self.name = template, path, name
+        if name:
+            self.WHAT = name
 
     def command(self) -> list[str]:
         return [token.replace("{port}", str(self.port)) for token in shlex.split(self.template)]
@@ -297,7 +298,7 @@ class CommandServer(ServerProcess):
             if answers(self.host, port, self.path, timeout_s=min(left, 5.0)) and procstat.listens(
                 self.pid, port
             ):
-                self.backend = os.path.basename(self.command()[0])
+                self.backend = self.name or os.path.basename(self.command()[0])
                 return True
             self._ready.wait(min(pause, max(deadline - time.monotonic(), 0)))  # set when stderr ends
             pause = min(pause * 2, 0.2)

@@ -15,9 +15,10 @@ import math
 from dataclasses import dataclass, replace
 
 from ..plan import AbOptions
+from ..runner import LegResult
 from ..stats import GAIN, REGRESSION, Comparison
 
-__all__ = ["Row", "rows", "render", "beside_live", "ANSWER_DURATION_S"]
+__all__ = ["Row", "pair", "rows", "render", "beside_live", "ANSWER_DURATION_S"]
 
 ANSWER_DURATION_S = 1
 """Virtual seconds per simulated run of the main job's answer."""
@@ -36,34 +37,61 @@ class Row:
     live_pairs_needed: int | None
 
 
-def rows(sim: dict[str, list[Comparison]], live: dict[str, list[Comparison]]) -> list[Row]:
-    """One row per backend of ``sim`` and metric it compared; ``live``: the live legs' comparisons by
-    backend (a backend the live job did not run gets no live figures)."""
+WHOLE_RUN = None
+"""The scope of a leg's whole run (a class's is its name)."""
+
+
+def _key(lr: LegResult) -> tuple:
+    return lr.leg.connections, lr.leg.backend_for("A"), lr.leg.backend_for("B")
+
+
+def _tables(lr: LegResult) -> dict[str | None, list[Comparison]]:
+    """A leg's comparisons by scope; a single class's table repeats the whole run's: left out."""
+    classes: dict = lr.class_comparisons if len(lr.class_comparisons) > 1 else {}
+    return {WHOLE_RUN: lr.comparisons, **classes}
+
+
+def pair(live: list[LegResult], sim: list[LegResult]) -> list[tuple]:
+    """One A/B's two tiers side by side: per sim leg, scope (:data:`WHOLE_RUN` or a class) and metric,
+    ``(live leg, sim leg, scope, live comparison, sim comparison)``; the live leg is the first of the
+    same connections and backends (``auto`` or None matches any), None (and its comparison) if none."""
+    left, out = list(live), []
+    for s in sim:
+        like = (lv for lv in left if all(x in (None, "auto") or x == y for x, y in zip(_key(lv), _key(s))))
+        lv = next(like, None)
+        live_tables = {} if lv is None else _tables(lv)
+        left = [x for x in left if x is not lv]
+        for scope, comps in _tables(s).items():
+            by_key = {c.metric.key: c for c in live_tables.get(scope, ())}
+            out += [(lv, s, scope, by_key.get(c.metric.key), c) for c in comps]
+    return out
+
+
+def rows(pairs: list[tuple]) -> list[Row]:
+    """One row per sim leg and metric of its whole run (:func:`pair`'s pairs); a backend the live job
+    did not run gets no live figures."""
     out = []
-    for backend, comps in sim.items():
-        by_key = {c.metric.key: c for c in live.get(backend, [])}
-        for s in comps:
-            lc = by_key.get(s.metric.key)
-            called = s.ratio if s.verdict in (GAIN, REGRESSION) else None  # the ratio of a called verdict
-            target = (
-                round(abs(called - 1), 6) if called is not None else s.min_effect
-            )  # a ratio's 3 digits, not its float noise
-            needed = None
-            if lc is not None and lc.detectable and target > 0:
-                needed = math.ceil(lc.n_pairs * (lc.detectable / target) ** 2)
-            out.append(
-                Row(
-                    backend,
-                    s.metric.label,
-                    s.ratio,
-                    s.verdict,
-                    lc.ratio if lc else None,
-                    lc.verdict if lc else None,
-                    lc.detectable if lc else None,
-                    target,
-                    needed,
-                )
+    for _, sim_leg, scope, lc, s in pairs:
+        if scope is not WHOLE_RUN:
+            continue
+        called = s.ratio if s.verdict in (GAIN, REGRESSION) else None  # the ratio of a called verdict
+        target = s.min_effect if called is None else round(abs(called - 1), 6)  # 3 digits, not float noise
+        needed = None
+        if lc is not None and lc.detectable and target > 0:
+            needed = math.ceil(lc.n_pairs * (lc.detectable / target) ** 2)
+        out.append(
+            Row(
+                str(sim_leg.leg.backend_for("A")),
+                s.metric.label,
+                s.ratio,
+                s.verdict,
+                lc.ratio if lc else None,
+                lc.verdict if lc else None,
+                lc.detectable if lc else None,
+                target,
+                needed,
             )
+        )
     return out
 
 
@@ -109,7 +137,5 @@ def beside_live(live: AbOptions, live_legs, code: int) -> int:
     sim_code = main_sim(sim, collect=done)
     if sim_code >= 2:
         return code or sim_code
-    live_by = {lr.leg.backend: lr.comparisons for lr in live_legs if lr.leg.backend}
-    sim_by = {lr.leg.backend_for("A"): lr.comparisons for lr in done["legs"]}
-    print("\n" + render(rows(sim_by, live_by)))
+    print("\n" + render(rows(pair(live_legs, done["legs"]))))
     return code

@@ -4,21 +4,20 @@ loop (:func:`tailjob.runner.run_trials`, :class:`tailjob.runner.ABDesign`) on
 
 The live job's options (``--runs``: seeds per arm, ``--seed``: the first, ``--duration``: virtual
 seconds) plus ``--sim-cost``; what means processes on a machine (``--pin``, ``--workers``,
-``--threads``, ``--probe``) is refused in one line.  Writes ``<out>/results/<stem>-sim.{md,json,svg,png}``
-and a line of ``<out>/tail-latency-sim.jsonl``.  Exit codes as the live job's (0, 1 ``--gate``
-regression, 2 bad options, 3 a run failed).
+``--threads``, ``--probe``) is refused in one line (:func:`tailjob.ownserver.refused`).  Writes
+``<out>/results/<stem>-sim.{md,json,svg,png}`` and a line of ``<out>/tail-latency-sim.jsonl``.
+Exit codes as the live job's (0, 1 ``--gate`` regression, 2 bad options, 3 a run failed).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import replace
-from datetime import datetime, timezone
 
 from .. import PROG, REPO, history, refcode, report, stepsummary, workloads
 from .. import fail as _error
 from ..measure import Settings
-from ..outputs import dumps, write_atomic
+from ..outputs import dumps, write_files
 from ..plan import (
     PROFILES,
     AbOptions,
@@ -46,20 +45,6 @@ MODELLED = ("epoll", "io_uring", "selectors")
 _BACKEND = "CWIST_REACTOR_BACKEND"
 
 
-def _refuse_live_only(o: AbOptions) -> None:
-    for given, text in (
-        (o.pin, "--pin"),
-        (o.workers, f"--workers {o.workers}"),
-        (o.threads, f"--threads {o.threads}"),
-        (o.probe, "--probe"),
-    ):
-        if given:
-            raise PlanError(
-                f"{text}: the sim tier runs one reactor in virtual time, with no processes to "
-                "pin or count, no wrk threads, no probe files; leave it out or use --tier wall"
-            )
-
-
 def _ambient(environ) -> dict[str, str]:
     """The ``CWIST_*`` variables of this process: they apply to both arms, as in the live job."""
     return {k: v for k, v in environ.items() if k.startswith("CWIST_")}
@@ -68,7 +53,6 @@ def _ambient(environ) -> dict[str, str]:
 def plan_sim(o: AbOptions) -> tuple[str, tuple[Arm, Arm], list[Leg], LoadPlan | None]:
     """(the --ab name, the arms, the legs with each arm's backend resolved, the load) of the A/B;
     PlanError/CostError if bad."""
-    _refuse_live_only(o)
     check_environment(os.environ)
     ab, arms = o.arms()
     if o.a_ref is not None:
@@ -146,7 +130,7 @@ def _progress():
 
 
 def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, collect=None) -> int:
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = history.now()
     codes = {"A": a_code[1]} if a_code else None
     try:
         with SimMeasure(o.sim_cost, code=codes, processes=len(os.sched_getaffinity(0))) as measure:
@@ -156,7 +140,6 @@ def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, colle
     for lr in results:  # one class is the whole run: its table would repeat the leg's
         if len(lr.class_comparisons) == 1:
             lr.class_comparisons = {}
-    pv = history.provenance(REPO, wrk_version="-")
     job = JobResult(
         argv=list(o.argv),
         profile=o.profile,
@@ -164,25 +147,21 @@ def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, colle
         arms=design.arms,
         settings=design.settings,
         legs=results,
-        provenance={k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")},
+        provenance=history.sim_provenance(REPO),
         started_at=started,
-        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        finished_at=history.now(),
         a_ref=None if a_code is None else {"ref": o.a_ref, "commit": a_code[0]},
     )
-    out = o.out
-    stem = history.result_stem(job) + "-sim"
-    results_dir = out / "results"
-    results_dir.mkdir(parents=True, exist_ok=True)
-    md = results_dir / f"{stem}.md"
-    md.write_text(sim_report.render(job, measure, runs=True))
+    stem, results_dir = history.result_stem(job) + "-sim", o.out / "results"
     doc = sim_report.result_document(job, measure, load=o.load)
-    js = write_atomic(results_dir / f"{stem}.json", dumps(doc))
+    report_md = sim_report.render(job, measure, runs=True)
+    md, js = write_files(results_dir, stem, {".md": report_md, ".json": dumps(doc)})
     if collect is not None:
         collect.update(legs=results, result=js, document=doc)
     images = sim_report.plot(results, results_dir / stem)
     jsonl = history.append_history(
         history.history_line(job, result_file=f"results/{js.name}", tier="sim"),
-        out,
+        o.out,
         name=sim_report.HISTORY_FILE,
     )
     text = sim_report.render(job, measure, runs=False)

@@ -2,10 +2,9 @@
 (docs/en/sim-tier.md, "Validation against the live job").
 
 :func:`main_validate` runs the live A/B, then the sim tier's of the same options (:func:`tiers`), and
-compares the two result documents they return in memory (:func:`compare`): per leg, scope (the whole
-run, then each client class) and metric, the two tiers' comparisons side by side and the outcome of
-the rule :data:`RULE` (:func:`outcome`).  The comparison reads only the documents, so it is tested on
-recorded ones (``fixtures/validate/``).
+compares the two tiers' legs in memory (:func:`compare`, on the main job's answer's pairing
+:func:`tailjob.sim.answer.pair`): per leg, scope (the whole run, then each client class) and metric,
+the two tiers' comparisons side by side and the outcome of the rule :data:`RULE` (:func:`outcome`).
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import fields, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,9 @@ from .. import PROG, REPO, history, outputs
 from .. import fail as _error
 from ..plan import AbOptions, PlanError
 from ..report import CLASS_LABELS
+from ..runner import LegResult
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION, metric
+from .answer import WHOLE_RUN, pair
 
 AGREE, DISAGREE, LIVE_UNRESOLVED, SIM_UNRESOLVED = "agree", "disagree", "live unresolved", "sim unresolved"
 OUTCOMES = (AGREE, DISAGREE, SIM_UNRESOLVED, LIVE_UNRESOLVED)
@@ -38,9 +38,6 @@ RULE = (
     "with its B/A outside the live interval; it is **sim unresolved** when the sim calls `inconclusive` "
     "or `n/a` and its B/A (if any) is outside the live interval."
 )
-
-WHOLE_RUN = None
-"""The scope of the whole run's table (a class's is its name)."""
 
 
 def _r(x: float | None) -> str:
@@ -69,62 +66,33 @@ def outcome(live: dict, sim: dict) -> tuple[str, str]:
     return (SIM_UNRESOLVED if sv in (INCONCLUSIVE, NO_VERDICT) else DISAGREE), f"live {lv}, sim {sv}{where}"
 
 
-def _tables(leg: dict) -> dict[str | None, dict[str, dict]]:
-    """A leg's comparisons by scope and metric key, of either document: the live tier's
-    (``comparisons`` and ``class_comparisons``, lists) or the sim's (``comparisons`` and ``classes``,
-    by metric).  A single class's table repeats the whole run's: left out."""
-    classes = leg.get("class_comparisons") or leg.get("classes") or {}
-    tables = {WHOLE_RUN: leg["comparisons"], **(classes if len(classes) > 1 else {})}
-    return {s: t if isinstance(t, dict) else {c["metric"]: c for c in t} for s, t in tables.items()}
-
-
-def _leg_key(leg: dict) -> tuple:
-    """(connections, arm A's backend, arm B's) of a leg of either document."""
-    return (
-        leg.get("connections", leg.get("leg", {}).get("connections")),
-        leg["backends"]["A"],
-        leg["backends"]["B"],
-    )
-
-
-def compare(live_doc: dict, sim_doc: dict) -> list[dict]:
-    """Every row of the validation table: the live document's legs, in order, each against the sim leg
-    of the same connections and backends (a live backend left to ``auto`` matches any: the sim names
-    the one ``auto`` chose); per scope (None: the whole run, or a class name) and metric both tiers'
-    ratio, interval and verdict, whether the sim's B/A is inside the live interval (None: either is
-    missing), the outcome and why.  A scope or metric one tier lacks is left out; ``ValueError`` when a
-    live leg has no sim leg to compare with."""
+def compare(live: list[LegResult], sim: list[LegResult]) -> list[dict]:
+    """The validation table's rows: per pair (:func:`tailjob.sim.answer.pair`) both tiers compared,
+    both ratios, intervals and verdicts, whether the sim's B/A is inside the live interval (None:
+    either is missing), the outcome and why.  ``ValueError``: a live leg has no sim leg."""
+    pairs = pair(live, sim)
+    for lr in live:
+        if not any(p[0] is lr for p in pairs):
+            raise ValueError(f"the sim document has no leg like the live leg {lr.leg.name!r}")
     rows = []
-    sim_legs = list(sim_doc["legs"])
-    for leg in live_doc["legs"]:
-        key = _leg_key(leg)
-        like = [
-            s for s in sim_legs if all(lv in (None, "auto") or lv == sv for lv, sv in zip(key, _leg_key(s)))
-        ]
-        if not like:
-            raise ValueError(f"the sim document has no leg like the live leg {leg['name']!r}")
-        match = like[0]
-        sim_legs.remove(match)
-        sim_t = _tables(match)
-        for scope, comps in _tables(leg).items():
-            for name, lc in comps.items():
-                sc = sim_t.get(scope, {}).get(name)
-                if sc is None:
-                    continue
-                what, why = outcome(lc, sc)
-                lci, sr = lc.get("ci"), sc.get("ratio")
-                rows.append(
-                    {
-                        "leg": leg["name"],
-                        "scope": scope,
-                        "metric": name,
-                        **{f"live_{k}": lc.get(k) for k in ("ratio", "ci", "verdict")},
-                        **{f"sim_{k}": sc.get(k) for k in ("ratio", "ci", "verdict")},
-                        "outcome": what,
-                        "why": why,
-                        "inside_live_interval": None if sr is None or not lci else lci[0] <= sr <= lci[1],
-                    }
-                )
+    for live_leg, _, scope, live_c, sim_c in pairs:
+        if live_c is None:  # the live job did not run this leg or metric
+            continue
+        lc, sc = live_c.as_dict(), sim_c.as_dict()
+        what, why = outcome(lc, sc)
+        lci, sr = lc["ci"], sc["ratio"]
+        rows.append(
+            {
+                "leg": live_leg.leg.name,
+                "scope": scope,
+                "metric": lc["metric"],
+                **{f"live_{k}": lc[k] for k in ("ratio", "ci", "verdict")},
+                **{f"sim_{k}": sc[k] for k in ("ratio", "ci", "verdict")},
+                "outcome": what,
+                "why": why,
+                "inside_live_interval": None if sr is None or not lci else lci[0] <= sr <= lci[1],
+            }
+        )
     return rows
 
 
@@ -246,10 +214,6 @@ def _rel(path: Path, out: Path) -> str:
     return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
     """``validate`` (see the module docstring); ``run_ab(options, collect=dict)``: runs one A/B on its
     tier and gives its result (:func:`tailjob.cli.run_ab`).  Exit 0 done (whatever the outcomes),
@@ -262,7 +226,7 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
         plan_sim(sim_o)  # the sim's options are checked before the live job runs
     except (PlanError, CostError) as e:
         return _error(str(e), 2)
-    started, load = _now(), [os.getloadavg()[0]]
+    started, load = history.now(), [os.getloadavg()[0]]
     done: list[dict] = []  # what each tier's run_ab collected
     for first, what, tier in (
         ("", "the live A/B first", live_o),
@@ -278,10 +242,10 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
         load.append(os.getloadavg()[0])
     live, sim = done
     try:
-        rows = compare(live["document"], sim["document"])
+        rows = compare(live["legs"], sim["legs"])
     except ValueError as e:
         return _error(f"validate: {e}", 3)
-    measured = [r for leg in live["document"]["legs"] for r in leg.get("runs", ()) if not r.get("warmup")]
+    measured = [r for lr in live["legs"] for r in lr.measured()]
     pv = history.provenance(REPO, wrk_version="-")
     doc = {
         "schema": SCHEMA,
@@ -291,13 +255,13 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
         "live": {
             "argv": list(live_o.argv),
             "result": _rel(Path(live["result"]), o.out),
-            "polluted": sum("polluted" in r.get("flags", ()) for r in measured),
+            "polluted": sum("polluted" in r.flags for r in measured),
             "measured": len(measured),
         },
         "sim": {"argv": list(sim_o.argv), "result": _rel(Path(sim["result"]), o.out)},
         "provenance": {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel")},
         "started_at": started,
-        "finished_at": _now(),
+        "finished_at": history.now(),
         "load_average": {"before_live": load[0], "after_live": load[1], "cpus": os.cpu_count()},
         "summary": summary(rows),
         "rows": rows,
