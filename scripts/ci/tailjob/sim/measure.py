@@ -176,30 +176,34 @@ class SimMeasure:
         arm's code says so), their records in the order of ``plans``; ``done(index, record)`` as
         each finishes."""
         out: list = [None] * len(plans)
-
-        def finish(i: int, fields: dict) -> None:
-            out[i] = RunRecord.of(plans[i], **fields)
+        futures = {self._submit(p.arm, record_fields, self.task(p)): i for i, p in enumerate(plans)}
+        for future in concurrent.futures.as_completed(futures):
+            i = futures[future]
+            out[i] = RunRecord.of(plans[i], **future.result())
             if done:
                 done(i, out[i])
-
-        futures = {}
-        for i, p in enumerate(plans):
-            pool = self._pool(p.arm)
-            if pool is None:
-                finish(i, record_fields(self.task(p)))
-            else:
-                futures[pool.submit(record_fields, self.task(p))] = i
-        for future in concurrent.futures.as_completed(futures):
-            finish(futures[future], future.result())
         return out
 
     def capacity(self, plan: RunPlan) -> dict:
-        """The capacity of ``plan``'s arm (:func:`capacity_run`), seeded as trial 0."""
-        arm = self.task(plan)
-        run = capacity_run(arm.backend, arm.env, arm.costs, plan.leg.connections, plan.settings.seed)
-        pool = self._pool(plan.arm)
-        rps = capacity_rps(run) if pool is None else pool.submit(capacity_rps, run).result()
-        return {"rps": rps, "virtual_s": CAPACITY_S}
+        return self.capacities([plan])[0]
+
+    def capacities(self, plans: Sequence[RunPlan]) -> list[dict]:
+        """The capacity of each plan's arm (:func:`capacity_run`, seeded as trial 0), run as :meth:`map`'s."""
+        futures = []
+        for plan in plans:
+            arm = self.task(plan)
+            run = capacity_run(arm.backend, arm.env, arm.costs, plan.leg.connections, plan.settings.seed)
+            futures.append(self._submit(plan.arm, capacity_rps, run))
+        return [{"rps": f.result(), "virtual_s": CAPACITY_S} for f in futures]
+
+    def _submit(self, arm: str, fn: Callable, run: SimRun) -> concurrent.futures.Future:
+        """``fn(run)`` in arm ``arm``'s worker processes, or here (its future already done)."""
+        pool = self._pool(arm)
+        if pool is not None:
+            return pool.submit(fn, run)
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        future.set_result(fn(run))
+        return future
 
     def _pool(self, arm: str) -> concurrent.futures.Executor | None:
         code = self.code.get(arm)

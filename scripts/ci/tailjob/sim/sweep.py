@@ -126,9 +126,8 @@ def _run(grid: Grid, measure: SimMeasure, progress) -> tuple[dict, dict]:
     # a rate like 0.7x is of the capacity of the policy off, the other knobs at their defaults
     points = [(b, lp) for lp in grid.loads for b in grid.backends]
     relative = [k for k in points if k[1].load_plan is not None and k[1].load_plan.relative]
-    capacities = dict.fromkeys(points) | {
-        (b, lp): measure.capacity(plan(b, OFF, lp, 0)) for b, lp in relative
-    }
+    measured = measure.capacities([plan(b, OFF, lp, 0) for b, lp in relative])
+    capacities = dict.fromkeys(points) | dict(zip(relative, measured))
     specs = {
         (b, lp): lp.load_plan.spec(_leg(grid, b, lp), capacity_rps=c and c["rps"], seed=settings.seed)
         if lp.load_plan is not None
