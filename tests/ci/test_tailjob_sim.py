@@ -13,7 +13,7 @@ import pytest
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
 
 from tailjob import stats
-from tailjob.loadgen import ClientClass, LoadSpec
+from tailjob.loadspec import ClientClass, LoadSpec
 from tailjob.sim import costs, engine
 
 #: The sim engine drives the real backends, so its io_uring runs need a ring: marked ``io_uring``, they

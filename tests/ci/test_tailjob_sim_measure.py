@@ -6,7 +6,7 @@ import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
 
 from tailjob import runner, stats
 from tailjob.measure import Settings
-from tailjob.plan import Leg, arms_for
+from tailjob.plan import Arm, Leg, arms_for
 from tailjob.sim.measure import SimMeasure
 from tailjob.workloads import plan_load
 
@@ -37,3 +37,24 @@ def test_a_leg_in_worker_processes_gives_the_records_of_the_runs_one_by_one_and_
         [mapped] = runner.run_job(legs, arms, settings, ambient={}, tier=measure)
     assert [r.as_dict() for r in mapped.runs] == [r.as_dict() for r in serial.runs]
     assert sorted({(r.trial, r.wrk["seed"]) for r in mapped.runs}) == [(0, 5), (1, 6), (2, 7)]
+
+
+def test_a_sweep_cell_is_the_a_b_of_the_sim_tier_with_its_arms_load_and_seeds():
+    # The sweep plans its cells' runs for SimMeasure and decides them as the trial loop does: a cell
+    # gives the verdicts `ab --tier sim` gives for its arms, its load point and its seeds.
+    from tailjob.sim.grid import parse_grid
+    from tailjob.sim.sweep import run_sweep
+
+    grid = parse_grid(
+        'name = "one"\nbackends = ["epoll"]\nseeds = 3\nfirst_seed = 4\nconnections = 16\n\n'
+        '[[load]]\nworkload = "mixed"\nrate = "200"\nduration = 1\n\n'
+        "[[policy]]\nCWIST_REACTOR_TAIL_US = [500]\n",
+        where="one",
+    )
+    [cell] = run_sweep(grid, processes=2).cells
+    arms = (Arm("A", "A", dict(cell.cell.policy.a)), Arm("B", "B", dict(cell.cell.policy.b)))
+    settings = Settings(seed=4, warmup=False, load=plan_load("mixed", None, "200", None))
+    with SimMeasure(processes=2) as measure:
+        [lr] = runner.run_job([Leg(0, "epoll", 1, 16, 1, 3)], arms, settings, ambient={}, tier=measure)
+    assert cell.leg.comparisons == lr.comparisons and cell.leg.class_comparisons == lr.class_comparisons
+    assert {c.metric.key for c in lr.comparisons} >= {"p50", "p99", "cpu_us_per_req"}

@@ -11,7 +11,9 @@ from tailjob_testdata import ROOT, SMALL_TRAFFIC  # (puts scripts/ci on sys.path
 
 from tailjob import workloads
 from tailjob.cli import main
+from tailjob.outputs import dumps
 from tailjob.sim import sweep
+from tailjob.sim.grid import load_grid, load_server_env, parse_grid
 
 TINY = """\
 name = "tiny"
@@ -42,7 +44,7 @@ def _grid_file(tmp_path, text=TINY, name="grid.toml"):
 
 
 def test_the_default_grid_crosses_backends_loads_and_policies_each_against_dispatch_off():
-    g = sweep.load_grid("default")
+    g = load_grid("default")
     assert g.backends == ("epoll", "io_uring") and len(g.seeds) == 8
     assert {lp.workload for lp in g.loads} == {"uniform", "mixed", "slow-route", "think-time"}
     assert len(g.cells()) == len(g.backends) * len(g.loads) * len(g.policies)
@@ -96,7 +98,7 @@ def test_local_processes_and_a_dask_local_cluster_give_the_same_result_document(
     distributed = pytest.importorskip(
         "distributed", reason="dask[distributed] (the sweep extra) not installed"
     )
-    grid = sweep.parse_grid(TINY.replace("seeds = 8", "seeds = 3"), where="tiny")
+    grid = parse_grid(TINY.replace("seeds = 8", "seeds = 3"), where="tiny")
     local = sweep.run_sweep(grid, processes=2)
     with (
         distributed.LocalCluster(
@@ -106,10 +108,8 @@ def test_local_processes_and_a_dask_local_cluster_give_the_same_result_document(
     ):
         on_dask = sweep.run_sweep(grid, engine="dask", client=client)
     pv = {"git_commit": "x"}
-    a = sweep.dumps(sweep.result_document(local, argv=["--tier", "sim", "--sweep"], provenance=pv))
-    b = sweep.dumps(
-        sweep.result_document(on_dask, argv=["--tier", "sim", "--sweep", "--dask"], provenance=pv)
-    )
+    a = dumps(sweep.result_document(local, argv=["--tier", "sim", "--sweep"], provenance=pv))
+    b = dumps(sweep.result_document(on_dask, argv=["--tier", "sim", "--sweep", "--dask"], provenance=pv))
     assert a == b
     assert on_dask.runs == local.runs == 3 * 2 * 2  # seeds x loads x distinct arms (TAIL_US=0 is arm A)
 
@@ -221,7 +221,7 @@ def test_a_load_point_names_a_traffic_file_relative_to_the_grid_or_gives_its_cla
         "[[policy]]\nCWIST_REACTOR_TAIL_US = [3500]\n"
     )
     grid.write_text(text)
-    g = sweep.load_grid(str(grid))
+    g = load_grid(str(grid))
     from_file, inline = g.loads
     own = workloads.read_traffic(tmp_path / "traffic.toml")
     assert from_file.workload.classes == inline.workload.classes == own.classes
@@ -235,7 +235,7 @@ def test_a_load_point_names_a_traffic_file_relative_to_the_grid_or_gives_its_cla
     assert inline.as_dict()["traffic"]["source"] == "inline"
     assert doc["load"] is doc["rate"] is doc["schedule"] is None  # each class says its own
     # the service route is set for both arms of every cell, as for --workload FILE.toml
-    assert sweep.load_server_env(from_file) == {"CWIST_BENCH_SERVICE_ROUTE": "1"}
+    assert load_server_env(from_file) == {"CWIST_BENCH_SERVICE_ROUTE": "1"}
 
 
 def test_a_traffic_load_point_sweeps_like_the_named_workload_it_describes(tmp_path, capsys):
@@ -270,7 +270,7 @@ def test_a_traffic_load_point_sweeps_like_the_named_workload_it_describes(tmp_pa
 
 
 def test_a_traffic_rate_relative_to_capacity_is_of_the_load_points_capacity():
-    grid = sweep.parse_grid(
+    grid = parse_grid(
         'name = "rel"\nbackends = ["epoll"]\nseeds = 2\n\n[[load]]\nname = "rel"\nduration = 0.25\n'
         + _pasted("\n" + SMALL_TRAFFIC.replace("rate = 1000", 'rate = "0.5x"'))
         + "\n[[policy]]\nCWIST_REACTOR_TAIL_US = [0]\n",
@@ -281,8 +281,8 @@ def test_a_traffic_rate_relative_to_capacity_is_of_the_load_points_capacity():
     cap = result.capacities[("epoll", lp)]
     assert cap and cap > 0
     [cell] = result.cells
-    assert cell.leg.capacity_rps == cap
-    for run in cell.leg.runs["A"] + cell.leg.runs["B"]:
+    assert cell.leg.capacity["rps"] == cap
+    for run in cell.leg.measured():
         assert run.classes["web"]["offered_rps"] == pytest.approx(0.5 * cap, rel=0.02)
         assert run.classes["batch"]["offered_rps"] is None  # closed loop: no rate
 
@@ -385,7 +385,7 @@ def test_a_bad_traffic_load_point_is_one_line_exit_2_and_nothing_written(tmp_pat
 
 
 def test_the_example_grid_sweeps_the_example_traffic_file_and_its_classes_inline():
-    g = sweep.load_grid(str(ROOT / "scripts" / "ci" / "workloads" / "example-grid.toml"))
+    g = load_grid(str(ROOT / "scripts" / "ci" / "workloads" / "example-grid.toml"))
     from_file, inline = g.loads
     assert from_file.name == "example.toml" and from_file.traffic.source == "example.toml"
     assert from_file.workload.classes == workloads.read_traffic(EXAMPLE).classes
@@ -436,7 +436,7 @@ def test_load_points_alike_but_for_schedule_or_duration_are_told_apart_and_the_s
     head = 'name = "t"\nbackends = ["epoll"]\n\n'
     mixed = '[[load]]\nworkload = "mixed"\nrate = "200"\nduration = {d}\n{extra}\n'
     tail = "[[policy]]\nCWIST_REACTOR_TAIL_US = [3500]\n"
-    g = sweep.parse_grid(
+    g = parse_grid(
         head
         + mixed.format(d=1, extra="")
         + mixed.format(d=2, extra="")
@@ -461,7 +461,7 @@ def test_load_points_alike_but_for_schedule_or_duration_are_told_apart_and_the_s
 def test_a_knob_axis_against_a_value_of_its_own_is_one_more_entry_and_its_label_says_so():
     """A dispatch-policy axis (issue 40) is one more knob in a [[policy]] table: each value against arm
     A's, which ``against`` names; the label shows the knob in arm B and in arm A, never as "both"."""
-    g = sweep.parse_grid(
+    g = parse_grid(
         TINY.split("[[policy]]")[0]
         + '[[policy]]\nagainst = { CWIST_REACTOR_POLICY = "backend" }\n'
         + 'CWIST_REACTOR_POLICY = ["age", "lifo"]\nCWIST_REACTOR_TAIL_US = [3500]\n',

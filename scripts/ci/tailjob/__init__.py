@@ -61,7 +61,6 @@ LAYERS = (
         "tailjob.peersjob",
         "tailjob.calibrate",
         "tailjob.sim",
-        "tailjob.sim.job",
         "tailjob.sim.measure",
         "tailjob.sim.grid",
         "tailjob.sim.sweep",

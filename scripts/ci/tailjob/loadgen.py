@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .loadspec import (  # noqa: F401  (ClientClass .. set_offered_due: the sim tier reads them here)
+from .loadspec import (
     OUTPUT_PREFIX,
     ClassStats,
-    ClientClass,
     LoadSpec,
     SpecError,
     _clamped,

@@ -28,7 +28,7 @@ from tailreactor.http import connection as _connection
 from tailreactor.http import listener as _listener
 
 from .. import loadgen
-from ..loadgen import LoadSpec
+from ..loadspec import ClassStats, LoadSpec, report, set_offered, set_offered_due
 from .costs import CostModel
 
 START_NS = 1_000_000_000
@@ -327,7 +327,7 @@ def _tally(sim: _Sim, clients: list[_Client], stats) -> None:
         for us, n in sorted(c.latencies.items()):
             c.stats.record(us, n)
         c.latencies.clear()
-    loadgen.set_offered_due(sim.spec, stats, sim.start_ns, sim.end_ns)
+    set_offered_due(sim.spec, stats, sim.start_ns, sim.end_ns)
     for c in clients:
         owed = c.owed()
         if owed:
@@ -347,7 +347,7 @@ def simulate(run: SimRun) -> dict:
     env["CWIST_REACTOR_BACKEND"] = run.backend
     cfg = _config.load(env)
     sim = _Sim(spec, run.costs, turnaround=TURNAROUND_COST[run.client])
-    stats = [loadgen.ClassStats(c) for c in spec.classes]
+    stats = [ClassStats(c) for c in spec.classes]
     pairs: list[socket.socket] = []
     with _virtual_busy_wait(sim):
         reactor = Reactor(
@@ -361,7 +361,7 @@ def simulate(run: SimRun) -> dict:
             sim.start_ns = sim.clock.now_ns + LEAD_NS
             sim.end_ns = sim.start_ns + round(spec.duration_s * 1e9)
             sim.hard_end_ns = sim.end_ns + round(spec.drain_s * 1e9)
-            loadgen.set_offered(spec, stats, sim.start_ns, sim.end_ns)
+            set_offered(spec, stats, sim.start_ns, sim.end_ns)
             sim.unfinished = len(clients)
             sim.clock.set_ns(sim.start_ns)
             busy_before = sim.clock.busy_ns
@@ -379,7 +379,7 @@ def simulate(run: SimRun) -> dict:
             reactor.close()
             for s in pairs:
                 s.close()
-    doc = loadgen.report(stats, spec.duration_s)
+    doc = report(stats, spec.duration_s)
     doc["server"] = {
         "requests": requests,
         "busy_us": busy_ns / 1000,

@@ -22,7 +22,6 @@ from tailreactor import config as _config
 
 from .. import stats, workloads
 from ..plan import PlanError
-from .job import AbPlan
 
 TAIL = "CWIST_REACTOR_TAIL_US"
 OFF = {TAIL: "0", "CWIST_REACTOR_HARVEST_US": "0"}
@@ -160,6 +159,8 @@ class LoadPoint:
     name: str
     tell: str = ""
     """What tells the load point from another alike in the grid (:func:`_told_apart`); in its label."""
+    load_plan: workloads.LoadPlan | None = None
+    """The load as the job plans it (:func:`tailjob.workloads.plan_load`; None: wrk's closed loop)."""
 
     @property
     def traffic(self) -> workloads.Traffic | None:
@@ -176,14 +177,6 @@ class LoadPoint:
         else:
             what = (f"open {rate}" + ("" if rate.endswith("x") else "/s")) if w.open_classes else "closed"
         return f"{self.workload} {what} c{self.connections}{self.tell}"
-
-    def plan(self, backend: str, a_env: Mapping[str, str], b_env: Mapping[str, str], seeds, **kw) -> AbPlan:
-        """The A/B of this load point on ``backend`` with the arms' knobs ``a_env`` and ``b_env``."""
-        env = {"CWIST_REACTOR_BACKEND": backend}
-        load = {
-            f: getattr(self, f) for f in ("workload", "load", "rate", "connections", "duration_s", "schedule")
-        }
-        return AbPlan(backend, {**env, **a_env}, {**env, **b_env}, seeds, **load, **kw)
 
     def as_dict(self) -> dict:
         """The load point in the result JSON; a traffic's under ``traffic``: its ``source`` (the file
@@ -263,10 +256,6 @@ class Cell:
     load: LoadPoint
     policy: Policy
 
-    def plan(self, seeds: tuple[int, ...]) -> AbPlan:
-        a, b = dict(self.policy.a), dict(self.policy.b)
-        return self.load.plan(self.backend, a, b, seeds, bootstrap_seed=seeds[0])
-
 
 def _knob_value(name: str, value, at: str) -> str:
     if name in REFUSED_KNOBS:
@@ -332,7 +321,9 @@ def _traffic_point(raw: dict, v: dict, i: int, at: str, base: Path) -> LoadPoint
                 f"--grid {at}: {key} = {raw[key]!r}: the traffic ({name}) sets each class's {what}; "
                 f"leave out {key}"
             )
-    return LoadPoint(traffic, None, None, "poisson", traffic.connections, float(v["duration"]), name)
+    duration = float(v["duration"])
+    plan = workloads.LoadPlan(traffic, None)
+    return LoadPoint(traffic, None, None, "poisson", traffic.connections, duration, name, load_plan=plan)
 
 
 def _load_point(raw, i: int, connections: int, where: str) -> LoadPoint:
@@ -361,7 +352,8 @@ def _load_point(raw, i: int, connections: int, where: str) -> LoadPoint:
     except PlanError as e:
         raise GridError(f"--grid {at}: {e}") from None
     rate = plan.rate if plan else None
-    return LoadPoint(wl, v["load"], rate, v["schedule"], v["connections"], float(v["duration"]), wl)
+    duration = float(v["duration"])
+    return LoadPoint(wl, v["load"], rate, v["schedule"], v["connections"], duration, wl, load_plan=plan)
 
 
 def _policies(raw, i: int, where: str) -> list[Policy]:

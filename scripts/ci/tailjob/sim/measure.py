@@ -17,7 +17,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from ..loadgen import ClientClass, LoadSpec
+from .. import stats
+from ..loadspec import ClientClass, LoadSpec
 from ..measure import RunPlan, RunRecord
 from ..metrics import LATENCY_KEYS
 from . import costs as _costs
@@ -25,6 +26,8 @@ from .engine import SimRun, simulate
 
 CAPACITY_S = 0.5
 """Virtual seconds of the closed-loop run that measures capacity for a rate like ``0.7x`` (arm A)."""
+COUNTERS = ("rounds", "dispatched", "tail_elevations", "harvested")
+"""The reactor's counters a report shows: rounds, callbacks, elevated by age, harvested."""
 
 
 def figures(doc: dict) -> tuple[dict, dict]:
@@ -56,11 +59,11 @@ def figures(doc: dict) -> tuple[dict, dict]:
     return metrics, classes
 
 
-def record(run: SimRun, head: dict) -> RunRecord:
-    """Simulate ``run`` (in a worker, or here) and return its record; ``head``: the record's leg,
-    trial, position, arm and warm-up.  ``wrk`` is the simulation's own record: ``seed``, ``offered``,
-    ``server`` (requests, virtual busy time, the reactor's counters, client errors), the whole run's
-    percentiles (with their samples) and histogram."""
+def record_fields(run: SimRun) -> dict:
+    """Simulate ``run`` (in a worker, or here): the fields of its :class:`~tailjob.measure.RunRecord`.
+    ``wrk`` is the simulation's own record: ``seed``, ``offered``, ``server`` (requests, virtual busy
+    time, the reactor's counters, client errors), the whole run's percentiles (with their samples)
+    and histogram."""
     import tailreactor
 
     doc = simulate(run)
@@ -68,8 +71,7 @@ def record(run: SimRun, head: dict) -> RunRecord:
     metrics, classes = figures(doc)
     errors = sum(merged["errors"].values())
     saturated = any(c["saturated"] for c in classes.values())
-    return RunRecord(
-        **head,
+    return dict(
         backend=run.backend,
         wrk={
             "seed": run.spec.seed,
@@ -84,6 +86,11 @@ def record(run: SimRun, head: dict) -> RunRecord:
         classes=classes,
         code=os.path.dirname(tailreactor.__file__),
     )
+
+
+def median_counters(records: Sequence[RunRecord]) -> dict:
+    """The median over ``records`` of each of the reactor's :data:`COUNTERS`."""
+    return {k: stats.median([r.wrk["server"]["counters"][k] for r in records]) for k in COUNTERS}
 
 
 def capacity_run(
@@ -121,7 +128,8 @@ class SimMeasure:
     that shuts its worker processes down.  ``cost_overrides``: ``--sim-cost``; ``code``: per arm key,
     the ``reference/`` directory that arm's runs import :mod:`tailreactor` from (``--a-ref``: arm A's);
     ``processes``: worker processes for the runs (None: each run in this process, but an arm with
-    ``code`` always runs in workers of its own)."""
+    ``code`` always runs in workers of its own); ``pool``: an executor of its owner's to run the
+    other runs in instead (the sweep's on Dask), left open."""
 
     name = "sim"
 
@@ -131,8 +139,10 @@ class SimMeasure:
         *,
         code: Mapping[str, str] | None = None,
         processes: int | None = None,
+        pool: concurrent.futures.Executor | None = None,
     ):
-        self.cost_overrides, self.code, self.processes = cost_overrides, dict(code or {}), processes
+        self.cost_overrides, self.code = cost_overrides, dict(code or {})
+        self.processes, self.pool = processes, pool
         self._pools: dict[str | None, concurrent.futures.ProcessPoolExecutor] = {}
 
     def costs_for(self, backend: str) -> _costs.CostModel:
@@ -162,44 +172,46 @@ class SimMeasure:
     def map(
         self, plans: Sequence[RunPlan], done: Callable[[int, RunRecord], None] | None = None
     ) -> list[RunRecord]:
-        """Every run of ``plans`` (in worker processes where :attr:`processes` or an arm's code says
-        so), their records in the order of ``plans``; ``done(index, record)`` as each finishes."""
-        heads = [
-            dict(leg=p.leg.index, trial=p.trial, position=p.position, arm=p.arm, warmup=p.warmup)
-            for p in plans
-        ]
-        futures = {}
+        """Every run of ``plans`` (in worker processes where :attr:`processes`, :attr:`pool` or an
+        arm's code says so), their records in the order of ``plans``; ``done(index, record)`` as
+        each finishes."""
         out: list = [None] * len(plans)
-        for i, (p, head) in enumerate(zip(plans, heads)):
-            pool = self._pool(p.arm)
-            if pool is None:
-                out[i] = record(self.task(p), head)
-                if done:
-                    done(i, out[i])
-            else:
-                futures[pool.submit(record, self.task(p), head)] = i
+        futures = {self._submit(p.arm, record_fields, self.task(p)): i for i, p in enumerate(plans)}
         for future in concurrent.futures.as_completed(futures):
             i = futures[future]
-            out[i] = future.result()
+            out[i] = RunRecord.of(plans[i], **future.result())
             if done:
                 done(i, out[i])
         return out
 
     def capacity(self, plan: RunPlan) -> dict:
-        """The capacity of ``plan``'s arm (:func:`capacity_run`), seeded as trial 0."""
-        arm = self.task(plan)
-        run = capacity_run(arm.backend, arm.env, arm.costs, plan.leg.connections, plan.settings.seed)
-        pool = self._pool(plan.arm)
-        rps = capacity_rps(run) if pool is None else pool.submit(capacity_rps, run).result()
-        return {"rps": rps, "virtual_s": CAPACITY_S}
+        return self.capacities([plan])[0]
 
-    def _pool(self, arm: str) -> concurrent.futures.ProcessPoolExecutor | None:
+    def capacities(self, plans: Sequence[RunPlan]) -> list[dict]:
+        """The capacity of each plan's arm (:func:`capacity_run`, seeded as trial 0), run as :meth:`map`'s."""
+        futures = []
+        for plan in plans:
+            arm = self.task(plan)
+            run = capacity_run(arm.backend, arm.env, arm.costs, plan.leg.connections, plan.settings.seed)
+            futures.append(self._submit(plan.arm, capacity_rps, run))
+        return [{"rps": f.result(), "virtual_s": CAPACITY_S} for f in futures]
+
+    def _submit(self, arm: str, fn: Callable, run: SimRun) -> concurrent.futures.Future:
+        """``fn(run)`` in arm ``arm``'s worker processes, or here (its future already done)."""
+        pool = self._pool(arm)
+        if pool is not None:
+            return pool.submit(fn, run)
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        future.set_result(fn(run))
+        return future
+
+    def _pool(self, arm: str) -> concurrent.futures.Executor | None:
         code = self.code.get(arm)
-        if code is None and not self.processes:
-            return None
-        if code not in self._pools:
+        if code is None and self.pool is not None:
+            return self.pool
+        if code not in self._pools and (code is not None or self.processes):
             self._pools[code] = new_executor(self.processes, code=code)
-        return self._pools[code]
+        return self._pools.get(code)
 
     def close(self, *, cancel: bool = False) -> None:
         for pool in self._pools.values():

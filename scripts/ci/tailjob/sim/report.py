@@ -14,11 +14,11 @@ from pathlib import Path
 
 from .. import stats
 from ..history import without_out
-from ..loadgen import ClientClass
+from ..loadspec import ClientClass
 from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
 from ..runner import JobResult, LegResult
 from ..workloads import Traffic, label
-from .measure import SimMeasure
+from .measure import SimMeasure, median_counters
 
 HISTORY_FILE = "tail-latency-sim.jsonl"
 SCHEMA = 1
@@ -182,12 +182,6 @@ def _run_rows(by_arm: dict) -> list[str]:
                 + " |"
             )
     return lines
-
-
-def median_counters(runs) -> dict:
-    """The median over ``runs`` (their records) of the reactor's rounds, callbacks, elevations, harvests."""
-    keys = ("rounds", "dispatched", "tail_elevations", "harvested")
-    return {k: stats.median([r.wrk["server"]["counters"][k] for r in runs]) for k in keys}
 
 
 def _by_key(comps) -> dict:

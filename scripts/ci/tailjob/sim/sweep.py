@@ -1,42 +1,39 @@
 """A grid sweep in virtual time (``sweep [--grid default|FILE]``): docs/en/sweep.md, "The sweep".
 
 Each cell of the grid (:mod:`tailjob.sim.grid`: one backend, one load point, one policy) is an A/B of
-the sim tier, decided by :meth:`tailjob.sim.job.LegResult.compare` (:func:`tailjob.runner.decide`),
-whole run and per class.  A run is a function of (backend, arm environment, load point, seed, cost
-model), so each distinct run runs once however many cells share it.  A rate like ``0.7x`` is of one
-capacity per backend and load point, measured with the policy off.  Runs go to local worker processes
-or, with ``--dask``, to a Dask cluster's executor: the same tasks, so the same result document.
+the sim tier: its runs are :class:`~tailjob.measure.RunPlan` s run by
+:class:`tailjob.sim.measure.SimMeasure`, its verdicts :func:`tailjob.runner.decide`'s, whole run and
+per class.  A run is a function of (backend, arm environment, load point, seed, cost model), so each
+distinct run runs once however many cells share it.  A rate like ``0.7x`` is of one capacity per
+backend and load point, measured with the policy off.  Runs go to local worker processes or, with
+``--dask``, to a Dask cluster's executor: the same runs, so the same result document.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import itertools
 import os
 from dataclasses import dataclass, replace
 
 from .. import stats
-from ..outputs import dumps  # noqa: F401  (the result document's bytes)
+from ..history import without_out
+from ..measure import RunPlan, Settings
+from ..plan import Arm, Leg
+from ..runner import LegResult, decide
 from . import costs as _costs
-from .grid import OFF, Cell, Grid, GridError, LoadPoint, load_grid, load_server_env, parse_grid  # noqa: F401
-from .job import LegResult, SimRunResult, capacity, needs_capacity, new_executor, resolve_rate, run_one
+from .grid import OFF, Cell, Grid, GridError, LoadPoint, load_server_env
+from .measure import SimMeasure, median_counters
 
-COUNTERS = ("rounds", "dispatched", "tail_elevations", "harvested")
 _FIELDS = "a b ratio ci min_effect verdict detectable pairs_needed estimator needs_samples".split()
 
 
-def _run_task(backend: str, env: tuple, load: LoadPoint, seed: int, rate_rps, capacity_rps) -> SimRunResult:
-    """One run (in a worker): arm ``A`` is a placeholder, the cell sets each run's arm."""
-    plan = load.plan(backend, dict(env), dict(env), (seed,))
-    return run_one((plan, "A", seed, rate_rps, capacity_rps))
-
-
 def _executor(engine: str, processes: int | None, address: str, client) -> tuple:
-    """(executor, workers, what to close after): local worker processes, or a Dask client's executor
-    (a ``LocalCluster`` of single-threaded worker processes: a run swaps module globals of the bench
-    code, so one run per process at a time; or the scheduler at ``address``; or ``client``)."""
+    """(a Dask client's executor or None: local worker processes, workers, what to close after): a
+    ``LocalCluster`` of single-threaded worker processes (a run swaps module globals of the bench
+    code, so one run per process at a time), or the scheduler at ``address``, or ``client``."""
     n = processes or len(os.sched_getaffinity(0))
     if engine != "dask":
-        return new_executor(processes), n, []
+        return None, n, []
     try:
         from distributed import Client, LocalCluster
     except ModuleNotFoundError:
@@ -56,27 +53,23 @@ def _executor(engine: str, processes: int | None, address: str, client) -> tuple
     return client.get_executor(pure=False), workers, own
 
 
-def _map(pool, tasks: list[tuple], progress, fn=_run_task) -> list:
-    futures = [pool.submit(fn, *t) for t in tasks]
-    try:
-        for done, _ in enumerate(concurrent.futures.as_completed(futures), 1):
-            if progress:
-                progress(done, len(futures))
-    except BaseException:  # interrupted or a run failed: the runs not started yet are dropped
-        for f in futures:
-            f.cancel()
-        raise
-    return [f.result() for f in futures]
-
-
 @dataclass
 class CellResult:
+    """A cell and its leg (:class:`tailjob.runner.LegResult`: its runs, verdicts and capacity);
+    ``rate_rps``: its open-loop rate."""
+
     cell: Cell
     leg: LegResult
+    rate_rps: float | None
+
+    @property
+    def comparisons(self) -> dict[str, stats.Comparison]:
+        return {c.metric.key: c for c in self.leg.comparisons}
 
     def class_comparisons(self) -> dict[str, dict[str, stats.Comparison]]:
         """Per class (``all`` for a one-class workload: the whole run), metric key -> comparison."""
-        return self.leg.class_comparisons or {"all": self.leg.comparisons}
+        classes = self.leg.class_comparisons or {"all": self.leg.comparisons}
+        return {n: {c.metric.key: c for c in cs} for n, cs in classes.items()}
 
 
 @dataclass
@@ -103,60 +96,88 @@ def run_sweep(
     pool, workers, own = _executor(engine, processes, dask_address, client)
     done = False
     try:
-        points = [(b, lp) for lp in grid.loads for b in grid.backends]
-        # a rate like 0.7x is of the capacity of the policy off, the other knobs at their defaults
-        cap_plans = {k: k[1].plan(k[0], OFF, OFF, grid.seeds) for k in points}
-        wanted = [k for k in points if needs_capacity(cap_plans[k])]
-        capacities = dict.fromkeys(points) | dict(
-            zip(wanted, _map(pool, [(cap_plans[k],) for k in wanted], None, capacity))
-        )
-        rates = {k: resolve_rate(cap_plans[k], capacities[k]) for k in points}
-        keys = list(
-            dict.fromkeys(
-                (c.backend, env, c.load, seed)
-                for c in grid.cells()
-                for env in (c.policy.a, c.policy.b)
-                for seed in grid.seeds
-            )
-        )
-        tasks = [(*k, rates[k[0], k[2]], capacities[k[0], k[2]]) for k in keys]
-        by_key = dict(zip(keys, _map(pool, tasks, progress)))
+        with SimMeasure(processes=None if pool else workers, pool=pool) as measure:
+            capacities, by_key = _run(grid, measure, progress)
         done = True
     finally:
-        pool.shutdown(wait=done)
+        if pool is not None:
+            pool.shutdown(wait=done)
         for x in own:
             x.close()
-    cells = []
-    for cell in grid.cells():
-        runs = {
-            arm: [replace(by_key[cell.backend, env, cell.load, s], arm=arm) for s in grid.seeds]
-            for arm, env in (("A", cell.policy.a), ("B", cell.policy.b))
-        }
-        k = (cell.backend, cell.load)
-        leg = LegResult(cell.plan(grid.seeds), rates[k], capacities[k], runs)
-        leg.compare()
-        cells.append(CellResult(cell, leg))
-    requests = sum(r.server["requests"] for r in by_key.values())
-    return SweepResult(grid, cells, capacities, len(by_key), requests, workers)
+    cells = [_decided(grid, cell, capacities[cell.backend, cell.load], by_key) for cell in grid.cells()]
+    requests = sum(r.wrk["server"]["requests"] for r in by_key.values())
+    rps = {k: c and c["rps"] for k, c in capacities.items()}
+    return SweepResult(grid, cells, rps, len(by_key), requests, workers)
+
+
+def _leg(grid: Grid, backend: str, lp: LoadPoint) -> Leg:
+    # a load point's virtual seconds may be a fraction, a Leg's are wrk's whole seconds
+    return Leg(0, backend, 1, lp.connections, lp.duration_s, len(grid.seeds))  # type: ignore[arg-type]
+
+
+def _run(grid: Grid, measure: SimMeasure, progress) -> tuple[dict, dict]:
+    """(per backend and load point the capacity run's figures or None, per distinct run its record)."""
+    settings = Settings(seed=grid.seeds[0], warmup=False)
+
+    def plan(b: str, env, lp: LoadPoint, trial: int, spec=None) -> RunPlan:
+        env = {**dict(env), **load_server_env(lp)}
+        return RunPlan(leg=_leg(grid, b, lp), arm="A", env=env, settings=settings, trial=trial, load=spec)
+
+    # a rate like 0.7x is of the capacity of the policy off, the other knobs at their defaults
+    points = [(b, lp) for lp in grid.loads for b in grid.backends]
+    relative = [k for k in points if k[1].load_plan is not None and k[1].load_plan.relative]
+    measured = measure.capacities([plan(b, OFF, lp, 0) for b, lp in relative])
+    capacities = dict.fromkeys(points) | dict(zip(relative, measured))
+    specs = {
+        (b, lp): lp.load_plan.spec(_leg(grid, b, lp), capacity_rps=c and c["rps"], seed=settings.seed)
+        if lp.load_plan is not None
+        else None
+        for (b, lp), c in capacities.items()
+    }
+    keys = list(
+        dict.fromkeys(
+            (c.backend, env, c.load, trial)
+            for c in grid.cells()
+            for env in (c.policy.a, c.policy.b)
+            for trial in range(len(grid.seeds))
+        )
+    )
+    plans = [plan(b, env, lp, trial, specs[b, lp]) for b, env, lp, trial in keys]
+    count = itertools.count(1)
+    show = None if progress is None else lambda i, r: progress(next(count), len(plans))
+    return capacities, dict(zip(keys, measure.map(plans, show)))
+
+
+def _decided(grid: Grid, cell: Cell, capacity: dict | None, by_key: dict) -> CellResult:
+    """A cell's leg: each arm's runs by seed, the live job's verdicts (whole run, and per class of a
+    workload of several: one class is the whole run, its table would repeat the leg's)."""
+    runs = [
+        replace(by_key[cell.backend, env, cell.load, trial], arm=arm)
+        for arm, env in (("A", cell.policy.a), ("B", cell.policy.b))
+        for trial in range(len(grid.seeds))
+    ]
+    arms = (Arm("A", "A", dict(cell.policy.a)), Arm("B", cell.policy.label, dict(cell.policy.b)))
+    env = {a.key: dict(a.env) for a in arms}
+    lr = LegResult(_leg(grid, cell.backend, cell.load), arms, env, {}, [], runs, capacity=capacity)
+    names = list(runs[0].classes or {})
+    lr.comparisons, lr.class_comparisons = decide(
+        runs, names if len(names) > 1 else (), seed=grid.seeds[0], min_effect=None
+    )
+    load = cell.load.load_plan
+    return CellResult(cell, lr, load.resolve_rate(capacity["rps"] if capacity else None) if load else None)
 
 
 # --- the result document ---------------------------------------------------------------------------
 
 
-def median_counters(runs) -> dict:
-    return {k: stats.median([r.server["counters"][k] for r in runs]) for k in COUNTERS}
-
-
-def _comps(comparisons: dict[str, stats.Comparison]) -> dict:
-    return {k: stats.summary(c, _FIELDS) for k, c in comparisons.items()}
+def _comps(comparisons: list[stats.Comparison]) -> dict:
+    return {c.metric.key: stats.summary(c, _FIELDS) for c in comparisons}
 
 
 def result_document(result: SweepResult, *, argv: list[str], provenance: dict) -> dict:
     """Everything the sweep decided, with no wall-clock time, output directory or engine: the same
     grid at the same commit gives the same bytes, on local processes or on Dask.  ``legs``: the
     cells (the key ``benchmarks/compact_result.py`` reads)."""
-    from ..history import without_out
-
     g = result.grid
     return {
         "schema": 1,
@@ -184,11 +205,11 @@ def result_document(result: SweepResult, *, argv: list[str], provenance: dict) -
                 "backend": cr.cell.backend,
                 "load": cr.cell.load.as_dict(),
                 "policy": cr.cell.policy.as_dict(),
-                "rate_rps": cr.leg.rate_rps,
-                "capacity_rps": cr.leg.capacity_rps,
+                "rate_rps": cr.rate_rps,
+                "capacity_rps": (cr.leg.capacity or {}).get("rps"),
                 "comparisons": _comps(cr.leg.comparisons),
                 "classes": {n: _comps(comps) for n, comps in cr.leg.class_comparisons.items()},
-                "counters": {arm: median_counters(cr.leg.runs[arm]) for arm in ("A", "B")},
+                "counters": {arm: median_counters(cr.leg.measured(arm)) for arm in ("A", "B")},
             }
             for cr in result.cells
         ],

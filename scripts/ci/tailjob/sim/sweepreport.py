@@ -22,10 +22,13 @@ from ..metrics import ci_text, format_value
 from ..procstat import children_cpu_s
 from ..progress import counter
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
+from . import costs as _costs
 from . import sweep as _sweep
+from .grid import OFF, GridError, load_grid
+from .measure import median_counters
 
 HISTORY_FILE = "tail-latency-sweep.jsonl"
-_OFF_TEXT = ", ".join(f"`{k}={v}`" for k, v in _sweep.OFF.items())
+_OFF_TEXT = ", ".join(f"`{k}={v}`" for k, v in OFF.items())
 HEAT_METRICS = ("p50", "p99", "p99.9")
 TABLE_METRICS = ("p50", "p99", "p99.9", "rps")
 COLOURS = {
@@ -71,7 +74,7 @@ def _where(cr) -> str:
 
 
 def _counters(cr) -> str:
-    ca, cb = (_sweep.median_counters(cr.leg.runs[k]) for k in ("A", "B"))
+    ca, cb = (median_counters(cr.leg.measured(k)) for k in ("A", "B"))
     text = (
         f"rounds {ca['rounds']:,.0f} → {cb['rounds']:,.0f}; elevated {cb['tail_elevations']:,.0f} of "
         f"{cb['dispatched']:,.0f}"
@@ -82,7 +85,7 @@ def _counters(cr) -> str:
 
 
 def _costs_text(backend: str) -> list[str]:
-    model = _sweep._costs.for_backend(backend).as_dict()
+    model = _costs.for_backend(backend).as_dict()
     return [f"{k} {v:g}" for k, v in model.items() if k != "backend"]
 
 
@@ -168,7 +171,7 @@ def _workload(result, workload: str, names: list[str]) -> list[str]:
         "|---|---|---|---:|---|",
     ]
     for cr, _ in _of(result, workload):
-        c = cr.leg.comparisons["cpu_us_per_req"]
+        c = cr.comparisons["cpu_us_per_req"]
         lines.append(f"{_where(cr)} {format_value('cpu_us_per_req', c.median_a)} | {_cell(c)} |")
     return [*lines, ""]
 
@@ -299,12 +302,12 @@ def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list
     grid (nothing written), 3 a run failed."""
     engine = "dask" if dask else "local"
     try:
-        grid = _sweep.load_grid(grid_name or "default")
+        grid = load_grid(grid_name or "default")
         if "io_uring" in grid.backends:
             from tailreactor.backends import io_uring_refused
 
             if (refused := io_uring_refused()) is not None:
-                raise _sweep.GridError(
+                raise GridError(
                     f"--grid {grid_name or 'default'}: backends lists io_uring, unavailable "
                     f"here ({refused}); accepted: a grid without it"
                 )
@@ -314,7 +317,7 @@ def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list
         result = _sweep.run_sweep(
             grid, engine=engine, dask_address=dask or "local", client=client, progress=progress
         )
-    except _sweep.GridError as e:
+    except GridError as e:
         return _error(str(e), 2)
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
