@@ -15,9 +15,10 @@ import pytest
 from tailjob_testdata import CI_DIR
 
 from tailjob import metrics, report, runner, workloads
+from tailjob.loadspec import LoadRunResult
 from tailjob.measure import generator_bound
 from tailjob.plan import Leg, PlanError
-from tailjob.workloads import LoadPlan, LoadRunResult, parse_rate, plan_load
+from tailjob.workloads import LoadPlan, parse_rate, plan_load
 
 
 # -- options ------------------------------------------------------------------------

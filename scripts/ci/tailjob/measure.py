@@ -15,11 +15,10 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import loadgen, loadspec, metrics, probeleg, procstat, wrk
+from . import history, loadgen, loadspec, metrics, probeleg, procstat, wrk
 from .loadspec import LoadRunResult, LoadSpec
 from .plan import Leg
 from .server import ServerError, ServerProcess
@@ -207,7 +206,7 @@ class ServerMeasure:
         try:
             code = _checked_server(server, plan)
             argv = self.command(f"http://{plan.settings.host}:{server.port}{plan.path}", plan)
-            started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            started_at = history.now()
             out, use = self._run_client(argv, server, plan)
             alive = server.alive()
         finally:

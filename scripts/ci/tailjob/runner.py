@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
 from . import pooled, probeleg, refcode, stats
-from .loadgen import LoadSpec
+from .loadspec import LoadSpec
 from .measure import LOAD_CLIENT, WRK, JobError, Measure, RunPlan, RunRecord, Settings  # noqa: F401
 from .metrics import CLASS_METRICS, POOLED_KEYS
 from .plan import Arm, Leg, arm_knobs, rmit_schedule, server_env
@@ -127,26 +127,8 @@ class LegResult:
         }
 
 
-class ComparedRun(Protocol):
-    """What :func:`compare_leg` reads of a run: a :class:`tailjob.measure.RunRecord`, or a
-    virtual-time tier's :class:`tailjob.sim.job.SimRunResult`."""
-
-    @property
-    def warmup(self) -> bool: ...
-    @property
-    def trial(self) -> int: ...
-    @property
-    def arm(self) -> str: ...
-    @property
-    def metrics(self) -> dict: ...
-    @property
-    def classes(self) -> dict | None: ...
-    @property
-    def wrk(self) -> dict: ...
-
-
 def compare_leg(
-    runs: Sequence[ComparedRun],
+    runs: Sequence[RunRecord],
     *,
     seed: int,
     min_effect: float | None = None,
@@ -157,16 +139,16 @@ def compare_leg(
     the arms' merged histograms when every paired run has one (:func:`tailjob.pooled.compare_pooled`),
     else on the medians of the runs' values.  ``klass``: that client class's figures
     (``RunRecord.classes``) on :data:`tailjob.metrics.CLASS_METRICS` instead of the run's."""
-    by_trial: dict[int, dict[str, ComparedRun]] = {}
+    by_trial: dict[int, dict[str, RunRecord]] = {}
     for r in runs:
         if not r.warmup:
             by_trial.setdefault(r.trial, {})[r.arm] = r
     trials = [t for t in sorted(by_trial) if {"A", "B"} <= set(by_trial[t])]
 
-    def figures(r: ComparedRun) -> dict:
+    def figures(r: RunRecord) -> dict:
         return r.metrics if klass is None else (r.classes or {}).get(klass, {})
 
-    def run_samples(r: ComparedRun, m: stats.Metric) -> int | None:
+    def run_samples(r: RunRecord, m: stats.Metric) -> int | None:
         """The samples at or beyond percentile ``m``'s rank in run ``r`` (None: not recorded)."""
         if klass is not None:
             return figures(r).get(f"{m.key}_samples")
@@ -200,7 +182,7 @@ def compare_leg(
 
 
 def decide(
-    runs: Sequence[ComparedRun], classes, *, seed: int, min_effect: float | None
+    runs: Sequence[RunRecord], classes, *, seed: int, min_effect: float | None
 ) -> tuple[list[stats.Comparison], dict[str, list[stats.Comparison]]]:
     """A leg's verdicts on either tier (:func:`compare_leg`): the whole run's, and those of each client
     class named in ``classes``."""

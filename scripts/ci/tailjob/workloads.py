@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .loadspec import LOOPS, SCHEDULES, ClientClass, LoadRunResult, LoadSpec  # noqa: F401 (sim.measure)
+from .loadspec import LOOPS, SCHEDULES, ClientClass, LoadSpec
 from .plan import Leg, PlanError
 
 CAPACITY_S = 2

@@ -10,10 +10,8 @@ model): the machine's load cannot move them.
 * :mod:`tailjob.sim.costs` -- the cost model: what each unit of server work
   costs in virtual time, every constant with where it came from;
 * :mod:`tailjob.sim.engine` -- one simulated run (:func:`engine.simulate`);
-* :mod:`tailjob.sim.job` -- A/B over seeds (common random numbers) with the
-  live job's verdict rule (:mod:`tailjob.stats`), the report and its files;
 * :mod:`tailjob.sim.measure` -- :class:`~tailjob.sim.measure.SimMeasure`, the tier behind the trial
-  loop's measure interface (:mod:`tailjob.measure`);
+  loop's measure interface (:mod:`tailjob.measure`), for ``ab --tier sim`` and the sweep alike;
 * :mod:`tailjob.sim.cli` -- ``--tier sim`` of the job's command line;
 * :mod:`tailjob.sim.answer` -- the main job's answer: the sim tier beside the live run.
 """

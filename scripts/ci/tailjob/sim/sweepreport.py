@@ -13,7 +13,6 @@ import io
 import os
 import time
 from collections import Counter
-from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import REPO, history, outputs
@@ -311,7 +310,7 @@ def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list
                     f"--grid {grid_name or 'default'}: backends lists io_uring, unavailable "
                     f"here ({refused}); accepted: a grid without it"
                 )
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        started = history.now()
         load_before, t0, cpu0 = os.getloadavg()[0], time.monotonic(), children_cpu_s()
         progress = counter(f"sweep {grid.name}", lines=10)
         result = _sweep.run_sweep(
@@ -323,15 +322,14 @@ def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list
         return _error(f"a simulated run failed: {e}", 3)
     timing = {
         "started_at": started,
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": history.now(),
         "wall_s": time.monotonic() - t0,
         "load_before": load_before,
         "load_after": os.getloadavg()[0],
         "cpu_s": children_cpu_s() - cpu0,
         "engine": "Dask" if engine == "dask" else "local processes",
     }
-    pv = history.provenance(REPO, wrk_version="-")
-    provenance = {k: pv[k] for k in ("git_commit", "git_dirty", "python", "kernel", "packages")}
+    provenance = history.sim_provenance(REPO)
     stem = history.stem(started, grid.name, "sweep")
     md = render(result, argv=argv, provenance=provenance, timing=timing)
     files: dict[str, bytes | str] = {
