@@ -257,10 +257,28 @@ def test_a_rearm_of_a_report_collected_but_not_delivered_reports_only_later_read
     assert collect(b, len(undelivered), extra_waits=2) == Counter({f"new {i}": 1 for i in undelivered})
 
 
+def _old_and_new(pairs, reused_by):
+    """Three pairs: the one armed and closed, the one whose file takes its number, a control.
+    ``reused_by`` "a later file" or "an earlier file": the new file's (st_dev, st_ino) sorts
+    after or before the closed one's, so a backend that tells files apart by comparing
+    their identities with anything but equality meets both orders."""
+    a, b, control = pairs(3)
+    lo, hi = sorted((a, b), key=lambda p: (os.fstat(p.fd).st_dev, os.fstat(p.fd).st_ino))
+    return (lo, hi, control) if reused_by == "a later file" else (hi, lo, control)
+
+
+REUSED_BY = pytest.mark.parametrize(
+    "reused_by",
+    ["a later file", "an earlier file"],
+    ids=["reused-by-a-later-file", "reused-by-an-earlier-file"],
+)
+
+
 # -- B5: an fd closed while armed, its number reused and armed the other way ---------
 @pytest.mark.clause("B5")
+@REUSED_BY
 def test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file_that_took_its_number(
-    make_backend, pairs
+    make_backend, pairs, reused_by
 ):
     """READ armed, the fd closed without disarm (the caller's bug), its number reused by
     another socket and armed for WRITE: the old READ arming belongs to the closed file. It
@@ -268,7 +286,7 @@ def test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file_that_t
     file becomes readable (a backend that keeps one registration per fd number re-registers
     both directions, the old token with them)."""
     b = make_backend()
-    old, new, control = pairs(3)
+    old, new, control = _old_and_new(pairs, reused_by)
     b.arm(old.fd, READ, "old read")  # not readable: nothing is ever sent to it
     b.flush()
     number = old.ours.detach()
@@ -367,13 +385,16 @@ def test_a_closed_fd_with_one_direction_reported_keeps_the_backend_alive(make_ba
 
 
 @pytest.mark.clause("B5")
-def test_an_arming_of_a_reused_number_never_re_armed_is_not_reported_for_the_new_file(make_backend, pairs):
+@REUSED_BY
+def test_an_arming_of_a_reused_number_never_re_armed_is_not_reported_for_the_new_file(
+    make_backend, pairs, reused_by
+):
     """READ armed, the fd closed and its number taken by another socket before any loop run,
     data arriving there, wait: no re-arm of the number warns the backend.  A registration
     deferred to the loop run (or a poll(2) set kept by number) meets the new file; the old
     arming is never reported for it."""
     b = make_backend()
-    old, new, control = pairs(3)
+    old, new, control = _old_and_new(pairs, reused_by)
     b.arm(old.fd, READ, "old read")
     number = old.ours.detach()
     os.dup2(new.ours.fileno(), number)  # closes the old file, armed; its number now names `new`
