@@ -318,20 +318,17 @@ def test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file_that_t
 # libev from the header (issue 41): each sequence below aborted their first version.
 def _closed_armings_dropped(b, closed: set[str], control, *, reused: bool = False) -> None:
     """Waits until ``control`` (made readable, armed) is reported; every token of ``closed``
-    (armings of a closed file) is dropped or reported once -- with ERR where another file
-    took the number (``reused``): any other bit would be that file's readiness."""
+    (armings of a closed file) is dropped or reported once with ERR (the header's rule): any other
+    bit is no readiness of the closed file, and where another file took the number (``reused``)
+    it would be that file's."""
     control.make_readable()
     b.arm(control.fd, READ, "control")
     got = reports(b, 1, extra_waits=3)
     tokens = Counter(tok for tok, _ in got)
     assert tokens["control"] == 1, f"the other fd's arming was not reported once: {got}"
-    wrong = [
-        (tok, f"{rev:#x}")
-        for tok, rev in got
-        if tok in closed and (tokens[tok] > 1 or (reused and not rev & ERR))
-    ]
-    assert not wrong, f"armings of a closed fd reported {wrong}: drop them, or report each once" + (
-        " with ERR (another file has the number now)" if reused else ""
+    wrong = [(tok, f"{rev:#x}") for tok, rev in got if tok in closed and (tokens[tok] > 1 or not rev & ERR)]
+    assert not wrong, f"armings of a closed fd reported {wrong}: drop them, or report each once with ERR" + (
+        " (another file has the number now)" if reused else ""
     )
 
 

@@ -28,16 +28,28 @@ An fd closed while armed (without ``disarm``)
 ---------------------------------------------
 A pending POLL_ADD holds its own reference to the file, so closing the fd
 does not close the socket: the peer sees no FIN, and the file stays alive
-until the poll completes -- then its callback runs although the fd number is
-closed (``EBADF``) or, worse, already names another file -- or until the poll
-is cancelled by ``disarm``, by arming the same number again (``arm`` cancels
-the old completion), or by :meth:`close`.  Nothing leaks past those points
-and nothing hangs, but the stale callback is the owner's bug to avoid:
-always disarm first (``tests/test_reliability_faults.py`` pins this).
+until the poll completes -- its report is then dropped if the fd no longer
+names the file a checked arm found (below); a hot re-arm's is not checked, and
+its callback runs although the fd number is closed (``EBADF``) or names another
+file -- or until the poll is cancelled by ``disarm``, by arming the same number
+again (``arm`` cancels the old completion), or by :meth:`close`.  Nothing leaks
+past those points and nothing hangs, but closing an armed fd is the owner's
+bug to avoid: always disarm first (``tests/test_reliability_faults.py`` pins this).
 
-Why a ``fcntl(F_GETFD)`` check in ``arm``: epoll rejects a closed fd at arm
+Closed before the poll reached the kernel: ``arm`` only prepares the SQE, and
+the kernel looks the fd number up when it is submitted (the next ``flush`` or
+``wait``).  Closed and its number taken by another file in between, the poll
+watches that file, and its readiness would be reported to the closed file's
+token.  So the first report of a checked arm (below) is delivered only if the
+fd still names the file the arm found there; otherwise it is dropped silently
+(clause B5: "at every arm, and before a deferred registration reaches the
+kernel, or at delivery").  One ``fstat`` per checked arm's first report: per
+connection, not per request, since the hot re-arm is not checked.
+
+Why an ``fstat`` check in ``arm``: epoll rejects a closed fd at arm
 time, io_uring only in a later CQE.  One cheap syscall keeps "arming a closed
-fd raises EBADF" identical on both backends (clause B16).  It is skipped for
+fd raises EBADF" identical on both backends (clause B16), and records the file
+for the report's check above.  It is skipped for
 the hot re-arm, of a direction the latest wait reported: that fd was open a
 moment ago, in this round (the check would be one more syscall per
 request, as costly as the ``epoll_ctl`` epoll avoids).  An fd closed without
@@ -51,7 +63,7 @@ uring-api 0.1.0rc5 README ("Lazy submit", "Threading Model").
 from __future__ import annotations
 
 import errno
-import fcntl
+import os
 import resource
 import time
 
@@ -70,6 +82,15 @@ _MASK = {READ: IN | RDHUP, WRITE: OUT}
 _ECANCELED = -errno.ECANCELED
 
 
+def _still_names(fd: int, file: tuple[int, int]) -> bool:
+    """Whether ``fd`` still names the open file ``file`` (``(st_dev, st_ino)``)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == file
+
+
 class _Operation:
     """What the backend holds for one ``(fd, direction)`` key.
 
@@ -78,16 +99,19 @@ class _Operation:
     ``IORING_OP_RECV`` (its result is reported as is) from a POLL_ADD.  Once
     reported, ``completion`` is None and ``reported_in`` is the number of
     the wait that reported it: a re-arm from that round is the hot re-arm
-    (module docstring).  A re-arm of the key reuses its record.
+    (module docstring).  A re-arm of the key reuses its record.  ``file`` is the
+    ``(st_dev, st_ino)`` a checked arm found on the fd, until its first report
+    is checked against it (module docstring, "An fd closed while armed").
     """
 
-    __slots__ = ("completion", "token", "receive", "reported_in")
+    __slots__ = ("completion", "token", "receive", "reported_in", "file")
 
     def __init__(self):
         self.completion = None
         self.token = None
         self.receive = False
         self.reported_in = 0
+        self.file: tuple[int, int] | None = None
 
 
 class IoUringUnavailable(OSError):
@@ -223,14 +247,16 @@ class IoUringBackend:
             return op
         if op is not None and op.completion is not None:
             self._ring.prepare_cancel_nowait(op.completion)  # re-armed while armed: replace
+            op.file = None  # the caller arms the file the number names now: no check to make
             return op
         if op is None:
             op = _Operation()
         self.fd_checks += 1
         try:
-            fcntl.fcntl(fd, fcntl.F_GETFD)
+            st = os.fstat(fd)
         except OSError:
             raise not_open_error(fd) from None
+        op.file = (st.st_dev, st.st_ino)
         self._ops[key] = op
         return op
 
@@ -286,7 +312,7 @@ class IoUringBackend:
         block.  A wake is not consumed: uring-api latches a ``break_wait``
         made outside a blocking wait, and a peek leaves the latch for the next
         wait.  Part of the round of the latest wait: its reports keep that
-        wait's number, so a harvested fd's re-arm skips the ``fcntl`` check.
+        wait's number, so a harvested fd's re-arm skips the ``fstat`` check.
         """
         if self._closed:
             raise closed_error(self.name)
@@ -312,6 +338,11 @@ class IoUringBackend:
             # Listed before forgotten: an interrupt in between lists it twice at
             # worst (the reactor runs only ARMED events), never not at all.
             res = cqe.res
+            if op.file is not None and not op.receive and res >= 0:
+                if not _still_names(key >> 1, op.file):
+                    del ops[key]  # the armed file was closed before the poll was submitted (B5)
+                    continue
+                op.file = None
             if op.receive:  # bytes, 0 at EOF, or -errno
                 if res != _ECANCELED:
                     out.append((op.token, res))
