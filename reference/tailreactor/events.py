@@ -21,6 +21,8 @@ direction gets this object back, ``ARMED`` again with fresh stamps
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from .backends.base import key_of
 
 ARMED, READY, DONE, CANCELLED = 0, 1, 2, 3
@@ -76,3 +78,15 @@ class Event:
         names = {ARMED: "armed", READY: "ready", DONE: "done", CANCELLED: "cancelled"}
         d = "read" if self.direction == 1 else "write"
         return f"<Event fd={self.fd} {d} {names[self.state]} armed_ns={self.armed_ns}>"
+
+
+#: The stamp each CWIST_REACTOR_AGE_FROM value counts an event's age from.
+STAMPS = {"arm": attrgetter("armed_ns"), "ready": attrgetter("ready_ns")}
+
+
+def stamp_of(age_from: str):
+    """The stamp ``age_from`` (CWIST_REACTOR_AGE_FROM) names; ValueError for any other value."""
+    try:
+        return STAMPS[age_from]
+    except KeyError:
+        raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}") from None

@@ -126,15 +126,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 from ..dispatch import LAST, NEVER
-from ..events import READY
+from ..events import READY, stamp_of
 
 __all__ = ["AgeOrder", "DeliveryOrder"]
 
-#: The stamp each CWIST_REACTOR_AGE_FROM value counts age from.
-_STAMP = {"arm": attrgetter("armed_ns"), "ready": attrgetter("ready_ns")}
 _FIRST = itemgetter(0)
 
 
@@ -168,9 +166,7 @@ class AgeOrder:
         self._threshold = threshold_ns
         self._k = 0  # cursor in age order: everything before it is taken
         self._run_start = 0  # where the latest run began: add() puts its rest back
-        stamp = _STAMP.get(age_from)
-        if stamp is None:
-            raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
+        stamp = stamp_of(age_from)
         self._stamp = stamp
         # Every stamp is read here and never again (see "Cost" and "What a port must keep").
         self._by_age = sorted(batch, key=stamp)
@@ -267,9 +263,7 @@ class DeliveryOrder:
     _age: AgeOrder | None  # built on first need (_age_order)
 
     def __init__(self, age_from: str = "arm", threshold_ns: int = 0):
-        stamp = _STAMP.get(age_from)
-        if stamp is None:
-            raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
+        stamp = stamp_of(age_from)
         self._age_from = age_from
         self._stamp = stamp
         self._threshold = threshold_ns

@@ -30,8 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..dispatch import NEVER
-from ..events import READY
-from .oldest import STAMP
+from ..events import READY, stamp_of
 
 __all__ = ["AdaptiveLifo"]
 
@@ -55,15 +54,12 @@ class AdaptiveLifo:
         "in_backend_order",
     )
     elevated = False  # never: newest first is not a promotion for lateness
-    _stamp: Callable  # the stamp AGE_FROM names (oldest.STAMP)
+    _stamp: Callable  # the stamp AGE_FROM names (events.stamp_of)
     _by_age: list  # the events READY at the first look, by stamp (once _sorted)
     _j: int  # newest first: by_age[:_j] is what is left to give
 
     def __init__(self, age_from: str = "arm", threshold_ns: int = 0):
-        stamp = STAMP.get(age_from)
-        if stamp is None:
-            raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
-        self._stamp = stamp
+        self._stamp = stamp_of(age_from)
         self._threshold = threshold_ns
         self.reads_clock = threshold_ns > 0  # with TAIL_US=0 the queue is never old
         self.in_backend_order = not threshold_ns  # ... and the order is the backend's

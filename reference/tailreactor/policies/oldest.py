@@ -20,14 +20,9 @@ is fixed for the round (``shortest.py`` sorts by the owner's hint).
 
 from __future__ import annotations
 
-from operator import attrgetter
+from ..events import READY, stamp_of
 
-from ..events import READY
-
-__all__ = ["SortedOrder", "OldestFirst", "STAMP"]
-
-#: The stamp each CWIST_REACTOR_AGE_FROM value counts age from.
-STAMP = {"arm": attrgetter("armed_ns"), "ready": attrgetter("ready_ns")}
+__all__ = ["SortedOrder", "OldestFirst"]
 
 
 class SortedOrder:
@@ -43,9 +38,7 @@ class SortedOrder:
     __slots__ = ("key", "_order", "_i", "elevated")
 
     def __init__(self, age_from: str = "arm", threshold_ns: int = 0):
-        self.key = STAMP.get(age_from)
-        if self.key is None:
-            raise ValueError(f"age_from must be 'arm' or 'ready', got {age_from!r}")
+        self.key = stamp_of(age_from)
         self.elevated = False
         self.start([])
 
