@@ -12,7 +12,11 @@ for arg in "$@"; do  # --help installs nothing: it needs only Python's standard 
   esac
 done
 tools=(--wrk)
-if [ "${1:-}" = "peers" ]; then tools+=(--nginx); fi
+if [ "${1:-}" = "peers" ]; then
+  # Its arguments are checked before nginx is installed for it (one line, exit 2, nothing changed).
+  PYTHONPATH="$root/scripts/ci:$root/reference${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m tailjob.options "$@"
+  tools+=(--nginx)
+fi
 source "$root/scripts/bootstrap.sh" "${tools[@]}"
 cd "$root"
 exec "$(dirname "$TAILREACTOR_PY")/tailreactor-tail-latency" "$@"

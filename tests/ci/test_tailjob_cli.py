@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tailjob.cli import main
@@ -23,9 +28,21 @@ from tailjob.cli import main
         (["--tier", "instructions"], "--tier instructions: now a subcommand: tail_latency count"),
         (["--requests", "100"], "--requests: not an option of ab (an option of count)"),
         (["nope"], "'nope': not a subcommand; accepted: ab, calibrate, peers, sweep, validate, count"),
+        # what a fresh user found accepted, or refused only after the runs (issue 38's review)
+        (["--min-effect", "0"], "'0': accepted a fraction above 0"),
+        (["--seed", "x"], "--seed: 'x': accepted an integer"),
+        (["--tier", "sim", "--pollution-limit", "nan"], "'nan': accepted a non-negative number of cores"),
+        (["--gate", "--runs", "2"], "--gate with --runs 2: a verdict needs 8 paired runs"),
+        (["--tier", "sim", "--gate", "--runs", "7"], "--gate with --runs 7: a verdict needs 8 paired runs"),
+        (["--server", "bench-epoll"], "--server: not an option of ab (an option of count)"),
+        (["count", "--baseline", "{bad_json}"], "--baseline {bad_json}: not a baseline file (JSON)"),
     ],
 )
-def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path):
+def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path, tmp_path_factory):
+    bad_json = tmp_path_factory.mktemp("baseline") / "bad.json"
+    bad_json.write_text("{ not json")
+    argv = [a.format(bad_json=bad_json) for a in argv]
+    message = message.format(bad_json=bad_json)
     assert main([*argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tail_latency: error: ") and message in err
@@ -127,3 +144,34 @@ def test_no_help_names_a_flat_spelling_or_a_page_whose_sections_moved(command, c
         "tail-latency-ci.md",
     ):
         assert old not in text, old
+
+
+@pytest.mark.parametrize("command", [[], ["--tier", "sim"], ["sweep"], ["count"], ["calibrate", "1"]])
+@pytest.mark.parametrize("where", ["a-file", "under-proc"])
+def test_an_out_that_cannot_be_a_directory_is_refused_before_anything_runs(command, where, capsys, tmp_path):
+    """--out names a file, or a place no directory can be made: one line and exit 2 at once, not a
+    traceback after the runs."""
+    out = tmp_path / "afile" if where == "a-file" else Path("/proc/tailreactor-nope")
+    if where == "a-file":
+        out.write_text("")
+    assert main([*command, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tail_latency: error: --out {out}: ") and err.count("\n") == 1, err
+
+
+def test_peers_arguments_are_checked_before_its_setup_installs_nginx(tmp_path):
+    """scripts/tail-latency.sh peers sets up nginx (apt-get) for its ceiling row: a bad argument is
+    one line and exit 2 before that, so nothing is installed for a command that cannot run."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [str(root / "scripts" / "tail-latency.sh"), "peers", "--runs", "0", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHON": sys.executable},
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "tail_latency: error: argument --runs: '0': accepted a positive integer"
+    ]

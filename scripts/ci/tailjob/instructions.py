@@ -275,9 +275,14 @@ def attribute(dump: Path) -> tuple[int, dict[str, int]]:
 
 def _baseline(path: Path) -> dict[str, dict]:
     try:
-        return json.loads(path.read_text()).get("servers", {})
+        servers = json.loads(path.read_text()).get("servers", {})
     except FileNotFoundError:
         return {}
+    except (OSError, ValueError, AttributeError) as e:
+        raise PlanError(f"--baseline {path}: not a baseline file (JSON): {e}") from None
+    if not isinstance(servers, dict):
+        raise PlanError(f"--baseline {path}: not a baseline file (JSON): 'servers' is not a table")
+    return servers
 
 
 def load_baseline(path: Path = BASELINE) -> dict[str, float]:

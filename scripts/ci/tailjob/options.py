@@ -17,6 +17,7 @@ from . import OUT, PROG, REPO, fail, ownserver, workloads  # noqa: F401  (fail: 
 from .metrics import METRICS
 from .plan import AB_PRESETS, BACKENDS, COUNT_BASELINE, COUNT_REQUESTS, COUNT_SERVERS, PROFILES
 from .sim import costs
+from .stats import MIN_PAIRS
 
 TIERS = ("wall", "sim")
 """``ab --tier``: what measures a run (wall-clock time, virtual time; instruction counts are ``count``)."""
@@ -34,6 +35,13 @@ def _duration(text: str) -> int:
     if not m or int(m.group(1)) == 0:
         raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive duration like 3, 3s, 2m")
     return int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted an integer") from None
 
 
 def _positive(text: str) -> int:
@@ -57,8 +65,10 @@ def _fraction(text: str) -> float:
         value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
         value = -1.0
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a fraction like 0.05 or a percentage like 5%")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: accepted a fraction above 0 and below 1 like 0.05, or a percentage like 5%"
+        )
     return value
 
 
@@ -67,7 +77,7 @@ def _cores(text: str) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if value < 0:
+    if not value >= 0:  # nan too
         raise argparse.ArgumentTypeError(f"{text!r}: accepted a non-negative number of cores, e.g. 0.1")
     return value
 
@@ -75,6 +85,10 @@ def _cores(text: str) -> float:
 class _Parser(argparse.ArgumentParser):
     """argparse, whose errors are one line (``tail_latency: error: argument --tier: invalid choice:
     ...``): the option, the value and what is accepted, without the usage block before it."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # --server is count's option, not ab's --server-cmd
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{PROG}: error: {message}\n")
@@ -173,7 +187,9 @@ OPTIONS: dict[str, dict] = {
     ),
     "--wrk-cpus": dict(default="1", metavar="CPUS", help="wrk's taskset CPUs when pinned: 1 or 1,3 (1)"),
     "--no-warmup": dict(action="store_true", help="skip the discarded warm-up run per leg"),
-    "--seed": dict(type=int, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"),
+    "--seed": dict(
+        type=_integer, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"
+    ),
     "--pollution-limit": dict(
         type=_cores,
         default=0.10,
@@ -378,6 +394,31 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return dict(action.choices)
 
 
+def _check_out(parser: argparse.ArgumentParser, out: Path) -> None:
+    """A bad ``--out`` is one line before any run: a directory, or one that can be made (tried, then
+    removed again: bad input writes nothing)."""
+    if out.exists():
+        if not out.is_dir():
+            parser.error(
+                f"--out {out}: not a directory; accepted a directory, or a path where one can be made"
+            )
+        return
+    missing = []
+    while not out.exists():
+        missing.append(out)
+        out = out.parent
+    made: list[Path] = []
+    try:
+        for d in reversed(missing):
+            d.mkdir()
+            made.append(d)
+    except OSError as e:
+        parser.error(f"--out {missing[0]}: {e.strerror or e}; accepted a directory that can be made")
+    finally:
+        for d in reversed(made):
+            d.rmdir()
+
+
 def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
     """The namespace of ``argv`` (no subcommand: ``ab``); an option of another subcommand is one line
     naming the subcommands it belongs to (exit 2)."""
@@ -397,6 +438,13 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
         owners = [c for c, sp in _subparsers(parser).items() if name in sp._option_string_actions]
         where = f"an option of {', '.join(owners)}" if owners else f"see {PROG} {ns.command} --help"
         parser.error(f"{name}: not an option of {ns.command} ({where})")
+    if getattr(ns, "gate", False) and (getattr(ns, "runs", None) or MIN_PAIRS) < MIN_PAIRS:
+        parser.error(
+            f"--gate with --runs {ns.runs}: a verdict needs {MIN_PAIRS} paired runs, so the gate "
+            f"could decide nothing; accepted --runs {MIN_PAIRS} or more"
+        )
+    if getattr(ns, "out", None) is not None:
+        _check_out(parser, ns.out)
     if hasattr(ns, "classes"):  # --workload and --class become the workload, checked whole
         try:
             _traffic(ns)
