@@ -131,6 +131,10 @@ def test_cost_constants_are_checked_with_one_line_naming_the_option():
         costs.with_overrides(costs.for_backend("epoll"), "request_us=-1")
     with pytest.raises(costs.CostError, match=r"--sim-cost bogus_us=1: unknown constant; accepted "):
         costs.with_overrides(costs.for_backend("epoll"), "bogus_us=1")
+    with pytest.raises(
+        costs.CostError, match=r"--sim-cost instruction_ns=-2: accepted 0 to 100000 nanoseconds"
+    ):
+        costs.with_overrides(costs.for_backend("epoll"), "instruction_ns=-2")
     c = costs.with_overrides(costs.for_backend("epoll"), "request_us=20 wait_us=3")
     assert (c.request_us, c.wait_us) == (20.0, 3.0)
 

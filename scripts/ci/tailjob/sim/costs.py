@@ -162,10 +162,10 @@ def with_overrides(model: CostModel, text: str | None) -> CostModel:
             us = float(value)
         except ValueError:
             us = -1.0
-        top = 1 if name == "policy_round_share" else LIMIT_US
+        top, unit = {"policy_round_share": (1, ""), "instruction_ns": (LIMIT_US, " nanoseconds")}.get(
+            name, (LIMIT_US, " microseconds")
+        )
         if not 0 <= us <= top or us != us:
-            raise CostError(
-                f"--sim-cost {token}: accepted 0 to {top:g}" + ("" if top == 1 else " microseconds")
-            )
+            raise CostError(f"--sim-cost {token}: accepted 0 to {top:g}{unit}")
         changes[name] = us
     return replace(model, **changes)
