@@ -131,6 +131,10 @@ def test_cost_constants_are_checked_with_one_line_naming_the_option():
         costs.with_overrides(costs.for_backend("epoll"), "request_us=-1")
     with pytest.raises(costs.CostError, match=r"--sim-cost bogus_us=1: unknown constant; accepted "):
         costs.with_overrides(costs.for_backend("epoll"), "bogus_us=1")
+    with pytest.raises(
+        costs.CostError, match=r"--sim-cost instruction_ns=-2: accepted 0 to 100000 nanoseconds"
+    ):
+        costs.with_overrides(costs.for_backend("epoll"), "instruction_ns=-2")
     c = costs.with_overrides(costs.for_backend("epoll"), "request_us=20 wait_us=3")
     assert (c.request_us, c.wait_us) == (20.0, 3.0)
 
@@ -236,14 +240,45 @@ def test_harvesting_mid_round_takes_what_arrived_during_the_round(backend):
     assert p50(on) < p50(off)
 
 
-def test_age_based_dispatch_is_charged_its_own_cost_per_event():
+@pytest.mark.parametrize("backend", ["epoll", IO_URING])
+@pytest.mark.parametrize("policy", ["age", "oldest", "lifo", "shortest"])
+def test_each_policy_is_charged_its_own_counted_cost_per_event(backend, policy):
     spec = _open(2000, duration_s=0.5)
-    off = _run("epoll", spec, {"CWIST_REACTOR_TAIL_US": "0"})
-    on = _run("epoll", spec, {"CWIST_REACTOR_TAIL_US": "3500"})
-    model = costs.for_backend("epoll")
+    knobs = {"CWIST_REACTOR_TAIL_US": "3500"}
+    off = _run(backend, spec, {**knobs, "CWIST_REACTOR_POLICY": "backend"})
+    on = _run(backend, spec, {**knobs, "CWIST_REACTOR_POLICY": policy})
+    model = costs.for_backend(backend)
     assert off["server"]["requests"] == on["server"]["requests"]
     extra = on["server"]["busy_us"] - off["server"]["busy_us"]
-    assert extra == pytest.approx(model.age_order_us * on["server"]["counters"]["dispatched"], rel=0.01)
+    # (walk instructions over backend order's) x instruction_ns, per event delivered
+    walk = costs.WALK[backend]
+    us = (walk[policy] - walk["backend"]) * model.instruction_ns / 1000
+    assert model.policy_us(policy) == pytest.approx(us)
+    assert extra == pytest.approx(us * on["server"]["counters"]["dispatched"], rel=0.01)
+
+
+def test_a_policy_in_backend_order_costs_nothing_extra():
+    # age and lifo with TAIL_US=0 are backend order (policies/__init__.py): the reactor asks them nothing.
+    spec = _open(2000, duration_s=0.5)
+    base = _run("epoll", spec, {"CWIST_REACTOR_POLICY": "backend", "CWIST_REACTOR_TAIL_US": "0"})
+    for policy in ("age", "lifo"):
+        doc = _run("epoll", spec, {"CWIST_REACTOR_POLICY": policy, "CWIST_REACTOR_TAIL_US": "0"})
+        assert doc["server"]["busy_us"] == base["server"]["busy_us"], policy
+
+
+def test_policy_round_share_moves_the_cost_from_events_to_rounds():
+    # The low bound (policy_round_share=1): the counted cost once per round (per wait that reports), not per event.
+    spec = _open(2000, duration_s=0.5)
+    env = {"CWIST_REACTOR_POLICY": "lifo", "CWIST_REACTOR_TAIL_US": "3500"}
+    base = _run("epoll", spec, {**env, "CWIST_REACTOR_POLICY": "backend"})
+    per_round = costs.with_overrides(costs.for_backend("epoll"), "policy_round_share=1")
+    doc = _run("epoll", spec, env, per_round)
+    c = doc["server"]["counters"]
+    assert c["rounds"] < c["dispatched"]
+    extra = doc["server"]["busy_us"] - base["server"]["busy_us"]
+    assert extra == pytest.approx(per_round.policy_us("lifo") * c["rounds"], rel=0.02)
+    with pytest.raises(costs.CostError, match=r"policy_round_share=2: accepted 0 to 1"):
+        costs.with_overrides(per_round, "policy_round_share=2")
 
 
 def test_arm_a_runs_the_code_of_a_git_ref(tmp_path):

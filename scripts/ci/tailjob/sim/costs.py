@@ -5,7 +5,8 @@ The constants, what each is charged for and where its number comes from (``bench
 peers comparison and instruction counts; ``wait_us`` and ``harvest_us`` are estimates):
 docs/en/sim-tier.md, "The cost model", and :meth:`CostModel.sources`.  The injected knobs
 (``CWIST_BENCH_DELAY_US``, ``SLOW_US``, ``STALL_US``, a traffic class's ``service_us``) cost virtual
-time at their own length.  A user who measured better numbers sets them with ``--sim-cost K=V``.
+time at their own length.  A dispatch policy costs its counted instructions (:data:`WALK`) at
+``instruction_ns`` each: :meth:`CostModel.policy_us`.  A user who measured better numbers sets them with ``--sim-cost K=V``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,20 @@ WRK_US_SOURCE = (
     "benchmarks/results/study/20261202T052334Z-quick-aa-c1.md, commit 0d51494"
 )
 
+POLICY_COUNT = "benchmarks/results/policies/8df1ebb/"
+"""The instruction tier's reports the policies' costs come from (``CWIST_REACTOR_POLICY=X
+scripts/tail-latency.sh count --server bench-B``, one request in flight, ``TAIL_US=1``)."""
+WALK = {
+    "epoll": {"backend": 6154, "age": 14461, "oldest": 9315, "lifo": 15308, "shortest": 9315},
+    "io_uring": {"backend": 6533, "age": 15237, "oldest": 9820, "lifo": 16019, "shortest": 9820},
+}
+"""Each policy's dispatch-walk instructions per request, by backend (:data:`POLICY_COUNT`)."""
+TOTAL = {"epoll": 50798, "io_uring": 59199}
+"""Backend order's whole request in the same count: user instructions per request."""
+LOADED = {"epoll": 36000, "io_uring": 40400}
+"""User instructions per request at c256 (benchmarks/README.md, the age order's share at c256): fewer
+than the count with one request in flight, so ``request_us`` over them is ``instruction_ns``'s high bound."""
+
 
 class CostError(ValueError):
     """A cost constant the model cannot take; the message is one line naming the option."""
@@ -52,7 +67,8 @@ class CostModel:
     harvest_us: float
     callback_us: float
     request_us: float
-    age_order_us: float
+    instruction_ns: float
+    policy_round_share: float = 0.0
     client_us: float = CLIENT_US
     wrk_us: float = WRK_US
 
@@ -73,14 +89,32 @@ class CostModel:
             "callback_us": f"kernel CPU per request at one request per callback, 14.8 us ({_README}, "
             f"'Server CPU is about half user, half kernel'){scale}",
             "request_us": f"user CPU per request, 16.1 us ({_README}, same measurement){scale}",
-            "age_order_us": (
-                "the age order's share of user-space instructions per request at c256, "
-                + ("1.6 % (630 of 40,400)" if self.backend == "io_uring" else "1.9 % (690 of 36,000)")
-                + f" ({_README}), of request_us"
+            "instruction_ns": (
+                f"request_us over backend order's user instructions per request, {TOTAL[self._counted]:,} "
+                f"({POLICY_COUNT}); a policy's cost (policy_us) is its dispatch walk's instructions over "
+                f"backend order's, times instruction_ns, charged per event delivered: "
+                + ", ".join(f"{p} {self.policy_us(p):.2f} us" for p in WALK[self._counted] if p != "backend")
+                + "; high bound request_us over the c256 count, "
+                f"{LOADED[self._counted]:,} ({_README})"
+            ),
+            "policy_round_share": (
+                "the share of a policy's cost charged once per round instead of per event: the count "
+                "runs one event per round and cannot separate them; 0 (per event) is the high bound "
+                "under load, 1 (per round) the low"
             ),
             "client_us": CLIENT_US_SOURCE if self.client_us == CLIENT_US else "set with --sim-cost",
             "wrk_us": WRK_US_SOURCE if self.wrk_us == WRK_US else "set with --sim-cost",
         }
+
+    @property
+    def _counted(self) -> str:
+        return "io_uring" if self.backend == "io_uring" else "epoll"
+
+    def policy_us(self, policy: str) -> float:
+        """Virtual us per event (x ``1 - policy_round_share``) and per round (x the share) that
+        ``policy`` costs over backend order; 0 for one not counted (``module:Class``)."""
+        walk = WALK[self._counted]
+        return max(0, walk.get(policy, walk["backend"]) - walk["backend"]) * self.instruction_ns / 1000
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -100,7 +134,7 @@ def for_backend(backend: str) -> CostModel:
             harvest_us=0.2,
             callback_us=round(14.8 * k, 2),
             request_us=round(16.1 * k, 2),
-            age_order_us=round(0.016 * 16.1 * k, 2),
+            instruction_ns=round(16.1 * k * 1000 / TOTAL["io_uring"], 4),
         )
     if backend in ("epoll", "selectors"):
         return CostModel(
@@ -109,7 +143,7 @@ def for_backend(backend: str) -> CostModel:
             harvest_us=1.0,
             callback_us=14.8,
             request_us=16.1,
-            age_order_us=round(0.019 * 16.1, 2),
+            instruction_ns=round(16.1 * 1000 / TOTAL["epoll"], 4),
         )
     raise CostError(f"backend {backend!r}: the cost model knows epoll, io_uring, selectors")
 
@@ -128,7 +162,10 @@ def with_overrides(model: CostModel, text: str | None) -> CostModel:
             us = float(value)
         except ValueError:
             us = -1.0
-        if not 0 <= us <= LIMIT_US or us != us:
-            raise CostError(f"--sim-cost {token}: accepted 0 to {LIMIT_US:g} microseconds")
+        top, unit = {"policy_round_share": (1, ""), "instruction_ns": (LIMIT_US, " nanoseconds")}.get(
+            name, (LIMIT_US, " microseconds")
+        )
+        if not 0 <= us <= top or us != us:
+            raise CostError(f"--sim-cost {token}: accepted 0 to {top:g}{unit}")
         changes[name] = us
     return replace(model, **changes)

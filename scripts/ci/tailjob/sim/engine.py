@@ -5,7 +5,8 @@
 busy time, the reactor's counters (what is real and what is virtual: docs/en/sim-tier.md).  Hooks
 into the bench code, and only these: :class:`SimListener` adopts the socketpairs (no TCP accept);
 :class:`SimConnection` charges ``callback_us`` per callback; the server's socket charges
-``request_us`` per request in ``send``; ``busy_wait_ns`` advances the virtual clock.  When the
+``request_us`` per request in ``send``; the backend's waits charge the dispatch policy's cost
+(:meth:`~tailjob.sim.costs.CostModel.policy_us`); ``busy_wait_ns`` advances the virtual clock.  When the
 reactor would block, the clock jumps to the next client send or the reactor's earliest timer.
 """
 
@@ -20,7 +21,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tailreactor import Reactor
+from tailreactor import Reactor, policies
 from tailreactor import config as _config
 from tailreactor.backends import create_backend
 from tailreactor.clock import ManualClock
@@ -135,11 +136,15 @@ class _Backend:
     """The real backend, whose waits never block: when nothing is ready, the virtual clock jumps
     to the next client send (delivered, then the kernel asked again) or to the wait's timeout."""
 
-    def __init__(self, real, sim: _Sim, *, age_order: bool):
+    def __init__(self, real, sim: _Sim, *, policy_us: float):
         self._real = real
         self._sim = sim
         self._wait_ns = sim.costs_ns("wait_us")
-        self._age_ns = sim.costs_ns("age_order_us") if age_order else 0  # per event reported
+        share = sim.model.policy_round_share  # the policy's cost: per round reported, per event
+        self._round_ns, self._event_ns = (
+            round(policy_us * share * 1000),
+            round(policy_us * (1 - share) * 1000),
+        )
         if callable(getattr(real, "harvest", None)):
             self._harvest_ns = sim.costs_ns("harvest_us")
             self.harvest = self._harvest
@@ -149,8 +154,8 @@ class _Backend:
 
     def wait(self, timeout_s):
         got = self._wait(timeout_s)
-        if got and self._age_ns:
-            self._sim.clock.charge(len(got) * self._age_ns)
+        if got:
+            self._sim.clock.charge(self._round_ns + len(got) * self._event_ns)
         return got
 
     def _wait(self, timeout_s):
@@ -183,8 +188,8 @@ class _Backend:
         self._sim.clock.charge(self._harvest_ns)
         self._sim.deliver()
         got = self._real.harvest(max_events)
-        if got and self._age_ns:
-            self._sim.clock.charge(len(got) * self._age_ns)
+        if got:
+            self._sim.clock.charge(len(got) * self._event_ns)
         return got
 
 
@@ -349,9 +354,12 @@ def simulate(run: SimRun) -> dict:
     sim = _Sim(spec, run.costs, turnaround=TURNAROUND_COST[run.client])
     stats = [ClassStats(c) for c in spec.classes]
     pairs: list[socket.socket] = []
+    # A policy in backend order all round (age, lifo with TAIL_US=0) is asked nothing: it costs nothing extra.
+    order = policies.create(cfg.policy, cfg.age_from, cfg.tail_us * 1000)
+    policy_us = 0.0 if getattr(order, "in_backend_order", False) else run.costs.policy_us(cfg.policy)
     with _virtual_busy_wait(sim):
         reactor = Reactor(
-            _Backend(create_backend(run.backend), sim, age_order=cfg.tail_us > 0), config=cfg, clock=sim.clock
+            _Backend(create_backend(run.backend), sim, policy_us=policy_us), config=cfg, clock=sim.clock
         )
         try:
             listener = SimListener(reactor, sim)
