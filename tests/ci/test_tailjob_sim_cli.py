@@ -195,7 +195,7 @@ def test_sim_cost_help_lists_every_constant_of_the_cost_model(command, capsys):
 
     assert main([command, "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    help_ = text.split("--sim-cost 'K=US ...'")[-1]
+    help_ = text.split("--sim-cost 'K=V ...'")[-1]
     for name in costs.for_backend("epoll").constants:
         assert name in help_, name
     assert f"0 to {costs.LIMIT_US:g}" in help_

@@ -217,9 +217,10 @@ OPTIONS: dict[str, dict] = {
         "(default: benchmarks/ in a checkout, ./tailreactor-results where installed)",
     ),
     "--sim-cost": dict(
-        metavar="'K=US ...'",
-        help=f"override cost-model constants, 0 to {costs.LIMIT_US:g} virtual microseconds each: "
-        f"{', '.join(costs.for_backend('epoll').constants)} (docs/en/sim-tier.md)",
+        metavar="'K=V ...'",
+        help=f"override cost-model constants: virtual microseconds, 0 to {costs.LIMIT_US:g}, for "
+        + ", ".join(c for c in costs.for_backend("epoll").constants if c.endswith("_us"))
+        + "; instruction_ns in nanoseconds; policy_round_share 0 to 1 (docs/en/sim-tier.md)",
     ),
     # peers, sweep, count
     "--write-readme": dict(
