@@ -175,3 +175,16 @@ def test_peers_arguments_are_checked_before_its_setup_installs_nginx(tmp_path):
     assert done.stderr.splitlines() == [
         "tail_latency: error: argument --runs: '0': accepted a positive integer"
     ]
+
+
+def test_the_command_a_report_names_reads_back_as_the_arguments_given():
+    """A report's "Command:" line, pasted into a shell, runs the same job: empty and spaced
+    arguments keep their quotes (a fresh user's calibrate report had lost them)."""
+    import shlex
+
+    from tailjob import history
+
+    argv = ["--a", "", "--b", "CWIST_BENCH_DELAY_US=200", "--server-cmd", "python3 -m http.server {port}"]
+    line = history.command(argv)
+    assert line.startswith("scripts/tail-latency.sh ") and shlex.split(line)[1:] == argv
+    assert history.command([]) == "scripts/tail-latency.sh"

@@ -342,7 +342,7 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
         polluted = sum("polluted" in r.flags for r in measured)
         text = (
             f"# Tail-latency job: `calibrate {k}`, profile `{profile.name}`\n\n"
-            f"- Command: `scripts/tail-latency.sh {' '.join(argv)}`; started {o.started}, finished {o.finished}.\n"
+            f"- Command: `{history.command(argv)}`; started {o.started}, finished {o.finished}.\n"
             f"- {report.machine_line(o.provenance)}\n"
             f"- {polluted} of {report.plural(len(measured), 'measured run')} flagged `polluted` (other "
             f"processes used more than {o.settings.pollution_limit:.2f} cores).\n\n" + table

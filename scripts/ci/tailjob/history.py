@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -103,6 +104,11 @@ def _read_first_line(path: str) -> str | None:
             return f.readline().strip()
     except OSError:
         return None
+
+
+def command(argv) -> str:
+    """The command a report names, quoted as a shell reads it: pasted back, it runs the same job."""
+    return " ".join(["scripts/tail-latency.sh", shlex.join(argv)]).rstrip()
 
 
 def now() -> str:

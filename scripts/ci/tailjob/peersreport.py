@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import history
 from .metrics import PEER_METRICS, metric
 from .peers import REFERENCES
 from .peersjob import PeersJobResult, PeersLegResult
@@ -136,7 +137,7 @@ def readme_section(job: PeersJobResult, *, result_file: str) -> str:
         BEGIN,
         "## Latest peers comparison",
         "",
-        f"Written by `scripts/tail-latency.sh {' '.join(job.argv)}` (`--write-readme`); do not edit by hand. "
+        f"Written by `{history.command(job.argv)}` (`--write-readme`); do not edit by hand. "
         f"Started {job.started_at}; {pin}; {machine_line(job.provenance)} "
         f"Whole job: `{result_file}` (and the `.md` report beside it).",
         "",

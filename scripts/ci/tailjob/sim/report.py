@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from .. import stats
+from .. import history, stats
 from ..history import without_out
 from ..loadspec import ClientClass
 from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
@@ -91,7 +91,7 @@ def render(job: JobResult, measure: SimMeasure, *, runs: bool = True) -> str:
         "It does not model TCP, kernel scheduling, caches, or the client's own CPU; a closed-loop "
         "client's turnaround is the cost model's `client_us` (`wrk_us` for wrk's loop).",
         "",
-        f"- Command: `scripts/tail-latency.sh {' '.join(job.argv)}`; started {job.started_at}, finished "
+        f"- Command: `{history.command(job.argv)}`; started {job.started_at}, finished "
         f"{job.finished_at} (wall clock).",
         f"- Code: commit {job.provenance.get('git_commit', 'unknown')}"
         + (" (dirty)" if job.provenance.get("git_dirty") else "")

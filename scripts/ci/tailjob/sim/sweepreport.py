@@ -98,7 +98,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
         "a function of the code, the knobs, the workload, the seeds and the cost model, not of the machine's "
         "load. The same command at the same commit gives the same verdicts.",
         "",
-        f"- Command: `scripts/tail-latency.sh {' '.join(argv)}`.",
+        f"- Command: `{history.command(argv)}`.",
         f"- Code: commit {commit}.",
         f"- Cells: {len(result.cells)} ({len(g.backends)} backends x {len(g.loads)} load points x "
         f"{len(g.policies)} policies); {result.runs:,} distinct runs, {result.simulated_requests:,} "

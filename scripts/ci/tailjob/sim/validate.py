@@ -159,8 +159,8 @@ def render(doc: dict) -> str:
             "on the sim tier (the same reactor and HTTP code in virtual time, docs/en/sim-tier.md). "
             "Each row sets one metric's live figures beside the sim's.",
             "",
-            f"- Live: `scripts/tail-latency.sh {' '.join(live['argv'])}`; result `{live['result']}`.",
-            f"- Sim: `scripts/tail-latency.sh {' '.join(sim['argv'])}`; result `{sim['result']}`.",
+            f"- Live: `{history.command(live['argv'])}`; result `{live['result']}`.",
+            f"- Sim: `{history.command(sim['argv'])}`; result `{sim['result']}`.",
             f"- Code: commit {pv.get('git_commit', 'unknown')}{' (dirty)' if pv.get('git_dirty') else ''}; "
             f"started {doc['started_at']}, finished {doc['finished_at']} (wall clock).",
             f"- The live runs' machine: load average {la['before_live']:.2f} before them, "
@@ -232,9 +232,7 @@ def main_validate(o: AbOptions, run_ab: Callable[..., int]) -> int:
         ("", "the live A/B first", live_o),
         ("\n", "the same A/B in virtual time", sim_o),
     ):
-        print(
-            f"{first}{PROG}: validate: {what} (scripts/tail-latency.sh {' '.join(tier.argv)})\n", flush=True
-        )
+        print(f"{first}{PROG}: validate: {what} ({history.command(tier.argv)})\n", flush=True)
         done.append({})
         code = run_ab(tier, collect=done[-1])
         if code:
