@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -188,3 +190,40 @@ def test_the_command_a_report_names_reads_back_as_the_arguments_given():
     line = history.command(argv)
     assert line.startswith("scripts/tail-latency.sh ") and shlex.split(line)[1:] == argv
     assert history.command([]) == "scripts/tail-latency.sh"
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (scripts/bootstrap.sh --wrk)")
+def test_ctrl_c_is_one_line_and_exit_130_with_no_traceback(tmp_path):
+    """Ctrl-C during the live runs: the server and wrk are stopped, one line says so, exit 130."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "tailreactor-tail-latency"),
+            "--backend",
+            "epoll",
+            "--duration",
+            "2",
+            "--runs",
+            "8",
+            "--no-warmup",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:  # the first run's progress line: the job is measuring now
+            lines.append(line)
+            if line.startswith("run 1/"):
+                break
+        proc.send_signal(signal.SIGINT)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130, "".join(lines) + rest
+    finally:
+        proc.kill()
+    assert "Traceback" not in rest and rest.strip().splitlines()[-1] == "tail_latency: interrupted", rest

@@ -8,6 +8,8 @@ import sys
 
 from tailreactor.extras import require
 
+from . import PROG
+
 
 def main() -> int:
     if {"-h", "--help"} & set(sys.argv[1:]):  # the parser needs only the standard library
@@ -17,7 +19,11 @@ def main() -> int:
     require("job", "tailreactor-tail-latency")
     from .cli import main as run
 
-    return run()
+    try:
+        return run()
+    except KeyboardInterrupt:  # Ctrl-C: the servers and load are stopped by then (their finally blocks)
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
