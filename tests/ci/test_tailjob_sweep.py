@@ -477,3 +477,81 @@ def test_a_knob_axis_against_a_value_of_its_own_is_one_more_entry_and_its_label_
         dict(lifo.a)["CWIST_REACTOR_POLICY"] == "backend" and dict(lifo.b)["CWIST_REACTOR_POLICY"] == "lifo"
     )
     assert not lifo.control
+
+
+# --- --sim-cost: the cost model's bounds in one sweep ----------------------------------------------
+ONE = """\
+name = "one"
+backends = ["epoll"]
+seeds = 3
+first_seed = 4
+connections = 16
+
+[[load]]
+workload = "mixed"
+rate = "200"
+duration = 1
+
+[[policy]]
+CWIST_REACTOR_TAIL_US = [500]
+"""
+
+
+def _verdicts(comparisons: dict) -> dict:
+    return {k: (c["ratio"], c["verdict"]) for k, c in comparisons.items()}
+
+
+def test_a_sweep_with_sim_cost_gives_the_sim_a_b_of_its_cell_with_that_override(tmp_path, capsys):
+    from tailjob import runner
+    from tailjob.measure import Settings
+    from tailjob.plan import Arm, Leg
+    from tailjob.sim.measure import SimMeasure
+
+    out, cost = tmp_path / "out", "policy_round_share=1"
+    assert (
+        main(["sweep", "--grid", str(_grid_file(tmp_path, ONE)), "--sim-cost", cost, "--out", str(out)]) == 0
+    )
+    assert (
+        f"policy_round_share 1, client_us 116, wrk_us 6; `{cost}` set with --sim-cost"
+        in capsys.readouterr().out
+    )
+    [js] = (out / "results").glob("*-sweep.json")
+    doc = json.loads(js.read_text())
+    assert doc["sim_cost"] == cost and doc["costs"]["epoll"]["policy_round_share"] == 1
+    [cell] = doc["legs"]
+    policy = load_grid(str(tmp_path / "grid.toml")).policies[0]
+    arms = (Arm("A", "A", dict(policy.a)), Arm("B", "B", dict(policy.b)))
+    settings = Settings(seed=4, warmup=False, load=workloads.plan_load("mixed", None, "200", None))
+    leg = Leg(0, "epoll", 1, 16, 1, 3)
+    ab = {}
+    for costs in (cost, None):  # the override, and the default it must differ from
+        with SimMeasure(costs, processes=2) as measure:
+            [lr] = runner.run_job([leg], arms, settings, ambient={}, tier=measure)
+        ab[costs] = json.loads(dumps(sweep._comps(lr.comparisons)))
+        ab[costs, "classes"] = {
+            n: json.loads(dumps(sweep._comps(c))) for n, c in lr.class_comparisons.items()
+        }
+    assert _verdicts(cell["comparisons"]) == _verdicts(ab[cost])
+    assert {n: _verdicts(c) for n, c in cell["classes"].items()} == {
+        n: _verdicts(c) for n, c in ab[cost, "classes"].items()
+    }
+    assert _verdicts(cell["comparisons"]) != _verdicts(ab[None])  # the override reached the runs
+    [line] = (out / "tail-latency-sweep.jsonl").read_text().splitlines()
+    assert json.loads(line)["sim_cost"] == cost
+
+
+@pytest.mark.parametrize(
+    "cost, message",
+    [
+        ("policy_round_share=2", "--sim-cost policy_round_share=2: accepted 0 to 1"),
+        ("nope=1", "--sim-cost nope=1: unknown constant; accepted wait_us, "),
+        ("wrk_us", "--sim-cost 'wrk_us': not K=V; accepted wait_us=US, "),
+    ],
+)
+def test_a_bad_sim_cost_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, cost, message):
+    out = tmp_path / "out"
+    assert main(["sweep", "--grid", str(_grid_file(tmp_path)), "--sim-cost", cost, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tail_latency: error: ") and message in err, err
+    assert err.count("\n") == 1
+    assert not out.exists()

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sweep":
         from .sim.sweepreport import main_sweep
 
-        return main_sweep(args.grid, args.dask, out=args.out, argv=argv)
+        return main_sweep(args.grid, args.dask, out=args.out, argv=argv, sim_cost=args.sim_cost)
     options = _record(AbOptions, args, argv=tuple(argv))
     if args.command == "validate":
         from .sim.validate import main_validate

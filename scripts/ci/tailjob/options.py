@@ -326,7 +326,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, tuple]] = {
         "a grid of A/Bs in virtual time (backends x loads x knobs), heat maps",
         "A grid of A/Bs in virtual time (backends x load points x knob settings, each "
         "against age-based dispatch off): report, JSON, heat maps, history line.",
-        ((None, ("--grid", "--dask", "--out")),),
+        ((None, ("--grid", "--dask", "--sim-cost", "--out")),),
     ),
     "validate": (
         "the same A/B live and in virtual time, and whether they agree",

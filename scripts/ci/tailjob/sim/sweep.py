@@ -80,6 +80,10 @@ class SweepResult:
     runs: int
     simulated_requests: int
     workers: int
+    sim_cost: str | None = None  # --sim-cost: applied to every cell's cost model
+
+    def cost_model(self, backend: str) -> _costs.CostModel:
+        return _costs.with_overrides(_costs.for_backend(backend), self.sim_cost)
 
 
 def run_sweep(
@@ -90,13 +94,17 @@ def run_sweep(
     dask_address: str = "local",
     client=None,
     progress=None,
+    sim_cost: str | None = None,
 ) -> SweepResult:
     """Run every cell of ``grid`` (each distinct run once) on local worker processes (``engine``
-    ``local``) or Dask (``dask``: a LocalCluster, ``dask_address``, or ``client``)."""
+    ``local``) or Dask (``dask``: a LocalCluster, ``dask_address``, or ``client``), every cost model
+    with ``sim_cost`` (``--sim-cost``) applied: :class:`~tailjob.sim.costs.CostError` before any run."""
+    for backend in grid.backends:
+        _costs.with_overrides(_costs.for_backend(backend), sim_cost)
     pool, workers, own = _executor(engine, processes, dask_address, client)
     done = False
     try:
-        with SimMeasure(processes=None if pool else workers, pool=pool) as measure:
+        with SimMeasure(sim_cost, processes=None if pool else workers, pool=pool) as measure:
             capacities, by_key = _run(grid, measure, progress)
         done = True
     finally:
@@ -107,7 +115,7 @@ def run_sweep(
     cells = [_decided(grid, cell, capacities[cell.backend, cell.load], by_key) for cell in grid.cells()]
     requests = sum(r.wrk["server"]["requests"] for r in by_key.values())
     rps = {k: c and c["rps"] for k, c in capacities.items()}
-    return SweepResult(grid, cells, rps, len(by_key), requests, workers)
+    return SweepResult(grid, cells, rps, len(by_key), requests, workers, sim_cost)
 
 
 def _leg(grid: Grid, backend: str, lp: LoadPoint) -> Leg:
@@ -194,7 +202,8 @@ def result_document(result: SweepResult, *, argv: list[str], provenance: dict) -
             "toml": g.source,
         },
         "provenance": provenance,
-        "costs": {b: {**(m := _costs.for_backend(b)).as_dict(), "sources": m.sources()} for b in g.backends},
+        "sim_cost": result.sim_cost,
+        "costs": {b: {**(m := result.cost_model(b)).as_dict(), "sources": m.sources()} for b in g.backends},
         "runs": result.runs,
         "simulated_requests": result.simulated_requests,
         "capacities": [

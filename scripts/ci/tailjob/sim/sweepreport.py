@@ -83,8 +83,8 @@ def _counters(cr) -> str:
     return text
 
 
-def _costs_text(backend: str) -> list[str]:
-    model = _costs.for_backend(backend).as_dict()
+def _costs_text(result, backend: str) -> list[str]:
+    model = result.cost_model(backend).as_dict()
     return [f"{k} {v:g}" for k, v in model.items() if k != "backend"]
 
 
@@ -130,7 +130,8 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
         + ".",
         "",
         "Cost model (virtual us; sources in the JSON and costs.py): "
-        + "; ".join(f"{b}: " + ", ".join(_costs_text(b)) for b in g.backends)
+        + "; ".join(f"{b}: " + ", ".join(_costs_text(result, b)) for b in g.backends)
+        + (f"; `{result.sim_cost}` set with --sim-cost, in every cell" if result.sim_cost else "")
         + ".",
         "",
     ]
@@ -215,6 +216,7 @@ def history_line(result, *, argv, provenance, timing, result_file: str) -> dict:
         load_average=[timing["load_before"], timing["load_after"]],
         engine=timing["engine"],
         grid=result.grid.name,
+        sim_cost=result.sim_cost,
         cells=[
             {
                 "backend": cr.cell.backend,
@@ -295,10 +297,18 @@ def _heat_map(ax, plt, at, rows, cols, workload: str, name: str, key: str, *, fi
     ax.set_title(f"{name} {key} B/A", fontsize=9)
 
 
-def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list[str], client=None) -> int:
+def main_sweep(
+    grid_name: str | None,
+    dask: str | None,
+    *,
+    out: Path,
+    argv: list[str],
+    client=None,
+    sim_cost: str | None = None,
+) -> int:
     """``sweep``: the grid ``grid_name`` (None: ``default``) on local worker processes, or on Dask
-    (``dask``: ``local`` or a scheduler's address), its files under ``out``.  Exit 0 done, 2 a bad
-    grid (nothing written), 3 a run failed."""
+    (``dask``: ``local`` or a scheduler's address), with ``--sim-cost`` ``sim_cost``, its files under
+    ``out``.  Exit 0 done, 2 a bad grid or --sim-cost (nothing written), 3 a run failed."""
     engine = "dask" if dask else "local"
     try:
         grid = load_grid(grid_name or "default")
@@ -314,9 +324,14 @@ def main_sweep(grid_name: str | None, dask: str | None, *, out: Path, argv: list
         load_before, t0, cpu0 = os.getloadavg()[0], time.monotonic(), children_cpu_s()
         progress = counter(f"sweep {grid.name}", lines=10)
         result = _sweep.run_sweep(
-            grid, engine=engine, dask_address=dask or "local", client=client, progress=progress
+            grid,
+            engine=engine,
+            dask_address=dask or "local",
+            client=client,
+            progress=progress,
+            sim_cost=sim_cost,
         )
-    except GridError as e:
+    except (GridError, _costs.CostError) as e:
         return _error(str(e), 2)
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
