@@ -49,7 +49,8 @@ def _tracked(under: str) -> list[Path]:
 
 
 #: What benchmarks/results/ may hold in all, and one file at most: reports, compact JSONs, one plot each.
-BUDGET_TOTAL, BUDGET_FILE = 1_200_000, 450_000
+# 1.2 MB until the dispatch policies' counts and sweep (issue 40) added about 0.15 MB of evidence.
+BUDGET_TOTAL, BUDGET_FILE = 1_350_000, 450_000
 
 
 def test_committed_results_are_small():
