@@ -213,6 +213,9 @@ def test_ctrl_c_is_one_line_and_exit_130_with_no_traceback(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell's background job (and an xdist worker) ignores SIGINT, and a child inherits that:
+        # the job would never see Ctrl-C.  A terminal's Ctrl-C finds the default disposition.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stderr is not None
@@ -226,4 +229,5 @@ def test_ctrl_c_is_one_line_and_exit_130_with_no_traceback(tmp_path):
         assert proc.wait(timeout=60) == 130, "".join(lines) + rest
     finally:
         proc.kill()
+        proc.stderr.close()
     assert "Traceback" not in rest and rest.strip().splitlines()[-1] == "tail_latency: interrupted", rest
