@@ -297,6 +297,20 @@ def _heat_map(ax, plt, at, rows, cols, workload: str, name: str, key: str, *, fi
     ax.set_title(f"{name} {key} B/A", fontsize=9)
 
 
+def _runnable_grid(name: str):
+    """The grid ``name``, or :class:`GridError` (one line) if it lists a backend this machine refuses."""
+    grid = load_grid(name)
+    if "io_uring" in grid.backends:
+        from tailreactor.backends import io_uring_refused
+
+        if (refused := io_uring_refused()) is not None:
+            raise GridError(
+                f"--grid {name}: backends lists io_uring, unavailable here ({refused}); "
+                "accepted: a grid without it"
+            )
+    return grid
+
+
 def main_sweep(
     grid_name: str | None,
     dask: str | None,
@@ -311,15 +325,7 @@ def main_sweep(
     ``out``.  Exit 0 done, 2 a bad grid or --sim-cost (nothing written), 3 a run failed."""
     engine = "dask" if dask else "local"
     try:
-        grid = load_grid(grid_name or "default")
-        if "io_uring" in grid.backends:
-            from tailreactor.backends import io_uring_refused
-
-            if (refused := io_uring_refused()) is not None:
-                raise GridError(
-                    f"--grid {grid_name or 'default'}: backends lists io_uring, unavailable "
-                    f"here ({refused}); accepted: a grid without it"
-                )
+        grid = _runnable_grid(grid_name or "default")
         started = history.now()
         load_before, t0, cpu0 = os.getloadavg()[0], time.monotonic(), children_cpu_s()
         progress = counter(f"sweep {grid.name}", lines=10)
