@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from . import history
 from .metrics import LATENCY_KEYS, POOLED_KEYS, ci_text, format_value, metric, ms
 from .plan import PROFILES
 from .probeleg import FIGURES
@@ -375,6 +376,8 @@ def _header(job: JobResult) -> list[str]:
             "working tree (each server said which tailreactor it imported: `code` in the result JSON's runs)."
         )
     return lines + [
+        f"- Command: `{history.command(history.without_out(job.argv))}`; started {job.started_at}, "
+        f"finished {job.finished_at}.",
         f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
         f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
         f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "
