@@ -141,7 +141,8 @@ def _crashed(console, crashed: list[dict]) -> None:
                 f"{len(signalled)} test(s) ended their worker process (a signal: an abort or a fault "
                 "in the code under test); what the library printed (an assertion's message) went "
                 "with the process's captured output. To see it, run the test alone, in-process, "
-                "output shown:"
+                "output shown (a library that aborts without a message shows nothing more there: "
+                "run that line under gdb for a backtrace, as docs/en/conformance.md shows):"
             )
         )
         for c in signalled:
