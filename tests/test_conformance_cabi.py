@@ -311,6 +311,58 @@ def test_a_wait_that_never_returns_ends_the_run_with_one_line(tmp_path):
     ), lines[0]
 
 
+@needs_cc
+def test_a_wait_the_watchdog_ends_under_xdist_fails_its_clause_as_hung_and_quotes_the_line(tmp_path):
+    """Under pytest-xdist the watchdog ends a worker, not the run: the test fails its clause as
+    hung (not as a crash by a signal), the watchdog's line with its limit in seconds is quoted in
+    the failure and in the table, and the line that reruns the test is kept (issue 41)."""
+    label = "cabi:libtr_epoll_wait_pauses"
+    lib = build(tmp_path, "tr_epoll_wait_pauses", "-DTR_BUG_WAIT_PAUSES")
+    name = f"test_wait_timeout_is_never_early[{label.replace(':', '-')}-0.0005]"
+    proc, data = cli(
+        "--backend",
+        f"cabi:{lib}",
+        "--clause",
+        "B8",
+        "-n",
+        "2",
+        "--",
+        "-k",
+        name,
+        json_path=tmp_path / "r.json",
+        liveness_s=0.5,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and data is not None, out[-4000:]
+    nodeid = f"test_backend.py::{name}"
+    limit = 0.0005 + 2 * 0.5  # the wait's timeout + WAIT_GRACE_S (twice the liveness bound)
+    line = (
+        f"{label}: tr_backend_wait(timeout 500000 ns) did not return within {limit:g} s; exiting: "
+        "a call into the library cannot be interrupted"
+    )
+    assert data["failed_clauses"] == ["B8"], out[-4000:]
+    assert data["clauses"]["B8"][label]["hung"] == [nodeid], data["clauses"]["B8"]
+    [entry] = data["crashed"]
+    assert entry["test"] == nodeid and entry["hung"]["limit_s"] == limit, entry
+    assert entry["hung"]["watchdog"].startswith(line), entry
+    rerun = f"tailreactor-conformance --backend cabi:{lib} -n 0 -- -s -k '{name}'"
+    assert entry["rerun"] == rerun, entry
+    table = proc.stdout[proc.stdout.index("tailreactor conformance: reactor") :]
+    assert "FAIL (hung)" in table and "FAIL (crashed)" not in table, table
+    assert "a signal" not in proc.stdout, proc.stdout[-4000:]
+    flat = " ".join(table.split())
+    assert (
+        "hung: 1 test(s) did not return from a call into the library within the watchdog's limit" in flat
+    ), table
+    assert f"{limit:g} s" in flat and rerun in table, table
+    assert table.count(line) == 1, table  # quoted whole, once, in the table
+    # ... and in pytest's own report of the failure, next to xdist's "crashed while running".
+    failures = proc.stdout[
+        proc.stdout.index("= FAILURES =") : proc.stdout.index("tailreactor conformance: reactor")
+    ]
+    assert "hung: the watchdog ended the worker" in failures and line in failures, failures
+
+
 # -- the C backend under the bench server (issue 32) -------------------------------------
 @needs_cc
 def test_the_bench_server_serves_http_on_a_c_backend(tmp_path):

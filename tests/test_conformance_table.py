@@ -44,6 +44,44 @@ def test_names_ids_and_reasons_are_whole_lines_at_any_width():
     assert any(line.strip() == f"B9 on {LONG}: {REASON}" for line in lines), out.getvalue()
 
 
+def test_a_hung_test_and_a_crashed_one_are_told_apart_each_with_its_rerun_line():
+    """A worker the watchdog ended is ``FAIL (hung)``, its line quoted whole with the limit in
+    seconds; a worker a signal ended is ``FAIL (crashed)``; each keeps its rerun line."""
+    line = "cabi:libx: tr_backend_wait(timeout 500000 ns) did not return within 6.0005 s; exiting: ..."
+    hung = {"test": "test_backend.py::t[cabi-libx]", "clause": "B8", "backend": "cabi:libx"}
+    hung |= {"rerun": "rerun-the-hung-one", "hung": {"limit_s": 6.0005, "watchdog": line}}
+    crashed = {"test": "test_backend_library.py::u[cabi-liby]", "clause": "B5", "backend": "cabi:liby"}
+    crashed |= {"rerun": "rerun-the-crashed-one"}
+    summary = {
+        "backends": ["cabi:libx", "cabi:liby"],
+        "reactor": "tailreactor.reactor:Reactor",
+        "profile": "ci",
+        "seed": "derandomized",
+        "clauses": {
+            "B5": {
+                "cabi:libx": _cell("pass"),
+                "cabi:liby": _cell("FAIL", [crashed["test"]]) | {"crashed": [1]},
+            },
+            "B8": {
+                "cabi:libx": _cell("FAIL", [hung["test"]]) | {"crashed": [1], "hung": [1]},
+                "cabi:liby": _cell("pass"),
+            },
+        },
+        "crashed": [hung, crashed],
+    }
+    out = io.StringIO()
+    render(summary, out, width=80)
+    text = out.getvalue()
+    lines = [line.strip() for line in text.splitlines()]
+    assert "FAIL (hung)" in text and "FAIL (crashed)" in text, text
+    assert f"watchdog (6.0005 s): {line}" in lines and "rerun-the-hung-one" in lines, text
+    assert "rerun-the-crashed-one" in lines, text
+    flat = " ".join(text.split())
+    assert "hung: 1 test(s) did not return from a call into the library within the watchdog's limit" in flat
+    assert "crashed: 1 test(s) ended their worker process (a signal" in flat, text
+    assert flat.index("rerun-the-hung-one") < flat.index("crashed: 1 test(s)"), text  # each under its heading
+
+
 def test_the_short_summary_names_tests_without_a_chain_of_dot_dots(tmp_path):
     """Run from a directory far from the suite: no path in the output climbs out with ../."""
     here = tmp_path / "a" / "b"

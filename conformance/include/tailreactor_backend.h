@@ -69,17 +69,21 @@
  *   survive it -- the suite closes each test's sockets before the backend, so
  *   armed fds are closed under it in nearly every test.  It may drop that
  *   arming silently (epoll drops the registration with the file) or report it
- *   once with TR_ERR; it must not abort (libuv asserts when epoll_ctl fails on
- *   such an fd: check the fd with fcntl(F_GETFD) before handing it to the
- *   library, and forget the arming on EBADF), must go on serving every other
- *   fd, and a later arm of the reused number must register the new file (B5).
- *   A library that applies watcher changes at its next loop run (libev:
- *   fd_reify) hands the fd to epoll_ctl then, not at arm, and aborts on EBADF:
- *   before each loop run, check every fd whose watchers changed since the
- *   last one -- by an arm, a disarm, or the one-shot stop of a reported
- *   direction (it becomes an EPOLL_CTL_MOD while the other direction stays
- *   armed) -- and drop a closed file's armings (B5: arm, close, wait; READ and
- *   WRITE armed, close, READ disarmed, wait; WRITE reported, close, wait).
+ *   once with TR_ERR; it must not abort (libuv and libev abort when epoll_ctl
+ *   fails on such an fd, libuv 1.44 without a message: the suite's crash line
+ *   is then all there is, see docs/en/conformance.md, "Reading the result", for
+ *   a backtrace), must go on serving every other fd, and a later arm of the
+ *   reused number must register the new file (B5).  Check the fd with
+ *   fcntl(F_GETFD) before handing it to the library, and forget the arming on
+ *   EBADF.  Both libuv (uv_poll_start: the watcher queue that uv_run's poll
+ *   applies) and libev (fd_reify) apply watcher changes at the next loop run:
+ *   the fd reaches epoll_ctl then, not at arm, so a check at arm does not
+ *   cover a close between the arm and the loop run.  Before each loop run,
+ *   check every fd whose watchers changed since the last one -- by an arm, a
+ *   disarm, or the one-shot stop of a reported direction (it becomes an
+ *   EPOLL_CTL_MOD while the other direction stays armed) -- and drop a closed
+ *   file's armings (B5: arm, close, wait; READ and WRITE armed, flush, close,
+ *   READ disarmed, wait; WRITE reported, close, wait).
  *   libev may also rebuild its epoll set on its own and re-add every active
  *   fd (when it sees an event of a stale generation), which meets the same
  *   assertion for a closed fd that nothing changed.
@@ -122,8 +126,10 @@
  *   timeval (libevent's timers) holds microseconds: (ns + 999) / 1000, never
  *   ns / 1000, which makes a wait under a microsecond a poll (B8 sees that
  *   only where the poll costs less than the timeout: see tr_backend_wait).
- * - Deferred arms: libevent's EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST, and libev
- *   always, make watcher changes wait for the next loop run.  Whether flush
+ * - Deferred arms: libevent's EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST, and libuv
+ *   and libev always, make watcher changes wait for the next loop run: until
+ *   then the kernel has not seen an arm, a disarm or a one-shot stop, and an
+ *   fd closed meanwhile meets epoll_ctl there (see above).  Whether flush
  *   must run the loop to apply them: see tr_backend_flush.
  * - A caught event: a library cannot tell an event that still waits from one
  *   its loop caught and has not handed over (libevent's active queue, libuv's
@@ -143,12 +149,23 @@
  *   (pthread_once) before the first base; it then holds for every user of
  *   the library in the process.  Signal handlers and the signal mask are
  *   the process's (Python's, under the suite): a backend changes neither.
- * - Signals: a library that retries EINTR itself (libevent's loop does)
+ * - Signals: a library that retries EINTR itself (libevent's loop and libuv's
+ *   uv_run do)
  *   keeps the caller's signal handlers from running until the wait ends.
  *   See tr_backend_wait.
  * - TR_CAP_ORDERED: claim it from an argument, not a run: see
  *   tr_capabilities.  Most backends over a library do not claim it, and the
  *   reactor is correct without it.
+ * - libuv: a uv_loop_t of the backend's own (uv_loop_init), a uv_poll_t per
+ *   fd, a uv_async_t for wake.  uv_run(UV_RUN_ONCE) (libuv 1.44) runs the
+ *   timers that are due before it polls, and takes the poll's timeout from
+ *   the timers left: a one-shot timer for the wait's timeout that is due by
+ *   then (a short timeout, a loop time read before slow work) fires there,
+ *   and the poll that follows has no timer to bound it: it blocks until an
+ *   fd or a wake (B8 and B10 see a wait that does not return; the watchdog
+ *   ends it).  Give the timer a repeat (uv_timer_start(t, cb, ms, ms)), or
+ *   start it again in its callback, so a timer is pending while uv_run
+ *   polls.  Closing the handles: see tr_backend_close.
  * - libev: a loop of the backend's own, ev_loop_new, never ev_default_loop
  *   (it installs a SIGCHLD handler), with EVFLAG_NOSIGMASK (libev then leaves
  *   the signal mask alone) and EVFLAG_NOTIMERFD (no timerfd of its own); an
@@ -199,7 +216,11 @@ typedef struct tr_event {
                        * or the error in recv/send.
                        * libuv (uv_poll: UV_READABLE, UV_WRITABLE, UV_DISCONNECT, a status):
                        * TR_HUP for UV_DISCONNECT, TR_ERR for a status < 0, else TR_IN for
-                       * READ, TR_OUT for WRITE.
+                       * READ, TR_OUT for WRITE.  UV_DISCONNECT comes only when
+                       * uv_poll_start was asked for it (add it to the events).  A
+                       * callback with status < 0 has stopped the handle, both
+                       * directions: report TR_ERR to every armed token of that fd,
+                       * READ and WRITE, or the other one is never reported (B6).
                        * libevent: its epoll method turns EPOLLHUP and EPOLLERR into
                        * EV_READ|EV_WRITE, cut to the event's own directions (EV_CLOSED only
                        * when asked for): TR_IN for EV_READ, TR_OUT for EV_WRITE, TR_RDHUP
@@ -220,8 +241,10 @@ typedef struct tr_event {
  * arose, counted from the flush after the arms (B9), and the backend can say
  * why: every layer between the kernel and events[] keeps that order.  epoll's
  * ready list and io_uring's completion ring give it; the backend hands
- * reports over in the order it got them (held-over ones first).  B9 must pass
- * (also under --profile deep), but a pass is not the evidence: B9 samples
+ * reports over in the order it got them (held-over ones first).  A backend
+ * that claims it must pass B9, also under --profile deep; one that does not
+ * claim it has B9 skipped under every profile, deep too, and nothing about
+ * order applies to it.  A pass is not the evidence: B9 samples
  * orders and finds no counterexample, it proves none.  poll(2) and select
  * report in fd-array order: never claim it there.  Library notes: libevent
  * runs one priority's callbacks in the order its method activated them, so a
@@ -339,7 +362,8 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   kernel's EINTR): the caller runs its signal handlers, then calls again
  *   with the time left; a handler that raises (Ctrl-C: KeyboardInterrupt)
  *   ends the caller's wait.  A backend that retries EINTR itself, or whose
- *   library does (libevent's loop), delays the handlers until the wait ends:
+ *   library does (libevent's loop, libuv's uv_run: its poll goes on with the
+ *   time left), delays the handlers until the wait ends:
  *   Ctrl-C during a wait with no limit then waits for the next wake or
  *   report.  Such a backend should block in slices (say 100 ms) and return
  *   -EINTR when a slice ends with nothing ready and no wake.  A self-pipe
@@ -354,8 +378,10 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   the deadline.
  * A call into C cannot be interrupted: the suite takes a wait that has not
  * returned within its timeout plus twice its liveness bound as hung, prints
- * one line and ends the run (the bound: TAILREACTOR_CONFORMANCE_LIVENESS_S,
- * 3 s by default, so 6 s; 9 s with no limit). */
+ * one line and ends the process (the bound: TAILREACTOR_CONFORMANCE_LIVENESS_S,
+ * 3 s by default, so 6 s; 9 s with no limit): with -n 0 the run; under
+ * pytest-xdist the worker, and the test fails its clause as FAIL (hung),
+ * that line and the command that reruns the test quoted under the table. */
 int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_t capacity);
 
 /* Make queued arms visible to the kernel now; return how many were submitted
@@ -371,10 +397,11 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
  * - running the library's loop here is required only where it shows: with
  *   TR_CAP_ORDERED (B9), or over a library whose registration misses
  *   readiness already present when it reaches the kernel (edge-triggered
- *   with no check at registration).  Over a level-triggered library (libev's
- *   and libevent's epoll methods, poll) a flush that returns 0 and leaves the
- *   changes to the next wait's loop run is correct: the registration then
- *   sees whatever became ready meanwhile, and the report comes as it would;
+ *   with no check at registration).  Over a level-triggered library (libuv's
+ *   uv_poll, libev's and libevent's epoll methods, poll) a flush that returns
+ *   0 and leaves the changes to the next wait's loop run is correct: the
+ *   registration then sees whatever became ready meanwhile, and the report
+ *   comes as it would;
  * - it may run the library's loop once without blocking (uv_run with
  *   UV_RUN_NOWAIT) and so collect reports; it must not block, and the reports
  *   it collects are delivered by later waits, or dropped by a disarm (B3) or
@@ -397,7 +424,21 @@ int tr_backend_wake(tr_backend *b);
 /* Release every kernel resource, every fd the backend opened included (B14).
  * Afterwards arm, disarm, wait and flush return -ESHUTDOWN (B13); close again
  * and wake do nothing and return 0.  The handle stays valid until
- * tr_backend_destroy. */
+ * tr_backend_destroy.
+ * libuv: uv_close is asynchronous: a handle is closed, and its memory free
+ * to reuse, only when its close callback has run, in a later loop run.
+ * uv_loop_close returns UV_EBUSY until every handle's close callback ran,
+ * and the loop's epoll fd stays open until it succeeds (B14).  So close
+ * calls uv_close on every handle (each uv_poll_t, the uv_async_t, the
+ * timer; uv_walk finds them), then runs the loop (uv_run(UV_RUN_DEFAULT)
+ * returns once no handle is left) and then uv_loop_close, which must
+ * return 0; it frees the handles' memory in their close callbacks or
+ * later, never before.  libuv knows an fd by its number: uv_poll_init on a
+ * number whose old uv_poll_t is still started returns UV_EEXIST, so an arm
+ * of a number whose handle is left from a closed file stops that handle
+ * (uv_poll_stop, or uv_close) before it makes a new one (B5).  wake must not
+ * touch the uv_async_t once close began: the lock or atomic of "Threads"
+ * above. */
 int tr_backend_close(tr_backend *b);
 
 /* Free the handle (closing it first if needed).  Called once, when no thread

@@ -14,8 +14,11 @@ so a library whose ``tr_backend_wait`` ignores its timeout would hang the run
 forever: a watchdog thread ends the process (one line on stderr, exit status
 :data:`HUNG_EXIT`) when a call has not returned :data:`WAIT_GRACE_S` after its
 timeout, or ``LIVENESS_S + WAIT_GRACE_S`` after it started with no limit (the
-suite wakes or rescues every such wait within ``LIVENESS_S``).  A server runs
-the reference's adapter, without it: its ``wait(None)`` may block for good.
+suite wakes or rescues every such wait within ``LIVENESS_S``).  Under
+pytest-xdist it ends a worker, not the run: it leaves its line for the
+controller first (:func:`.failures.note_hang`), which fails the test's clause
+as *hung* and quotes the line.  A server runs the reference's adapter,
+without it: its ``wait(None)`` may block for good.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from tailreactor.backends.cabi import (
     load_library,
 )
 
+from .failures import note_hang
 from .harness import LIVENESS_S
 
 __all__ = [
@@ -101,7 +105,7 @@ class _WaitWatch:
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._waits: dict[int, tuple[int, str]] = {}  # key -> (deadline_ns, what to print)
+        self._waits: dict[int, tuple[int, str, float]] = {}  # key -> (deadline_ns, what to print, bound_s)
         self._keys = itertools.count()
         self._sleep_until = math.inf
         self._thread: threading.Thread | None = None
@@ -110,7 +114,7 @@ class _WaitWatch:
         deadline = time.monotonic_ns() + int(bound_s * 1e9)
         with self._cond:
             key = next(self._keys)
-            self._waits[key] = (deadline, message)
+            self._waits[key] = (deadline, message, bound_s)
             if deadline < self._sleep_until:
                 self._cond.notify()
         return key
@@ -135,23 +139,29 @@ class _WaitWatch:
                     break
                 self._sleep_until = math.inf if due is None else due[0]
                 self._cond.wait(None if due is None else (due[0] - now) / 1e9)
-        _uncapture()
-        os.write(
-            2,
+        line = (
             f"{due[1]}; exiting: a call into the library cannot be interrupted (a wait may "
-            f"take its timeout + {WAIT_GRACE_S:g} s, {LIVENESS_S + WAIT_GRACE_S:g} s with no "
-            f"limit)\n".encode(),
+            f"take its timeout + {WAIT_GRACE_S:g} s, {LIVENESS_S + WAIT_GRACE_S:g} s with no limit)"
         )
-        os._exit(HUNG_EXIT)
+        config = _config()
+        try:
+            note_hang(config, line, due[2])
+        finally:  # the process ends whatever writing the note met
+            _uncapture(config)
+            os.write(2, f"\n{line}\n".encode())  # its own line, not after a row of dots
+            os._exit(HUNG_EXIT)
 
 
 _WATCH = _WaitWatch()
 
 
-def _uncapture() -> None:
+def _config():
+    """This session's pytest config (None outside a pytest session)."""
+    return getattr(sys.modules.get("tailreactor_conformance.plugin"), "CONFIG", None)
+
+
+def _uncapture(config) -> None:
     """Give fd 2 back to the terminal if pytest captures it (it would lose the line at exit)."""
-    plugin = sys.modules.get("tailreactor_conformance.plugin")
-    config = getattr(plugin, "CONFIG", None)
     capman = config and config.pluginmanager.getplugin("capturemanager")
     try:
         if capman:

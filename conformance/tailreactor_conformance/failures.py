@@ -5,11 +5,15 @@ Role
 Helpers of :mod:`.plugin`: fds held for the report (:class:`FdReserve`), a
 traceback entry without a line number given one (:func:`give_lines`), and a
 test whose worker process died (a crash in a C library: abort, segfault)
-named as a failure of its clause (:func:`crash_props`, :func:`rerun_hint`).
+named as a failure of its clause (:func:`crash_props`, :func:`rerun_hint`); a worker
+the C adapter's watchdog ended (a ``tr_backend_wait`` that never returned) is told from
+one a signal ended by the line the watchdog left for the controller (:func:`note_hang`,
+:func:`hang_of`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import types
 
@@ -148,3 +152,42 @@ def rerun_hint(nodeid: str, backend_spec: str) -> str:
     alone, in-process, its output not captured."""
     name = nodeid.partition("::")[2] or nodeid
     return f"tailreactor-conformance --backend {backend_spec} -n 0 -- -s -k '{name}'"
+
+
+# -- a hung worker ----------------------------------------------------------------------
+#: The key, in each pytest-xdist worker's ``workerinput``, of the directory where the C
+#: adapter's watchdog leaves its line before it ends the process (the controller made it).
+HANGS_KEY = "tailreactor_conformance_hangs"
+
+
+def note_hang(config, line: str, limit_s: float) -> None:
+    """Leave the watchdog's ``line`` and ``limit_s`` for the controller, as a file named by
+    this process in the directory it gave this worker. xdist's report of the test is only
+    "crashed while running"; the file says the test hung and what the watchdog printed.
+    In-process (no controller) it does nothing: the line on stderr ends the run."""
+    directory = (getattr(config, "workerinput", None) or {}).get(HANGS_KEY)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rpartition(" (")[0]  # "nodeid (call)"
+    if not directory or not test:
+        return
+    RESERVE.release()  # the backend may have left no fd
+    record = {"test": test, "limit_s": limit_s, "watchdog": line}
+    with open(os.path.join(directory, f"{os.getpid()}.json"), "w") as f:
+        json.dump(record, f)
+
+
+def hang_of(directory, report) -> dict | None:
+    """``{"limit_s": ..., "watchdog": line}`` if the watchdog ended the worker of xdist's crash
+    ``report`` (:func:`note_hang`), its line then added to the report; else None (a signal)."""
+    for entry in os.scandir(directory) if directory else ():
+        try:
+            with open(entry.path) as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            continue  # a worker that died while writing: no line to quote
+        if record.get("test") == report.nodeid:
+            limit_s, line = record["limit_s"], record["watchdog"]
+            report.longrepr = (
+                f"{report.longrepr}\nhung: the watchdog ended the worker (its limit {limit_s:g} s):\n{line}"
+            )
+            return {"limit_s": limit_s, "watchdog": line}
+    return None

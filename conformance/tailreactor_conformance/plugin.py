@@ -38,7 +38,9 @@ conformance tests it stays inert.  What it does for conformance tests:
   interrupted where CPython 3.11 has none) is given one before pytest formats it;
 * a test whose xdist worker died (a C library's abort or fault) fails its clause,
   shown ``FAIL (crashed)``, and the table prints the line that reruns it
-  in-process with its output shown, where the library's message appears.
+  in-process with its output shown, where the library's message appears; one
+  whose worker the C adapter's watchdog ended (a ``tr_backend_wait`` that never
+  returned) is shown ``FAIL (hung)``, the watchdog's line quoted.
 
 Works with pytest-xdist: the clause and backend travel with each test report
 as ``user_properties``, so the controller builds the table.  With ``-x`` (or
@@ -54,12 +56,14 @@ import io
 import json
 import os
 import resource
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from . import profiles
+from . import failures, profiles
 from .clauses import AREAS, CLAUSES, UnknownClause, clause
 from .failures import RESERVE, backend_of, crash_props, crashed, give_lines, lineless, rerun_hint
 
@@ -424,6 +428,7 @@ class _Recorder:
     def __init__(self, config):
         self.config = config
         self.stopped_at_maxfail = False
+        self.hangs: str | None = None  # where the workers' watchdogs leave their lines (controller)
 
     @property
     def state(self) -> _State:
@@ -432,7 +437,7 @@ class _Recorder:
     def pytest_runtest_logreport(self, report):
         props = dict(getattr(report, "user_properties", ()) or ())
         if crashed(report):
-            self._record_crash(report.nodeid)
+            self._record_crash(report)
             return
         cid = props.get("clause")
         if cid is None:
@@ -457,8 +462,11 @@ class _Recorder:
                 skip_reason(report) if report.skipped else None,
             )
 
-    def _record_crash(self, nodeid: str) -> None:
-        """A test whose worker died (xdist's report names it, nothing more): its clause fails."""
+    def _record_crash(self, report) -> None:
+        """A test whose worker died (xdist's report names it, nothing more): its clause fails;
+        if the watchdog ended the worker, as hung, its line quoted in the report too."""
+        nodeid = report.nodeid
+        hung = failures.hang_of(self.hangs, report)
         props = crash_props(nodeid, self.state.props, PACKAGE_DIR)
         cid = props.get("clause")
         if cid is None:
@@ -467,8 +475,23 @@ class _Recorder:
         backend = props.get("backend") or backend_of(nodeid, list(specs))
         self._record(cid, backend, "failed", nodeid)
         self.state.results[(cid, backend)].setdefault("crashed", []).append(nodeid)
-        hint = rerun_hint(nodeid, specs.get(backend, backend))
-        self.state.crashed.append({"test": nodeid, "clause": cid, "backend": backend, "rerun": hint})
+        entry = {
+            "test": nodeid,
+            "clause": cid,
+            "backend": backend,
+            "rerun": rerun_hint(nodeid, specs.get(backend, backend)),
+        }
+        if hung:
+            self.state.results[(cid, backend)].setdefault("hung", []).append(nodeid)
+            entry["hung"] = hung
+        self.state.crashed.append(entry)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        """pytest-xdist, in the controller: each worker learns where its watchdog leaves its line."""
+        if self.hangs is None:
+            self.hangs = tempfile.mkdtemp(prefix="tailreactor-conformance-hangs-")
+        node.workerinput[failures.HANGS_KEY] = self.hangs
 
     def _record(self, cid: str, backend: str, outcome: str, nodeid: str, reason: str | None = None) -> None:
         state = self.state
@@ -557,3 +580,7 @@ class _Recorder:
         path = self.config.getoption("conformance_json")
         if path and not hasattr(self.config, "workerinput"):
             Path(path).write_text(json.dumps(self.summary(), indent=2) + "\n")
+
+    def pytest_unconfigure(self, config):
+        if self.hangs is not None:  # after the terminal summary, which read it
+            shutil.rmtree(self.hangs, ignore_errors=True)

@@ -61,7 +61,13 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
         row = [cid, clause(cid).title]
         for b in backends:
             st = cells[b]["status"]
-            shown = f"{st} (crashed)" if cells[b].get("crashed") else st
+            shown = (
+                f"{st} (hung)"
+                if cells[b].get("hung")
+                else f"{st} (crashed)"
+                if cells[b].get("crashed")
+                else st
+            )
             row.append(f"[{_STYLE[st]}]{shown}[/]")
         table.add_row(*row)
     # As wide as the table is (wider than the terminal when the backends' names need it):
@@ -108,21 +114,40 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
 
 
 def _crashed(console, crashed: list[dict]) -> None:
-    """The tests whose worker process died, and how to see what the library printed."""
-    if not crashed:
-        return
-    console.print(
-        "[bold red]crashed[/]: "
-        + escape(
-            f"{len(crashed)} test(s) ended their worker process (a signal: an abort or a fault in "
-            "the code under test); what the library printed (an assertion's message) went with "
-            "the process's captured output. To see it, run the test alone, in-process, output "
-            "shown:"
+    """The tests whose worker process died, and how to see what the library printed: those the
+    watchdog ended (a call into the library that never returned) apart, its line quoted."""
+    hung = [c for c in crashed if c.get("hung")]
+    signalled = [c for c in crashed if not c.get("hung")]
+    if hung:
+        console.print(
+            "[bold red]hung[/]: "
+            + escape(
+                f"{len(hung)} test(s) did not return from a call into the library within the "
+                "watchdog's limit (the wait's timeout, or the liveness bound with no limit, plus a "
+                "grace); the watchdog ended their worker process. Its line, and the test alone, "
+                "in-process:"
+            )
         )
-    )
-    for c in crashed:
-        console.print(Text(f"  {c['clause']} on {c['backend']}: {c['test']}"), soft_wrap=True)
-        console.print(Text(f"      {c['rerun']}"), soft_wrap=True)
+        for c in hung:
+            console.print(Text(f"  {c['clause']} on {c['backend']}: {c['test']}"), soft_wrap=True)
+            console.print(
+                Text(f"      watchdog ({c['hung']['limit_s']:g} s): {c['hung']['watchdog']}"), soft_wrap=True
+            )
+            console.print(Text(f"      {c['rerun']}"), soft_wrap=True)
+    if signalled:
+        console.print(
+            "[bold red]crashed[/]: "
+            + escape(
+                f"{len(signalled)} test(s) ended their worker process (a signal: an abort or a fault "
+                "in the code under test); what the library printed (an assertion's message) went "
+                "with the process's captured output. To see it, run the test alone, in-process, "
+                "output shown (a library that aborts without a message shows nothing more there: "
+                "run that line under gdb for a backtrace, as docs/en/conformance.md shows):"
+            )
+        )
+        for c in signalled:
+            console.print(Text(f"  {c['clause']} on {c['backend']}: {c['test']}"), soft_wrap=True)
+            console.print(Text(f"      {c['rerun']}"), soft_wrap=True)
 
 
 def capability_text(caps) -> str:
