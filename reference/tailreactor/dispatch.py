@@ -22,7 +22,9 @@ itself, a list's iterator (which reaches what a harvest appends).  The clock
 is read before each delivery only when the policy, the round budget,
 harvesting or the probe reads it; else "now" stays the round start.  The
 round budget's and the harvest's clock values are set per round only when
-one of them is on, and the drain chunk is a count compared per delivery.
+one of them is on (and then the clock is read), so a round that reads no
+clock tests nothing of them; the drain chunk is a count compared per
+delivery (in backend order, right after the callback that reaches it).
 The sweep, a second walk of the batch, runs only when an entry can still be
 ``READY``: the callbacks run and the entries dropped since the batch was kept
 (``RoundState.dropped``: disarmed or replaced while ``READY``) count fewer
@@ -294,8 +296,12 @@ class Dispatch:
         come, a harvest (:meth:`_harvest`); else, past the round budget, the
         submit of the re-arms queued since the last one.  When posts ran or
         a harvest did, ``ev`` is given back (the policy's ``again()``;
-        ``order`` is None while the reactor walks the batch itself, and the
-        caller steps its cursor back) and the caller asks again.
+        ``order`` is None while the reactor walks the batch itself: the
+        sweep steps its cursor back) and the caller asks again.  Backend
+        order's own loop (:meth:`_dispatch`) asks only for the drain chunk
+        after a callback (``ev`` None) and for the rest before ``ev``, which
+        it then delivers: a harvest appends behind it, and only posts could
+        have disarmed it.
         """
         if ran == due.drain_at:
             due.drain_at += due.drain_chunk
