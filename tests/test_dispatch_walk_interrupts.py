@@ -28,6 +28,7 @@ from test_reactor_interrupts import Interrupter, _finish, _harvest_window
 
 WALK_TRACED = {
     "_dispatch",
+    "_in_order",
     "_between",
     "_harvest",
     "_stamp",

@@ -42,7 +42,7 @@ from tailreactor import reactor as reactor_mod
 from tailreactor import timers as timers_mod
 from tailreactor.config import Config
 
-TRACED = {"_round", "_stamp", "_dispatch", "_end_round"}
+TRACED = {"_round", "_stamp", "_dispatch", "_in_order", "_end_round"}
 
 
 class Interrupter:
@@ -110,14 +110,15 @@ def _finish(r: Reactor, pairs: list, rounds: int) -> None:
 
 def _window() -> set[tuple[str, int]]:
     """(function, line) of the two windows of the module docstring (dispatch.py, reactor.py)."""
-    lines, first = inspect.getsourcelines(Reactor._dispatch)
-    start = next(i for i, line in enumerate(lines) if line.strip() == "ev.state = DONE")
-    end = next(i for i, line in enumerate(lines) if line.strip() == "callback(ev)")
+    window = set()
+    for walk in (Reactor._dispatch, Reactor._in_order):  # backend order's loop and the policy's
+        lines, first = inspect.getsourcelines(walk)
+        start = next(i for i, line in enumerate(lines) if line.strip() == "ev.state = DONE")
+        end = next(i for i, line in enumerate(lines) if line.strip() == "callback(ev)")
+        window |= {(walk.__name__, line) for line in range(first + start + 1, first + end + 1)}
     lines_r, first_r = inspect.getsourcelines(Reactor._round)
     wait = next(i for i, line in enumerate(lines_r) if "reaped = self.backend.wait(" in line)
-    return {("_dispatch", line) for line in range(first + start + 1, first + end + 1)} | {
-        ("_round", first_r + wait)
-    }
+    return window | {("_round", first_r + wait)}
 
 
 def _trial(backend: str, k: int, tail_us: int) -> tuple[bool, Counter, int]:

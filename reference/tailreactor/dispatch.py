@@ -22,7 +22,9 @@ itself, a list's iterator (which reaches what a harvest appends).  The clock
 is read before each delivery only when the policy, the round budget,
 harvesting or the probe reads it; else "now" stays the round start.  The
 round budget's and the harvest's clock values are set per round only when
-one of them is on, and the drain chunk is a count compared per delivery.
+one of them is on (and then the clock is read), so a round that reads no
+clock tests nothing of them; the drain chunk is a count compared per
+delivery (in backend order, right after the callback that reaches it).
 The sweep, a second walk of the batch, runs only when an entry can still be
 ``READY``: the callbacks run and the entries dropped since the batch was kept
 (``RoundState.dropped``: disarmed or replaced while ``READY``) count fewer
@@ -157,25 +159,75 @@ class Dispatch:
     _drain_posts: Callable[[], None]
     _callback_failed: Callable[..., None]
 
-    def _dispatch(self, batch: list[Event], round_start: int) -> int:
+    def _dispatch(self, batch: list[Event], now: int) -> int:
         """Step 5: next event, take it, run it, until none is left; return how many ran.
 
-        The next event is the policy's ``next``, or, while ``walk`` (backend
-        order, and the sweep), the batch's own next, a cursor the reactor
-        keeps itself (a list's iterator: it reaches what a harvest appends).
+        ``now`` is the round's stamp.  In backend order (``_walk``) the next
+        event is the batch's next, in the order the backend reported it: the
+        loop below, which does that and what is due between deliveries,
+        nothing else.  Any other order asks the policy (:meth:`_in_order`).
         """
-        order = self._order
-        walk = self._walk
-        if not walk:
-            order.start(batch)
         due = self._due
         due.drain_at = drain_at = due.first_drain
         if due.clocked:
-            due.start(round_start, len(batch))
+            due.start(now, len(batch))
+        if not self._walk:
+            return self._in_order(batch, now)
         at = due.at_ns
         timed = self._timed
         probe = self.probe
-        events = cursor = iter(batch)  # the walk (a list's iterator reaches what joins its end)
+        ran = 0
+        try:
+            for ev in batch:  # a list's iterator: it reaches what a harvest appends
+                if ev.state != READY:
+                    continue  # an earlier callback or post disarmed it: never cancelled
+                if timed:  # (a round with a time due reads the clock: Due.clocked makes _timed)
+                    now = self.clock()
+                    if now >= at:  # a harvest or a submit may be due (they run no callback)
+                        self._between(due, None, now, ran, ev)
+                        at = due.at_ns
+                # Take the event, then run its callback (interrupts.py: nothing calls out in between).
+                ev.state = DONE
+                del self._armed[ev.key]
+                if probe is not None:
+                    # Before the callback: a re-arm from it re-stamps this Event.
+                    queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
+                self._running = ev  # what arm() reads about the callback running now
+                callback = ev.callback
+                ran += 1
+                try:
+                    callback(ev)
+                except Exception:  # noqa: BLE001 (a callback's error must not stop the round)
+                    self._callback_failed(
+                        "callback %r for fd %d (%s)", callback, ev.fd, direction_name(ev.direction)
+                    )
+                finally:
+                    if probe is not None:
+                        probe.dispatch(queued_ns, ready_for_ns, self.clock() - now, False)
+                if ran == drain_at:  # the drain chunk: the posts queued so far, before the next event
+                    self._between(due, None, now, ran, None)
+                    drain_at = due.drain_at
+        finally:
+            self._running = None  # the last one holds its callback, and so its owner, alive
+            self.counters.dispatched += ran
+        return ran
+
+    def _in_order(self, batch: list[Event], round_start: int) -> int:
+        """Step 5 in the policy's order (:meth:`_dispatch` has set ``_due`` for the round).
+
+        The next event is the policy's ``next``; once it has none left while
+        an event of the batch can still be ``READY``, the sweep walks the
+        batch in backend order (a list's iterator, a cursor the reactor keeps
+        itself: it reaches what a harvest appends).
+        """
+        order = self._order
+        order.start(batch)
+        due = self._due
+        at, drain_at = due.at_ns, due.drain_at
+        timed = self._timed
+        probe = self.probe
+        walk = False  # the sweep
+        events = cursor = iter(batch)
         ran = 0
         now = round_start
         elevated = False
@@ -244,8 +296,12 @@ class Dispatch:
         come, a harvest (:meth:`_harvest`); else, past the round budget, the
         submit of the re-arms queued since the last one.  When posts ran or
         a harvest did, ``ev`` is given back (the policy's ``again()``;
-        ``order`` is None while the reactor walks the batch itself, and the
-        caller steps its cursor back) and the caller asks again.
+        ``order`` is None while the reactor walks the batch itself: the
+        sweep steps its cursor back) and the caller asks again.  Backend
+        order's own loop (:meth:`_dispatch`) asks only for the drain chunk
+        after a callback (``ev`` None) and for the rest before ``ev``, which
+        it then delivers: a harvest appends behind it, and only posts could
+        have disarmed it.
         """
         if ran == due.drain_at:
             due.drain_at += due.drain_chunk

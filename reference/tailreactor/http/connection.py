@@ -190,6 +190,16 @@ def busy_wait_ns(ns: int) -> None:
         pass
 
 
+def _bench_work(listener, target: bytes) -> None:
+    """The busy-waits the bench knobs give one request to ``target`` (``listener.bench_work``)."""
+    if listener.delay_ns:
+        busy_wait_ns(listener.delay_ns)
+    if listener.slow_ns and target.startswith(SLOW_PREFIX):
+        busy_wait_ns(listener.slow_ns)
+    if listener.service_route and (cost_ns := service_ns(target)):
+        busy_wait_ns(cost_ns)  # the cost a traffic class's request names (/service/<us>/)
+
+
 class Connection(RequestPipeline):
     """An accepted socket and its parse/serve state.  Created by the Listener.
 
@@ -323,8 +333,7 @@ class Connection(RequestPipeline):
         """One pass over the buffered pipeline (see the module docstring), then :meth:`_next`."""
         listener = self._listener
         pipeline, out = self._pipeline, self._out
-        batch, yield_every, delay_ns = listener.batch, listener.yield_batch, listener.delay_ns
-        slow_ns, service_route = listener.slow_ns, listener.service_route
+        batch, yield_every, bench_work = listener.batch, listener.yield_batch, listener.bench_work
         probe = self._reactor.probe
         served = 0
         while pipeline and served < batch:
@@ -338,12 +347,8 @@ class Connection(RequestPipeline):
                 out += answer
                 if answer is BAD_REQUEST:
                     keep_alive = False  # no path we serve: that answer says close
-            if delay_ns:
-                busy_wait_ns(delay_ns)
-            if slow_ns and target.startswith(SLOW_PREFIX):
-                busy_wait_ns(slow_ns)
-            if service_route and (cost_ns := service_ns(target)):
-                busy_wait_ns(cost_ns)  # the cost a traffic class's request names (/service/<us>/)
+            if bench_work:  # a bench knob gives requests a cost (off: nothing per request)
+                _bench_work(listener, target)
             served += 1
             if not keep_alive:
                 self._closing = True

@@ -10,8 +10,8 @@ keeps the table of live :class:`~tailreactor.http.connection.Connection`
 objects so shutdown can close them all.
 
 It also holds what every connection of this reactor shares: the knob values
-read once (``batch``, ``yield_batch``, ``delay_ns``, ``slow_ns``, ``service_route``,
-``keep_alive_ns``), the head deadline (``headers_timeout_ns``, from
+read once (``batch``, ``yield_batch``, ``delay_ns``, ``slow_ns``, ``service_route``
+and ``bench_work``, whether any of those three is on, ``keep_alive_ns``), the head deadline (``headers_timeout_ns``, from
 :data:`~tailreactor.http.connection.HEADERS_TIMEOUT_US`) and one receive
 buffer (callbacks run one at a time on the reactor thread, and the parser
 copies what it keeps, so one buffer serves every connection).
@@ -101,6 +101,8 @@ class Listener:
         self.delay_ns = cfg.bench_delay_us * 1000
         self.slow_ns = cfg.bench_slow_us * 1000
         self.service_route = cfg.bench_service_route  # GET /service/<us>/<id> busy-waits <us>
+        # One of the three above is on: a request may cost a busy-wait (Connection._bench_work).
+        self.bench_work = bool(self.delay_ns or self.slow_ns or self.service_route)
         self.keep_alive_ns = cfg.http_keep_alive_timeout_s * 1_000_000_000  # 0: never
         self.headers_timeout_ns = HEADERS_TIMEOUT_US * 1000
         self.recv_buffer = bytearray(RECV_BYTES)
