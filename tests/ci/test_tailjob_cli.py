@@ -62,7 +62,10 @@ from tailjob.cli import main
             ["--tier", "sim", "--wrk-cpus", "1"],
             "--wrk-cpus 1: applies when pinned; the sim tier pins nothing",
         ),
-        (["peers", "--no-pin", "--wrk-cpus", "1"], "--wrk-cpus 1: applies when pinned; leave out --no-pin"),
+        (
+            ["peers", "--no-pin", "--wrk-cpus", "1"],
+            "--wrk-cpus 1: applies when pinned; drop --no-pin, or leave out --wrk-cpus",
+        ),
         (["--server-cpus", "4096"], "--server-cpus '4096': CPUs [4096] are not available"),
         (["--pin", "--wrk-cpus", "x"], "--wrk-cpus 'x': accepted a CPU list like 0 or 0,2 or 0-1"),
         (["--pin", "--wrk-cpus", "1-0"], "--wrk-cpus '1-0': accepted a CPU list like 0 or 0,2 or 0-1"),

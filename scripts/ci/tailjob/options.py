@@ -442,10 +442,10 @@ def _check_cpus(ns: argparse.Namespace) -> str | None:
         if bad:
             return bad
         if not pinned:
-            how = {"peers": "leave out --no-pin", "sim": "the sim tier pins nothing"}.get(
+            how = {"peers": "drop --no-pin", "sim": "the sim tier pins nothing"}.get(
                 "sim" if getattr(ns, "tier", None) == "sim" else ns.command, "add --pin"
             )
-            return f"{option} {text}: applies when pinned; {how} (or leave out {option})"
+            return f"{option} {text}: applies when pinned; {how}, or leave out {option}"
     return None
 
 
@@ -467,14 +467,10 @@ def _check_bounds(ns: argparse.Namespace) -> str | None:
         )
     over = [c for c in ns.connections or () if c > SIM_MAX_CONNECTIONS]
     if sim and over:
-        t = ns.workload
-        what = (
-            f"--connections {over[0]}"
-            if not isinstance(t, workloads.Traffic)
-            else (
-                f"{'--class' if t.source == '--class' else '--workload ' + t.source}: the traffic's {over[0]} connections"
-            )
-        )
+        what, t = f"--connections {over[0]}", ns.workload
+        if isinstance(t, workloads.Traffic):  # the connections are its classes'
+            where = "--class" if t.source == "--class" else f"--workload {t.source}"
+            what = f"{where}: the traffic's {over[0]} connections"
         return (
             f"{what}: the sim tier runs at most {SIM_MAX_CONNECTIONS} connections in a leg (a socketpair "
             f"each, in one process); accepted 1 to {SIM_MAX_CONNECTIONS}"
