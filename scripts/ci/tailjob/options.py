@@ -457,7 +457,7 @@ def _check_bounds(ns: argparse.Namespace) -> str | None:
     if sim and d is not None and d > SIM_MAX_DURATION_S:
         return (
             f"--duration {d}s: the sim tier runs at most {SIM_MAX_DURATION_S} virtual s per run (each "
-            "simulated request costs real CPU: a virtual minute is about half a minute per run); "
+            "simulated request costs real CPU: a virtual minute is about 45 s of CPU per run); "
             f"accepted 1 to {SIM_MAX_DURATION_S}s (1m)"
         )
     if d is not None and d > WALL_MAX_DURATION_S and getattr(ns, "tier", "wall") == "wall":

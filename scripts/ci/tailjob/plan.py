@@ -34,8 +34,8 @@ SIM_MAX_CONNECTIONS = 4096
 process holds a socketpair per connection (2 file descriptors), and every profile's and grid's fit."""
 SIM_MAX_DURATION_S = 60
 """The sim tier's most virtual seconds per run: a run simulates every request the server answers, about
-30,000 per virtual second, at roughly half a second of CPU per virtual second: a minute of virtual time
-is about half a minute per run, and the profiles' longest run (30 s) fits."""
+30,000 per virtual second, at about three quarters of a second of CPU per virtual second: a minute of
+virtual time is about 45 s of CPU per run, and the profiles' longest run (30 s) fits."""
 WALL_MAX_DURATION_S = 3600
 """The live tier's most seconds per run (an hour; the profiles run 2 to 30 s): a job runs two arms
 times ``--runs`` times its legs of them, so a longer run is a typo, not a measurement."""
