@@ -124,6 +124,9 @@ def test_the_wheel_in_a_clean_virtualenv_runs_each_command_with_its_extra_and_na
     [result] = (out / "results").glob("*-quick-tail-sim.json")
     doc = json.loads(result.read_text())
     assert doc["tier"] == "sim" and [leg["backends"]["A"] for leg in doc["legs"]] == ["epoll"]
+    # Installed, there is no scripts/tail-latency.sh: the report names the console script.
+    report = result.with_suffix(".md").read_text()
+    assert f"- Command: `tailreactor-tail-latency {' '.join(sim)} --out {out}`" in report, report[:2000]
     if shutil.which("wrk") is None:
         return  # the live tier needs wrk (scripts/bootstrap.sh --wrk): the rest above ran without it
     # The live tier from the wheel: the bench server and wrk's script come from the installed packages.

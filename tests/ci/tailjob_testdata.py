@@ -20,6 +20,20 @@ if str(CI_DIR) not in sys.path:
     sys.path.insert(0, str(CI_DIR))
 
 
+def installed_from_a_wheel(monkeypatch) -> None:
+    """The project as ``pip install tailreactor-*.whl`` leaves it (not ``pip install -e``): the
+    installed distribution records a wheel file, not an editable checkout (direct_url.json)."""
+    import json
+
+    from tailreactor import extras
+
+    class Wheel:
+        def read_text(self, name: str) -> str | None:
+            return json.dumps({"url": "file:///tmp/tailreactor-0-py3-none-any.whl", "archive_info": {}})
+
+    monkeypatch.setattr(extras.metadata, "distributions", lambda **kw: [Wheel()])
+
+
 def record(leg, trial, position, arm, *, warmup=False, scale=1.0, flags=(), errors=None):
     """A RunRecord with made-up but self-consistent figures; ``scale`` multiplies latency and CPU."""
     from tailjob.runner import RunRecord

@@ -52,6 +52,7 @@ def test_the_answer_runs_the_live_options_in_virtual_time_in_memory(tmp_path, ca
     [result] = (tmp_path / "results").glob("*-sim.json")
     doc = json.loads(result.read_text())
     assert doc["argv"] == [
+        "ab",
         "--tier",
         "sim",
         "--connections",
@@ -63,3 +64,47 @@ def test_the_answer_runs_the_live_options_in_virtual_time_in_memory(tmp_path, ca
         "--backend",
         "epoll",
     ]
+
+
+def test_the_main_jobs_sim_report_names_the_command_that_gives_its_figures(tmp_path, capsys):
+    # `scripts/tail-latency.sh` with no arguments: after the live A/B, its sim stage.  The sim report's
+    # command, pasted into a shell, is the `ab --tier sim ...` that gives the same figures (the sim tier
+    # is deterministic: the same command writes the same result document).
+    import shlex
+    import subprocess
+    import sys
+
+    from tailjob_testdata import CI_DIR, ROOT
+
+    from tailjob.cli import _record
+    from tailjob.options import parse
+    from tailjob.plan import AbOptions
+    from tailjob.sim.answer import beside_live
+
+    main_job = _record(AbOptions, parse(["--out", str(tmp_path)]), argv=())  # the main job's options
+    assert beside_live(main_job, [], 0) == 0
+    capsys.readouterr()
+    [md] = (tmp_path / "results").glob("*-sim.md")
+    [shown] = [line for line in md.read_text().splitlines() if line.startswith("- Command: `")]
+    command = shlex.split(shown.split("`")[1])
+    assert command[:4] == ["scripts/tail-latency.sh", "ab", "--tier", "sim"], shown
+    rerun = subprocess.run(
+        [sys.executable, str(CI_DIR / "tail_latency.py"), *command[1:]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    first, again = sorted((tmp_path / "results").glob("*-sim.json"))  # stems: the start time
+
+    def figures(path):  # the whole document but where it ran (the commit, were one made meanwhile)
+        return {k: v for k, v in json.loads(path.read_text()).items() if k != "provenance"}
+
+    assert figures(again) == figures(first)
+
+    def verdicts(path):
+        return [line for line in path.with_suffix(".md").read_text().splitlines() if line.startswith("| ")]
+
+    assert verdicts(again) == verdicts(first)

@@ -38,6 +38,38 @@ from tailjob.cli import main
         (["--tier", "sim", "--gate", "--runs", "7"], "--gate with --runs 7: a verdict needs 8 paired runs"),
         (["--server", "bench-epoll"], "--server: not an option of ab (an option of count)"),
         (["count", "--baseline", "{bad_json}"], "--baseline {bad_json}: not a baseline file (JSON)"),
+        # unbounded: virtual time (or a live run) without end (issue 38's fresh user, again)
+        (
+            ["--tier", "sim", "--connections", "999999"],
+            "--connections 999999: the sim tier runs at most 4096",
+        ),
+        (["--tier", "sim", "--connections", "64,4097"], "--connections 4097: the sim tier runs at most 4096"),
+        (
+            ["--tier", "sim", "--duration", "1000h"],
+            "--duration 3600000s: the sim tier runs at most 60 virtual s",
+        ),
+        (["validate", "--duration", "2m"], "--duration 120s: the sim tier runs at most 60 virtual s"),
+        (["--duration", "2h"], "--duration 7200s: a live run lasts at most 3600 s"),
+        (["calibrate", "1", "--duration", "1000h"], "--duration 3600000s: a live run lasts at most 3600 s"),
+        (
+            ["--tier", "sim", "--class", "name=a connections=4096 loop=closed"]
+            + ["--class", "name=b connections=1 loop=closed"],
+            "--class: the traffic's 4097 connections: the sim tier runs at most 4096",
+        ),
+        # CPU lists: checked whenever given; without pinning they would do nothing
+        (["--server-cpus", "0"], "--server-cpus 0: applies when pinned; add --pin"),
+        (
+            ["--tier", "sim", "--wrk-cpus", "1"],
+            "--wrk-cpus 1: applies when pinned; the sim tier pins nothing",
+        ),
+        (
+            ["peers", "--no-pin", "--wrk-cpus", "1"],
+            "--wrk-cpus 1: applies when pinned; drop --no-pin, or leave out --wrk-cpus",
+        ),
+        (["--server-cpus", "4096"], "--server-cpus '4096': CPUs [4096] are not available"),
+        (["--pin", "--wrk-cpus", "x"], "--wrk-cpus 'x': accepted a CPU list like 0 or 0,2 or 0-1"),
+        (["--pin", "--wrk-cpus", "1-0"], "--wrk-cpus '1-0': accepted a CPU list like 0 or 0,2 or 0-1"),
+        (["peers", "--server-cpus", "0,,1"], "--server-cpus '0,,1': accepted a CPU list"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path, tmp_path_factory):
@@ -50,6 +82,31 @@ def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path, tmp_p
     assert err.startswith("tail_latency: error: ") and message in err
     assert err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []  # nothing ran, nothing written
+
+
+def test_the_sim_tiers_bounds_cover_every_profile_and_grid_in_the_repo():
+    """The bounds of ``ab --tier sim``/``validate`` (connections, virtual seconds per run) are the sweep
+    grid's, and every profile and every committed grid lies within them."""
+    from tailjob_testdata import CI_DIR
+
+    from tailjob import plan
+    from tailjob.sim import grid
+
+    assert (grid.MAX_CONNECTIONS, grid.MAX_DURATION_S) == (plan.SIM_MAX_CONNECTIONS, plan.SIM_MAX_DURATION_S)
+    for p in plan.PROFILES.values():
+        assert max(p.connections) <= plan.SIM_MAX_CONNECTIONS and p.duration_s <= plan.SIM_MAX_DURATION_S
+        assert p.duration_s <= plan.WALL_MAX_DURATION_S
+    files = sorted((CI_DIR / "workloads").glob("*.toml"))
+    grids = ["default", *(str(f) for f in files if "[[load]]" in f.read_text())]
+    loads = [lp for g in grids for lp in grid.load_grid(g).loads]  # GridError if out of bounds
+    assert len(grids) >= 3 and max(lp.connections for lp in loads) <= plan.SIM_MAX_CONNECTIONS
+
+
+@pytest.mark.parametrize("argv", [["--tier", "sim", "--duration", "1m"], ["--duration", "1h"]])
+def test_the_largest_duration_each_tier_takes_is_accepted(argv):
+    from tailjob.options import parse
+
+    assert parse(argv).duration in (60, 3600)
 
 
 def test_an_invalid_ambient_knob_is_refused_too(monkeypatch, capsys, tmp_path):
@@ -190,6 +247,22 @@ def test_the_command_a_report_names_reads_back_as_the_arguments_given():
     line = history.command(argv)
     assert line.startswith("scripts/tail-latency.sh ") and shlex.split(line)[1:] == argv
     assert history.command([]) == "scripts/tail-latency.sh"
+
+
+def test_installed_the_command_a_report_names_is_the_console_script(monkeypatch):
+    """From a wheel there is no scripts/tail-latency.sh: reports and rerun lines name the console script
+    of pyproject.toml's [project.scripts] (tailjob.CHECKOUT tells the two apart)."""
+    import tomllib
+    from tailjob_testdata import ROOT
+
+    import tailjob
+    from tailjob import history
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["tailreactor-tail-latency"] == "tailjob.__main__:main"
+    assert tailjob.CHECKOUT and tailjob.COMMAND == "scripts/tail-latency.sh"
+    monkeypatch.setattr(tailjob, "COMMAND", "tailreactor-tail-latency")
+    assert history.command(["ab", "--tier", "sim"]) == "tailreactor-tail-latency ab --tier sim"
 
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (scripts/bootstrap.sh --wrk)")

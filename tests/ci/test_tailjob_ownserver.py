@@ -318,6 +318,20 @@ def test_what_only_the_bench_server_has_is_refused_in_one_line(args, says, tmp_p
             "--ready-timeout: '0': accepted a positive number of seconds",
         ),
         (["--ab", "aa", "--ready-timeout", "5"], "--ready-timeout 5 applies to a server command"),
+        # a bound that never ends would wait for ever on a server that never answers
+        (
+            [*CMD, "--ab", "aa", "--ready-timeout", "inf"],
+            "'inf': accepted a positive number of seconds up to 600",
+        ),
+        (
+            [*CMD, "--ab", "aa", "--ready-timeout", "nan"],
+            "'nan': accepted a positive number of seconds up to 600",
+        ),
+        ([*CMD, "--ab", "aa", "--ready-timeout", "1e300"], "'1e300': accepted a positive number of seconds"),
+        (
+            [*CMD, "--ab", "aa", "--ready-timeout", "601"],
+            "'601': accepted a positive number of seconds up to 600",
+        ),
     ],
     ids=lambda v: "-".join(v[-2:]) if isinstance(v, list) else None,
 )
@@ -398,10 +412,22 @@ def test_calibrate_a_server_command_that_spends_the_injected_delay(tmp_path):
 
 
 def test_calibrate_runs_one_server_not_two_builds(tmp_path, capsys):
+    # calibrate's --help does not offer what it would refuse; given, they are ab's options
+    assert main(["calibrate", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "--server-cmd" in text and "--ready-timeout" in text
+    assert "--a-cmd" not in text and "--b-cmd" not in text
     argv = ["calibrate", "1", "--a-cmd", "a {port}", "--b-cmd", "b {port}", "--out", str(tmp_path)]
     assert main(argv) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert "calibrate runs A/A legs of one server: give it as --server-cmd" in line
+    assert line == "tail_latency: error: --a-cmd: not an option of calibrate (an option of ab)"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_largest_ready_timeout_is_accepted():
+    from tailjob.options import parse
+
+    assert parse([*CMD, "--ab", "aa", "--ready-timeout", "600"]).ready_timeout == 600
 
 
 @pytest.mark.parametrize("command", ["count", "validate", "peers", "sweep"])

@@ -16,6 +16,7 @@ from tailjob.cli import main
 from tailjob.measure import Settings
 from tailjob.plan import Leg, rmit_schedule, shuffled_schedule
 from tailjob.server import CommandServer, answers
+from tailreactor.extras import install_command
 
 
 # -- servers ------------------------------------------------------------------------------------
@@ -248,8 +249,18 @@ def test_peers_mode_needs_uvloop(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(peers, "UVLOOP_MODULE", "uvloop_not_installed_here")
     assert main(["peers", "--out", str(tmp_path)]) == 3  # the environment: uvloop missing here
     err = capsys.readouterr().err
-    assert "peers needs uvloop" in err and "pip install -e '.[bench]'" in err
+    assert "peers needs uvloop" in err and install_command("bench") in err
     assert os.listdir(tmp_path) == []
+
+
+def test_installed_the_uvloop_hint_names_the_projects_extra(monkeypatch):
+    # from a wheel there is no checkout to `pip install -e .`: the hint names the distribution's extra
+    from tailjob_testdata import installed_from_a_wheel
+
+    installed_from_a_wheel(monkeypatch)
+    monkeypatch.setattr(peers, "UVLOOP_MODULE", "uvloop_not_installed_here")
+    line = peers.uvloop_missing()
+    assert "pip install 'tailreactor[bench]'" in line and "-e" not in line.split("pip install")[1]
 
 
 def test_benchmarks_readme_has_the_markers_once():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 
 import pytest
 from tailjob_testdata import ROOT, SMALL_TRAFFIC  # (puts scripts/ci on sys.path)
@@ -174,6 +175,29 @@ def test_options_a_sweep_does_not_take_are_one_line_exit_2(tmp_path, capsys, arg
     err = capsys.readouterr().err
     assert err.startswith("tail_latency: error: ") and message in err, err
     assert err.count("\n") == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("wheel", [False, True], ids=["checkout", "installed"])
+def test_dask_missing_is_one_line_naming_the_pip_install_and_exit_3(wheel, monkeypatch, tmp_path, capsys):
+    # the environment lacks the sweep extra: exit 3, and the pip install that brings it, in a checkout
+    # (editable) or installed from a wheel (the distribution's extra)
+    from tailjob_testdata import installed_from_a_wheel
+
+    from tailreactor.extras import install_command
+
+    if wheel:
+        installed_from_a_wheel(monkeypatch)
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed: ModuleNotFoundError
+    out = tmp_path / "out"
+    assert main(["sweep", "--dask", "--out", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("tail_latency: error: --dask: dask[distributed] is not installed")
+        and err.count("\n") == 1
+    )
+    assert install_command("sweep") in err, err
+    assert ("pip install 'tailreactor[sweep]'" in err) == wheel
     assert not out.exists()
 
 

@@ -197,6 +197,31 @@ def test_a_missing_file_or_unknown_name_says_what_is_accepted(tmp_path, capsys):
             ["--class", "name=a connections=4 loop=closed", "--connections", "8"],
             "--connections 8: the traffic (--class) sets each class's connections; leave out --connections",
         ),
+        # each key's bad value is named, whatever else is missing (a fresh user read "loop missing")
+        (
+            ["--class", "name=interactive connections=abc"],
+            "class 'interactive': connections = 'abc': accepted an integer from 1 to 4096",
+        ),
+        (
+            ["--class", "name=interactive connections=8 loop=xyz"],
+            "class 'interactive': loop = 'xyz': accepted open or closed",
+        ),
+        (
+            ["--class", "name=b loop=closed depth=deep"],
+            "class 'b': depth = 'deep': accepted an integer from 1 to 1024",
+        ),
+        (
+            ["--class", "name=i loop=open rate=fast"],
+            "class 'i': rate = 'fast': accepted requests/s above 0",
+        ),
+        (
+            ["--class", "name=i connections=8 loop=open schedule=bursty"],
+            "class 'i': schedule = 'bursty': accepted poisson or constant",
+        ),
+        (  # the class's name given as name=N's N: the key is named, with name= and the keys accepted
+            ["--class", "interactive=8 connections=abc"],
+            "--class 'interactive=8 connections=abc': interactive = 8: unknown key; accepted name=NAME",
+        ),
         (
             ["--class", "name=a connections=4 loop=closed", "--schedule", "constant"],
             "--schedule constant: the traffic (--class) sets each class's",

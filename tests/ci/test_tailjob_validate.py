@@ -190,6 +190,7 @@ def test_each_tier_gets_the_options_that_mean_something_to_it(tmp_path):
     assert (sim.pin, sim.threads, sim.probe) == (False, None, False)
     out = ["--out", str(tmp_path)]
     assert list(live.argv) == [
+        "ab",
         "--threads",
         "1",
         "--duration",
@@ -201,6 +202,7 @@ def test_each_tier_gets_the_options_that_mean_something_to_it(tmp_path):
         *out,
     ]
     assert list(sim.argv) == [
+        "ab",
         "--tier",
         "sim",
         "--duration",
@@ -263,6 +265,7 @@ def test_validate_runs_both_tiers_and_writes_the_table(tmp_path, capsys):
     [js] = (out / "results").glob("*-validate.json")
     doc = json.loads(js.read_text())
     assert doc["live"]["argv"] == [
+        "ab",
         "--connections",
         "4",
         "--duration",
@@ -279,7 +282,7 @@ def test_validate_runs_both_tiers_and_writes_the_table(tmp_path, capsys):
         "--out",
         str(out),
     ]
-    assert doc["sim"]["argv"][:2] == ["--tier", "sim"] and "--no-warmup" not in doc["sim"]["argv"]
+    assert doc["sim"]["argv"][:3] == ["ab", "--tier", "sim"] and "--no-warmup" not in doc["sim"]["argv"]
     live = json.loads((out / doc["live"]["result"]).read_text())
     sim = json.loads((out / doc["sim"]["result"]).read_text())
     assert live["legs"][0]["runs"] and sim["tier"] == "sim"

@@ -27,9 +27,15 @@ PROG = "tail_latency"
 """The job's name in its usage and its one-line errors."""
 
 REPO = Path(__file__).resolve().parents[3]
-OUT = REPO / "benchmarks" if (REPO / "pyproject.toml").is_file() else Path("tailreactor-results")
+CHECKOUT = (REPO / "pyproject.toml").is_file()
+"""Whether the job runs from a checkout (REPO holds pyproject.toml; ``pip install -e .`` too), not from
+an installed wheel (there REPO is the environment's lib/)."""
+OUT = REPO / "benchmarks" if CHECKOUT else Path("tailreactor-results")
 """The default ``--out``: the checkout's benchmarks/, or ./tailreactor-results where the job is installed
-from a wheel (there REPO is the environment's lib/, no place for results)."""
+from a wheel (no place for results in the environment)."""
+COMMAND = "scripts/tail-latency.sh" if CHECKOUT else "tailreactor-tail-latency"
+"""The job's command as its user types it: the checkout's script, or the installed console script
+(pyproject.toml's ``[project.scripts]``); reports and rerun lines name it (:func:`tailjob.history.command`)."""
 
 LAYERS = (
     (

@@ -56,24 +56,6 @@ from .runner import ABDesign, JobError, JobResult, Settings, run_trials
 from .wrk import wrk_version
 
 
-def _cpu_list(text: str, option: str) -> str:
-    allowed = os.sched_getaffinity(0)
-    try:
-        cpus = {
-            int(x)
-            for part in text.split(",")
-            for x in (range(int(part.split("-")[0]), int(part.split("-")[1]) + 1) if "-" in part else [part])
-        }
-    except ValueError:
-        raise PlanError(f"{option} {text!r}: accepted a CPU list like 0 or 0,2 or 0-1") from None
-    if not cpus <= allowed:
-        raise PlanError(
-            f"{option} {text!r}: CPUs {sorted(cpus - allowed)} are not available "
-            f"(available: {sorted(allowed)})"
-        )
-    return text
-
-
 def _exit_on_sigterm(signum, frame) -> None:
     """SIGTERM (a CI timeout, ``kill``) ends the job as Ctrl-C does, by an exception: the runner's
     ``finally`` stops the server and ``subprocess.run`` kills wrk (Python's default left them running)."""
@@ -229,13 +211,13 @@ def _live_legs(legs: list, arms, asked: str | None) -> list:
 
 
 def _settings(args, *, pin: bool, **kw) -> Settings:
-    """The run settings from the options (:class:`PlanError` for a bad CPU list)."""
+    """The run settings from the options."""
     return Settings(
         seed=args.seed,
         warmup=not args.no_warmup,
         pollution_limit=args.pollution_limit,
-        server_cpus=_cpu_list(args.server_cpus, "--server-cpus") if pin else None,
-        wrk_cpus=_cpu_list(args.wrk_cpus, "--wrk-cpus") if pin else None,
+        server_cpus=args.server_cpus if pin else None,  # checked by options.parse
+        wrk_cpus=args.wrk_cpus if pin else None,
         **kw,
     )
 

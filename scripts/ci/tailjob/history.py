@@ -26,6 +26,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+import tailjob
+
 from . import stats
 from .outputs import dumps, files_text, write_files
 
@@ -107,8 +109,10 @@ def _read_first_line(path: str) -> str | None:
 
 
 def command(argv) -> str:
-    """The command a report names, quoted as a shell reads it: pasted back, it runs the same job."""
-    return " ".join(["scripts/tail-latency.sh", shlex.join(argv)]).rstrip()
+    """The command a report or a rerun line names, quoted as a shell reads it: pasted back, it runs the
+    same job -- in a checkout ``scripts/tail-latency.sh``, installed the console script
+    (:data:`tailjob.COMMAND`)."""
+    return " ".join([tailjob.COMMAND, shlex.join(argv)]).rstrip()
 
 
 def now() -> str:

@@ -10,12 +10,23 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
 from . import OUT, PROG, REPO, fail, ownserver, workloads  # noqa: F401  (fail: re-exported)
 from .metrics import METRICS
-from .plan import AB_PRESETS, BACKENDS, COUNT_BASELINE, COUNT_REQUESTS, COUNT_SERVERS, PROFILES
+from .plan import (
+    AB_PRESETS,
+    BACKENDS,
+    COUNT_BASELINE,
+    COUNT_REQUESTS,
+    COUNT_SERVERS,
+    PROFILES,
+    SIM_MAX_CONNECTIONS,
+    SIM_MAX_DURATION_S,
+    WALL_MAX_DURATION_S,
+)
 from .sim import costs
 from .stats import MIN_PAIRS
 
@@ -141,9 +152,16 @@ OPTIONS: dict[str, dict] = {
     ),
     "--threads": dict(type=_positive, metavar="N", help="wrk threads (default: the profile's; 1 with --pin)"),
     "--connections": dict(
-        type=_connections, metavar="N[,N...]", help="one leg per count, e.g. 64 or 512,1024"
+        type=_connections,
+        metavar="N[,N...]",
+        help=f"one leg per count, e.g. 64 or 512,1024 (at most {SIM_MAX_CONNECTIONS} in virtual time)",
     ),
-    "--duration": dict(type=_duration, metavar="T", help="per run: seconds or 3s, 2m, 1h"),
+    "--duration": dict(
+        type=_duration,
+        metavar="T",
+        help=f"per run: seconds or 3s, 2m, 1h; at most {WALL_MAX_DURATION_S // 3600}h live, "
+        f"{SIM_MAX_DURATION_S} s in virtual time",
+    ),
     "--runs": dict(type=_positive, metavar="N", help="measured runs per arm in each leg"),
     "--workers": dict(type=_positive, metavar="N", help="bench server --workers (default: CWIST_WORKERS)"),
     # the workload
@@ -156,7 +174,7 @@ OPTIONS: dict[str, dict] = {
     "--class": dict(
         dest="classes",
         action="append",
-        metavar="'name=N K=V ...'",
+        metavar="'name=NAME K=V ...'",
         help="instead of --workload: one client class, name= and a traffic file's keys; repeat per class",
     ),
     "--load": dict(choices=("closed", "open"), help="uniform only: closed (wrk) or open loop"),
@@ -182,10 +200,8 @@ OPTIONS: dict[str, dict] = {
     # the runs
     "--pin": dict(action="store_true", help="pin server and wrk to CPUs with taskset"),
     "--no-pin": dict(action="store_true", help="do not pin (pinned by default)"),
-    "--server-cpus": dict(
-        default="0", metavar="CPUS", help="the server's taskset CPUs when pinned: 0,2 or 0-1 (0)"
-    ),
-    "--wrk-cpus": dict(default="1", metavar="CPUS", help="wrk's taskset CPUs when pinned: 1 or 1,3 (1)"),
+    "--server-cpus": dict(metavar="CPUS", help="the server's taskset CPUs when pinned: 0,2 or 0-1 (0)"),
+    "--wrk-cpus": dict(metavar="CPUS", help="wrk's taskset CPUs when pinned: 1 or 1,3 (1)"),
     "--no-warmup": dict(action="store_true", help="skip the discarded warm-up run per leg"),
     "--seed": dict(
         type=_integer, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"
@@ -385,9 +401,81 @@ def build_parser() -> argparse.ArgumentParser:
                 if (command, row) in HELP:
                     spec["help"] = HELP[command, row]
                 g.add_argument(row, **spec)
-        if command in ("ab", "calibrate"):
-            ownserver.add_server_options(sp)
+        if command in ("ab", "calibrate"):  # calibrate runs one server: not two builds
+            ownserver.add_server_options(sp, two_builds=command == "ab")
     return p
+
+
+CPUS = {"server_cpus": "0", "wrk_cpus": "1"}
+"""The taskset CPU lists' defaults (``--server-cpus``, ``--wrk-cpus``)."""
+
+
+def cpu_list(text: str, option: str) -> str | None:
+    """The one line for a CPU list ``text`` (``0``, ``0,2``, ``0-1``) that is not one, or names a CPU
+    this process may not run on; None if it is good."""
+    try:
+        cpus = set()
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            first, last = int(lo), int(hi or lo)
+            if not 0 <= first <= last:
+                raise ValueError(part)
+            cpus |= set(range(first, last + 1))
+    except ValueError:
+        return f"{option} {text!r}: accepted a CPU list like 0 or 0,2 or 0-1"
+    allowed = os.sched_getaffinity(0)
+    if not cpus <= allowed:
+        return f"{option} {text!r}: CPUs {sorted(cpus - allowed)} are not available (available: {sorted(allowed)})"
+    return None
+
+
+def _check_cpus(ns: argparse.Namespace) -> str | None:
+    """``--server-cpus``/``--wrk-cpus``, checked whenever given, and refused where nothing is pinned
+    (they would do nothing); then their defaults."""
+    pinned = not ns.no_pin if ns.command == "peers" else getattr(ns, "pin", False)
+    for name, default in CPUS.items():
+        text, option = getattr(ns, name), "--" + name.replace("_", "-")
+        if text is None:
+            setattr(ns, name, default)
+            continue
+        bad = cpu_list(text, option)
+        if bad:
+            return bad
+        if not pinned:
+            how = {"peers": "drop --no-pin", "sim": "the sim tier pins nothing"}.get(
+                "sim" if getattr(ns, "tier", None) == "sim" else ns.command, "add --pin"
+            )
+            return f"{option} {text}: applies when pinned; {how}, or leave out {option}"
+    return None
+
+
+def _check_bounds(ns: argparse.Namespace) -> str | None:
+    """A run's size within what each tier can do: connections and virtual seconds on the sim tier
+    (``ab --tier sim``, ``validate``'s second tier), seconds per run on the live tier."""
+    sim = getattr(ns, "tier", "sim") == "sim" and ns.command in ("ab", "validate")
+    d = ns.duration
+    if sim and d is not None and d > SIM_MAX_DURATION_S:
+        return (
+            f"--duration {d}s: the sim tier runs at most {SIM_MAX_DURATION_S} virtual s per run (each "
+            "simulated request costs real CPU: a virtual minute is about 45 s of CPU per run); "
+            f"accepted 1 to {SIM_MAX_DURATION_S}s (1m)"
+        )
+    if d is not None and d > WALL_MAX_DURATION_S and getattr(ns, "tier", "wall") == "wall":
+        return (
+            f"--duration {d}s: a live run lasts at most {WALL_MAX_DURATION_S} s, and a job runs two arms "
+            f"x --runs x its legs of them; accepted 1 to {WALL_MAX_DURATION_S}s (1h)"
+        )
+    over = [c for c in ns.connections or () if c > SIM_MAX_CONNECTIONS]
+    if sim and over:
+        what, t = f"--connections {over[0]}", ns.workload
+        if isinstance(t, workloads.Traffic):  # the connections are its classes'
+            where = "--class" if t.source == "--class" else f"--workload {t.source}"
+            what = f"{where}: the traffic's {over[0]} connections"
+        return (
+            f"{what}: the sim tier runs at most {SIM_MAX_CONNECTIONS} connections in a leg (a socketpair "
+            f"each, in one process); accepted 1 to {SIM_MAX_CONNECTIONS}"
+        )
+    return None
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -451,6 +539,10 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
             _traffic(ns)
         except workloads.TrafficError as e:
             parser.error(str(e))
+    for check in (_check_bounds, _check_cpus):
+        bad = check(ns) if hasattr(ns, "duration") else None  # the options of a run (not sweep, count)
+        if bad:
+            parser.error(bad)
     return ns
 
 

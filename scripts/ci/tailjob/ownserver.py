@@ -31,6 +31,9 @@ from .plan import (
 
 READY_TIMEOUT_S = 30.0
 """How long a server command has, by default, to answer its first request."""
+READY_TIMEOUT_MAX_S = 600.0
+"""The most ``--ready-timeout`` takes: a server that has not answered in ten minutes is not starting
+(``inf`` would wait for ever)."""
 
 #: Printed once by ``calibrate K --server-cmd``: what its slowdown legs ask of the server.
 CALIBRATE_NOTE = (
@@ -45,13 +48,16 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive number of seconds, e.g. 30 or 2.5")
+    if not 0 < value <= READY_TIMEOUT_MAX_S:  # not nan, not inf
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: accepted a positive number of seconds up to {READY_TIMEOUT_MAX_S:g}, e.g. 30 or 2.5"
+        )
     return value
 
 
-def add_server_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a server command (an A/B or a calibration of the live tier)."""
+def add_server_options(parser: argparse.ArgumentParser, *, two_builds: bool = True) -> None:
+    """The options of a server command (an A/B or a calibration of the live tier); ``two_builds``:
+    ``--a-cmd``/``--b-cmd`` too (an A/B's; a calibration runs one server)."""
     g = parser.add_argument_group(
         "your own server (instead of the bench server; docs/en/own-server.md)",
         "The job puts a free port where {port} is, starts the command for every run, and waits "
@@ -64,14 +70,18 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         help="both arms run this server; they differ by --a/--b 'NAME=VALUE ...' (any environment "
         "variables), or not at all with --ab aa",
     )
-    g.add_argument("--a-cmd", metavar="'CMD ... {port}'", help="arm A's server (with --b-cmd: two builds)")
-    g.add_argument("--b-cmd", metavar="'CMD ... {port}'", help="arm B's server (with --a-cmd)")
+    if two_builds:
+        g.add_argument(
+            "--a-cmd", metavar="'CMD ... {port}'", help="arm A's server (with --b-cmd: two builds)"
+        )
+        g.add_argument("--b-cmd", metavar="'CMD ... {port}'", help="arm B's server (with --a-cmd)")
     g.add_argument(
         "--ready-timeout",
         type=_seconds,
         default=READY_TIMEOUT_S,
         metavar="S",
-        help=f"seconds a server command has to answer its first request, else exit 3 ({READY_TIMEOUT_S:g})",
+        help="seconds a server command has to answer its first request, else exit 3 "
+        f"({READY_TIMEOUT_S:g}; at most {READY_TIMEOUT_MAX_S:g})",
     )
 
 
@@ -102,10 +112,6 @@ def refused(args: argparse.Namespace) -> str | None:
         (own and sim, "--tier sim simulates the project's own reactor" + bench),
         (own and v("probe"), "--probe reads the bench server's latency probe" + bench),
         (own and v("a_ref") is not None, "--a-ref runs the project's code of a git ref" + bench),
-        (
-            own and v("command") == "calibrate" and v("server_cmd") is None,
-            "calibrate runs A/A legs of one server: give it as --server-cmd" + bench,
-        ),
         (own and v("backend") is not None, "--backend is the bench server's" + bench),
         (own and v("workers") is not None, "--workers is the bench server's" + bench),
         (own and v("ab") in ("tail", "backend"), f"--ab {v('ab')} sets CWIST_* knobs" + bench),
@@ -128,7 +134,7 @@ def commands(args: AbOptions | argparse.Namespace) -> dict[str, str] | None:
     its program is not found."""
     if not given(args):
         return None
-    both, a, b = args.server_cmd, args.a_cmd, args.b_cmd
+    both, a, b = args.server_cmd, getattr(args, "a_cmd", None), getattr(args, "b_cmd", None)
     if both is not None and (a is not None or b is not None):
         raise PlanError(
             "--server-cmd runs both arms: leave out --a-cmd/--b-cmd, or give both of them instead"

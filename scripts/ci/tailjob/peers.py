@@ -20,7 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import util as importlib_util
 
-from . import REPO
+from tailreactor.extras import install_command
+
+from . import CHECKOUT, REPO
 from .server import BenchServer, CommandServer, ServerProcess
 
 PEER_SCRIPT = REPO / "benchmarks" / "peers" / "asyncio_server.py"
@@ -92,10 +94,8 @@ def uvloop_missing() -> str | None:
     """None if uvloop imports in this Python (the peers run on it), else a one-line error."""
     if importlib_util.find_spec(UVLOOP_MODULE) is not None:
         return None
-    return (
-        f"peers needs uvloop, which {sys.executable} cannot import: pip install -e '.[bench]' "
-        "(scripts/bootstrap.sh installs it)"
-    )
+    bootstrap = " (scripts/bootstrap.sh installs it)" if CHECKOUT else ""
+    return f"peers needs uvloop, which {sys.executable} cannot import: {install_command('bench')}{bootstrap}"
 
 
 def find_nginx(path: str | None = None, fallbacks: tuple[str, ...] = ("/usr/sbin/nginx",)) -> str | None:

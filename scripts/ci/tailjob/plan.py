@@ -26,9 +26,19 @@ from typing import Any
 
 from tailreactor import config as _config
 
-from . import PROG, REPO
+from . import OUT, PROG, REPO
 
 BACKENDS = ("io_uring", "epoll")
+SIM_MAX_CONNECTIONS = 4096
+"""The sim tier's most connections in a leg (``ab --tier sim``, ``validate``, a sweep's load point): one
+process holds a socketpair per connection (2 file descriptors), and every profile's and grid's fit."""
+SIM_MAX_DURATION_S = 60
+"""The sim tier's most virtual seconds per run: a run simulates every request the server answers, about
+30,000 per virtual second, at about three quarters of a second of CPU per virtual second: a minute of
+virtual time is about 45 s of CPU per run, and the profiles' longest run (30 s) fits."""
+WALL_MAX_DURATION_S = 3600
+"""The live tier's most seconds per run (an hour; the profiles run 2 to 30 s): a job runs two arms
+times ``--runs`` times its legs of them, so a longer run is a typo, not a measurement."""
 #: ``count``'s defaults, here so that the command line reads them without importing the count tier.
 #: The servers counted (uvloop's loop is C: its count would say little about ours).
 COUNT_SERVERS = ("bench-epoll", "bench-io_uring", "asyncio")
@@ -360,9 +370,11 @@ class AbOptions:
         return name, arms_for(name if name in AB_PRESETS else None, a=self.a, b=self.b)
 
     def command(self) -> list[str]:
-        """The options of this A/B that differ from the defaults, as a command line (for the records
-        of an A/B derived from another; ``--out`` last)."""
-        out = []
+        """This A/B as the command line that runs it again: ``ab`` and the options that differ from
+        the defaults (for the records of an A/B derived from another: the main job's sim stage,
+        ``validate``'s tiers); ``--out`` last, left out where it is the default (a report then names
+        no path of the machine it ran on)."""
+        out = ["ab"]
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name in ("out", "argv") or value == f.default:
@@ -374,4 +386,4 @@ class AbOptions:
                 out += [option, ",".join(map(str, value))]
             else:
                 out += [option, str(getattr(value, "name", value))]
-        return [*out, "--out", str(self.out)]
+        return out if Path(self.out) == OUT else [*out, "--out", str(self.out)]

@@ -216,25 +216,20 @@ def _check_class(where: str, name: str, table: Mapping[str, Any]) -> TrafficClas
     for key in table:
         if key not in TRAFFIC_KEYS:
             raise bad(key, f"unknown key; accepted {', '.join(TRAFFIC_KEYS)}")
+    t = {**table, "rate": _rate_text(table["rate"])} if "rate" in table else dict(table)
+    for key in TRAFFIC_KEYS:  # every value given is checked before what is missing is named
+        ok, accepted = _RULES[key]
+        if key in t and not ok(t[key]):
+            raise bad(key, f"accepted {accepted}")
     for key in ("connections", "loop"):
         if key not in table:
             raise bad(key, f"required; {key}: {TRAFFIC_KEYS[key]}")
-    t = {**table, "rate": _rate_text(table["rate"])} if "rate" in table else dict(table)
-
-    def check(*keys: str) -> None:
-        for key in keys:
-            ok, accepted = _RULES[key]
-            if key in t and not ok(t[key]):
-                raise bad(key, f"accepted {accepted}")
-
-    check("connections", "loop")
     loop = t["loop"]
     for other in ("depth", "think_ms") if loop == "open" else ("rate", "schedule"):
         if other in t:
             raise bad(other, f"applies to {'a closed' if loop == 'open' else 'an open'}-loop class only")
     if loop == "open" and "rate" not in t:
         raise bad("rate", "an open-loop class needs one: requests/s (200) or a fraction of capacity ('0.7x')")
-    check("rate", "schedule", "depth", "think_ms", "service_us")
     if "rate" in t:
         t["rate"] = t["rate"].strip()
     return TrafficClass(name, **{**t, "think_ms": float(t.get("think_ms", 0))})
@@ -290,6 +285,12 @@ def parse_classes(texts: Sequence[str]) -> Traffic:
                 )
             table[key] = value if key in ("name", "loop", "schedule", "rate") else _typed(value)
         name = table.pop("name", None)
+        unknown = next((k for k in table if k not in TRAFFIC_KEYS), None)
+        if not isinstance(name, str) and unknown is not None:  # 'interactive=8': a key, not the name
+            raise TrafficError(
+                f"{where}: {unknown} = {_show(table[unknown])}: unknown key; accepted name=NAME (the "
+                f"class's name, e.g. name=bulk) and {', '.join(TRAFFIC_KEYS)}"
+            )
         if not isinstance(name, str):
             raise TrafficError(f"{where}: name missing: required (the class's name, e.g. name=bulk)")
         if any(c.name == name for c in classes):

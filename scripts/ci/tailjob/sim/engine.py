@@ -17,6 +17,7 @@ import contextlib
 import heapq
 import math
 import random
+import resource
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -339,6 +340,22 @@ def _tally(sim: _Sim, clients: list[_Client], stats) -> None:
             c.stats.errors["timeout"] += owed
 
 
+def _open_files(connections: int) -> None:
+    """A run holds a socketpair per connection (two open files): raise this process's soft limit to
+    what it needs, up to the hard limit (a shell's soft limit, often 1024, would stop a run of the
+    ``high`` profile's 1024 connections); RuntimeError (a run failed, exit 3) if the hard one is lower."""
+    need = 2 * connections + 64  # and the reactor's, the listener's, the interpreter's own
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise RuntimeError(
+            f"{connections} connections need {need} open files (a socketpair each), and this process "
+            f"may open at most {hard} (ulimit -Hn): raise that limit, or use fewer connections"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
 def simulate(run: SimRun) -> dict:
     """Run ``run`` and return its document (see the module docstring).
 
@@ -348,6 +365,7 @@ def simulate(run: SimRun) -> dict:
     """
     spec = run.spec
     spec.check()
+    _open_files(sum(c.connections for c in spec.classes))
     env = {k: v for k, v in run.env.items() if k not in ("CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE")}
     env["CWIST_REACTOR_BACKEND"] = run.backend
     cfg = _config.load(env)

@@ -21,14 +21,18 @@ from pathlib import Path
 from tailreactor import config as _config
 
 from .. import stats, workloads
-from ..plan import PlanError
+from ..plan import SIM_MAX_CONNECTIONS, SIM_MAX_DURATION_S, PlanError
 
 TAIL = "CWIST_REACTOR_TAIL_US"
 OFF = {TAIL: "0", "CWIST_REACTOR_HARVEST_US": "0"}
 """The knobs a policy compares, at their values in arm A (unless ``against``); arm B has them there too
 unless the policy sets them.  The first is always in a policy's label."""
 MODELLED = ("epoll", "io_uring", "selectors")
-MAX_SEEDS, MAX_DURATION_S, MAX_CONNECTIONS = 64, 60.0, 4096
+MAX_SEEDS, MAX_DURATION_S, MAX_CONNECTIONS = (
+    64,
+    float(SIM_MAX_DURATION_S),
+    SIM_MAX_CONNECTIONS,
+)  # the sim tier's
 REFUSED_KNOBS = ("CWIST_REACTOR_BACKEND", "CWIST_LATENCY_PROBE", "CWIST_LATENCY_PROBE_FILE")
 """Knobs a policy cannot set: the backend is the grid's ``backends`` axis; the probe has no file here."""
 

@@ -15,13 +15,15 @@ import itertools
 import os
 from dataclasses import dataclass, replace
 
+from tailreactor.extras import install_command
+
 from .. import stats
 from ..history import without_out
 from ..measure import RunPlan, Settings
-from ..plan import Arm, Leg
+from ..plan import Arm, Leg, Unavailable
 from ..runner import LegResult, decide
 from . import costs as _costs
-from .grid import OFF, Cell, Grid, GridError, LoadPoint, load_server_env
+from .grid import OFF, Cell, Grid, LoadPoint, load_server_env
 from .measure import SimMeasure, median_counters
 
 _FIELDS = "a b ratio ci min_effect verdict detectable pairs_needed estimator needs_samples".split()
@@ -36,10 +38,10 @@ def _executor(engine: str, processes: int | None, address: str, client) -> tuple
         return None, n, []
     try:
         from distributed import Client, LocalCluster
-    except ModuleNotFoundError:
-        raise GridError(
-            "--dask: dask[distributed] is not installed; accepted after "
-            "pip install -e '.[sweep]' (or leave out --dask: local worker processes)"
+    except ModuleNotFoundError:  # the environment (exit 3), not the grid: the sweep extra is missing
+        raise Unavailable(
+            f"--dask: dask[distributed] is not installed; {install_command('sweep')} "
+            "(or leave out --dask: local worker processes)"
         ) from None
     own: list = []
     if client is None:

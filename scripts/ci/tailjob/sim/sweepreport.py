@@ -18,6 +18,7 @@ from pathlib import Path
 from .. import REPO, history, outputs
 from .. import fail as _error
 from ..metrics import ci_text, format_value
+from ..plan import Unavailable
 from ..procstat import children_cpu_s
 from ..progress import counter
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION
@@ -92,7 +93,7 @@ def render(result, *, argv: list[str], provenance: dict, timing: dict) -> str:
     g = result.grid
     commit = provenance.get("git_commit", "unknown") + (" (dirty)" if provenance.get("git_dirty") else "")
     lines = [
-        f"# Sweep in virtual time (`scripts/tail-latency.sh sweep`): grid `{g.name}`",
+        f"# Sweep in virtual time (`{history.command(['sweep'])}`): grid `{g.name}`",
         "",
         "**Virtual time.** Every figure is simulated (docs/en/sim-tier.md): "
         "a function of the code, the knobs, the workload, the seeds and the cost model, not of the machine's "
@@ -339,6 +340,8 @@ def main_sweep(
         )
     except (GridError, _costs.CostError) as e:
         return _error(str(e), 2)
+    except Unavailable as e:  # what the sweep needs is missing here (--dask's extra)
+        return _error(str(e), 3)
     except (OSError, RuntimeError, ValueError) as e:
         return _error(f"a simulated run failed: {e}", 3)
     timing = {
