@@ -246,6 +246,12 @@ OPTIONS: dict[str, dict] = {
         metavar="N",
         help=f"requests per server, a positive integer ({COUNT_REQUESTS})",
     ),
+    "--in-flight": dict(
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="requests in flight: N connections, one request each, a round holds the N (1)",
+    ),
     "--baseline": dict(
         type=Path,
         default=COUNT_BASELINE,
@@ -348,7 +354,16 @@ SUBCOMMANDS: dict[str, tuple[str, str, tuple]] = {
         (
             (
                 None,
-                ("--server", "--requests", "--baseline", "--write-baseline", "--backend", "--gate", "--out"),
+                (
+                    "--server",
+                    "--requests",
+                    "--in-flight",
+                    "--baseline",
+                    "--write-baseline",
+                    "--backend",
+                    "--gate",
+                    "--out",
+                ),
             ),
         ),
     ),
