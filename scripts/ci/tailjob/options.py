@@ -220,7 +220,7 @@ OPTIONS: dict[str, dict] = {
         metavar="'K=V ...'",
         help=f"override cost-model constants: virtual microseconds, 0 to {costs.LIMIT_US:g}, for "
         + ", ".join(c for c in costs.for_backend("epoll").constants if c.endswith("_us"))
-        + "; instruction_ns in nanoseconds; policy_round_share 0 to 1 (docs/en/sim-tier.md)",
+        + "; instruction_ns in nanoseconds (docs/en/sim-tier.md)",
     ),
     # peers, sweep, count
     "--write-readme": dict(
