@@ -6,7 +6,9 @@
 # Each report is `count`'s Markdown under the command that made it.  age3500 is age at the default
 # TAIL_US; age60s at TAIL_US=60 s, at which no event ages.
 set -euo pipefail
-case "${1:-}" in -h|--help) sed -n 2,7p "$0"; exit 0 ;; esac
+case "${1:-}" in
+  -h|--help) echo "usage: benchmarks/results/policies/ee2560a/count.sh [OUT_DIR]   (55 counts; default OUT_DIR: this directory)"; exit 0 ;;
+esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)"
 out="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 commit="$(git -C "$root" rev-parse --short=7 HEAD)"
