@@ -7,6 +7,7 @@ cost model), so these tests assert exact equalities and thresholds on
 
 from __future__ import annotations
 
+import collections
 import json
 
 import pytest
@@ -242,19 +243,46 @@ def test_harvesting_mid_round_takes_what_arrived_during_the_round(backend):
 
 @pytest.mark.parametrize("backend", ["epoll", IO_URING])
 @pytest.mark.parametrize("policy", ["age", "oldest", "lifo", "shortest"])
-def test_each_policy_is_charged_its_own_counted_cost_per_event(backend, policy):
+def test_each_policy_is_charged_its_own_counted_cost_per_round_and_per_event(backend, policy, monkeypatch):
     spec = _open(2000, duration_s=0.5)
     knobs = {"CWIST_REACTOR_TAIL_US": "3500"}
     off = _run(backend, spec, {**knobs, "CWIST_REACTOR_POLICY": "backend"})
+    sizes: collections.Counter = collections.Counter()  # events per reporting wait -> waits
+    wait = engine._Backend._wait
+
+    def counted(self, timeout_s):
+        got = wait(self, timeout_s)
+        sizes[len(got)] += bool(got)
+        return got
+
+    monkeypatch.setattr(engine._Backend, "_wait", counted)
     on = _run(backend, spec, {**knobs, "CWIST_REACTOR_POLICY": policy})
     model = costs.for_backend(backend)
     assert off["server"]["requests"] == on["server"]["requests"]
     extra = on["server"]["busy_us"] - off["server"]["busy_us"]
-    # (walk instructions over backend order's) x instruction_ns, per event delivered
-    walk = costs.WALK[backend]
-    us = (walk[policy] - walk["backend"]) * model.instruction_ns / 1000
-    assert model.policy_us(policy) == pytest.approx(us)
-    assert extra == pytest.approx(us * on["server"]["counters"]["dispatched"], rel=0.01)
+    # (instructions over backend order's: a round of one event, per round and per event of a
+    # larger one) x instruction_ns
+    ns = model.instruction_ns / 1000
+    one, per_round, per_event = model.policy_us(policy)
+    assert (one, per_round, per_event) == pytest.approx(
+        tuple(x * ns for x in costs.policy_instructions(policy))
+    )
+    assert sizes[1] and any(n > 1 and k for n, k in sizes.items())  # both kinds of round
+    want = sum(k * max(0.0, one if n == 1 else per_round + n * per_event) for n, k in sizes.items())
+    assert extra == pytest.approx(want, rel=0.01)
+
+
+def test_the_policy_cost_is_fitted_from_rounds_of_one_four_and_sixteen(monkeypatch):
+    # A policy adding 1,000 instructions to a round of one event, and 1,600 a round plus 100 an
+    # event to a larger one: 1,600/4 + 100 = 500 per request at 4 in flight, 1,600/16 + 100 = 200 at 16.
+    assert costs.BATCHES == (1, 4, 16)
+    monkeypatch.setitem(costs.COUNTED, "backend", (50_000, 40_000, 37_000))
+    monkeypatch.setitem(costs.COUNTED, "x", (51_000, 40_500, 37_200))
+    assert costs.policy_instructions("x") == pytest.approx((1000, 1600, 100))
+    model = costs.for_backend("epoll")
+    ns = model.instruction_ns / 1000
+    assert model.policy_us("x") == pytest.approx((1000 * ns, 1600 * ns, 100 * ns))
+    assert model.policy_us("module:Class") == (0.0, 0.0, 0.0)  # not counted: nothing extra
 
 
 def test_a_policy_in_backend_order_costs_nothing_extra():
@@ -266,19 +294,14 @@ def test_a_policy_in_backend_order_costs_nothing_extra():
         assert doc["server"]["busy_us"] == base["server"]["busy_us"], policy
 
 
-def test_policy_round_share_moves_the_cost_from_events_to_rounds():
-    # The low bound (policy_round_share=1): the counted cost once per round (per wait that reports), not per event.
-    spec = _open(2000, duration_s=0.5)
-    env = {"CWIST_REACTOR_POLICY": "lifo", "CWIST_REACTOR_TAIL_US": "3500"}
-    base = _run("epoll", spec, {**env, "CWIST_REACTOR_POLICY": "backend"})
-    per_round = costs.with_overrides(costs.for_backend("epoll"), "policy_round_share=1")
-    doc = _run("epoll", spec, env, per_round)
-    c = doc["server"]["counters"]
-    assert c["rounds"] < c["dispatched"]
-    extra = doc["server"]["busy_us"] - base["server"]["busy_us"]
-    assert extra == pytest.approx(per_round.policy_us("lifo") * c["rounds"], rel=0.02)
-    with pytest.raises(costs.CostError, match=r"policy_round_share=2: accepted 0 to 1"):
-        costs.with_overrides(per_round, "policy_round_share=2")
+def test_the_policy_cost_scales_with_instruction_ns():
+    # The high bound (instruction_ns at the c256 count): the same instructions, each dearer.
+    model = costs.for_backend("epoll")
+    high = costs.with_overrides(model, "instruction_ns=0.4472")
+    ratio = 0.4472 / model.instruction_ns
+    assert high.policy_us("lifo") == pytest.approx(tuple(us * ratio for us in model.policy_us("lifo")))
+    with pytest.raises(costs.CostError, match=r"policy_round_share=1: unknown constant"):
+        costs.with_overrides(model, "policy_round_share=1")
 
 
 def test_arm_a_runs_the_code_of_a_git_ref(tmp_path):

@@ -531,17 +531,16 @@ def test_a_sweep_with_sim_cost_gives_the_sim_a_b_of_its_cell_with_that_override(
     from tailjob.plan import Arm, Leg
     from tailjob.sim.measure import SimMeasure
 
-    out, cost = tmp_path / "out", "policy_round_share=1"
+    out, cost = tmp_path / "out", "instruction_ns=2"
     assert (
         main(["sweep", "--grid", str(_grid_file(tmp_path, ONE)), "--sim-cost", cost, "--out", str(out)]) == 0
     )
     assert (
-        f"policy_round_share 1, client_us 116, wrk_us 6; `{cost}` set with --sim-cost"
-        in capsys.readouterr().out
+        f"instruction_ns 2, client_us 116, wrk_us 6; `{cost}` set with --sim-cost" in capsys.readouterr().out
     )
     [js] = (out / "results").glob("*-sweep.json")
     doc = json.loads(js.read_text())
-    assert doc["sim_cost"] == cost and doc["costs"]["epoll"]["policy_round_share"] == 1
+    assert doc["sim_cost"] == cost and doc["costs"]["epoll"]["instruction_ns"] == 2
     [cell] = doc["legs"]
     policy = load_grid(str(tmp_path / "grid.toml")).policies[0]
     arms = (Arm("A", "A", dict(policy.a)), Arm("B", "B", dict(policy.b)))
@@ -567,7 +566,7 @@ def test_a_sweep_with_sim_cost_gives_the_sim_a_b_of_its_cell_with_that_override(
 @pytest.mark.parametrize(
     "cost, message",
     [
-        ("policy_round_share=2", "--sim-cost policy_round_share=2: accepted 0 to 1"),
+        ("instruction_ns=-1", "--sim-cost instruction_ns=-1: accepted 0 to 100000 nanoseconds"),
         ("nope=1", "--sim-cost nope=1: unknown constant; accepted wait_us, "),
         ("wrk_us", "--sim-cost 'wrk_us': not K=V; accepted wait_us=US, "),
     ],

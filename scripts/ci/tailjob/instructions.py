@@ -2,15 +2,20 @@
 
 CPU time per request on a shared machine moves by 20 % from run to run; the instructions a server
 executes for a fixed sequence of requests do not.  :class:`CountMeasure` starts one server of the ``peers``
-comparison under ``valgrind --tool=callgrind`` and sends it keep-alive ``GET /`` requests, **one in
-flight** on ``connections`` connections in turn (every round carries one request however slow
-valgrind is; wrk's batches depend on timing); the counters are zeroed after a warm-up and dumped
+comparison under ``valgrind --tool=callgrind`` and sends it keep-alive ``GET /`` requests in batches
+of ``in_flight`` (default **one in flight**) on ``connections`` connections in turn, one request per
+connection in a batch; the next batch goes once every answer of this one is read.  A batch of more
+than one is written while the server is stopped (SIGSTOP, then SIGCONT), so every round holds the
+whole batch however slow valgrind is (wrk's batches depend on timing); the count says how many
+backend waits it saw (:attr:`Count.waits`).  The counters are zeroed after a warm-up and dumped
 after the last answer.  No timers, fixed hashing, no path chosen by the wall clock
 (:data:`DEFAULT_KNOBS`: ``CWIST_REACTOR_TAIL_US=1``, every event aged by its delivery, so every round
 takes the age-based path; ``ROUND_BUDGET_US=0``, io_uring's mid-round submit fires by wall time).  So
 the same count repeats within 0.5 %.  It counts the server process's user space (interpreter,
 httptools, uring-api, libc), not the kernel: io_uring's saved system calls show in CPU time, not here.
-The split by component: :mod:`tailjob.parts`.
+The split by component: :mod:`tailjob.parts`.  Two batch sizes tell a part's cost per round from its
+cost per event: at ``in_flight`` N, a part that costs ``R`` per round and ``E`` per event costs
+``R/N + E`` per request.
 
 Gate (:func:`compare`): each server's count against :data:`BASELINE` (``--write-baseline``): above
 +2 % (:data:`GATE_LIMIT`) a ``regression``, below -2 % a ``gain``, else ``equivalent``.
@@ -24,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,13 +80,15 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 
 
 def bytecode_shares(
-    name: str, *, cycles: int = 200, env: Mapping[str, str] | None = None
+    name: str, *, cycles: int = 200, clients: int = 1, env: Mapping[str, str] | None = None
 ) -> dict[str, float]:
     """Fractions of the Python bytecodes server ``name`` runs per request outside the parser, by row:
-    ``benchmarks/bytecodes.py --json`` (a process of its own), one client, the count's knobs and a
-    clock that moves 2 us per read (every event aged by its delivery, as under callgrind)."""
+    ``benchmarks/bytecodes.py --json`` (a process of its own), ``clients`` clients each with one
+    request in flight (a round holds them all, as the count's batches), the count's knobs and a
+    clock that moves 2 us per read (at ``TAIL_US=1`` every event aged by its delivery, as under
+    callgrind)."""
     argv = [sys.executable, str(REPO / "benchmarks" / "bytecodes.py"), "--json", "--server", name]
-    argv += ["--clients", "1", "--clock-step-us", "2", "--cycles", str(cycles)]
+    argv += ["--clients", str(clients), "--clock-step-us", "2", "--cycles", str(-(-cycles // clients))]
     ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env)}
     done = subprocess.run(argv, capture_output=True, text=True, env=ambient, timeout=600, check=False)
     if done.returncode != 0:  # io_uring unavailable, a bad knob: its one line
@@ -90,12 +98,21 @@ def bytecode_shares(
 
 @dataclass(frozen=True)
 class Count:
-    """One server's count: ``instructions`` over ``requests``, and per component (instructions)."""
+    """One server's count: ``instructions`` over ``requests``, and per component (instructions);
+    ``calls`` into each component from outside every component, and the requests ``in_flight``
+    per batch."""
 
     server: str
     requests: int
     instructions: int
     components: dict[str, int] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    in_flight: int = 1
+
+    @property
+    def waits(self) -> int:
+        """The backend waits counted: one per round (io_uring's: one more per interrupted wait)."""
+        return self.calls.get("backend wait", 0)
 
     @property
     def per_request(self) -> float:
@@ -151,15 +168,38 @@ def peer_of(name: str):
     raise ValueError(f"server {name!r}: accepted {', '.join(SERVERS)}")
 
 
-def _request(conn: http.client.HTTPConnection) -> None:
-    """One keep-alive ``GET /``, the same bytes every time, read to its end."""
+def _send(conn: http.client.HTTPConnection) -> None:
+    """One keep-alive ``GET /``, the same bytes every time."""
     conn.putrequest("GET", "/", skip_host=True, skip_accept_encoding=True)
     conn.putheader("Host", "127.0.0.1")
     conn.endheaders()
+
+
+def _answer(conn: http.client.HTTPConnection) -> None:
+    """The answer to the request ``conn`` sent, read to its end."""
     answer = conn.getresponse()
     answer.read()
     if answer.status != 200:
         raise JobError(f"the server answered {answer.status} {answer.reason}")
+
+
+def _batch(pid: int, conns: list[http.client.HTTPConnection]) -> None:
+    """One request on each of ``conns``, then every answer.  More than one are written while the
+    server (process ``pid``, a child of this one) is stopped, so its next wait reports them all."""
+    if len(conns) == 1:
+        _send(conns[0])
+    else:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            _, status = os.waitpid(pid, os.WUNTRACED)  # returns once it is stopped
+            if not os.WIFSTOPPED(status):
+                raise JobError(f"the server exited while stopped for a batch (wait status {status})")
+            for conn in conns:
+                _send(conn)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    for conn in conns:
+        _answer(conn)
 
 
 def _control(option: str, pid: int) -> None:
@@ -167,7 +207,8 @@ def _control(option: str, pid: int) -> None:
 
 
 def count_plan(name: str, *, connections: int = CONNECTIONS, env: Mapping[str, str] | None = None) -> RunPlan:
-    """The plan of counting server ``name`` (its ``arm``): requests rotate over ``leg.connections``."""
+    """The plan of counting server ``name`` (its ``arm``): requests rotate over ``leg.connections``
+    (at least as many as the measure's ``in_flight``)."""
     ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env), "PYTHONHASHSEED": "0"}
     peer = peer_of(name)
     return RunPlan(
@@ -189,11 +230,15 @@ class CountMeasure:
 
     requests: int = REQUESTS
     warmup: int = WARMUP
+    in_flight: int = 1
     name: str = "callgrind"
 
     def run(self, plan: RunPlan) -> RunRecord:
         assert plan.server is not None  # count_plan's plans carry their server
-        connections = plan.leg.connections
+        connections, n = plan.leg.connections, self.in_flight
+        if connections < n:
+            raise JobError(f"{plan.where}: {n} in flight need {n} connections, the plan has {connections}")
+        warm = -(-self.warmup // n) * n  # the warm-up in whole batches
         with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
             server = plan.server(plan.env)
             out = f"--callgrind-out-file={Path(tmp) / 'callgrind.out'}"
@@ -209,10 +254,11 @@ class CountMeasure:
                 ]
                 for conn in conns:
                     conn.connect()
-                for i in range(self.warmup + self.requests):  # one request in flight, the connections in turn
-                    if i == self.warmup:
+                for i in range(0, warm + self.requests, n):  # a batch, the connections in turn
+                    if i == warm:
                         _control("--zero", server.pid)
-                    _request(conns[i % connections])
+                    size = min(n, warm + self.requests - i)  # the last batch may be short
+                    _batch(server.pid, [conns[(i + j) % connections] for j in range(size)])
                 _control("--dump", server.pid)
             except (ServerError, OSError, http.client.HTTPException, subprocess.SubprocessError) as exc:
                 raise JobError(f"{plan.where}: {exc}") from None
@@ -225,7 +271,7 @@ class CountMeasure:
             dumps = sorted(Path(tmp).glob("callgrind.out.*"))  # the explicit dump, not the exit one
             if not dumps:
                 raise JobError(f"{plan.where}: callgrind wrote no dump file")
-            c = Count(plan.arm, self.requests, *attribute(dumps[0]))
+            c = Count(plan.arm, self.requests, *attribute(dumps[0]), in_flight=n)
         return RunRecord.of(plan, backend=server.backend or "?", port=server.port or 0, wrk=asdict(c))
 
 
@@ -238,8 +284,9 @@ def _component(fname: str) -> str | None:
     return next((comp for comp, rx in COMPONENTS if re.fullmatch(rx, base)), None)
 
 
-def attribute(dump: Path) -> tuple[int, dict[str, int]]:
-    """(total, instructions by component) of one callgrind dump (``--dump-instr=no``).
+def attribute(dump: Path) -> tuple[int, dict[str, int], dict[str, int]]:
+    """(total, instructions by component, calls into each component) of one callgrind dump
+    (``--dump-instr=no``).
 
     A component's cost is the inclusive cost of the calls into one of its functions made from a
     function outside every component (its own calls are in that cost).  Callgrind records
@@ -249,9 +296,10 @@ def attribute(dump: Path) -> tuple[int, dict[str, int]]:
     ``python`` row.
     """
     names: dict[str, str] = {}  # callgrind's ids of function names
-    total, parts = 0, {comp: 0 for comp, _ in COMPONENTS}
+    total, parts, calls = 0, {comp: 0 for comp, _ in COMPONENTS}, {comp: 0 for comp, _ in COMPONENTS}
     current = callee = None  # the component of the function whose lines follow; of the call's callee
     pending_call = False  # a calls= line: the next cost line is the call's inclusive cost
+    made = 0  # how many calls the calls= line counted
     for line in dump.read_text(errors="replace").splitlines():
         if line.startswith(("summary:", "totals:")):
             total = int(line.split()[1])
@@ -264,13 +312,14 @@ def attribute(dump: Path) -> tuple[int, dict[str, int]]:
             else:
                 callee = _component(name)
         elif line.startswith("calls="):
-            pending_call = True
+            pending_call, made = True, int(line[6:].split()[0])
         elif pending_call and (line[:1].isdigit() or line[:1] in ("+", "-", "*")):
             pending_call = False
             fields = line.split()
             if callee is not None and current is None and len(fields) > 1:
                 parts[callee] += int(fields[1])
-    return total, parts
+                calls[callee] += made
+    return total, parts, calls
 
 
 def _baseline(path: Path) -> dict[str, dict]:
@@ -299,6 +348,8 @@ def baseline_document(
         servers[c.server] = {
             "per_request": round(c.per_request, 1),
             "requests": c.requests,
+            "in_flight": c.in_flight,
+            "waits": c.waits,
             "table": {k: round(v, 1) for k, v in c.table().items()},
         }
         if shares is not None and c.server in shares:
@@ -338,12 +389,14 @@ def render(counts: list[Count], shares: Mapping[str, Mapping[str, float]] | None
 @dataclass(frozen=True)
 class CountPlan:
     """What ``count`` counts: ``server`` (None: all, or the bench server on ``backend`` and asyncio),
-    ``requests`` per server, the ``baseline`` to compare with (and ``write_baseline`` to store this
-    count there instead), ``gate`` (exit 1 on a regression), ``out`` (``<out>/results/``)."""
+    ``requests`` per server in batches of ``in_flight``, the ``baseline`` to compare with (and
+    ``write_baseline`` to store this count there instead), ``gate`` (exit 1 on a regression), ``out``
+    (``<out>/results/``)."""
 
     out: Path
     server: list | None = None
     requests: int = REQUESTS
+    in_flight: int = 1
     baseline: Path = BASELINE
     write_baseline: bool = False
     backend: str | None = None
@@ -361,7 +414,9 @@ def _checked(plan: CountPlan) -> tuple[dict[str, float], list[str]]:
         raise PlanError(
             f"--baseline {plan.baseline}: no baseline there to gate on (write one with --write-baseline)"
         )
-    counted = {int(v["requests"]) for v in _baseline(plan.baseline).values() if "requests" in v}
+    stored = _baseline(plan.baseline).values()
+    counted = {int(v["requests"]) for v in stored if "requests" in v}
+    batches = {int(v.get("in_flight", 1)) for v in stored}
     if baseline and counted and counted != {plan.requests}:
         # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
         # interpreter's caches): a verdict compares equal counts.
@@ -369,6 +424,13 @@ def _checked(plan: CountPlan) -> tuple[dict[str, float], list[str]]:
             raise PlanError(
                 f"--requests {plan.requests}: the baseline counted "
                 f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count"
+            )
+        baseline = {}
+    if baseline and batches != {plan.in_flight}:  # a round's cost is shared by its batch
+        if plan.gate:
+            raise PlanError(
+                f"--in-flight {plan.in_flight}: the baseline counted "
+                f"{', '.join(map(str, sorted(batches)))} in flight; gate on the same batch"
             )
         baseline = {}
     chosen = plan.server or [
@@ -391,14 +453,15 @@ def main_tier(plan: CountPlan) -> int:
         return _fail(str(e), 2)
     except Unavailable as e:  # valgrind, io_uring asked for
         return _fail(str(e), 3)
-    counts, measure = [], CountMeasure(plan.requests)
+    counts, measure = [], CountMeasure(plan.requests, in_flight=plan.in_flight)
     for name in chosen:
         try:
-            c = Count(**measure.run(count_plan(name)).wrk)
+            c = Count(**measure.run(count_plan(name, connections=max(CONNECTIONS, plan.in_flight))).wrk)
         except JobError as exc:
             return _fail(str(exc), 3)
         print(
-            f"{name}: {c.per_request:,.0f} instructions/request ({c.instructions:,} over {c.requests:,} requests)",
+            f"{name}: {c.per_request:,.0f} instructions/request ({c.instructions:,} over {c.requests:,} "
+            f"requests, {c.in_flight} in flight, {c.waits:,} backend waits)",
             flush=True,
         )
         counts.append(c)
@@ -406,7 +469,7 @@ def main_tier(plan: CountPlan) -> int:
     shares: dict[str, dict[str, float]] = {}  # the python row split by bytecodes (a few seconds each)
     for c in counts:
         try:
-            shares[c.server] = bytecode_shares(c.server)
+            shares[c.server] = bytecode_shares(c.server, clients=plan.in_flight)
         except JobError as exc:
             print(f"{PROG}: no split of the python row for {exc}", file=sys.stderr, flush=True)
     whole = f"By part of the request (C components by callgrind; the python row split by bytecodes, benchmarks/bytecodes.py):\n\n{render(counts, shares)}"
@@ -429,7 +492,8 @@ def _write(plan: CountPlan, counts: list[Count], shares: dict[str, dict[str, flo
     commit = history.provenance(REPO, wrk_version="-")["git_commit"]
     commit = "" if commit == "unknown" else commit[:7]
     whole = f"\n\nBy part (the python row split by bytecodes):\n\n{render(counts, shares)}" if shares else ""
-    md = f"Instructions per request, commit {commit or 'unknown'}, {plan.requests} requests per server\n\n"
+    md = f"Instructions per request, commit {commit or 'unknown'}, {plan.requests} requests per server"
+    md += f", {plan.in_flight} in flight (backend waits: {', '.join(f'{c.server} {c.waits:,}' for c in counts)})\n\n"
     doc = baseline_document(counts, commit=commit, shares=shares)
     paths = write_files(plan.out / "results", stem, {".md": f"{md}{render(counts)}{whole}\n", ".json": doc})
     notes = []

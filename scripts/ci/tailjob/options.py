@@ -236,7 +236,7 @@ OPTIONS: dict[str, dict] = {
         metavar="'K=V ...'",
         help=f"override cost-model constants: virtual microseconds, 0 to {costs.LIMIT_US:g}, for "
         + ", ".join(c for c in costs.for_backend("epoll").constants if c.endswith("_us"))
-        + "; instruction_ns in nanoseconds; policy_round_share 0 to 1 (docs/en/sim-tier.md)",
+        + "; instruction_ns in nanoseconds (docs/en/sim-tier.md)",
     ),
     # peers, sweep, count
     "--write-readme": dict(
@@ -261,6 +261,12 @@ OPTIONS: dict[str, dict] = {
         default=COUNT_REQUESTS,
         metavar="N",
         help=f"requests per server, a positive integer ({COUNT_REQUESTS})",
+    ),
+    "--in-flight": dict(
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="requests in flight: N connections, one request each, a round holds the N (1)",
     ),
     "--baseline": dict(
         type=Path,
@@ -364,7 +370,16 @@ SUBCOMMANDS: dict[str, tuple[str, str, tuple]] = {
         (
             (
                 None,
-                ("--server", "--requests", "--baseline", "--write-baseline", "--backend", "--gate", "--out"),
+                (
+                    "--server",
+                    "--requests",
+                    "--in-flight",
+                    "--baseline",
+                    "--write-baseline",
+                    "--backend",
+                    "--gate",
+                    "--out",
+                ),
             ),
         ),
     ),

@@ -5,8 +5,10 @@ The constants, what each is charged for and where its number comes from (``bench
 peers comparison and instruction counts; ``wait_us`` and ``harvest_us`` are estimates):
 docs/en/sim-tier.md, "The cost model", and :meth:`CostModel.sources`.  The injected knobs
 (``CWIST_BENCH_DELAY_US``, ``SLOW_US``, ``STALL_US``, a traffic class's ``service_us``) cost virtual
-time at their own length.  A dispatch policy costs its counted instructions (:data:`WALK`) at
-``instruction_ns`` each: :meth:`CostModel.policy_us`.  A user who measured better numbers sets them with ``--sim-cost K=V``.
+time at their own length.  A dispatch policy costs the instructions it was counted to add to
+backend order's (:data:`COUNTED`) at ``instruction_ns`` each: in a round of one event what that round
+costs, in a larger round per round and per event (:meth:`CostModel.policy_us`).  A user who measured
+better numbers sets them with ``--sim-cost K=V``.
 """
 
 from __future__ import annotations
@@ -39,19 +41,44 @@ WRK_US_SOURCE = (
     "benchmarks/results/study/20261202T052334Z-quick-aa-c1.md, commit 0d51494"
 )
 
-POLICY_COUNT = "benchmarks/results/policies/8df1ebb/"
+POLICY_COUNT = "benchmarks/results/policies/ee2560a/"
 """The instruction tier's reports the policies' costs come from (``CWIST_REACTOR_POLICY=X
-scripts/tail-latency.sh count --server bench-B``, one request in flight, ``TAIL_US=1``)."""
-WALK = {
-    "epoll": {"backend": 6154, "age": 14461, "oldest": 9315, "lifo": 15308, "shortest": 9315},
-    "io_uring": {"backend": 6533, "age": 15237, "oldest": 9820, "lifo": 16019, "shortest": 9820},
+scripts/tail-latency.sh count --server bench-B --in-flight N``; ``TAIL_US=1``: every event aged)."""
+BATCHES = (1, 4, 16)
+"""The requests in flight of the counts (``--in-flight``): a round holds that many events."""
+COUNTED = {
+    "backend": (51000, 39873, 37312),
+    "age": (58828, 47792, 41752),
+    "oldest": (54965, 41744, 38658),
+    "lifo": (62066, 44355, 40178),
+    "shortest": (54951, 41673, 38609),
 }
-"""Each policy's dispatch-walk instructions per request, by backend (:data:`POLICY_COUNT`)."""
-TOTAL = {"epoll": 50798, "io_uring": 59199}
-"""Backend order's whole request in the same count: user instructions per request."""
+"""Each policy's user instructions per request on epoll (the whole request, exact) at each of
+:data:`BATCHES` (:data:`POLICY_COUNT`).  The policies' code is the same on every backend, and epoll's
+rounds hold exactly the batch (250 waits for 250 batches of 4); io_uring's waits are more than its
+batches and differ by policy (259 to 459 for 250 batches of 4: a wait the stop interrupts is made
+again, and a batch may be split), so io_uring's counts, in the same reports, are not fitted: at one in
+flight each policy adds to backend order what it adds on epoll, within 1 %."""
+TOTAL = {"epoll": 51000, "io_uring": 59412}
+"""Backend order's whole request at one in flight (:data:`POLICY_COUNT`): user instructions per request."""
 LOADED = {"epoll": 36000, "io_uring": 40400}
 """User instructions per request at c256 (benchmarks/README.md, the age order's share at c256): fewer
 than the count with one request in flight, so ``request_us`` over them is ``instruction_ns``'s high bound."""
+
+
+def policy_instructions(policy: str) -> tuple[float, float, float]:
+    """The instructions ``policy`` adds to backend order's (:data:`COUNTED`): (in a round of one
+    event, per round and per event of a larger round).
+
+    A round of one event is counted as it is (at one in flight; policies take a fast path there).
+    In larger rounds a cost of ``R`` per round and ``E`` per event is ``R/N + E`` per request at ``N``
+    in flight, so the counts at 4 and 16 give ``R`` and ``E`` (8 in flight, counted too, checks the
+    line: benchmarks/README.md).  Whole requests, not the walk's row: the total is exact and holds
+    what a policy adds outside its walk (its clock reads)."""
+    ours, base = COUNTED[policy], COUNTED["backend"]
+    (_, n1, n2), (one, d1, d2) = BATCHES, (p - b for p, b in zip(ours, base))
+    per_event = (n2 * d2 - n1 * d1) / (n2 - n1)
+    return one, n1 * (d1 - per_event), per_event
 
 
 class CostError(ValueError):
@@ -68,7 +95,6 @@ class CostModel:
     callback_us: float
     request_us: float
     instruction_ns: float
-    policy_round_share: float = 0.0
     client_us: float = CLIENT_US
     wrk_us: float = WRK_US
 
@@ -90,17 +116,17 @@ class CostModel:
             f"'Server CPU is about half user, half kernel'){scale}",
             "request_us": f"user CPU per request, 16.1 us ({_README}, same measurement){scale}",
             "instruction_ns": (
-                f"request_us over backend order's user instructions per request, {TOTAL[self._counted]:,} "
-                f"({POLICY_COUNT}); a policy's cost (policy_us) is its dispatch walk's instructions over "
-                f"backend order's, times instruction_ns, charged per event delivered: "
-                + ", ".join(f"{p} {self.policy_us(p):.2f} us" for p in WALK[self._counted] if p != "backend")
-                + "; high bound request_us over the c256 count, "
-                f"{LOADED[self._counted]:,} ({_README})"
-            ),
-            "policy_round_share": (
-                "the share of a policy's cost charged once per round instead of per event: the count "
-                "runs one event per round and cannot separate them; 0 (per event) is the high bound "
-                "under load, 1 (per round) the low"
+                f"request_us over backend order's user instructions per request at one in flight, "
+                f"{TOTAL[self._counted]:,} ({POLICY_COUNT}); a policy's cost (policy_us) is the "
+                f"instructions it adds to backend order's (counted on epoll at {', '.join(map(str, BATCHES))} "
+                "in flight) times instruction_ns: "
+                + ", ".join(
+                    "{} {:.2f} | {:.2f} + {:.2f} us".format(p, *self.policy_us(p))
+                    for p in COUNTED
+                    if p != "backend"
+                )
+                + " (a round of one event | per round + per event of a larger one); high bound "
+                f"request_us over the c256 count, {LOADED[self._counted]:,} ({_README})"
             ),
             "client_us": CLIENT_US_SOURCE if self.client_us == CLIENT_US else "set with --sim-cost",
             "wrk_us": WRK_US_SOURCE if self.wrk_us == WRK_US else "set with --sim-cost",
@@ -110,11 +136,16 @@ class CostModel:
     def _counted(self) -> str:
         return "io_uring" if self.backend == "io_uring" else "epoll"
 
-    def policy_us(self, policy: str) -> float:
-        """Virtual us per event (x ``1 - policy_round_share``) and per round (x the share) that
-        ``policy`` costs over backend order; 0 for one not counted (``module:Class``)."""
-        walk = WALK[self._counted]
-        return max(0, walk.get(policy, walk["backend"]) - walk["backend"]) * self.instruction_ns / 1000
+    def policy_us(self, policy: str) -> tuple[float, float, float]:
+        """Virtual us that ``policy`` costs over backend order (:func:`policy_instructions` times
+        ``instruction_ns``): (a round of one event, per round and per event of a larger round); a
+        round of ``n`` > 1 events is charged ``per round + n x per event``, never below 0.  (0, 0, 0)
+        for one not counted (``module:Class``)."""
+        if policy not in COUNTED:
+            return 0.0, 0.0, 0.0
+        one, per_round, per_event = policy_instructions(policy)
+        ns = self.instruction_ns / 1000
+        return one * ns, per_round * ns, per_event * ns
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -162,9 +193,7 @@ def with_overrides(model: CostModel, text: str | None) -> CostModel:
             us = float(value)
         except ValueError:
             us = -1.0
-        top, unit = {"policy_round_share": (1, ""), "instruction_ns": (LIMIT_US, " nanoseconds")}.get(
-            name, (LIMIT_US, " microseconds")
-        )
+        top, unit = (LIMIT_US, " nanoseconds" if name == "instruction_ns" else " microseconds")
         if not 0 <= us <= top or us != us:
             raise CostError(f"--sim-cost {token}: accepted 0 to {top:g}{unit}")
         changes[name] = us

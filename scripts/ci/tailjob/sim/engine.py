@@ -137,15 +137,13 @@ class _Backend:
     """The real backend, whose waits never block: when nothing is ready, the virtual clock jumps
     to the next client send (delivered, then the kernel asked again) or to the wait's timeout."""
 
-    def __init__(self, real, sim: _Sim, *, policy_us: float):
+    def __init__(self, real, sim: _Sim, *, policy_us: tuple[float, float, float]):
         self._real = real
         self._sim = sim
         self._wait_ns = sim.costs_ns("wait_us")
-        share = sim.model.policy_round_share  # the policy's cost: per round reported, per event
-        self._round_ns, self._event_ns = (
-            round(policy_us * share * 1000),
-            round(policy_us * (1 - share) * 1000),
-        )
+        # The policy's cost: a round of one event; per round and per event of a larger one
+        # (costs.CostModel.policy_us).
+        self._one_ns, self._round_ns, self._event_ns = (round(us * 1000) for us in policy_us)
         if callable(getattr(real, "harvest", None)):
             self._harvest_ns = sim.costs_ns("harvest_us")
             self.harvest = self._harvest
@@ -156,7 +154,8 @@ class _Backend:
     def wait(self, timeout_s):
         got = self._wait(timeout_s)
         if got:
-            self._sim.clock.charge(self._round_ns + len(got) * self._event_ns)
+            n = len(got)
+            self._sim.clock.charge(max(0, self._one_ns if n == 1 else self._round_ns + n * self._event_ns))
         return got
 
     def _wait(self, timeout_s):
@@ -374,7 +373,9 @@ def simulate(run: SimRun) -> dict:
     pairs: list[socket.socket] = []
     # A policy in backend order all round (age, lifo with TAIL_US=0) is asked nothing: it costs nothing extra.
     order = policies.create(cfg.policy, cfg.age_from, cfg.tail_us * 1000)
-    policy_us = 0.0 if getattr(order, "in_backend_order", False) else run.costs.policy_us(cfg.policy)
+    policy_us = (
+        (0.0, 0.0, 0.0) if getattr(order, "in_backend_order", False) else run.costs.policy_us(cfg.policy)
+    )
     with _virtual_busy_wait(sim):
         reactor = Reactor(
             _Backend(create_backend(run.backend), sim, policy_us=policy_us), config=cfg, clock=sim.clock
