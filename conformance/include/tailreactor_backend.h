@@ -84,8 +84,9 @@
  *   EPOLL_CTL_MOD while the other direction stays armed; libuv 1.44: every
  *   uv_poll_start and uv_poll_stop removes the fd from epoll at once,
  *   EPOLL_CTL_DEL, and the change the loop run applies is an EPOLL_CTL_ADD)
- *   -- and drop a closed file's armings (B5: arm, close, wait; READ and WRITE armed, flush, close,
- *   READ disarmed, wait; WRITE reported, close, wait).
+ *   -- and drop a closed file's armings (B5: arm, close, wait; READ and
+ *   WRITE armed, flush, close, READ disarmed, wait; WRITE reported, close,
+ *   wait).
  *   libev may also rebuild its epoll set on its own and re-add every active
  *   fd (when it sees an event of a stale generation), which meets the same
  *   assertion for a closed fd that nothing changed.
@@ -98,8 +99,8 @@
  *   epoll_ctl: ENOENT on EPOLL_CTL_MOD says the number names another file
  *   now.  Over libuv no ENOENT comes: its deferred EPOLL_CTL_ADD fails with
  *   EBADF on a closed fd (libuv aborts) and succeeds, silently, on the file
- *   that took a reused number.  Where no ENOENT reaches the backend, compare fstat's st_dev and
- *   st_ino with those the fd had when armed, at every arm of a number that
+ *   that took a reused number.  Where no ENOENT reaches the backend, compare
+ *   fstat's st_dev and st_ino with those the fd had when armed, at every arm of a number that
  *   has an arming, and before a deferred registration reaches the kernel (or
  *   at delivery), and drop the closed file's armings first: a number closed,
  *   reused and never armed again is otherwise registered, or polled, as the
@@ -376,12 +377,13 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   starves (B10).  With TR_CAP_ORDERED, reports come in the order readiness
  *   arose, arm order for fds ready when armed (B9).
  * - -EINTR: ended early with nothing to report.  A signal does that (the
- *   kernel's EINTR): return it; the caller (the suite's adapter, the
- *   reactor's) retries -EINTR: it runs its signal handlers, then calls again
- *   with the time left; a handler that raises (Ctrl-C: KeyboardInterrupt)
- *   ends the caller's wait.  A backend that retries EINTR itself, or whose
- *   library does (libevent's loop, libuv's uv_run: its poll goes on with the
- *   time left), delays the handlers until the wait ends:
+ *   kernel's EINTR): return it.  The caller retries -EINTR (the Python
+ *   adapter that the suite and the reactor load the library with): it runs
+ *   its signal handlers, then calls again with the time left; a handler
+ *   that raises (Ctrl-C: KeyboardInterrupt) ends the caller's wait.  A
+ *   backend that retries EINTR itself, or whose library does (libevent's
+ *   loop, libuv's uv_run: its poll goes on with the time left), delays the
+ *   handlers until the wait ends:
  *   Ctrl-C during a wait with no limit then waits for the next wake or
  *   report.  Such a backend should block in slices (say 100 ms) and return
  *   -EINTR when a slice ends with nothing ready and no wake.  A self-pipe
@@ -463,9 +465,8 @@ int tr_backend_wake(tr_backend *b);
  * uv_poll_t per fd number for the backend's life instead, stopped when its
  * file's armings are dropped and started again for the file that takes the
  * number, is as correct: the handle stands for the number, the armings for
- * the file.  wake must not
- * touch the uv_async_t once close began: the lock or atomic of "Threads"
- * above. */
+ * the file.  wake must not touch the uv_async_t once close began: the lock
+ * or atomic of "Threads" above. */
 int tr_backend_close(tr_backend *b);
 
 /* Free the handle (closing it first if needed).  Called once, when no thread
