@@ -31,7 +31,7 @@ from collections import Counter
 import pytest
 
 from tailreactor.backends import READ, WRITE
-from tailreactor.backends.base import ERR, capabilities
+from tailreactor.backends.base import ERR, IN, RDHUP, capabilities
 from tailreactor_conformance.harness import (
     LIVENESS_S,
     Watchdog,
@@ -277,6 +277,9 @@ def test_a_peer_that_shuts_its_writing_side_makes_read_ready_not_write(make_back
         f"reported {', '.join(f'{tok} (revents {rev:#x})' for tok, rev in got)}: the peer shut its "
         f"writing side (EOF, RDHUP: READ's readiness) and our send buffer is full, so WRITE had nothing "
         f"to report (RDHUP alone satisfies no WRITE; a peer's shutdown is not a hang-up, HUP)"
+    )
+    assert got[0][1] & (IN | RDHUP), (
+        f"READ at the peer's shutdown reported revents {got[0][1]:#x}: no IN, no RDHUP"
     )
     while _has_more(p.peer):  # the peer reads everything: room again
         p.peer.recv(1 << 20)
