@@ -41,6 +41,7 @@ VARIANTS = {
     # what backends over event libraries still got past the suite (issue 41)
     "TR_BUG_REARM_HANDS_OVER": "B15",  # a re-arm gives the report caught for the old token to the new one
     "TR_BUG_REUSE_KEEPS_OLD_ARMING": "B5",  # a closed fd's arming reported for the file that took its number
+    "TR_BUG_RDHUP_AS_HUP": "B15",  # the peer's SHUT_WR taken as HUP: WRITE reported with a full send buffer
 }
 
 
@@ -405,3 +406,17 @@ def test_a_bad_cabi_backend_for_the_bench_server_is_one_line_and_exit_2(value, s
     proc = run_bench(["--port", "0"], env=bench_env(CWIST_REACTOR_BACKEND=value))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr
+
+
+def test_a_wait_bound_is_the_figure_its_watchdog_line_prints():
+    """A wait of 500 ns is bounded at 500 ns + twice the liveness bound; the line prints the
+    bound with ``:g`` (six significant digits), and ``--json``'s ``limit_s`` is that same
+    figure, not the full sum (6.0000005 beside a line saying 6 s)."""
+    from tailreactor_conformance.cabi import WAIT_GRACE_S, wait_bound_s
+    from tailreactor_conformance.harness import LIVENESS_S
+
+    for timeout_ns in (500, 500_000, 50_000_000, -1):
+        bound = wait_bound_s(timeout_ns)
+        assert bound == float(f"{bound:g}"), (timeout_ns, bound)
+    assert wait_bound_s(500) == float(f"{WAIT_GRACE_S:g}")
+    assert wait_bound_s(-1) == LIVENESS_S + WAIT_GRACE_S

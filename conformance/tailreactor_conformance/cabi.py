@@ -62,6 +62,7 @@ __all__ = [
     "label",
     "load_library",
     "WAIT_GRACE_S",
+    "wait_bound_s",
 ]
 
 #: How late (s) past its timeout a tr_backend_wait may return before the watchdog
@@ -72,6 +73,15 @@ WAIT_GRACE_S = 2 * LIVENESS_S
 HUNG_EXIT = 2
 
 
+def wait_bound_s(timeout_ns: int) -> float:
+    """How long (s) the watchdog lets a ``tr_backend_wait`` of ``timeout_ns`` run: its timeout
+    (LIVENESS_S with no limit) + WAIT_GRACE_S, to the six significant digits the watchdog's
+    line prints, so the line and ``--json``'s ``limit_s`` give one figure (a 500 ns wait: 6 s,
+    not 6.0000005)."""
+    exact = (LIVENESS_S if timeout_ns < 0 else timeout_ns / 1e9) + WAIT_GRACE_S
+    return float(f"{exact:g}")
+
+
 class CabiBackend(_cabi.CabiBackend):
     """The reference's adapter (``path``: the library) whose every wait the watchdog bounds."""
 
@@ -80,7 +90,7 @@ class CabiBackend(_cabi.CabiBackend):
         _WATCH.ensure_started()  # once, with the first backend: not inside a wait's timing
 
     def _call_wait(self, timeout_ns: int, capacity: int) -> int:
-        bound = (LIVENESS_S if timeout_ns < 0 else timeout_ns / 1e9) + WAIT_GRACE_S
+        bound = wait_bound_s(timeout_ns)
         key = _WATCH.start(
             bound,
             f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"

@@ -53,6 +53,9 @@
  *   -DTR_BUG_REARM_HANDS_OVER  the same collecting wait; a re-arm of a direction whose
  *                              report it holds gives that report to the new token, as
  *                              a backend that swaps the token of a caught event does (B15)
+ *   -DTR_BUG_RDHUP_AS_HUP      the peer's shutdown of its writing side (EPOLLRDHUP)
+ *                              taken as a hang-up, as a libuv backend that maps
+ *                              UV_DISCONNECT to TR_HUP: WRITE reported with no room (B15)
  *   -DTR_BUG_FLUSH_EATS_WAKE   flush consumes a pending wake, as a flush that
  *                              runs the library's loop can       (B7)
  *   -DTR_BUG_LOWEST_FDS_FIRST  a wait takes every ready fd and returns the
@@ -383,6 +386,10 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
     for (int i = 0; i < k; i++) {
         int fd = b->kernel[i].data.fd;
         uint32_t revents = b->kernel[i].events;
+#ifdef TR_BUG_RDHUP_AS_HUP
+        if (revents & EPOLLRDHUP) /* the bug: HUP satisfies both directions */
+            revents = (revents & ~(uint32_t)EPOLLRDHUP) | EPOLLHUP;
+#endif
         if (fd == b->wake_fd) {
             uint64_t count;
             ssize_t got = read(fd, &count, sizeof count); /* EAGAIN: another wait took it */

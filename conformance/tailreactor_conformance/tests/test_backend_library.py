@@ -14,6 +14,8 @@ token (B15), an fd closed while armed whose number is reused and armed for the o
 direction (B5), a timeout under a microsecond taken as none (B8), a disarm that leaves
 a report held over from a full batch while the fd stays armed (B3), and an arm of one
 direction that drops the re-arm of the other made just before (B12).  And from a backend
+over libuv (issue 41): a peer's shutdown of its writing side (libuv's UV_DISCONNECT) taken
+as a hang-up, which reports a WRITE token with no room (B15).  And from a backend
 over libev (issue 41): an fd closed while a change of its watchers waits for the next
 loop run -- an arm, a disarm, a one-shot stop -- or its number reused meanwhile (B5).
 """
@@ -29,7 +31,7 @@ from collections import Counter
 import pytest
 
 from tailreactor.backends import READ, WRITE
-from tailreactor.backends.base import ERR, capabilities
+from tailreactor.backends.base import ERR, IN, RDHUP, capabilities
 from tailreactor_conformance.harness import (
     LIVENESS_S,
     Watchdog,
@@ -41,6 +43,7 @@ from tailreactor_conformance.harness import (
 )
 from tailreactor_conformance.tests.test_backend import (
     _collected_not_delivered,
+    _has_more,
     _one_report,
     _raise_nofile,
     _read_from,
@@ -255,6 +258,32 @@ def test_a_rearm_of_a_report_collected_but_not_delivered_reports_only_later_read
     for i in undelivered:
         ps[i].make_readable()
     assert collect(b, len(undelivered), extra_waits=2) == Counter({f"new {i}": 1 for i in undelivered})
+
+
+@pytest.mark.clause("B15")
+def test_a_peer_that_shuts_its_writing_side_makes_read_ready_not_write(make_backend, pairs):
+    """Our send buffer full, READ and WRITE armed, the peer shuts its writing side
+    (shutdown(SHUT_WR): EOF for us, EPOLLRDHUP, libuv's UV_DISCONNECT): READ is reported, WRITE
+    is not -- the fd has no room (poll shows no POLLOUT) -- until the peer reads.  A backend
+    that maps the peer's shutdown to TR_HUP, which satisfies both directions, reports WRITE."""
+    b = make_backend()
+    (p,) = pairs(1)
+    fill_send_buffer(p.ours)
+    b.arm(p.fd, READ, "read")
+    b.arm(p.fd, WRITE, "write")
+    p.peer.shutdown(socket.SHUT_WR)
+    got = reports(b, 1, extra_waits=3)
+    assert [tok for tok, _ in got] == ["read"], (
+        f"reported {', '.join(f'{tok} (revents {rev:#x})' for tok, rev in got)}: the peer shut its "
+        f"writing side (EOF, RDHUP: READ's readiness) and our send buffer is full, so WRITE had nothing "
+        f"to report (RDHUP alone satisfies no WRITE; a peer's shutdown is not a hang-up, HUP)"
+    )
+    assert got[0][1] & (IN | RDHUP), (
+        f"READ at the peer's shutdown reported revents {got[0][1]:#x}: no IN, no RDHUP"
+    )
+    while _has_more(p.peer):  # the peer reads everything: room again
+        p.peer.recv(1 << 20)
+    assert collect(b, 1, extra_waits=2) == Counter({"write": 1})
 
 
 def _old_and_new(pairs, reused_by):
