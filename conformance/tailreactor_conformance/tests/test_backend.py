@@ -1009,6 +1009,18 @@ def test_backend_use_after_close_raises(make_backend, pairs):
 
 
 @pytest.mark.clause("B13")
+def test_flush_after_close_raises(make_backend, pairs):
+    """flush is refused after close as arm, disarm and wait are (the C header: -ESHUTDOWN),
+    also when arms were made before the close."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "armed at close")
+    b.close()
+    with pytest.raises(RuntimeError):
+        b.flush()
+
+
+@pytest.mark.clause("B13")
 def test_wake_after_close_writes_to_no_fd(make_backend):
     """close() released the backend's fds, and the next files opened take their numbers: a
     late wake() (a post from another thread) must not write to them."""
@@ -1164,6 +1176,28 @@ def test_an_arm_that_raised_ebadf_leaves_the_fds_armings_as_they_were(make_backe
         b.arm(number, READ, "new")
         control.make_readable()
         b.arm(control.fd, READ, "control")
+        assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+        b.disarm(reused.fileno(), READ)
+
+
+@pytest.mark.clause("B16")
+def test_an_arm_that_raised_ebadf_on_a_number_never_armed_leaves_nothing_armed(make_backend, pairs):
+    """The test above with no arming of the number before: an fd armed first (the backend has
+    seen fds), a closed socket's number armed for WRITE: EBADF. The number reused by a
+    writable socket and armed for READ: nothing of that number is reported (a backend that
+    keeps the token of an arm that failed registers it with the next arm of the number)."""
+    b = make_backend()
+    old, new, control = pairs(3)
+    control.make_readable()
+    b.arm(control.fd, READ, "control")
+    number = old.ours.detach()
+    os.close(number)  # a number no arm has named
+    with pytest.raises(OSError) as info:
+        b.arm(number, WRITE, "refused")
+    assert info.value.errno == errno.EBADF
+    os.dup2(new.ours.fileno(), number)  # the number now names `new`: writable, not readable
+    with socket.socket(fileno=number) as reused:
+        b.arm(number, READ, "new")
         assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
         b.disarm(reused.fileno(), READ)
 
