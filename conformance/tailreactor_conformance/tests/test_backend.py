@@ -910,6 +910,40 @@ def test_1024_fds_armed_at_once(make_backend, pairs):
     assert collect(b, 1024, extra_waits=3) == Counter({i: 1 for i in range(1024)})
 
 
+def _fd_free(number: int) -> bool:
+    try:
+        os.fstat(number)
+    except OSError:
+        return True
+    return False
+
+
+@pytest.mark.clause("B11")
+def test_fds_numbered_at_powers_of_two_are_armed_both_ways_and_reported(make_backend, pairs):
+    """A backend that keeps a table indexed by fd number and doubles it meets its edges at
+    these numbers: a socket given the number 64, 128, ..., 1024 (each free one), the first fd
+    a new backend sees, armed for READ and WRITE (readable and writable): both are reported
+    once. (A table grown to hold only the numbers below the one armed writes past its end.)"""
+    _raise_nofile(1024 + 64)
+    numbers = [n for n in (64, 128, 256, 512, 1024) if _fd_free(n)]
+    assert numbers, "precondition: one of the fd numbers 64, 128, ..., 1024 is free"
+    for number in numbers:
+        b = make_backend()
+        (p,) = pairs(1)
+        os.dup2(p.fd, number)
+        try:
+            p.make_readable()
+            b.arm(number, READ, "read")
+            b.arm(number, WRITE, "write")
+            got = collect(b, 2, extra_waits=1)
+            assert got == Counter({"read": 1, "write": 1}), f"fd {number}: {dict(got)}"
+            b.disarm(number, READ)
+            b.disarm(number, WRITE)
+        finally:
+            os.close(number)
+        b.close()
+
+
 # -- B12 -----------------------------------------------------------------------
 @pytest.mark.clause("B12")
 def test_rearm_right_after_a_report_is_honoured(make_backend, pairs):
