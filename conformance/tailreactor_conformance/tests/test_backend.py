@@ -761,6 +761,25 @@ def test_wait_zero_polls_without_blocking(make_backend, pairs):
 
 
 @pytest.mark.clause("B8")
+def test_wait_zero_never_sleeps(make_backend, pairs):
+    """wait(0) is a poll, counted without a clock: 100 of them with nothing ready, and the
+    calling thread's voluntary context switches (each sleep in the kernel is one) grow by
+    fewer than 50. A backend that rounds 0 up to a millisecond sleeps in every one of them,
+    which the test above, bounded by the liveness time, lets pass."""
+    if not hasattr(resource, "RUSAGE_THREAD"):
+        pytest.skip("platform limit: getrusage(RUSAGE_THREAD) (Linux) counts one thread's context switches")
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    assert b.wait(0) == []
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+    for _ in range(100):
+        assert b.wait(0) == []
+    slept = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
+    assert slept < 50, f"100 wait(0) calls with nothing ready slept {slept} times: wait(0) blocks"
+
+
+@pytest.mark.clause("B8")
 @pytest.mark.parametrize("timeout_s", [0.001, 0.005])
 def test_wait_timeout_after_an_idle_gap_is_never_early(make_backend, pairs, timeout_s):
     """A backend with a clock of its own (libuv's cached loop time, refreshed once per
