@@ -761,6 +761,25 @@ def test_wait_zero_polls_without_blocking(make_backend, pairs):
 
 
 @pytest.mark.clause("B8")
+def test_wait_zero_never_sleeps(make_backend, pairs):
+    """wait(0) is a poll, counted without a clock: 100 of them with nothing ready, and the
+    calling thread's voluntary context switches (each sleep in the kernel is one) grow by
+    fewer than 50. A backend that rounds 0 up to a millisecond sleeps in every one of them,
+    which the test above, bounded by the liveness time, lets pass."""
+    if not hasattr(resource, "RUSAGE_THREAD"):
+        pytest.skip("platform limit: getrusage(RUSAGE_THREAD) (Linux) counts one thread's context switches")
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    assert b.wait(0) == []
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+    for _ in range(100):
+        assert b.wait(0) == []
+    slept = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
+    assert slept < 50, f"100 wait(0) calls with nothing ready slept {slept} times: wait(0) blocks"
+
+
+@pytest.mark.clause("B8")
 @pytest.mark.parametrize("timeout_s", [0.001, 0.005])
 def test_wait_timeout_after_an_idle_gap_is_never_early(make_backend, pairs, timeout_s):
     """A backend with a clock of its own (libuv's cached loop time, refreshed once per
@@ -910,6 +929,40 @@ def test_1024_fds_armed_at_once(make_backend, pairs):
     assert collect(b, 1024, extra_waits=3) == Counter({i: 1 for i in range(1024)})
 
 
+def _fd_free(number: int) -> bool:
+    try:
+        os.fstat(number)
+    except OSError:
+        return True
+    return False
+
+
+@pytest.mark.clause("B11")
+def test_fds_numbered_at_powers_of_two_are_armed_both_ways_and_reported(make_backend, pairs):
+    """A backend that keeps a table indexed by fd number and doubles it meets its edges at
+    these numbers: a socket given the number 64, 128, ..., 1024 (each free one), the first fd
+    a new backend sees, armed for READ and WRITE (readable and writable): both are reported
+    once. (A table grown to hold only the numbers below the one armed writes past its end.)"""
+    _raise_nofile(1024 + 64)
+    numbers = [n for n in (64, 128, 256, 512, 1024) if _fd_free(n)]
+    assert numbers, "precondition: one of the fd numbers 64, 128, ..., 1024 is free"
+    for number in numbers:
+        b = make_backend()
+        (p,) = pairs(1)
+        os.dup2(p.fd, number)
+        try:
+            p.make_readable()
+            b.arm(number, READ, "read")
+            b.arm(number, WRITE, "write")
+            got = collect(b, 2, extra_waits=1)
+            assert got == Counter({"read": 1, "write": 1}), f"fd {number}: {dict(got)}"
+            b.disarm(number, READ)
+            b.disarm(number, WRITE)
+        finally:
+            os.close(number)
+        b.close()
+
+
 # -- B12 -----------------------------------------------------------------------
 @pytest.mark.clause("B12")
 def test_rearm_right_after_a_report_is_honoured(make_backend, pairs):
@@ -1006,6 +1059,18 @@ def test_backend_use_after_close_raises(make_backend, pairs):
         b.wait(0)
     b.close()  # idempotent
     b.wake()  # a late post from another thread: does nothing (its wake fd is gone)
+
+
+@pytest.mark.clause("B13")
+def test_flush_after_close_raises(make_backend, pairs):
+    """flush is refused after close as arm, disarm and wait are (the C header: -ESHUTDOWN),
+    also when arms were made before the close."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "armed at close")
+    b.close()
+    with pytest.raises(RuntimeError):
+        b.flush()
 
 
 @pytest.mark.clause("B13")
@@ -1164,6 +1229,28 @@ def test_an_arm_that_raised_ebadf_leaves_the_fds_armings_as_they_were(make_backe
         b.arm(number, READ, "new")
         control.make_readable()
         b.arm(control.fd, READ, "control")
+        assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+        b.disarm(reused.fileno(), READ)
+
+
+@pytest.mark.clause("B16")
+def test_an_arm_that_raised_ebadf_on_a_number_never_armed_leaves_nothing_armed(make_backend, pairs):
+    """The test above with no arming of the number before: an fd armed first (the backend has
+    seen fds), a closed socket's number armed for WRITE: EBADF. The number reused by a
+    writable socket and armed for READ: nothing of that number is reported (a backend that
+    keeps the token of an arm that failed registers it with the next arm of the number)."""
+    b = make_backend()
+    old, new, control = pairs(3)
+    control.make_readable()
+    b.arm(control.fd, READ, "control")
+    number = old.ours.detach()
+    os.close(number)  # a number no arm has named
+    with pytest.raises(OSError) as info:
+        b.arm(number, WRITE, "refused")
+    assert info.value.errno == errno.EBADF
+    os.dup2(new.ours.fileno(), number)  # the number now names `new`: writable, not readable
+    with socket.socket(fileno=number) as reused:
+        b.arm(number, READ, "new")
         assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
         b.disarm(reused.fileno(), READ)
 

@@ -339,6 +339,51 @@ def test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file_that_t
     )
 
 
+@pytest.mark.clause("B5")
+@REUSED_BY
+def test_a_write_arming_of_a_closed_fd_never_reports_the_file_that_took_its_number(
+    make_backend, pairs, reused_by
+):
+    """The test above with the directions swapped: WRITE armed while the send buffer is full,
+    the fd closed without disarm, its number reused by a writable socket and armed for READ.
+    The old WRITE arming is dropped, or reported once with ERR, never with OUT for the new
+    file (a backend that drops the closed file's armings but the one of READ, or by comparing
+    directions with anything but equality, keeps it)."""
+    b = make_backend()
+    old, new, control = _old_and_new(pairs, reused_by)
+    fill_send_buffer(old.ours)
+    b.arm(old.fd, WRITE, "old write")  # not writable: its send buffer is full
+    b.flush()
+    number = old.ours.detach()
+    os.dup2(new.ours.fileno(), number)  # closes the old file, armed; its number now names `new`
+    with socket.socket(fileno=number):
+        b.arm(number, READ, "new read")
+        new.make_readable()
+        _closed_armings_dropped(b, {"old write"}, control, reused=True)
+        b.disarm(number, READ)
+        b.disarm(number, WRITE)
+
+
+@pytest.mark.clause("B5")
+def test_a_disarm_of_one_direction_of_a_closed_fd_whose_number_was_reused_arms_nothing(make_backend, pairs):
+    """READ and WRITE armed (neither ready: the send buffer is full), flush, the fd closed
+    without disarm and its number taken by a writable socket, READ disarmed: the WRITE arming
+    left is the closed file's. A backend that narrows the registration to it registers the
+    number afresh, now the new file's; it must not then report that arming with OUT."""
+    b = make_backend()
+    old, new, control = pairs(3)
+    fill_send_buffer(old.ours)
+    b.arm(old.fd, READ, "closed read")
+    b.arm(old.fd, WRITE, "closed write")
+    b.flush()
+    number = old.ours.detach()
+    os.dup2(new.ours.fileno(), number)  # closes the old file, armed; its number now names `new`
+    with socket.socket(fileno=number):
+        b.disarm(number, READ)
+        _closed_armings_dropped(b, {"closed read", "closed write"}, control, reused=True)
+        b.disarm(number, WRITE)
+
+
 # -- B5: an fd closed while a change of its watchers waits for the next loop run -------
 # libev applies watcher changes at its next loop run (fd_reify): an arm, a disarm of one of
 # two directions, the one-shot stop of a reported direction.  It then hands the fd to

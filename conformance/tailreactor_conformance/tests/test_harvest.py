@@ -287,6 +287,36 @@ def test_a_harvest_returns_at_most_its_bound_also_for_write_tokens(make_backend,
 
 
 @pytest.mark.clause("R25")
+def test_a_harvest_bound_of_hundreds_is_kept(make_backend, pairs):
+    """The same bound where it is large, as a reactor with a large batch passes it: 301 fds
+    ready both ways with READ and WRITE armed, harvest(300) returns at most 300 reports, and
+    every token is reported exactly once by the harvests and the waits after them (a bound
+    compared by identity, not value, holds in CPython only up to 256, its cached small ints)."""
+    from tailreactor_conformance.tests.test_backend import _raise_nofile
+
+    n, bound = 301, 300
+    _raise_nofile(2 * n + 256)
+    b = harvesting(make_backend)
+    ps = pairs(n)
+    for i, p in enumerate(ps):
+        p.make_readable()
+        b.arm(p.fd, READ, f"read {i}")
+        b.arm(p.fd, WRITE, f"write {i}")
+    b.flush()
+    expected = Counter(f"{d} {i}" for i in range(n) for d in ("read", "write"))
+    seen: Counter = Counter()
+    sizes = []
+    deadline = time.monotonic() + LIVENESS_S
+    while sum(seen.values()) < len(expected) and time.monotonic() < deadline:
+        got = b.harvest(bound)
+        sizes.append(len(got))
+        seen.update(tok for tok, _ in got)
+    assert max(sizes) <= bound, f"harvest({bound}) returned {max(sizes)} reports with {n} fds ready both ways"
+    seen += collect(b, len(expected) - sum(seen.values()), extra_waits=2)
+    assert seen == expected, f"reported other than once: {dict((seen - expected) + (expected - seen))}"
+
+
+@pytest.mark.clause("R25")
 def test_what_a_harvest_leaves_the_next_wait_returns_at_once(make_backend, pairs):
     """Events ready beyond the harvest's bound run in a later round: the next wait returns
     them, at once (base.py: what the harvest leaves, the next wait returns). Three fds ready,

@@ -412,6 +412,39 @@ def test_a_wait_cut_short_inside_the_backend_hands_its_reports_over_at_once(make
     assert k >= 2, f"precondition: a wait makes more than {k} calls"
 
 
+@pytest.mark.clause("R21")
+def test_a_report_held_by_a_wait_cut_short_is_handed_over_at_once_when_its_fd_is_no_longer_ready(
+    make_backend, pairs
+):
+    """The test above with the held report's readiness gone before the next wait (its data
+    read by another reader of the file). Over a level-triggered kernel the fd still ready
+    ends the next wait by itself, so a backend that waits for its timeout first while it
+    holds a report passes the test above; here nothing but the late fd, made ready only once
+    the waiting thread sleeps, can end it: the next wait returns the report it held at once,
+    or (it held none) the late fd alone."""
+    k = 0
+    while True:
+        b = make_backend()
+        ready, late = pairs(2)
+        ready.make_readable()
+        b.arm(ready.fd, READ, "ready")
+        b.arm(late.fd, READ, "late")
+        b.flush()
+        if not _wait_cut_short_at(b, k):
+            b.close()
+            break
+        ready.drain()  # the readiness behind a report the wait may hold is gone
+        got = [tok for tok, _ in ready_if_it_sleeps(lambda b=b: b.wait(LIVENESS_S), late)]
+        b.close()
+        assert "late" not in got or got == ["late"], (
+            f"cut short at event {k}, its fd drained, the next wait blocked while it held a report: "
+            f"it returned {got}, with an fd made ready only once it slept"
+        )
+        k += 1
+        assert k < 10_000, "a wait of more than 10,000 calls"
+    assert k >= 2, f"precondition: a wait makes more than {k} calls"
+
+
 def _interrupted_rounds(
     make_reactor, backend, clock, pairs, interrupt, read_clock=None, arm_write=False, **knobs
 ):
