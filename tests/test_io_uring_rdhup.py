@@ -17,9 +17,11 @@ import socket
 
 import pytest
 
+from limits import socketpair_list
 from tailreactor.backends import WRITE, create_backend
 from tailreactor.backends.base import OUT
 from tailreactor_conformance.harness import fill_send_buffer
+from test_reactor_interrupts import WAIT_TRACED, Interrupter, _wait_window
 
 BACKENDS = [
     "epoll",
@@ -39,7 +41,8 @@ def backend(request):
 
 
 def _half_closed_and_full(socketpairs):
-    """(ours, peer): our send buffer full, the peer's writing side shut (RDHUP for us)."""
+    """(ours, peer) from ``socketpairs``: our send buffer full, the peer's writing side shut
+    (RDHUP for us)."""
     ((ours, peer),) = socketpairs(1)
     fill_send_buffer(ours)
     peer.shutdown(socket.SHUT_WR)
@@ -119,3 +122,64 @@ def test_a_disarmed_write_waiting_for_room_after_the_peers_half_close_stays_quie
     b.arm(fd, WRITE, "again")  # armed anew with room: reported once
     assert [t for t, _ in b.wait(1.0)] == ["again"]
     assert b.wait(0.01) == []
+
+
+# -- an interrupt at any bytecode of the wait for room (clause R21) ------------------
+# As tests/test_reactor_interrupts.py's sweep of the backend's wait, over the
+# half-close path: KeyboardInterrupt at one traced bytecode per trial, from the
+# first wait (the one-shot's RDHUP, the multishot) to the report after the peer
+# read.  Nothing may be reported before there is room, and the report must come
+# (twice at worst: listed, then interrupted before forgotten; the reactor runs
+# only ARMED events).  Left out: the windows that sweep leaves out (ring.wait's
+# return); an interrupt between a prepare and its store is not left out: it may
+# leave a multishot the backend does not know (its completions are dropped as
+# stale), never a report lost.
+ROOM_TRACED = WAIT_TRACED | {"_wait_for_room", "_end_watch"}
+
+
+def _room_trial(k: int) -> tuple[bool, list, list]:
+    """Raise at the k-th traced bytecode; (raised, reports before room, reports after)."""
+    from tailreactor.backends import io_uring as uring_mod
+
+    made: list[socket.socket] = []
+    b = create_backend("io_uring")
+    try:
+        ours, peer = _half_closed_and_full(lambda n: socketpair_list(n, made))
+        window = _wait_window(b)
+        interrupter = Interrupter(
+            k,
+            ROOM_TRACED,
+            {uring_mod.__file__},
+            skip=lambda frame: (frame.f_code.co_name, frame.f_lineno) in window,
+        )
+        b.arm(ours.fileno(), WRITE, "write")
+        before: list = []
+        for _ in range(3):
+            interrupter.run(lambda: before.extend(b.wait(0.005)))
+        _drain(peer)
+        after: list = []
+        for _ in range(20):  # a bound reached only when the report is lost
+            interrupter.run(lambda: after.extend(b.wait(0.05)))
+            if after:
+                break
+        after.extend(b.wait(0.005))
+        return interrupter.fired, before, after
+    finally:
+        b.close()
+        for s in made:
+            s.close()
+
+
+@pytest.mark.io_uring
+def test_an_interrupt_at_any_bytecode_of_the_wait_for_room_loses_no_report():
+    k = 0
+    while True:
+        raised, before, after = _room_trial(k)
+        assert before == [], f"interrupt at traced bytecode {k}: reported before room: {before}"
+        assert 1 <= len(after) <= 2 and all(t == "write" and r & OUT for t, r in after), (
+            f"interrupt at traced bytecode {k}: after the peer read, reported {after}"
+        )
+        if not raised:
+            break
+        k += 1
+    assert k > 50, f"precondition: the waits executed only {k} traced bytecodes"
