@@ -30,23 +30,28 @@ The kernel adds ``POLLRDHUP`` (with ``POLLERR``, ``POLLHUP``, ``POLLNVAL``) to
 every POLL_ADD's mask.  After the peer's ``shutdown(SHUT_WR)`` a WRITE poll on a
 socket whose send buffer is full therefore completes at once with ``RDHUP``
 alone: READ's readiness, not room to write (``base.SATISFIES``), so it is no
-report.  Armed again one-shot it would complete again at once, a spin; so the
-arming goes on as a *multishot* poll for ``POLLOUT``: its first completion (that
-``RDHUP`` again) is dropped, then it completes only when the socket's state
-changes, and its first completion with OUT, ERR or HUP is the report.  The
-multishot is cancelled when the arming ends: at that report, at ``disarm``, at
-a re-arm, when its file check drops it.  It is checked like an arm (an
-``fstat`` now, compared at its report): it reaches the kernel with the next
-wait, after this round's callbacks.  A multishot that ends by itself with
-``RDHUP`` alone (its last, without ``IORING_CQE_F_MORE``) is replaced by a new
-one.  Only this case pays for it: a WRITE poll that finds room, or a READ
-poll, stays one-shot.
+report.  Armed again one-shot it would complete again at once: a spin.  So the
+arming goes on as a *multishot* poll for ``POLLOUT``, which completes when it is
+armed (with that ``RDHUP`` again, dropped) and then only at a wake-up of the
+socket; its first completion with OUT, ERR or HUP is the report.  The multishot
+is cancelled when the arming ends: at that report, at ``disarm``, at a re-arm,
+or when its file check drops it.  It reaches the kernel with the next wait,
+after this round's callbacks, so it is checked like an arm: an ``fstat`` when it
+is prepared, compared at its report.  A multishot the kernel ends by itself
+(its last completion, without ``IORING_CQE_F_MORE``, say when it could not post
+one) with ``RDHUP`` alone is replaced by a new one.  Only this case pays for
+it: a WRITE poll that finds room, and a READ poll, stay one-shot.
 
-uring-api delivers each of a multishot's intermediate completions as a new
-``Completion`` object (a "shell") carrying the armed request's ``user_data``,
-so the identity check below cannot use the completion object for it: its
-``user_data`` is a :class:`_RoomWatch` made for this arming alone, and a
+uring-api's part: each of a multishot's completions but the last comes as a new
+``Completion`` object carrying the armed request's ``user_data``, so an arming
+cannot know its completions by the object, as ``_report`` knows a one-shot's.
+The ``user_data`` is a :class:`_RoomWatch` made for this arming alone, and a
 completion belongs to the arming whose operation holds that same watch.
+Python's part: an interrupt between the multishot's prepare and its store
+(a C call's return) leaves a multishot the backend does not know: its
+completions are dropped as stale, and it holds its file until the ring closes
+(as a poll ``arm`` prepares does in the same window).  Nothing is lost: the
+completion that asked for it is still pending, and arms another.
 
 An fd closed while armed (without ``disarm``)
 ---------------------------------------------
