@@ -183,3 +183,57 @@ def test_an_interrupt_at_any_bytecode_of_the_wait_for_room_loses_no_report():
             break
         k += 1
     assert k > 50, f"precondition: the waits executed only {k} traced bytecodes"
+
+
+# -- the HTTP server: a client that half-closes and stops reading ------------------
+def test_a_client_that_half_closes_and_stops_reading_does_not_make_the_server_spin(make_reactor):
+    """The client sends its requests, shuts its writing side and reads nothing while answers
+    are pending: the server waits for room (its WRITE armed), running no callback, until the
+    client reads; then every answer arrives.  Rounds of 10 ms, counted: a server that spins
+    runs a WRITE callback in each."""
+    from http_helpers import Pump
+    from tailreactor.http import Listener
+
+    reactor = make_reactor()
+    srv = Listener(reactor, "127.0.0.1", 0)
+    pump = Pump(reactor)
+    try:
+        _half_close_and_stop_reading(reactor, srv, pump)
+    finally:
+        srv.close()
+
+
+def _half_close_and_stop_reading(reactor, srv, pump) -> None:
+    from http_helpers import ResponseReader, connect, get, only_connection
+
+    with connect(srv.port, rcvbuf=4096) as c:
+        pump.until(lambda: srv.connections)
+        conn = only_connection(srv)
+        with socket.fromfd(conn.fd, socket.AF_INET, socket.SOCK_STREAM) as server_side:
+            server_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # full after a few answers
+        request = get("/user/" + "x" * 2000)  # a 2 KB answer
+        sent = 0
+        while not conn.backlog_bytes:  # until the server holds answers the kernel would not take
+            c.sendall(request)
+            sent += 1
+            pump.rounds(3, 0.01)
+        c.shutdown(socket.SHUT_WR)
+        pump.rounds(3, 0.01)  # the server reads the end of the requests
+        assert conn.backlog_bytes, "precondition: answers pending in the server"
+        before = reactor.counters.dispatched
+        pump.rounds(WAITS, 0.01)
+        ran = reactor.counters.dispatched - before
+        assert ran == 0, f"{ran} callbacks in {WAITS} rounds while the client reads nothing: the server spins"
+
+        reader = ResponseReader()
+
+        def read_all() -> bool:  # the client reads at last: room for the server again
+            try:
+                reader.feed(c.recv(1 << 20, socket.MSG_DONTWAIT))
+            except BlockingIOError:
+                pass
+            return len(reader.done) >= sent
+
+        pump.until(read_all, wait_s=0.01)
+        assert [r.status for r in reader.done] == [200] * sent
+        pump.until(lambda: not srv.connections, wait_s=0.01)  # all answered, the client's EOF: closed
