@@ -8,7 +8,9 @@ completes at once with RDHUP alone, and again at once when re-armed; the
 backend must take such a completion as no report and go on waiting for room
 (module docstring of ``tailreactor.backends.io_uring``, "A WRITE poll and the
 peer's half-close").  Counted, not timed: the waits have a timeout so that a
-backend that spins shows it as reports and completions, not as time.
+backend that spins shows it as reports and completions, not as time.  Then the
+same over an interrupt at any bytecode of those waits (R21), and in the HTTP
+server: a client that half-closes and stops reading while answers are pending.
 """
 
 from __future__ import annotations
