@@ -19,10 +19,39 @@ Disarm and stale completions
 ----------------------------
 ``disarm`` forgets the armed completion and prepares a cancel for it.  A CQE is
 reported only if it belongs to the completion currently armed for its
-``(fd, direction)``; the cancelled request's ``-ECANCELED`` CQE, or a CQE that
-raced with the disarm, is dropped.  A negative result other than
+``(fd, direction)`` (or to its multishot, below); the cancelled request's
+``-ECANCELED`` CQE, or a CQE that raced with the disarm, is dropped.  A negative result other than
 ``-ECANCELED`` (say ``-EBADF``) is reported as ``ERR`` so the callback sees the
 failure instead of waiting forever.
+
+A WRITE poll and the peer's half-close
+--------------------------------------
+The kernel adds ``POLLRDHUP`` (with ``POLLERR``, ``POLLHUP``, ``POLLNVAL``) to
+every POLL_ADD's mask.  After the peer's ``shutdown(SHUT_WR)`` a WRITE poll on a
+socket whose send buffer is full therefore completes at once with ``RDHUP``
+alone: READ's readiness, not room to write (``base.SATISFIES``), so it is no
+report.  Armed again one-shot it would complete again at once: a spin.  So the
+arming goes on as a *multishot* poll for ``POLLOUT``, which completes when it is
+armed (with that ``RDHUP`` again, dropped) and then only at a wake-up of the
+socket; its first completion with OUT, ERR or HUP is the report.  The multishot
+is cancelled when the arming ends: at that report, at ``disarm``, at a re-arm,
+or when its file check drops it.  It reaches the kernel with the next wait,
+after this round's callbacks, so it is checked like an arm: an ``fstat`` when it
+is prepared, compared at its report.  A multishot the kernel ends by itself
+(its last completion, without ``IORING_CQE_F_MORE``, say when it could not post
+one) with ``RDHUP`` alone is replaced by a new one.  Only this case pays for
+it: a WRITE poll that finds room, and a READ poll, stay one-shot.
+
+uring-api's part: each of a multishot's completions but the last comes as a new
+``Completion`` object carrying the armed request's ``user_data``, so an arming
+cannot know its completions by the object, as ``_report`` knows a one-shot's.
+The ``user_data`` is a :class:`_RoomWatch` made for this arming alone, and a
+completion belongs to the arming whose operation holds that same watch.
+Python's part: an interrupt between the multishot's prepare and its store
+(a C call's return) leaves a multishot the backend does not know: its
+completions are dropped as stale, and it holds its file until the ring closes
+(as a poll ``arm`` prepares does in the same window).  Nothing is lost: the
+completion that asked for it is still pending, and arms another.
 
 An fd closed while armed (without ``disarm``)
 ---------------------------------------------
@@ -56,8 +85,10 @@ request, as costly as the ``epoll_ctl`` epoll avoids).  An fd closed without
 disarm by a callback of the same round still fails, only later: its POLL_ADD
 completes with ``-EBADF`` and the token is reported as ``ERR``.
 
-Sources: io_uring_enter(2) (IORING_OP_POLL_ADD, IORING_OP_ASYNC_CANCEL),
-uring-api 0.1.0rc5 README ("Lazy submit", "Threading Model").
+Sources: io_uring_enter(2) (IORING_OP_POLL_ADD, IORING_POLL_ADD_MULTI,
+IORING_OP_ASYNC_CANCEL), Linux io_uring/poll.c (``IO_POLL_UNMASK``),
+uring-api 0.1.0rc5 README ("Lazy submit", "Threading Model", "Multishot
+delivery contract").
 """
 
 from __future__ import annotations
@@ -91,6 +122,17 @@ def _still_names(fd: int, file: tuple[int, int]) -> bool:
     return (st.st_dev, st.st_ino) == file
 
 
+class _RoomWatch:
+    """The ``user_data`` of one arming's multishot WRITE poll (module docstring,
+    "A WRITE poll and the peer's half-close"): made per arming, so its identity
+    tells this arming's completions from those of an earlier one."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: int):
+        self.key = key
+
+
 class _Operation:
     """What the backend holds for one ``(fd, direction)`` key.
 
@@ -102,9 +144,11 @@ class _Operation:
     (module docstring).  A re-arm of the key reuses its record.  ``file`` is the
     ``(st_dev, st_ino)`` a checked arm found on the fd, until its first report
     is checked against it (module docstring, "An fd closed while armed").
+    ``watch`` is the :class:`_RoomWatch` while ``completion`` is a multishot
+    WRITE poll waiting for room after the peer's half-close, else None.
     """
 
-    __slots__ = ("completion", "token", "receive", "reported_in", "file")
+    __slots__ = ("completion", "token", "receive", "reported_in", "file", "watch")
 
     def __init__(self):
         self.completion = None
@@ -112,6 +156,7 @@ class _Operation:
         self.receive = False
         self.reported_in = 0
         self.file: tuple[int, int] | None = None
+        self.watch: _RoomWatch | None = None
 
 
 class IoUringUnavailable(OSError):
@@ -247,6 +292,7 @@ class IoUringBackend:
             return op
         if op is not None and op.completion is not None:
             self._ring.prepare_cancel_nowait(op.completion)  # re-armed while armed: replace
+            op.watch = None  # its multishot's completions are stale now
             op.file = None  # the caller arms the file the number names now: no check to make
             return op
         if op is None:
@@ -332,15 +378,27 @@ class IoUringBackend:
                 break
             handled += 1
             key = cqe.user_data
-            op = ops.get(key) if type(key) is int else None
-            if op is None or op.completion is not cqe:
-                continue  # a wake NOP, a cancelled poll, one that raced a disarm, or handled already
+            if type(key) is int:
+                op = ops.get(key)
+                if op is None or op.completion is not cqe:
+                    continue  # a cancelled poll, one that raced a disarm, or handled already
+            elif type(key) is _RoomWatch:  # a multishot WRITE poll's completion
+                watch, key = key, key.key
+                op = ops.get(key)
+                if op is None or op.watch is not watch:
+                    continue  # an ended arming's: cancelled, or raced its end
+            else:
+                continue  # a wake NOP
+            res = cqe.res
+            if res == RDHUP and key & 1:  # WRITE's poll: the peer's half-close alone, no room
+                if cqe is op.completion:  # the request ended: wait for room by a multishot
+                    self._wait_for_room(key, op)
+                continue
             # Listed before forgotten: an interrupt in between lists it twice at
             # worst (the reactor runs only ARMED events), never not at all.
-            res = cqe.res
             if op.file is not None and not op.receive and res >= 0:
                 if not _still_names(key >> 1, op.file):
-                    del ops[key]  # the armed file was closed before the poll was submitted (B5)
+                    self._drop(key, op)  # the armed file was closed before the poll was submitted (B5)
                     continue
                 op.file = None
             if op.receive:  # bytes, 0 at EOF, or -errno
@@ -351,9 +409,41 @@ class IoUringBackend:
             elif res != _ECANCELED:
                 out.append((op.token, ERR))
             op.reported_in = waits
+            if op.watch is not None:
+                self._end_watch(op)
             op.completion = None
         del pending[:handled]
         return out
+
+    def _wait_for_room(self, key: int, op: _Operation) -> None:
+        """Go on waiting for room with a multishot poll (module docstring, "A WRITE poll and
+        the peer's half-close"), checked like an arm: dropped if the fd no longer names the
+        file a checked arm found, else that file is compared at its report."""
+        try:
+            st = os.fstat(key >> 1)
+        except OSError:
+            file = None
+        else:
+            file = (st.st_dev, st.st_ino)
+        if file is None or (op.file is not None and op.file != file):
+            self._drop(key, op)
+            return
+        op.file = file
+        op.watch = watch = _RoomWatch(key)
+        # uring-api: the handle stays armed (the cancel's target); each completion
+        # before the last comes as a new Completion carrying ``watch``.
+        op.completion = self._ring.prepare_poll_multishot(key >> 1, OUT, watch)
+
+    def _drop(self, key: int, op: _Operation) -> None:
+        """Forget ``key``'s arming without a report (its file was closed: B5)."""
+        if op.watch is not None:
+            self._end_watch(op)
+        del self._ops[key]
+
+    def _end_watch(self, op: _Operation) -> None:
+        """Cancel ``op``'s multishot poll; its completions from now on are stale."""
+        self._ring.prepare_cancel_nowait(op.completion)
+        op.watch = None
 
     def _wait_retrying_eintr(self, timeout_s: float | None):
         """``ring.wait`` with PEP 475 semantics: a signal does not end the wait early.
