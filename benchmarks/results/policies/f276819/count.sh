@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every dispatch policy's count at 1, 4, 8 and 16 requests in flight (issue 40: what a policy costs
-# in a round of one event, per round and per event of a larger one), from a clean tree at the commit
-# this directory is named after:
+# in a round of one event, per round and per event of a larger one), from a clean tree with the
+# reference/ and scripts/ of the commit this directory is named after (these ran at 071a2af, the commit
+# that adds this script; each report names its commit):
 #   bash benchmarks/results/policies/<commit>/count.sh [OUT_DIR]   (default: this directory; needs valgrind)
 # Each report is `count`'s Markdown under the command that made it.  age3500 is age at the default
 # TAIL_US; age60s at TAIL_US=60 s, at which no event ages.
