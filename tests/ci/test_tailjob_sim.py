@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections
 import json
+import re
+from pathlib import Path
 
 import pytest
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
@@ -283,6 +285,20 @@ def test_the_policy_cost_is_fitted_from_rounds_of_one_four_and_sixteen(monkeypat
     ns = model.instruction_ns / 1000
     assert model.policy_us("x") == pytest.approx((1000 * ns, 1600 * ns, 100 * ns))
     assert model.policy_us("module:Class") == (0.0, 0.0, 0.0)  # not counted: nothing extra
+
+
+def test_the_fitted_counts_are_the_committed_reports():
+    # The fit's inputs are the reports in POLICY_COUNT, each total exact: the first "total" row of
+    # each policy's count at each batch on epoll, and backend order's at one in flight on both backends.
+    reports = Path(__file__).resolve().parents[2] / costs.POLICY_COUNT
+
+    def total(name):
+        text = (reports / f"{name}.md").read_text(encoding="utf-8")
+        return int(re.search(r"^\| \*\*total\*\* \| \*\*([\d,]+)\*\* \|$", text, re.M)[1].replace(",", ""))
+
+    for policy, counted in costs.COUNTED.items():
+        assert counted == tuple(total(f"{policy}-bench-epoll-c{n}") for n in costs.BATCHES), policy
+    assert costs.TOTAL == {b: total(f"backend-bench-{b}-c1") for b in ("epoll", "io_uring")}
 
 
 def test_a_policy_in_backend_order_costs_nothing_extra():

@@ -41,25 +41,25 @@ WRK_US_SOURCE = (
     "benchmarks/results/study/20261202T052334Z-quick-aa-c1.md, commit 0d51494"
 )
 
-POLICY_COUNT = "benchmarks/results/policies/ee2560a/"
+POLICY_COUNT = "benchmarks/results/policies/f276819/"
 """The instruction tier's reports the policies' costs come from (``CWIST_REACTOR_POLICY=X
 scripts/tail-latency.sh count --server bench-B --in-flight N``; ``TAIL_US=1``: every event aged)."""
 BATCHES = (1, 4, 16)
 """The requests in flight of the counts (``--in-flight``): a round holds that many events."""
 COUNTED = {
-    "backend": (51000, 39873, 37312),
-    "age": (58828, 47792, 41752),
-    "oldest": (54965, 41744, 38658),
-    "lifo": (62066, 44355, 40178),
-    "shortest": (54951, 41673, 38609),
+    "backend": (49269, 38801, 36400),
+    "age": (59135, 47608, 41501),
+    "oldest": (55273, 41617, 38399),
+    "lifo": (62352, 44179, 39899),
+    "shortest": (55271, 41532, 38355),
 }
 """Each policy's user instructions per request on epoll (the whole request, exact) at each of
 :data:`BATCHES` (:data:`POLICY_COUNT`).  The policies' code is the same on every backend, and epoll's
 rounds hold exactly the batch (250 waits for 250 batches of 4); io_uring's waits are more than its
-batches and differ by policy (259 to 459 for 250 batches of 4: a wait the stop interrupts is made
+batches and differ by policy (265 to 385 for 250 batches of 4: a wait the stop interrupts is made
 again, and a batch may be split), so io_uring's counts, in the same reports, are not fitted: at one in
-flight each policy adds to backend order what it adds on epoll, within 1 %."""
-TOTAL = {"epoll": 51000, "io_uring": 59412}
+flight each policy adds to backend order what it adds on epoll, within 0.3 %."""
+TOTAL = {"epoll": 49269, "io_uring": 57738}
 """Backend order's whole request at one in flight (:data:`POLICY_COUNT`): user instructions per request."""
 LOADED = {"epoll": 36000, "io_uring": 40400}
 """User instructions per request at c256 (benchmarks/README.md, the age order's share at c256): fewer
