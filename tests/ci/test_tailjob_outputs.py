@@ -64,12 +64,13 @@ def test_report_header_names_the_arms_schedule_and_machine(synthetic_job):
 
 
 def test_report_names_the_command_that_reruns_it(synthetic_job):
-    """Every figure traceable: the live report names its command (quoted as a shell reads it, less
-    ``--out``), as the sim report and calibrate's do."""
+    """Every figure traceable: the live report names its command as it was typed (quoted as a shell
+    reads it, ``--out`` kept: pasted back, it writes where the first run did), as the sim report and
+    calibrate's do."""
     text = report.render(replace(synthetic_job, argv=[*synthetic_job.argv, "--out", "/tmp/x"]), runs=False)
     line = next(ln for ln in text.splitlines() if ln.startswith("- Command: "))
-    assert "`scripts/tail-latency.sh --a '' --b CWIST_BENCH_DELAY_US=200`" in line, line
-    assert "/tmp/x" not in line and "started 2026-11-29T21:00:00+00:00" in line
+    assert "`scripts/tail-latency.sh --a '' --b CWIST_BENCH_DELAY_US=200 --out /tmp/x`" in line, line
+    assert "started 2026-11-29T21:00:00+00:00" in line
 
 
 def _c(key, v, ratio=1.0, ci=(0.9, 1.1), reason="", detectable=0.1):
