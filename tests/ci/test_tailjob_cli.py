@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -70,14 +71,35 @@ from tailjob.cli import main
         (["--pin", "--wrk-cpus", "x"], "--wrk-cpus 'x': accepted a CPU list like 0 or 0,2 or 0-1"),
         (["--pin", "--wrk-cpus", "1-0"], "--wrk-cpus '1-0': accepted a CPU list like 0 or 0,2 or 0-1"),
         (["peers", "--server-cpus", "0,,1"], "--server-cpus '0,,1': accepted a CPU list"),
+        # issue 38's fresh user, the option side: bounds a user would expect, checked before any run
+        (
+            ["--pin", "--server-cpus", "0-99999999999"],
+            "--server-cpus '0-99999999999': CPUs [{past_last_cpu}-99999999999] are not available",
+        ),
+        (["--tier", "sim", "--seed", "-1"], "--seed: '-1': accepted an integer from 0 to 4294967295"),
+        (["--seed", "4294967296"], "--seed: '4294967296': accepted an integer from 0 to 4294967295"),
+        (
+            ["--workers", "10000"],
+            "--workers: '10000': accepted an integer from 1 to 1024 (the bench server's bound)",
+        ),
+        (["--runs", "100000"], "--runs: '100000': accepted an integer from 1 to 1000"),
+        (["--connections", "99999999999999999999999"], "a live leg runs at most {live_connections}"),
+        (["ab", "ab"], "'ab': the subcommand is already ab; a subcommand is given once, first"),
+        (["--out", ""], "--out: '': empty; accepted a directory path"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path, tmp_path_factory):
     bad_json = tmp_path_factory.mktemp("baseline") / "bad.json"
     bad_json.write_text("{ not json")
     argv = [a.format(bad_json=bad_json) for a in argv]
-    message = message.format(bad_json=bad_json)
-    assert main([*argv, "--out", str(tmp_path)]) == 2
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    message = message.format(
+        bad_json=bad_json,
+        past_last_cpu=max(os.sched_getaffinity(0)) + 1,
+        live_connections=soft - 64 if soft != resource.RLIM_INFINITY else 1_000_000,
+    )
+    out = [] if "--out" in argv else ["--out", str(tmp_path)]
+    assert main([*argv, *out]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tail_latency: error: ") and message in err
     assert err.count("\n") == 1
@@ -232,7 +254,7 @@ def test_peers_arguments_are_checked_before_its_setup_installs_nginx(tmp_path):
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
-        "tail_latency: error: argument --runs: '0': accepted a positive integer"
+        "tail_latency: error: argument --runs: '0': accepted an integer from 1 to 1000 (runs per arm; the profiles run 8)"
     ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 from pathlib import Path
 
 from . import OUT, PROG, REPO, fail, ownserver, workloads  # noqa: F401  (fail: re-exported)
@@ -48,11 +49,32 @@ def _duration(text: str) -> int:
     return int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
-def _integer(text: str) -> int:
-    try:
+SEED_MAX = 2**32 - 1
+"""``--seed``'s largest value: a 32-bit seed, what every random-number generator here takes."""
+MAX_RUNS = 1000
+"""``--runs``' most runs per arm: the profiles run 8; a thousand 2-second pairs already take over an
+hour per leg, so more is a typo, not a measurement."""
+MAX_WORKERS = 1024
+"""``--workers``' most: the bench server's own bound (``tailreactor.http.server --workers``)."""
+
+
+def _seed(text: str) -> int:
+    if not text.strip().isdigit() or int(text) > SEED_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: accepted an integer from 0 to {SEED_MAX} (a 32-bit seed)"
+        )
+    return int(text)
+
+
+def _upto(most: int, why: str):
+    """The type of a positive integer option whose largest value is ``most`` (``why``: the reason)."""
+
+    def check(text: str) -> int:
+        if not text.strip().isdigit() or not 1 <= int(text) <= most:
+            raise argparse.ArgumentTypeError(f"{text!r}: accepted an integer from 1 to {most} ({why})")
         return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted an integer") from None
+
+    return check
 
 
 def _positive(text: str) -> int:
@@ -91,6 +113,12 @@ def _cores(text: str) -> float:
     if not value >= 0:  # nan too
         raise argparse.ArgumentTypeError(f"{text!r}: accepted a non-negative number of cores, e.g. 0.1")
     return value
+
+
+def _directory(text: str) -> Path:
+    if not text.strip():  # Path("") is ".": the results would land wherever the job runs
+        raise argparse.ArgumentTypeError(f"{text!r}: empty; accepted a directory path")
+    return Path(text)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -162,8 +190,16 @@ OPTIONS: dict[str, dict] = {
         help=f"per run: seconds or 3s, 2m, 1h; at most {WALL_MAX_DURATION_S // 3600}h live, "
         f"{SIM_MAX_DURATION_S} s in virtual time",
     ),
-    "--runs": dict(type=_positive, metavar="N", help="measured runs per arm in each leg"),
-    "--workers": dict(type=_positive, metavar="N", help="bench server --workers (default: CWIST_WORKERS)"),
+    "--runs": dict(
+        type=_upto(MAX_RUNS, "runs per arm; the profiles run 8"),
+        metavar="N",
+        help="measured runs per arm in each leg",
+    ),
+    "--workers": dict(
+        type=_upto(MAX_WORKERS, "the bench server's bound"),
+        metavar="N",
+        help="bench server --workers (default: CWIST_WORKERS)",
+    ),
     # the workload
     "--workload": dict(
         metavar="NAME|FILE.toml",
@@ -204,7 +240,7 @@ OPTIONS: dict[str, dict] = {
     "--wrk-cpus": dict(metavar="CPUS", help="wrk's taskset CPUs when pinned: 1 or 1,3 (1)"),
     "--no-warmup": dict(action="store_true", help="skip the discarded warm-up run per leg"),
     "--seed": dict(
-        type=_integer, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"
+        type=_seed, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"
     ),
     "--pollution-limit": dict(
         type=_cores,
@@ -226,7 +262,7 @@ OPTIONS: dict[str, dict] = {
     ),
     "--gate": dict(action="store_true", help="exit 1 if a metric is a regression"),
     "--out": dict(
-        type=Path,
+        type=_directory,
         default=OUT,
         metavar="DIR",
         help="output directory: <out>/results/ and <out>/*.jsonl "
@@ -427,20 +463,29 @@ CPUS = {"server_cpus": "0", "wrk_cpus": "1"}
 
 def cpu_list(text: str, option: str) -> str | None:
     """The one line for a CPU list ``text`` (``0``, ``0,2``, ``0-1``) that is not one, or names a CPU
-    this process may not run on; None if it is good."""
+    this process may not run on; None if it is good.  A range is checked by its ends against the CPUs
+    that exist, never expanded past them (``0-99999999999`` would fill the memory)."""
     try:
-        cpus = set()
+        ranges = []
         for part in text.split(","):
             lo, _, hi = part.partition("-")
             first, last = int(lo), int(hi or lo)
             if not 0 <= first <= last:
                 raise ValueError(part)
-            cpus |= set(range(first, last + 1))
+            ranges.append((first, last))
     except ValueError:
         return f"{option} {text!r}: accepted a CPU list like 0 or 0,2 or 0-1"
     allowed = os.sched_getaffinity(0)
-    if not cpus <= allowed:
-        return f"{option} {text!r}: CPUs {sorted(cpus - allowed)} are not available (available: {sorted(allowed)})"
+    top = max(allowed)
+    missing: list[int | str] = []
+    for first, last in ranges:
+        missing += [c for c in range(first, min(last, top) + 1) if c not in allowed]
+        beyond = max(first, top + 1)
+        if last >= beyond:
+            missing.append(beyond if last == beyond else f"{beyond}-{last}")
+    if missing:
+        shown = ", ".join(map(str, missing))
+        return f"{option} {text!r}: CPUs [{shown}] are not available (available: {sorted(allowed)})"
     return None
 
 
@@ -480,8 +525,10 @@ def _check_bounds(ns: argparse.Namespace) -> str | None:
             f"--duration {d}s: a live run lasts at most {WALL_MAX_DURATION_S} s, and a job runs two arms "
             f"x --runs x its legs of them; accepted 1 to {WALL_MAX_DURATION_S}s (1h)"
         )
+    if not sim:
+        return _check_open_files(ns)
     over = [c for c in ns.connections or () if c > SIM_MAX_CONNECTIONS]
-    if sim and over:
+    if over:
         what, t = f"--connections {over[0]}", ns.workload
         if isinstance(t, workloads.Traffic):  # the connections are its classes'
             where = "--class" if t.source == "--class" else f"--workload {t.source}"
@@ -491,6 +538,32 @@ def _check_bounds(ns: argparse.Namespace) -> str | None:
             f"each, in one process); accepted 1 to {SIM_MAX_CONNECTIONS}"
         )
     return None
+
+
+OPEN_FILES_MARGIN = 64
+"""Open files a live run needs besides one per connection: wrk's own, its threads' event loops."""
+WALL_MAX_CONNECTIONS = 1_000_000
+"""The live tier's most connections where the open-files limit is unlimited (each costs wrk memory)."""
+
+
+def _check_open_files(ns: argparse.Namespace) -> str | None:
+    """Live connections: wrk opens one file per connection under this shell's soft open-files limit
+    (``ulimit -n``), so a leg of more would fail with EMFILE after the server started."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limited = soft != resource.RLIM_INFINITY
+    most = max(1, soft - OPEN_FILES_MARGIN) if limited else WALL_MAX_CONNECTIONS
+    over = [c for c in ns.connections or () if c > most]
+    if not over:
+        return None
+    why = (
+        f"wrk opens a file per connection, and this shell may open {soft} (ulimit -n) less "
+        f"{OPEN_FILES_MARGIN} of its own: raise ulimit -n, or use fewer connections"
+        if limited
+        else "a fixed bound: each connection costs wrk memory"
+    )
+    return (
+        f"--connections {over[0]}: a live leg runs at most {most} connections ({why}); accepted 1 to {most}"
+    )
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -538,6 +611,10 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
         if name in RENAMED:
             parser.error(f"{name}: now a subcommand: {PROG} {RENAMED[name]} [options]")
         if not name.startswith("-"):
+            if name in COMMANDS:
+                parser.error(
+                    f"{name!r}: the subcommand is already {ns.command}; a subcommand is given once, first"
+                )
             parser.error(f"{name!r}: not a subcommand; accepted: {', '.join(COMMANDS)}")
         owners = [c for c, sp in _subparsers(parser).items() if name in sp._option_string_actions]
         where = f"an option of {', '.join(owners)}" if owners else f"see {PROG} {ns.command} --help"
