@@ -193,5 +193,5 @@ def test_tail_latency_help_installs_nothing(tmp_path):
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("usage: tail_latency") and "peers" in done.stdout
+    assert done.stdout.startswith("usage: scripts/tail-latency.sh") and "peers" in done.stdout
     assert "bootstrap" not in done.stderr and not (tmp_path / "no-venv").exists()

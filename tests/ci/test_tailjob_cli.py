@@ -26,9 +26,9 @@ from tailjob.cli import main
         (["--pin", "--server-cpus", "4096"], "--server-cpus '4096': CPUs [4096] are not available"),
         (["calibrate", "2", "--ab", "aa"], "--ab: not an option of calibrate (an option of ab, validate)"),
         (["calibrate", "2", "--gate"], "--gate: not an option of calibrate (an option of ab, count)"),
-        (["calibrate", "2", "--peers"], "--peers: now a subcommand: tail_latency peers"),
+        (["calibrate", "2", "--peers"], "--peers: now a subcommand: scripts/tail-latency.sh peers"),
         (["peers", "--ab", "tail"], "--ab: not an option of peers (an option of ab, validate)"),
-        (["--tier", "instructions"], "--tier instructions: now a subcommand: tail_latency count"),
+        (["--tier", "instructions"], "--tier instructions: now a subcommand: scripts/tail-latency.sh count"),
         (["--requests", "100"], "--requests: not an option of ab (an option of count)"),
         (["nope"], "'nope': not a subcommand; accepted: ab, calibrate, peers, sweep, validate, count"),
         # what a fresh user found accepted, or refused only after the runs (issue 38's review)
@@ -169,11 +169,18 @@ def test_malformed_values_are_argparse_errors(argv, capsys):
     assert err.startswith("tail_latency: error: argument") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", ["calibrate", "peers"])
+def test_a_live_only_subcommands_help_gives_no_virtual_time_bounds(command, capsys):
+    assert main([command, "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "virtual" not in out and "at most ulimit -n less 64" in out
+
+
 @pytest.mark.parametrize("command", ["", "ab", "calibrate", "peers", "sweep", "validate", "count"])
 def test_each_subcommand_has_a_short_help_and_the_top_one_the_exit_codes(command, capsys):
     assert main([command, "--help"] if command else ["--help"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"usage: tail_latency {command}".rstrip())
+    assert out.startswith(f"usage: scripts/tail-latency.sh {command}".rstrip())  # what the user runs
     assert len(out.splitlines()) < 120  # the one flat parser's was 220
     if not command:
         codes = [c for c in out.split("exit codes:\n")[1].splitlines() if c[2:3].isdigit()]

@@ -15,7 +15,7 @@ import re
 import resource
 from pathlib import Path
 
-from . import OUT, PROG, REPO, fail, ownserver, workloads  # noqa: F401  (fail: re-exported)
+from . import COMMAND, OUT, PROG, REPO, fail, ownserver, workloads  # noqa: F401  (fail: re-exported)
 from .metrics import METRICS
 from .plan import (
     AB_PRESETS,
@@ -167,7 +167,7 @@ OPTIONS: dict[str, dict] = {
     "--tier": dict(
         choices=TIERS,
         default="wall",
-        help="wall: the real server in wall-clock time (default); sim: the same A/B in virtual time",
+        help="wall: live (default); sim: in virtual time",
     ),
     "rounds": dict(
         type=_positive, metavar="K", help="rounds, a positive integer (5 in docs/en/inconclusive.md)"
@@ -182,7 +182,8 @@ OPTIONS: dict[str, dict] = {
     "--connections": dict(
         type=_connections,
         metavar="N[,N...]",
-        help=f"one leg per count, e.g. 64 or 512,1024 (at most {SIM_MAX_CONNECTIONS} in virtual time)",
+        help="one leg per count, e.g. 64 or 512,1024 (at most ulimit -n less 64 live, "
+        f"{SIM_MAX_CONNECTIONS} in virtual time)",
     ),
     "--duration": dict(
         type=_duration,
@@ -345,8 +346,8 @@ def _less(group: tuple[str, tuple], *names: str) -> tuple[str, tuple]:
 SUBCOMMANDS: dict[str, tuple[str, str, tuple]] = {
     "ab": (
         "interleaved A/B of two arms, a verdict per metric (the default)",
-        "Interleaved A/B of the bench server's two arms, a bootstrap verdict per metric. "
-        "No options: the quick profile, --ab tail, on each backend, then the same A/B in virtual time.",
+        "A/B of two arms (the bench server's or --server-cmd's), a verdict per metric; no "
+        "options: --ab tail, quick profile, each backend, live then virtual time.",
         (
             (None, ("--tier",)),
             _PROFILE,
@@ -424,7 +425,15 @@ SUBCOMMANDS: dict[str, tuple[str, str, tuple]] = {
 order (title None: the parser's own ``options``).  ``ab`` and ``calibrate`` take a server command's
 options too (:func:`tailjob.ownserver.add_server_options`)."""
 
+_LIVE = {
+    "--connections": "one leg per count, e.g. 64 or 512,1024 (at most ulimit -n less 64)",
+    "--duration": f"per run: seconds or 3s, 2m, 1h; at most {WALL_MAX_DURATION_S // 3600}h",
+}
+"""``--connections`` and ``--duration`` where every run is live (no virtual-time bounds to give)."""
+
 HELP = {
+    **{(c, row): text for c in ("calibrate", "peers") for row, text in _LIVE.items()},
+    ("calibrate", "--backend"): "the backend of every leg (default: each in turn)",
     ("count", "--backend"): "count the bench server on this backend (and asyncio)",
     ("count", "--gate"): "exit 1 if a server's instructions per request is a regression",
 }
@@ -436,7 +445,7 @@ RENAMED = {"--peers": "peers", "--calibrate": "calibrate K", "--validate": "vali
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog=PROG,
+        prog=COMMAND,
         description="The tail-latency job. No subcommand is `ab`; no arguments: the quick A/B of "
         "age-based dispatch on each backend, then the same A/B in virtual time.",
         epilog=EXIT_CODES,
@@ -602,14 +611,14 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
     parser = parser or build_parser()
     argv = list(argv)
     if "--tier" in argv[:-1] and argv[argv.index("--tier") + 1] == "instructions":
-        parser.error(f"--tier instructions: now a subcommand: {PROG} count [options]")
+        parser.error(f"--tier instructions: now a subcommand: {COMMAND} count [options]")
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "ab")
     ns, rest = parser.parse_known_args(argv)
     if rest:
         name = rest[0].split("=", 1)[0]
         if name in RENAMED:
-            parser.error(f"{name}: now a subcommand: {PROG} {RENAMED[name]} [options]")
+            parser.error(f"{name}: now a subcommand: {COMMAND} {RENAMED[name]} [options]")
         if not name.startswith("-"):
             if name in COMMANDS:
                 parser.error(
@@ -617,7 +626,7 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
                 )
             parser.error(f"{name!r}: not a subcommand; accepted: {', '.join(COMMANDS)}")
         owners = [c for c, sp in _subparsers(parser).items() if name in sp._option_string_actions]
-        where = f"an option of {', '.join(owners)}" if owners else f"see {PROG} {ns.command} --help"
+        where = f"an option of {', '.join(owners)}" if owners else f"see {COMMAND} {ns.command} --help"
         parser.error(f"{name}: not an option of {ns.command} ({where})")
     if getattr(ns, "gate", False) and (getattr(ns, "runs", None) or MIN_PAIRS) < MIN_PAIRS:
         parser.error(
