@@ -34,7 +34,10 @@ from tailjob.cli import main
         # what a fresh user found accepted, or refused only after the runs (issue 38's review)
         (["--min-effect", "0"], "'0': accepted a fraction above 0"),
         (["--seed", "x"], "--seed: 'x': accepted an integer"),
-        (["--tier", "sim", "--pollution-limit", "nan"], "'nan': accepted a non-negative number of cores"),
+        (
+            ["--tier", "sim", "--pollution-limit", "nan"],
+            "'nan': accepted a finite non-negative number of cores",
+        ),
         (["--gate", "--runs", "2"], "--gate with --runs 2: a verdict needs 8 paired runs"),
         (["--tier", "sim", "--gate", "--runs", "7"], "--gate with --runs 7: a verdict needs 8 paired runs"),
         (["--server", "bench-epoll"], "--server: not an option of ab (an option of count)"),
@@ -86,6 +89,12 @@ from tailjob.cli import main
         (["--connections", "99999999999999999999999"], "a live leg runs at most {live_connections}"),
         (["ab", "ab"], "'ab': the subcommand is already ab; a subcommand is given once, first"),
         (["--out", ""], "--out: '': empty; accepted a directory path"),
+        (["--min-effect", "-5%"], "--min-effect: '-5%': accepted a fraction above 0 and below 1"),
+        (["--seed", "-x"], "--seed: '-x': accepted an integer from 0"),
+        (["--min-effect", "--out=x"], "--min-effect: expected one argument"),  # an option, not a value
+        (["--duration", "1.5"], "--duration: '1.5': accepted whole seconds like 3, 3s, 2m"),
+        (["--duration", "0.5s"], "--duration: '0.5s': accepted whole seconds like 3, 3s, 2m"),
+        (["--pollution-limit", "1e309"], "--pollution-limit: '1e309': accepted a finite non-negative number"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path, tmp_path_factory):

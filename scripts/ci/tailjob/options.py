@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import resource
@@ -45,7 +46,7 @@ EXIT_CODES = """exit codes:
 def _duration(text: str) -> int:
     m = re.fullmatch(r"(\d+)([smh]?)", text.strip())
     if not m or int(m.group(1)) == 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive duration like 3, 3s, 2m")
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted whole seconds like 3, 3s, 2m, 1h (not 0)")
     return int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
@@ -110,8 +111,10 @@ def _cores(text: str) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0:  # nan too
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a non-negative number of cores, e.g. 0.1")
+    if not (value >= 0 and math.isfinite(value)):  # nan and inf (1e309) too
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: accepted a finite non-negative number of cores, e.g. 0.1"
+        )
     return value
 
 
@@ -605,6 +608,22 @@ def _check_out(parser: argparse.ArgumentParser, out: Path) -> None:
             d.rmdir()
 
 
+def _glued(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``argv`` with a value that starts with ``-`` glued to its option (``--min-effect -5%`` ->
+    ``--min-effect=-5%``): argparse would take it for an option and say only "expected one argument",
+    where the option's own check names the value and what is accepted."""
+    actions = {o: a for sp in _subparsers(parser).values() for o, a in sp._option_string_actions.items()}
+    out: list[str] = []
+    for arg in argv:
+        prev = out[-1] if out else ""
+        option = arg.split("=", 1)[0] in actions  # --out=DIR is an option, -5% is not
+        if arg.startswith("-") and not option and prev in actions and actions[prev].nargs is None:
+            out[-1] = f"{prev}={arg}"
+            continue
+        out.append(arg)
+    return out
+
+
 def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
     """The namespace of ``argv`` (no subcommand: ``ab``); an option of another subcommand is one line
     naming the subcommands it belongs to (exit 2)."""
@@ -614,7 +633,7 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
         parser.error(f"--tier instructions: now a subcommand: {COMMAND} count [options]")
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "ab")
-    ns, rest = parser.parse_known_args(argv)
+    ns, rest = parser.parse_known_args(_glued(parser, argv))
     if rest:
         name = rest[0].split("=", 1)[0]
         if name in RENAMED:
