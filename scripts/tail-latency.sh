@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job: set up .venv and wrk if needed (not for --help, nor for bad options) (and nginx for `peers`), then run the
-# tail-latency job (default: `ab`, the quick profile, both backends, then the same A/B in virtual time).
+# The main job: set up .venv and wrk if needed (and nginx for `peers`; nothing for --help or bad
+# options), then run the tail-latency job (default: `ab`, the quick profile, both backends, then the
+# same A/B in virtual time).
 # Arguments go to the job's console script, tailreactor-tail-latency (tailjob.cli:main, in .venv):
 # a subcommand (ab, calibrate, peers, sweep, validate, count) and its options.
 set -euo pipefail

@@ -115,6 +115,23 @@ def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path, tmp_p
     assert list(tmp_path.iterdir()) == []  # nothing ran, nothing written
 
 
+@pytest.mark.parametrize("command", [[], ["validate"], ["calibrate", "1"], ["peers"]])
+def test_live_connections_are_bounded_by_the_open_files_limit(command, capsys, tmp_path):
+    """wrk opens a file per connection: a leg beyond ``ulimit -n`` less 64 is refused up front."""
+    from tailjob.options import parse
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        assert main([*command, "--connections", "64,193", "--out", str(tmp_path)]) == 2
+        largest = parse([*command, "--connections", "192", "--out", str(tmp_path)])
+        assert largest.connections == (192,)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    err = capsys.readouterr().err
+    assert "--connections 193: a live leg runs at most 192 connections" in err and "ulimit -n" in err
+
+
 def test_the_sim_tiers_bounds_cover_every_profile_and_grid_in_the_repo():
     """The bounds of ``ab --tier sim``/``validate`` (connections, virtual seconds per run) are the sweep
     grid's, and every profile and every committed grid lies within them."""

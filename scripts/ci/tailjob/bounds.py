@@ -81,10 +81,8 @@ def check_bounds(ns: argparse.Namespace) -> str | None:
             f"--duration {d}s: a live run lasts at most {WALL_MAX_DURATION_S} s, and a job runs two arms "
             f"x --runs x its legs of them; accepted 1 to {WALL_MAX_DURATION_S}s (1h)"
         )
-    if not sim:
-        return check_open_files(ns)
     over = [c for c in ns.connections or () if c > SIM_MAX_CONNECTIONS]
-    if over:
+    if sim and over:
         what, t = f"--connections {over[0]}", ns.workload
         if isinstance(t, workloads.Traffic):  # the connections are its classes'
             where = "--class" if t.source == "--class" else f"--workload {t.source}"
@@ -93,6 +91,8 @@ def check_bounds(ns: argparse.Namespace) -> str | None:
             f"{what}: the sim tier runs at most {SIM_MAX_CONNECTIONS} connections in a leg (a socketpair "
             f"each, in one process); accepted 1 to {SIM_MAX_CONNECTIONS}"
         )
+    if not sim or ns.command == "validate":  # validate runs the A/B live first
+        return check_open_files(ns)
     return None
 
 
