@@ -91,6 +91,7 @@ from tailjob.cli import main
         (["--out", ""], "--out: '': empty; accepted a directory path"),
         (["--min-effect", "-5%"], "--min-effect: '-5%': accepted a fraction above 0 and below 1"),
         (["--seed", "-x"], "--seed: '-x': accepted an integer from 0"),
+        (["--runs", "²"], "--runs: '²': accepted an integer from 1 to 1000"),  # a digit int() refuses
         (["--min-effect", "--out=x"], "--min-effect: expected one argument"),  # an option, not a value
         (["--duration", "1.5"], "--duration: '1.5': accepted whole seconds like 3, 3s, 2m"),
         (["--duration", "0.5s"], "--duration: '0.5s': accepted whole seconds like 3, 3s, 2m"),

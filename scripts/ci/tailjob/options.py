@@ -57,7 +57,7 @@ MAX_WORKERS = 1024
 
 
 def _seed(text: str) -> int:
-    if not text.strip().isdigit() or int(text) > SEED_MAX:
+    if not text.strip().isdecimal() or int(text) > SEED_MAX:
         raise argparse.ArgumentTypeError(
             f"{text!r}: accepted an integer from 0 to {SEED_MAX} (a 32-bit seed)"
         )
@@ -68,7 +68,7 @@ def _upto(most: int, why: str):
     """The type of a positive integer option whose largest value is ``most`` (``why``: the reason)."""
 
     def check(text: str) -> int:
-        if not text.strip().isdigit() or not 1 <= int(text) <= most:
+        if not text.strip().isdecimal() or not 1 <= int(text) <= most:
             raise argparse.ArgumentTypeError(f"{text!r}: accepted an integer from 1 to {most} ({why})")
         return int(text)
 
@@ -76,7 +76,7 @@ def _upto(most: int, why: str):
 
 
 def _positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
+    if not text.strip().isdecimal() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive integer")
     return int(text)
 
