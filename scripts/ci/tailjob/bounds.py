@@ -112,8 +112,8 @@ def check_open_files(ns: argparse.Namespace) -> str | None:
     if not over:
         return None
     why = (
-        f"wrk opens a file per connection, and this shell may open {soft} (ulimit -n) less "
-        f"{OPEN_FILES_MARGIN} of its own: raise ulimit -n, or use fewer connections"
+        f"wrk opens a file per connection and {OPEN_FILES_MARGIN} of its own, and this shell may open "
+        f"{soft} (ulimit -n): raise that, or use fewer connections"
         if limited
         else "a fixed bound: each connection costs wrk memory"
     )
