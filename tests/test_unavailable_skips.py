@@ -193,5 +193,31 @@ def test_tail_latency_help_installs_nothing(tmp_path):
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("usage: tail_latency") and "peers" in done.stdout
+    assert done.stdout.startswith("usage: scripts/tail-latency.sh") and "peers" in done.stdout
     assert "bootstrap" not in done.stderr and not (tmp_path / "no-venv").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["ab", "--duration", "0"], "--duration: '0': accepted whole seconds"),
+        (["--runs", "100000"], "--runs: '100000': accepted an integer from 1 to 1000"),
+        (["calibrate", "2", "--seed", "-1"], "--seed: '-1': accepted an integer from 0"),
+    ],
+)
+def test_tail_latency_refuses_bad_options_before_setting_up_anything(tmp_path, argv, says):
+    # Issue 38: a fresh clone spent 32 s making .venv before `ab --duration 0`'s one-line error.
+    path = bare_path(tmp_path, "bash", "dirname")
+    (Path(path) / "python3").symlink_to(Path(sys.base_prefix) / "bin" / "python3")
+    env = child_env(PATH=path, TAILREACTOR_VENV=str(tmp_path / "no-venv"), PYTHON="python3")
+    done = subprocess.run(
+        [shutil.which("bash"), str(ROOT / "scripts" / "tail-latency.sh"), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+    assert not (tmp_path / "no-venv").exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tailjob import calibrate, stats
@@ -75,3 +77,21 @@ def test_the_table_names_k_profile_backend_and_delays():
     rows = [ln for ln in text.splitlines() if ln.startswith("| epoll |")]
     assert len(rows) == len(stats.METRICS)
     assert rows[0].startswith("| epoll | Requests/s | 5% | 0/1 | 1/1 | ±10.0% | 0/1 | 0/1 |")
+
+
+def test_a_calibration_that_could_reach_no_verdict_says_so_above_the_table():
+    """Issue 38: ``calibrate 1 --runs 2`` printed 0/1 false and 0/1 detected from verdicts all n/a."""
+    few = [replace(c, n_pairs=2, verdict=stats.NO_VERDICT) for c in comps({})]
+    legs = [calibrate.CalibrationLeg(kind, 0, "epoll", None, few) for kind in calibrate.KINDS]
+    text = calibrate.render_table(legs, profile="quick", k=1, wrk="-t2 -c64 -d2s")
+    assert (
+        "No verdict was possible: every leg's verdicts are n/a (2 paired runs per leg; a verdict "
+        f"needs {stats.MIN_PAIRS}: --runs {stats.MIN_PAIRS} or more), so the counts below say nothing."
+    ) in text.splitlines()
+    ok = calibrate.render_table(
+        [calibrate.CalibrationLeg(k, 0, "epoll", None, comps({})) for k in calibrate.KINDS],
+        profile="quick",
+        k=1,
+        wrk="-t2 -c64 -d2s",
+    )
+    assert "No verdict was possible" not in ok

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -25,15 +26,18 @@ from tailjob.cli import main
         (["--pin", "--server-cpus", "4096"], "--server-cpus '4096': CPUs [4096] are not available"),
         (["calibrate", "2", "--ab", "aa"], "--ab: not an option of calibrate (an option of ab, validate)"),
         (["calibrate", "2", "--gate"], "--gate: not an option of calibrate (an option of ab, count)"),
-        (["calibrate", "2", "--peers"], "--peers: now a subcommand: tail_latency peers"),
+        (["calibrate", "2", "--peers"], "--peers: now a subcommand: scripts/tail-latency.sh peers"),
         (["peers", "--ab", "tail"], "--ab: not an option of peers (an option of ab, validate)"),
-        (["--tier", "instructions"], "--tier instructions: now a subcommand: tail_latency count"),
+        (["--tier", "instructions"], "--tier instructions: now a subcommand: scripts/tail-latency.sh count"),
         (["--requests", "100"], "--requests: not an option of ab (an option of count)"),
         (["nope"], "'nope': not a subcommand; accepted: ab, calibrate, peers, sweep, validate, count"),
         # what a fresh user found accepted, or refused only after the runs (issue 38's review)
         (["--min-effect", "0"], "'0': accepted a fraction above 0"),
         (["--seed", "x"], "--seed: 'x': accepted an integer"),
-        (["--tier", "sim", "--pollution-limit", "nan"], "'nan': accepted a non-negative number of cores"),
+        (
+            ["--tier", "sim", "--pollution-limit", "nan"],
+            "'nan': accepted a finite non-negative number of cores",
+        ),
         (["--gate", "--runs", "2"], "--gate with --runs 2: a verdict needs 8 paired runs"),
         (["--tier", "sim", "--gate", "--runs", "7"], "--gate with --runs 7: a verdict needs 8 paired runs"),
         (["--server", "bench-epoll"], "--server: not an option of ab (an option of count)"),
@@ -70,18 +74,63 @@ from tailjob.cli import main
         (["--pin", "--wrk-cpus", "x"], "--wrk-cpus 'x': accepted a CPU list like 0 or 0,2 or 0-1"),
         (["--pin", "--wrk-cpus", "1-0"], "--wrk-cpus '1-0': accepted a CPU list like 0 or 0,2 or 0-1"),
         (["peers", "--server-cpus", "0,,1"], "--server-cpus '0,,1': accepted a CPU list"),
+        # issue 38's fresh user, the option side: bounds a user would expect, checked before any run
+        (
+            ["--pin", "--server-cpus", "0-99999999999"],
+            "--server-cpus '0-99999999999': CPUs [{past_last_cpu}-99999999999] are not available",
+        ),
+        (["--tier", "sim", "--seed", "-1"], "--seed: '-1': accepted an integer from 0 to 4294967295"),
+        (["--seed", "4294967296"], "--seed: '4294967296': accepted an integer from 0 to 4294967295"),
+        (
+            ["--workers", "10000"],
+            "--workers: '10000': accepted an integer from 1 to 1024 (the bench server's bound)",
+        ),
+        (["--runs", "100000"], "--runs: '100000': accepted an integer from 1 to 1000"),
+        (["--connections", "99999999999999999999999"], "a live leg runs at most {live_connections}"),
+        (["ab", "ab"], "'ab': the subcommand is already ab; a subcommand is given once, first"),
+        (["--out", ""], "--out: '': empty; accepted a directory path"),
+        (["--min-effect", "-5%"], "--min-effect: '-5%': accepted a fraction above 0 and below 1"),
+        (["--seed", "-x"], "--seed: '-x': accepted an integer from 0"),
+        (["--runs", "²"], "--runs: '²': accepted an integer from 1 to 1000"),  # a digit int() refuses
+        (["--min-effect", "--out=x"], "--min-effect: expected one argument"),  # an option, not a value
+        (["--duration", "1.5"], "--duration: '1.5': accepted whole seconds like 3, 3s, 2m"),
+        (["--duration", "0.5s"], "--duration: '0.5s': accepted whole seconds like 3, 3s, 2m"),
+        (["--pollution-limit", "1e309"], "--pollution-limit: '1e309': accepted a finite non-negative number"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(argv, message, capsys, tmp_path, tmp_path_factory):
     bad_json = tmp_path_factory.mktemp("baseline") / "bad.json"
     bad_json.write_text("{ not json")
     argv = [a.format(bad_json=bad_json) for a in argv]
-    message = message.format(bad_json=bad_json)
-    assert main([*argv, "--out", str(tmp_path)]) == 2
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    message = message.format(
+        bad_json=bad_json,
+        past_last_cpu=max(os.sched_getaffinity(0)) + 1,
+        live_connections=soft - 64 if soft != resource.RLIM_INFINITY else 1_000_000,
+    )
+    out = [] if "--out" in argv else ["--out", str(tmp_path)]
+    assert main([*argv, *out]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tail_latency: error: ") and message in err
     assert err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []  # nothing ran, nothing written
+
+
+@pytest.mark.parametrize("command", [[], ["validate"], ["calibrate", "1"], ["peers"]])
+def test_live_connections_are_bounded_by_the_open_files_limit(command, capsys, tmp_path):
+    """wrk opens a file per connection: a leg beyond ``ulimit -n`` less 64 is refused up front."""
+    from tailjob.options import parse
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        assert main([*command, "--connections", "64,193", "--out", str(tmp_path)]) == 2
+        largest = parse([*command, "--connections", "192", "--out", str(tmp_path)])
+        assert largest.connections == (192,)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    err = capsys.readouterr().err
+    assert "--connections 193: a live leg runs at most 192 connections" in err and "ulimit -n" in err
 
 
 def test_the_sim_tiers_bounds_cover_every_profile_and_grid_in_the_repo():
@@ -147,11 +196,18 @@ def test_malformed_values_are_argparse_errors(argv, capsys):
     assert err.startswith("tail_latency: error: argument") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", ["calibrate", "peers"])
+def test_a_live_only_subcommands_help_gives_no_virtual_time_bounds(command, capsys):
+    assert main([command, "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "virtual" not in out and "at most ulimit -n less 64" in out
+
+
 @pytest.mark.parametrize("command", ["", "ab", "calibrate", "peers", "sweep", "validate", "count"])
 def test_each_subcommand_has_a_short_help_and_the_top_one_the_exit_codes(command, capsys):
     assert main([command, "--help"] if command else ["--help"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"usage: tail_latency {command}".rstrip())
+    assert out.startswith(f"usage: scripts/tail-latency.sh {command}".rstrip())  # what the user runs
     assert len(out.splitlines()) < 120  # the one flat parser's was 220
     if not command:
         codes = [c for c in out.split("exit codes:\n")[1].splitlines() if c[2:3].isdigit()]
@@ -232,7 +288,7 @@ def test_peers_arguments_are_checked_before_its_setup_installs_nginx(tmp_path):
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
-        "tail_latency: error: argument --runs: '0': accepted a positive integer"
+        "tail_latency: error: argument --runs: '0': accepted an integer from 1 to 1000 (runs per arm; the profiles run 8)"
     ]
 
 

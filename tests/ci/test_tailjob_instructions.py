@@ -230,6 +230,16 @@ def test_without_valgrind_the_tier_is_one_line_and_exit_3(tmp_path):
         (["--gate", "--requests", "500"], "--requests 500: the baseline counted 1000 requests"),
         (["--in-flight", "0"], "--in-flight"),
         (["--gate", "--in-flight", "8"], "--in-flight 8: the baseline counted 1 in flight"),
+        # issue 38: a baseline the user names is checked and compared, --gate or not
+        (
+            ["--baseline", "/nonexistent/b.json"],
+            "--baseline /nonexistent/b.json: no such file; accepted a baseline JSON file "
+            "(write one with --write-baseline)",
+        ),
+        (
+            ["--baseline", str(instructions.BASELINE), "--requests", "500"],
+            "--requests 500: the baseline counted 1000 requests per server; compare the same count",
+        ),
     ],
 )
 def test_bad_options_of_the_tier_are_one_line_and_exit_2(tmp_path, args, says):

@@ -70,6 +70,21 @@ def test_gate_fails_on_a_regression_in_virtual_time(tmp_path, capsys):
     [
         (["--tier", "sim", "--sim-cost", "request_us=-1"], "--sim-cost request_us=-1: accepted 0 to"),
         (["--tier", "sim", "--sim-cost", "nope=1"], "--sim-cost nope=1: unknown constant; accepted"),
+        # issue 38: a key given twice is refused (the later one silently won); units as each takes
+        (["--tier", "sim", "--sim-cost", "request_us=1 request_us=2"], "--sim-cost: request_us set twice"),
+        (
+            ["--tier", "sim", "--sim-cost", "request_us"],
+            "--sim-cost 'request_us': not K=V; accepted wait_us=US, harvest_us=US, callback_us=US, "
+            "request_us=US, instruction_ns=NS, client_us=US, wrk_us=US (US: microseconds, NS: nanoseconds)",
+        ),
+        (
+            ["--tier", "sim", "--class", "name=a connections=8 loop=closed name=b"],
+            "--class 'name=a connections=8 loop=closed name=b': name set twice",
+        ),
+        (
+            ["--tier", "sim", "--class", "name=a connections=8 connections=9 loop=closed"],
+            "connections set twice",
+        ),
         (["--sim-cost", "request_us=3"], "--sim-cost applies to --tier sim"),
         (["--tier", "sim", "--pin"], "--pin: the sim tier"),
         (["--tier", "sim", "--workers", "2"], "--workers 2: the sim tier"),

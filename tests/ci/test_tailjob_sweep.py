@@ -166,7 +166,7 @@ def test_a_bad_grid_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, tex
         (["sweep", "--grid", "/nonexistent/grid.toml"], "--grid /nonexistent/grid.toml: cannot read"),
         (["--tier", "sim", "--grid", "default"], "--grid: not an option of ab (an option of sweep)"),
         (["--tier", "sim", "--dask"], "--dask: not an option of ab (an option of sweep)"),
-        (["--tier", "sim", "--sweep"], "--sweep: now a subcommand: tail_latency sweep"),
+        (["--tier", "sim", "--sweep"], "--sweep: now a subcommand: scripts/tail-latency.sh sweep"),
     ],
 )
 def test_options_a_sweep_does_not_take_are_one_line_exit_2(tmp_path, capsys, argv, message):

@@ -16,7 +16,7 @@ The layers (:data:`LAYERS` names their modules), each importing only from those 
 3. measures -- ``run(plan) -> record``: wall (wrk, the load client), sim, instructions;
 4. designs -- the trial loop and what it decides;
 5. outputs -- reports, plots, progress, the step summary;
-6. command line -- options (``--help`` needs only the standard library), cli (the parsed options
+6. command line -- bounds and options (``--help`` needs only the standard library), cli (the parsed options
    become records there and go no further).
 """
 
@@ -81,6 +81,7 @@ LAYERS = (
         "tailjob.stepsummary",
     ),
     (
+        "tailjob.bounds",
         "tailjob.options",
         "tailjob.cli",
         "tailjob.__main__",

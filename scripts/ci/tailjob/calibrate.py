@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from . import stats
 from .plan import AB_PRESETS, Arm, Leg
 from .runner import LegResult, Settings, run_job
-from .stats import EQUIVALENT, GAIN, REGRESSION, Comparison, median
+from .stats import EQUIVALENT, GAIN, NO_VERDICT, REGRESSION, Comparison, median
 
 SLOWDOWNS = {"slow10": 0.10, "slow25": 0.25}
 """Injected slowdowns, as a share of the measured server CPU per request."""
@@ -130,6 +130,19 @@ def render_table(legs: list[CalibrationLeg], *, profile: str, k: int, wrk: str) 
                 + (f" (CPU/request B/A {median(cpu):.3f}, median)" if cpu else "")
             )
         lines.append(f"- {backend}: " + "; ".join(parts) + ".")
+    every = [c for leg in legs for c in leg.comparisons]
+    if every and all(c.verdict == NO_VERDICT for c in every):  # e.g. --runs below stats.MIN_PAIRS
+        pairs = min(c.n_pairs for c in every)
+        why = (
+            f" ({pairs} paired runs per leg; a verdict needs {stats.MIN_PAIRS}: --runs "
+            f"{stats.MIN_PAIRS} or more)"
+            if pairs < stats.MIN_PAIRS
+            else ""
+        )
+        lines += [
+            "",
+            f"No verdict was possible: every leg's verdicts are n/a{why}, so the counts below say nothing.",
+        ]
     lines += [
         "",
         "| Backend | Metric | Min. effect | A/A: false gain/regression | A/A: equivalent "

@@ -397,7 +397,7 @@ class CountPlan:
     server: list | None = None
     requests: int = REQUESTS
     in_flight: int = 1
-    baseline: Path = BASELINE
+    baseline: Path | None = None  # None: BASELINE, compared only where the counts match
     write_baseline: bool = False
     backend: str | None = None
     gate: bool = False
@@ -409,28 +409,32 @@ def _checked(plan: CountPlan) -> tuple[dict[str, float], list[str]]:
         raise PlanError(
             "--write-baseline stores this count; --gate compares it with the stored one: choose one"
         )
-    baseline = load_baseline(plan.baseline)
-    if plan.gate and not baseline:
+    path, named = plan.baseline or BASELINE, plan.baseline is not None
+    if named and not plan.write_baseline and not path.is_file():
         raise PlanError(
-            f"--baseline {plan.baseline}: no baseline there to gate on (write one with --write-baseline)"
+            f"--baseline {path}: no such file; accepted a baseline JSON file (write one with --write-baseline)"
         )
-    stored = _baseline(plan.baseline).values()
+    baseline = load_baseline(path)
+    if plan.gate and not baseline:
+        raise PlanError(f"--baseline {path}: no baseline there to gate on (write one with --write-baseline)")
+    strict = plan.gate or named  # a baseline asked for is compared, or refused in one line
+    stored = _baseline(path).values()
     counted = {int(v["requests"]) for v in stored if "requests" in v}
     batches = {int(v.get("in_flight", 1)) for v in stored}
     if baseline and counted and counted != {plan.requests}:
         # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
         # interpreter's caches): a verdict compares equal counts.
-        if plan.gate:
+        if strict and not plan.write_baseline:
             raise PlanError(
                 f"--requests {plan.requests}: the baseline counted "
-                f"{', '.join(map(str, sorted(counted)))} requests per server; gate on the same count"
+                f"{', '.join(map(str, sorted(counted)))} requests per server; compare the same count"
             )
         baseline = {}
     if baseline and batches != {plan.in_flight}:  # a round's cost is shared by its batch
-        if plan.gate:
+        if strict and not plan.write_baseline:
             raise PlanError(
                 f"--in-flight {plan.in_flight}: the baseline counted "
-                f"{', '.join(map(str, sorted(batches)))} in flight; gate on the same batch"
+                f"{', '.join(map(str, sorted(batches)))} in flight; compare the same batch"
             )
         baseline = {}
     chosen = plan.server or [
@@ -477,7 +481,9 @@ def main_tier(plan: CountPlan) -> int:
         print(f"\n{whole}")
     verdicts = compare(counts, baseline)
     if verdicts:
-        print(f"\nAgainst {plan.baseline.name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):")
+        print(
+            f"\nAgainst {(plan.baseline or BASELINE).name} (a change over +/-{GATE_LIMIT:.0%} is a regression/gain):"
+        )
         for v in verdicts:
             print(f"- {v.server}: {v.base:,.0f} -> {v.now:,.0f} ({v.change:+.2%}): {v.verdict}")
     _write(plan, counts, shares)
@@ -498,6 +504,6 @@ def _write(plan: CountPlan, counts: list[Count], shares: dict[str, dict[str, flo
     paths = write_files(plan.out / "results", stem, {".md": f"{md}{render(counts)}{whole}\n", ".json": doc})
     notes = []
     if plan.write_baseline:
-        write_atomic(plan.baseline, doc)
-        notes.append(f"{plan.baseline} (the new baseline)")
+        write_atomic(plan.baseline or BASELINE, doc)
+        notes.append(f"{plan.baseline or BASELINE} (the new baseline)")
     print("\n" + files_text(paths, notes=notes))

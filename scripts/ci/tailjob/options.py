@@ -10,16 +10,15 @@
 from __future__ import annotations
 
 import argparse
-import os
+import math
 import re
 from pathlib import Path
 
-from . import OUT, PROG, REPO, fail, ownserver, workloads  # noqa: F401  (fail: re-exported)
+from . import COMMAND, OUT, PROG, REPO, bounds, fail, ownserver, workloads  # noqa: F401  (fail: re-exported)
 from .metrics import METRICS
 from .plan import (
     AB_PRESETS,
     BACKENDS,
-    COUNT_BASELINE,
     COUNT_REQUESTS,
     COUNT_SERVERS,
     PROFILES,
@@ -44,19 +43,40 @@ EXIT_CODES = """exit codes:
 def _duration(text: str) -> int:
     m = re.fullmatch(r"(\d+)([smh]?)", text.strip())
     if not m or int(m.group(1)) == 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive duration like 3, 3s, 2m")
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted whole seconds like 3, 3s, 2m, 1h (not 0)")
     return int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
-def _integer(text: str) -> int:
-    try:
+SEED_MAX = 2**32 - 1
+"""``--seed``'s largest value: a 32-bit seed, what every random-number generator here takes."""
+MAX_RUNS = 1000
+"""``--runs``' most runs per arm: the profiles run 8; a thousand 2-second pairs already take over an
+hour per leg, so more is a typo, not a measurement."""
+MAX_WORKERS = 1024
+"""``--workers``' most: the bench server's own bound (``tailreactor.http.server --workers``)."""
+
+
+def _seed(text: str) -> int:
+    if not text.strip().isdecimal() or int(text) > SEED_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: accepted an integer from 0 to {SEED_MAX} (a 32-bit seed)"
+        )
+    return int(text)
+
+
+def _upto(most: int, why: str):
+    """The type of a positive integer option whose largest value is ``most`` (``why``: the reason)."""
+
+    def check(text: str) -> int:
+        if not text.strip().isdecimal() or not 1 <= int(text) <= most:
+            raise argparse.ArgumentTypeError(f"{text!r}: accepted an integer from 1 to {most} ({why})")
         return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted an integer") from None
+
+    return check
 
 
 def _positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
+    if not text.strip().isdecimal() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive integer")
     return int(text)
 
@@ -88,9 +108,17 @@ def _cores(text: str) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0:  # nan too
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a non-negative number of cores, e.g. 0.1")
+    if not (value >= 0 and math.isfinite(value)):  # nan and inf (1e309) too
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: accepted a finite non-negative number of cores, e.g. 0.1"
+        )
     return value
+
+
+def _directory(text: str) -> Path:
+    if not text.strip():  # Path("") is ".": the results would land wherever the job runs
+        raise argparse.ArgumentTypeError(f"{text!r}: empty; accepted a directory path")
+    return Path(text)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -139,7 +167,7 @@ OPTIONS: dict[str, dict] = {
     "--tier": dict(
         choices=TIERS,
         default="wall",
-        help="wall: the real server in wall-clock time (default); sim: the same A/B in virtual time",
+        help="wall: live (default); sim: in virtual time",
     ),
     "rounds": dict(
         type=_positive, metavar="K", help="rounds, a positive integer (5 in docs/en/inconclusive.md)"
@@ -154,7 +182,8 @@ OPTIONS: dict[str, dict] = {
     "--connections": dict(
         type=_connections,
         metavar="N[,N...]",
-        help=f"one leg per count, e.g. 64 or 512,1024 (at most {SIM_MAX_CONNECTIONS} in virtual time)",
+        help="one leg per count, e.g. 64 or 512,1024 (at most ulimit -n less 64 live, "
+        f"{SIM_MAX_CONNECTIONS} in virtual time)",
     ),
     "--duration": dict(
         type=_duration,
@@ -162,8 +191,16 @@ OPTIONS: dict[str, dict] = {
         help=f"per run: seconds or 3s, 2m, 1h; at most {WALL_MAX_DURATION_S // 3600}h live, "
         f"{SIM_MAX_DURATION_S} s in virtual time",
     ),
-    "--runs": dict(type=_positive, metavar="N", help="measured runs per arm in each leg"),
-    "--workers": dict(type=_positive, metavar="N", help="bench server --workers (default: CWIST_WORKERS)"),
+    "--runs": dict(
+        type=_upto(MAX_RUNS, "runs per arm; the profiles run 8"),
+        metavar="N",
+        help="measured runs per arm in each leg",
+    ),
+    "--workers": dict(
+        type=_upto(MAX_WORKERS, "the bench server's bound"),
+        metavar="N",
+        help="bench server --workers (default: CWIST_WORKERS)",
+    ),
     # the workload
     "--workload": dict(
         metavar="NAME|FILE.toml",
@@ -204,7 +241,7 @@ OPTIONS: dict[str, dict] = {
     "--wrk-cpus": dict(metavar="CPUS", help="wrk's taskset CPUs when pinned: 1 or 1,3 (1)"),
     "--no-warmup": dict(action="store_true", help="skip the discarded warm-up run per leg"),
     "--seed": dict(
-        type=_integer, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"
+        type=_seed, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"
     ),
     "--pollution-limit": dict(
         type=_cores,
@@ -226,7 +263,7 @@ OPTIONS: dict[str, dict] = {
     ),
     "--gate": dict(action="store_true", help="exit 1 if a metric is a regression"),
     "--out": dict(
-        type=Path,
+        type=_directory,
         default=OUT,
         metavar="DIR",
         help="output directory: <out>/results/ and <out>/*.jsonl "
@@ -270,9 +307,9 @@ OPTIONS: dict[str, dict] = {
     ),
     "--baseline": dict(
         type=Path,
-        default=COUNT_BASELINE,
         metavar="FILE",
-        help="the baseline JSON file (benchmarks/results/instructions-baseline.json)",
+        help="the baseline JSON file, compared whenever given (default: "
+        "benchmarks/results/instructions-baseline.json, compared where the counts match)",
     ),
     "--write-baseline": dict(action="store_true", help="store this count as the baseline"),
 }
@@ -309,8 +346,8 @@ def _less(group: tuple[str, tuple], *names: str) -> tuple[str, tuple]:
 SUBCOMMANDS: dict[str, tuple[str, str, tuple]] = {
     "ab": (
         "interleaved A/B of two arms, a verdict per metric (the default)",
-        "Interleaved A/B of the bench server's two arms, a bootstrap verdict per metric. "
-        "No options: the quick profile, --ab tail, on each backend, then the same A/B in virtual time.",
+        "A/B of two arms (the bench server's or --server-cmd's), a verdict per metric; no "
+        "options: --ab tail, quick profile, each backend, live then virtual time.",
         (
             (None, ("--tier",)),
             _PROFILE,
@@ -388,7 +425,15 @@ SUBCOMMANDS: dict[str, tuple[str, str, tuple]] = {
 order (title None: the parser's own ``options``).  ``ab`` and ``calibrate`` take a server command's
 options too (:func:`tailjob.ownserver.add_server_options`)."""
 
+_LIVE = {
+    "--connections": "one leg per count, e.g. 64 or 512,1024 (at most ulimit -n less 64)",
+    "--duration": f"per run: seconds or 3s, 2m, 1h; at most {WALL_MAX_DURATION_S // 3600}h",
+}
+"""``--connections`` and ``--duration`` where every run is live (no virtual-time bounds to give)."""
+
 HELP = {
+    **{(c, row): text for c in ("calibrate", "peers") for row, text in _LIVE.items()},
+    ("calibrate", "--backend"): "the backend of every leg (default: each in turn)",
     ("count", "--backend"): "count the bench server on this backend (and asyncio)",
     ("count", "--gate"): "exit 1 if a server's instructions per request is a regression",
 }
@@ -400,7 +445,7 @@ RENAMED = {"--peers": "peers", "--calibrate": "calibrate K", "--validate": "vali
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog=PROG,
+        prog=COMMAND,
         description="The tail-latency job. No subcommand is `ab`; no arguments: the quick A/B of "
         "age-based dispatch on each backend, then the same A/B in virtual time.",
         epilog=EXIT_CODES,
@@ -419,78 +464,6 @@ def build_parser() -> argparse.ArgumentParser:
         if command in ("ab", "calibrate"):  # calibrate runs one server: not two builds
             ownserver.add_server_options(sp, two_builds=command == "ab")
     return p
-
-
-CPUS = {"server_cpus": "0", "wrk_cpus": "1"}
-"""The taskset CPU lists' defaults (``--server-cpus``, ``--wrk-cpus``)."""
-
-
-def cpu_list(text: str, option: str) -> str | None:
-    """The one line for a CPU list ``text`` (``0``, ``0,2``, ``0-1``) that is not one, or names a CPU
-    this process may not run on; None if it is good."""
-    try:
-        cpus = set()
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            first, last = int(lo), int(hi or lo)
-            if not 0 <= first <= last:
-                raise ValueError(part)
-            cpus |= set(range(first, last + 1))
-    except ValueError:
-        return f"{option} {text!r}: accepted a CPU list like 0 or 0,2 or 0-1"
-    allowed = os.sched_getaffinity(0)
-    if not cpus <= allowed:
-        return f"{option} {text!r}: CPUs {sorted(cpus - allowed)} are not available (available: {sorted(allowed)})"
-    return None
-
-
-def _check_cpus(ns: argparse.Namespace) -> str | None:
-    """``--server-cpus``/``--wrk-cpus``, checked whenever given, and refused where nothing is pinned
-    (they would do nothing); then their defaults."""
-    pinned = not ns.no_pin if ns.command == "peers" else getattr(ns, "pin", False)
-    for name, default in CPUS.items():
-        text, option = getattr(ns, name), "--" + name.replace("_", "-")
-        if text is None:
-            setattr(ns, name, default)
-            continue
-        bad = cpu_list(text, option)
-        if bad:
-            return bad
-        if not pinned:
-            how = {"peers": "drop --no-pin", "sim": "the sim tier pins nothing"}.get(
-                "sim" if getattr(ns, "tier", None) == "sim" else ns.command, "add --pin"
-            )
-            return f"{option} {text}: applies when pinned; {how}, or leave out {option}"
-    return None
-
-
-def _check_bounds(ns: argparse.Namespace) -> str | None:
-    """A run's size within what each tier can do: connections and virtual seconds on the sim tier
-    (``ab --tier sim``, ``validate``'s second tier), seconds per run on the live tier."""
-    sim = getattr(ns, "tier", "sim") == "sim" and ns.command in ("ab", "validate")
-    d = ns.duration
-    if sim and d is not None and d > SIM_MAX_DURATION_S:
-        return (
-            f"--duration {d}s: the sim tier runs at most {SIM_MAX_DURATION_S} virtual s per run (each "
-            "simulated request costs real CPU: a virtual minute is about 45 s of CPU per run); "
-            f"accepted 1 to {SIM_MAX_DURATION_S}s (1m)"
-        )
-    if d is not None and d > WALL_MAX_DURATION_S and getattr(ns, "tier", "wall") == "wall":
-        return (
-            f"--duration {d}s: a live run lasts at most {WALL_MAX_DURATION_S} s, and a job runs two arms "
-            f"x --runs x its legs of them; accepted 1 to {WALL_MAX_DURATION_S}s (1h)"
-        )
-    over = [c for c in ns.connections or () if c > SIM_MAX_CONNECTIONS]
-    if sim and over:
-        what, t = f"--connections {over[0]}", ns.workload
-        if isinstance(t, workloads.Traffic):  # the connections are its classes'
-            where = "--class" if t.source == "--class" else f"--workload {t.source}"
-            what = f"{where}: the traffic's {over[0]} connections"
-        return (
-            f"{what}: the sim tier runs at most {SIM_MAX_CONNECTIONS} connections in a leg (a socketpair "
-            f"each, in one process); accepted 1 to {SIM_MAX_CONNECTIONS}"
-        )
-    return None
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -523,24 +496,44 @@ def _check_out(parser: argparse.ArgumentParser, out: Path) -> None:
             d.rmdir()
 
 
+def _glued(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``argv`` with a value that starts with ``-`` glued to its option (``--min-effect -5%`` ->
+    ``--min-effect=-5%``): argparse would take it for an option and say only "expected one argument",
+    where the option's own check names the value and what is accepted."""
+    actions = {o: a for sp in _subparsers(parser).values() for o, a in sp._option_string_actions.items()}
+    out: list[str] = []
+    for arg in argv:
+        prev = out[-1] if out else ""
+        option = arg.split("=", 1)[0] in actions  # --out=DIR is an option, -5% is not
+        if arg.startswith("-") and not option and prev in actions and actions[prev].nargs is None:
+            out[-1] = f"{prev}={arg}"
+            continue
+        out.append(arg)
+    return out
+
+
 def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
     """The namespace of ``argv`` (no subcommand: ``ab``); an option of another subcommand is one line
     naming the subcommands it belongs to (exit 2)."""
     parser = parser or build_parser()
     argv = list(argv)
     if "--tier" in argv[:-1] and argv[argv.index("--tier") + 1] == "instructions":
-        parser.error(f"--tier instructions: now a subcommand: {PROG} count [options]")
+        parser.error(f"--tier instructions: now a subcommand: {COMMAND} count [options]")
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "ab")
-    ns, rest = parser.parse_known_args(argv)
+    ns, rest = parser.parse_known_args(_glued(parser, argv))
     if rest:
         name = rest[0].split("=", 1)[0]
         if name in RENAMED:
-            parser.error(f"{name}: now a subcommand: {PROG} {RENAMED[name]} [options]")
+            parser.error(f"{name}: now a subcommand: {COMMAND} {RENAMED[name]} [options]")
         if not name.startswith("-"):
+            if name in COMMANDS:
+                parser.error(
+                    f"{name!r}: the subcommand is already {ns.command}; a subcommand is given once, first"
+                )
             parser.error(f"{name!r}: not a subcommand; accepted: {', '.join(COMMANDS)}")
         owners = [c for c, sp in _subparsers(parser).items() if name in sp._option_string_actions]
-        where = f"an option of {', '.join(owners)}" if owners else f"see {PROG} {ns.command} --help"
+        where = f"an option of {', '.join(owners)}" if owners else f"see {COMMAND} {ns.command} --help"
         parser.error(f"{name}: not an option of {ns.command} ({where})")
     if getattr(ns, "gate", False) and (getattr(ns, "runs", None) or MIN_PAIRS) < MIN_PAIRS:
         parser.error(
@@ -554,7 +547,7 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
             _traffic(ns)
         except workloads.TrafficError as e:
             parser.error(str(e))
-    for check in (_check_bounds, _check_cpus):
+    for check in (bounds.check_bounds, bounds.check_cpus):
         bad = check(ns) if hasattr(ns, "duration") else None  # the options of a run (not sweep, count)
         if bad:
             parser.error(bad)

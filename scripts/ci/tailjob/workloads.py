@@ -283,6 +283,8 @@ def parse_classes(texts: Sequence[str]) -> Traffic:
                 raise TrafficError(
                     f"{where}: {token!r} is not K=V; accepted name=N and {', '.join(TRAFFIC_KEYS)}"
                 )
+            if key in table:  # else the later value would win unsaid
+                raise TrafficError(f"{where}: {key} set twice")
             table[key] = value if key in ("name", "loop", "schedule", "rate") else _typed(value)
         name = table.pop("name", None)
         unknown = next((k for k in table if k not in TRAFFIC_KEYS), None)

@@ -186,9 +186,14 @@ def with_overrides(model: CostModel, text: str | None) -> CostModel:
     for token in shlex.split(text or ""):
         name, sep, value = token.partition("=")
         if not sep:
-            raise CostError(f"--sim-cost {token!r}: not K=V; accepted {', '.join(n + '=US' for n in names)}")
+            shown = ", ".join(n + ("=NS" if n.endswith("_ns") else "=US") for n in names)
+            raise CostError(
+                f"--sim-cost {token!r}: not K=V; accepted {shown} (US: microseconds, NS: nanoseconds)"
+            )
         if name not in names:
             raise CostError(f"--sim-cost {token}: unknown constant; accepted {', '.join(names)}")
+        if name in changes:  # else the later value would win unsaid
+            raise CostError(f"--sim-cost: {name} set twice")
         try:
             us = float(value)
         except ValueError:
