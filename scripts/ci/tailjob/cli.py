@@ -56,10 +56,16 @@ from .runner import ABDesign, JobError, JobResult, Settings, run_trials
 from .wrk import wrk_version
 
 
+class Terminated(SystemExit):
+    """SIGTERM arrived: :func:`main` says so in one line and exits 128 + 15."""
+
+
 def _exit_on_sigterm(signum, frame) -> None:
     """SIGTERM (a CI timeout, ``kill``) ends the job as Ctrl-C does, by an exception: the runner's
-    ``finally`` stops the server and ``subprocess.run`` kills wrk (Python's default left them running)."""
-    raise SystemExit(128 + signum)
+    ``finally`` stops the server and ``subprocess.run`` kills wrk (Python's default left them running).
+    Once: a second SIGTERM while those stop ends the process at once."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise Terminated(128 + signum)
 
 
 @dataclass
@@ -104,9 +110,21 @@ class Printed:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if threading.current_thread() is threading.main_thread():  # signal.signal works only there
+    own_signals = threading.current_thread() is threading.main_thread()  # signal.signal works only there
+    if own_signals:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except Terminated:  # the servers, load and worker processes are stopped by then
+        print(f"{PROG}: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except KeyboardInterrupt:  # stopped likewise; a second Ctrl-C would only interrupt the exit itself
+        if own_signals:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise
+
+
+def _main(argv: list[str]) -> int:
     try:
         args = parse(argv)
     except SystemExit as e:  # --help (0) or bad input (2), its one line printed

@@ -111,7 +111,7 @@ def run_sweep(
         done = True
     finally:
         if pool is not None:
-            pool.shutdown(wait=done)
+            pool.shutdown(wait=done, cancel_futures=not done)
         for x in own:
             x.close()
     cells = [_decided(grid, cell, capacities[cell.backend, cell.load], by_key) for cell in grid.cells()]
