@@ -115,9 +115,9 @@ def new_executor(
     the ``reference/`` directory they import :mod:`tailreactor` from (``--a-ref``)."""
     n = processes or len(os.sched_getaffinity(0))
     ctx = multiprocessing.get_context("spawn")
-    if code is None:  # Ctrl-C is the parent's to handle: it ends its workers (end_executor)
-        init, args = signal.signal, (signal.SIGINT, signal.SIG_IGN)
-    else:  # refcode.use does the same, then chooses the code before tailreactor is imported
+    init: Callable[..., object] = signal.signal  # Ctrl-C is the parent's to handle (end_executor)
+    args: tuple = (signal.SIGINT, signal.SIG_IGN)
+    if code is not None:  # refcode.use does the same, then chooses the code before tailreactor is imported
         from ..refcode import use
 
         init, args = use, (code,)
