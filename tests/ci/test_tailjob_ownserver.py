@@ -278,6 +278,28 @@ def test_a_server_command_that_is_not_found_is_exit_3(tmp_path, capsys):
     ]
 
 
+def test_a_server_command_that_exits_says_its_status_and_the_command_to_paste(tmp_path):
+    """It exited before listening: its exit status, and its command quoted as a shell takes it."""
+    cmd = f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(5)' {{port}}"
+    out = job(tmp_path, "--server-cmd", cmd, "--ab", "aa", *TINY, timeout=120)
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = errors(out)
+    assert "server command exited with status 5 before listening:" in line, line
+    assert f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(5)' " in line, line
+
+
+def test_a_server_script_that_is_not_executable_says_so(tmp_path, capsys):
+    script = tmp_path / "server.py"
+    script.write_text("print('hi')\n")
+    script.chmod(0o644)
+    assert main(["--server-cmd", f"{script} {{port}}", "--ab", "aa", "--out", str(tmp_path)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"tail_latency: error: --server-cmd: {script} is not executable "
+        f"(chmod +x {script}, or run it with its interpreter)"
+    ]
+
+
 # -- what cannot apply to a server command: one line, exit 2 ------------------------------------------
 
 CMD = ["--server-cmd", f"{sys.executable} -m http.server {{port}}"]

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from . import history, loadgen, loadspec, metrics, probeleg, procstat, wrk
 from .loadspec import LoadRunResult, LoadSpec
 from .plan import Leg
-from .server import ServerError, ServerProcess
+from .server import ServerError, ServerProcess, how_it_ended
 from .workloads import LoadPlan
 
 SCRIPT = Path(__file__).resolve().parent / "tail_latency.lua"
@@ -249,7 +249,11 @@ class ServerMeasure:
         """The client's parsed figures, or :class:`JobError` for a dead server, a failed client, no request."""
         where = plan.where
         if not alive:
-            raise JobError(f"{where}: {server.WHAT} died during the run" + server.last_stderr())
+            status = server.proc.poll() if server.proc is not None else None
+            raise JobError(
+                f"{where}, {'warm-up' if plan.trial < 0 else f'trial {plan.trial + 1}'}: {server.WHAT} died{how_it_ended(status)} during the run"
+                + server.last_stderr()
+            )
         if out.returncode != 0:
             raise JobError(
                 f"{where}: {self.name} exited {out.returncode}: {(out.stderr or out.stdout).strip()[-300:]}"

@@ -12,6 +12,7 @@ of options refused where they were given).  Only the command line (:mod:`tailjob
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 from dataclasses import replace
@@ -152,6 +153,11 @@ def commands(args: AbOptions | argparse.Namespace) -> dict[str, str] | None:
             raise PlanError(
                 f"{option} {cmd!r}: no {{port}} in it; the job chooses a free port and puts it where "
                 "{port} is, e.g. 'myserver --listen 127.0.0.1:{port}'"
+            )
+        if argv and os.sep in argv[0] and os.path.isfile(argv[0]) and not os.access(argv[0], os.X_OK):
+            raise Unavailable(
+                f"{option}: {argv[0]} is not executable "
+                f"(chmod +x {shlex.quote(argv[0])}, or run it with its interpreter)"
             )
         if not argv or shutil.which(argv[0]) is None:
             raise Unavailable(f"{option}: {argv[0]} not found (not an executable file, not on PATH)")

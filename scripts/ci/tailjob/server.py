@@ -41,6 +41,16 @@ class ServerError(RuntimeError):
     """A server under test did not start, or died; the message ends with its last stderr lines."""
 
 
+def how_it_ended(status: int | None) -> str:
+    """`` with status N`` or `` on SIGNAME`` for a process's exit status (``Popen.returncode``), for
+    the line that says it died; nothing while it is unknown."""
+    if status is None:
+        return ""
+    if status < 0:
+        return f" on {signal.Signals(-status).name}"
+    return f" with status {status}"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago (bind to port 0, read it, close)."""
     with socket.socket() as s:
@@ -147,12 +157,17 @@ class ServerProcess:
             raise
         if not ready:
             died = self.proc.poll() is not None or not self._reader.is_alive()
-            argv = " ".join(self.argv())
+            if died:  # its stderr closed: it is exiting, if not yet reaped
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=5)
+            status = self.proc.returncode
             self.stop()
             what = (
-                "exited before listening" if died else f"{self.not_ready()} within {self.start_timeout_s:g} s"
+                f"exited{how_it_ended(status)} before listening"
+                if died
+                else f"{self.not_ready()} within {self.start_timeout_s:g} s"
             )
-            raise ServerError(f"{self.WHAT} {what}: {argv}" + self.last_stderr())
+            raise ServerError(f"{self.WHAT} {what}: {shlex.join(self.argv())}" + self.last_stderr())
 
     def not_ready(self) -> str:
         """What the server failed to do in time, for the error message."""
