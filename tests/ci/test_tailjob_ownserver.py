@@ -300,6 +300,15 @@ def test_a_server_script_that_is_not_executable_says_so(tmp_path, capsys):
     ]
 
 
+def test_a_server_that_answers_only_errors_is_a_failed_run(tmp_path):
+    """Every answer a 500: nothing was served, so nothing to measure -- exit 3, naming the status."""
+    cmd = f"{shlex.quote(sys.executable)} {FORKING} {{port}} 0:500"
+    out = job(tmp_path, "--server-cmd", cmd, "--ab", "aa", *TINY, timeout=120)
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = errors(out)
+    assert "every answer was an error" in line and "status 500" in line, line
+
+
 # -- what cannot apply to a server command: one line, exit 2 ------------------------------------------
 
 CMD = ["--server-cmd", f"{sys.executable} -m http.server {{port}}"]

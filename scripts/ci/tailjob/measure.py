@@ -268,6 +268,13 @@ class ServerMeasure:
                 f"(errors {result.errors}); the server used {use['server_cpu_s']:.2f} s of CPU"
                 + server.last_stderr()
             )
+        if result.non_2xx >= result.requests:  # nothing served: error answers are no latency to compare
+            seen = getattr(server, "ready_status", None)  # a server command's: the bench server's is 200
+            raise JobError(
+                f"{where}: every answer was an error ({result.non_2xx} of {result.requests} non-2xx"
+                f"{f'; GET {plan.path} answered status {seen} when it started' if seen else ''}); "
+                "the job measures a server that serves its requests"
+            )
         return result
 
     def _flags(self, result, use: dict, server: ServerProcess, plan: RunPlan) -> list[str]:

@@ -269,13 +269,19 @@ class BenchServer(ServerProcess):
 
 def answers(host: str, port: int, path: str, *, timeout_s: float) -> bool:
     """True when ``GET path`` on ``host:port`` gets an HTTP response (any status) within ``timeout_s``."""
+    return status_of(host, port, path, timeout_s=timeout_s) is not None
+
+
+def status_of(host: str, port: int, path: str, *, timeout_s: float) -> int | None:
+    """The status of the answer to ``GET path`` on ``host:port`` within ``timeout_s``, or None."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     try:
         conn.request("GET", path)
-        conn.getresponse().read()
-        return True
+        response = conn.getresponse()
+        response.read()
+        return response.status
     except (OSError, http.client.HTTPException):
-        return False
+        return None
     finally:
         conn.close()
 
@@ -290,6 +296,7 @@ class CommandServer(ServerProcess):
 
     READY = re.compile(r"(?!)")  # matches nothing: readiness is an answer, not a line
     WHAT = "server command"
+    ready_status: int | None = None  # the status of the answer that made it ready
 
     def __init__(
         self, template: str, env: Mapping[str, str], *, path: str = "/", name: str | None = None, **kw
@@ -310,9 +317,8 @@ class CommandServer(ServerProcess):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            if answers(self.host, port, self.path, timeout_s=min(left, 5.0)) and procstat.listens(
-                self.pid, port
-            ):
+            self.ready_status = status_of(self.host, port, self.path, timeout_s=min(left, 5.0))
+            if self.ready_status is not None and procstat.listens(self.pid, port):
                 self.backend = self.name or os.path.basename(self.command()[0])
                 return True
             self._ready.wait(min(pause, max(deadline - time.monotonic(), 0)))  # set when stderr ends
