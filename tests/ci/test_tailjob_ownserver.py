@@ -336,7 +336,11 @@ def test_what_only_the_bench_server_has_is_refused_in_one_line(args, says, tmp_p
 @pytest.mark.parametrize(
     "args, says",
     [
-        ([*CMD], "--server-cmd runs both arms: say how they differ with --a/--b"),
+        ([*CMD], "--server-cmd runs both arms: say how the arms differ with --a/--b"),
+        (
+            ["--a-cmd", f"{sys.executable} -m http.server {{port}}", "--b-cmd", CMD[1]],
+            "--a-cmd and --b-cmd are the same command: say how the arms differ with --a/--b",
+        ),
         (["--server-cmd", "server --port 8080", "--ab", "aa"], "no {port} in it"),
         (["--server-cmd", "server '{port}", "--ab", "aa"], "No closing quotation"),
         (["--a-cmd", "server {port}"], "--b-cmd missing: --a-cmd and --b-cmd go together"),

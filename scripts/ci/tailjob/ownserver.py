@@ -173,8 +173,13 @@ def arms(args: AbOptions | argparse.Namespace, cmds: dict[str, str]) -> tuple[st
     if args.ab is not None:
         return args.ab, AB_PRESETS[args.ab]
     if not custom and cmds["A"] == cmds["B"]:
+        given = (
+            "--server-cmd runs both arms"
+            if getattr(args, "server_cmd", None) is not None
+            else "--a-cmd and --b-cmd are the same command"
+        )
         raise PlanError(
-            "--server-cmd runs both arms: say how they differ with --a/--b 'NAME=VALUE ...', or "
+            f"{given}: say how the arms differ with --a/--b 'NAME=VALUE ...', or "
             "give --ab aa for an A/A control"
         )
     return "custom", arms_for(None, a=args.a, b=args.b, knobs=False)
