@@ -309,6 +309,25 @@ def test_a_server_that_answers_only_errors_is_a_failed_run(tmp_path):
     assert "every answer was an error" in line and "status 500" in line, line
 
 
+def test_a_failed_run_says_how_many_finished_runs_were_not_kept(tmp_path):
+    """The server command exits on its third start: two runs had finished; the one line says so."""
+    script = tmp_path / "flaky.py"
+    script.write_text(
+        "import os, sys\n"
+        f"starts = {str(tmp_path / 'starts')!r}\n"
+        "n = int(open(starts).read()) if os.path.exists(starts) else 0\n"
+        "open(starts, 'w').write(str(n + 1))\n"
+        "if n >= 2:\n    sys.exit(7)\n"
+        f"os.execv(sys.executable, [sys.executable, {str(FORKING)!r}, sys.argv[1], '0'])\n"
+    )
+    cmd = f"{shlex.quote(sys.executable)} {script} {{port}}"
+    tiny = [*TINY[: TINY.index("--runs")], "--runs", "2", "--no-warmup"]
+    out = job(tmp_path, "--server-cmd", cmd, "--ab", "aa", *tiny, timeout=120)
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = errors(out)
+    assert "exited with status 7 before listening" in line and "2 finished runs not kept" in line, line
+
+
 # -- what cannot apply to a server command: one line, exit 2 ------------------------------------------
 
 CMD = ["--server-cmd", f"{sys.executable} -m http.server {{port}}"]

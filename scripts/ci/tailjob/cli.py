@@ -115,13 +115,13 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
-    except Terminated:  # the servers, load and worker processes are stopped by then
-        print(f"{PROG}: terminated (SIGTERM)", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except KeyboardInterrupt:  # stopped likewise; a second Ctrl-C would only interrupt the exit itself
-        if own_signals:
+    except (KeyboardInterrupt, Terminated) as e:  # the servers, load and worker processes are stopped
+        if own_signals:  # a second Ctrl-C would only interrupt the exit itself
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-        raise
+        ctrl_c = isinstance(e, KeyboardInterrupt)
+        lost = "".join(getattr(e, "__notes__", ()))
+        print(f"{PROG}: {'interrupted' if ctrl_c else 'terminated (SIGTERM)'}{lost}", file=sys.stderr)
+        return 130 if ctrl_c else 128 + signal.SIGTERM
 
 
 def _main(argv: list[str]) -> int:
@@ -188,11 +188,15 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
     settings = job.settings
     if job.probe:
         settings = replace(settings, probe_dir=str(results_dir / f"{stem}-probe"))
+    progress = JobProgress(job.legs, warmup=settings.warmup, arms=job.arms)
     try:
-        with JobProgress(job.legs, warmup=settings.warmup, arms=job.arms) as progress:
+        with progress:
             results = job.run(settings, progress)
     except (refcode.RefError, JobError, ValueError) as e:  # git, a server, a run failed
-        return _error(str(e), 3), None
+        return _error(f"{e}{_not_kept(progress.done)}", 3), None
+    except (KeyboardInterrupt, Terminated) as e:  # main says so, with the runs lost
+        e.add_note(_not_kept(progress.done))
+        raise
     provenance = history.provenance(REPO, wrk_version=job.wrk)
     results_dir.mkdir(parents=True, exist_ok=True)
     printed = job.finish(results, Outputs(settings, started, history.now(), provenance, results_dir, stem))
@@ -204,6 +208,11 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
     if printed.after:
         print(printed.after)
     return (_error(printed.failed, 1) if printed.failed else 0), results
+
+
+def _not_kept(done: int) -> str:
+    """What a failed or interrupted live job lost: its files are written once, from every run."""
+    return f" ({done} finished run{'s' if done != 1 else ''} not kept: no files written)" if done else ""
 
 
 def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:
