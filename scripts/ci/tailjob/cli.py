@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         if own_signals:  # a second Ctrl-C would only interrupt the exit itself
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         ctrl_c = isinstance(e, KeyboardInterrupt)
-        lost = "".join(getattr(e, "__notes__", ()))
+        lost = getattr(e, "not_kept", "")  # set by _run_live
         print(f"{PROG}: {'interrupted' if ctrl_c else 'terminated (SIGTERM)'}{lost}", file=sys.stderr)
         return 130 if ctrl_c else 128 + signal.SIGTERM
 
@@ -195,7 +195,7 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
     except (refcode.RefError, JobError, ValueError) as e:  # git, a server, a run failed
         return _error(f"{e}{_not_kept(progress.done)}", 3), None
     except (KeyboardInterrupt, Terminated) as e:  # main says so, with the runs lost
-        e.add_note(_not_kept(progress.done))
+        e.not_kept = _not_kept(progress.done)  # type: ignore[union-attr]
         raise
     provenance = history.provenance(REPO, wrk_version=job.wrk)
     results_dir.mkdir(parents=True, exist_ok=True)
