@@ -164,14 +164,16 @@ GATE = ROOT / "scripts" / "gate-code.sh"
 @pytest.mark.parametrize("args", [["--tier", "wall"], ["--tier=wall"]], ids=["tier wall", "tier=wall"])
 def test_the_live_tier_is_refused_in_one_line(args):
     """The code gate is deterministic (the sim tier): live load is another job, refused before any setup."""
-    out = subprocess.run([str(GATE), *args], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([str(GATE), *args], check=False, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     assert out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
     assert out.stderr.startswith("gate-code: --tier wall: ") and "accepted: --tier sim" in out.stderr
 
 
 def test_help_anywhere_is_the_help_alone_with_its_exit_codes():
-    out = subprocess.run([str(GATE), *EPOLL, "--help"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [str(GATE), *EPOLL, "--help"], check=False, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and out.stderr == "", out.stderr
     assert out.stdout.startswith("usage: scripts/gate-code.sh") and "exit status:" in out.stdout, out.stdout
     assert "0 " in out.stdout and "1 " in out.stdout and "2 " in out.stdout and "3 " in out.stdout
