@@ -286,3 +286,28 @@ def test_sigterm_in_the_sim_tier_is_one_line_and_exit_143(tmp_path):
     assert status == 143, rest
     assert "Traceback" not in rest and "Exception ignored" not in rest, rest
     assert rest.strip().splitlines()[-1].startswith("tail_latency: terminated"), rest
+
+
+def test_a_relative_traffic_file_is_where_the_user_ran_the_command(tmp_path):
+    """scripts/tail-latency.sh runs the job from the repository root and says where the user was in
+    TAILJOB_CWD: a relative ``--workload`` (and ``--out``) is relative to that, as in every command."""
+    example = Path(__file__).resolve().parents[2] / "scripts" / "ci" / "workloads" / "example.toml"
+    (tmp_path / "mine.toml").write_text(example.read_text())
+    out = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "tailreactor-tail-latency"),
+            *QUICK,
+            "--workload",
+            "mine.toml",
+            "--out",
+            "out",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "TAILJOB_CWD": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert list((tmp_path / "out" / "results").glob("*-sim.json")), out.stderr[-2000:]

@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     own_signals = threading.current_thread() is threading.main_thread()  # signal.signal works only there
     if own_signals:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    _where_the_user_is()
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
     except (KeyboardInterrupt, Terminated) as e:  # the servers, load and worker processes are stopped
@@ -122,6 +123,15 @@ def main(argv: list[str] | None = None) -> int:
         lost = getattr(e, "not_kept", "")  # set by _run_live
         print(f"{PROG}: {'interrupted' if ctrl_c else 'terminated (SIGTERM)'}{lost}", file=sys.stderr)
         return 130 if ctrl_c else 128 + signal.SIGTERM
+
+
+def _where_the_user_is() -> None:
+    """Relative paths (``--workload FILE``, ``--out``, ``--grid``, ``--baseline``) are the user's: a
+    wrapper that runs the job from elsewhere (scripts/tail-latency.sh, from the repository root) names
+    the user's directory in ``TAILJOB_CWD``; the defaults are absolute, so only what the user gave moves."""
+    where = os.environ.get("TAILJOB_CWD")
+    if where and os.path.isdir(where):
+        os.chdir(where)
 
 
 def _main(argv: list[str]) -> int:
