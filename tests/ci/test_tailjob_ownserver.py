@@ -328,6 +328,23 @@ def test_a_failed_run_says_how_many_finished_runs_were_not_kept(tmp_path):
     assert "exited with status 7 before listening" in line and "2 finished runs not kept" in line, line
 
 
+def test_the_nginx_example_without_nginx_says_how_to_install_it(tmp_path):
+    out = job(
+        tmp_path,
+        "--server-cmd",
+        f"{NGINX} {{port}}",
+        "--ab",
+        "aa",
+        *TINY,
+        env={**os.environ, "NGINX": str(tmp_path / "no-nginx-here")},
+        timeout=120,
+    )
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = errors(out)
+    assert "exited with status 127 before listening" in line, line
+    assert "no-nginx-here not found (scripts/bootstrap.sh --nginx installs it" in out.stderr, out.stderr
+
+
 # -- what cannot apply to a server command: one line, exit 2 ------------------------------------------
 
 CMD = ["--server-cmd", f"{sys.executable} -m http.server {{port}}"]
