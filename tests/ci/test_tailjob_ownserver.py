@@ -345,6 +345,15 @@ def test_the_nginx_example_without_nginx_says_how_to_install_it(tmp_path):
     assert "no-nginx-here not found (scripts/bootstrap.sh --nginx installs it" in out.stderr, out.stderr
 
 
+def test_identical_arms_run_with_a_hint_to_name_the_control(tmp_path):
+    cmd = f"{shlex.quote(sys.executable)} {FORKING} {{port}} 0"
+    out = job(tmp_path, "--server-cmd", cmd, "--a", "X=1", "--b", "X=1", *TINY, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "tail_latency: note: arms A and B are the same (X=1): an A/A control; --ab aa names it so" in (
+        out.stderr
+    ), out.stderr
+
+
 # -- what cannot apply to a server command: one line, exit 2 ------------------------------------------
 
 CMD = ["--server-cmd", f"{sys.executable} -m http.server {{port}}"]

@@ -281,6 +281,12 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
     """The A/B: arms, legs and load, every arm's environment checked before anything runs."""
     cmds = ownserver.commands(args)  # None: the bench server
     ab, arms = args.arms() if cmds is None else ownserver.arms(args, cmds)
+    if ab == "custom" and arms[0].env == arms[1].env and (cmds is None or cmds["A"] == cmds["B"]):
+        same = " ".join(f"{k}={v}" for k, v in arms[0].env.items()) or "no variables"
+        print(
+            f"{PROG}: note: arms A and B are the same ({same}): an A/A control; --ab aa names it so",
+            file=sys.stderr,
+        )
     a_commit = None
     if args.a_ref is not None:  # arm A on the ref's code, arm B on the working tree's (refcode)
         a_commit = refcode.resolve(REPO, args.a_ref)
