@@ -250,8 +250,9 @@ class ServerMeasure:
         where = plan.where
         if not alive:
             status = server.proc.poll() if server.proc is not None else None
+            when = "warm-up" if plan.trial < 0 else f"trial {plan.trial + 1}"
             raise JobError(
-                f"{where}, {'warm-up' if plan.trial < 0 else f'trial {plan.trial + 1}'}: {server.WHAT} died{how_it_ended(status)} during the run"
+                f"{where}, {when}: {server.WHAT} died{how_it_ended(status)} during the run"
                 + server.last_stderr()
             )
         if out.returncode != 0:
