@@ -5,6 +5,7 @@
                                    plus CWIST_BENCH_DELAY_US as the bench server does (--calibrate)
     forking_server.py PORT US:STATUS
                                    the same, answering every request with STATUS
+    FORKING_EXIT_AFTER=N           the child exits with status 5 after N requests, the parent with it
     forking_server.py PORT silent PIDFILE
                                    the child listens but never answers; the parent writes its pid
 
@@ -24,6 +25,7 @@ class Busy(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     cpu_s = 0.0
     status = 200
+    served = 0
 
     def do_GET(self):
         start = time.process_time()
@@ -32,6 +34,10 @@ class Busy(BaseHTTPRequestHandler):
         self.send_response(self.status)
         self.send_header("Content-Length", "0")
         self.end_headers()
+        Busy.served += 1
+        if Busy.served == int(os.environ.get("FORKING_EXIT_AFTER") or 0):
+            self.wfile.flush()
+            os._exit(5)
 
     def log_message(self, *args):
         pass
@@ -44,8 +50,8 @@ def main() -> None:
             f.write(str(os.getpid()))
     child = os.fork()
     if child:
-        os.waitpid(child, 0)
-        return
+        _, status = os.waitpid(child, 0)
+        sys.exit(os.waitstatus_to_exitcode(status) if os.environ.get("FORKING_EXIT_AFTER") else 0)
     if mode == "silent":
         s = socket.socket()
         s.bind(("127.0.0.1", port))

@@ -354,6 +354,23 @@ def test_identical_arms_run_with_a_hint_to_name_the_control(tmp_path):
     ), out.stderr
 
 
+def test_a_server_that_dies_during_a_run_says_its_status_and_trial(tmp_path):
+    cmd = f"{shlex.quote(sys.executable)} {FORKING} {{port}} 0"
+    out = job(
+        tmp_path,
+        "--server-cmd",
+        cmd,
+        "--ab",
+        "aa",
+        *TINY,
+        env={"FORKING_EXIT_AFTER": "50"},
+        timeout=120,
+    )
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = errors(out)
+    assert ", trial 1: server command died with status 5 during the run" in line, line
+
+
 # -- what cannot apply to a server command: one line, exit 2 ------------------------------------------
 
 CMD = ["--server-cmd", f"{sys.executable} -m http.server {{port}}"]
