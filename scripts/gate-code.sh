@@ -31,14 +31,35 @@
 # this tree (scripts/ci, reference/ first on the import path) under the venv's python.
 set -euo pipefail
 DURATION_S=5
-case "${1:-}" in
-  -h|--help)
-    echo "usage: scripts/gate-code.sh [JOB-OPTION ...]   (e.g. --out DIR; added to the job's options)"
-    echo "the sim tier's quick profile, workload mixed, $DURATION_S virtual s per run, --gate --a-ref BASE:"
-    echo "arm A on BASE's code, arm B on the working tree's; BASE: the merge base with main (or origin/main)"
-    echo "off main, else HEAD~1"
-    exit 0 ;;
-esac
+for arg in "$@"; do  # --help anywhere is the help alone; the live tier is another job
+  case "$arg" in
+    -h|--help)
+      echo "usage: scripts/gate-code.sh [JOB-OPTION ...]   (e.g. --out DIR; added to the job's options)"
+      echo "the sim tier's quick profile, workload mixed, $DURATION_S virtual s per run, --gate --a-ref BASE:"
+      echo "arm A on BASE's code, arm B on the working tree's; BASE: the merge base with main (or origin/main)"
+      echo "off main, else HEAD~1"
+      echo "exit status:"
+      echo "  0    no metric is a regression (or BASE is not in this clone: nothing to compare with)"
+      echo "  1    a metric is a regression"
+      echo "  2    bad input (one line naming the option)"
+      echo "  3    the environment (a tool or the kernel) or a run failed"
+      echo "  130  interrupted (Ctrl-C); 143 on SIGTERM"
+      exit 0 ;;
+  esac
+done
+tier_next=""
+for arg in "$@"; do
+  tier=""
+  if [ -n "$tier_next" ]; then tier="$arg"; fi
+  case "$arg" in --tier=*) tier="${arg#--tier=}" ;; esac
+  tier_next=""
+  [ "$arg" = "--tier" ] && tier_next=1
+  if [ -n "$tier" ] && [ "$tier" != "sim" ]; then
+    echo "gate-code: --tier $tier: the code gate runs virtual time, deterministic; accepted: --tier sim" \
+         "(live load is scripts/tail-latency.sh --a-ref BASE)" >&2
+    exit 2
+  fi
+done
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 

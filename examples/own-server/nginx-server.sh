@@ -13,6 +13,10 @@
 set -eu
 port=${1:?usage: nginx-server.sh PORT}
 nginx=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+if [ ! -x "$nginx" ]; then
+  echo "nginx-server.sh: $nginx not found (scripts/bootstrap.sh --nginx installs it: apt-get install nginx)" >&2
+  exit 127
+fi
 prefix=$(mktemp -d "${TMPDIR:-/tmp}/nginx-server.XXXXXX")
 trap 'rm -rf "$prefix"' EXIT
 cat > "$prefix/nginx.conf" <<CONF

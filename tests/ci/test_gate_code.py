@@ -156,3 +156,24 @@ def test_without_the_merge_base_the_gate_says_so_and_passes(clone, tmp_path):
         "histories): the code gate is skipped\n"
     )
     assert not (tmp_path / "out").exists()
+
+
+GATE = ROOT / "scripts" / "gate-code.sh"
+
+
+@pytest.mark.parametrize("args", [["--tier", "wall"], ["--tier=wall"]], ids=["tier wall", "tier=wall"])
+def test_the_live_tier_is_refused_in_one_line(args):
+    """The code gate is deterministic (the sim tier): live load is another job, refused before any setup."""
+    out = subprocess.run([str(GATE), *args], check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("gate-code: --tier wall: ") and "accepted: --tier sim" in out.stderr
+
+
+def test_help_anywhere_is_the_help_alone_with_its_exit_codes():
+    out = subprocess.run(
+        [str(GATE), *EPOLL, "--help"], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert out.stdout.startswith("usage: scripts/gate-code.sh") and "exit status:" in out.stdout, out.stdout
+    assert "0 " in out.stdout and "1 " in out.stdout and "2 " in out.stdout and "3 " in out.stdout

@@ -322,8 +322,14 @@ def test_installed_the_command_a_report_names_is_the_console_script(monkeypatch)
 
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (scripts/bootstrap.sh --wrk)")
-def test_ctrl_c_is_one_line_and_exit_130_with_no_traceback(tmp_path):
-    """Ctrl-C during the live runs: the server and wrk are stopped, one line says so, exit 130."""
+@pytest.mark.parametrize(
+    "signum, status, says",
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_is_one_line_and_exit_130_with_no_traceback(tmp_path, signum, status, says):
+    """Ctrl-C (or a CI timeout's SIGTERM) during the live runs: the server and wrk are stopped, one
+    line says so and how many finished runs were lost, exit 130 (143)."""
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
         [
@@ -353,10 +359,12 @@ def test_ctrl_c_is_one_line_and_exit_130_with_no_traceback(tmp_path):
             lines.append(line)
             if line.startswith("run 1/"):
                 break
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         rest = proc.stderr.read()
-        assert proc.wait(timeout=60) == 130, "".join(lines) + rest
+        assert proc.wait(timeout=60) == status, "".join(lines) + rest
     finally:
         proc.kill()
         proc.stderr.close()
-    assert "Traceback" not in rest and rest.strip().splitlines()[-1] == "tail_latency: interrupted", rest
+    last = rest.strip().splitlines()[-1]
+    assert "Traceback" not in rest and last.startswith(f"tail_latency: {says} ("), rest
+    assert "finished run" in last and "not kept: no files written" in last, rest

@@ -351,3 +351,15 @@ def test_the_history_line_carries_the_per_class_verdicts(synthetic_job):
     assert history.history_line(job, result_file="x")["regression"] is True
     plain = history.history_line(synthetic_job, result_file="x")["legs"][0]
     assert plain["classes"] == {}
+
+
+def test_the_verdict_line_counts_every_kind_of_flag(synthetic_job):
+    """A server that ignored SIGTERM flags its runs ``server-stop-timeout``; the summary and the verdict
+    line count that kind too, not only the pollution kinds."""
+    lr = synthetic_job.legs[0]
+    runs = [replace(r, flags=("server-stop-timeout", "server-exit-3")) for r in lr.runs]
+    job = replace(synthetic_job, legs=[replace(lr, runs=runs)])
+    text = report.render(job, runs=False)
+    line = next(ln for ln in text.splitlines() if ln.startswith("- epoll, c64: "))
+    assert "; 16 of 16 measured runs flagged (16 server-stop-timeout, 16 server-exit-3): " in line, line
+    assert "16 server-stop-timeout (the server did not stop on SIGTERM and was killed)" in text

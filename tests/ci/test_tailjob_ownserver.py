@@ -278,6 +278,99 @@ def test_a_server_command_that_is_not_found_is_exit_3(tmp_path, capsys):
     ]
 
 
+def test_a_server_command_that_exits_says_its_status_and_the_command_to_paste(tmp_path):
+    """It exited before listening: its exit status, and its command quoted as a shell takes it."""
+    cmd = f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(5)' {{port}}"
+    out = job(tmp_path, "--server-cmd", cmd, "--ab", "aa", *TINY, timeout=120)
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = errors(out)
+    assert "server command exited with status 5 before listening:" in line, line
+    assert f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(5)' " in line, line
+
+
+def test_a_server_script_that_is_not_executable_says_so(tmp_path, capsys):
+    script = tmp_path / "server.py"
+    script.write_text("print('hi')\n")
+    script.chmod(0o644)
+    assert main(["--server-cmd", f"{script} {{port}}", "--ab", "aa", "--out", str(tmp_path)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"tail_latency: error: --server-cmd: {script} is not executable "
+        f"(chmod +x {script}, or run it with its interpreter)"
+    ]
+
+
+def test_a_server_that_answers_only_errors_is_a_failed_run(tmp_path):
+    """Every answer a 500: nothing was served, so nothing to measure -- exit 3, naming the status."""
+    cmd = f"{shlex.quote(sys.executable)} {FORKING} {{port}} 0:500"
+    out = job(tmp_path, "--server-cmd", cmd, "--ab", "aa", *TINY, timeout=120)
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = errors(out)
+    assert "every answer was an error" in line and "status 500" in line, line
+
+
+def test_a_failed_run_says_how_many_finished_runs_were_not_kept(tmp_path):
+    """The server command exits on its third start: two runs had finished; the one line says so."""
+    script = tmp_path / "flaky.py"
+    script.write_text(
+        "import os, sys\n"
+        f"starts = {str(tmp_path / 'starts')!r}\n"
+        "n = int(open(starts).read()) if os.path.exists(starts) else 0\n"
+        "open(starts, 'w').write(str(n + 1))\n"
+        "if n >= 2:\n    sys.exit(7)\n"
+        f"os.execv(sys.executable, [sys.executable, {str(FORKING)!r}, sys.argv[1], '0'])\n"
+    )
+    cmd = f"{shlex.quote(sys.executable)} {script} {{port}}"
+    tiny = [*TINY[: TINY.index("--runs")], "--runs", "2", "--no-warmup"]
+    out = job(tmp_path, "--server-cmd", cmd, "--ab", "aa", *tiny, timeout=120)
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = errors(out)
+    assert "exited with status 7 before listening" in line and "2 finished runs not kept" in line, line
+
+
+def test_the_nginx_example_without_nginx_says_how_to_install_it(tmp_path):
+    out = job(
+        tmp_path,
+        "--server-cmd",
+        f"{NGINX} {{port}}",
+        "--ab",
+        "aa",
+        *TINY,
+        env={**os.environ, "NGINX": str(tmp_path / "no-nginx-here")},
+        timeout=120,
+    )
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = errors(out)
+    assert "exited with status 127 before listening" in line, line
+    assert "no-nginx-here not found (scripts/bootstrap.sh --nginx installs it" in out.stderr, out.stderr
+
+
+def test_identical_arms_run_with_a_hint_to_name_the_control(tmp_path):
+    cmd = f"{shlex.quote(sys.executable)} {FORKING} {{port}} 0"
+    out = job(tmp_path, "--server-cmd", cmd, "--a", "X=1", "--b", "X=1", *TINY, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "tail_latency: note: arms A and B are the same (X=1): an A/A control; --ab aa names it so" in (
+        out.stderr
+    ), out.stderr
+
+
+def test_a_server_that_dies_during_a_run_says_its_status_and_trial(tmp_path):
+    cmd = f"{shlex.quote(sys.executable)} {FORKING} {{port}} 0"
+    out = job(
+        tmp_path,
+        "--server-cmd",
+        cmd,
+        "--ab",
+        "aa",
+        *TINY,
+        env={"FORKING_EXIT_AFTER": "50"},
+        timeout=120,
+    )
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = errors(out)
+    assert ", trial 1: server command died with status 5 during the run" in line, line
+
+
 # -- what cannot apply to a server command: one line, exit 2 ------------------------------------------
 
 CMD = ["--server-cmd", f"{sys.executable} -m http.server {{port}}"]
@@ -305,7 +398,11 @@ def test_what_only_the_bench_server_has_is_refused_in_one_line(args, says, tmp_p
 @pytest.mark.parametrize(
     "args, says",
     [
-        ([*CMD], "--server-cmd runs both arms: say how they differ with --a/--b"),
+        ([*CMD], "--server-cmd runs both arms: say how the arms differ with --a/--b"),
+        (
+            ["--a-cmd", f"{sys.executable} -m http.server {{port}}", "--b-cmd", CMD[1]],
+            "--a-cmd and --b-cmd are the same command: say how the arms differ with --a/--b",
+        ),
         (["--server-cmd", "server --port 8080", "--ab", "aa"], "no {port} in it"),
         (["--server-cmd", "server '{port}", "--ab", "aa"], "No closing quotation"),
         (["--a-cmd", "server {port}"], "--b-cmd missing: --a-cmd and --b-cmd go together"),

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
@@ -243,3 +248,81 @@ def test_a_leg_of_more_connections_than_the_soft_limit_of_open_files_allows_runs
     done = _job_with_open_files(256, [*argv, "--out", str(tmp_path)])
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(_result(tmp_path).read_text())["legs"][0]["connections"] == 300
+
+
+def _sim_job_interrupted(tmp_path, signum: int) -> tuple[int, str]:
+    """A sim-tier job given ``signum`` to its whole process group (a terminal's Ctrl-C reaches the
+    worker processes too) once its first runs are done: (exit status, what it printed after)."""
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "tailreactor-tail-latency"),
+            "--tier",
+            "sim",
+            "--class",
+            "name=a connections=8 loop=closed",
+            "--duration",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        # A shell's background job (and an xdist worker) ignores SIGINT; a terminal's finds the default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the first progress line: the worker processes are running
+            if "runs" in line:
+                break
+        os.killpg(proc.pid, signum)
+        rest = proc.stderr.read()
+        return proc.wait(timeout=60), rest  # generous: fails a hang only
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.stderr.close()
+
+
+def test_ctrl_c_in_the_sim_tier_ends_its_workers_with_one_line(tmp_path):
+    """Ctrl-C to the job's process group: no worker traceback, one line, exit 130, no hang."""
+    status, rest = _sim_job_interrupted(tmp_path, signal.SIGINT)
+    assert status == 130, rest
+    assert "Traceback" not in rest and rest.strip().splitlines()[-1] == "tail_latency: interrupted", rest
+
+
+def test_sigterm_in_the_sim_tier_is_one_line_and_exit_143(tmp_path):
+    """SIGTERM (a CI timeout): the same, with its own line and 128 + 15."""
+    status, rest = _sim_job_interrupted(tmp_path, signal.SIGTERM)
+    assert status == 143, rest
+    assert "Traceback" not in rest and "Exception ignored" not in rest, rest
+    assert rest.strip().splitlines()[-1].startswith("tail_latency: terminated"), rest
+
+
+def test_a_relative_traffic_file_is_where_the_user_ran_the_command(tmp_path):
+    """scripts/tail-latency.sh runs the job from the repository root and says where the user was in
+    TAILJOB_CWD: a relative ``--workload`` (and ``--out``) is relative to that, as in every command."""
+    example = Path(__file__).resolve().parents[2] / "scripts" / "ci" / "workloads" / "example.toml"
+    (tmp_path / "mine.toml").write_text(example.read_text())
+    out = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "tailreactor-tail-latency"),
+            *QUICK,
+            "--workload",
+            "mine.toml",
+            "--out",
+            "out",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "TAILJOB_CWD": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert list((tmp_path / "out" / "results").glob("*-sim.json")), out.stderr[-2000:]

@@ -578,3 +578,48 @@ def test_a_bad_sim_cost_is_one_line_exit_2_and_nothing_written(tmp_path, capsys,
     assert err.startswith("tail_latency: error: ") and message in err, err
     assert err.count("\n") == 1
     assert not out.exists()
+
+
+def test_ctrl_c_in_a_dask_sweep_is_one_line_and_exit_130(tmp_path):
+    """A terminal's Ctrl-C reaches the Dask cluster's worker processes too: they ignore it, the job
+    stops them, and the one line is the job's."""
+    pytest.importorskip("distributed", reason="dask[distributed] (the sweep extra) not installed")
+    import os
+    import signal
+    from pathlib import Path
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text(TINY.replace("seeds = 8", "seeds = 40"))
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "tailreactor-tail-latency"),
+            "sweep",
+            "--dask",
+            "--grid",
+            str(grid),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        # A shell's background job (and an xdist worker) ignores SIGINT; a terminal's finds the default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the first progress line: the cluster's workers are running
+            if line.startswith("tail_latency: sweep"):
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=120) == 130, rest  # generous: fails a hang only
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.stderr.close()
+    assert "Traceback" not in rest and "WARNING" not in rest, rest
+    assert rest.strip().splitlines()[-1] == "tail_latency: interrupted", rest

@@ -56,10 +56,16 @@ from .runner import ABDesign, JobError, JobResult, Settings, run_trials
 from .wrk import wrk_version
 
 
+class Terminated(SystemExit):
+    """SIGTERM arrived: :func:`main` says so in one line and exits 128 + 15."""
+
+
 def _exit_on_sigterm(signum, frame) -> None:
     """SIGTERM (a CI timeout, ``kill``) ends the job as Ctrl-C does, by an exception: the runner's
-    ``finally`` stops the server and ``subprocess.run`` kills wrk (Python's default left them running)."""
-    raise SystemExit(128 + signum)
+    ``finally`` stops the server and ``subprocess.run`` kills wrk (Python's default left them running).
+    Once: a second SIGTERM while those stop ends the process at once."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise Terminated(128 + signum)
 
 
 @dataclass
@@ -104,9 +110,31 @@ class Printed:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if threading.current_thread() is threading.main_thread():  # signal.signal works only there
+    own_signals = threading.current_thread() is threading.main_thread()  # signal.signal works only there
+    if own_signals:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    argv = list(sys.argv[1:] if argv is None else argv)
+    _where_the_user_is()
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except (KeyboardInterrupt, Terminated) as e:  # the servers, load and worker processes are stopped
+        if own_signals:  # a second Ctrl-C would only interrupt the exit itself
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        ctrl_c = isinstance(e, KeyboardInterrupt)
+        lost = getattr(e, "not_kept", "")  # set by _run_live
+        print(f"{PROG}: {'interrupted' if ctrl_c else 'terminated (SIGTERM)'}{lost}", file=sys.stderr)
+        return 130 if ctrl_c else 128 + signal.SIGTERM
+
+
+def _where_the_user_is() -> None:
+    """Relative paths (``--workload FILE``, ``--out``, ``--grid``, ``--baseline``) are the user's: a
+    wrapper that runs the job from elsewhere (scripts/tail-latency.sh, from the repository root) names
+    the user's directory in ``TAILJOB_CWD``; the defaults are absolute, so only what the user gave moves."""
+    where = os.environ.get("TAILJOB_CWD")
+    if where and os.path.isdir(where):
+        os.chdir(where)
+
+
+def _main(argv: list[str]) -> int:
     try:
         args = parse(argv)
     except SystemExit as e:  # --help (0) or bad input (2), its one line printed
@@ -170,11 +198,15 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
     settings = job.settings
     if job.probe:
         settings = replace(settings, probe_dir=str(results_dir / f"{stem}-probe"))
+    progress = JobProgress(job.legs, warmup=settings.warmup, arms=job.arms)
     try:
-        with JobProgress(job.legs, warmup=settings.warmup, arms=job.arms) as progress:
+        with progress:
             results = job.run(settings, progress)
     except (refcode.RefError, JobError, ValueError) as e:  # git, a server, a run failed
-        return _error(str(e), 3), None
+        return _error(f"{e}{_not_kept(progress.done)}", 3), None
+    except (KeyboardInterrupt, Terminated) as e:  # main says so, with the runs lost
+        e.not_kept = _not_kept(progress.done)  # type: ignore[union-attr]
+        raise
     provenance = history.provenance(REPO, wrk_version=job.wrk)
     results_dir.mkdir(parents=True, exist_ok=True)
     printed = job.finish(results, Outputs(settings, started, history.now(), provenance, results_dir, stem))
@@ -186,6 +218,11 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
     if printed.after:
         print(printed.after)
     return (_error(printed.failed, 1) if printed.failed else 0), results
+
+
+def _not_kept(done: int) -> str:
+    """What a failed or interrupted live job lost: its files are written once, from every run."""
+    return f" ({done} finished run{'s' if done != 1 else ''} not kept: no files written)" if done else ""
 
 
 def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:
@@ -244,6 +281,12 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
     """The A/B: arms, legs and load, every arm's environment checked before anything runs."""
     cmds = ownserver.commands(args)  # None: the bench server
     ab, arms = args.arms() if cmds is None else ownserver.arms(args, cmds)
+    if ab == "custom" and arms[0].env == arms[1].env and (cmds is None or cmds["A"] == cmds["B"]):
+        same = " ".join(f"{k}={v}" for k, v in arms[0].env.items()) or "no variables"
+        print(
+            f"{PROG}: note: arms A and B are the same ({same}): an A/A control; --ab aa names it so",
+            file=sys.stderr,
+        )
     a_commit = None
     if args.a_ref is not None:  # arm A on the ref's code, arm B on the working tree's (refcode)
         a_commit = refcode.resolve(REPO, args.a_ref)

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from . import history, loadgen, loadspec, metrics, probeleg, procstat, wrk
 from .loadspec import LoadRunResult, LoadSpec
 from .plan import Leg
-from .server import ServerError, ServerProcess
+from .server import ServerError, ServerProcess, how_it_ended
 from .workloads import LoadPlan
 
 SCRIPT = Path(__file__).resolve().parent / "tail_latency.lua"
@@ -249,7 +249,12 @@ class ServerMeasure:
         """The client's parsed figures, or :class:`JobError` for a dead server, a failed client, no request."""
         where = plan.where
         if not alive:
-            raise JobError(f"{where}: {server.WHAT} died during the run" + server.last_stderr())
+            status = server.proc.poll() if server.proc is not None else None
+            when = "warm-up" if plan.trial < 0 else f"trial {plan.trial + 1}"
+            raise JobError(
+                f"{where}, {when}: {server.WHAT} died{how_it_ended(status)} during the run"
+                + server.last_stderr()
+            )
         if out.returncode != 0:
             raise JobError(
                 f"{where}: {self.name} exited {out.returncode}: {(out.stderr or out.stdout).strip()[-300:]}"
@@ -263,6 +268,13 @@ class ServerMeasure:
                 f"{where}: {self.name} completed no request in {plan.leg.duration_s} s "
                 f"(errors {result.errors}); the server used {use['server_cpu_s']:.2f} s of CPU"
                 + server.last_stderr()
+            )
+        if result.non_2xx >= result.requests:  # nothing served: error answers are no latency to compare
+            seen = getattr(server, "ready_status", None)  # a server command's: the bench server's is 200
+            raise JobError(
+                f"{where}: every answer was an error ({result.non_2xx} of {result.requests} non-2xx"
+                f"{f'; GET {plan.path} answered status {seen} when it started' if seen else ''}); "
+                "the job measures a server that serves its requests"
             )
         return result
 

@@ -12,6 +12,7 @@ of options refused where they were given).  Only the command line (:mod:`tailjob
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 from dataclasses import replace
@@ -153,6 +154,11 @@ def commands(args: AbOptions | argparse.Namespace) -> dict[str, str] | None:
                 f"{option} {cmd!r}: no {{port}} in it; the job chooses a free port and puts it where "
                 "{port} is, e.g. 'myserver --listen 127.0.0.1:{port}'"
             )
+        if argv and os.sep in argv[0] and os.path.isfile(argv[0]) and not os.access(argv[0], os.X_OK):
+            raise Unavailable(
+                f"{option}: {argv[0]} is not executable "
+                f"(chmod +x {shlex.quote(argv[0])}, or run it with its interpreter)"
+            )
         if not argv or shutil.which(argv[0]) is None:
             raise Unavailable(f"{option}: {argv[0]} not found (not an executable file, not on PATH)")
     return out
@@ -167,8 +173,13 @@ def arms(args: AbOptions | argparse.Namespace, cmds: dict[str, str]) -> tuple[st
     if args.ab is not None:
         return args.ab, AB_PRESETS[args.ab]
     if not custom and cmds["A"] == cmds["B"]:
+        given = (
+            "--server-cmd runs both arms"
+            if getattr(args, "server_cmd", None) is not None
+            else "--a-cmd and --b-cmd are the same command"
+        )
         raise PlanError(
-            "--server-cmd runs both arms: say how they differ with --a/--b 'NAME=VALUE ...', or "
+            f"{given}: say how the arms differ with --a/--b 'NAME=VALUE ...', or "
             "give --ab aa for an A/A control"
         )
     return "custom", arms_for(None, a=args.a, b=args.b, knobs=False)

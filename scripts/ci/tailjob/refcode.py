@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,7 +66,9 @@ def checkout(repo: Path, commit: str):
 
 
 def use(code_dir: str) -> None:
-    """Worker initializer: import :mod:`tailreactor` from ``code_dir`` (a tree's ``reference/``)."""
+    """Worker initializer: import :mod:`tailreactor` from ``code_dir`` (a tree's ``reference/``);
+    Ctrl-C is the parent's to handle (it ends its workers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if "tailreactor" in sys.modules:
         raise RuntimeError("tailreactor was imported before the --a-ref worker could choose its code")
     sys.path.insert(0, code_dir)

@@ -38,6 +38,7 @@ FLAG_TEXT = {
     "non-2xx": "with non-2xx responses",
     "saturated": "saturated (an open-loop class's answers fell over 2% short of the requests due in the run)",
     "generator-bound": "generator-bound (the load generator was busy, the server was not)",
+    "server-stop-timeout": "server-stop-timeout (the server did not stop on SIGTERM and was killed)",
 }
 
 
@@ -213,15 +214,17 @@ def _leg_table(job: JobResult, lr: LegResult) -> list[str]:
 
 
 def _flag_counts(measured) -> dict[str, int]:
-    """How many of ``measured`` runs carry each flag that occurs, in :data:`FLAG_TEXT` order."""
-    counts = {flag: sum(flag in r.flags for r in measured) for flag in FLAG_TEXT}
+    """How many of ``measured`` runs carry each flag that occurs: those of :data:`FLAG_TEXT` in its
+    order, then any other (``server-exit-N``) in the order first seen."""
+    seen = dict.fromkeys([*FLAG_TEXT, *(f for r in measured for f in r.flags)])
+    counts = {flag: sum(flag in r.flags for r in measured) for flag in seen}
     return {flag: n for flag, n in counts.items() if n}
 
 
 def flag_summary(lr) -> str:
     """'16 measured runs (+1 warm-up, discarded): 1 polluted ...' for a leg (A/B or peers)."""
     measured = lr.measured()
-    other = [f"{n} {FLAG_TEXT[f]}" for f, n in _flag_counts(measured).items()]
+    other = [f"{n} {FLAG_TEXT.get(f, f)}" for f, n in _flag_counts(measured).items()]
     return (
         plural(len(measured), "measured run")
         + (f" (+{len(lr.runs) - len(measured)} warm-up, discarded)" if len(lr.runs) > len(measured) else "")
@@ -242,7 +245,7 @@ def _flagged_note(lr) -> str:
     if not flagged:
         return ""
     # The flag's text without its explanation in parentheses: the table's summary has that.
-    kinds = ", ".join(f"{n} {FLAG_TEXT[f].split(' (')[0]}" for f, n in _flag_counts(measured).items())
+    kinds = ", ".join(f"{n} {FLAG_TEXT.get(f, f).split(' (')[0]}" for f, n in _flag_counts(measured).items())
     return (
         f"; {flagged} of {plural(len(measured), 'measured run')} flagged ({kinds}): "
         "a verdict from flagged runs may reflect the machine, not the arms"

@@ -41,6 +41,16 @@ class ServerError(RuntimeError):
     """A server under test did not start, or died; the message ends with its last stderr lines."""
 
 
+def how_it_ended(status: int | None) -> str:
+    """`` with status N`` or `` on SIGNAME`` for a process's exit status (``Popen.returncode``), for
+    the line that says it died; nothing while it is unknown."""
+    if status is None:
+        return ""
+    if status < 0:
+        return f" on {signal.Signals(-status).name}"
+    return f" with status {status}"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago (bind to port 0, read it, close)."""
     with socket.socket() as s:
@@ -147,12 +157,17 @@ class ServerProcess:
             raise
         if not ready:
             died = self.proc.poll() is not None or not self._reader.is_alive()
-            argv = " ".join(self.argv())
+            if died:  # its stderr closed: it is exiting, if not yet reaped
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=5)
+            status = self.proc.returncode
             self.stop()
             what = (
-                "exited before listening" if died else f"{self.not_ready()} within {self.start_timeout_s:g} s"
+                f"exited{how_it_ended(status)} before listening"
+                if died
+                else f"{self.not_ready()} within {self.start_timeout_s:g} s"
             )
-            raise ServerError(f"{self.WHAT} {what}: {argv}" + self.last_stderr())
+            raise ServerError(f"{self.WHAT} {what}: {shlex.join(self.argv())}" + self.last_stderr())
 
     def not_ready(self) -> str:
         """What the server failed to do in time, for the error message."""
@@ -254,13 +269,19 @@ class BenchServer(ServerProcess):
 
 def answers(host: str, port: int, path: str, *, timeout_s: float) -> bool:
     """True when ``GET path`` on ``host:port`` gets an HTTP response (any status) within ``timeout_s``."""
+    return status_of(host, port, path, timeout_s=timeout_s) is not None
+
+
+def status_of(host: str, port: int, path: str, *, timeout_s: float) -> int | None:
+    """The status of the answer to ``GET path`` on ``host:port`` within ``timeout_s``, or None."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     try:
         conn.request("GET", path)
-        conn.getresponse().read()
-        return True
+        response = conn.getresponse()
+        response.read()
+        return response.status
     except (OSError, http.client.HTTPException):
-        return False
+        return None
     finally:
         conn.close()
 
@@ -275,6 +296,7 @@ class CommandServer(ServerProcess):
 
     READY = re.compile(r"(?!)")  # matches nothing: readiness is an answer, not a line
     WHAT = "server command"
+    ready_status: int | None = None  # the status of the answer that made it ready
 
     def __init__(
         self, template: str, env: Mapping[str, str], *, path: str = "/", name: str | None = None, **kw
@@ -295,9 +317,8 @@ class CommandServer(ServerProcess):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            if answers(self.host, port, self.path, timeout_s=min(left, 5.0)) and procstat.listens(
-                self.pid, port
-            ):
+            self.ready_status = status_of(self.host, port, self.path, timeout_s=min(left, 5.0))
+            if self.ready_status is not None and procstat.listens(self.pid, port):
                 self.backend = self.name or os.path.basename(self.command()[0])
                 return True
             self._ready.wait(min(pause, max(deadline - time.monotonic(), 0)))  # set when stderr ends

@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -114,13 +115,24 @@ def new_executor(
     the ``reference/`` directory they import :mod:`tailreactor` from (``--a-ref``)."""
     n = processes or len(os.sched_getaffinity(0))
     ctx = multiprocessing.get_context("spawn")
-    if code is None:
-        return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx)
-    from ..refcode import use
+    init: Callable[..., object] = signal.signal  # Ctrl-C is the parent's to handle (end_executor)
+    args: tuple = (signal.SIGINT, signal.SIG_IGN)
+    if code is not None:  # refcode.use does the same, then chooses the code before tailreactor is imported
+        from ..refcode import use
 
+        init, args = use, (code,)
     return concurrent.futures.ProcessPoolExecutor(
-        max_workers=n, mp_context=ctx, initializer=use, initargs=(code,)
+        max_workers=n, mp_context=ctx, initializer=init, initargs=args
     )
+
+
+def end_executor(pool: concurrent.futures.Executor, *, kill: bool) -> None:
+    """Shut ``pool`` down; ``kill`` (the job was interrupted or failed): end its worker processes
+    first, so neither their running simulations nor the interpreter's exit wait for them."""
+    if kill:
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.kill()
+    pool.shutdown(wait=not kill, cancel_futures=kill)
 
 
 class SimMeasure:
@@ -215,7 +227,7 @@ class SimMeasure:
 
     def close(self, *, cancel: bool = False) -> None:
         for pool in self._pools.values():
-            pool.shutdown(cancel_futures=cancel)
+            end_executor(pool, kill=cancel)
         self._pools.clear()
 
     def __enter__(self) -> SimMeasure:

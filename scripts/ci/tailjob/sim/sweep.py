@@ -11,8 +11,12 @@ backend and load point, measured with the policy off.  Runs go to local worker p
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import logging
 import os
+import signal
+import threading
 from dataclasses import dataclass, replace
 
 from tailreactor.extras import install_command
@@ -27,6 +31,21 @@ from .grid import OFF, Cell, Grid, LoadPoint, load_server_env
 from .measure import SimMeasure, median_counters
 
 _FIELDS = "a b ratio ci min_effect verdict detectable pairs_needed estimator needs_samples".split()
+
+
+@contextlib.contextmanager
+def _ctrl_c_is_ours():
+    """Processes started inside ignore SIGINT (Python keeps an ignored SIGINT it inherits): a
+    terminal's Ctrl-C reaches the whole process group, and this process stops the cluster's workers
+    itself rather than each printing its traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _executor(engine: str, processes: int | None, address: str, client) -> tuple:
@@ -46,9 +65,16 @@ def _executor(engine: str, processes: int | None, address: str, client) -> tuple
     own: list = []
     if client is None:
         if address == "local":
-            own.append(
-                LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-            )
+            with _ctrl_c_is_ours():
+                own.append(
+                    LocalCluster(  # its workers' warnings (a cancelled task on Ctrl-C) are not ours to print
+                        n_workers=n,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        silence_logs=logging.ERROR,
+                    )
+                )
         client = Client(own[0] if own else address)
         own.insert(0, client)  # closed first, then its cluster
     workers = len(client.scheduler_info().get("workers", {})) or 1
