@@ -29,5 +29,8 @@ if [ "${1:-}" = "peers" ]; then
   tools+=(--nginx)
 fi
 source "$root/scripts/bootstrap.sh" "${tools[@]}"
+# The job runs from the repository root; a relative path the user gives (--workload, --out, --grid,
+# --baseline) is relative to where they ran this script, which TAILJOB_CWD tells the job.
+export TAILJOB_CWD="$PWD"
 cd "$root"
 exec "$(dirname "$TAILREACTOR_PY")/tailreactor-tail-latency" "$@"

@@ -305,20 +305,23 @@ def test_sigterm_in_the_sim_tier_is_one_line_and_exit_143(tmp_path):
 
 def test_a_relative_traffic_file_is_where_the_user_ran_the_command(tmp_path):
     """scripts/tail-latency.sh runs the job from the repository root and says where the user was in
-    TAILJOB_CWD: a relative ``--workload`` (and ``--out``) is relative to that, as in every command."""
-    example = Path(__file__).resolve().parents[2] / "scripts" / "ci" / "workloads" / "example.toml"
+    TAILJOB_CWD: a relative ``--workload`` (and ``--out``) is relative to that, as in every command.
+    Run through the wrapper, from the user's directory."""
+    root = Path(__file__).resolve().parents[2]
+    example = root / "scripts" / "ci" / "workloads" / "example.toml"
     (tmp_path / "mine.toml").write_text(example.read_text())
+    env = {k: v for k, v in os.environ.items() if k != "TAILJOB_CWD"}
     out = subprocess.run(
         [
-            str(Path(sys.executable).parent / "tailreactor-tail-latency"),
+            str(root / "scripts" / "tail-latency.sh"),
             *QUICK,
             "--workload",
             "mine.toml",
             "--out",
             "out",
         ],
-        cwd=Path(__file__).resolve().parents[2],
-        env={**os.environ, "TAILJOB_CWD": str(tmp_path)},
+        cwd=tmp_path,
+        env=env,
         capture_output=True,
         text=True,
         check=False,
