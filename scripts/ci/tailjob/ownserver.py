@@ -68,8 +68,12 @@ def add_server_options(parser: argparse.ArgumentParser, *, two_builds: bool = Tr
     g.add_argument(
         "--server-cmd",
         metavar="'CMD ... {port}'",
-        help="both arms run this server; they differ by --a/--b 'NAME=VALUE ...' (any environment "
-        "variables), or not at all with --ab aa",
+        help=(
+            "both arms run this server; they differ by --a/--b 'NAME=VALUE ...' (any environment "
+            "variables), or not at all with --ab aa"
+            if two_builds
+            else "the server the calibration runs in every arm, in place of the bench server"
+        ),
     )
     if two_builds:
         g.add_argument(
