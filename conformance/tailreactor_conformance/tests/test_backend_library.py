@@ -350,6 +350,31 @@ def test_a_write_disarmed_while_it_waits_for_room_after_the_peers_half_close_is_
     assert collect(b, 1, extra_waits=2) == Counter({"again": 1})
 
 
+@pytest.mark.clause("B15")
+def test_a_write_rearmed_in_the_round_of_its_report_waits_for_room_after_the_peers_half_close(
+    make_backend, pairs
+):
+    """WRITE reported and armed again before the next wait (the reactor's re-arm in the round of
+    the report), then our send buffer filled and the peer's writing side shut: nothing is
+    reported until the peer reads, then the new arming once.  io_uring checks no file on this
+    hot re-arm, so its wait for room after the half-close has no file to compare either: a
+    backend that takes "nothing to compare" as "the file changed" drops the arming and its
+    report is lost."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, WRITE, "first")
+    assert collect(b, 1, extra_waits=0) == Counter({"first": 1})
+    b.arm(p.fd, WRITE, "write")  # no wait since the report
+    fill_send_buffer(p.ours)
+    p.peer.shutdown(socket.SHUT_WR)
+    assert _waits(b) == []
+    _make_room(p)
+    assert collect(b, 1, extra_waits=2) == Counter({"write": 1}), (
+        "WRITE re-armed in the round of its report, then the send buffer full and the peer's "
+        "writing side shut: not reported once when the peer read"
+    )
+
+
 def _old_and_new(pairs, reused_by):
     """Three pairs: the one armed and closed, the one whose file takes its number, a control.
     ``reused_by`` "a later file" or "an earlier file": the new file's (st_dev, st_ino) sorts
