@@ -286,6 +286,95 @@ def test_a_peer_that_shuts_its_writing_side_makes_read_ready_not_write(make_back
     assert collect(b, 1, extra_waits=2) == Counter({"write": 1})
 
 
+def _waits(b, n: int = 3) -> list:
+    """``n`` waits of 10 ms: what they reported (a check that nothing is, not a wait for something)."""
+    return [r for _ in range(n) for r in b.wait(0.01)]
+
+
+def _full_and_half_closed_with_write_armed(b, p) -> list:
+    """Our send buffer full, the peer's writing side shut (RDHUP: READ's readiness), WRITE
+    armed as "write": what the waits before any room reported (nothing, B15)."""
+    fill_send_buffer(p.ours)
+    p.peer.shutdown(socket.SHUT_WR)
+    b.arm(p.fd, WRITE, "write")
+    return _waits(b)
+
+
+def _make_room(p) -> None:
+    while _has_more(p.peer):  # the peer reads everything: room again
+        p.peer.recv(1 << 20)
+
+
+@pytest.mark.clause("B15")
+def test_a_write_reported_after_the_peers_half_close_is_not_reported_again_when_room_comes_again(
+    make_backend, pairs
+):
+    """WRITE armed on a full socket whose peer shut its writing side is reported once, when the
+    peer reads; the arming ends with that report.  Room taken and made again three times, with
+    nothing re-armed, reports nothing.  A backend that waits for room after the peer's half-close
+    with a watch of its own (io_uring's multishot poll) and does not end it at the report hands
+    the old token each new room."""
+    b = make_backend()
+    (p,) = pairs(1)
+    assert _full_and_half_closed_with_write_armed(b, p) == []
+    _make_room(p)
+    assert collect(b, 1, extra_waits=2) == Counter({"write": 1})
+    again = []
+    for _ in range(3):
+        p.ours.send(b"x" * 4096)
+        _make_room(p)
+        again += _waits(b, 1)
+    assert again == [], (
+        f"reported {again} after WRITE's one report, with nothing re-armed: room made again "
+        f"after the peer's half-close reported the ended arming again"
+    )
+
+
+@pytest.mark.clause("B3")
+def test_a_write_disarmed_while_it_waits_for_room_after_the_peers_half_close_is_never_reported(
+    make_backend, pairs
+):
+    """WRITE armed on a full socket whose peer shut its writing side, disarmed while it waits
+    for room: the waits after the disarm report nothing and raise nothing, also when the peer
+    reads (room); armed again, it is reported once.  A backend's own wait for room (io_uring's
+    multishot poll) must end with the disarm, and what it still delivers be dropped."""
+    b = make_backend()
+    (p,) = pairs(1)
+    got = _full_and_half_closed_with_write_armed(b, p)
+    b.disarm(p.fd, WRITE)
+    got += _waits(b)
+    _make_room(p)
+    got += _waits(b)
+    assert got == [], f"reported {got}: WRITE was disarmed before the peer read"
+    b.arm(p.fd, WRITE, "again")
+    assert collect(b, 1, extra_waits=2) == Counter({"again": 1})
+
+
+@pytest.mark.clause("B15")
+def test_a_write_rearmed_in_the_round_of_its_report_waits_for_room_after_the_peers_half_close(
+    make_backend, pairs
+):
+    """WRITE reported and armed again before the next wait (the reactor's re-arm in the round of
+    the report), then our send buffer filled and the peer's writing side shut: nothing is
+    reported until the peer reads, then the new arming once.  io_uring checks no file on this
+    hot re-arm, so its wait for room after the half-close has no file to compare either: a
+    backend that takes "nothing to compare" as "the file changed" drops the arming and its
+    report is lost."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, WRITE, "first")
+    assert collect(b, 1, extra_waits=0) == Counter({"first": 1})
+    b.arm(p.fd, WRITE, "write")  # no wait since the report
+    fill_send_buffer(p.ours)
+    p.peer.shutdown(socket.SHUT_WR)
+    assert _waits(b) == []
+    _make_room(p)
+    assert collect(b, 1, extra_waits=2) == Counter({"write": 1}), (
+        "WRITE re-armed in the round of its report, then the send buffer full and the peer's "
+        "writing side shut: not reported once when the peer read"
+    )
+
+
 def _old_and_new(pairs, reused_by):
     """Three pairs: the one armed and closed, the one whose file takes its number, a control.
     ``reused_by`` "a later file" or "an earlier file": the new file's (st_dev, st_ino) sorts
