@@ -379,8 +379,7 @@ def _header(job: JobResult) -> list[str]:
             "working tree (each server said which tailreactor it imported: `code` in the result JSON's runs)."
         )
     return lines + [
-        f"- Command: `{history.command(job.argv)}`; started {job.started_at}, "
-        f"finished {job.finished_at}.",
+        f"- Command: `{history.command(job.argv)}`; started {job.started_at}, finished {job.finished_at}.",
         f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
         f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
         f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "
