@@ -45,50 +45,13 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
         f"[bold]tailreactor conformance[/]: reactor {summary['reactor']}, "
         f"profile {summary['profile']}, seed {summary['seed']}"
     )
-    table = Table()
-    table.add_column("clause", no_wrap=True)
-    table.add_column("requirement", min_width=24)
-    for b in backends:
-        table.add_column(b, no_wrap=True, min_width=len(b))
-    caps = summary.get("capabilities") or {}
-    table.add_row(
-        "caps",
-        "declared capabilities",
-        *[f"[dim]{capability_text(caps.get(b))}[/]" for b in backends],
-        end_section=True,
-    )
-    for cid, cells in summary["clauses"].items():
-        row = [cid, clause(cid).title]
-        for b in backends:
-            st = cells[b]["status"]
-            shown = (
-                f"{st} (hung)"
-                if cells[b].get("hung")
-                else f"{st} (crashed)"
-                if cells[b].get("crashed")
-                else st
-            )
-            row.append(f"[{_STYLE[st]}]{shown}[/]")
-        table.add_row(*row)
+    table = _clause_table(summary)
     # As wide as the table is (wider than the terminal when the backends' names need it):
     # never a name folded or cut.
     needs = Measurement.get(console, console.options.update_width(10_000), table).maximum
     console.width = max(console.width, needs)
     console.print(table)
-    failing = [
-        (cid, b, cells[b]["failures"])
-        for cid, cells in summary["clauses"].items()
-        for b in backends
-        if cells[b]["status"] == "FAIL"
-    ]
-    if failing:
-        console.print("[bold red]failing clauses[/]")
-        for cid, b, nodeids in failing:
-            console.print(f"  {cid} on {b}: {clause(cid).text}", markup=False)
-            for nodeid in nodeids:
-                console.print(Text(f"      {nodeid}"), soft_wrap=True)
-    else:
-        console.print("[green]no clause failed[/]")
+    _failing(console, summary)
     _crashed(console, summary.get("crashed") or [])
     out_of_fds = (summary.get("out_of_fds") or {}).get("tests") or []
     if out_of_fds:
@@ -157,6 +120,56 @@ def capability_text(caps) -> str:
     order = "ordered" if caps["ordered"] else "unordered"
     cap = "no batch cap" if caps["max_batch"] is None else f"batch <= {caps['max_batch']}"
     return f"{order}, {cap}"
+
+
+def _clause_table(summary: dict) -> Table:
+    """The clause x backend table: a row of declared capabilities, then a row per clause."""
+    backends = summary["backends"]
+    table = Table()
+    table.add_column("clause", no_wrap=True)
+    table.add_column("requirement", min_width=24)
+    for b in backends:
+        table.add_column(b, no_wrap=True, min_width=len(b))
+    caps = summary.get("capabilities") or {}
+    table.add_row(
+        "caps",
+        "declared capabilities",
+        *[f"[dim]{capability_text(caps.get(b))}[/]" for b in backends],
+        end_section=True,
+    )
+    for cid, cells in summary["clauses"].items():
+        row = [cid, clause(cid).title]
+        for b in backends:
+            st = cells[b]["status"]
+            shown = (
+                f"{st} (hung)"
+                if cells[b].get("hung")
+                else f"{st} (crashed)"
+                if cells[b].get("crashed")
+                else st
+            )
+            row.append(f"[{_STYLE[st]}]{shown}[/]")
+        table.add_row(*row)
+    return table
+
+
+def _failing(console, summary: dict) -> None:
+    """Each failing clause on each backend, with its text and the failing tests' ids (whole: copyable)."""
+    backends = summary["backends"]
+    failing = [
+        (cid, b, cells[b]["failures"])
+        for cid, cells in summary["clauses"].items()
+        for b in backends
+        if cells[b]["status"] == "FAIL"
+    ]
+    if failing:
+        console.print("[bold red]failing clauses[/]")
+        for cid, b, nodeids in failing:
+            console.print(f"  {cid} on {b}: {clause(cid).text}", markup=False)
+            for nodeid in nodeids:
+                console.print(Text(f"      {nodeid}"), soft_wrap=True)
+    else:
+        console.print("[green]no clause failed[/]")
 
 
 def render_registry(out, *, width: int = 120, color: bool = False) -> None:
