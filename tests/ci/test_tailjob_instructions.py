@@ -181,10 +181,12 @@ def test_requests_in_flight_share_the_server_s_rounds():
     # instructions; the same count again agrees within 0.5 %, as at one in flight.
     one, eight, again = _count("bench-epoll"), _count("bench-epoll", 8), _count("bench-epoll", 8)
     assert (one.in_flight, eight.in_flight) == (1, 8)
-    assert abs(one.waits - one.requests) <= 2, one
-    assert abs(eight.waits - eight.requests / 8) <= 2, eight
     assert eight.per_request < one.per_request
     assert abs(eight.per_request / again.per_request - 1) < 0.005, (eight, again)
+    if (missing := _symbols_missing()) is not None:
+        pytest.skip(missing)  # the counts above still held: the waits are calls of a named C function
+    assert abs(one.waits - one.requests) <= 2, one
+    assert abs(eight.waits - eight.requests / 8) <= 2, eight
 
 
 @needs_valgrind
