@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -289,10 +290,22 @@ def _sim_job_interrupted(tmp_path, signum: int) -> tuple[int, str]:
 
 
 def test_ctrl_c_in_the_sim_tier_ends_its_workers_with_one_line(tmp_path):
-    """Ctrl-C to the job's process group: no worker traceback, one line, exit 130, no hang."""
+    """Ctrl-C to the job's process group: no worker traceback, one line, exit 130, no hang; the runs
+    that finished are written as the full job writes them, marked partial, and the line names them."""
     status, rest = _sim_job_interrupted(tmp_path, signal.SIGINT)
     assert status == 130, rest
-    assert "Traceback" not in rest and rest.strip().splitlines()[-1] == "tail_latency: interrupted", rest
+    last = rest.strip().splitlines()[-1]
+    assert "Traceback" not in rest and last.startswith("tail_latency: interrupted ("), rest
+    md, js = sorted((tmp_path / "results").iterdir(), key=lambda p: p.suffix != ".md")
+    assert md.name.endswith("-sim-partial.md") and js.name.endswith("-sim-partial.json"), (md, js)
+    doc = json.loads(js.read_text())
+    finished = sum(len(runs) for leg in doc["legs"] for runs in leg["runs"].values())
+    said = re.search(r" \((\d+) of (\d+) runs finished, kept as partial: (.+), (.+)\)$", last)
+    assert said and said.groups()[2:] == (str(md), str(js)), last
+    assert int(said[1]) == finished and 4 <= finished < int(said[2]), last  # a progress line: 4 at least
+    planned = said[2]
+    assert doc["partial"].startswith(f"interrupted after {finished} of {planned} runs"), doc["partial"]
+    assert md.read_text().splitlines()[2].startswith("**Partial: interrupted after"), md.read_text()[:500]
 
 
 def test_sigterm_in_the_sim_tier_is_one_line_and_exit_143(tmp_path):
