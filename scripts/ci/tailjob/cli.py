@@ -248,16 +248,13 @@ def _kept(job: Job, kept: list, progress: JobProgress, write, why: str, error=No
     done = progress.done
     if not done:
         return ""
-    if not job.keeps or not any(lr.runs for lr in kept):
+    ran = [lr for lr in kept if lr.runs]  # a leg whose first run did not finish was not reached
+    if not job.keeps or not ran:
         return f" ({done} finished run{'s' if done != 1 else ''} not kept: no files written)"
-    done = sum(len(lr.runs) for lr in kept)
-    partial = f"{why} after {done} of {progress.total} runs"
-    missed = [leg.name for leg in job.legs[len(kept) :]]
-    if missed:
-        partial += f"; not reached: {', '.join(missed)}"
-    printed = write(kept, partial + (f" ({error})" if error is not None else ""))
-    files = ", ".join(str(f) for f in printed.files)
-    return f" ({done} of {progress.total} runs finished, kept as partial: {files})"
+    done = sum(len(lr.runs) for lr in ran)
+    missed = [leg.name for leg in job.legs[len(ran) :]]
+    printed = write(ran, outputs.partial(why, done, progress.total, missed, error))
+    return outputs.kept(done, progress.total, printed.files)
 
 
 def _write(job, o: Outputs, render) -> tuple[list, Path, str | None]:
