@@ -4,7 +4,8 @@ Parses the subcommand (:mod:`tailjob.options`), turns the namespace into the rec
 (:class:`~tailjob.plan.AbOptions`, :class:`~tailjob.instructions.CountPlan`, the grid) -- below this
 module no function sees the parsed command line -- and runs it.  A live job is planned here
 (:func:`_plan_ab`, :func:`_plan_calibrate`, :func:`_plan_peers` each return a :class:`Job`), run
-with progress, written (report, plot, JSON, history line) and summed up; then the exit code.
+with progress, written (report, plot, JSON, history line) and summed up; then the exit code.  An A/B
+stopped by a failed run or a signal writes the runs it finished, marked partial (:func:`_kept`).
 """
 
 from __future__ import annotations
@@ -203,23 +204,19 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
         settings = replace(settings, probe_dir=str(options.out / "results" / f"{stem}-probe"))
     progress = JobProgress(job.legs, warmup=settings.warmup, arms=job.arms)
     kept: list = []  # the legs' results, as they run
-    base = Outputs(settings, started, "", {}, options.out / "results", stem)
-
-    def write(results: list, partial: str | None = None) -> Printed:
-        return _written(job, base, results, partial)
-
+    base = Outputs(settings, started, "", {}, options.out / "results", stem)  # the rest when written
     try:
         with progress:
             results = job.run(settings, progress, kept)
     except (refcode.RefError, JobError, ValueError) as e:  # git, a server, a run failed
-        return _error(f"{e}{_kept(job, kept, progress, write, 'stopped by a failed run', e)}", 3), None
+        return _error(f"{e}{_kept(job, kept, progress, base, 'stopped by a failed run', e)}", 3), None
     except (KeyboardInterrupt, Terminated) as e:  # main says so, with the runs kept
         if isinstance(e, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C would cut the files short
         why = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
-        e.not_kept = _kept(job, kept, progress, write, why)  # type: ignore[union-attr]
+        e.not_kept = _kept(job, kept, progress, base, why)  # type: ignore[union-attr]
         raise
-    printed = write(results)
+    printed = _written(job, base, results)
     if collect is not None:
         collect.update(legs=results, result=printed.result, document=printed.document)
     if printed.after:
@@ -242,9 +239,9 @@ def _written(job: Job, o: Outputs, results: list, partial: str | None = None) ->
     return printed
 
 
-def _kept(job: Job, kept: list, progress: JobProgress, write, why: str, error=None) -> str:
+def _kept(job: Job, kept: list, progress: JobProgress, o: Outputs, why: str, error=None) -> str:
     """What a failed or interrupted live job kept, said after its one line: the runs it finished,
-    written by its own writer (``write(kept, partial)``) and marked partial, or that none were."""
+    written by its own writer (:func:`_written`) and marked partial, or that none were."""
     done = progress.done
     if not done:
         return ""
@@ -253,7 +250,7 @@ def _kept(job: Job, kept: list, progress: JobProgress, write, why: str, error=No
         return f" ({done} finished run{'s' if done != 1 else ''} not kept: no files written)"
     done = sum(len(lr.runs) for lr in ran)
     missed = [leg.name for leg in job.legs[len(ran) :]]
-    printed = write(ran, outputs.partial(why, done, progress.total, missed, error))
+    printed = _written(job, o, ran, outputs.partial(why, done, progress.total, missed, error))
     return outputs.kept(done, progress.total, printed.files)
 
 

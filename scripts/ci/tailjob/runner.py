@@ -70,8 +70,11 @@ def run_trials(
         results.append(lr)
         try:
             _run_leg(design, settings, lr, notify)
-        finally:
-            design.decide(lr)
+        except BaseException:
+            if into is not None and lr.runs:  # kept: decided on the runs it finished
+                design.decide(lr)
+            raise
+        design.decide(lr)
     return results
 
 

@@ -6,7 +6,8 @@ The live job's options (``--runs``: seeds per arm, ``--seed``: the first, ``--du
 seconds) plus ``--sim-cost``; what means processes on a machine (``--pin``, ``--workers``,
 ``--threads``, ``--probe``) is refused in one line (:func:`tailjob.ownserver.refused`).  Writes
 ``<out>/results/<stem>-sim.{md,json,svg,png}`` and a line of ``<out>/tail-latency-sim.jsonl``.
-Exit codes as the live job's (0, 1 ``--gate`` regression, 2 bad options, 3 a run failed).
+Exit codes as the live job's (0, 1 ``--gate`` regression, 2 bad options, 3 a run failed, 130 Ctrl-C,
+143 SIGTERM; a failed or interrupted job writes the runs it finished, marked partial).
 """
 
 from __future__ import annotations
@@ -148,10 +149,7 @@ def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, colle
         why = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
         e.not_kept = _kept(o, job, measure, legs, why)  # type: ignore[union-attr]
         raise
-    for lr in kept:  # one class is the whole run: its table would repeat the leg's
-        if len(lr.class_comparisons) == 1:
-            lr.class_comparisons = {}
-    text, files = _written(o, job, measure, collect)
+    _written(o, job, measure, collect)
     code, lines = report.gate(job, tier=" in virtual time")
     if lines:
         print("\n" + "\n".join(f"!!! {line}" for line in lines))
@@ -169,13 +167,16 @@ def _kept(o: AbOptions, job: JobResult, measure: SimMeasure, legs: list[Leg], wh
         return ""
     missed = [leg.name for leg in legs[len(ran) :]]
     job = replace(job, legs=ran, partial=outputs.partial(why, done, total, missed, error))
-    return outputs.kept(done, total, _written(o, job, measure)[1])
+    return outputs.kept(done, total, _written(o, job, measure))
 
 
-def _written(o: AbOptions, job: JobResult, measure: SimMeasure, collect=None) -> tuple[str, list]:
+def _written(o: AbOptions, job: JobResult, measure: SimMeasure, collect=None) -> list:
     """Write the sim job's report and result document (a finished job's plot and history line too),
-    show its report and files, append the report to GitHub Actions' job summary: (the report, the
-    files written).  A partial job's files are ``<stem>-sim-partial``."""
+    show its report and files, append the report to GitHub Actions' job summary; the files written.
+    A partial job's files are ``<stem>-sim-partial``."""
+    for lr in job.legs:  # one class is the whole run: its table would repeat the leg's
+        if len(lr.class_comparisons) == 1:
+            lr.class_comparisons = {}
     job.finished_at, job.provenance = history.now(), history.sim_provenance(REPO)
     stem, results_dir = (
         history.result_stem(job) + ("-sim-partial" if job.partial else "-sim"),
@@ -195,4 +196,4 @@ def _written(o: AbOptions, job: JobResult, measure: SimMeasure, collect=None) ->
     summary = stepsummary.append(text, prog=PROG)  # GitHub Actions' job summary
     step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
     history.show(text, (*files, *step), jsonl)
-    return text, files
+    return files
