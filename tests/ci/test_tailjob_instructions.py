@@ -57,17 +57,25 @@ def _job_on(python: str, *args: str, timeout: float = 600) -> subprocess.Complet
     )
 
 
-def test_count_gate_on_a_python_without_symbols_refuses_in_one_line(tmp_path):
+@pytest.mark.parametrize("option", ["--gate", "--write-baseline"])
+def test_count_gate_on_a_python_without_symbols_refuses_in_one_line(tmp_path, option):
     """--gate compares with a baseline counted where callgrind names CPython's C functions; on a
     stripped interpreter those components read 0 and the totals differ: refused before counting,
-    exit 3 (the environment), naming the interpreter and what fixes it."""
+    exit 3 (the environment), naming the interpreter and what fixes it.  So is writing a baseline
+    of such a count: the gate would compare it with counts of a Python with symbols."""
     python = _stripped_python()
-    out = _job_on(python, "count", "--gate", "--out", str(tmp_path), timeout=120)
+    baseline = tmp_path / "baseline.json"
+    argv = ["count", option, "--baseline", str(baseline), "--out", str(tmp_path)]
+    if option == "--gate":
+        baseline.write_text(
+            json.dumps({"servers": {"bench-epoll": {"per_request": 59035, "requests": 1000}}})
+        )
+    out = _job_on(python, *argv, timeout=120)
     assert out.returncode == 3, out.stderr[-2000:]
     [line] = out.stderr.strip().splitlines()
-    assert line.startswith(f"tail_latency: error: count --gate: {python} has no symbol table"), line
+    assert line.startswith(f"tail_latency: error: count {option}: {python} has no symbol table"), line
     assert "PYTHON=" in line and "scripts/bootstrap.sh" in line, line
-    assert not (tmp_path / "results").exists()
+    assert not (tmp_path / "results").exists() and (option == "--gate") == baseline.exists()
 
 
 @needs_valgrind

@@ -498,8 +498,9 @@ def main_tier(plan: CountPlan) -> int:
     stripped = symbols_missing()
     try:
         baseline, chosen = _checked(plan)
-        if stripped and plan.gate:  # a gate on unlike counts would pass or fail by the build
-            raise Unavailable(f"count --gate: {stripped}")
+        if stripped and (plan.gate or plan.write_baseline):  # a gate on unlike counts, or a baseline
+            option = "--gate" if plan.gate else "--write-baseline"  # of them, passes or fails by the build
+            raise Unavailable(f"count {option}: {stripped}")
     except PlanError as e:
         return _fail(str(e), 2)
     except Unavailable as e:  # valgrind, io_uring asked for, a Python without symbols
