@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -204,15 +205,17 @@ def test_a_live_only_subcommands_help_gives_no_virtual_time_bounds(command, caps
 
 
 @pytest.mark.parametrize("command", ["", "ab", "calibrate", "peers", "sweep", "validate", "count"])
-def test_each_subcommand_has_a_short_help_and_the_top_one_the_exit_codes(command, capsys):
+def test_each_subcommand_has_a_short_help_and_the_exit_codes(command, capsys):
+    """Every help ends in the same exit codes: a CI step branches on them (130 and 143: a job stopped
+    by Ctrl-C or a CI timeout's SIGTERM, which keeps the runs it finished)."""
     assert main([command, "--help"] if command else ["--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"usage: scripts/tail-latency.sh {command}".rstrip())  # what the user runs
-    assert len(out.splitlines()) < 120  # the one flat parser's was 220
-    if not command:
-        codes = [c for c in out.split("exit codes:\n")[1].splitlines() if c[2:3].isdigit()]
-        assert [c.split()[0] for c in codes] == ["0", "1", "2", "3"], out
-        assert "--gate" in codes[1] and "bad input" in codes[2] and "environment" in codes[3]
+    assert len(out.splitlines()) < 135  # with the exit codes (10 lines); the one flat parser's was 220
+    codes = [c for c in out.split("exit codes:\n")[1].splitlines() if c[2:3].isdigit()]
+    assert [c.split()[0] for c in codes] == ["0", "1", "2", "3", "130", "143"], out
+    assert "--gate" in codes[1] and "bad input" in codes[2] and "environment" in codes[3]
+    assert "SIGINT" in codes[4] and "SIGTERM" in codes[5] and "marked partial" in " ".join(out.split())
 
 
 def test_no_subcommand_is_ab():
@@ -327,9 +330,10 @@ def test_installed_the_command_a_report_names_is_the_console_script(monkeypatch)
     [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
     ids=["ctrl-c", "sigterm"],
 )
-def test_ctrl_c_is_one_line_and_exit_130_with_no_traceback(tmp_path, signum, status, says):
-    """Ctrl-C (or a CI timeout's SIGTERM) during the live runs: the server and wrk are stopped, one
-    line says so and how many finished runs were lost, exit 130 (143)."""
+def test_ctrl_c_is_one_line_and_exit_130_keeping_the_finished_runs(tmp_path, signum, status, says):
+    """Ctrl-C (or a CI timeout's SIGTERM) during the live runs: the server and wrk are stopped, the
+    runs that finished are written as a report and JSON marked partial, and one line says so and
+    names them, exit 130 (143)."""
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
         [
@@ -367,4 +371,10 @@ def test_ctrl_c_is_one_line_and_exit_130_with_no_traceback(tmp_path, signum, sta
         proc.stderr.close()
     last = rest.strip().splitlines()[-1]
     assert "Traceback" not in rest and last.startswith(f"tail_latency: {says} ("), rest
-    assert "finished run" in last and "not kept: no files written" in last, rest
+    md, js = sorted((tmp_path / "results").iterdir(), key=lambda p: p.suffix != ".md")
+    assert md.name.endswith("-partial.md") and js.name.endswith("-partial.json"), (md, js)
+    doc = json.loads(js.read_text())
+    finished = len(doc["legs"][0]["runs"])
+    assert last.endswith(f"({finished} of 16 runs finished, kept as partial: {md}, {js})"), last
+    assert doc["partial"].startswith(f"{says} after {finished} of 16 runs"), doc["partial"]
+    assert md.read_text().splitlines()[2].startswith(f"**Partial: {says} after {finished} of 16 runs")

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -27,32 +28,70 @@ needs_valgrind = pytest.mark.skipif(
 )
 
 
-def _has_symbol_table(path: str) -> bool:
-    """Whether the ELF file at ``path`` keeps its symbol table (``.symtab``): a stripped one does not."""
-    import struct
-
-    with open(path, "rb") as f:
-        head = f.read(64)
-        if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit ELF only; anything else: assume symbols
-            return True
-        (shoff,) = struct.unpack_from("<Q", head, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
-        f.seek(shoff)
-        table = f.read(shentsize * shnum)
-    return any(struct.unpack_from("<I", table, i * shentsize + 4)[0] == 2 for i in range(shnum))  # SHT_SYMTAB
-
-
 def _symbols_missing() -> str | None:
-    """Why callgrind cannot name the functions the components are made of in this Python, or None."""
-    import select
+    """Why callgrind cannot name CPython's C functions in this Python, or None (the job's own check)."""
+    return instructions.symbols_missing(sys.executable)
 
-    where = getattr(select, "__file__", None) or os.path.realpath(sys.executable)
-    if _has_symbol_table(where):
-        return None
-    return (
-        f"{where} is stripped (select_epoll_poll, sock_recv have no symbol): the per-component table "
-        f"needs a Python with symbols (a source build such as pyenv's, or the distribution's -dbg)"
+
+def _stripped_python() -> str:
+    """The distribution's Python of this minor version where it is stripped (Debian's is: what
+    scripts/bootstrap.sh picks for a user without pyenv), else skip."""
+    python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    if not os.access(python, os.X_OK) or instructions.symbols_missing(python) is None:
+        pytest.skip(f"no stripped interpreter to run the job with: {python} is missing or keeps its symbols")
+    return python
+
+
+def _job_on(python: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """The job run by the interpreter ``python`` on this environment's packages (the same minor
+    version, so the same extension ABI), as a venv made from it would run it."""
+    site = sysconfig.get_paths()["purelib"]
+    path = os.pathsep.join([str(CI_DIR), str(CI_DIR.parents[1] / "reference"), site])
+    return subprocess.run(
+        [python, "-m", "tailjob", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": path},
+        check=False,
     )
+
+
+@pytest.mark.parametrize("option", ["--gate", "--write-baseline"])
+def test_count_gate_on_a_python_without_symbols_refuses_in_one_line(tmp_path, option):
+    """--gate compares with a baseline counted where callgrind names CPython's C functions; on a
+    stripped interpreter those components read 0 and the totals differ: refused before counting,
+    exit 3 (the environment), naming the interpreter and what fixes it.  So is writing a baseline
+    of such a count: the gate would compare it with counts of a Python with symbols."""
+    python = _stripped_python()
+    baseline = tmp_path / "baseline.json"
+    argv = ["count", option, "--baseline", str(baseline), "--out", str(tmp_path)]
+    if option == "--gate":
+        baseline.write_text(
+            json.dumps({"servers": {"bench-epoll": {"per_request": 59035, "requests": 1000}}})
+        )
+    out = _job_on(python, *argv, timeout=120)
+    assert out.returncode == 3, out.stderr[-2000:]
+    [line] = out.stderr.strip().splitlines()
+    assert line.startswith(f"tail_latency: error: count {option}: {python} has no symbol table"), line
+    assert "PYTHON=" in line and "scripts/bootstrap.sh" in line, line
+    assert not (tmp_path / "results").exists() and (option == "--gate") == baseline.exists()
+
+
+@needs_valgrind
+def test_a_count_on_a_python_without_symbols_says_so_and_compares_no_baseline(tmp_path):
+    """The plain count runs and its report says why its C components are 0 -- which they are -- and
+    that it is compared with no baseline (the default one is of a Python with symbols)."""
+    python = _stripped_python()
+    out = _job_on(python, "count", "--server", "bench-epoll", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = next((tmp_path / "results").glob("*-instructions.md")).read_text()
+    note = f"{python} has no symbol table"
+    assert note in report and note in out.stdout, report
+    assert "Against" not in out.stdout and "not compared with" in report, out.stdout
+    doc = json.loads(next((tmp_path / "results").glob("*-instructions.json")).read_text())
+    table = doc["servers"]["bench-epoll"]["table"]
+    assert [table[c] for c in ("backend wait", "arm", "recv", "send", "clock")] == [0] * 5, table
 
 
 #: Small but well above the dump's race (a fraction of one request).
@@ -193,6 +232,8 @@ def test_requests_in_flight_share_the_server_s_rounds():
 def test_gate_fails_on_a_count_above_the_baseline(tmp_path):
     # A baseline far below any real count (where the +2 % line falls is test_verdicts_are_two_percent_
     # either_side's): the job's own count is the only valgrind run here.
+    if (missing := _symbols_missing()) is not None:  # the refusal: test_count_gate_on_a_python_without_...
+        pytest.skip(f"count --gate refuses on this Python: {missing}")
     baseline = tmp_path / "baseline.json"
     baseline.write_text(
         json.dumps({"servers": {"bench-epoll": {"per_request": 1000.0}, "asyncio": {"per_request": 1.0}}})

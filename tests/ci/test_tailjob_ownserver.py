@@ -309,8 +309,9 @@ def test_a_server_that_answers_only_errors_is_a_failed_run(tmp_path):
     assert "every answer was an error" in line and "status 500" in line, line
 
 
-def test_a_failed_run_says_how_many_finished_runs_were_not_kept(tmp_path):
-    """The server command exits on its third start: two runs had finished; the one line says so."""
+def test_a_failed_run_keeps_the_runs_that_finished_as_a_partial_result(tmp_path):
+    """The server command exits on its third start: two runs had finished.  They are written as the
+    full job writes them (report and JSON), marked partial, and the one line names the files."""
     script = tmp_path / "flaky.py"
     script.write_text(
         "import os, sys\n"
@@ -325,7 +326,28 @@ def test_a_failed_run_says_how_many_finished_runs_were_not_kept(tmp_path):
     out = job(tmp_path, "--server-cmd", cmd, "--ab", "aa", *tiny, timeout=120)
     assert out.returncode == 3, out.stderr[-2000:]
     [line] = errors(out)
-    assert "exited with status 7 before listening" in line and "2 finished runs not kept" in line, line
+    assert "exited with status 7 before listening" in line, line
+    assert line.endswith(
+        " (2 of 4 runs finished, kept as partial: " + ", ".join(partial_files(tmp_path)) + ")"
+    )
+    doc = result(tmp_path)
+    assert doc["partial"].startswith("stopped by a failed run after 2 of 4 runs"), doc["partial"]
+    [leg] = doc["legs"]
+    assert [(r["trial"], r["arm"]) for r in leg["runs"]] == [(0, "A"), (0, "B")] or [
+        (r["trial"], r["arm"]) for r in leg["runs"]
+    ] == [(0, "B"), (0, "A")]
+    # one pair: every comparison says why it has no verdict
+    assert {c["verdict"] for c in leg["comparisons"]} == {"n/a"}, leg["comparisons"]
+    report = next((tmp_path / "out" / "results").glob("*.md")).read_text().splitlines()
+    assert report[2].startswith("**Partial: stopped by a failed run after 2 of 4 runs"), report[:4]
+    assert not (tmp_path / "out" / "tail-latency.jsonl").exists()  # the history is of finished jobs
+
+
+def partial_files(tmp_path: Path) -> list[str]:
+    """The partial result's report and JSON, as the one line names them."""
+    found = sorted((tmp_path / "out" / "results").iterdir())
+    assert [p.name.endswith("-partial.json") or p.name.endswith("-partial.md") for p in found] == [True] * 2
+    return [str(p) for p in sorted(found, key=lambda p: p.suffix != ".md")]
 
 
 def test_the_nginx_example_without_nginx_says_how_to_install_it(tmp_path):

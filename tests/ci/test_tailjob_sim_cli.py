@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -289,10 +290,11 @@ def _sim_job_interrupted(tmp_path, signum: int) -> tuple[int, str]:
 
 
 def test_ctrl_c_in_the_sim_tier_ends_its_workers_with_one_line(tmp_path):
-    """Ctrl-C to the job's process group: no worker traceback, one line, exit 130, no hang."""
+    """Ctrl-C to the job's process group: no worker traceback, one line, exit 130, no hang; the runs
+    that finished are written as the full job writes them, marked partial, and the line names them."""
     status, rest = _sim_job_interrupted(tmp_path, signal.SIGINT)
     assert status == 130, rest
-    assert "Traceback" not in rest and rest.strip().splitlines()[-1] == "tail_latency: interrupted", rest
+    assert "Traceback" not in rest and _kept(tmp_path, rest, "interrupted"), rest
 
 
 def test_sigterm_in_the_sim_tier_is_one_line_and_exit_143(tmp_path):
@@ -300,7 +302,25 @@ def test_sigterm_in_the_sim_tier_is_one_line_and_exit_143(tmp_path):
     status, rest = _sim_job_interrupted(tmp_path, signal.SIGTERM)
     assert status == 143, rest
     assert "Traceback" not in rest and "Exception ignored" not in rest, rest
-    assert rest.strip().splitlines()[-1].startswith("tail_latency: terminated"), rest
+    assert _kept(tmp_path, rest, "terminated (SIGTERM)"), rest
+
+
+def _kept(tmp_path: Path, rest: str, says: str) -> bool:
+    """Whether the job's last line (after ``says``) names the partial report and JSON it wrote, with
+    the runs they hold (4 at least: a progress line had come) of those planned, as the JSON says."""
+    last = rest.strip().splitlines()[-1]
+    md, js = sorted((tmp_path / "results").iterdir(), key=lambda p: p.suffix != ".md")
+    assert md.name.endswith("-sim-partial.md") and js.name.endswith("-sim-partial.json"), (md, js)
+    doc = json.loads(js.read_text())
+    finished = sum(len(runs) for leg in doc["legs"] for runs in leg["runs"].values())
+    said = re.fullmatch(
+        rf"tail_latency: {re.escape(says)} \((\d+) of (\d+) runs finished, kept as partial: (.+)\)", last
+    )
+    assert said and said[3] == f"{md}, {js}", last
+    assert int(said[1]) == finished and 4 <= finished < int(said[2]), last
+    assert doc["partial"].startswith(f"{says} after {finished} of {said[2]} runs"), doc["partial"]
+    assert md.read_text().splitlines()[2].startswith(f"**Partial: {says} after"), md.read_text()[:500]
+    return True
 
 
 def test_a_relative_traffic_file_is_where_the_user_ran_the_command(tmp_path):

@@ -4,7 +4,8 @@ Parses the subcommand (:mod:`tailjob.options`), turns the namespace into the rec
 (:class:`~tailjob.plan.AbOptions`, :class:`~tailjob.instructions.CountPlan`, the grid) -- below this
 module no function sees the parsed command line -- and runs it.  A live job is planned here
 (:func:`_plan_ab`, :func:`_plan_calibrate`, :func:`_plan_peers` each return a :class:`Job`), run
-with progress, written (report, plot, JSON, history line) and summed up; then the exit code.
+with progress, written (report, plot, JSON, history line) and summed up; then the exit code.  An A/B
+stopped by a failed run or a signal writes the runs it finished, marked partial (:func:`_kept`).
 """
 
 from __future__ import annotations
@@ -70,8 +71,11 @@ def _exit_on_sigterm(signum, frame) -> None:
 
 @dataclass
 class Job:
-    """A planned live job: ``legs`` and ``arms`` size the progress display; ``run(settings, progress)``
-    is the trial loop; ``finish(results, Outputs)`` writes the files and returns a :class:`Printed`."""
+    """A planned live job: ``legs`` and ``arms`` size the progress display; ``run(settings, progress,
+    into)`` is the trial loop (``into``: the list that holds each leg's result as it runs); ``finish(
+    results, Outputs, partial=None)`` writes the files and returns a :class:`Printed`.  ``keeps``:
+    ``finish`` takes ``partial`` (why the job stopped early): a failed or interrupted job writes the
+    runs it finished."""
 
     name: str  # the file stem's last part: the --ab name, "calibrate" or "peers"
     profile: str
@@ -82,6 +86,7 @@ class Job:
     run: Callable
     finish: Callable
     probe: bool = False  # every run writes probe files (under <out>/results/<stem>-probe/)
+    keeps: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,48 +199,75 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
         return _error(str(e), 2), None
     started = history.now()
     stem = history.stem(started, job.profile, job.name)
-    results_dir = options.out / "results"
     settings = job.settings
     if job.probe:
-        settings = replace(settings, probe_dir=str(results_dir / f"{stem}-probe"))
+        settings = replace(settings, probe_dir=str(options.out / "results" / f"{stem}-probe"))
     progress = JobProgress(job.legs, warmup=settings.warmup, arms=job.arms)
+    kept: list = []  # the legs' results, as they run
+    base = Outputs(settings, started, "", {}, options.out / "results", stem)  # the rest when written
     try:
         with progress:
-            results = job.run(settings, progress)
+            results = job.run(settings, progress, kept)
     except (refcode.RefError, JobError, ValueError) as e:  # git, a server, a run failed
-        return _error(f"{e}{_not_kept(progress.done)}", 3), None
-    except (KeyboardInterrupt, Terminated) as e:  # main says so, with the runs lost
-        e.not_kept = _not_kept(progress.done)  # type: ignore[union-attr]
+        return _error(f"{e}{_kept(job, kept, progress, base, 'stopped by a failed run', e)}", 3), None
+    except (KeyboardInterrupt, Terminated) as e:  # main says so, with the runs kept
+        if isinstance(e, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C would cut the files short
+        why = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
+        e.not_kept = _kept(job, kept, progress, base, why)  # type: ignore[union-attr]
         raise
-    provenance = history.provenance(REPO, wrk_version=job.wrk)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    printed = job.finish(results, Outputs(settings, started, history.now(), provenance, results_dir, stem))
+    printed = _written(job, base, results)
     if collect is not None:
         collect.update(legs=results, result=printed.result, document=printed.document)
-    summary = stepsummary.append(printed.text, prog=PROG)  # GitHub Actions' job summary
-    step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
-    history.show(printed.text, [*printed.files, *step])
     if printed.after:
         print(printed.after)
     return (_error(printed.failed, 1) if printed.failed else 0), results
 
 
-def _not_kept(done: int) -> str:
-    """What a failed or interrupted live job lost: its files are written once, from every run."""
-    return f" ({done} finished run{'s' if done != 1 else ''} not kept: no files written)" if done else ""
+def _written(job: Job, o: Outputs, results: list, partial: str | None = None) -> Printed:
+    """Write the job's files (``job.finish``; ``partial``: as ``<stem>-partial``), show its report and
+    files, and append the report to GitHub Actions' job summary; what ``finish`` printed."""
+    o = replace(o, finished=history.now(), provenance=history.provenance(REPO, wrk_version=job.wrk))
+    o.results_dir.mkdir(parents=True, exist_ok=True)
+    if partial is None:
+        printed = job.finish(results, o)
+    else:
+        printed = job.finish(results, replace(o, stem=f"{o.stem}-partial"), partial=partial)
+    summary = stepsummary.append(printed.text, prog=PROG)  # GitHub Actions' job summary
+    step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
+    history.show(printed.text, [*printed.files, *step])
+    return printed
 
 
-def _write(job, o: Outputs, render) -> tuple[list, Path, Path]:
+def _kept(job: Job, kept: list, progress: JobProgress, o: Outputs, why: str, error=None) -> str:
+    """What a failed or interrupted live job kept, said after its one line: the runs it finished,
+    written by its own writer (:func:`_written`) and marked partial, or that none were."""
+    done = progress.done
+    if not done:
+        return ""
+    ran = [lr for lr in kept if lr.runs]  # a leg whose first run did not finish was not reached
+    if not job.keeps or not ran:
+        return f" ({done} finished run{'s' if done != 1 else ''} not kept: no files written)"
+    done = sum(len(lr.runs) for lr in ran)
+    missed = [leg.name for leg in job.legs[len(ran) :]]
+    printed = _written(job, o, ran, outputs.partial(why, done, progress.total, missed, error))
+    return outputs.kept(done, progress.total, printed.files)
+
+
+def _write(job, o: Outputs, render) -> tuple[list, Path, str | None]:
     """An A/B's or a peers job's report (Markdown), plot, whole job (JSON) and history line: the
-    report and plot paths, the JSON's and the history file's."""
+    report and plot paths, the JSON's, and the history file's line for "Files:" (of a partial job,
+    the report and JSON only, and None)."""
     (md,) = outputs.write_files(o.results_dir, o.stem, {".md": render(job, runs=True)})
+    result_json = history.write_result(job, o.results_dir, o.stem)
+    if getattr(job, "partial", None):  # a job stopped early: the report and JSON, marked partial
+        return [md, result_json], result_json, None  # (the history and its plots are of finished jobs)
     from . import plot  # here: matplotlib's ~1 s of import is not for a refused, sim or count run
 
     images = plot.plot_job(job, o.results_dir / o.stem)
-    result_json = history.write_result(job, o.results_dir, o.stem)
     line = history.history_line(job, result_file=f"results/{result_json.name}")
     jsonl = history.append_history(line, o.results_dir.parent, name=history.history_file(job))
-    return [md, *images, result_json], result_json, jsonl
+    return [md, *images, result_json], result_json, f"{jsonl} (one line appended)"
 
 
 def _live_legs(legs: list, arms, asked: str | None) -> list:
@@ -310,21 +342,22 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
     wrk = _tools(args.pin)
     legs = _live_legs(legs, arms, args.backend)  # last: a bad option is the only line
 
-    def run(s: Settings, progress) -> list:
+    def run(s: Settings, progress, into: list) -> list:
         if a_commit is None:
-            return run_trials(legs, ABDesign(arms, s, os.environ), s, progress=progress)
+            return run_trials(legs, ABDesign(arms, s, os.environ), s, progress=progress, into=into)
         with refcode.checkout(REPO, a_commit) as tree:  # removed however the runs end
             code = {"A": str(tree / "reference"), "B": refcode.own_code()}
-            return run_trials(legs, ABDesign(arms, s, os.environ, code=code), s, progress=progress)
+            design = ABDesign(arms, s, os.environ, code=code)
+            return run_trials(legs, design, s, progress=progress, into=into)
 
-    def finish(results, o: Outputs) -> Printed:
+    def finish(results, o: Outputs, partial: str | None = None) -> Printed:
         a_ref = None if a_commit is None else {"ref": args.a_ref, "commit": a_commit}
         job = JobResult(
             argv, profile.name, ab, arms, o.settings, results, o.provenance, o.started, o.finished, a_ref
         )
-        return _ab_printed(job, o, gate=args.gate)
+        return _ab_printed(replace(job, partial=partial), o, gate=args.gate)
 
-    return Job(ab, profile.name, legs, 2, settings, wrk, run, finish, probe=probe)
+    return Job(ab, profile.name, legs, 2, settings, wrk, run, finish, probe=probe, keeps=True)
 
 
 def _ab_printed(job: JobResult, o: Outputs, *, gate: bool) -> Printed:
@@ -333,10 +366,10 @@ def _ab_printed(job: JobResult, o: Outputs, *, gate: bool) -> Printed:
     files, result_json, jsonl = _write(job, o, report.render)
     if o.settings.probe_dir:
         files.append(f"{o.settings.probe_dir}/ (every worker's latency probe file, per run)")
-    code, lines = report.gate(job)
+    code, lines = (0, []) if job.partial else report.gate(job)  # a partial job is not gated
     return Printed(
         report.render(job, runs=False),
-        [*files, f"{jsonl} (one line appended)"],
+        [*files, *([jsonl] if jsonl else [])],
         after="\n" + "\n".join(f"!!! {line}" for line in lines) if lines else None,
         failed="--gate: a metric regressed (see the verdicts above)" if gate and code else None,
         result=result_json,
@@ -358,7 +391,7 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
     wrk = _tools(args.pin)
     legs = _live_legs(legs, arms, args.backend)  # last: a bad option is the only line
 
-    def run(s: Settings, progress) -> list:
+    def run(s: Settings, progress, into: list) -> list:
         return calibrate.run_calibration(legs, k, s, ambient=os.environ, progress=progress)
 
     def finish(results, o: Outputs) -> Printed:
@@ -413,7 +446,7 @@ def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
         servers = [server for server in servers if server.backend != "io_uring"]
         print(f"{PROG}: tailreactor (io_uring) skipped: {refused}", file=sys.stderr, flush=True)
 
-    def run(s: Settings, progress) -> list:
+    def run(s: Settings, progress, into: list) -> list:
         return run_trials(legs, peersjob.PeersDesign(servers, s, os.environ, nginx), s, progress=progress)
 
     def finish(results, o: Outputs) -> Printed:
@@ -437,6 +470,6 @@ def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
                     job, o.results_dir.parent / "README.md", result_file=f"results/{result_json.name}"
                 )
             )
-        return Printed(peersreport.render(job, runs=False), [*files, f"{jsonl} (one line appended)"])
+        return Printed(peersreport.render(job, runs=False), [*files, jsonl])
 
     return Job("peers", profile.name, legs, len(servers), settings, wrk, run, finish)

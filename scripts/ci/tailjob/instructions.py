@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -157,6 +158,49 @@ def missing_tool() -> str | None:
         if shutil.which(tool) is None:
             return f"{tool} is not on PATH (install it: apt-get install valgrind)"
     return None
+
+
+def _has_symbol_table(path: str) -> bool:
+    """Whether the ELF file at ``path`` keeps its symbol table (``.symtab``): a stripped one does not."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit ELF only; anything else: assume symbols
+            return True
+        (shoff,) = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+    return any(struct.unpack_from("<I", table, i * shentsize + 4)[0] == 2 for i in range(shnum))  # SHT_SYMTAB
+
+
+def symbols_missing(python: str = sys.executable) -> str | None:
+    """Why callgrind cannot name CPython's C functions in the servers' interpreter ``python`` (the
+    file of its ``select`` module, or the interpreter where that is built in), or None.  Without
+    them the C components (:data:`COMPONENTS` less httptools') read 0 and the total is not
+    comparable with a baseline counted on a Python with symbols: a distribution's stripped build
+    (Debian's /usr/bin/python3.11) differs by about 2 %."""
+    try:
+        where = subprocess.run(
+            [
+                python,
+                "-c",
+                "import os, select, sys; print(getattr(select, '__file__', '') or sys.executable)",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.strip()
+        if _has_symbol_table(os.path.realpath(where)):
+            return None
+    except (OSError, subprocess.SubprocessError, struct.error):
+        return None  # not a Python this can read: the count says what went wrong
+    return (
+        f"{os.path.realpath(where)} has no symbol table (a stripped build): callgrind cannot name CPython's C "
+        "functions (select_epoll_poll, sock_recv, ...), so the C components read 0 and the total is not "
+        "comparable with a baseline counted on a Python with symbols; make .venv with one (a source build "
+        "such as pyenv's): rm -rf .venv && PYTHON=/path/to/python3 scripts/bootstrap.sh"
+    )
 
 
 def peer_of(name: str):
@@ -451,12 +495,19 @@ def main_tier(plan: CountPlan) -> int:
     """Count every server, print the table and the verdicts, write ``<out>/results/<stem>-instructions.*``.
     Exit 0, or 1 with ``--gate`` and a ``regression``; 2 for a bad option; 3 for a missing tool or
     kernel feature, or when a count fails (one line)."""
+    stripped = symbols_missing()
     try:
         baseline, chosen = _checked(plan)
+        if stripped and (plan.gate or plan.write_baseline):  # a gate on unlike counts, or a baseline
+            option = "--gate" if plan.gate else "--write-baseline"  # of them, passes or fails by the build
+            raise Unavailable(f"count {option}: {stripped}")
     except PlanError as e:
         return _fail(str(e), 2)
-    except Unavailable as e:  # valgrind, io_uring asked for
+    except Unavailable as e:  # valgrind, io_uring asked for, a Python without symbols
         return _fail(str(e), 3)
+    if stripped:
+        print(f"Note: {stripped}.", flush=True)
+        baseline = {}
     counts, measure = [], CountMeasure(plan.requests, in_flight=plan.in_flight)
     for name in chosen:
         try:
@@ -486,20 +537,23 @@ def main_tier(plan: CountPlan) -> int:
         )
         for v in verdicts:
             print(f"- {v.server}: {v.base:,.0f} -> {v.now:,.0f} ({v.change:+.2%}): {v.verdict}")
-    _write(plan, counts, shares)
+    _write(plan, counts, shares, stripped)
     if plan.gate and any(v.verdict == "regression" for v in verdicts):
         return _fail("--gate: instructions per request regressed (see the verdicts above)", 1)
     return 0
 
 
-def _write(plan: CountPlan, counts: list[Count], shares: dict[str, dict[str, float]]) -> None:
-    """The count's report and JSON under ``<out>/results/`` (and the new baseline), the file list."""
+def _write(plan: CountPlan, counts: list[Count], shares: dict[str, dict[str, float]], stripped=None) -> None:
+    """The count's report and JSON under ``<out>/results/`` (and the new baseline), the file list;
+    ``stripped``: :func:`symbols_missing`'s line, said first (the count was compared with no baseline)."""
     stem = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-instructions"
     commit = history.provenance(REPO, wrk_version="-")["git_commit"]
     commit = "" if commit == "unknown" else commit[:7]
     whole = f"\n\nBy part (the python row split by bytecodes):\n\n{render(counts, shares)}" if shares else ""
     md = f"Instructions per request, commit {commit or 'unknown'}, {plan.requests} requests per server"
     md += f", {plan.in_flight} in flight (backend waits: {', '.join(f'{c.server} {c.waits:,}' for c in counts)})\n\n"
+    if stripped:
+        md += f"**Note:** {stripped}. This count was not compared with a baseline.\n\n"
     doc = baseline_document(counts, commit=commit, shares=shares)
     paths = write_files(plan.out / "results", stem, {".md": f"{md}{render(counts)}{whole}\n", ".json": doc})
     notes = []

@@ -33,11 +33,15 @@ TIERS = ("wall", "sim")
 """``ab --tier``: what measures a run (wall-clock time, virtual time; instruction counts are ``count``)."""
 COMMANDS = ("ab", "calibrate", "peers", "sweep", "validate", "count")
 EXIT_CODES = """exit codes:
-  0  done, whatever the verdicts
-  1  --gate and a metric is a regression
-  2  bad input: one line naming the option, the value and what is accepted
-  3  the environment: a tool or kernel feature missing here (wrk, taskset, valgrind, io_uring asked
-     for), a server that would not start or answer, or a run that failed: one line"""
+  0    done, whatever the verdicts
+  1    --gate and a metric is a regression
+  2    bad input: one line naming the option, the value and what is accepted
+  3    the environment (wrk, taskset, valgrind, io_uring asked for), a server that would not start
+       or answer, or a run that failed: one line
+  130  interrupted (Ctrl-C, SIGINT): one line
+  143  terminated (SIGTERM, a CI timeout): one line
+       (3, 130, 143: an A/B, either tier, first writes the runs it finished, a report and JSON
+       marked partial, and its one line names them)"""
 
 
 def _duration(text: str) -> int:
@@ -131,6 +135,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{PROG}: error: {message}\n")
+
+    def format_help(self) -> str:
+        """argparse's help, then the exit codes (every subcommand's: a CI step branches on them)."""
+        return f"{super().format_help()}\n{EXIT_CODES}\n"
 
 
 def _traffic(ns: argparse.Namespace) -> None:
@@ -448,7 +456,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog=COMMAND,
         description="The tail-latency job. No subcommand is `ab`; no arguments: the quick A/B of "
         "age-based dispatch on each backend, then the same A/B in virtual time.",
-        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -45,3 +45,18 @@ def files_text(
     if appended is not None:
         lines.append(f"- {appended} (one line appended)")
     return "\n".join([*lines, *(f"- {n}" for n in notes)])
+
+
+def partial(why: str, done: int, total: int, missed: Sequence[str] = (), error: object = None) -> str:
+    """What a job stopped before its last run is marked with (its result's ``partial``): why, after how
+    many of its planned runs, the legs it did not reach, and the error that stopped it."""
+    text = f"{why} after {done} of {total} runs"
+    if missed:
+        text += f"; not reached: {', '.join(missed)}"
+    return text + (f" ({error})" if error is not None else "")
+
+
+def kept(done: int, total: int, files: Sequence[Path | str]) -> str:
+    """What a failed or interrupted job's one line ends with: the runs it finished and the files that
+    keep them."""
+    return f" ({done} of {total} runs finished, kept as partial: {', '.join(map(str, files))})"

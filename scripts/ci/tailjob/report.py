@@ -346,6 +346,19 @@ def render(job: JobResult, *, runs: bool = True) -> str:
     return "\n".join([*lines, "", "## What the numbers are", "", *_notes(job.settings)]) + "\n"
 
 
+def partial_lines(job: JobResult) -> list[str]:
+    """A report's first lines when its job stopped before its last run (either tier): what it holds."""
+    if not job.partial:
+        return []
+    return [
+        f"**Partial: {job.partial}.** This report holds the runs that finished; a leg cut short is "
+        "compared on its trials whose two arms both finished, and has a verdict only where those pairs "
+        f"suffice ({MIN_PAIRS} at least, and an interval that decides), as any leg; a leg not reached "
+        "is not here. `--gate` does not apply: the job did not finish (its exit code says why).",
+        "",
+    ]
+
+
 def _header(job: JobResult) -> list[str]:
     """What ran: the workload, the arms, the code, the schedule, the verdict rule, the machine."""
     s, pv = job.settings, job.provenance
@@ -358,7 +371,7 @@ def _header(job: JobResult) -> list[str]:
     )
     server = _server_text(job)
     warmup = "; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."
-    lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", ""]
+    lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", "", *partial_lines(job)]
     if leg0 and s.load is not None:
         lines.append(
             f"- Workload: {s.load.describe()}, on the job's load client against {server}, "

@@ -52,33 +52,59 @@ class Design(Protocol):
 
 
 def run_trials(
-    legs: list[Leg], design: Design, settings: Settings, *, progress: Progress | None = None
+    legs: list[Leg],
+    design: Design,
+    settings: Settings,
+    *,
+    progress: Progress | None = None,
+    into: list | None = None,
 ) -> list:
-    """Run every leg of ``design`` in order (see the module docstring) and return their results."""
+    """Run every leg of ``design`` in order (see the module docstring) and return their results.
+    ``into``: the caller's list, which gets each leg's result as soon as it is planned and each run's
+    record as it ends: a job stopped by a failed run or a signal keeps the runs it finished, the leg
+    it stopped in decided on those."""
     notify = progress or (lambda event, info: None)
-    results = []
+    results = [] if into is None else into
     for leg in legs:
         lr = design.plan(leg, notify)
-        order = ([(-1, 0, design.warmup_arm(lr), True)] if settings.warmup else []) + [
-            (t, pos, key, False) for t, keys in enumerate(lr.schedule) for pos, key in enumerate(keys)
-        ]
-        infos = [{"leg": leg, "arm": design.arm(k), "trial": t, "warmup": w} for t, _, k, w in order]
-        runs_at_once = getattr(design.measure, "map", None)  # a tier whose runs are independent
-        if runs_at_once is not None:
-            plans = [design.run_plan(lr, k, trial=t, position=p, warmup=w) for t, p, k, w in order]
-            lr.runs += runs_at_once(
-                plans, lambda i, record, infos=infos: notify("run-end", {**infos[i], "record": record})
-            )
-        else:
-            for info, (trial, pos, key, warmup) in zip(infos, order):
-                notify("run-start", info)
-                plan = design.run_plan(lr, key, trial=trial, position=pos, warmup=warmup)
-                record = design.measure.run(plan)
-                lr.runs.append(record)
-                notify("run-end", {**info, "record": record})
-        design.decide(lr)
         results.append(lr)
+        try:
+            _run_leg(design, settings, lr, notify)
+        except BaseException:
+            if into is not None and lr.runs:  # kept: decided on the runs it finished
+                design.decide(lr)
+            raise
+        design.decide(lr)
     return results
+
+
+def _run_leg(design: Design, settings: Settings, lr, notify: Progress) -> None:
+    """The leg's warm-up and trials, each run's record appended to ``lr.runs`` as it ends (a tier's
+    ``map`` runs them at once; they join in the order of the plans)."""
+    order = ([(-1, 0, design.warmup_arm(lr), True)] if settings.warmup else []) + [
+        (t, pos, key, False) for t, keys in enumerate(lr.schedule) for pos, key in enumerate(keys)
+    ]
+    infos = [{"leg": lr.leg, "arm": design.arm(k), "trial": t, "warmup": w} for t, _, k, w in order]
+    runs_at_once = getattr(design.measure, "map", None)  # a tier whose runs are independent
+    if runs_at_once is not None:
+        plans = [design.run_plan(lr, k, trial=t, position=p, warmup=w) for t, p, k, w in order]
+        ended: dict[int, RunRecord] = {}
+
+        def done(i: int, record: RunRecord) -> None:
+            ended[i] = record
+            notify("run-end", {**infos[i], "record": record})
+
+        try:
+            runs_at_once(plans, done)
+        finally:
+            lr.runs += [ended[i] for i in sorted(ended)]
+        return
+    for info, (trial, pos, key, warmup) in zip(infos, order):
+        notify("run-start", info)
+        plan = design.run_plan(lr, key, trial=trial, position=pos, warmup=warmup)
+        record = design.measure.run(plan)
+        lr.runs.append(record)
+        notify("run-end", {**info, "record": record})
 
 
 @dataclass
@@ -362,7 +388,8 @@ def run_job(
 @dataclass
 class JobResult:
     """Everything a job produced, for the report, plot and history.  ``ab``: the preset, ``custom``
-    or ``aref`` (``--a-ref`` alone); ``a_ref``: with ``--a-ref``, ``{"ref": REF, "commit": SHA}``."""
+    or ``aref`` (``--a-ref`` alone); ``a_ref``: with ``--a-ref``, ``{"ref": REF, "commit": SHA}``;
+    ``partial``: why a job stopped before its last run, and after how many (None: it finished)."""
 
     argv: list[str]
     profile: str
@@ -374,6 +401,7 @@ class JobResult:
     started_at: str
     finished_at: str
     a_ref: dict | None = None
+    partial: str | None = None
 
     def verdicts(self) -> list[str]:
         return [
@@ -393,5 +421,6 @@ class JobResult:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "a_ref": self.a_ref,
+            "partial": self.partial,
             "legs": [lr.as_dict() for lr in self.legs],
         }

@@ -6,7 +6,8 @@ The live job's options (``--runs``: seeds per arm, ``--seed``: the first, ``--du
 seconds) plus ``--sim-cost``; what means processes on a machine (``--pin``, ``--workers``,
 ``--threads``, ``--probe``) is refused in one line (:func:`tailjob.ownserver.refused`).  Writes
 ``<out>/results/<stem>-sim.{md,json,svg,png}`` and a line of ``<out>/tail-latency-sim.jsonl``.
-Exit codes as the live job's (0, 1 ``--gate`` regression, 2 bad options, 3 a run failed).
+Exit codes as the live job's (0, 1 ``--gate`` regression, 2 bad options, 3 a run failed, 130 Ctrl-C,
+143 SIGTERM; a failed or interrupted job writes the runs it finished, marked partial).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from .. import PROG, REPO, history, refcode, report, stepsummary, workloads
+from .. import PROG, REPO, history, outputs, refcode, report, stepsummary, workloads
 from .. import fail as _error
 from ..measure import Settings
 from ..outputs import dumps, write_files
@@ -132,45 +133,67 @@ def _progress():
 def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, collect=None) -> int:
     started = history.now()
     codes = {"A": a_code[1]} if a_code else None
+    measure = SimMeasure(o.sim_cost, code=codes, processes=len(os.sched_getaffinity(0)))
+    kept: list = []  # the legs' results, as they run
+    job = JobResult(list(o.argv), o.profile, ab, design.arms, design.settings, kept, {}, started, "")
+    if a_code is not None:
+        job.a_ref = {"ref": o.a_ref, "commit": a_code[0]}
     try:
-        with SimMeasure(o.sim_cost, code=codes, processes=len(os.sched_getaffinity(0))) as measure:
-            results = run_trials(legs, replace(design, tier=measure), design.settings, progress=_progress())
+        with measure:
+            run_trials(legs, replace(design, tier=measure), design.settings, progress=_progress(), into=kept)
     except (OSError, RuntimeError, ValueError) as e:
-        return _error(f"a simulated run failed: {e}", 3)
-    for lr in results:  # one class is the whole run: its table would repeat the leg's
-        if len(lr.class_comparisons) == 1:
-            lr.class_comparisons = {}
-    job = JobResult(
-        argv=list(o.argv),
-        profile=o.profile,
-        ab=ab,
-        arms=design.arms,
-        settings=design.settings,
-        legs=results,
-        provenance=history.sim_provenance(REPO),
-        started_at=started,
-        finished_at=history.now(),
-        a_ref=None if a_code is None else {"ref": o.a_ref, "commit": a_code[0]},
-    )
-    stem, results_dir = history.result_stem(job) + "-sim", o.out / "results"
-    doc = sim_report.result_document(job, measure, load=o.load)
-    report_md = sim_report.render(job, measure, runs=True)
-    md, js = write_files(results_dir, stem, {".md": report_md, ".json": dumps(doc)})
-    if collect is not None:
-        collect.update(legs=results, result=js, document=doc)
-    images = sim_report.plot(results, results_dir / stem)
-    jsonl = history.append_history(
-        history.history_line(job, result_file=f"results/{js.name}", tier="sim"),
-        o.out,
-        name=sim_report.HISTORY_FILE,
-    )
-    text = sim_report.render(job, measure, runs=False)
-    summary = stepsummary.append(text, prog=PROG)  # GitHub Actions' job summary
-    step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
-    history.show(text, (md, js, *images, *step), jsonl)
+        return _error(
+            f"a simulated run failed: {e}{_kept(o, job, measure, legs, 'stopped by a failed run', e)}", 3
+        )
+    except (KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, SIGTERM: main says so, with the runs kept
+        why = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
+        e.not_kept = _kept(o, job, measure, legs, why)  # type: ignore[union-attr]
+        raise
+    _written(o, job, measure, collect)
     code, lines = report.gate(job, tier=" in virtual time")
     if lines:
         print("\n" + "\n".join(f"!!! {line}" for line in lines))
     if o.gate and code:
         return _error("--gate: a metric regressed in virtual time (see the verdicts above)", 1)
     return 0
+
+
+def _kept(o: AbOptions, job: JobResult, measure: SimMeasure, legs: list[Leg], why: str, error=None) -> str:
+    """What a failed or interrupted sim job kept, said after its one line: the runs it finished,
+    written as the full job writes them (:func:`_written`) and marked partial; "" if none finished."""
+    ran = [lr for lr in job.legs if lr.runs]  # a leg none of whose runs finished was not reached
+    done, total = sum(len(lr.runs) for lr in ran), sum(2 * leg.runs for leg in legs)
+    if not done:
+        return ""
+    missed = [leg.name for leg in legs[len(ran) :]]
+    job = replace(job, legs=ran, partial=outputs.partial(why, done, total, missed, error))
+    return outputs.kept(done, total, _written(o, job, measure))
+
+
+def _written(o: AbOptions, job: JobResult, measure: SimMeasure, collect=None) -> list:
+    """Write the sim job's report and result document (a finished job's plot and history line too),
+    show its report and files, append the report to GitHub Actions' job summary; the files written.
+    A partial job's files are ``<stem>-sim-partial``."""
+    for lr in job.legs:  # one class is the whole run: its table would repeat the leg's
+        if len(lr.class_comparisons) == 1:
+            lr.class_comparisons = {}
+    job.finished_at, job.provenance = history.now(), history.sim_provenance(REPO)
+    stem, results_dir = (
+        history.result_stem(job) + ("-sim-partial" if job.partial else "-sim"),
+        o.out / "results",
+    )
+    doc = sim_report.result_document(job, measure, load=o.load)
+    report_md = sim_report.render(job, measure, runs=True)
+    md, js = write_files(results_dir, stem, {".md": report_md, ".json": dumps(doc)})
+    if collect is not None:
+        collect.update(legs=job.legs, result=js, document=doc)
+    files, jsonl = [md, js], None
+    if not job.partial:  # the history and its plots are of finished jobs
+        files += sim_report.plot(job.legs, results_dir / stem)
+        line = history.history_line(job, result_file=f"results/{js.name}", tier="sim")
+        jsonl = history.append_history(line, o.out, name=sim_report.HISTORY_FILE)
+    text = sim_report.render(job, measure, runs=False)
+    summary = stepsummary.append(text, prog=PROG)  # GitHub Actions' job summary
+    step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
+    history.show(text, (*files, *step), jsonl)
+    return files

@@ -15,7 +15,15 @@ from pathlib import Path
 from .. import history, stats
 from ..history import without_out
 from ..loadspec import ClientClass
-from ..report import CLASS_LABELS, class_line, comparison_table, format_value, plural, verdict_summary
+from ..report import (
+    CLASS_LABELS,
+    class_line,
+    comparison_table,
+    format_value,
+    partial_lines,
+    plural,
+    verdict_summary,
+)
 from ..runner import JobResult, LegResult
 from ..workloads import Traffic, label
 from .measure import SimMeasure, median_counters
@@ -84,6 +92,7 @@ def render(job: JobResult, measure: SimMeasure, *, runs: bool = True) -> str:
     lines = [
         f"# Tail-latency job in virtual time (`--tier sim`): `--ab {job.ab}`, profile `{job.profile}`",
         "",
+        *partial_lines(job),
         "**Virtual time.** Every figure below is simulated: the real `tailreactor.Reactor` and bench "
         "connection code on the real backend, a virtual clock moved by the cost model and the injected "
         "knobs (docs/en/sim-tier.md). It is a function of the code, "
@@ -144,7 +153,7 @@ def _leg(job: JobResult, lr: LegResult, measure: SimMeasure, runs: bool) -> list
             f"A {sat['A']}, B {sat['B']} of {n}."
         )
     for name, comps in lr.class_comparisons.items():
-        first = (by_arm["A"][0].classes or {})[name]
+        first = (lr.measured()[0].classes or {})[name]  # a partial leg's arm A may have none
         lines += [
             "",
             f"### Class `{name}` ({first['loop']} loop, {first['connections']} connections)",
@@ -152,7 +161,7 @@ def _leg(job: JobResult, lr: LegResult, measure: SimMeasure, runs: bool) -> list
             *_table(job, comps, CLASS_LABELS),
         ]
         lines += ["", f"`{name}` verdicts: " + verdict_summary(comps)]
-    counters = {k: median_counters(rs) for k, rs in by_arm.items()}
+    counters = {k: median_counters(rs) for k, rs in by_arm.items() if rs}
     lines += [
         "",
         "Reactor counters, median over the seeds (rounds, callbacks, elevated by age, harvested): "
@@ -202,6 +211,7 @@ def result_document(job: JobResult, measure: SimMeasure, *, load: str | None) ->
         "arms": {a.key: {"label": a.label, "env": dict(a.env), "env_text": a.env_text()} for a in job.arms},
         "seeds": seeds(job),
         "a_ref": job.a_ref,
+        "partial": job.partial,
         "provenance": job.provenance,
         "legs": [
             {
