@@ -483,7 +483,7 @@ def test_a_disarm_of_one_direction_of_a_closed_fd_whose_number_was_reused_arms_n
 # took the number with the old arming.  Found by a fresh reader writing a backend over
 # libev from the header (issue 41): each sequence below aborted their first version.
 def _closed_armings_dropped(
-    b, closed: set[str], control, *, reused: bool = False, earlier: list = ()
+    b, closed: set[str], control, *, reused: bool = False, earlier: tuple | list = ()
 ) -> None:
     """Waits until ``control`` (made readable, armed) is reported; every token of ``closed``
     (armings of a closed file) is dropped or reported once with ERR (the header's rule): any other
