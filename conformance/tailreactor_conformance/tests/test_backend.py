@@ -7,6 +7,7 @@ half of B5, the reactor half of B12) are in ``test_backend_via_reactor.py``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
@@ -544,6 +545,53 @@ def test_wait_timeout_is_never_early(make_backend, pairs, timeout_s):
     elapsed = time.monotonic_ns() - t0
     assert got == []
     assert elapsed >= timeout_s * 1e9, f"wait({timeout_s}) returned after {elapsed / 1e6:.3f} ms"
+
+
+@contextlib.contextmanager
+def _without_timer_slack():
+    """The calling thread real-time (SCHED_FIFO, lowest priority) inside the block: the kernel
+    gives a real-time thread's timers no slack.  Yields whether it could (CAP_SYS_NICE or
+    RLIMIT_RTPRIO); the thread's policy is restored after."""
+    if not hasattr(os, "sched_setscheduler"):
+        yield False
+        return
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(os.sched_get_priority_min(os.SCHED_FIFO)))
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.sched_setscheduler(0, policy, param)
+
+
+@pytest.mark.clause("B8")
+def test_a_wait_of_a_second_is_never_early_without_timer_slack(make_backend, pairs):
+    """wait(1 s) with nothing ready lasts a second at least, timed with the kernel's timer slack
+    off.  The kernel lets a poll(2)- or epoll-style wait's timer fire up to 0.1 % of its timeout
+    late (its slack; 0.5 % for a niced thread), the very size of the error of a backend that
+    converts a timeout 0.1 % short (to milliseconds as ceil(timeout_s * 999)): with the slack such
+    a wait(1 s) mostly ends after the second anyway, without it a millisecond early every time.
+    The thread is made real-time for the wait (a real-time thread's timers get no slack); where
+    that is not allowed the wait is timed with the slack, a weaker check of the same rule.  A
+    second, because the error is a fraction of the timeout: a shorter wait's is smaller than a
+    thread's wake-up latency (this test's cost: one second)."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    timeout_s = 1.0
+    with _without_timer_slack() as exact:
+        t0 = time.monotonic_ns()
+        got = b.wait(timeout_s)
+        elapsed = time.monotonic_ns() - t0
+    assert got == []
+    assert elapsed >= timeout_s * 1e9, (
+        f"wait({timeout_s}) returned after {elapsed / 1e6:.3f} ms"
+        + (" (timer slack off: a real-time thread)" if exact else "")
+        + ": is the timeout converted a fraction short?"
+    )
 
 
 @pytest.mark.clause("B8")
@@ -1207,6 +1255,61 @@ def test_arming_a_closed_fd_raises_ebadf(make_backend, pairs, direction):
     with pytest.raises(OSError) as info:
         b.arm(number, direction, "closed")
     assert info.value.errno == errno.EBADF
+
+
+#: Headroom over what the process maps while a number near INT_MAX is armed (RLIMIT_AS): room for
+#: the other threads' allocations, far below the gigabytes a table indexed by that number takes.
+ADDRESS_SPACE_HEADROOM = 512 << 20
+
+
+def _mapped_bytes() -> int | None:
+    """The address space this process maps now (VmSize), or None where /proc does not say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+@pytest.mark.clause("B16")
+def test_arming_a_number_far_above_every_open_fd_raises_ebadf(make_backend, pairs):
+    """An arm of INT_MAX, a number far above every open fd, raises EBADF, and the fd armed before
+    it is still reported.  A backend that keeps a table indexed by fd number must ask whether
+    the number is open before it grows the table: one that does not allocates gigabytes for it
+    (or fails with ENOMEM).  The arm runs under an address-space limit (RLIMIT_AS) a little above
+    what the process maps, so such a backend fails here with ENOMEM and never takes the memory."""
+    mapped = _mapped_bytes()
+    if mapped is None or not hasattr(resource, "RLIMIT_AS"):
+        pytest.skip(
+            "platform limit: no VmSize in /proc/self/status or no RLIMIT_AS to bound the arm's memory"
+        )
+    b = make_backend()
+    (other,) = pairs(1)
+    other.make_readable()
+    b.arm(other.fd, READ, "armed before")  # a backend with a table by fd number has grown it
+    number = 2**31 - 1  # INT_MAX: RLIMIT_NOFILE is far below it, so it names no open file
+    with pytest.raises(OSError) as closed:
+        os.fstat(number)
+    assert closed.value.errno == errno.EBADF
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    bound = mapped + ADDRESS_SPACE_HEADROOM
+    if hard != resource.RLIM_INFINITY:
+        bound = min(bound, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (bound, hard))
+    try:
+        with pytest.raises(OSError) as info:
+            b.arm(number, WRITE, "far above")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert info.value.errno == errno.EBADF, (
+        f"arming fd {number} (INT_MAX, not open) raised {errno.errorcode.get(info.value.errno, info.value.errno)} "
+        f"under an address-space limit of {bound >> 20} MiB, not EBADF: is a table indexed by fd number "
+        f"grown before the number is checked open?"
+    )
+    assert collect(b, 1, extra_waits=1) == Counter({"armed before": 1})
 
 
 @pytest.mark.clause("B16")

@@ -18,6 +18,9 @@ over libuv (issue 41): a peer's shutdown of its writing side (libuv's UV_DISCONN
 as a hang-up, which reports a WRITE token with no room (B15).  And from a backend
 over libev (issue 41): an fd closed while a change of its watchers waits for the next
 loop run -- an arm, a disarm, a one-shot stop -- or its number reused meanwhile (B5).
+And from mutation testing: an fd closed while a pending kernel request (io_uring's poll)
+keeps its file alive, which then becomes ready, or its number reused by a full socket whose
+peer shut its writing side (B5).
 """
 
 from __future__ import annotations
@@ -479,14 +482,16 @@ def test_a_disarm_of_one_direction_of_a_closed_fd_whose_number_was_reused_arms_n
 # epoll_ctl, and aborts on EBADF when the fd was closed since; or registers the file that
 # took the number with the old arming.  Found by a fresh reader writing a backend over
 # libev from the header (issue 41): each sequence below aborted their first version.
-def _closed_armings_dropped(b, closed: set[str], control, *, reused: bool = False) -> None:
+def _closed_armings_dropped(
+    b, closed: set[str], control, *, reused: bool = False, earlier: tuple | list = ()
+) -> None:
     """Waits until ``control`` (made readable, armed) is reported; every token of ``closed``
     (armings of a closed file) is dropped or reported once with ERR (the header's rule): any other
     bit is no readiness of the closed file, and where another file took the number (``reused``)
-    it would be that file's."""
+    it would be that file's.  ``earlier``: what the test's own waits reported before, counted too."""
     control.make_readable()
     b.arm(control.fd, READ, "control")
-    got = reports(b, 1, extra_waits=3)
+    got = [*earlier, *reports(b, 1, extra_waits=3)]
     tokens = Counter(tok for tok, _ in got)
     assert tokens["control"] == 1, f"the other fd's arming was not reported once: {got}"
     wrong = [(tok, f"{rev:#x}") for tok, rev in got if tok in closed and (tokens[tok] > 1 or not rev & ERR)]
@@ -562,6 +567,83 @@ def test_an_arming_of_a_reused_number_never_re_armed_is_not_reported_for_the_new
         new.make_readable()
         _closed_armings_dropped(b, {"old read"}, control, reused=True)
         b.disarm(number, READ)
+
+
+# -- B5: a closed fd whose file a pending kernel request keeps alive -------------------
+# io_uring's pending poll holds its own reference to the file: closing the fd number closes
+# nothing, and the file can still become ready (the peer writes, or shuts its writing side)
+# and complete the poll.  The backend learns of it at a report, when the number names
+# nothing or another file.  Found by mutation testing (conformance/mutation-report.md).
+def _send_to_closed(p, data: bytes = b"x") -> None:
+    """The peer writes to ``p``'s closed end: accepted where a kernel request still holds the
+    file, refused (EPIPE, ECONNRESET) where closing the number closed it."""
+    try:
+        p.peer.send(data)
+    except OSError:
+        pass  # the file is gone: nothing of it can become ready
+
+
+@pytest.mark.clause("B5")
+def test_an_fd_closed_without_disarm_whose_file_then_becomes_readable_is_dropped_or_reported_as_err(
+    make_backend, pairs
+):
+    """READ armed (not readable) and submitted, the fd closed without disarm, its number left
+    closed, then the peer writes: where a pending kernel request keeps the file alive (io_uring's
+    poll) that file becomes readable.  The arming is the closed fd's: dropped, or reported once
+    with ERR, never with IN (its callback would read a number that names nothing)."""
+    b = make_backend()
+    old, control = pairs(2)
+    b.arm(old.fd, READ, "closed read")
+    b.flush()  # the poll holds the file from here
+    _close(old)  # this test opens no fd after it: the number stays closed
+    _send_to_closed(old)
+    _closed_armings_dropped(b, {"closed read"}, control)
+
+
+@pytest.mark.clause("B5")
+def test_an_fd_closed_without_disarm_after_the_peers_half_close_ended_its_write_poll_is_dropped_or_reported_as_err(
+    make_backend, pairs
+):
+    """WRITE armed on a full socket and submitted, the peer shuts its writing side (RDHUP alone:
+    no room; io_uring's WRITE poll completes with it), then the fd is closed without disarm
+    before the next wait: the arming is dropped or reported once with ERR, and the waits raise
+    nothing.  io_uring learns of the half-close only in that wait, and checks the number before
+    it waits on for room (module docstring of its backend): the check must take a closed number
+    as a file that changed, not raise out of the wait."""
+    b = make_backend()
+    old, control = pairs(2)
+    fill_send_buffer(old.ours)
+    b.arm(old.fd, WRITE, "closed write")
+    b.flush()
+    old.peer.shutdown(socket.SHUT_WR)
+    _close(old)  # the number stays closed
+    _closed_armings_dropped(b, {"closed write"}, control)
+
+
+@pytest.mark.clause("B5")
+@REUSED_BY
+def test_a_write_arming_whose_number_a_full_half_closed_socket_took_before_any_loop_run_never_reports_its_room(
+    make_backend, pairs, reused_by
+):
+    """WRITE armed, then, before any wait or flush, the fd closed without disarm and its number
+    taken by another socket whose send buffer is full and whose peer shut its writing side;
+    later that peer reads (room).  The arming is the closed file's: dropped, or reported once
+    with ERR, never with OUT for the new file.  io_uring submits the poll at the next wait, on
+    the file the number names then: it completes with that file's half-close (RDHUP alone), and
+    the backend, about to wait on for room, compares the file its arm found with the one there
+    now -- by equality: the new file's identity sorts after the closed one's, or before."""
+    b = make_backend()
+    old, new, control = _old_and_new(pairs, reused_by)
+    b.arm(old.fd, WRITE, "old write")  # writable, but nothing reaches the kernel before the wait
+    fill_send_buffer(new.ours)
+    new.peer.shutdown(socket.SHUT_WR)
+    number = old.ours.detach()
+    os.dup2(new.ours.fileno(), number)  # closes the old file, armed; its number now names `new`
+    with socket.socket(fileno=number):
+        before_room = _waits(b)  # the new file has no room: only ERR may come
+        _make_room(new)
+        _closed_armings_dropped(b, {"old write"}, control, reused=True, earlier=before_room)
+        b.disarm(number, WRITE)
 
 
 # -- B8: a timeout under a microsecond ------------------------------------------------
