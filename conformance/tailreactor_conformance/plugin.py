@@ -427,7 +427,7 @@ def _max_worker_restart(config) -> int | None:
     """How many crashed workers pytest-xdist replaces before it stops the run (None: no limit, or
     no xdist)."""
     try:
-        from xdist.dsession import get_default_max_worker_restart
+        from xdist.dsession import get_default_max_worker_restart  # type: ignore[import-untyped]
     except ImportError:
         return None
     try:
