@@ -45,6 +45,7 @@ VARIANTS = {
     # a fourth fresh reader's (libev) findings (issue 41)
     "TR_BUG_NO_GENERATION": "B5",  # a closed file alive in a dup reports to its number's new arming
     "TR_BUG_SIGCHLD_HANDLER": "B7",  # create installs a SIGCHLD handler (libev's ev_default_loop)
+    "TR_BUG_ONE_EPOLL_PER_PROCESS": "B1",  # backends share one epoll set: one wait takes the other's reports
 }
 
 

@@ -56,6 +56,9 @@
  *                              open by a dup reports to its number's new arming (B5)
  *   -DTR_BUG_SIGCHLD_HANDLER   create installs a SIGCHLD handler, as libev's
  *                              ev_default_loop does (B7)
+ *   -DTR_BUG_ONE_EPOLL_PER_PROCESS  every backend shares one epoll set, as backends on a
+ *                              library's default loop do: one backend's wait takes the
+ *                              reports of an fd armed on two (B1)
  *   -DTR_BUG_LEAK_FD           close leaves the eventfd open         (B14)
  *   -DTR_BUG_KEEP_COLLECTED    a wait collects more than its capacity; disarm
  *                              leaves the rest                       (B3)
@@ -158,6 +161,18 @@ static void on_sigchld(int signo) {
 }
 #endif
 
+#ifdef TR_BUG_ONE_EPOLL_PER_PROCESS
+/* The bug: one epoll set for the process, made by the first create, closed by the last close. */
+static int shared_epfd = -1, shared_users;
+static int epoll_of_process(void) {
+    if (shared_epfd < 0)
+        shared_epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (shared_epfd >= 0)
+        shared_users++;
+    return shared_epfd;
+}
+#endif
+
 int tr_backend_create(tr_backend **out) {
 #ifdef TR_BUG_CREATE_POSITIVE
     (void)out;
@@ -166,7 +181,11 @@ int tr_backend_create(tr_backend **out) {
     tr_backend *b = calloc(1, sizeof *b);
     if (!b)
         return -ENOMEM;
+#ifdef TR_BUG_ONE_EPOLL_PER_PROCESS
+    b->epfd = epoll_of_process();
+#else
     b->epfd = epoll_create1(EPOLL_CLOEXEC);
+#endif
     if (b->epfd < 0)
         goto fail;
     b->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -508,7 +527,15 @@ int tr_backend_wake(tr_backend *b) {
 int tr_backend_close(tr_backend *b) {
     if (atomic_exchange(&b->closed, 1))
         return 0;
+#ifdef TR_BUG_ONE_EPOLL_PER_PROCESS
+    epoll_ctl(b->epfd, EPOLL_CTL_DEL, b->wake_fd, NULL);
+    if (--shared_users == 0) {
+        close(b->epfd);
+        shared_epfd = -1;
+    }
+#else
     close(b->epfd);
+#endif
     /* A wake that saw closed == 0 may be writing the eventfd: let it finish
      * before the number can be reused.  Seq-cst atomics: a wake that starts
      * later sees closed == 1 and writes nothing. */

@@ -101,7 +101,9 @@ def test_two_backends_open_at_once_each_report_their_own_armings(make_backend, p
     second.flush()
     got = collect(first, 2), collect(second, 1)
     assert got == (Counter({"first's own": 1, "first's shared": 1}), Counter({"second's shared": 1})), (
-        f"two backends open at once reported (first, second) {got}"
+        f"two backends open at once reported (first, second) {got}: each must report its own armings "
+        "alone (a loop or an epoll set the process shares, as libev's ev_default_loop or "
+        "uv_default_loop(), hands one backend's reports to the other's wait)"
     )
     first.close()
     later.make_readable()
