@@ -170,6 +170,8 @@ class SelectorsBackend:
             raise closed_error(self.name)
         check_direction(direction)
         if not self._check_files and fd in self._files:
+            # One fstat per disarm: a late disarm (the file closed, its number maybe reused)
+            # finds the kernel's registration gone, which EpollSelector does not say.
             try:
                 same = self._check_fd(fd) == self._files[fd]
             except OSError:
