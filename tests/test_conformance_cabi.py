@@ -42,6 +42,10 @@ VARIANTS = {
     "TR_BUG_REARM_HANDS_OVER": "B15",  # a re-arm gives the report caught for the old token to the new one
     "TR_BUG_REUSE_KEEPS_OLD_ARMING": "B5",  # a closed fd's arming reported for the file that took its number
     "TR_BUG_RDHUP_AS_HUP": "B15",  # the peer's SHUT_WR taken as HUP: WRITE reported with a full send buffer
+    # a fourth fresh reader's (libev) findings (issue 41)
+    "TR_BUG_NO_GENERATION": "B5",  # a closed file alive in a dup reports to its number's new arming
+    "TR_BUG_SIGCHLD_HANDLER": "B7",  # create installs a SIGCHLD handler (libev's ev_default_loop)
+    "TR_BUG_ONE_EPOLL_PER_PROCESS": "B1",  # backends share one epoll set: one wait takes the other's reports
 }
 
 

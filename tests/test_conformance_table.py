@@ -171,3 +171,79 @@ def test_a_test_that_crashed_in_setup_is_found_by_its_marker_and_backend_paramet
     assert backend_of(nodeid, labels) == "cabi:libfoo"
     assert backend_of("test_backend.py::test_arming_a_closed_fd_raises_ebadf[read-epoll]", labels) == "epoll"
     assert backend_of("test_http.py::test_x", labels) == "-"
+
+
+def _summary_with_crashes(count: int, most: int) -> dict:
+    return {
+        "backends": ["cabi:libx"],
+        "reactor": "tailreactor.reactor:Reactor",
+        "profile": "ci",
+        "seed": "derandomized",
+        "clauses": {
+            "B5": {"cabi:libx": _cell("FAIL", ["t"]) | {"crashed": [1]}},
+            "B9": {"cabi:libx": _cell("not run")},
+        },
+        "crashed": [{"test": "t", "clause": "B5", "backend": "cabi:libx", "rerun": "r"}],
+        "workers_crashed": {"count": count, "max_restart": most},
+    }
+
+
+def test_clauses_not_run_after_too_many_crashed_workers_say_why():
+    """pytest-xdist stops after --max-worker-restart crashed workers and drops the tests left: the
+    table says so under the crashes, names the clauses left not run and how to run the rest (a
+    fresh reader saw `not run` rows with nothing said, issue 41)."""
+    out = io.StringIO()
+    render(_summary_with_crashes(9, 8), out, width=80)
+    flat = " ".join(out.getvalue().split())
+    assert (
+        "not run: 9 worker process(es) crashed, more than pytest-xdist replaces (--max-worker-restart 8"
+        in flat
+    )
+    assert "clauses B9 show not run" in flat and "-- --max-worker-restart=1000" in flat, flat
+    out = io.StringIO()
+    render(_summary_with_crashes(8, 8), out, width=80)  # replaced, the run went on: nothing to say
+    assert "more than pytest-xdist replaces" not in " ".join(out.getvalue().split())
+
+
+def test_a_rerun_line_names_the_backend_as_typed_and_keeps_the_sanitizer_environment(monkeypatch):
+    """cabi:./libx.so runs as an absolute path; the rerun line shows what was typed, and the
+    preload and options a sanitizer build needed (without them ASan only refuses to start)."""
+    import json
+
+    from tailreactor_conformance.failures import TYPED_ENV, rerun_hint
+
+    monkeypatch.setenv(TYPED_ENV, json.dumps({"cabi:/abs/dir/libx.so": "cabi:./libx.so"}))
+    monkeypatch.setenv("LD_PRELOAD", "/usr/lib/libasan.so.8")
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0")
+    monkeypatch.setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    monkeypatch.delenv("LSAN_OPTIONS", raising=False)
+    monkeypatch.delenv("TSAN_OPTIONS", raising=False)
+    line = rerun_hint("test_backend.py::test_x[cabi-libx]", "cabi:/abs/dir/libx.so")
+    assert line == (
+        "LD_PRELOAD=/usr/lib/libasan.so.8 ASAN_OPTIONS=detect_leaks=0 "
+        "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "
+        "tailreactor-conformance --backend cabi:./libx.so -n 0 -- -s -k 'test_x[cabi-libx]'"
+    )
+
+
+def test_a_run_stopped_by_crashed_workers_says_why_its_clauses_were_not_run(tmp_path):
+    """The crashing backend with no worker restart allowed: xdist stops at the first crash."""
+    from test_conformance_meta import cli
+
+    proc, data = cli(
+        "--backend",
+        CRASHING,
+        "--clause",
+        "B5,B6",
+        "-n",
+        "2",
+        "--",
+        "--max-worker-restart=0",
+        json_path=tmp_path / "r.json",
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    assert data["workers_crashed"]["count"] >= 1 and data["workers_crashed"]["max_restart"] == 0, data
+    assert "more than pytest-xdist replaces (--max-worker-restart 0" in " ".join(proc.stdout.split()), out[
+        -4000:
+    ]

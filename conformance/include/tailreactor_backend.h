@@ -52,8 +52,10 @@
  * creates and arms on one thread and waits on another): keep no per-thread
  * state.  A process creates many backends, one after another, and an earlier
  * handle (closed, not destroyed yet) may still exist when create is called
- * again: keep every piece of state in the handle (libuv: a uv_loop_t of the
- * backend's own, never uv_default_loop()).
+ * again; several may also be open at once (a reactor per thread), each
+ * reporting only its own armings, also of an fd armed on both, and closing
+ * one leaves the others working (B1).  Keep every piece of state in the
+ * handle (libuv: a uv_loop_t of the backend's own, never uv_default_loop()).
  *
  * Memory: every pointer argument is the caller's and valid only during the
  * call; the library keeps none of them.  The handle is the library's.
@@ -89,7 +91,7 @@
  *   wait).
  *   libev may also rebuild its epoll set on its own and re-add every active
  *   fd (when it sees an event of a stale generation), which meets the same
- *   assertion for a closed fd that nothing changed.
+ *   assertion for a closed fd that nothing changed; see libev below.
  *   That arming was made for the closed file: it is never reported for the
  *   file that took the number, also when the reused number is armed for the
  *   other direction (B5).  A backend that keeps one registration per fd
@@ -107,6 +109,32 @@
  *   new file with the old arming (B5).  poll and select cannot tell, and libevent's epoll method retries a failed MOD as an ADD
  *   with the old direction in it (so event_del the old event before
  *   event_add).
+ *   The file may outlive its number: a dup, a forked child or SCM_RIGHTS
+ *   keeps it open, and epoll drops a registration only with the file's last
+ *   descriptor (epoll(7) Q6).  Its registration then stays in the kernel,
+ *   keyed by the closed number and a file no number names, and no epoll_ctl
+ *   can reach it.  Two cases:
+ *   (a) The number is not armed again (reused or not): the closed file's
+ *       readiness may be reported once to the arming made for it, its own
+ *       token (epoll does that, and so does examples/c-backend/tr_epoll.c);
+ *       the callback then acts on whatever the number names now.  That is
+ *       the caller's bug, not the backend's: a backend may report it, or
+ *       drop it (an fstat at delivery tells the files apart, at a syscall
+ *       per report), and no clause checks which.
+ *   (b) The number is armed again, for the file that took it (with or
+ *       without a disarm in between, which then finds ENOENT or EBADF): the
+ *       closed file's readiness never reaches the new token, nor the one it
+ *       replaced (B5).  Over epoll, put a generation beside the fd in
+ *       epoll_data (the number in the low 32 bits, a new generation at each
+ *       EPOLL_CTL_ADD above it) and drop a report of an older generation;
+ *       with EPOLLONESHOT the abandoned registration fires once at most,
+ *       level-triggered it fires at every wait while its file is ready, and
+ *       such a wait may then return with nothing before its timeout (the
+ *       caller's bug: nothing can remove it).  Where the library keeps only
+ *       the number (Python's select.epoll, libevent), poll the number's file
+ *       at each report under a number found naming another file.  libev
+ *       keeps a generation of its own and drops such a report, then rebuilds
+ *       its epoll set (see libev below).
  * - fds of its own: a backend may open fds per backend (its epoll fd, an
  *   eventfd for wake) and must close all of them in tr_backend_close (B14).
  *   fds a library opens once per process and keeps for the process's life
@@ -154,7 +182,12 @@
  *   (evthread_use_pthreads, event_set_log_callback) is allowed, made once
  *   (pthread_once) before the first base; it then holds for every user of
  *   the library in the process.  Signal handlers and the signal mask are
- *   the process's (Python's, under the suite): a backend changes neither.
+ *   the process's (Python's, under the suite): a backend changes neither,
+ *   installs no handler, ignores no signal and blocks none (B7 checks, in a
+ *   fresh process: the caught, ignored and blocked signals of
+ *   /proc/thread-self/status after create, arm, wait, wake and close are
+ *   those before create; a signal reaches a wait through the caller's
+ *   handlers, see tr_backend_wait's -EINTR).
  * - Signals: a library that retries EINTR itself (libevent's loop and libuv's
  *   uv_run do)
  *   keeps the caller's signal handlers from running until the wait ends.
@@ -179,7 +212,29 @@
  *   (EINTR) as after any wake-up with nothing for the backend, and does not
  *   say which: see tr_backend_wait's -EINTR.  Its epoll method blocks at
  *   least about a millisecond (a 500 ns wait took 1.09 ms, median): see
- *   tr_backend_wait's lateness.
+ *   tr_backend_wait's lateness.  More of libev:
+ *   - Its clock: ev_now is the time cached when the loop last ran; a timer
+ *     started after an idle gap counts from it and fires early.  Call
+ *     ev_now_update before ev_timer_start, or keep a deadline of your own
+ *     ("The sure way" in tr_backend_wait) (B8).
+ *   - ev_run(EVRUN_ONCE) returns by itself after about 60 s (MAX_BLOCKTIME,
+ *     59.743 s) with no timer pending: a wait with no limit that returns
+ *     there has nothing and no wake, so it returns -EINTR or runs the loop
+ *     again, never 0 ("returns only when woken", B7; no clause waits 60 s).
+ *   - EVFLAG_NOTIMERFD: libev 4.31 and later may open a timerfd per loop to
+ *     see wall-clock jumps (for ev_periodic watchers; 4.33 opens it only
+ *     then).  A backend uses no wall clock: the flag keeps that fd from
+ *     ever being opened.  Without it nothing changes in 4.33, and no clause
+ *     tells the two apart.
+ *   - libev keeps pointers to active watchers: an ev_io must not move while
+ *     it is started.  Never realloc a table of ev_io; allocate each fd's
+ *     record once, or stop its watchers before moving them.
+ *   - The rebuild after a stale generation (above: a file closed without
+ *     disarm and kept open by a dup or a child, case (b)) re-adds every
+ *     active fd and asserts on one that is closed.  It happens only after
+ *     that caller's bug, and the contract does not ask a backend to survive
+ *     it: a backend over libev may abort there (surviving it takes an fstat
+ *     of every armed fd before each loop run).  No clause builds it.
  */
 #ifndef TAILREACTOR_BACKEND_H
 #define TAILREACTOR_BACKEND_H
@@ -394,8 +449,11 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   EINTR exactly as after a spurious wake-up), treat every re-run as an
  *   EINTR retry: returning -EINTR with no signal is allowed, the caller only
  *   calls again with the time left (after running any handlers).  Not for a
- *   wait(0), nor before the wait has blocked: each retry must get closer to
- *   the deadline.
+ *   wait(0) (it returns 0), and only after the library ran and returned:
+ *   -EINTR never stands for a wait not made.  A loop run that returns at
+ *   once with nothing (libev, when a registration it removes lazily, of an
+ *   fd disarmed and still ready, fires) is such a return: -EINTR is right
+ *   there, and the caller's retry is the next run.
  * A call into C cannot be interrupted: the suite takes a wait that has not
  * returned within its timeout plus twice its liveness bound as hung, prints
  * one line and ends the process (the bound: TAILREACTOR_CONFORMANCE_LIVENESS_S,

@@ -62,7 +62,8 @@ CLAUSES: tuple[Clause, ...] = (
         "B1",
         "one-shot, exactly once",
         "An armed token is reported exactly once per arming and never again until it is armed "
-        "again, even while its fd stays ready.",
+        "again, even while its fd stays ready, and only by the backend it was armed on, also while "
+        "another backend is open.",
         "CWIST one-shot model (multishot rejected); kernel epoll_ctl(2) EPOLLONESHOT, "
         "io_uring_enter(2) IORING_OP_POLL_ADD",
         "backend",
@@ -98,9 +99,12 @@ CLAUSES: tuple[Clause, ...] = (
         "fd-number reuse",
         "When an fd is disarmed, closed and its number reused (also inside one batch), an event "
         "of the old registration is never reported to, or run for, the new one; an arming of an "
-        "fd closed without disarm is dropped, or reported once with ERR, never for the file that "
-        "reuses its number.",
-        "CWIST (multishot poll rejected because it fires into a recycled slot)",
+        "fd closed without disarm is dropped, or reported once (with ERR, or with its own file's "
+        "readiness where a dup keeps that file open), never for the file that reuses its number "
+        "and never to a later arming of that number.",
+        "CWIST (multishot poll rejected because it fires into a recycled slot); the reference's "
+        "io_uring uses one only inside an arming (to wait for room after the peer's half-close), "
+        "keyed by that arming and cancelled when it ends",
         "backend",
     ),
     Clause(
@@ -115,8 +119,11 @@ CLAUSES: tuple[Clause, ...] = (
         "B7",
         "wake",
         "wake() from another thread ends a blocking wait(None), and a wake made while no wait is "
-        "running makes the next wait return instead of being lost.",
-        "CWIST stop and post write the wake fd (PR #37 wake fix, test_reactor_wake.c)",
+        "running makes the next wait return instead of being lost; a signal whose handler returns "
+        "does not end wait(None), and the backend changes no signal handler, ignored signal or "
+        "signal mask of the process.",
+        "CWIST stop and post write the wake fd (PR #37 wake fix, test_reactor_wake.c); design "
+        "(signal handlers and the mask are the process's; PEP 475 retries EINTR)",
         "backend",
     ),
     Clause(

@@ -33,12 +33,15 @@ without installing it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import sys
 from pathlib import Path
 
 from tailreactor.extras import require
+
+from .failures import TYPED_ENV
 
 __all__ = ["main", "build_pytest_args"]
 
@@ -286,7 +289,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if ns.backend:
+            typed = ns.backend
             ns.backend = _check_backends(ns.backend)
+            # The table and its rerun lines name a backend as typed (failures.as_typed).
+            os.environ[TYPED_ENV] = json.dumps({c: t for c, t in zip(ns.backend, typed) if c != t})
         if ns.reactor:
             _check_reactor(ns.reactor, ns.backend[0] if ns.backend else "epoll")
         for spec in ns.policy or ():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import types
 
 
@@ -147,11 +148,32 @@ def backend_of(nodeid: str, labels: list[str]) -> str:
     return "-"
 
 
+#: The environment a rerun needs as the run had it: a sanitizer's runtime preloaded and its options
+#: (without the preload an ASan library prints only "ASan runtime does not come first").
+RERUN_ENV = ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS")
+#: Set by the runner: {canonical spec: the spec as the user typed it} (cabi:./libfoo.so is run as
+#: cabi:/abs/dir/libfoo.so, and a rerun line shows what was typed, from the same directory).
+TYPED_ENV = "TAILREACTOR_CONFORMANCE_TYPED_BACKENDS"
+
+
+def as_typed(spec: str) -> str:
+    """``spec`` as the user gave it to the runner (:data:`TYPED_ENV`), else unchanged."""
+    try:
+        typed = json.loads(os.environ.get(TYPED_ENV) or "{}")
+    except ValueError:
+        return spec
+    return typed.get(spec, spec) if isinstance(typed, dict) else spec
+
+
 def rerun_hint(nodeid: str, backend_spec: str) -> str:
     """How to see what a crashed test's process printed (the library's message): the test
-    alone, in-process, its output not captured."""
+    alone, in-process, its output not captured, the backend as typed and with the environment
+    of :data:`RERUN_ENV` that this run had."""
     name = nodeid.partition("::")[2] or nodeid
-    return f"tailreactor-conformance --backend {backend_spec} -n 0 -- -s -k '{name}'"
+    env = "".join(f"{k}={shlex.quote(os.environ[k])} " for k in RERUN_ENV if os.environ.get(k))
+    return (
+        f"{env}tailreactor-conformance --backend {shlex.quote(as_typed(backend_spec))} -n 0 -- -s -k '{name}'"
+    )
 
 
 # -- a hung worker ----------------------------------------------------------------------

@@ -46,6 +46,9 @@ __all__ = [
     "backend_label",
     "reports_until",
     "rule_broken",
+    "signal_state",
+    "signal_names",
+    "signal_changes",
 ]
 
 #: Upper bound (s) for anything the suite waits for; reached only on failure.
@@ -384,3 +387,78 @@ class Watchdog:
     def __exit__(self, *exc) -> None:
         self.done()
         self._thread.join()
+
+
+# -- the process's signal state --------------------------------------------------------
+#: The lines of /proc/thread-self/status a backend must leave as they were: the signals
+#: with a handler (process-wide), the ignored ones (process-wide), this thread's mask.
+SIGNAL_FIELDS = ("SigCgt", "SigIgn", "SigBlk")
+
+
+def signal_state() -> dict[str, int]:
+    """This process's caught and ignored signals and this thread's blocked mask, as bit masks
+    (bit n-1 is signal n), from ``/proc/thread-self/status``."""
+    with open("/proc/thread-self/status") as f:
+        fields = dict(line.split(":", 1) for line in f if ":" in line)
+    return {name: int(fields[name].strip(), 16) for name in SIGNAL_FIELDS}
+
+
+def signal_names(mask: int) -> list[str]:
+    """The signals of ``mask`` by name (SIGCHLD), real-time ones as SIGRTMIN+k."""
+    import signal
+
+    names = []
+    for n in range(1, mask.bit_length() + 1):
+        if mask >> (n - 1) & 1:
+            try:
+                names.append(signal.Signals(n).name)
+            except ValueError:
+                names.append(f"SIGRTMIN+{n - signal.SIGRTMIN}" if n >= signal.SIGRTMIN else f"signal {n}")
+    return names
+
+
+def signal_changes(spec: str) -> list[dict]:
+    """Create the backend ``spec`` in this process, use it (arm, flush, wait, a report, wake,
+    disarm, close) and return, per field of :data:`SIGNAL_FIELDS` that changed, the first step
+    after which it differed from before the create: ``{"step", "field", "before", "after"}``.
+
+    Run in a fresh process (the test of clause B7 starts one): a handler a library installs
+    once stays for the process's life, so a process where a backend of the same kind was made
+    already would show no change."""
+    from tailreactor.backends import READ
+
+    from .cabi import create_backend
+
+    # The process as the suite runs: threads started already (glibc installs its own handlers,
+    # signals 32 and 33, at the first pthread_create, which the C adapter's watchdog makes).
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
+    before = signal_state()
+    changes: dict[str, dict] = {}
+
+    def check(step: str) -> None:
+        for field, value in signal_state().items():
+            if value != before[field] and field not in changes:
+                changes[field] = {"step": step, "field": field, "before": before[field], "after": value}
+
+    ours, peer = socket.socketpair()
+    ours.setblocking(False)
+    with ours, peer:
+        b = create_backend(spec)
+        check("create")
+        b.arm(ours.fileno(), READ, "read")
+        b.flush()
+        check("arm and flush")
+        b.wait(0.001)
+        check("a wait that timed out")
+        peer.send(b"x")
+        reports_until(b, lambda got: got)
+        check("a wait that reported")
+        b.wake()
+        b.wait(LIVENESS_S)
+        check("wake and wait")
+        b.disarm(ours.fileno(), READ)
+        b.close()
+        check("disarm and close")
+    return list(changes.values())

@@ -65,7 +65,7 @@ import pytest
 
 from . import failures, profiles
 from .clauses import AREAS, CLAUSES, UnknownClause, clause
-from .failures import RESERVE, backend_of, crash_props, crashed, give_lines, lineless, rerun_hint
+from .failures import RESERVE, as_typed, backend_of, crash_props, crashed, give_lines, lineless, rerun_hint
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SHIPPED_BACKENDS = ("epoll", "io_uring", "selectors")
@@ -214,6 +214,7 @@ class _State:
         self.out_of_fds: list[str] = []  # failing tests whose error was EMFILE, in report order
         self.props: dict[str, dict] = {}  # nodeid -> clause and backend, from its first report
         self.crashed: list[dict] = []  # tests whose worker process died: nodeid, clause, rerun
+        self.workers_crashed = 0  # worker processes that died (pytest-xdist, in the controller)
 
 
 _STATE_KEY = pytest.StashKey[_State]()
@@ -277,7 +278,7 @@ def pytest_report_header(config):
     if not _is_conformance_run(config):
         return None
     return (
-        f"tailreactor conformance: backends={', '.join(backend_names(config))}; "
+        f"tailreactor conformance: backends={', '.join(as_typed(b) for b in backend_names(config))}; "
         f"reactor={reactor_spec(config)}; policies={', '.join(policy_specs(config))}; "
         f"profile={profiles.name()}; seed={hypothesis_seed(config)}"
     )
@@ -422,6 +423,19 @@ def _nofile_soft_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
+def _max_worker_restart(config) -> int | None:
+    """How many crashed workers pytest-xdist replaces before it stops the run (None: no limit, or
+    no xdist)."""
+    try:
+        from xdist.dsession import get_default_max_worker_restart  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    try:
+        return get_default_max_worker_restart(config)
+    except (AttributeError, ValueError):
+        return None
+
+
 class _Recorder:
     """Folds test reports into clause x backend cells; prints and writes them."""
 
@@ -487,6 +501,13 @@ class _Recorder:
         self.state.crashed.append(entry)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        """pytest-xdist, in the controller: a worker ended, with ``error`` when it died. Past
+        --max-worker-restart such deaths xdist stops and drops every test not run yet."""
+        if error:
+            self.state.workers_crashed += 1
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
         """pytest-xdist, in the controller: each worker learns where its watchdog leaves its line."""
         if self.hangs is None:
@@ -533,6 +554,7 @@ class _Recorder:
             "collected": dict(state.collected),
             "out_of_fds": {"tests": list(state.out_of_fds), "nofile_soft_limit": _nofile_soft_limit()},
             "crashed": list(state.crashed),
+            "workers_crashed": {"count": state.workers_crashed, "max_restart": _max_worker_restart(config)},
         }
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):

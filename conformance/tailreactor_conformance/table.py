@@ -53,6 +53,7 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
     console.print(table)
     _failing(console, summary)
     _crashed(console, summary.get("crashed") or [])
+    _not_run(console, summary)
     out_of_fds = (summary.get("out_of_fds") or {}).get("tests") or []
     if out_of_fds:
         limit = summary["out_of_fds"].get("nofile_soft_limit")
@@ -111,6 +112,33 @@ def _crashed(console, crashed: list[dict]) -> None:
         for c in signalled:
             console.print(Text(f"  {c['clause']} on {c['backend']}: {c['test']}"), soft_wrap=True)
             console.print(Text(f"      {c['rerun']}"), soft_wrap=True)
+
+
+def _not_run(console, summary: dict) -> None:
+    """Why clauses show ``not run`` when pytest-xdist stopped after too many crashed workers."""
+    down = summary.get("workers_crashed") or {}
+    count, most = down.get("count") or 0, down.get("max_restart")
+    if not count or most is None or count <= most:
+        return
+    ids = [
+        cid
+        for cid, cells in summary["clauses"].items()
+        if any(cells[b]["status"] == "not run" for b in summary["backends"])
+    ]
+    console.print(
+        "[bold red]not run[/]: "
+        + escape(
+            f"{count} worker process(es) crashed, more than pytest-xdist replaces (--max-worker-restart "
+            f"{most}: 4 per worker by default), so it stopped the run and dropped every test not run "
+            "yet: "
+            + (
+                f"clauses {', '.join(ids)} show not run, and others may have run only in part"
+                if ids
+                else "each clause ran, some only in part"
+            )
+            + ". Fix the crashes above first, or run the rest: add -- --max-worker-restart=1000 to the command."
+        )
+    )
 
 
 def capability_text(caps) -> str:

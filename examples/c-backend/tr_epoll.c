@@ -27,7 +27,14 @@
  * disarm loses its registration in the kernel silently; arming its reused
  * number finds ENOENT and registers afresh, for the new arming alone: the
  * armings made for the closed file are dropped with it (the header's rule),
- * never reported for the file that took the number (B5).
+ * never reported for the file that took the number (B5).  epoll drops a
+ * registration only with the file's last descriptor: a file closed without
+ * disarm while a dup (or a forked child) keeps it open stays registered under
+ * its old number, and no epoll_ctl can reach it any more.  So each
+ * registration carries a generation beside the fd number in epoll_data,
+ * bumped at every EPOLL_CTL_ADD, and a report of an older generation is the
+ * closed file's: dropped, never given to the token armed for the new one.
+ * ONESHOT fires such a registration once at most.
  *
  * wake() writes an eventfd that is registered level-triggered, so a wake made
  * while nobody waits is seen by the next wait (B7).  Any thread may call it,
@@ -45,6 +52,13 @@
  *                              timeval), then up to milliseconds: under 1 us polls (B8)
  *   -DTR_BUG_REUSE_KEEPS_OLD_ARMING  an arm of a number closed without disarm and
  *                              reused registers the closed file's armings too (B5)
+ *   -DTR_BUG_NO_GENERATION     a report's generation is not checked: a closed file kept
+ *                              open by a dup reports to its number's new arming (B5)
+ *   -DTR_BUG_SIGCHLD_HANDLER   create installs a SIGCHLD handler, as libev's
+ *                              ev_default_loop does (B7)
+ *   -DTR_BUG_ONE_EPOLL_PER_PROCESS  every backend shares one epoll set, as backends on a
+ *                              library's default loop do: one backend's wait takes the
+ *                              reports of an fd armed on two (B1)
  *   -DTR_BUG_LEAK_FD           close leaves the eventfd open         (B14)
  *   -DTR_BUG_KEEP_COLLECTED    a wait collects more than its capacity; disarm
  *                              leaves the rest                       (B3)
@@ -80,6 +94,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +121,13 @@ struct fd_rec {
     uint64_t token[2];  /* the armed token per direction */
     uint8_t armed[2];   /* 1 while that token waits to be reported */
     uint8_t registered; /* the kernel holds a registration for this fd number */
+    uint32_t gen;       /* the generation of that registration (its epoll_data) */
 };
+
+/* epoll_data of a registration: the fd number, and its generation above it. */
+static uint64_t data_of(int fd, uint32_t gen) {
+    return (uint64_t)gen << 32 | (uint32_t)fd;
+}
 
 struct tr_backend {
     int epfd;
@@ -134,6 +155,24 @@ uint32_t tr_backend_abi_version(void) {
 #endif
 }
 
+#ifdef TR_BUG_SIGCHLD_HANDLER
+static void on_sigchld(int signo) {
+    (void)signo;
+}
+#endif
+
+#ifdef TR_BUG_ONE_EPOLL_PER_PROCESS
+/* The bug: one epoll set for the process, made by the first create, closed by the last close. */
+static int shared_epfd = -1, shared_users;
+static int epoll_of_process(void) {
+    if (shared_epfd < 0)
+        shared_epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (shared_epfd >= 0)
+        shared_users++;
+    return shared_epfd;
+}
+#endif
+
 int tr_backend_create(tr_backend **out) {
 #ifdef TR_BUG_CREATE_POSITIVE
     (void)out;
@@ -142,15 +181,25 @@ int tr_backend_create(tr_backend **out) {
     tr_backend *b = calloc(1, sizeof *b);
     if (!b)
         return -ENOMEM;
+#ifdef TR_BUG_ONE_EPOLL_PER_PROCESS
+    b->epfd = epoll_of_process();
+#else
     b->epfd = epoll_create1(EPOLL_CLOEXEC);
+#endif
     if (b->epfd < 0)
         goto fail;
     b->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (b->wake_fd < 0)
         goto fail_ep;
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = b->wake_fd};
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = data_of(b->wake_fd, 0)};
     if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, b->wake_fd, &ev) < 0)
         goto fail_wake;
+#ifdef TR_BUG_SIGCHLD_HANDLER
+    /* The bug: a handler of the backend's own, as libev's ev_default_loop installs. */
+    struct sigaction sa = {.sa_handler = on_sigchld};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+#endif
     *out = b;
     return 0;
 fail_wake:;
@@ -198,7 +247,7 @@ static int apply(tr_backend *b, int fd, struct fd_rec *r, int fresh) {
     uint32_t want = (r->armed[0] ? INTEREST[0] : 0) | (r->armed[1] ? INTEREST[1] : 0);
     if (!want)
         return 0;
-    struct epoll_event ev = {.events = want | EPOLLONESHOT, .data.fd = fd};
+    struct epoll_event ev = {.events = want | EPOLLONESHOT, .data.u64 = data_of(fd, r->gen)};
     if (r->registered) {
         if (epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
             return 0;
@@ -222,6 +271,9 @@ static int apply(tr_backend *b, int fd, struct fd_rec *r, int fresh) {
         (void)fresh;
 #endif
     }
+    /* A new registration, a new generation: one the backend gave up on (its
+     * file closed without disarm, maybe alive in a dup) reports an older one. */
+    ev.data.u64 = data_of(fd, ++r->gen);
     if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ||
         (errno == EEXIST && epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)) {
         r->registered = 1;
@@ -340,7 +392,8 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
 
 #ifdef TR_BUG_LOWEST_FDS_FIRST
 static int by_fd(const void *x, const void *y) {
-    int a = ((const struct epoll_event *)x)->data.fd, c = ((const struct epoll_event *)y)->data.fd;
+    uint32_t a = (uint32_t)((const struct epoll_event *)x)->data.u64;
+    uint32_t c = (uint32_t)((const struct epoll_event *)y)->data.u64;
     return (a > c) - (a < c);
 }
 #endif
@@ -384,7 +437,8 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
         return -errno; /* EINTR: the caller retries with the time left */
     uint32_t n = 0;
     for (int i = 0; i < k; i++) {
-        int fd = b->kernel[i].data.fd;
+        int fd = (int)(uint32_t)b->kernel[i].data.u64;
+        uint32_t gen = (uint32_t)(b->kernel[i].data.u64 >> 32);
         uint32_t revents = b->kernel[i].events;
 #ifdef TR_BUG_RDHUP_AS_HUP
         if (revents & EPOLLRDHUP) /* the bug: HUP satisfies both directions */
@@ -399,6 +453,12 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
         if ((size_t)fd >= b->nfds)
             continue;
         struct fd_rec *r = &b->fds[fd];
+#ifndef TR_BUG_NO_GENERATION
+        if (gen != r->gen)
+            continue; /* a closed file's registration, alive in a dup: not this file's (B5) */
+#else
+        (void)gen;
+#endif
         for (int d = 0; d < 2; d++) {
             /* A full array leaves the token armed: apply() below re-enables
              * it and the next wait reports it (B10). */
@@ -467,7 +527,15 @@ int tr_backend_wake(tr_backend *b) {
 int tr_backend_close(tr_backend *b) {
     if (atomic_exchange(&b->closed, 1))
         return 0;
+#ifdef TR_BUG_ONE_EPOLL_PER_PROCESS
+    epoll_ctl(b->epfd, EPOLL_CTL_DEL, b->wake_fd, NULL);
+    if (--shared_users == 0) {
+        close(b->epfd);
+        shared_epfd = -1;
+    }
+#else
     close(b->epfd);
+#endif
     /* A wake that saw closed == 0 may be writing the eventfd: let it finish
      * before the number can be reused.  Seq-cst atomics: a wake that starts
      * later sees closed == 1 and writes nothing. */

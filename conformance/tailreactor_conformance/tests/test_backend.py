@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import random
 import resource
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -33,6 +36,7 @@ from tailreactor_conformance.harness import (
     reports_until,
     require_capability,
     rule_broken,
+    signal_names,
     wait_until_blocked,
 )
 
@@ -80,6 +84,35 @@ def test_a_token_replaced_before_its_report_is_never_reported(make_backend, pair
     b.arm(p.fd, READ, "new")
     p.make_readable()
     assert collect(b, 1, extra_waits=3) == Counter({"new": 1})
+
+
+@pytest.mark.clause("B1")
+def test_two_backends_open_at_once_each_report_their_own_armings(make_backend, pairs):
+    """Two backends open at once (a reactor per thread): each reports its own armings once, also
+    of an fd armed on both, and closing one leaves the other working (a backend over a loop the
+    process shares, libev's ev_default_loop, uv_default_loop, breaks this)."""
+    first, second = make_backend(), make_backend()
+    own, shared, later = pairs(3)
+    own.make_readable()
+    shared.make_readable()
+    first.arm(own.fd, READ, "first's own")
+    first.arm(shared.fd, READ, "first's shared")
+    second.arm(shared.fd, READ, "second's shared")
+    first.flush()
+    second.flush()
+    got = collect(first, 2), collect(second, 1)
+    assert got == (Counter({"first's own": 1, "first's shared": 1}), Counter({"second's shared": 1})), (
+        f"two backends open at once reported (first, second) {got}: each must report its own armings "
+        "alone (a loop or an epoll set the process shares, as libev's ev_default_loop or "
+        "uv_default_loop(), hands one backend's reports to the other's wait)"
+    )
+    first.close()
+    later.make_readable()
+    second.arm(later.fd, READ, "second's after the first closed")
+    got_after = collect(second, 1)
+    assert got_after == Counter({"second's after the first closed": 1}), (
+        f"after the first of two open backends was closed, the second reported {got_after}"
+    )
 
 
 # -- B2 ------------------------------------------------------------------------
@@ -314,6 +347,47 @@ def test_an_fd_closed_without_disarm_then_its_reused_number_armed_registers_the_
         new.make_readable()
         assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
         b.disarm(reused.fileno(), READ)
+
+
+@pytest.mark.clause("B5")
+@pytest.mark.parametrize("late_disarm", [False, True], ids=["rearmed", "disarmed-then-armed"])
+def test_a_closed_file_alive_in_a_dup_never_reports_to_the_new_arming_of_its_number(
+    make_backend, pairs, late_disarm
+):
+    """An armed fd closed without disarm while its file lives on in another descriptor (a dup,
+    a forked child, SCM_RIGHTS): epoll keeps that file's registration (epoll(7) Q6), which goes
+    on firing under the closed number.  The number reused and armed again for the new file
+    (directly, or after a late disarm the kernel answers with ENOENT): the old file's readiness
+    reaches neither the new token nor the replaced one."""
+    b = make_backend()
+    old, new, control = pairs(3)
+    b.arm(old.fd, READ, "old")  # not readable
+    b.flush()
+    alive = os.dup(old.fd)  # the old file lives on here
+    try:
+        number = old.ours.detach()
+        os.dup2(new.ours.fileno(), number)  # closes the number, not the file; it now names `new`
+        with socket.socket(fileno=number) as reused:
+            if late_disarm:
+                b.disarm(number, READ)  # the caller's late disarm: the number names `new` now
+            b.arm(number, READ, "new")  # replaces "old"; the new file is not readable
+            b.flush()
+            old.make_readable()  # the old file, which the kernel may still watch under the number
+            control.make_readable()
+            b.arm(control.fd, READ, "control")
+            late = collect(b, 1, extra_waits=3)
+            assert late == Counter({"control": 1}), (
+                f"reported {sorted(t for t in late if t != 'control')} when only the closed file, alive in "
+                "a dup, became readable: its registration names the closed number, which now names "
+                "another file (over epoll: a generation beside the fd in epoll_data, a new one at each "
+                "EPOLL_CTL_ADD, and a report of an older one dropped; where epoll_data holds the number "
+                "alone, a poll of the number's file at each report under a number found reused)"
+            )
+            new.make_readable()
+            assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+            b.disarm(reused.fileno(), READ)
+    finally:
+        os.close(alive)
 
 
 # -- B6 ------------------------------------------------------------------------
@@ -723,6 +797,52 @@ def test_a_signal_whose_handler_returns_does_not_end_a_wait_without_a_limit(make
     assert not dog.fired, "wait(None) interrupted by a signal did not return after wake()"
     assert not early, "wait(None) returned after a signal whose handler returned, before the wake"
     assert "rescue" not in [tok for tok, _ in got]
+
+
+@pytest.mark.clause("B7")
+def test_the_backend_changes_no_signal_handler_and_no_signal_mask(make_backend, conformance_backend):
+    """A signal ends a wait through the caller's handlers (-EINTR, then the handler runs): a
+    backend that installs a handler of its own (libev's ev_default_loop: SIGCHLD), ignores a
+    signal or blocks one takes that from the process.  Checked in a fresh process, which
+    creates and uses one backend (a handler installed once would already be there in this
+    one): the caught, ignored and blocked signals of /proc/thread-self/status are the same
+    after each step as before the create."""
+    make_backend().close()  # a backend the kernel refuses (io_uring) skips here, with the reason
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    code = (
+        "import json, sys; from tailreactor_conformance.harness import signal_changes; "
+        "print(json.dumps(signal_changes(sys.argv[1])))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, conformance_backend],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60 + 3 * LIVENESS_S,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"a fresh process that created and used the backend exited with status {proc.returncode}: "
+            f"{proc.stderr.strip()[-1500:]}",
+            pytrace=False,
+        )
+    what = {"SigCgt": "signals with a handler", "SigIgn": "ignored signals", "SigBlk": "blocked signals"}
+    changed = []
+    for c in json.loads(proc.stdout.strip().splitlines()[-1]):
+        gained, lost = signal_names(c["after"] & ~c["before"]), signal_names(c["before"] & ~c["after"])
+        changed.append(
+            f"after {c['step']}, the {what[c['field']]} ({c['field']})"
+            + (f" gained {', '.join(gained)}" if gained else "")
+            + (" and" if gained and lost else "")
+            + (f" lost {', '.join(lost)}" if lost else "")
+        )
+    assert not changed, (
+        "the backend changed the process's signal state: "
+        + "; ".join(changed)
+        + " (signal handlers and the mask are the process's; libev: ev_loop_new with EVFLAG_NOSIGMASK, "
+        "never ev_default_loop, which installs a SIGCHLD handler)"
+    )
 
 
 def _never_early(b, what):

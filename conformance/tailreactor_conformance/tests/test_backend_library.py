@@ -214,6 +214,23 @@ def _close_under_wakes(b) -> None:
 
 
 # -- B15: a re-arm reports only readiness it could see ------------------------------
+def _after_a_rearm(got, is_new) -> str:
+    """What a re-arm did wrong, from the tokens reported after it (``is_new(token)``: armed by the
+    re-arm, else the token it replaced; ``control`` aside)."""
+    new = sorted(str(t) for t in got if t != "control" and is_new(t))
+    old = sorted(str(t) for t in got if t != "control" and not is_new(t))
+    said = []
+    if new:
+        said.append(
+            f"new tokens {new} reported: a report caught for the replaced token was handed to the new one"
+        )
+    if old:
+        said.append(
+            f"replaced tokens {old} reported: the re-arm kept the replaced token's caught report (B1's rule too)"
+        )
+    return "; ".join(said)
+
+
 @pytest.mark.clause("B15")
 def test_a_rearm_after_a_flush_that_caught_the_report_reports_only_later_readiness(make_backend, pairs):
     """arm "old", the fd ready, flush (a loop run: it may catch the report), the data read
@@ -232,8 +249,8 @@ def test_a_rearm_after_a_flush_that_caught_the_report_reports_only_later_readine
     b.arm(control.fd, READ, "control")  # proves the waits below do report
     got = collect(b, 1, extra_waits=3)
     assert got == Counter({"control": 1}), (
-        f"reported {dict(got)}: the fd had no data since the re-arm (it was read before), so "
-        f"the new token had nothing to report: the report caught for the replaced token was handed to it"
+        f"reported {dict(got)}: the fd had no data since the re-arm (it was read before), so no token "
+        f"had anything to report; {_after_a_rearm(got, lambda t: t == 'new')}"
     )
     p.make_readable()
     assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
@@ -255,8 +272,8 @@ def test_a_rearm_of_a_report_collected_but_not_delivered_reports_only_later_read
     b.arm(control.fd, READ, "control")
     got = collect(b, 1, extra_waits=3)
     assert got == Counter({"control": 1}), (
-        f"reported {sorted(t for t in got if t != 'control')}: re-armed after their fds were read "
-        f"empty, with no data since; a report collected for the replaced token was handed to the new one"
+        f"re-armed after their fds were read empty, with no data since: "
+        f"{_after_a_rearm(got, lambda t: str(t).startswith('new'))}"
     )
     for i in undelivered:
         ps[i].make_readable()

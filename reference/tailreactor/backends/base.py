@@ -165,6 +165,20 @@ def not_open_error(fd: int, why: str = "") -> OSError:
     )
 
 
+def ready_now(fd: int) -> int:
+    """What the file ``fd`` names now is ready for: poll(2) without waiting, revents bits (0: nothing).
+
+    For a registration that follows files (epoll): a number whose file was closed without
+    disarm while another descriptor kept it open (a dup, a forked child, SCM_RIGHTS) keeps
+    that file's registration under the number (epoll(7) Q6), and nothing can remove it.  A
+    report under such a number is the new file's only if the new file is ready now (clause B5).
+    """
+    p = select.poll()
+    p.register(fd, IN | OUT | RDHUP)
+    got = p.poll(0)
+    return got[0][1] if got else 0
+
+
 def closed_error(name: str) -> RuntimeError:
     return RuntimeError(f"{name} backend is closed; create a new reactor")
 

@@ -66,8 +66,19 @@ event is never reported, the peer sees the close at once, and the reactor
 still lists the event as armed until that fd number is disarmed or armed
 again (in a later round the arm makes an ``epoll_ctl``, finds the
 registration gone and registers afresh).  If the file lives on in another
-descriptor (``dup``, ``fork``), the registration survives and keeps reporting
-under the closed number -- epoll(7) Q6.  Always disarm first
+descriptor (``dup``, ``fork``, SCM_RIGHTS), the registration survives and
+keeps reporting under the closed number -- epoll(7) Q6 -- and nothing can
+remove it: ``epoll_ctl`` finds a registration by number *and* file.  While
+the number is not armed again, such a report reaches the closed file's token
+(the caller's bug: the C header's "An armed fd closed without disarm").  Once
+the backend has found a number naming another file (``ENOENT`` from
+``EPOLL_CTL_MOD``, a failed ``EPOLL_CTL_DEL``), it checks every later report
+under that number with a ``poll`` of the file the number names now
+(:func:`.base.ready_now`), so the old file's readiness never reaches a token
+armed for the new one (clause B5).  ``select.epoll`` keeps only the fd number
+in ``epoll_data``, so a generation beside it (the C example's way) is not
+available here.  The old file's level-triggered registration still ends
+waits early, with nothing, while that file stays ready.  Always disarm first
 (``tests/test_reliability_faults.py`` pins this behaviour).
 
 Sources: epoll_ctl(2), epoll(7) (level-triggered, "EPOLLONESHOT", Q6).
@@ -80,7 +91,17 @@ import os
 import select
 import threading
 
-from .base import MAX_BATCH, RDHUP, READ, SATISFIES, WRITE, check_direction, closed_error, not_open_error
+from .base import (
+    MAX_BATCH,
+    RDHUP,
+    READ,
+    SATISFIES,
+    WRITE,
+    check_direction,
+    closed_error,
+    not_open_error,
+    ready_now,
+)
 
 _ONESHOT = select.EPOLLONESHOT
 _IN = select.EPOLLIN | RDHUP
@@ -132,6 +153,9 @@ class EpollBackend:
         # the eventfd, so a wake never writes to its number once close() released it.
         self._wake_lock = threading.Lock()
         self._fds: dict[int, _FdRecord] = {}
+        # Numbers whose registration the backend lost while the kernel may keep it: the file
+        # closed without disarm and alive elsewhere (module docstring).  Checked at each report.
+        self._reused: set[int] = set()
         # What the wait running now has taken (tokens forgotten) and not yet returned.
         # Kept here, not in a local: a wait cut short by a signal handler's
         # KeyboardInterrupt returns them from the next wait (clause R21).
@@ -201,6 +225,7 @@ class EpollBackend:
                 # The fd was closed without disarm (the kernel dropped its
                 # registration) and the number reused: the armings made for the
                 # closed file go with it; register the new file afresh.
+                self._reused.add(fd)
                 rec.tokens[:] = [tok if d == fresh else None for d, tok in zip((READ, WRITE), rec.tokens)]
                 mask = self._mask(rec)
                 self._ep.register(fd, mask if mask else _ONESHOT)
@@ -229,7 +254,7 @@ class EpollBackend:
             try:
                 self._ep.unregister(fd)
             except OSError:
-                pass
+                self._reused.add(fd)  # closed, or names another file: the old one may live on
         # Disarming one direction of two leaves the kernel watching both: the
         # next unwanted report narrows it (module docstring).
 
@@ -283,6 +308,7 @@ class EpollBackend:
         append = out.append
         fds = self._fds
         waits = self.waits
+        reused = self._reused
         for fd, revents in events:
             rec = fds.get(fd)
             if rec is None:
@@ -292,6 +318,10 @@ class EpollBackend:
                     except BlockingIOError:
                         pass
                 continue  # the wake fd, or an fd disarmed since
+            if fd in reused:
+                revents &= ready_now(fd)
+                if not revents:
+                    continue  # a closed file's registration under the number (module docstring)
             tokens = rec.tokens
             wanted = False
             # Listed before forgotten: an interrupt in between lists it twice at
@@ -338,3 +368,4 @@ class EpollBackend:
         self._ep.close()
         os.close(self._wake_fd)
         self._fds.clear()
+        self._reused.clear()
