@@ -287,16 +287,24 @@ class DeliveryOrder:
         self._n = len(batch)
         #: Whether the event :meth:`next` returned last came from a run of aged events.
         self.elevated = False
-        threshold_ns = self._threshold
-        if threshold_ns and batch:
-            stamp = self._stamp
-            # Fast path, a batch of one event ("A round of one event" in benchmarks/README.md):
-            # its stamp is the oldest, read without min() over a map.
-            oldest = stamp(batch[0]) if len(batch) == 1 else min(map(stamp, batch))
-            at = oldest + threshold_ns
-            self._check_at = at if at < LAST else LAST  # _aging_time, inline
+        if self._threshold and batch:
+            at = self.aged_at(batch)
+            self._check_at = at if at < LAST else LAST  # _aging_time: an event left is never NEVER
         else:
             self._check_at = NEVER
+
+    def aged_at(self, batch: list) -> int:
+        """The clock value (ns) at which the oldest event of ``batch`` ages (past :data:`NEVER`: no event).
+
+        Before it nothing in the round is aged, so the rule is backend order:
+        the reactor walks such a round itself (dispatch.py, ``Dispatch._dispatch``)
+        and asks this order for the next event only from the delivery at
+        which the clock has reached this value.  Exact (aged means ``stamp +
+        threshold <= now``, as :meth:`AgeOrder.take_aged`), not clamped.
+        """
+        if len(batch) == 1:  # (its one stamp: cheaper than min() over a map)
+            return self._stamp(batch[0]) + self._threshold
+        return min(map(self._stamp, batch), default=NEVER) + self._threshold
 
     def next(self, now_ns: int):
         """The event to deliver at ``now_ns`` (ns), or None when the round has none left.
@@ -326,12 +334,6 @@ class DeliveryOrder:
         """Walk the run of the events aged at ``now_ns`` next, then backend order again."""
         if not self._threshold or self.elevated:
             return  # only a clock at or past NEVER (an injected one) gets here
-        if self._n == 1 and self._age is None and self._check_at < LAST:
-            # Fast path, a batch of one event ("A round of one event" in benchmarks/README.md):
-            # it is its own age order, and aged (now >= its aging time, not clamped to LAST),
-            # so the run is the batch.
-            self._resume, self._check_at, self.elevated = 1, NEVER, True
-            return
         age = self._age_order()
         run = age.take_aged(now_ns)
         if age.aged_at == NEVER:
