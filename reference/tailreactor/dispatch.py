@@ -241,7 +241,12 @@ class Dispatch:
         The next event is the policy's ``next``; once it has none left while
         an event of the batch can still be ``READY``, the sweep walks the
         batch in backend order (a list's iterator, a cursor the reactor keeps
-        itself: it reaches what a harvest appends).  ``ran``: the callbacks
+        itself: it reaches what a harvest appends).  A policy with ``rest``
+        (age order) is asked once, at the first event it elevates, whether
+        the events it would give after it are the rest of the round, all
+        elevated, with no decision left to make (every remaining event has
+        aged: policies/age.py): then the reactor walks them itself, reading
+        the clock only for what is due between deliveries and the probe.  ``ran``: the callbacks
         the round has run so far (:meth:`_dispatch`'s loop, in backend order:
         every entry of the batch before the one it stopped at is no longer
         ``READY``); returns the round's total.
@@ -252,11 +257,13 @@ class Dispatch:
         at, drain_at = due.at_ns, due.drain_at
         timed = self._timed
         probe = self.probe
-        walk = False  # the sweep
+        walk = False  # the reactor walks ``events`` itself: the sweep, or the rest of the round
         events = cursor = iter(batch)
         ran_before = ran
         now = round_start
         elevated = False
+        # Asked once, at the first elevated event; not with harvesting on (a harvest joins events).
+        rest = None if due.harvest_ns else getattr(order, "rest", None)
         try:
             while True:
                 if timed:
@@ -266,6 +273,12 @@ class Dispatch:
                 else:
                     ev = order.next(now)
                     elevated = order.elevated
+                    if elevated and rest is not None:
+                        left = rest()  # the rest of the round, if it is one run: the reactor walks it
+                        rest = None
+                        if left is not None:
+                            walk, timed = True, due.clocked or probe is not None  # nothing left to age
+                            events = cursor = iter(left)
                 if ev is None:
                     if not walk and ran + self._state.dropped < len(batch):
                         # The sweep: an event of the batch is still READY; walk the batch again.

@@ -330,6 +330,22 @@ class DeliveryOrder:
                 self._age = None
                 return None
 
+    def rest(self) -> list | None:
+        """The events this order gives after the one :meth:`next` gave last, if that is all it gives.
+
+        That is so in a run after which backend order has nothing left
+        (``_take_run``: every remaining event had aged when the run was
+        taken): the rest of the run, oldest first, all elevated, with no
+        check between them.  Then the reactor walks them itself (dispatch.py,
+        ``Dispatch._in_order``) and this order lets go of the round; else None.
+        """
+        if not self.elevated or self._resume < len(self._batch):
+            return None
+        left = self._seq[self._i : self._n]  # (a run is a list: its slice is a copy)
+        self._batch = self._seq = ()  # let go of the round's events (and their callbacks' owners)
+        self._age = None
+        return left
+
     def _take_run(self, now_ns: int) -> None:
         """Walk the run of the events aged at ``now_ns`` next, then backend order again."""
         if not self._threshold or self.elevated:
