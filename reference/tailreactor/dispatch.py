@@ -18,7 +18,12 @@ class, and calls the reactor's ``_stamp``, ``_drain_posts`` and
 
 A round does only what its knobs turn on.  A policy in backend order all
 round (``in_backend_order``) is asked nothing: the reactor walks the batch
-itself, a list's iterator (which reaches what a harvest appends).  The clock
+itself, a list's iterator (which reaches what a harvest appends).  Age order
+is asked only where the rule has something to decide: the reactor walks its
+round the same way until the round's oldest event has aged (before that the
+rule is backend order), delivers a round of one event at once, and walks a
+run that is the rest of the round itself (policies/age.py, "Where the
+reactor walks the round itself").  The clock
 is read before each delivery only when the policy, the round budget,
 harvesting or the probe reads it; else "now" stays the round start.  The
 round budget's and the harvest's clock values are set per round only when

@@ -39,11 +39,26 @@ time any remaining event not yet taken can have aged: at round start the
 aging time of the batch's oldest stamp, once the :class:`AgeOrder` is built
 its :attr:`AgeOrder.aged_at`; only past that time does it ask for a run.  The
 age order is built then, at the first delivery at which an event can have
-aged (or at a harvest): a round in which nothing ages never sorts.  A batch of
-one event is its own age order, and builds none (the one fast path,
-``DeliveryOrder._take_run``).  Once every event
+aged (or at a harvest): a round in which nothing ages never sorts.  Once every event
 is taken, ``aged_at`` is :data:`NEVER`, the one value for "never" here (with
 the policy off, too: no event ever ages), and the backend-order walk ends.
+
+Where the reactor walks the round itself (the same rule)
+---------------------------------------------------------
+Two parts of a round need no decision, and the reactor walks them itself
+(dispatch.py), with what this order tells it:
+
+* until the clock reaches :meth:`DeliveryOrder.aged_at`, the aging time of
+  the round's oldest event, nothing in the round is aged, so the rule is
+  backend order; and a round of one event is its own age order, so its event
+  runs at once (elevated if it has aged).  Only a larger round whose oldest
+  event has aged is handed to ``next``;
+* a run after which backend order has nothing left (every remaining event
+  had aged when it was taken) is the rest of the round, oldest first, all
+  elevated: :meth:`DeliveryOrder.rest` gives it, and the reactor walks it
+  with no check between deliveries.
+
+With harvesting on neither is taken (a harvest joins events to the round).
 The walk only reads the batch: an event leaves it when the reactor takes it,
 so an interrupt inside ``next`` loses nothing (clause R21, interrupts.py).
 
@@ -330,7 +345,7 @@ class DeliveryOrder:
                 self._age = None
                 return None
 
-    def rest(self) -> list | None:
+    def rest(self) -> Sequence | None:
         """The events this order gives after the one :meth:`next` gave last, if that is all it gives.
 
         That is so in a run after which backend order has nothing left
