@@ -18,7 +18,12 @@ class, and calls the reactor's ``_stamp``, ``_drain_posts`` and
 
 A round does only what its knobs turn on.  A policy in backend order all
 round (``in_backend_order``) is asked nothing: the reactor walks the batch
-itself, a list's iterator (which reaches what a harvest appends).  The clock
+itself, a list's iterator (which reaches what a harvest appends).  Age order
+is asked only where the rule has something to decide: the reactor walks its
+round the same way until the round's oldest event has aged (before that the
+rule is backend order), delivers a round of one event at once, and walks a
+run that is the rest of the round itself (policies/age.py, "Where the
+reactor walks the round itself").  The clock
 is read before each delivery only when the policy, the round budget,
 harvesting or the probe reads it; else "now" stays the round start.  The
 round budget's and the harvest's clock values are set per round only when
@@ -97,7 +102,10 @@ class Due:
     ``harvest_at``, so that one comparison per delivery tells whether either
     may be due.  Each is :data:`NEVER` while off.  ``clocked``: the budget or
     harvesting is on; only then do the clock values move, and a round start
-    them (:meth:`start`).
+    them (:meth:`start`).  ``aged_at``: while the reactor walks an
+    age-ordered round itself, the clock value at which the round's oldest
+    event ages (set per round, :meth:`Dispatch._dispatch`); :data:`NEVER`
+    for a policy in backend order all round.
     """
 
     __slots__ = (
@@ -111,6 +119,7 @@ class Due:
         "drain_chunk",
         "first_drain",
         "clocked",
+        "aged_at",
     )
 
     def __init__(self, budget_ns: int = 0, harvest_ns: int = 0, drain_chunk: int = 0):
@@ -119,7 +128,7 @@ class Due:
         self.drain_chunk = drain_chunk
         self.first_drain = self.drain_at = drain_chunk or NEVER
         self.clocked = bool(budget_ns or harvest_ns)
-        self.flush_at = self.harvest_at = self.at_ns = NEVER
+        self.flush_at = self.harvest_at = self.at_ns = self.aged_at = NEVER
         self.harvest_left = 0
 
     def start(self, start_ns: int, harvest_left: int) -> None:
@@ -142,6 +151,7 @@ class Dispatch:
 
     _order: Any  # the policy object (tailreactor.policies)
     _walk: bool  # the policy is in backend order all round: the reactor walks the batch itself
+    _aged_at: Callable[[list], int] | None  # the policy's aged_at (age order), or None
     _timed: bool  # the clock is read before each delivery
     _due: Due
     _state: Any  # reactor.RoundState
@@ -162,18 +172,29 @@ class Dispatch:
     def _dispatch(self, batch: list[Event], now: int) -> int:
         """Step 5: next event, take it, run it, until none is left; return how many ran.
 
-        ``now`` is the round's stamp.  In backend order (``_walk``) the next
-        event is the batch's next, in the order the backend reported it: the
-        loop below, which does that and what is due between deliveries,
-        nothing else.  Any other order asks the policy (:meth:`_in_order`).
+        ``now`` is the round's stamp.  In backend order the next event is the
+        batch's next, in the order the backend reported it: the loop below,
+        which does that and what is due between deliveries, nothing else.  It
+        walks the whole round when the policy is in backend order all round
+        (``_walk``).  It walks an age-ordered round (the policy has
+        ``aged_at``: policies/age.py) too, by the same rule: until the clock
+        reaches the aging time of the round's oldest event (``Due.aged_at``)
+        nothing in the round is aged, so the rule gives the batch's next
+        event; from that delivery on the policy gives the next event
+        (:meth:`_in_order`), but for a round of one event, which is then
+        delivered at once, elevated (its one event is the oldest remaining,
+        and aged).  Any other order, and an age-ordered round with harvesting
+        on (a harvest joins events whose age this loop does not track), the
+        policy orders all round.
         """
         due = self._due
         due.drain_at = drain_at = due.first_drain
         if due.clocked:
             due.start(now, len(batch))
         if not self._walk:
-            return self._in_order(batch, now)
-        at = due.at_ns
+            if self._aged_at is None:
+                return self._in_order(batch, now)
+            due.aged_at = self._aged_at(batch)  # (_timed is set: the loop reads the clock)
         timed = self._timed
         probe = self.probe
         ran = 0
@@ -183,16 +204,20 @@ class Dispatch:
                     continue  # an earlier callback or post disarmed it: never cancelled
                 if timed:  # (a round with a time due reads the clock: Due.clocked makes _timed)
                     now = self.clock()
-                    if now >= at:  # a harvest or a submit may be due (they run no callback)
+                    if now >= due.aged_at:  # the round's oldest event has aged (policies/age.py)
+                        if len(batch) > 1 or self._walk:  # (_walk: a clock at NEVER, an injected one)
+                            break  # the policy gives the next event from this one on (below)
+                        self._late = True  # the round's one event, aged: elevated
+                        self.counters.tail_elevations += 1
+                    if now >= due.at_ns:  # a harvest or a submit may be due (they run no callback)
                         self._between(due, None, now, ran, ev)
-                        at = due.at_ns
                 # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                 ev.state = DONE
                 del self._armed[ev.key]
                 if probe is not None:
                     # Before the callback: a re-arm from it re-stamps this Event.
                     queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
-                self._running = ev  # what arm() reads about the callback running now
+                self._running = ev  # what arm() and dispatch_late() read about the callback running now
                 callback = ev.callback
                 ran += 1
                 try:
@@ -203,22 +228,33 @@ class Dispatch:
                     )
                 finally:
                     if probe is not None:
-                        probe.dispatch(queued_ns, ready_for_ns, self.clock() - now, False)
+                        probe.dispatch(queued_ns, ready_for_ns, self.clock() - now, self._late)
                 if ran == drain_at:  # the drain chunk: the posts queued so far, before the next event
                     self._between(due, None, now, ran, None)
                     drain_at = due.drain_at
+            else:
+                return ran
         finally:
+            self._late = False
             self._running = None  # the last one holds its callback, and so its owner, alive
             self.counters.dispatched += ran
-        return ran
+        return self._in_order(batch, now, ran)
 
-    def _in_order(self, batch: list[Event], round_start: int) -> int:
+    def _in_order(self, batch: list[Event], round_start: int, ran: int = 0) -> int:
         """Step 5 in the policy's order (:meth:`_dispatch` has set ``_due`` for the round).
 
         The next event is the policy's ``next``; once it has none left while
         an event of the batch can still be ``READY``, the sweep walks the
         batch in backend order (a list's iterator, a cursor the reactor keeps
-        itself: it reaches what a harvest appends).
+        itself: it reaches what a harvest appends).  A policy with ``rest``
+        (age order) is asked once, at the first event it elevates, whether
+        the events it would give after it are the rest of the round, all
+        elevated, with no decision left to make (every remaining event has
+        aged: policies/age.py): then the reactor walks them itself, reading
+        the clock only for what is due between deliveries and the probe.  ``ran``: the callbacks
+        the round has run so far (:meth:`_dispatch`'s loop, in backend order:
+        every entry of the batch before the one it stopped at is no longer
+        ``READY``); returns the round's total.
         """
         order = self._order
         order.start(batch)
@@ -226,11 +262,13 @@ class Dispatch:
         at, drain_at = due.at_ns, due.drain_at
         timed = self._timed
         probe = self.probe
-        walk = False  # the sweep
+        walk = False  # the reactor walks ``events`` itself: the sweep, or the rest of the round
         events = cursor = iter(batch)
-        ran = 0
+        ran_before = ran
         now = round_start
         elevated = False
+        # Asked once, at the first elevated event; not with harvesting on (a harvest joins events).
+        rest = None if due.harvest_ns else getattr(order, "rest", None)
         try:
             while True:
                 if timed:
@@ -240,6 +278,12 @@ class Dispatch:
                 else:
                     ev = order.next(now)
                     elevated = order.elevated
+                    if elevated and rest is not None:
+                        left = rest()  # the rest of the round, if it is one run: the reactor walks it
+                        rest = None
+                        if left is not None:
+                            walk, timed = True, due.clocked or probe is not None  # nothing left to age
+                            events = cursor = iter(left)
                 if ev is None:
                     if not walk and ran + self._state.dropped < len(batch):
                         # The sweep: an event of the batch is still READY; walk the batch again.
@@ -284,7 +328,7 @@ class Dispatch:
         finally:
             self._late = False
             self._running = None  # the last one holds its callback, and so its owner, alive
-            self.counters.dispatched += ran
+            self.counters.dispatched += ran - ran_before
         return ran
 
     def _between(self, due: Due, order, now: int, ran: int, ev: Event | None) -> bool:

@@ -67,7 +67,7 @@ from . import config as _config
 from . import policies
 from .backends import READ, WRITE, create_backend
 from .backends.base import key_of, not_open_error
-from .dispatch import Dispatch, Due
+from .dispatch import NEVER, Dispatch, Due
 from .events import ARMED, CANCELLED, DONE, READY, Event
 from .interrupts import carried_over
 from .posts import PostQueue
@@ -226,10 +226,15 @@ class Reactor(Dispatch):
         policies/__init__.py), so the reactor walks the batch itself and asks
         the policy nothing.  ``_timed``: a round reads the clock before each
         delivery, because the policy, the round budget, harvesting or the
-        probe reads it.
+        probe reads it.  ``_aged_at``: the policy's ``aged_at`` (age order), with
+        which the reactor walks a round itself until its oldest event has aged
+        (dispatch.py).
         """
         self._order = order
         self._walk = walk = getattr(order, "in_backend_order", False)
+        # (not with harvesting on: a harvest joins events whose age that walk does not track)
+        self._aged_at = None if walk or self._due.harvest_ns else getattr(order, "aged_at", None)
+        self._due.aged_at = NEVER  # an age-ordered round sets it (dispatch.py); nothing ages before
         self._timed = self._due.clocked or self.probe is not None or (not walk and order.reads_clock)
 
     # -- introspection ----------------------------------------------------------

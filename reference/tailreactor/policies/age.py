@@ -39,11 +39,26 @@ time any remaining event not yet taken can have aged: at round start the
 aging time of the batch's oldest stamp, once the :class:`AgeOrder` is built
 its :attr:`AgeOrder.aged_at`; only past that time does it ask for a run.  The
 age order is built then, at the first delivery at which an event can have
-aged (or at a harvest): a round in which nothing ages never sorts.  A batch of
-one event is its own age order, and builds none (the one fast path,
-``DeliveryOrder._take_run``).  Once every event
+aged (or at a harvest): a round in which nothing ages never sorts.  Once every event
 is taken, ``aged_at`` is :data:`NEVER`, the one value for "never" here (with
 the policy off, too: no event ever ages), and the backend-order walk ends.
+
+Where the reactor walks the round itself (the same rule)
+---------------------------------------------------------
+Two parts of a round need no decision, and the reactor walks them itself
+(dispatch.py), with what this order tells it:
+
+* until the clock reaches :meth:`DeliveryOrder.aged_at`, the aging time of
+  the round's oldest event, nothing in the round is aged, so the rule is
+  backend order; and a round of one event is its own age order, so its event
+  runs at once (elevated if it has aged).  Only a larger round whose oldest
+  event has aged is handed to ``next``;
+* a run after which backend order has nothing left (every remaining event
+  had aged when it was taken) is the rest of the round, oldest first, all
+  elevated: :meth:`DeliveryOrder.rest` gives it, and the reactor walks it
+  with no check between deliveries.
+
+With harvesting on neither is taken (a harvest joins events to the round).
 The walk only reads the batch: an event leaves it when the reactor takes it,
 so an interrupt inside ``next`` loses nothing (clause R21, interrupts.py).
 
@@ -287,16 +302,25 @@ class DeliveryOrder:
         self._n = len(batch)
         #: Whether the event :meth:`next` returned last came from a run of aged events.
         self.elevated = False
-        threshold_ns = self._threshold
-        if threshold_ns and batch:
-            stamp = self._stamp
-            # Fast path, a batch of one event ("A round of one event" in benchmarks/README.md):
-            # its stamp is the oldest, read without min() over a map.
-            oldest = stamp(batch[0]) if len(batch) == 1 else min(map(stamp, batch))
-            at = oldest + threshold_ns
-            self._check_at = at if at < LAST else LAST  # _aging_time, inline
+        if self._threshold and batch:
+            at = self.aged_at(batch)
+            self._check_at = at if at < LAST else LAST  # _aging_time: an event left is never NEVER
         else:
             self._check_at = NEVER
+
+    def aged_at(self, batch: list) -> int:
+        """The clock value (ns) at which the oldest event of ``batch`` ages (past :data:`NEVER`: no event).
+
+        Before it nothing in the round is aged, so the rule is backend order:
+        the reactor walks such a round itself (dispatch.py, ``Dispatch._dispatch``)
+        and asks this order for the next event only from the delivery at
+        which the clock has reached this value.  Exact (aged means ``stamp +
+        threshold <= now``, as :meth:`AgeOrder.take_aged`), not clamped.
+        """
+        if len(batch) == 1:  # (its one stamp: cheaper than min() over a map)
+            return self._stamp(batch[0]) + self._threshold
+        # (min() without default=: a keyword argument costs it about 1,000 instructions)
+        return min(map(self._stamp, batch)) + self._threshold if batch else NEVER
 
     def next(self, now_ns: int):
         """The event to deliver at ``now_ns`` (ns), or None when the round has none left.
@@ -322,16 +346,26 @@ class DeliveryOrder:
                 self._age = None
                 return None
 
+    def rest(self) -> Sequence | None:
+        """The events this order gives after the one :meth:`next` gave last, if that is all it gives.
+
+        That is so in a run after which backend order has nothing left
+        (``_take_run``: every remaining event had aged when the run was
+        taken): the rest of the run, oldest first, all elevated, with no
+        check between them.  Then the reactor walks them itself (dispatch.py,
+        ``Dispatch._in_order``) and this order lets go of the round; else None.
+        """
+        if not self.elevated or self._resume < len(self._batch):
+            return None
+        left = self._seq[self._i : self._n]  # (a run is a list: its slice is a copy)
+        self._batch = self._seq = ()  # let go of the round's events (and their callbacks' owners)
+        self._age = None
+        return left
+
     def _take_run(self, now_ns: int) -> None:
         """Walk the run of the events aged at ``now_ns`` next, then backend order again."""
         if not self._threshold or self.elevated:
             return  # only a clock at or past NEVER (an injected one) gets here
-        if self._n == 1 and self._age is None and self._check_at < LAST:
-            # Fast path, a batch of one event ("A round of one event" in benchmarks/README.md):
-            # it is its own age order, and aged (now >= its aging time, not clamped to LAST),
-            # so the run is the batch.
-            self._resume, self._check_at, self.elevated = 1, NEVER, True
-            return
         age = self._age_order()
         run = age.take_aged(now_ns)
         if age.aged_at == NEVER:
