@@ -38,6 +38,7 @@ WALK_TRACED = {
     "again",
     "add",
     "take_aged",
+    "joins",
     "<listcomp>",
     "<setcomp>",
 }
@@ -111,7 +112,7 @@ def test_an_interrupt_at_any_bytecode_of_the_walk_and_between_deliveries_loses_n
         if not raised:
             break
         k += 1
-    assert harvested == 2 and drains >= 3, (
+    assert harvested >= 2 and drains >= 3, (
         f"precondition: the uninterrupted round harvested {harvested}, drained {drains}"
     )
     assert k > 300, f"precondition: the round executed only {k} traced bytecodes"

@@ -48,12 +48,25 @@ queue, epoll and selectors poll with timeout 0) and stamps it into the batch
 as step 3 does, ready at that clock value: in backend order those events
 follow the round's own, and the age order is rebuilt over the events left
 (``add``: :meth:`tailreactor.policies.age.AgeOrder.add`), so one armed long ago runs
-before every event of the round not yet aged.  Bounds: a round takes at most
-as many events by harvesting as its wait returned (it at most doubles, so
+before every event of the round not yet aged.  Bounds: a round runs at most
+as many harvested events as its wait returned (it at most doubles, so
 callbacks that keep events ready cannot keep it alive); timers still fire
-once per round, in step 4, and posts drain as below.  A harvested event has
-left the backend (one-shot): the next wait does not report it again.  A
-backend without ``harvest`` is never harvested.
+once per round, in step 4, and posts drain as below.  The bound counts the
+harvested events that *run*, not those taken: until it is reached the round
+goes on harvesting every ``HARVEST_US`` to its last delivery, and a
+harvested event the order reaches once the bound is reached is not run: it
+stays ``READY`` and leads the next round's batch, as the events of a round
+cut short do, so it runs there (that round owes it as one of its own).
+Harvesting to the round's end is what lets an order by size help: under
+``shortest`` a short event that becomes ready late in a long round is
+harvested and runs next, while the long ones harvested with it wait for the
+next round; were the harvesting to stop once as many events had been
+*taken* as the wait returned, the short one would wait for the rest of the
+round (docs/en/findings.md, "Moonshot").  A harvested event is told from
+the round's own by its stamp: it was stamped ready after the round's start
+(the round's own at it or before).  A harvested event has left the backend
+(one-shot): the next wait does not report it again.  A backend without
+``harvest`` is never harvested.
 """
 
 from __future__ import annotations
@@ -97,8 +110,8 @@ class Due:
     the re-arms queued since the last submit are submitted (the round
     budget, then every budget); ``harvest_at``, the clock value from which
     the next harvest is due (every ``harvest_ns``) while ``harvest_left``,
-    the reports harvests may still add, is above 0: at most as many as the
-    round's batch had.  ``at_ns``: the earlier of ``flush_at`` and
+    the harvested events the round may still run, is above 0: at most as
+    many as the round's batch had (:meth:`joins` counts them).  ``at_ns``: the earlier of ``flush_at`` and
     ``harvest_at``, so that one comparison per delivery tells whether either
     may be due.  Each is :data:`NEVER` while off.  ``clocked``: the budget or
     harvesting is on; only then do the clock values move, and a round start
@@ -130,6 +143,21 @@ class Due:
         self.clocked = bool(budget_ns or harvest_ns)
         self.flush_at = self.harvest_at = self.at_ns = self.aged_at = NEVER
         self.harvest_left = 0
+
+    def joins(self) -> bool:
+        """A harvested event is next: True (and it is counted) while the round's bound lets it run.
+
+        False once the round has run as many harvested events as its wait
+        returned: the event is left ``READY`` for the next round.  The bound
+        reached, harvesting stops: what it would take could not run.
+        """
+        if self.harvest_left <= 0:
+            return False
+        self.harvest_left -= 1
+        if not self.harvest_left:  # the bound is reached: what a harvest takes now could not run
+            self.harvest_at = NEVER
+            self.at_ns = self.flush_at
+        return True
 
     def start(self, start_ns: int, harvest_left: int) -> None:
         """Begin a round that started at ``start_ns`` with ``harvest_left`` events (when ``clocked``)."""
@@ -198,11 +226,14 @@ class Dispatch:
         timed = self._timed
         probe = self.probe
         ran = 0
+        start = now
         try:
             for ev in batch:  # a list's iterator: it reaches what a harvest appends
                 if ev.state != READY:
                     continue  # an earlier callback or post disarmed it: never cancelled
                 if timed:  # (a round with a time due reads the clock: Due.clocked makes _timed)
+                    if ev.ready_ns > start and due.harvest_ns and not due.joins():
+                        continue  # harvested past the round's bound: it leads the next round
                     now = self.clock()
                     if now >= due.aged_at:  # the round's oldest event has aged (policies/age.py)
                         if len(batch) > 1 or self._walk:  # (_walk: a clock at NEVER, an injected one)
@@ -303,6 +334,9 @@ class Dispatch:
                         if walk:
                             events = chain((ev,), cursor)  # ev first again, then the rest of the batch
                         continue
+                if ev.ready_ns > round_start and due.harvest_ns and not due.joins():
+                    continue  # harvested past the round's bound: it leads the next round
+                at = due.at_ns
                 # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                 ev.state = DONE
                 del self._armed[ev.key]
@@ -362,8 +396,8 @@ class Dispatch:
         if now >= due.harvest_at and due.harvest_left > 0:
             if order is not None:
                 order.again()
-            due.harvest_left -= self._harvest(order, now, due.harvest_left)
-            due.harvest_at = now + due.harvest_ns if due.harvest_left > 0 else NEVER
+            self._harvest(order, now, due.harvest_left)
+            due.harvest_at = now + due.harvest_ns
             again = True
         elif now > due.flush_at and self._arms_since_flush:
             # Past the round budget: submit the re-arms queued since the last submit.

@@ -526,13 +526,15 @@ class Reactor(Dispatch):
         """Count the round, report it to the probe, and keep what it did not take for the next.
 
         Every round counts, however it ended.  A round that ran to its end
-        took its whole batch; one cut short reports the events it took, and
-        those it left count in the round that takes them.
+        took its whole batch, but for the events harvested past its bound
+        (dispatch.py, "Harvesting mid-round"), which lead the next batch; one
+        cut short reports the events it took, and those it left count in the
+        round that takes them.
         """
         self.counters.rounds += 1
         state = self._state
         batch = state.batch
-        left = carried_over(batch) if cut_short else []
+        left = carried_over(batch) if cut_short or self._due.harvest_ns else []
         if self.probe is not None:
             start = state.start_ns
             self.probe.round(len(batch) - len(left), self.clock() - start if start else 0)

@@ -39,7 +39,9 @@ never a socket.  It takes nothing: the reactor takes the event it gives.
 
 What the reactor keeps, whatever the policy
 -------------------------------------------
-Every event of the batch runs once in its round: the reactor skips an event
+Every event of the batch runs once in its round (but for events a harvest
+took past the round's bound, which lead the next round's batch: dispatch.py,
+"Harvesting mid-round"): the reactor skips an event
 ``next`` gives that is no longer ``READY`` (it ran, or was disarmed), and when
 ``next`` has nothing left while events are still ``READY`` it runs those in
 backend order.  It takes each event before its callback (interrupts.py), and

@@ -16,6 +16,15 @@ is one stable sort at its start.  Neither ``CWIST_REACTOR_TAIL_US`` nor
 
 A long job cannot starve: every event of a round runs in that round, the
 long ones last.
+
+With harvesting on (``CWIST_REACTOR_HARVEST_US``) the order is what puts a
+short event that becomes ready mid-round ahead of the round's long ones:
+``add`` sorts it in, and the reactor harvests to the round's last delivery
+and runs at most as many harvested events as the wait returned, leaving to
+the next round those harvested past that bound (dispatch.py, "Harvesting
+mid-round").  The short one is sorted before them, so it runs in the round;
+the long ones harvested with it lead the next.  A short event then waits at
+most about ``HARVEST_US`` and one long callback, not the rest of the round.
 """
 
 from __future__ import annotations
