@@ -50,8 +50,9 @@ def _tracked(under: str) -> list[Path]:
 
 #: What benchmarks/results/ may hold in all, and one file at most: reports, compact JSONs, one plot each.
 # 1.2 MB until the dispatch policies' counts and sweep (issue 40) added about 0.15 MB of evidence, and
-# their counts at four batch sizes (the per-round and per-event fit) another 0.05 MB.
-BUDGET_TOTAL, BUDGET_FILE = 1_400_000, 450_000
+# their counts at four batch sizes (the per-round and per-event fit) another 0.05 MB; 1.4 MB until the
+# age order's recount and the moonshot's sim and live reports (issue 40) added about 0.1 MB.
+BUDGET_TOTAL, BUDGET_FILE = 1_500_000, 450_000
 
 
 def test_committed_results_are_small():
