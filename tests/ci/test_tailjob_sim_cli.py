@@ -16,6 +16,8 @@ import tailjob_testdata  # noqa: F401  (puts scripts/ci on sys.path)
 from tailjob import history
 from tailjob.cli import main
 
+REPO = Path(__file__).resolve().parents[2]
+
 QUICK = ["--tier", "sim", "--backend", "epoll", "--duration", "1", "--runs", "8"]
 
 
@@ -190,6 +192,23 @@ def test_a_ref_runs_arm_a_on_a_commit_and_names_it(tmp_path, capsys):
     assert "arm A runs `--a-ref HEAD`, commit " in text and "B `working tree`" in text
     doc = json.loads(_result(tmp_path).read_text())
     assert doc["a_ref"]["ref"] == "HEAD" and len(doc["a_ref"]["commit"]) == 40
+
+
+def test_a_ref_in_the_sim_tier_runs_from_the_installed_command(tmp_path):
+    # The console script's spawned workers import its __main__ again: it must not import tailreactor
+    # before refcode.use chooses arm A's code (it did: "tailreactor was imported before the --a-ref
+    # worker could choose its code", a traceback and exit 3).
+    script = Path(sys.executable).with_name("tailreactor-tail-latency")
+    assert script.exists(), "reinstall: pip install -e .[test,bench]"
+    argv = ["ab", "--tier", "sim", "--backend", "epoll", "--duration", "1", "--runs", "2", "--load", "open"]
+    argv += ["--rate", "1000", "--connections", "8", "--a-ref", "HEAD", "--out", str(tmp_path)]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(script), *argv], capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert json.loads(_result(tmp_path).read_text())["a_ref"]["ref"] == "HEAD"
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,6 @@ one line naming the ``pip install`` and exit 3, not a traceback.  ``--help`` ans
 
 import sys
 
-from tailreactor.extras import require
-
 from . import PROG
 
 
@@ -16,6 +14,10 @@ def main() -> int:
         from .options import parse
 
         parse(sys.argv[1:])  # prints the help and exits 0
+    # Imported here, not above: the sim tier's spawned workers import this module again, and with
+    # --a-ref a worker must import tailreactor only after refcode.use has chosen arm A's code.
+    from tailreactor.extras import require
+
     require("job", "tailreactor-tail-latency")
     from .cli import main as run
 
