@@ -101,7 +101,7 @@ def test_a_b_of_two_commands_appends_the_verdicts_to_the_step_summary(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     text = summary.read_text()
     assert text.startswith("# an earlier step's summary\n# Tail-latency job: `--ab custom`")
-    assert "## Verdicts" in text and "| Metric | A: A | B: B | B/A |" in text
+    assert "## Verdicts" in text and "| Metric | A | B | B/A |" in text
     assert "(A) and `env NGINX_KEEPALIVE_REQUESTS=100" in text
     assert "## What the numbers are" not in text
     assert f"- {summary} (the verdicts appended: GITHUB_STEP_SUMMARY)" in out.stdout

@@ -107,6 +107,10 @@ class Arm:
     def env_text(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.env.items()) or "(defaults)"
 
+    def heading(self, sep: str = ": ") -> str:
+        """``A: tail off`` in a table's heading; ``A`` alone when the arm has no label of its own."""
+        return self.key if self.label == self.key else f"{self.key}{sep}{self.label}"
+
 
 AB_PRESETS: dict[str, tuple[Arm, Arm]] = {
     # The seed's on/off: "off" = 3600000 us, the heuristic effectively disabled.

@@ -87,7 +87,7 @@ def plot_job(job: JobResult, stem: Path) -> list[Path]:
             bold = arm_curve(runs)
             if bold:
                 what, points = bold
-                name = arm.label if arm.key not in COLORS else f"{arm.key}: {arm.label}"
+                name = arm.label if arm.key not in COLORS else arm.heading()
                 _line(ax, points, color=color, linewidth=2.2, label=f"{name} ({what})")
         _axes(ax, lr.leg)
     mode = "peers" if job.ab == "peers" else f"--ab {job.ab}"

@@ -166,7 +166,7 @@ def comparison_table(
     metric's row label other than its own, by key."""
     a, b = arms
     lines = [
-        f"| Metric | A: {a.label} | B: {b.label} | B/A | Joint 95% CI | Min. effect | Detectable "
+        f"| Metric | {a.heading()} | {b.heading()} | B/A | Joint 95% CI | Min. effect | Detectable "
         "| Pairs needed | Verdict |",
         "|---|---:|---:|---:|:---:|---:|---:|---:|---|",
     ]
@@ -269,7 +269,7 @@ def _count(v: float) -> str:
 def probe_table(job: JobResult, lr: LegResult) -> list[str]:
     """The latency probe section of one leg: a row per arm and worker, then the arm's ``all`` row."""
     assert lr.probe is not None, "a leg measured with --probe"
-    labels = {a.key: f"{a.key}: {a.label}" for a in job.arms}
+    labels = {a.key: a.heading() for a in job.arms}
     n_runs = min(arm["runs"] for arm in lr.probe.values())
     lines = [
         f"## Latency probe: {lr.leg.name}, medians over {plural(n_runs, 'run')} per arm",
@@ -384,7 +384,7 @@ def _header(job: JobResult) -> list[str]:
             "the server is restarted for every run" + warmup
         )
     lines.append(
-        f"- Arms: **A = {a.label}** `{a.env_text()}`; **B = {b.label}** `{b.env_text()}`. Ratios are B/A."
+        f"- Arms: **{a.heading(' = ')}** `{a.env_text()}`; **{b.heading(' = ')}** `{b.env_text()}`. Ratios are B/A."
     )
     if job.a_ref:
         lines.append(
