@@ -372,6 +372,48 @@ def test_a_wait_the_watchdog_ends_under_xdist_fails_its_clause_as_hung_and_quote
     assert "hung: the watchdog ended the worker" in failures and line in failures, failures
 
 
+@needs_cc
+def test_a_wait_that_spins_in_the_library_after_a_wait_cut_short_is_ended_by_the_watchdog_under_xdist(
+    tmp_path,
+):
+    """A tr_backend_wait(0) that spins in the library (TR_BUG_WAIT_SPINS: epoll_wait(0) forever, as a
+    libevent loop re-armed inside its own callback) is ended by the watchdog under pytest-xdist
+    too, after the worker ran R21's test that raises at every call and return of a wait: the run
+    ends with its clause FAIL (hung) and the watchdog's line (issue 41: such a raise right after
+    the watchdog's lock was taken kept that lock, and the run stalled silently). ``--dist
+    each`` runs both tests in each worker, in the file's order; the run is bounded by cli's
+    timeout, and the spin by the watchdog's limit."""
+    label = "cabi:libtr_epoll_wait_spins"
+    lib = build(tmp_path, "tr_epoll_wait_spins", "-DTR_BUG_WAIT_SPINS")
+    cut = "test_a_wait_cut_short_inside_the_backend_hands_its_reports_over_at_once"
+    spun = "test_an_interrupt_at_any_clock_read_of_a_round_loses_nothing"
+    proc, data = cli(
+        "--backend",
+        f"cabi:{lib}",
+        "-n",
+        "2",
+        "--",
+        "--dist",
+        "each",
+        "-k",
+        f"{cut} or {spun}",
+        json_path=tmp_path / "r.json",
+        liveness_s=0.5,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and data is not None, out[-4000:]
+    # --dist each: both workers run both tests in the file's order, and each worker's spin is ended.
+    entries = data["crashed"]
+    assert len(entries) == 2, out[-4000:]
+    line = f"{label}: tr_backend_wait(timeout 0 ns) did not return within {2 * 0.5:g} s; exiting"
+    for entry in entries:
+        assert spun in entry["test"] and entry.get("hung"), entry
+        assert entry["hung"]["watchdog"].startswith(line), entry
+    assert "FAIL (hung)" in proc.stdout and "hung: the watchdog ended the worker" in proc.stdout, out[-4000:]
+    r21 = data["clauses"]["R21"][label]
+    assert r21["passed"] == 2 and r21["failed"] == 2 and set(r21["hung"]) == {entries[0]["test"]}, r21
+
+
 # -- the C backend under the bench server (issue 32) -------------------------------------
 @needs_cc
 def test_the_bench_server_serves_http_on_a_c_backend(tmp_path):

@@ -91,64 +91,86 @@ class CabiBackend(_cabi.CabiBackend):
 
     def _call_wait(self, timeout_ns: int, capacity: int) -> int:
         bound = wait_bound_s(timeout_ns)
-        key = _WATCH.start(
-            bound,
+        message = (
             f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"
-            f"{', no limit' if timeout_ns < 0 else ''}) did not return within {bound:g} s",
+            f"{', no limit' if timeout_ns < 0 else ''}) did not return within {bound:g} s"
         )
+        key = _WATCH.key()
+        deadline = time.monotonic_ns() + int(bound * 1e9)
+        waits = _WATCH.waits
+        # A signal handler (the suite's own R21 tests raise at every call and return of a wait)
+        # may raise anywhere here: the entry is stored and removed by statements alone, inside
+        # the try, so no raise leaves it behind (the watchdog would end a worker for a wait that
+        # returned), and this thread takes no lock the watchdog needs (issue 41: a raise at the
+        # return of Condition.__enter__ left its lock held, and the watchdog never woke again).
         try:
+            waits[key] = (deadline, message, bound)
+            if deadline < _WATCH.sleep_until:
+                _WATCH.poke()
             return super()._call_wait(timeout_ns, capacity)
         finally:
-            _WATCH.stop(key)
+            if key in waits:
+                del waits[key]
 
 
 class _WaitWatch:
     """One daemon thread that ends the process when a ``tr_backend_wait`` overruns its bound.
 
     A call into C cannot be interrupted from Python: a wait that ignores its
-    timeout would hang the run forever.  Each wait registers its deadline; the
-    thread sleeps until the earliest one and, if that wait is still inside the
-    library, writes one line to stderr and exits the process (a pytest-xdist
-    worker: the controller reports that test as crashed).  Registering costs a
-    lock and, only when the deadline is the earliest, a notify.
+    timeout would hang the run forever.  Each wait stores its deadline in
+    :attr:`waits`; the thread sleeps until the earliest one and, if that wait is
+    still inside the library, writes one line to stderr and exits the process (a
+    pytest-xdist worker: the controller reports that test as hung).
+
+    The waiting thread takes no lock the watchdog needs: a signal handler may raise
+    in it at any call or return (a raise right after a lock was taken would keep
+    that lock for good, and the watchdog would block on it, issue 41).  It stores
+    and deletes its entry in a dict (each one step under the GIL) and, only when its
+    deadline is earlier than the one the watchdog sleeps to, *releases* a lock the
+    watchdog sleeps to acquire: a lock released and not taken is a wake pending, a
+    second release finds it so and does nothing, and no raise can leave it held by
+    the waiting thread (it never acquires it).  No descriptor: B14 counts the
+    backend's.
     """
 
     def __init__(self):
-        self._cond = threading.Condition()
-        self._waits: dict[int, tuple[int, str, float]] = {}  # key -> (deadline_ns, what to print, bound_s)
+        self.waits: dict[int, tuple[int, str, float]] = {}  # key -> (deadline_ns, what to print, bound_s)
+        self.sleep_until = -math.inf  # what the watchdog sleeps to (ns); before it runs: poke always
         self._keys = itertools.count()
-        self._sleep_until = math.inf
+        self._lock = threading.Lock()  # ensure_started alone, never around a wait
+        self._wakeup = threading.Lock()  # held: no wake pending; released by poke
+        self._wakeup.acquire()
         self._thread: threading.Thread | None = None
 
-    def start(self, bound_s: float, message: str) -> int:
-        deadline = time.monotonic_ns() + int(bound_s * 1e9)
-        with self._cond:
-            key = next(self._keys)
-            self._waits[key] = (deadline, message, bound_s)
-            if deadline < self._sleep_until:
-                self._cond.notify()
-        return key
+    def key(self) -> int:
+        return next(self._keys)
+
+    def poke(self) -> None:
+        """Wake the watchdog to look at the deadlines again."""
+        try:
+            self._wakeup.release()
+        except RuntimeError:  # released already: a wake is pending
+            pass
 
     def ensure_started(self) -> None:
         """Start the thread (once, with the first backend: not inside a wait's timing)."""
-        with self._cond:
+        with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="cabi-wait-watchdog", daemon=True)
                 self._thread.start()
 
-    def stop(self, key: int) -> None:
-        with self._cond:
-            del self._waits[key]
-
     def _watch(self) -> None:
-        with self._cond:
-            while True:
-                now = time.monotonic_ns()
-                due = min(self._waits.values(), default=None)
-                if due is not None and due[0] <= now:
-                    break
-                self._sleep_until = math.inf if due is None else due[0]
-                self._cond.wait(None if due is None else (due[0] - now) / 1e9)
+        while True:
+            due = min(list(self.waits.values()), default=None)
+            self.sleep_until = math.inf if due is None else due[0]
+            # A wait stored between the look above and the line above saw the old sleep_until
+            # and may not have poked: look again before sleeping.
+            if min(list(self.waits.values()), default=None) != due:
+                continue
+            now = time.monotonic_ns()
+            if due is not None and due[0] <= now:
+                break
+            self._wakeup.acquire(timeout=-1 if due is None else (due[0] - now) / 1e9)
         line = (
             f"{due[1]}; exiting: a call into the library cannot be interrupted (a wait may "
             f"take its timeout + {WAIT_GRACE_S:g} s, {LIVENESS_S + WAIT_GRACE_S:g} s with no limit)"

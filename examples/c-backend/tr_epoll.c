@@ -78,6 +78,9 @@
  *   -DTR_BUG_ABI_VERSION=N     reports ABI version N                 (refused at load)
  * and, refused by the suite's adapter with an error naming the value:
  *   -DTR_BUG_WAIT_PAUSES       wait never returns (the adapter's watchdog ends the run)
+ *   -DTR_BUG_WAIT_SPINS        wait(0) never returns: it polls the kernel forever, as a
+ *                              library loop re-armed inside its own callback does (the
+ *                              watchdog ends it, also under pytest-xdist)
  *   -DTR_BUG_OVER_CAPACITY     wait returns more reports than its capacity
  *   -DTR_BUG_UNKNOWN_TOKEN     wait reports a token never given by arm
  *   -DTR_BUG_ZERO_REVENTS      a report with revents 0
@@ -422,6 +425,11 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
 #ifdef TR_BUG_WAIT_PAUSES
     for (;;)
         pause();
+#endif
+#ifdef TR_BUG_WAIT_SPINS
+    if (timeout_ns == 0)
+        for (;;)
+            (void)epoll_wait(b->epfd, b->kernel, 1, 0);
 #endif
     uint32_t limit = capacity < MAX_BATCH ? capacity : MAX_BATCH;
 #ifdef TR_BUG_LOWEST_FDS_FIRST
