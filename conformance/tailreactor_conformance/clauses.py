@@ -117,7 +117,7 @@ CLAUSES: tuple[Clause, ...] = (
     ),
     Clause(
         "B7",
-        "wake",
+        "wake and signals",
         "wake() from another thread ends a blocking wait(None), and a wake made while no wait is "
         "running makes the next wait return instead of being lost; a signal whose handler returns "
         "does not end wait(None), and the backend changes no signal handler, ignored signal or "
