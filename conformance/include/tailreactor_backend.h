@@ -108,7 +108,11 @@
  *   reused and never armed again is otherwise registered, or polled, as the
  *   new file with the old arming (B5).  poll and select cannot tell, and libevent's epoll method retries a failed MOD as an ADD
  *   with the old direction in it (so event_del the old event before
- *   event_add).
+ *   event_add).  It does so at a disarm too: event_del of one direction of
+ *   a number that names another file now is a MOD that fails with ENOENT,
+ *   retried as an ADD of the other old direction, onto the new file.  So
+ *   compare st_dev and st_ino at a disarm of an armed direction as well, and
+ *   on a mismatch (or EBADF) event_del both directions first (B5).
  *   The file may outlive its number: a dup, a forked child or SCM_RIGHTS
  *   keeps it open, and epoll drops a registration only with the file's last
  *   descriptor (epoll(7) Q6).  Its registration then stays in the kernel,
@@ -132,7 +136,17 @@
  *       such a wait may then return with nothing before its timeout (the
  *       caller's bug: nothing can remove it).  Where the library keeps only
  *       the number (Python's select.epoll, libevent), poll the number's file
- *       at each report under a number found naming another file.  libev
+ *       at each report under a number found naming another file.  A report
+ *       that poll proves false is dropped and its arming stays armed
+ *       (nothing disarmed it): a one-shot event the library removed before
+ *       the callback is added again after the loop run, never inside its
+ *       callback (the closed file, still registered and ready, activates it
+ *       again in the same run; with a loop that runs while callbacks fire,
+ *       libevent's EVLOOP_NONBLOCK without EVLOOP_ONCE, wait(0) never
+ *       returns).  The wait then runs the loop again for the time left, or
+ *       returns -EINTR after that loop run (the caller calls again with the
+ *       time left, see tr_backend_wait); a wait(0) returns 0, or the other
+ *       reports it has.  libev
  *       keeps a generation of its own and drops such a report, then rebuilds
  *       its epoll set (see libev below).
  * - fds of its own: a backend may open fds per backend (its epoll fd, an
@@ -181,7 +195,17 @@
  * - Process-wide setup: a library call that configures the whole process
  *   (evthread_use_pthreads, event_set_log_callback) is allowed, made once
  *   (pthread_once) before the first base; it then holds for every user of
- *   the library in the process.  Signal handlers and the signal mask are
+ *   the library in the process.  libevent warns on stderr at each failed
+ *   epoll_ctl MOD of an fd closed under it, as the suite's tests close fds
+ *   in nearly every test: harmless, and a silent event_set_log_callback
+ *   hides it (for every user of libevent in the process, so a choice).
+ * - Out of memory inside a library callback: a report that cannot be queued
+ *   must not be dropped (its one-shot arming is gone, and the token is never
+ *   reported: B10).  Reserve the room at arm instead (one slot per armed
+ *   direction: two per fd), so that a callback never allocates, and let
+ *   tr_backend_arm return -ENOMEM when it cannot; or, failing that, add the
+ *   arming again after the loop run (a level-triggered library reports it
+ *   again at a later wait).  Signal handlers and the signal mask are
  *   the process's (Python's, under the suite): a backend changes neither,
  *   installs no handler, ignores no signal and blocks none (B7 checks, in a
  *   fresh process: the caught, ignored and blocked signals of
@@ -297,7 +321,8 @@ typedef struct tr_event {
                        * libevent: its epoll method turns EPOLLHUP and EPOLLERR into
                        * EV_READ|EV_WRITE, cut to the event's own directions (EV_CLOSED only
                        * when asked for): TR_IN for EV_READ, TR_OUT for EV_WRITE, TR_RDHUP
-                       * for EV_CLOSED.
+                       * for EV_CLOSED.  Asking for EV_CLOSED is optional, as for
+                       * UV_DISCONNECT: the peer's shutdown makes the fd readable anyway.
                        * libev (ev_io): its epoll method also turns hang-up and error into
                        * read and write readiness, cut to the watcher's events: TR_IN for
                        * EV_READ, TR_OUT for EV_WRITE, TR_ERR for EV_ERROR. */
@@ -481,7 +506,10 @@ int tr_backend_wait(tr_backend *b, int64_t timeout_ns, tr_event *events, uint32_
  *   registration then sees whatever became ready meanwhile, and the report
  *   comes as it would;
  * - it may run the library's loop once without blocking (uv_run with
- *   UV_RUN_NOWAIT) and so collect reports; it must not block, and the reports
+ *   UV_RUN_NOWAIT; libevent: event_base_loop with EVLOOP_ONCE|EVLOOP_NONBLOCK,
+ *   as for a wait(0): EVLOOP_NONBLOCK alone keeps dispatching while
+ *   callbacks fire and stops only after a pass that activates nothing) and
+ *   so collect reports; it must not block, and the reports
  *   it collects are delivered by later waits, or dropped by a disarm (B3) or
  *   a re-arm; a wake it sees run (uv_async_t, ev_async) is kept for the next
  *   wait, as tr_backend_wake says (a post's wake may come before the
