@@ -372,6 +372,57 @@ def test_a_wait_the_watchdog_ends_under_xdist_fails_its_clause_as_hung_and_quote
     assert "hung: the watchdog ended the worker" in failures and line in failures, failures
 
 
+def test_a_wait_cut_short_anywhere_leaves_the_watchdog_nothing_stale(example_lib):
+    """A raise at each call and return of a watched wait (as R21's tests make, as a signal
+    handler may) leaves no deadline behind (the watchdog would end the process for a wait that
+    returned) and no lock the watchdog needs held (issue 41: it then never woke again)."""
+    import sys
+
+    from tailreactor.backends import READ
+    from tailreactor_conformance import cabi
+    from tailreactor_conformance.harness import Pair
+
+    class Escape(BaseException):
+        pass
+
+    b = cabi.CabiBackend(example_lib)
+    p = Pair()
+    try:
+        p.make_readable()
+        k = 0
+        while True:
+            b.arm(p.fd, READ, "t")
+            seen = {"n": 0, "on": True}
+
+            def profile(frame, event, arg, k=k, seen=seen):
+                if seen["on"]:
+                    seen["n"] += 1
+                    if seen["n"] > k:
+                        seen["on"] = False
+                        raise Escape
+
+            before = sys.getprofile()
+            sys.setprofile(profile)
+            try:
+                b.wait(1.0)
+                cut = False
+            except Escape:
+                cut = True
+            finally:
+                seen["on"] = False
+                sys.setprofile(before)
+            assert cabi._WATCH.waits == {}, f"cut at event {k}: a deadline left behind"
+            assert not cabi._WATCH._lock.locked(), f"cut at event {k}: the watchdog's lock left held"
+            if not cut:
+                break
+            k += 1
+            assert k < 10_000
+        assert k >= 2, f"precondition: a wait makes more than {k} calls"
+    finally:
+        b.close()
+        p.close()
+
+
 @needs_cc
 def test_a_wait_that_spins_in_the_library_after_a_wait_cut_short_is_ended_by_the_watchdog_under_xdist(
     tmp_path,
