@@ -89,7 +89,7 @@ class JobProgress:
             self._started = time.monotonic()
             self._bar.update(
                 self._task,
-                description=f"[{leg.name}] {what}, {arm.heading()}",
+                description=f"[{leg.name}] {what}, {arm.key}: {arm.label}",
                 left=f"~{self.time_left_s():.0f} s left",
             )
             return
