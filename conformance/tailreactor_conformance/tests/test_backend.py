@@ -351,16 +351,20 @@ def test_an_fd_closed_without_disarm_then_its_reused_number_armed_registers_the_
 
 @pytest.mark.clause("B5")
 @pytest.mark.parametrize("late_disarm", [False, True], ids=["rearmed", "disarmed-then-armed"])
+@pytest.mark.parametrize("new_first", [False, True], ids=["old-file-first", "new-file-first"])
 def test_a_closed_file_alive_in_a_dup_never_reports_to_the_new_arming_of_its_number(
-    make_backend, pairs, late_disarm
+    make_backend, pairs, late_disarm, new_first
 ):
     """An armed fd closed without disarm while its file lives on in another descriptor (a dup,
     a forked child, SCM_RIGHTS): epoll keeps that file's registration (epoll(7) Q6), which goes
     on firing under the closed number.  The number reused and armed again for the new file
     (directly, or after a late disarm the kernel answers with ENOENT): the old file's readiness
-    reaches neither the new token nor the replaced one."""
+    reaches neither the new token nor the replaced one.  Either file opened first: a backend that
+    tells files apart by (st_dev, st_ino) must compare them for equality, not order."""
     b = make_backend()
     old, new, control = pairs(3)
+    if new_first:
+        old, new = new, old
     b.arm(old.fd, READ, "old")  # not readable
     b.flush()
     alive = os.dup(old.fd)  # the old file lives on here
@@ -386,6 +390,96 @@ def test_a_closed_file_alive_in_a_dup_never_reports_to_the_new_arming_of_its_num
             new.make_readable()
             assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
             b.disarm(reused.fileno(), READ)
+    finally:
+        os.close(alive)
+
+
+@pytest.mark.clause("B5")
+def test_a_closed_file_alive_in_a_dup_with_both_directions_armed_is_survived(make_backend, pairs):
+    """Case (a) of the header with both directions armed: the number closed without disarm (not
+    reused), its file alive in a dup becomes readable while WRITE stays armed.  A backend that
+    reports it and then narrows the registration to WRITE meets a closed fd (EBADF); the wait
+    must survive that (report each arming of the closed number at most once, or drop it) and go
+    on serving."""
+    b = make_backend()
+    old, control = pairs(2)
+    fill_send_buffer(old.ours)  # WRITE stays armed, not ready
+    b.arm(old.fd, READ, "old read")
+    b.arm(old.fd, WRITE, "old write")
+    b.flush()
+    alive = os.dup(old.fd)  # the old file lives on here
+    try:
+        old.ours.close()  # closed without disarm: the caller's bug, which the backend survives
+        old.make_readable()
+        control.make_readable()
+        b.arm(control.fd, READ, "control")
+        got = collect(b, 1, extra_waits=3)
+        assert got["control"] == 1 and max(got.values()) == 1, (
+            f"reported {dict(got)}: each arming of the closed number at most once, besides control"
+        )
+        control.drain()
+        control.make_readable()
+        b.arm(control.fd, READ, "again")
+        assert collect(b, 1, extra_waits=2) == Counter({"again": 1})
+        b.disarm(control.fd, READ)
+    finally:
+        os.close(alive)
+
+
+def _drain_peer(p) -> None:
+    """Read everything ``p.peer`` holds: ``p.ours``'s send buffer empties, it is writable again."""
+    while True:
+        try:
+            if not p.peer.recv(65536):
+                return
+        except BlockingIOError:
+            return
+
+
+@pytest.mark.clause("B5")
+@DIRECTIONS
+def test_a_closed_file_alive_in_a_dup_never_reports_to_a_new_file_not_ready_for_the_direction(
+    make_backend, pairs, direction
+):
+    """As above, with the new file ready for neither direction (armed for READ) or for the other
+    direction only (armed for WRITE, readable): a backend that checks a report under a reused
+    number against the number's file now (a poll of it) keeps only the directions that file is
+    ready for.  The old file, alive in a dup, becomes ready for the armed direction; only when the
+    new file does is the new token reported."""
+    b = make_backend()
+    old, new, control = pairs(3)
+    if direction == WRITE:
+        fill_send_buffer(old.ours)  # not writable
+    b.arm(old.fd, direction, "old")
+    b.flush()
+    alive = os.dup(old.fd)  # the old file lives on here
+    try:
+        fill_send_buffer(new.ours)  # the new file: not writable
+        if direction == WRITE:
+            new.make_readable()  # readable only: ready for the other direction
+        number = old.ours.detach()
+        os.dup2(new.ours.fileno(), number)  # closes the number, not the file; it now names `new`
+        with socket.socket(fileno=number) as reused:
+            b.arm(number, direction, "new")  # replaces "old"; the new file is not ready for it
+            b.flush()
+            if direction == READ:
+                old.make_readable()  # the old file, which the kernel may still watch under the number
+            else:
+                _drain_peer(old)
+            control.make_readable()
+            b.arm(control.fd, READ, "control")
+            late = collect(b, 1, extra_waits=3)
+            assert late == Counter({"control": 1}), (
+                f"reported {sorted(t for t in late if t != 'control')} when only the closed file, alive in "
+                f"a dup, became ready for {'READ' if direction == READ else 'WRITE'}: the number's file "
+                "now is ready for neither direction or for the other one only"
+            )
+            if direction == READ:
+                new.make_readable()
+            else:
+                _drain_peer(new)
+            assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+            b.disarm(reused.fileno(), direction)
     finally:
         os.close(alive)
 
