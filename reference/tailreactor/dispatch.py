@@ -334,9 +334,10 @@ class Dispatch:
                         if walk:
                             events = chain((ev,), cursor)  # ev first again, then the rest of the batch
                         continue
-                if ev.ready_ns > round_start and due.harvest_ns and not due.joins():
-                    continue  # harvested past the round's bound: it leads the next round
-                at = due.at_ns
+                if ev.ready_ns > round_start and due.harvest_ns:  # a harvested event
+                    if not due.joins():
+                        continue  # past the round's bound: it leads the next round
+                    at = due.at_ns  # the bound reached, no harvest is due any more (Due.joins)
                 # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                 ev.state = DONE
                 del self._armed[ev.key]
