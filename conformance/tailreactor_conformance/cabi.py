@@ -19,6 +19,10 @@ pytest-xdist it ends a worker, not the run: it leaves its line for the
 controller first (:func:`.failures.note_hang`), which fails the test's clause
 as *hung* and quotes the line.  A server runs the reference's adapter,
 without it: its ``wait(None)`` may block for good.
+
+And B8's waits under a microsecond: :meth:`CabiBackend.time_waits` calls
+``tr_backend_wait`` again and again from a loop in C (:mod:`.ctiming`), which
+times the library's call alone, under the same watchdog.
 """
 
 from __future__ import annotations
