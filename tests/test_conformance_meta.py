@@ -83,10 +83,9 @@ def run(
         try:
             out, err = proc.communicate(timeout=timeout)
         except BaseException as exc:  # a timeout, or this test interrupted: leave nothing running
+            # The command is not reaped yet, so its id still names its group.
             try:
-                os.killpg(
-                    proc.pid, signal.SIGKILL
-                )  # the group leader is not reaped yet: its id is the group's
+                os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             out, err = proc.communicate()  # the pipes end once every process holding them is gone
@@ -120,13 +119,13 @@ def cli(
     return proc, data
 
 
-#: A busy worker: says it runs, then spins.
-BUSY_WORKER = "print('up', flush=True)\nwhile True: pass"
-#: A command that runs as the suite's CLI does: it starts two busy workers (its pytest-xdist
-#: workers, BUSY_WORKER as argv[2]), prints their ids once both run, and never ends.  Each
-#: worker inherits the write end of a pipe (fd argv[1]) and holds it until it exits.
-STARTS_BUSY_WORKERS = """
-import subprocess, sys
+#: A worker: says it runs, then waits for good (a signal that never comes).
+WORKER = "import signal\nprint('up', flush=True)\nsignal.pause()"
+#: A command that runs as the suite's CLI does: it starts two workers (its pytest-xdist
+#: workers, WORKER as argv[2]), prints their ids once both run, and never ends.  Each worker
+#: inherits the write end of a pipe (fd argv[1]) and holds it until it exits.
+STARTS_WORKERS = """
+import signal, subprocess, sys
 fd, worker = int(sys.argv[1]), sys.argv[2]
 workers = [
     subprocess.Popen([sys.executable, "-c", worker], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -135,8 +134,7 @@ workers = [
 ]
 if all(w.stdout.readline() == "up\\n" for w in workers):
     print("workers", *(w.pid for w in workers), flush=True)
-while True:
-    pass
+signal.pause()
 """
 
 
@@ -147,9 +145,9 @@ def test_a_run_past_its_timeout_leaves_no_process_of_it_running():
     exactly when the last of them has exited."""
     r, w = os.pipe()
     try:
-        cmd = [sys.executable, "-c", STARTS_BUSY_WORKERS, str(w), BUSY_WORKER]
+        cmd = [sys.executable, "-c", STARTS_WORKERS, str(w), WORKER]
         with pytest.raises(subprocess.TimeoutExpired) as timed_out:
-            run(cmd, env=child_env(), timeout=5, pass_fds=(w,))
+            run(cmd, env=child_env(), timeout=10, pass_fds=(w,))
         os.close(w)
         w = -1
         workers = timed_out.value.output.split()
