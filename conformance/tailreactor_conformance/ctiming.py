@@ -3,7 +3,7 @@
 Role
 ----
 A wait of 500 ns that truncates its timeout to whole microseconds (a ``struct
-timeval``) polls: the kernel returns after a poll's cost, about 150 ns.  Timed
+timeval``) polls: the kernel returns after a poll's cost, a few hundred ns at most.  Timed
 from Python, the adapter's own work around the call (a ctypes call costs about
 a microsecond) is inside the measurement, and whether one such poll still looks
 early is the machine's to decide, run by run.  So the suite times these waits

@@ -687,7 +687,7 @@ def test_a_wait_under_a_microsecond_is_never_early(make_backend, pairs, timeout_
     to microseconds (struct timeval) rounding down polls instead.
 
     A C backend's waits are timed in C around the library's call alone (the adapter's
-    ``time_waits``, :mod:`tailreactor_conformance.ctiming`): a poll there costs about 150 ns,
+    ``time_waits``, :mod:`tailreactor_conformance.ctiming`): a poll there costs a fraction of its timeout,
     so a wait that polls is seen as early every time. Where a poll itself costs the timeout
     or more, no timing can tell one from a wait, and the test skips naming the platform
     limit. A Python backend's waits are timed around ``wait``: a Python caller's own call
