@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ VARIANTS = {
     "TR_BUG_NO_WAKE": "B7",  # wake returns 0 and writes nothing
     "TR_BUG_NO_LIMIT_IS_POLL": "B7",  # a wait with no limit (-1 ns) polls: returns 0 at once
     "TR_BUG_TRUNCATE_TIMEOUT": "B8",  # ns -> ms rounded down: 0.5 ms polls
+    "TR_BUG_TRUNCATE_TIMEOUT_US": "B8",  # ns -> us rounded down, then up to ms: under 1 us polls
     "TR_BUG_LEAK_FD": "B14",  # close leaves the wake eventfd open
     # a fresh reader's bugs (issue 32), caught by test_backend_library.py's situations
     "TR_BUG_REARM_KEEPS_COLLECTED": "B1",  # a wait collects more than capacity; a re-arm keeps the old report
@@ -47,11 +49,6 @@ VARIANTS = {
     "TR_BUG_SIGCHLD_HANDLER": "B7",  # create installs a SIGCHLD handler (libev's ev_default_loop)
     "TR_BUG_ONE_EPOLL_PER_PROCESS": "B1",  # backends share one epoll set: one wait takes the other's reports
 }
-
-
-# TR_BUG_TRUNCATE_TIMEOUT_US (a wait under a microsecond polls) is not in VARIANTS: B8 sees it only
-# where a poll through the adapter returns within the timeout, which a busy or quiet 2-core machine
-# decides run by run (caught, then missed, in two CI runs); the header says B8 cannot promise it.
 
 
 def build(out: Path, name: str, *defs: str, cflags: str | None = None) -> Path:
@@ -123,6 +120,78 @@ def test_suite_catches_broken_c_variant(flag, tmp_path):
     assert proc.returncode == 1, f"{flag}: exit status {proc.returncode}, expected 1\n{detail}"
     assert data["failed_clauses"] == [cid], detail
     assert f"{cid} on cabi:lib{name}" in proc.stdout.replace("\n", " "), detail
+
+
+#: The waits under a microsecond of clause B8 (test_backend_library.py), timed in C.
+SUBMICRO = "test_a_wait_under_a_microsecond_is_never_early"
+#: Busy processes while a run goes on (scripts/cpu_hog.py): twice the machine's 2 cores.
+UNDER_LOAD = (sys.executable, str(ROOT / "scripts" / "cpu_hog.py"), "-n", "4", "--")
+
+
+@needs_cc
+def test_the_microsecond_truncation_fails_b8_and_no_other_clause(tmp_path):
+    """TR_BUG_TRUNCATE_TIMEOUT_US over every clause: B8 alone fails (its waits under a
+    microsecond poll, and the C timing loop sees each poll return before its timeout)."""
+    lib = build(tmp_path, "tr_epoll_truncate_timeout_us", "-DTR_BUG_TRUNCATE_TIMEOUT_US")
+    proc, data = cli(
+        "--backend", f"cabi:{lib}", "-n", "0", json_path=tmp_path / "result.json", liveness_s=1.0
+    )
+    detail = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 1 and data["failed_clauses"] == ["B8"], detail
+    failed = data["clauses"]["B8"]["cabi:libtr_epoll_truncate_timeout_us"]["failures"]
+    assert failed and all(SUBMICRO in t for t in failed), failed
+
+
+@needs_cc
+def test_the_c_example_never_returns_early_below_a_microsecond_with_every_core_busy(tmp_path):
+    """The correct example passes B8's waits under a microsecond, timed in C, while four busy
+    processes compete for two cores: a wait that returns late is fine, and none returns early."""
+    lib = build(tmp_path, "tr_epoll")
+    proc, data = cli(
+        "--backend",
+        f"cabi:{lib}",
+        "--clause",
+        "B8",
+        "-n",
+        "0",
+        "--",
+        "-k",
+        SUBMICRO,
+        json_path=tmp_path / "result.json",
+        under=UNDER_LOAD,
+    )
+    detail = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, detail
+    assert "cpu_hog: 4 busy processes" in proc.stderr, detail
+    cell = data["clauses"]["B8"]["cabi:libtr_epoll"]
+    assert cell["status"] == "pass" and not cell["skip_reasons"], cell
+
+
+@needs_cc
+def test_without_a_c_compiler_the_waits_under_a_microsecond_skip_naming_what_to_install(tmp_path):
+    """CC names no compiler: B8's waits under a microsecond cannot be timed in C, and skip with
+    one line naming what to install; they never fail for it."""
+    lib = build(tmp_path, "tr_epoll")
+    proc, data = cli(
+        "--backend",
+        f"cabi:{lib}",
+        "--clause",
+        "B8",
+        "-n",
+        "0",
+        "--",
+        "-k",
+        SUBMICRO,
+        json_path=tmp_path / "result.json",
+        env={"CC": "no-such-cc"},
+    )
+    detail = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, detail
+    [reason] = set(data["clauses"]["B8"]["cabi:libtr_epoll"]["skip_reasons"])
+    assert reason == (
+        "platform limit: no C compiler (no-such-cc is not on PATH) to time waits under a microsecond "
+        "outside Python: install a C compiler (apt-get install gcc, dnf install gcc) or name one in CC"
+    ), reason
 
 
 @needs_cc
@@ -313,6 +382,23 @@ def test_a_wait_that_never_returns_ends_the_run_with_one_line(tmp_path):
     assert len(lines) == 1, proc.stderr[-2000:]
     assert lines[0].startswith(
         "cabi:libtr_epoll_wait_pauses: tr_backend_wait(timeout 500000 ns) did not return within "
+    ), lines[0]
+
+
+@needs_cc
+def test_a_wait_that_never_returns_inside_the_c_timing_loop_ends_the_run_with_one_line(tmp_path):
+    """The C loop that times B8's waits under a microsecond calls the library directly: the
+    watchdog bounds the whole loop, and a wait that never returns in it ends the run as one line."""
+    lib = build(tmp_path, "tr_epoll_wait_pauses", "-DTR_BUG_WAIT_PAUSES")
+    proc, _ = cli(
+        "--backend", f"cabi:{lib}", "--clause", "B8", "-n", "0", "--", "-k", SUBMICRO, liveness_s=0.5
+    )
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if "did not return" in line]
+    assert len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith(
+        "cabi:libtr_epoll_wait_pauses: tr_backend_wait(timeout 0 ns), called for 0.05 s in a loop, "
+        "did not return within 1.05 s"
     ), lines[0]
 
 

@@ -14,6 +14,8 @@ import json
 import os
 import re
 import resource
+import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,24 +54,111 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def suite_command() -> list[str]:
+    """The installed console script (or ``python -m`` if it is not on disk)."""
+    script = Path(sys.executable).with_name("tailreactor-conformance")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
+
+
+def run(
+    cmd: list[str], *, env: dict[str, str], timeout: float = TIMEOUT_S, cwd: Path = ROOT, **popen
+) -> subprocess.CompletedProcess:
+    """``cmd`` to its end, its output captured; past ``timeout`` seconds its whole process group
+    is killed and :class:`subprocess.TimeoutExpired` raised with what it printed.
+
+    The command starts a session of its own, so every process it starts (the suite's
+    pytest-xdist workers, a worker's children) is in its group, unless one starts a session
+    itself: killing the command alone, as ``subprocess.run`` does, would leave them spinning.
+    """
+    with subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **popen,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException as exc:  # a timeout, or this test interrupted: leave nothing running
+            # The command is not reaped yet, so its id still names its group.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, err = proc.communicate()  # the pipes end once every process holding them is gone
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err) from None
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def cli(
-    *args: str, json_path: Path | None = None, liveness_s: float | None = None
+    *args: str,
+    json_path: Path | None = None,
+    liveness_s: float | None = None,
+    env: dict[str, str] | None = None,
+    under: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess, dict | None]:
-    """Run the installed console script (or ``python -m`` if it is not on disk).
+    """Run the suite's CLI (:func:`suite_command`) with ``args`` from the repository's root.
 
     ``liveness_s`` shortens the suite's bound on waiting for something that a
-    broken backend never delivers (a mutant reaches it on purpose).
+    broken backend never delivers (a mutant reaches it on purpose); ``env`` adds
+    to the child's environment; ``under`` is a command the CLI runs under
+    (``cpu_hog.py -n 4 --``).
     """
-    script = Path(sys.executable).with_name("tailreactor-conformance")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
     if json_path is not None:  # before any "--": what follows it goes to pytest
         args = ("--json", str(json_path), *args)
-    env = child_env() if liveness_s is None else child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S=str(liveness_s))
-    proc = subprocess.run(
-        [*cmd, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
-    )
+    extra = dict(env or {})
+    if liveness_s is not None:
+        extra["TAILREACTOR_CONFORMANCE_LIVENESS_S"] = str(liveness_s)
+    proc = run([*under, *suite_command(), *args], env=child_env(**extra))
     data = json.loads(json_path.read_text()) if json_path is not None and json_path.exists() else None
     return proc, data
+
+
+#: A worker: says it runs, then waits for good (a signal that never comes).
+WORKER = "import signal\nprint('up', flush=True)\nsignal.pause()"
+#: A command that runs as the suite's CLI does: it starts two workers (its pytest-xdist
+#: workers, WORKER as argv[2]), prints their ids once both run, and never ends.  Each worker
+#: inherits the write end of a pipe (fd argv[1]) and holds it until it exits.
+STARTS_WORKERS = """
+import signal, subprocess, sys
+fd, worker = int(sys.argv[1]), sys.argv[2]
+workers = [
+    subprocess.Popen([sys.executable, "-c", worker], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                     text=True, pass_fds=(fd,))
+    for _ in range(2)
+]
+if all(w.stdout.readline() == "up\\n" for w in workers):
+    print("workers", *(w.pid for w in workers), flush=True)
+signal.pause()
+"""
+
+
+def test_a_run_past_its_timeout_leaves_no_process_of_it_running():
+    """run() past its timeout kills the command's whole process group: the workers the
+    command started are gone too, not only the command (subprocess.run's kill).  Every
+    process of the run holds the write end of a pipe, so its read end sees end-of-file
+    exactly when the last of them has exited."""
+    r, w = os.pipe()
+    try:
+        cmd = [sys.executable, "-c", STARTS_WORKERS, str(w), WORKER]
+        with pytest.raises(subprocess.TimeoutExpired) as timed_out:
+            run(cmd, env=child_env(), timeout=10, pass_fds=(w,))
+        os.close(w)
+        w = -1
+        workers = timed_out.value.output.split()
+        assert workers[0] == "workers" and len(workers) == 3, (timed_out.value.output, timed_out.value.stderr)
+        # A bound, not a synchronisation: end-of-file comes as soon as the last holder exits.
+        readable, _, _ = select.select([r], [], [], 60)
+        assert readable and os.read(r, 1) == b"", f"still running after the timeout: {workers[1:]}"
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
 
 
 #: Mutants caught only by a clause whose test needs many fds (B11: 1024 armed at once, 2,112 fds).
@@ -240,13 +329,11 @@ def _run_with_test_bound(
 ) -> tuple[subprocess.CompletedProcess, dict | None]:
     """The CLI over ``clause`` with ``reactor``, the suite's bound on one test
     (TAILREACTOR_CONFORMANCE_TEST_BOUND_S) at 2 s."""
-    script = Path(sys.executable).with_name("tailreactor-conformance")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
     env = child_env(TAILREACTOR_CONFORMANCE_LIVENESS_S="1", TAILREACTOR_CONFORMANCE_TEST_BOUND_S="2")
     json_path = tmp_path / "result.json"
-    proc = subprocess.run(
+    proc = run(
         [
-            *cmd,
+            *suite_command(),
             "--json",
             str(json_path),
             "--backend",
@@ -258,12 +345,7 @@ def _run_with_test_bound(
             "-n",
             "0",
         ],
-        cwd=ROOT,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
     )
     return proc, json.loads(json_path.read_text()) if json_path.exists() else None
 
@@ -354,8 +436,6 @@ def test_the_http_clauses_hold_with_fds_numbered_past_fd_setsize(tmp_path):
     backend under test, or a library's own) passes the HTTP clauses: their client waits
     for bytes with poll(2), not select(2), which refuses such an fd (ValueError: H1
     failed, on the leak_fd_per_arm row, for its client's doing)."""
-    script = Path(sys.executable).with_name("tailreactor-conformance")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
     json_path = tmp_path / "result.json"
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = 2 * FD_SETSIZE + 256
@@ -367,14 +447,9 @@ def test_the_http_clauses_hold_with_fds_numbered_past_fd_setsize(tmp_path):
             resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
         _hold_fds_past_fd_setsize()
 
-    proc = subprocess.run(
-        [*cmd, "--json", str(json_path), "--backend", "epoll", "--clause", "H", "-n", "0"],
-        cwd=ROOT,
+    proc = run(
+        [*suite_command(), "--json", str(json_path), "--backend", "epoll", "--clause", "H", "-n", "0"],
         env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
         preexec_fn=preexec,
         close_fds=False,  # subprocess closes fds after preexec_fn: the held ones must stay
     )
@@ -424,21 +499,15 @@ def test_every_mutant_over_the_whole_suite_ends_and_fails_its_clauses(name, tmp_
             f"{name}'s list holds at"
         )
     json_path = tmp_path / "result.json"
-    script = Path(sys.executable).with_name("tailreactor-conformance")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
     started = time.monotonic()
     try:
-        proc = subprocess.run(
-            [*cmd, "--json", str(json_path), *m.cli_args(), "-n", "0"],
-            cwd=ROOT,
+        proc = run(
+            [*suite_command(), "--json", str(json_path), *m.cli_args(), "-n", "0"],
             env=child_env(
                 TAILREACTOR_CONFORMANCE_LIVENESS_S="1",
                 TAILREACTOR_CONFORMANCE_TEST_BOUND_S=str(WHOLE_SUITE_TEST_BOUND_S),
             ),
-            capture_output=True,
-            text=True,
             timeout=WHOLE_SUITE_TIMEOUT_S,
-            check=False,
             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard)),
         )
     except subprocess.TimeoutExpired:
@@ -668,23 +737,13 @@ def test_doc_worked_example_passes_and_its_draft_fails_b1(tmp_path):
     (tmp_path / "oneshot_epoll.py").write_text(code)
     (tmp_path / "oneshot_draft.py").write_text(code.replace(REFIX, ""))
     env = child_env()
-    script = Path(sys.executable).with_name("tailreactor-conformance")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
 
-    def run(*args):
-        return subprocess.run(
-            [*cmd, *args, "-n", "0"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-            check=False,
-        )
+    def suite(*args):
+        return run([*suite_command(), *args, "-n", "0"], env=env, cwd=tmp_path)
 
-    good = run("--backend", "oneshot_epoll:OneShotEpoll", "--clause", "B")
+    good = suite("--backend", "oneshot_epoll:OneShotEpoll", "--clause", "B")
     assert good.returncode == 0, good.stdout[-4000:] + good.stderr[-2000:]
-    draft = run("--backend", "oneshot_draft:OneShotEpoll", "--clause", "B1", "-x")
+    draft = suite("--backend", "oneshot_draft:OneShotEpoll", "--clause", "B1", "-x")
     assert draft.returncode == 1
     assert "test_both_directions_are_reported_independently" in draft.stdout
 

@@ -172,8 +172,7 @@
  *   tr_backend_wait ("never returns earlier") keeps the wait correct.
  * - Its own time units: round timeout_ns up at every conversion.  A struct
  *   timeval (libevent's timers) holds microseconds: (ns + 999) / 1000, never
- *   ns / 1000, which makes a wait under a microsecond a poll (B8 sees that
- *   only where the poll costs less than the timeout: see tr_backend_wait).
+ *   ns / 1000, which makes a wait under a microsecond a poll (B8).
  * - Deferred arms: libevent's EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST, and libuv
  *   and libev always, make watcher changes wait for the next loop run: until
  *   then the kernel has not seen an arm, a disarm or a one-shot stop, and an
@@ -440,12 +439,9 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   whatever the library's clock and rounding: read CLOCK_MONOTONIC when the
  *   wait starts; when the library returns with nothing to report and no wake
  *   before that deadline, run it again with the time left.  B8 times waits
- *   from 500 ns to 50 ms; those under a microsecond around the library call
- *   alone (the adapter's last_wait_ns, read in Python: a few hundred ns of
- *   the call's own cost included).  There it sees an early return only
- *   where the wait is shorter than its timeout even with that cost:
- *   truncation to microseconds passes B8 on a library whose poll costs
- *   about a microsecond (libevent), and is wrong all the same.
+ *   from 500 ns to 50 ms; those under a microsecond in C, around the
+ *   library call alone (a loop the suite builds with $CC, else cc), so a
+ *   wait that polls is seen returning before its timeout every time.
  * - How late it may return: nothing is promised and no clause measures it;
  *   a late wait makes the reactor's timers fire as much later.  epoll_wait's
  *   whole milliseconds make a 1.5 ms wait 2 ms; libev's epoll method blocks

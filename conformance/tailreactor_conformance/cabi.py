@@ -19,6 +19,10 @@ pytest-xdist it ends a worker, not the run: it leaves its line for the
 controller first (:func:`.failures.note_hang`), which fails the test's clause
 as *hung* and quotes the line.  A server runs the reference's adapter,
 without it: its ``wait(None)`` may block for good.
+
+And B8's waits under a microsecond: :meth:`CabiBackend.time_waits` calls
+``tr_backend_wait`` again and again from a loop in C (:mod:`.ctiming`), which
+times the library's call alone, under the same watchdog.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from tailreactor.backends.cabi import (
     load_library,
 )
 
+from . import ctiming
 from .failures import note_hang
 from .harness import LIVENESS_S
 
@@ -95,22 +100,21 @@ class CabiBackend(_cabi.CabiBackend):
             f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"
             f"{', no limit' if timeout_ns < 0 else ''}) did not return within {bound:g} s"
         )
-        key = _WATCH.key()
-        deadline = time.monotonic_ns() + int(bound * 1e9)
-        waits = _WATCH.waits
-        # A signal handler (the suite's own R21 tests raise at every call and return of a wait)
-        # may raise anywhere here: the entry is stored and removed by statements alone, inside
-        # the try, so no raise leaves it behind (the watchdog would end a worker for a wait that
-        # returned), and this thread takes no lock the watchdog needs (issue 41: a raise at the
-        # return of Condition.__enter__ left its lock held, and the watchdog never woke again).
-        try:
-            waits[key] = (deadline, message, bound)
-            if deadline < _WATCH.sleep_until:
-                _WATCH.poke()
-            return super()._call_wait(timeout_ns, capacity)
-        finally:
-            if key in waits:
-                del waits[key]
+        return _WATCH.bounded(bound, message, super()._call_wait, timeout_ns, capacity)
+
+    def time_waits(self, timeout_ns: int, budget_s: float, at_least: int) -> ctiming.WaitTimes:
+        """``tr_backend_wait(timeout_ns)`` again and again into this adapter's array, each timed
+        in C around the library's call alone (:mod:`.ctiming`), for at least ``at_least`` waits
+        and ``budget_s``; the watchdog bounds the whole loop.  Raises
+        :class:`.ctiming.Unavailable` where no C compiler can build the loop."""
+        bound = budget_s + wait_bound_s(timeout_ns)  # the last wait may start as the budget ends
+        message = (
+            f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns), called for {budget_s:g} s "
+            f"in a loop, did not return within {bound:g} s"
+        )
+        capacity = max(1, min(self.wait_capacity, len(self._events)))
+        args = (self._lib.tr_backend_wait, self._h, timeout_ns, self._events, capacity)
+        return _WATCH.bounded(bound, message, ctiming.time_waits, *args, int(budget_s * 1e9), at_least)
 
 
 class _WaitWatch:
@@ -142,8 +146,25 @@ class _WaitWatch:
         self._wakeup.acquire()
         self._thread: threading.Thread | None = None
 
-    def key(self) -> int:
-        return next(self._keys)
+    def bounded(self, bound_s: float, message: str, call, *args):
+        """``call(*args)``, a call into the library, watched: if it has not returned within
+        ``bound_s``, the process ends with ``message``."""
+        key = next(self._keys)
+        deadline = time.monotonic_ns() + int(bound_s * 1e9)
+        waits = self.waits
+        # A signal handler (the suite's own R21 tests raise at every call and return of a wait)
+        # may raise anywhere here: the entry is stored and removed by statements alone, inside
+        # the try, so no raise leaves it behind (the watchdog would end a worker for a wait that
+        # returned), and this thread takes no lock the watchdog needs (issue 41: a raise at the
+        # return of Condition.__enter__ left its lock held, and the watchdog never woke again).
+        try:
+            waits[key] = (deadline, message, bound_s)
+            if deadline < self.sleep_until:
+                self.poke()
+            return call(*args)
+        finally:
+            if key in waits:
+                del waits[key]
 
     def poke(self) -> None:
         """Wake the watchdog to look at the deadlines again."""

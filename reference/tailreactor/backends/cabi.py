@@ -239,15 +239,6 @@ class CabiBackend:
         #: choose).  B3 and B5 lower it to 1, so that a library that collects more reports
         #: than it may return holds some it has not delivered.
         self.wait_capacity = len(self._events)
-        #: How long the latest wait spent in the library: from right before its first
-        #: ``tr_backend_wait`` call to right after its last (EINTR retries in between).
-        #: Python-only machinery: the conformance suite measures a timeout under a microsecond
-        #: with it (B8), as the adapter's own work around the call would hide a wait that polled.
-        self.last_wait_ns: int | None = None
-        # tr_backend_wait again, without argtypes (its arguments are converted before the
-        # clock is read): a ctypes call that converts them costs about a microsecond.
-        self._raw_wait = ctypes.CDLL(lib._name).tr_backend_wait
-        self._raw_wait.restype = ctypes.c_int
         self._ids = itertools.count(1)
         self._next = 1  # the next token number arm gives
         self._live: dict[int, tuple[int, int, object]] = {}  # number -> (fd, direction, token)
@@ -347,7 +338,6 @@ class CabiBackend:
         timeout_ns = -1 if timeout_s is None else min(max(0, math.ceil(timeout_s * 1e9)), 2**63 - 1)
         deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
         capacity = max(1, min(self.wait_capacity, len(self._events)))
-        self._wait_started: int | None = None
         while True:
             rc = self._call_wait(timeout_ns, capacity)
             if rc > capacity:
@@ -361,17 +351,8 @@ class CabiBackend:
                 timeout_ns = max(0, deadline - time.monotonic_ns())
 
     def _call_wait(self, timeout_ns: int, capacity: int) -> int:
-        """One ``tr_backend_wait`` into the array, timed (``last_wait_ns``); the conformance suite
-        wraps it with a watchdog."""
-        # The arguments as C values before the clock is read: the call alone is timed.
-        args = (self._h, ctypes.c_int64(timeout_ns), self._events, ctypes.c_uint32(capacity))
-        before = time.monotonic_ns()
-        rc = self._raw_wait(*args)
-        after = time.monotonic_ns()
-        if self._wait_started is None:
-            self._wait_started = before
-        self.last_wait_ns = after - self._wait_started
-        return rc
+        """One ``tr_backend_wait`` into the array; the conformance suite wraps it with a watchdog."""
+        return self._lib.tr_backend_wait(self._h, timeout_ns, self._events, capacity)
 
     def flush(self) -> int:
         n = self._check("tr_backend_flush", self._lib.tr_backend_flush(self._h))
