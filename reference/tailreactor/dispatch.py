@@ -111,7 +111,8 @@ class Due:
     budget, then every budget); ``harvest_at``, the clock value from which
     the next harvest is due (every ``harvest_ns``) while ``harvest_left``,
     the harvested events the round may still run, is above 0: at most as
-    many as the round's batch had (:meth:`joins` counts them).  ``at_ns``: the earlier of ``flush_at`` and
+    many as the round's batch had (:meth:`joins` counts them); ``round_ns``, the round's start
+    (when ``clocked``: a harvested event is stamped after it).  ``at_ns``: the earlier of ``flush_at`` and
     ``harvest_at``, so that one comparison per delivery tells whether either
     may be due.  Each is :data:`NEVER` while off.  ``clocked``: the budget or
     harvesting is on; only then do the clock values move, and a round start
@@ -133,6 +134,7 @@ class Due:
         "first_drain",
         "clocked",
         "aged_at",
+        "round_ns",
     )
 
     def __init__(self, budget_ns: int = 0, harvest_ns: int = 0, drain_chunk: int = 0):
@@ -142,6 +144,7 @@ class Due:
         self.first_drain = self.drain_at = drain_chunk or NEVER
         self.clocked = bool(budget_ns or harvest_ns)
         self.flush_at = self.harvest_at = self.at_ns = self.aged_at = NEVER
+        self.round_ns = 0
         self.harvest_left = 0
 
     def joins(self) -> bool:
@@ -162,6 +165,7 @@ class Due:
     def start(self, start_ns: int, harvest_left: int) -> None:
         """Begin a round that started at ``start_ns`` with ``harvest_left`` events (when ``clocked``)."""
         budget_ns, harvest_ns = self.budget_ns, self.harvest_ns
+        self.round_ns = start_ns
         self.flush_at = flush_at = start_ns + budget_ns if budget_ns else NEVER
         self.harvest_at = harvest_at = start_ns + harvest_ns if harvest_ns else NEVER
         self.harvest_left = harvest_left if harvest_ns else 0
@@ -208,10 +212,14 @@ class Dispatch:
         ``aged_at``: policies/age.py) too, by the same rule: until the clock
         reaches the aging time of the round's oldest event (``Due.aged_at``)
         nothing in the round is aged, so the rule gives the batch's next
-        event; from that delivery on the policy gives the next event
-        (:meth:`_in_order`), but for a round of one event, which is then
-        delivered at once, elevated (its one event is the oldest remaining,
-        and aged).  Any other order, and an age-ordered round with harvesting
+        event.  At that delivery, if every event left has aged, the rule
+        gives the rest of the round as one run, oldest first, all elevated
+        (the policy's ``aged_run``): the loop walks that run as it walks the
+        batch, with no check between deliveries (a round of one event is
+        that run already, and is delivered at once); else the policy gives
+        the next event from there on (:meth:`_in_order`).  Elevations are
+        counted as ``dispatched`` is, as the walk ends: those that ran from
+        ``first``.  Any other order, and an age-ordered round with harvesting
         on (a harvest joins events whose age this loop does not track), the
         policy orders all round.
         """
@@ -226,49 +234,70 @@ class Dispatch:
         timed = self._timed
         probe = self.probe
         ran = 0
-        start = now
-        try:
-            for ev in batch:  # a list's iterator: it reaches what a harvest appends
-                if ev.state != READY:
-                    continue  # an earlier callback or post disarmed it: never cancelled
-                if timed:  # (a round with a time due reads the clock: Due.clocked makes _timed)
-                    if ev.ready_ns > start and due.harvest_ns and not due.joins():
-                        continue  # harvested past the round's bound: it leads the next round
-                    now = self.clock()
-                    if now >= due.aged_at:  # the round's oldest event has aged (policies/age.py)
-                        if len(batch) > 1 or self._walk:  # (_walk: a clock at NEVER, an injected one)
-                            break  # the policy gives the next event from this one on (below)
-                        self._late = True  # the round's one event, aged: elevated
-                        self.counters.tail_elevations += 1
-                    if now >= due.at_ns:  # a harvest or a submit may be due (they run no callback)
-                        self._between(due, None, now, ran, ev)
-                # Take the event, then run its callback (interrupts.py: nothing calls out in between).
-                ev.state = DONE
-                del self._armed[ev.key]
-                if probe is not None:
-                    # Before the callback: a re-arm from it re-stamps this Event.
-                    queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
-                self._running = ev  # what arm() and dispatch_late() read about the callback running now
-                callback = ev.callback
-                ran += 1
-                try:
-                    callback(ev)
-                except Exception:  # noqa: BLE001 (a callback's error must not stop the round)
-                    self._callback_failed(
-                        "callback %r for fd %d (%s)", callback, ev.fd, direction_name(ev.direction)
-                    )
-                finally:
-                    if probe is not None:
-                        probe.dispatch(queued_ns, ready_for_ns, self.clock() - now, self._late)
-                if ran == drain_at:  # the drain chunk: the posts queued so far, before the next event
-                    self._between(due, None, now, ran, None)
-                    drain_at = due.drain_at
-            else:
-                return ran
+        try:  # (two tries: were one finally cut short by an interrupt, the other clears _late)
+            try:
+                while True:  # the batch; then, at most once, the rest of an age-ordered round (below)
+                    for ev in batch:  # a list's iterator: it reaches what a harvest appends
+                        if ev.state != READY:
+                            continue  # an earlier callback or post disarmed it: never cancelled
+                        if timed:  # (a round with a time due reads the clock: Due.clocked makes _timed)
+                            if due.harvest_ns and ev.ready_ns > due.round_ns and not due.joins():
+                                continue  # harvested past the round's bound: it leads the next round
+                            now = self.clock()
+                            if now >= due.aged_at:  # the round's oldest event has aged (policies/age.py)
+                                if len(batch) > 1 or self._walk:  # (_walk: a clock at NEVER, an injected one)
+                                    break  # the policy decides from this delivery on (below)
+                                first = ran  # (0) the round's one event, aged: elevated (counted below)
+                                self._late = True
+                            if now >= due.at_ns:  # a harvest or a submit may be due (they run no callback)
+                                self._between(due, None, now, ran, ev)
+                        # Take the event, then run its callback (interrupts.py: nothing calls out in between).
+                        ev.state = DONE
+                        del self._armed[ev.key]
+                        if probe is not None:
+                            # Before the callback: a re-arm from it re-stamps this Event.
+                            queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
+                        self._running = (
+                            ev  # what arm() and dispatch_late() read about the callback running now
+                        )
+                        callback = ev.callback
+                        ran += 1
+                        try:
+                            callback(ev)
+                        except Exception:  # noqa: BLE001 (a callback's error must not stop the round)
+                            self._callback_failed(
+                                "callback %r for fd %d (%s)", callback, ev.fd, direction_name(ev.direction)
+                            )
+                        finally:
+                            if probe is not None:
+                                probe.dispatch(queued_ns, ready_for_ns, self.clock() - now, self._late)
+                        if ran == drain_at:  # the drain chunk: the posts queued so far, before the next event
+                            self._between(due, None, now, ran, None, self._late)
+                            drain_at = due.drain_at
+                    else:
+                        return ran
+                    # The round's oldest event has aged at ``now``.  If every event left has, the rule
+                    # gives the rest of the round as one run, oldest first, all elevated: the loop walks
+                    # it (``ev``, not yet taken, is in it), reading the clock only for what is due
+                    # between deliveries and the probe.  Else the policy orders the round (below).
+                    run = None if self._aged_at is None or self._late else self._order.aged_run(batch, now)
+                    if (
+                        run is None
+                    ):  # (_late: only a clock at or past NEVER, an injected one, comes back here)
+                        break
+                    first = ran  # elevated from here on (counted below, as ``dispatched`` is)
+                    self._late = True
+                    batch = run
+                    timed = due.clocked or probe is not None
+                    due.aged_at = NEVER
+            finally:
+                if self._late:  # the round ended walking elevated events: those that ran from ``first``
+                    self._late = False
+                    self.counters.tail_elevations += ran - first
+                self._running = None  # the last one holds its callback, and so its owner, alive
+                self.counters.dispatched += ran
         finally:
             self._late = False
-            self._running = None  # the last one holds its callback, and so its owner, alive
-            self.counters.dispatched += ran
         return self._in_order(batch, now, ran)
 
     def _in_order(self, batch: list[Event], round_start: int, ran: int = 0) -> int:
@@ -366,7 +395,7 @@ class Dispatch:
             self.counters.dispatched += ran - ran_before
         return ran
 
-    def _between(self, due: Due, order, now: int, ran: int, ev: Event | None) -> bool:
+    def _between(self, due: Due, order, now: int, ran: int, ev: Event | None, late: bool = False) -> bool:
         """What is due before delivering ``ev`` (None: the round is over); True: ask the order again.
 
         After every ``drain_chunk``-th callback, the posts queued so far
@@ -380,17 +409,22 @@ class Dispatch:
         order's own loop (:meth:`_dispatch`) asks only for the drain chunk
         after a callback (``ev`` None) and for the rest before ``ev``, which
         it then delivers: a harvest appends behind it, and only posts could
-        have disarmed it.
+        have disarmed it.  ``late``: what ``dispatch_late()`` says again once
+        the posts have run (``_dispatch``'s walk of elevated events goes on
+        elevated; every other caller sets it per delivery).
         """
         if ran == due.drain_at:
             due.drain_at += due.drain_chunk
             if self._posts.pending():
-                self._late = False
+                self._late = False  # posts run outside any callback
                 self._running = None
                 self.counters.drain_chunk_drains += 1
                 if ev is not None and order is not None:
                     order.again()
-                self._drain_posts()
+                try:
+                    self._drain_posts()
+                finally:
+                    self._late = late  # (True: _dispatch's walk of elevated events goes on)
                 return True
         if ev is None:
             return False

@@ -23,12 +23,16 @@ reactor, reused round after round:
   (``backend``; ``age`` and ``lifo`` with ``TAIL_US=0``).  The reactor then
   walks the batch itself, a cursor over it, and calls none of the methods
   above: the cost of backend order is the reactor's walk alone.
-* ``aged_at(batch)`` and ``rest()`` (methods, optional; ``age`` has them):
+* ``aged_at(batch)``, ``aged_run(batch, now_ns)`` and ``rest()`` (methods,
+  optional; ``age`` has them):
   where the order needs no decision the reactor walks the round itself
   (policies/age.py, "Where the reactor walks the round itself"):
   ``aged_at`` gives the clock value before which the order is backend order
   and nothing is elevated (the aging time of the batch's oldest event: a
-  round of one event is then delivered elevated), and ``rest``, asked once
+  round of one event is then delivered elevated), ``aged_run``, asked at the
+  delivery at which the clock reaches that value, the rest of the round as
+  one run of elevated events if every event left has aged (else None), and
+  ``rest``, asked once
   at the first event the policy elevates, the events it would give after
   it if that is all it gives, all elevated (else None).
 

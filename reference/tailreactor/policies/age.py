@@ -51,8 +51,13 @@ Two parts of a round need no decision, and the reactor walks them itself
 * until the clock reaches :meth:`DeliveryOrder.aged_at`, the aging time of
   the round's oldest event, nothing in the round is aged, so the rule is
   backend order; and a round of one event is its own age order, so its event
-  runs at once (elevated if it has aged).  Only a larger round whose oldest
-  event has aged is handed to ``next``;
+  runs at once (elevated if it has aged);
+* at the delivery at which the clock reaches that time, if every event left
+  has aged (:meth:`DeliveryOrder.aged_run`), the rule gives the rest of the
+  round as one run, the batch sorted by stamp, all elevated: the reactor
+  walks it as it walks the batch.  This is the round of a server a round
+  behind, where every event ages.  Only a larger round in which some event
+  has not aged is handed to ``next``;
 * a run after which backend order has nothing left (every remaining event
   had aged when it was taken) is the rest of the round, oldest first, all
   elevated: :meth:`DeliveryOrder.rest` gives it, and the reactor walks it
@@ -321,6 +326,22 @@ class DeliveryOrder:
             return self._stamp(batch[0]) + self._threshold
         # (min() without default=: the empty batch is tested here instead)
         return min(map(self._stamp, batch)) + self._threshold if batch else NEVER
+
+    def aged_run(self, batch: list, now_ns: int) -> list | None:
+        """``batch`` oldest first if every event of it has aged at ``now_ns`` (ns), else None.
+
+        Then the rule gives the rest of the round as one run: every remaining
+        event is aged and stays so, and nothing else remains, so the order is
+        the batch sorted by stamp (stable: ties keep backend order), all
+        elevated, with no check between deliveries.  The reactor asks at the
+        delivery at which the clock reaches :meth:`aged_at` and walks that
+        run itself (dispatch.py, ``Dispatch._dispatch``).  Events of
+        ``batch`` that are no longer ``READY`` sort anywhere (they are
+        skipped), but a new stamp of theirs (a re-arm in place) can make
+        this None: then the order is asked as usual, which is always right.
+        """
+        by_age = sorted(batch, key=self._stamp)
+        return by_age if self._stamp(by_age[-1]) + self._threshold <= now_ns else None
 
     def next(self, now_ns: int):
         """The event to deliver at ``now_ns`` (ns), or None when the round has none left.
