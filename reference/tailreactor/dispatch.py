@@ -257,9 +257,8 @@ class Dispatch:
                         if probe is not None:
                             # Before the callback: a re-arm from it re-stamps this Event.
                             queued_ns, ready_for_ns = now - ev.armed_ns, now - ev.ready_ns
-                        self._running = (
-                            ev  # what arm() and dispatch_late() read about the callback running now
-                        )
+                        # What arm() and dispatch_late() read about the callback running now:
+                        self._running = ev
                         callback = ev.callback
                         ran += 1
                         try:
@@ -281,9 +280,8 @@ class Dispatch:
                     # it (``ev``, not yet taken, is in it), reading the clock only for what is due
                     # between deliveries and the probe.  Else the policy orders the round (below).
                     run = None if self._aged_at is None or self._late else self._order.aged_run(batch, now)
-                    if (
-                        run is None
-                    ):  # (_late: only a clock at or past NEVER, an injected one, comes back here)
+                    # (_late: only a clock at or past NEVER, an injected one, comes back here.)
+                    if run is None:
                         break
                     first = ran  # elevated from here on (counted below, as ``dispatched`` is)
                     self._late = True
