@@ -170,6 +170,7 @@ def compare_leg(
         if not r.warmup:
             by_trial.setdefault(r.trial, {})[r.arm] = r
     trials = [t for t in sorted(by_trial) if {"A", "B"} <= set(by_trial[t])]
+    arms = [[by_trial[t][arm] for t in trials] for arm in "AB"]  # A's runs, B's runs, paired by trial
 
     def figures(r: RunRecord) -> dict:
         return r.metrics if klass is None else (r.classes or {}).get(klass, {})
@@ -183,27 +184,16 @@ def compare_leg(
         )
 
     compared = stats.METRICS if klass is None else [stats.metric(k) for k in CLASS_METRICS]
+    hist = [[(r.wrk if klass is None else figures(r)).get("histogram") for r in side] for side in arms]
+    poolable = bool(trials) and all(h is not None for side in hist for h in side)
     out = []
-    hist = {
-        arm: [
-            (by_trial[t][arm].wrk if klass is None else figures(by_trial[t][arm])).get("histogram")
-            for t in trials
-        ]
-        for arm in "AB"
-    }
-    poolable = bool(trials) and all(h is not None for arm in "AB" for h in hist[arm])
     for m in compared:
         if poolable and m.key in POOLED_KEYS:
-            out.append(
-                pooled.compare_pooled(
-                    m, hist["A"], hist["B"], seed=seed, min_effect=min_effect, resamples=resamples
-                )
-            )
+            out.append(pooled.compare_pooled(m, *hist, seed=seed, min_effect=min_effect, resamples=resamples))
             continue
-        a = [figures(by_trial[t]["A"]).get(m.key) for t in trials]
-        b = [figures(by_trial[t]["B"]).get(m.key) for t in trials]
+        a, b = ([figures(r).get(m.key) for r in side] for side in arms)
         c = stats.compare(m, a, b, seed=seed, min_effect=min_effect, resamples=resamples)
-        out.append(_unbounded(c, [[run_samples(by_trial[t][arm], m) for t in trials] for arm in "AB"]))
+        out.append(_unbounded(c, [[run_samples(r, m) for r in side] for side in arms]))
     return out
 
 
