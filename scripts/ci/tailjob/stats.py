@@ -181,14 +181,14 @@ def detectable_effect(ci: tuple[float, float]) -> float:
     return (ci[1] - ci[0]) / 2
 
 
-def pairs_needed(n_pairs: int, ci: tuple[float, float], min_effect: float, *, floor: int = MIN_PAIRS) -> int:
+def pairs_needed(n_pairs: int, ci: tuple[float, float], min_effect: float) -> int:
     """About how many paired runs would shrink the detectable effect to ``min_effect``.
 
     An interval's width falls as 1/sqrt(pairs), so ``n * (half-width / e)^2``,
-    rounded up, and never below ``floor`` (the fewest pairs for a verdict).
+    rounded up, and never below :data:`MIN_PAIRS` (the fewest pairs for a verdict).
     An estimate from one run's interval: the noise of the next run decides.
     """
-    return max(floor, math.ceil(n_pairs * (detectable_effect(ci) / min_effect) ** 2 - 1e-9))
+    return max(MIN_PAIRS, math.ceil(n_pairs * (detectable_effect(ci) / min_effect) ** 2 - 1e-9))
 
 
 @dataclass(frozen=True)
