@@ -188,8 +188,9 @@ class _Connection(asyncio.Protocol, ClientConnection):
 
     def connection_lost(self, exc) -> None:
         if not self.done.done():
-            finished = self.cls.loop == "open" and self.next_ns is None and not self.in_flight
-            if self.in_flight or not finished:
+            if not (
+                self.cls.loop == "open" and self.next_ns is None and not self.in_flight
+            ):  # it still owed answers
                 self.stats.errors["read"] += 1
             self._lose()
 

@@ -282,8 +282,7 @@ def report(stats: list[ClassStats], duration_s: float) -> dict:
     classes = {st.cls.name: _class_report([st], duration_s, st.cls.name, st.cls.loop) for st in stats}
     loops = {st.cls.loop for st in stats}
     merged = _class_report(stats, duration_s, "all", loops.pop() if len(loops) == 1 else "mixed")
-    if merged["loop"] != "open":
-        merged["offered_rps"] = None
+    if merged["loop"] != "open":  # saturated when an open class of it is
         merged["saturated"] = any(c["saturated"] for c in classes.values())
     return {"classes": classes, "all": merged}
 
