@@ -127,11 +127,9 @@ class Traffic:
     classes: tuple[TrafficClass, ...]
     argv: tuple[str, ...]
 
-    default_rate = None  # as a Workload without --rate: every class says its own
-
     @property
     def name(self) -> str:
-        return Path(self.source).name if self.source != "--class" else "--class"
+        return Path(self.source).name  # "--class" for the options, a sweep's "inline"
 
     def __str__(self) -> str:
         return self.name
@@ -140,10 +138,6 @@ class Traffic:
     def connections(self) -> int:
         """The connections of all classes: the leg's connection count."""
         return sum(c.connections for c in self.classes)
-
-    @property
-    def open_classes(self) -> bool:
-        return any(c.loop == "open" for c in self.classes)
 
     @property
     def relative(self) -> bool:
