@@ -11,7 +11,7 @@ calibration) and :class:`tailjob.peersjob.PeersDesign`.  A run that is not data 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Protocol
 
 from . import pooled, probeleg, refcode, stats
@@ -140,7 +140,7 @@ class LegResult:
             "leg": asdict(self.leg),
             "name": self.leg.name,
             "backends": self.backends(),
-            "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
+            "arms": _arms_dict(self.arms),
             "env": self.env,
             "knobs": self.knobs,
             "schedule": self.schedule,
@@ -151,6 +151,10 @@ class LegResult:
             "load_spec": self.load_spec,
             "class_comparisons": {k: [c.as_dict() for c in v] for k, v in self.class_comparisons.items()},
         }
+
+
+def _arms_dict(arms: tuple[Arm, Arm]) -> dict:
+    return {a.key: {"label": a.label, "env": dict(a.env)} for a in arms}
 
 
 def compare_leg(
@@ -401,16 +405,7 @@ class JobResult:
         ]
 
     def as_dict(self) -> dict:
-        return {
-            "argv": self.argv,
-            "profile": self.profile,
-            "ab": self.ab,
-            "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
-            "settings": asdict(self.settings),
-            "provenance": self.provenance,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "a_ref": self.a_ref,
-            "partial": self.partial,
-            "legs": [lr.as_dict() for lr in self.legs],
-        }
+        """Every field in its order, the legs last; arms, settings and legs as JSON."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "legs"}
+        out.update(arms=_arms_dict(self.arms), settings=asdict(self.settings))
+        return {**out, "legs": [lr.as_dict() for lr in self.legs]}
