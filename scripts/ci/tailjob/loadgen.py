@@ -188,9 +188,8 @@ class _Connection(asyncio.Protocol, ClientConnection):
 
     def connection_lost(self, exc) -> None:
         if not self.done.done():
-            if not (
-                self.cls.loop == "open" and self.next_ns is None and not self.in_flight
-            ):  # it still owed answers
+            finished = self.cls.loop == "open" and self.next_ns is None and not self.in_flight
+            if not finished:  # it still owed answers
                 self.stats.errors["read"] += 1
             self._lose()
 
