@@ -189,7 +189,7 @@ class _Connection(asyncio.Protocol, ClientConnection):
     def connection_lost(self, exc) -> None:
         if not self.done.done():
             finished = self.cls.loop == "open" and self.next_ns is None and not self.in_flight
-            if self.in_flight or not finished:
+            if not finished:  # it still owed answers
                 self.stats.errors["read"] += 1
             self._lose()
 
@@ -340,9 +340,9 @@ def command(url: str, spec: LoadSpec | None, *, cpus: str | None = None) -> list
     return ["taskset", "-c", cpus, *cmd] if cpus is not None else cmd
 
 
-def client_env(base: dict | None = None) -> dict:
-    """The client's environment: ``base`` (default ``os.environ``) with ``scripts/ci`` on PYTHONPATH."""
-    env = dict(os.environ if base is None else base)
+def client_env() -> dict:
+    """The client's environment: this process's with ``scripts/ci`` on PYTHONPATH."""
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_CI_DIR), env.get("PYTHONPATH", "")) if p)
     return env
 

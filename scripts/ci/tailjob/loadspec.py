@@ -194,12 +194,10 @@ def _times(spec: LoadSpec, cls: ClientClass, index: int, start_ns: int, end_ns: 
 
 
 def offered(spec: LoadSpec, cls: ClientClass, start_ns: int, end_ns: int) -> int:
-    """Requests open-loop class ``cls`` offers from ``start_ns`` to ``end_ns``."""
     return sum(1 for i in range(cls.connections) for _ in _times(spec, cls, i, start_ns, end_ns))
 
 
 def set_offered(spec: LoadSpec, stats: list[ClassStats], start_ns: int, end_ns: int) -> None:
-    """Each open-loop class's requests offered in the run."""
     for st in stats:
         if st.cls.loop == "open":
             st.offered = offered(spec, st.cls, start_ns, end_ns)
@@ -284,8 +282,7 @@ def report(stats: list[ClassStats], duration_s: float) -> dict:
     classes = {st.cls.name: _class_report([st], duration_s, st.cls.name, st.cls.loop) for st in stats}
     loops = {st.cls.loop for st in stats}
     merged = _class_report(stats, duration_s, "all", loops.pop() if len(loops) == 1 else "mixed")
-    if merged["loop"] != "open":
-        merged["offered_rps"] = None
+    if merged["loop"] != "open":  # saturated when an open class of it is
         merged["saturated"] = any(c["saturated"] for c in classes.values())
     return {"classes": classes, "all": merged}
 

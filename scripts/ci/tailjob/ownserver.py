@@ -91,7 +91,6 @@ def add_server_options(parser: argparse.ArgumentParser, *, two_builds: bool = Tr
 
 
 def given(args: AbOptions | argparse.Namespace) -> bool:
-    """Whether a server command was given."""
     return any(getattr(args, name, None) is not None for name in ("server_cmd", "a_cmd", "b_cmd"))
 
 

@@ -35,7 +35,6 @@ def histogram_of(buckets: Iterable[Sequence[int]]) -> HdrHistogram:
 
 
 def decode(text: str) -> HdrHistogram:
-    """The histogram of :func:`encode`'s text."""
     return HdrHistogram.decode(text)
 
 

@@ -11,7 +11,7 @@ calibration) and :class:`tailjob.peersjob.PeersDesign`.  A run that is not data 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Protocol
 
 from . import pooled, probeleg, refcode, stats
@@ -140,7 +140,7 @@ class LegResult:
             "leg": asdict(self.leg),
             "name": self.leg.name,
             "backends": self.backends(),
-            "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
+            "arms": _arms_dict(self.arms),
             "env": self.env,
             "knobs": self.knobs,
             "schedule": self.schedule,
@@ -151,6 +151,10 @@ class LegResult:
             "load_spec": self.load_spec,
             "class_comparisons": {k: [c.as_dict() for c in v] for k, v in self.class_comparisons.items()},
         }
+
+
+def _arms_dict(arms: tuple[Arm, Arm]) -> dict:
+    return {a.key: {"label": a.label, "env": dict(a.env)} for a in arms}
 
 
 def compare_leg(
@@ -170,6 +174,7 @@ def compare_leg(
         if not r.warmup:
             by_trial.setdefault(r.trial, {})[r.arm] = r
     trials = [t for t in sorted(by_trial) if {"A", "B"} <= set(by_trial[t])]
+    arms = [[by_trial[t][arm] for t in trials] for arm in "AB"]  # A's runs, B's runs, paired by trial
 
     def figures(r: RunRecord) -> dict:
         return r.metrics if klass is None else (r.classes or {}).get(klass, {})
@@ -183,27 +188,16 @@ def compare_leg(
         )
 
     compared = stats.METRICS if klass is None else [stats.metric(k) for k in CLASS_METRICS]
+    hist = [[(r.wrk if klass is None else figures(r)).get("histogram") for r in side] for side in arms]
+    poolable = bool(trials) and all(h is not None for side in hist for h in side)
     out = []
-    hist = {
-        arm: [
-            (by_trial[t][arm].wrk if klass is None else figures(by_trial[t][arm])).get("histogram")
-            for t in trials
-        ]
-        for arm in "AB"
-    }
-    poolable = bool(trials) and all(h is not None for arm in "AB" for h in hist[arm])
     for m in compared:
         if poolable and m.key in POOLED_KEYS:
-            out.append(
-                pooled.compare_pooled(
-                    m, hist["A"], hist["B"], seed=seed, min_effect=min_effect, resamples=resamples
-                )
-            )
+            out.append(pooled.compare_pooled(m, *hist, seed=seed, min_effect=min_effect, resamples=resamples))
             continue
-        a = [figures(by_trial[t]["A"]).get(m.key) for t in trials]
-        b = [figures(by_trial[t]["B"]).get(m.key) for t in trials]
+        a, b = ([figures(r).get(m.key) for r in side] for side in arms)
         c = stats.compare(m, a, b, seed=seed, min_effect=min_effect, resamples=resamples)
-        out.append(_unbounded(c, [[run_samples(by_trial[t][arm], m) for t in trials] for arm in "AB"]))
+        out.append(_unbounded(c, [[run_samples(r, m) for r in side] for side in arms]))
     return out
 
 
@@ -411,16 +405,7 @@ class JobResult:
         ]
 
     def as_dict(self) -> dict:
-        return {
-            "argv": self.argv,
-            "profile": self.profile,
-            "ab": self.ab,
-            "arms": {a.key: {"label": a.label, "env": dict(a.env)} for a in self.arms},
-            "settings": asdict(self.settings),
-            "provenance": self.provenance,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "a_ref": self.a_ref,
-            "partial": self.partial,
-            "legs": [lr.as_dict() for lr in self.legs],
-        }
+        """Every field in its order, the legs last; arms, settings and legs as JSON."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "legs"}
+        out.update(arms=_arms_dict(self.arms), settings=asdict(self.settings))
+        return {**out, "legs": [lr.as_dict() for lr in self.legs]}

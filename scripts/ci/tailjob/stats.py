@@ -55,21 +55,14 @@ def bootstrap_ratio_ci(
     resamples: int = RESAMPLES,
     confidence: float = CONFIDENCE,
 ) -> tuple[float, float]:
-    """Percentile-bootstrap CI of median(b)/median(a) over paired runs.
-
-    ``a[i]`` and ``b[i]`` are the two arms of trial ``i``; a resample draws
-    ``len(a)`` trials with replacement.  Returns ``(low, high)``.  Raises
-    ``ValueError`` if the arms are not paired (different lengths), empty, or
-    a resample's median(a) is 0.
-    """
+    """Percentile-bootstrap CI ``(low, high)`` of median(b)/median(a) over paired runs: ``a[i]`` and
+    ``b[i]`` are the two arms of trial ``i``; a resample draws ``len(a)`` trials with replacement."""
     if len(a) != len(b) or not a:
         raise ValueError(f"bootstrap needs paired, non-empty arms: got {len(a)} A and {len(b)} B values")
-    rng = random.Random(seed)
-    n = len(a)
-    trials = range(n)
+    rng, n = random.Random(seed), len(a)
     ratios = []
     for _ in range(resamples):
-        pick = rng.choices(trials, k=n)
+        pick = rng.choices(range(n), k=n)
         ma = median([a[i] for i in pick])
         if ma == 0:
             raise ValueError("bootstrap resample with median(A) = 0: ratio undefined")
@@ -158,9 +151,8 @@ def verdict(ratio: float, ci: tuple[float, float], *, min_effect: float, higher_
       as inside);
     * inconclusive: anything else.
 
-    Raises ``ValueError`` for ``low > high`` or ``min_effect <= 0``.  The
-    other parts of the job -- and other load shapes -- decide with this one
-    function, so every verdict in a table follows from its row.
+    Every part of the job decides with this one function, so every verdict in a table follows from
+    its row.
     """
     low, high = ci
     if low > high:
@@ -189,14 +181,14 @@ def detectable_effect(ci: tuple[float, float]) -> float:
     return (ci[1] - ci[0]) / 2
 
 
-def pairs_needed(n_pairs: int, ci: tuple[float, float], min_effect: float, *, floor: int = MIN_PAIRS) -> int:
+def pairs_needed(n_pairs: int, ci: tuple[float, float], min_effect: float) -> int:
     """About how many paired runs would shrink the detectable effect to ``min_effect``.
 
     An interval's width falls as 1/sqrt(pairs), so ``n * (half-width / e)^2``,
-    rounded up, and never below ``floor`` (the fewest pairs for a verdict).
+    rounded up, and never below :data:`MIN_PAIRS` (the fewest pairs for a verdict).
     An estimate from one run's interval: the noise of the next run decides.
     """
-    return max(floor, math.ceil(n_pairs * (detectable_effect(ci) / min_effect) ** 2 - 1e-9))
+    return max(MIN_PAIRS, math.ceil(n_pairs * (detectable_effect(ci) / min_effect) ** 2 - 1e-9))
 
 
 @dataclass(frozen=True)

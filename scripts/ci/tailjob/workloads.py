@@ -127,11 +127,9 @@ class Traffic:
     classes: tuple[TrafficClass, ...]
     argv: tuple[str, ...]
 
-    default_rate = None  # as a Workload without --rate: every class says its own
-
     @property
     def name(self) -> str:
-        return Path(self.source).name if self.source != "--class" else "--class"
+        return Path(self.source).name  # "--class" for the options, a sweep's "inline"
 
     def __str__(self) -> str:
         return self.name
@@ -140,10 +138,6 @@ class Traffic:
     def connections(self) -> int:
         """The connections of all classes: the leg's connection count."""
         return sum(c.connections for c in self.classes)
-
-    @property
-    def open_classes(self) -> bool:
-        return any(c.loop == "open" for c in self.classes)
 
     @property
     def relative(self) -> bool:
@@ -176,14 +170,25 @@ def _number(value: object, lo: float, hi: float, kind: type = int) -> bool:
     return isinstance(value, (kind, int)) and not isinstance(value, bool) and lo <= value <= hi  # type: ignore[operator]
 
 
+def _rate_text(value: object) -> object:
+    """A rate as its text (TOML may give a number), stripped."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value.strip() if isinstance(value, str) else value
+
+
+def _rate_ok(value: object) -> bool:
+    try:
+        return isinstance(value, str) and bool(parse_rate(value))
+    except PlanError:
+        return False
+
+
 #: key -> (whether a value, as TOML types it, is accepted; what is accepted).
 _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "connections": (lambda v: _number(v, 1, CONNECTIONS_MAX), f"an integer from 1 to {CONNECTIONS_MAX}"),
     "loop": (lambda v: v in LOOPS, "open or closed"),
-    "rate": (
-        lambda v: _rate_ok(v),
-        "requests/s above 0 (200) or a fraction of the capacity ('0.7x', at most 10x)",
-    ),
+    "rate": (_rate_ok, "requests/s above 0 (200) or a fraction of the capacity ('0.7x', at most 10x)"),
     "schedule": (lambda v: v in SCHEDULES, "poisson or constant"),
     "depth": (lambda v: _number(v, 1, DEPTH_MAX), f"an integer from 1 to {DEPTH_MAX}"),
     "think_ms": (lambda v: _number(v, 0, THINK_MS_MAX, float), f"0 to {THINK_MS_MAX} milliseconds"),
@@ -192,18 +197,6 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         f"an integer from 0 to {SERVICE_US_MAX} (microseconds)",
     ),
 }
-
-
-def _rate_text(value: object) -> object:
-    """A rate as its text (TOML may give a number)."""
-    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-
-
-def _rate_ok(value: object) -> bool:
-    try:
-        return isinstance(value, str) and parse_rate(value) is not None
-    except PlanError:
-        return False
 
 
 def _check_class(where: str, name: str, table: Mapping[str, Any]) -> TrafficClass:
@@ -230,8 +223,6 @@ def _check_class(where: str, name: str, table: Mapping[str, Any]) -> TrafficClas
             raise bad(other, f"applies to {'a closed' if loop == 'open' else 'an open'}-loop class only")
     if loop == "open" and "rate" not in t:
         raise bad("rate", "an open-loop class needs one: requests/s (200) or a fraction of capacity ('0.7x')")
-    if "rate" in t:
-        t["rate"] = t["rate"].strip()
     return TrafficClass(name, **{**t, "think_ms": float(t.get("think_ms", 0))})
 
 
@@ -240,19 +231,21 @@ def _traffic(where: str, source: str, tables: Sequence[tuple[str, object]], argv
         raise TrafficError(f"{where}: no class: accepted one table per class, e.g. [bulk] connections = 16")
     classes: list[TrafficClass] = []
     for name, table in tables:
-        if not isinstance(table, dict):
-            raise TrafficError(
-                f"{where}: {name} = {_show(table)}: not a class; accepted one table per class "
-                "([name] then its keys)"
-            )
-        if not _NAME.fullmatch(name):
-            raise TrafficError(
-                f"{where}: class {name!r}: accepted a name of letters, digits, - and _ (1 to 32)"
-            )
-        if any(c.name == name for c in classes):
-            raise TrafficError(f"{where}: class {name!r}: named twice")
-        classes.append(_check_class(where, name, table))
+        _add_class(where, name, table, classes)
     return Traffic(source, tuple(classes), argv)
+
+
+def _add_class(where: str, name: str, table: object, classes: list[TrafficClass]) -> None:
+    """Check class ``name`` (its name, a name not yet in ``classes``, its keys) and append it."""
+    if not isinstance(table, dict):
+        raise TrafficError(
+            f"{where}: {name} = {_show(table)}: not a class; accepted one table per class ([name] then its keys)"
+        )
+    if not _NAME.fullmatch(name):
+        raise TrafficError(f"{where}: class {name!r}: accepted a name of letters, digits, - and _ (1 to 32)")
+    if any(c.name == name for c in classes):
+        raise TrafficError(f"{where}: class {name!r}: named twice")
+    classes.append(_check_class(where, name, table))
 
 
 def traffic_of(tables: Mapping[str, object], *, where: str, source: str) -> Traffic:
@@ -295,9 +288,7 @@ def parse_classes(texts: Sequence[str]) -> Traffic:
             )
         if not isinstance(name, str):
             raise TrafficError(f"{where}: name missing: required (the class's name, e.g. name=bulk)")
-        if any(c.name == name for c in classes):
-            raise TrafficError(f"{where}: class {name!r}: named twice")
-        classes.append(_traffic(where, "--class", [(name, table)], ()).classes[0])
+        _add_class(where, name, table, classes)
     return Traffic("--class", tuple(classes), tuple(arg for text in texts for arg in ("--class", text)))
 
 

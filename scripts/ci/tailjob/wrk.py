@@ -123,13 +123,9 @@ def wrk_command(
     duration_s: int,
     script: str,
     cpus: str | None = None,
-    timeout_s: int | None = None,
-    wrk: str = "wrk",
 ) -> list[str]:
     """argv for one wrk run; ``cpus`` (e.g. ``"1"``) pins it with ``taskset -c``."""
-    cmd = [wrk, f"-t{threads}", f"-c{connections}", f"-d{duration_s}s"]
-    cmd += [f"--timeout={timeout_s}s"] if timeout_s is not None else []
-    cmd += ["-s", script, url]
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration_s}s", "-s", script, url]
     return ["taskset", "-c", cpus, *cmd] if cpus is not None else cmd
 
 
