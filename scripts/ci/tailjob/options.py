@@ -40,8 +40,8 @@ EXIT_CODES = """exit codes:
        or answer, or a run that failed: one line
   130  interrupted (Ctrl-C, SIGINT): one line
   143  terminated (SIGTERM, a CI timeout): one line
-       (3, 130, 143: an A/B, either tier, first writes the runs it finished, a report and JSON
-       marked partial, and its one line names them)"""
+       (3, 130, 143: an A/B (either tier), calibrate or peers first writes the runs it finished,
+       a report and JSON marked partial, and its one line names them)"""
 
 
 def _duration(text: str) -> int:

@@ -348,15 +348,19 @@ def render(job: JobResult, *, runs: bool = True) -> str:
 
 def partial_lines(job: JobResult) -> list[str]:
     """A report's first lines when its job stopped before its last run (either tier): what it holds."""
-    if not job.partial:
-        return []
-    return [
-        f"**Partial: {job.partial}.** This report holds the runs that finished; a leg cut short is "
-        "compared on its trials whose two arms both finished, and has a verdict only where those pairs "
-        f"suffice ({MIN_PAIRS} at least, and an interval that decides), as any leg; a leg not reached "
-        "is not here. `--gate` does not apply: the job did not finish (its exit code says why).",
-        "",
-    ]
+    return partial_note(
+        job.partial,
+        "This report holds the runs that finished; a leg cut short is compared on its trials whose two "
+        f"arms both finished, and has a verdict only where those pairs suffice ({MIN_PAIRS} at least, and "
+        "an interval that decides), as any leg; a leg not reached is not here. `--gate` does not apply: "
+        "the job did not finish (its exit code says why).",
+    )
+
+
+def partial_note(partial: str | None, holds: str) -> list[str]:
+    """The lines that open the report of a job stopped early (``partial``: why, after how many runs),
+    saying what it ``holds``; none for a job that finished."""
+    return [f"**Partial: {partial}.** {holds}", ""] if partial else []
 
 
 def _header(job: JobResult) -> list[str]:
