@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         if own_signals:  # a second Ctrl-C would only interrupt the exit itself
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         ctrl_c = isinstance(e, KeyboardInterrupt)
-        lost = getattr(e, "not_kept", "")  # set by _run_live
-        print(f"{PROG}: {'interrupted' if ctrl_c else 'terminated (SIGTERM)'}{lost}", file=sys.stderr)
+        kept = getattr(e, "kept", "")  # set by _run_live: the runs it kept
+        print(f"{PROG}: {'interrupted' if ctrl_c else 'terminated (SIGTERM)'}{kept}", file=sys.stderr)
         return 130 if ctrl_c else 128 + signal.SIGTERM
 
 
@@ -213,7 +213,7 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
         if isinstance(e, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C would cut the files short
         why = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
-        e.not_kept = _kept(job, kept, progress, base, why)  # type: ignore[union-attr]
+        e.kept = _kept(job, kept, progress, base, why)  # type: ignore[union-attr]
         raise
     printed = _written(job, base, results)
     if collect is not None:
@@ -256,13 +256,14 @@ def _write(job, o: Outputs, render) -> tuple[list, Path, str | None]:
     the report and JSON only, and None)."""
     (md,) = outputs.write_files(o.results_dir, o.stem, {".md": render(job, runs=True)})
     result_json = history.write_result(job, o.results_dir, o.stem)
-    if getattr(job, "partial", None):  # a job stopped early: the report and JSON, marked partial
+    if job.partial:  # a job stopped early: the report and JSON, marked partial
         return [md, result_json], result_json, None  # (the history and its plots are of finished jobs)
     from . import plot  # here: matplotlib's ~1 s of import is not for a refused, sim or count run
 
     images = plot.plot_job(job, o.results_dir / o.stem)
     line = history.history_line(job, result_file=f"results/{result_json.name}")
-    jsonl = history.append_history(line, o.results_dir.parent, name=history.history_file(job))
+    name = history.PEERS_HISTORY_FILE if job.ab == "peers" else history.HISTORY_FILE
+    jsonl = history.append_history(line, o.results_dir.parent, name=name)
     return [md, *images, result_json], result_json, f"{jsonl} (one line appended)"
 
 
@@ -276,7 +277,6 @@ def _live_legs(legs: list, arms, asked: str | None) -> list:
 
 
 def _settings(args, *, pin: bool, **kw) -> Settings:
-    """The run settings from the options."""
     return Settings(
         seed=args.seed,
         warmup=not args.no_warmup,

@@ -150,11 +150,6 @@ def write_result(job, results_dir: Path, stem: str) -> Path:
     return path
 
 
-def history_file(job) -> str:
-    """The history file of ``job`` under ``<out>``: :data:`PEERS_HISTORY_FILE` for ``peers``."""
-    return PEERS_HISTORY_FILE if job.ab == "peers" else HISTORY_FILE
-
-
 def _flagged(lr) -> dict[str, int]:
     return {flag: sum(flag in r.flags for r in lr.measured()) for flag in FLAGS}
 

@@ -11,7 +11,7 @@ from . import history
 from .metrics import PEER_METRICS, metric
 from .peers import REFERENCES
 from .peersjob import PeersJobResult, PeersLegResult
-from .report import flag_summary, format_value, machine_line, partial_note, plural, run_rows
+from .report import flag_summary, format_value, machine_line, partial_note, pinning, plural, run_rows
 
 BEGIN = "<!-- peers-table:begin -->"
 END = "<!-- peers-table:end -->"
@@ -85,11 +85,6 @@ def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") ->
 def _setup(job: PeersJobResult) -> list[str]:
     s = job.settings
     leg0 = job.legs[0].leg if job.legs else None
-    pin = (
-        f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
-        if s.pinned
-        else "not pinned (--no-pin)"
-    )
     lines = []
     if leg0:
         lines.append(
@@ -104,7 +99,8 @@ def _setup(job: PeersJobResult) -> list[str]:
     if job.ceiling_note:
         lines.append(f"- {job.ceiling_note}")
     lines += [
-        f"- Schedule: each trial runs every server once, in an order drawn at random (seed {s.seed}); {pin}.",
+        f"- Schedule: each trial runs every server once, in an order drawn at random (seed {s.seed}); "
+        f"{pinning(s, 'not pinned (--no-pin)')}.",
         f"- {machine_line(job.provenance)}",
     ]
     return lines
