@@ -196,10 +196,10 @@ def _leg_shape(lr) -> dict:
 def _ab_leg(lr) -> dict:
     """One A/B leg of the history line: its shape, arms' knobs, verdicts (whole run, classes)."""
     line = {
-        "name": lr.leg.name,
+        "name": lr.leg.name,  # first: _leg_shape's name only repeats it
         "backend": lr.leg.backend,
         "backends": lr.backends(),
-        **{k: v for k, v in _leg_shape(lr).items() if k != "name"},
+        **_leg_shape(lr),
         "knobs": lr.knobs,
         "env": lr.env,
         **verdicts(lr.comparisons),
