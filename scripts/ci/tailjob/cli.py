@@ -4,8 +4,8 @@ Parses the subcommand (:mod:`tailjob.options`), turns the namespace into the rec
 (:class:`~tailjob.plan.AbOptions`, :class:`~tailjob.instructions.CountPlan`, the grid) -- below this
 module no function sees the parsed command line -- and runs it.  A live job is planned here
 (:func:`_plan_ab`, :func:`_plan_calibrate`, :func:`_plan_peers` each return a :class:`Job`), run
-with progress, written (report, plot, JSON, history line) and summed up; then the exit code.  An A/B
-stopped by a failed run or a signal writes the runs it finished, marked partial (:func:`_kept`).
+with progress, written (report, plot, JSON, history line) and summed up; then the exit code.  A live
+job stopped by a failed run or a signal writes the runs it finished, marked partial (:func:`_kept`).
 """
 
 from __future__ import annotations
@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         if own_signals:  # a second Ctrl-C would only interrupt the exit itself
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         ctrl_c = isinstance(e, KeyboardInterrupt)
-        kept = getattr(e, "kept", "")  # set by _run_live: the runs it kept
-        print(f"{PROG}: {'interrupted' if ctrl_c else 'terminated (SIGTERM)'}{kept}", file=sys.stderr)
+        lost = getattr(e, "not_kept", "")  # set by _run_live (and sim.cli): the runs kept, if any
+        print(f"{PROG}: {'interrupted' if ctrl_c else 'terminated (SIGTERM)'}{lost}", file=sys.stderr)
         return 130 if ctrl_c else 128 + signal.SIGTERM
 
 
@@ -213,7 +213,7 @@ def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None 
         if isinstance(e, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C would cut the files short
         why = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
-        e.kept = _kept(job, kept, progress, base, why)  # type: ignore[union-attr]
+        e.not_kept = _kept(job, kept, progress, base, why)  # type: ignore[union-attr]
         raise
     printed = _written(job, base, results)
     if collect is not None:

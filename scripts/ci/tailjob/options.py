@@ -513,11 +513,10 @@ def _glued(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     return out
 
 
-def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+def parse(argv: list[str]) -> argparse.Namespace:
     """The namespace of ``argv`` (no subcommand: ``ab``); an option of another subcommand is one line
     naming the subcommands it belongs to (exit 2)."""
-    parser = parser or build_parser()
-    argv = list(argv)
+    parser, argv = build_parser(), list(argv)
     if "--tier" in argv[:-1] and argv[argv.index("--tier") + 1] == "instructions":
         parser.error(f"--tier instructions: now a subcommand: {COMMAND} count [options]")
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
