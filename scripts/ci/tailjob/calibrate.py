@@ -2,7 +2,7 @@
 "Calibration").
 
 K rounds, on every leg of the plan, of three A/B legs, each the one trial loop and comparison
-(:func:`tailjob.runner.run_job`: :class:`~tailjob.runner.ABDesign`, :func:`tailjob.runner.decide`) with
+(:func:`tailjob.runner.run_trials`: :class:`~tailjob.runner.ABDesign`, :func:`tailjob.runner.decide`) with
 preset arms: ``aa`` (identical arms), ``slow10`` and ``slow25`` (B busy-waits ``CWIST_BENCH_DELAY_US``
 of about 10 % and 25 % of the server's CPU per request, measured on the leg's first A/A leg:
 :func:`delays_for`).  :func:`render_table` counts per metric the A/A legs' false calls and median
@@ -16,12 +16,18 @@ from dataclasses import dataclass, replace
 
 from . import stats
 from .plan import AB_PRESETS, Arm, Leg
-from .runner import LegResult, Settings, run_job
+from .runner import ABDesign, LegResult, Settings, run_trials
 from .stats import EQUIVALENT, GAIN, NO_VERDICT, REGRESSION, Comparison, median
 
 SLOWDOWNS = {"slow10": 0.10, "slow25": 0.25}
 """Injected slowdowns, as a share of the measured server CPU per request."""
 KINDS = ("aa", *SLOWDOWNS)
+PARTIAL = (
+    "This table holds the legs that ran: a leg cut short is counted on its trials whose two arms both "
+    f"finished, as any leg (fewer than {stats.MIN_PAIRS} pairs: `n/a`); a leg not reached is not here, "
+    "so the counts are of fewer rounds than asked."
+)
+"""What the report of a calibration stopped early holds (after its ``**Partial: ...**``)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,10 @@ class CalibrationLeg:
     delay_us: int | None
     comparisons: list[Comparison]
     result: LegResult | None = None
+
+    @property
+    def runs(self) -> list:
+        return self.result.runs if self.result else []
 
     def as_dict(self) -> dict:
         head = {k: getattr(self, k) for k in ("kind", "round", "backend", "delay_us")}
@@ -58,27 +68,47 @@ def _arms(kind: str, delay: int | None) -> tuple[Arm, Arm]:
 
 
 def run_calibration(
-    legs: list[Leg], k: int, settings: Settings, *, ambient: Mapping[str, str], progress=None
+    legs: list[Leg], k: int, settings: Settings, *, ambient: Mapping[str, str], progress=None, into=None
 ) -> list[CalibrationLeg]:
     """Run K rounds over ``legs`` (A/A, +10 %, +25 % per leg and round; see the module docstring).
-    Each leg's seed is ``settings.seed + 1000 * round + kind index``: its own schedule and draws."""
-    out: list[CalibrationLeg] = []
+    Each leg's seed is ``settings.seed + 1000 * round + kind index``: its own schedule and draws.
+    ``into``: the caller's list, which gets each leg as it ends, and the leg a failed run or a signal
+    stopped, decided on the runs it finished (:func:`tailjob.runner.run_trials`)."""
+    out: list[CalibrationLeg] = [] if into is None else into
     delays: dict[int, dict[str, int]] = {}  # per leg of the plan, from its first A/A leg
     for rnd in range(k):
         for leg in legs:
             for j, kind in enumerate(KINDS):
                 delay = None if kind == "aa" else delays[leg.index][kind]
                 s = replace(settings, seed=settings.seed + 1000 * rnd + j)
-                [lr] = run_job([leg], _arms(kind, delay), s, ambient=ambient, progress=progress)
+                ran: list[LegResult] = []
+                try:
+                    run_trials(
+                        [leg], ABDesign(_arms(kind, delay), s, ambient), s, progress=progress, into=ran
+                    )
+                finally:
+                    if ran and ran[0].runs:
+                        out.append(CalibrationLeg(kind, rnd, leg.name, delay, ran[0].comparisons, ran[0]))
                 if leg.index not in delays:
                     cpu = [
-                        r.metrics["cpu_us_per_req"] for r in lr.measured() if r.metrics.get("cpu_us_per_req")
+                        r.metrics["cpu_us_per_req"]
+                        for r in ran[0].measured()
+                        if r.metrics.get("cpu_us_per_req")
                     ]
                     if not cpu:
                         raise ValueError(f"{leg.name}: the A/A leg measured no CPU per request")
                     delays[leg.index] = delays_for(median(cpu))
-                out.append(CalibrationLeg(kind, rnd, leg.name, delay, lr.comparisons, lr))
     return out
+
+
+def planned(legs: list[Leg], k: int) -> list[Leg]:
+    """The legs :func:`run_calibration` runs, in its order, named by round and kind."""
+    return [
+        replace(leg, label=f"round {rnd + 1}: {leg.name}, {kind}")
+        for rnd in range(k)
+        for leg in legs
+        for kind in KINDS
+    ]
 
 
 def _row(backend: str, m: stats.Metric, legs: list[CalibrationLeg]) -> str:

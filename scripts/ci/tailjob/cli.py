@@ -4,8 +4,8 @@ Parses the subcommand (:mod:`tailjob.options`), turns the namespace into the rec
 (:class:`~tailjob.plan.AbOptions`, :class:`~tailjob.instructions.CountPlan`, the grid) -- below this
 module no function sees the parsed command line -- and runs it.  A live job is planned here
 (:func:`_plan_ab`, :func:`_plan_calibrate`, :func:`_plan_peers` each return a :class:`Job`), run
-with progress, written (report, plot, JSON, history line) and summed up; then the exit code.  An A/B
-stopped by a failed run or a signal writes the runs it finished, marked partial (:func:`_kept`).
+with progress, written (report, plot, JSON, history line) and summed up; then the exit code.  A live
+job stopped by a failed run or a signal writes the runs it finished, marked partial (:func:`_kept`).
 """
 
 from __future__ import annotations
@@ -71,11 +71,11 @@ def _exit_on_sigterm(signum, frame) -> None:
 
 @dataclass
 class Job:
-    """A planned live job: ``legs`` and ``arms`` size the progress display; ``run(settings, progress,
-    into)`` is the trial loop (``into``: the list that holds each leg's result as it runs); ``finish(
-    results, Outputs, partial=None)`` writes the files and returns a :class:`Printed`.  ``keeps``:
-    ``finish`` takes ``partial`` (why the job stopped early): a failed or interrupted job writes the
-    runs it finished."""
+    """A planned live job: ``legs`` (in run order; a leg not reached is named by its ``name``) and
+    ``arms`` size the progress display; ``run(settings, progress, into)`` is the trial loop (``into``:
+    the list that holds each leg's result as it runs); ``finish(results, Outputs, partial=None)``
+    writes the files and returns a :class:`Printed` (``partial``: why the job stopped early: a failed
+    or interrupted job writes the runs it finished)."""
 
     name: str  # the file stem's last part: the --ab name, "calibrate" or "peers"
     profile: str
@@ -86,7 +86,6 @@ class Job:
     run: Callable
     finish: Callable
     probe: bool = False  # every run writes probe files (under <out>/results/<stem>-probe/)
-    keeps: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         if own_signals:  # a second Ctrl-C would only interrupt the exit itself
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         ctrl_c = isinstance(e, KeyboardInterrupt)
-        lost = getattr(e, "not_kept", "")  # set by _run_live
+        lost = getattr(e, "not_kept", "")  # set by _run_live (and sim.cli): the runs kept, if any
         print(f"{PROG}: {'interrupted' if ctrl_c else 'terminated (SIGTERM)'}{lost}", file=sys.stderr)
         return 130 if ctrl_c else 128 + signal.SIGTERM
 
@@ -242,12 +241,9 @@ def _written(job: Job, o: Outputs, results: list, partial: str | None = None) ->
 def _kept(job: Job, kept: list, progress: JobProgress, o: Outputs, why: str, error=None) -> str:
     """What a failed or interrupted live job kept, said after its one line: the runs it finished,
     written by its own writer (:func:`_written`) and marked partial, or that none were."""
-    done = progress.done
-    if not done:
-        return ""
     ran = [lr for lr in kept if lr.runs]  # a leg whose first run did not finish was not reached
-    if not job.keeps or not ran:
-        return f" ({done} finished run{'s' if done != 1 else ''} not kept: no files written)"
+    if not ran:
+        return ""
     done = sum(len(lr.runs) for lr in ran)
     missed = [leg.name for leg in job.legs[len(ran) :]]
     printed = _written(job, o, ran, outputs.partial(why, done, progress.total, missed, error))
@@ -260,13 +256,14 @@ def _write(job, o: Outputs, render) -> tuple[list, Path, str | None]:
     the report and JSON only, and None)."""
     (md,) = outputs.write_files(o.results_dir, o.stem, {".md": render(job, runs=True)})
     result_json = history.write_result(job, o.results_dir, o.stem)
-    if getattr(job, "partial", None):  # a job stopped early: the report and JSON, marked partial
+    if job.partial:  # a job stopped early: the report and JSON, marked partial
         return [md, result_json], result_json, None  # (the history and its plots are of finished jobs)
     from . import plot  # here: matplotlib's ~1 s of import is not for a refused, sim or count run
 
     images = plot.plot_job(job, o.results_dir / o.stem)
     line = history.history_line(job, result_file=f"results/{result_json.name}")
-    jsonl = history.append_history(line, o.results_dir.parent, name=history.history_file(job))
+    name = history.PEERS_HISTORY_FILE if job.ab == "peers" else history.HISTORY_FILE
+    jsonl = history.append_history(line, o.results_dir.parent, name=name)
     return [md, *images, result_json], result_json, f"{jsonl} (one line appended)"
 
 
@@ -280,7 +277,6 @@ def _live_legs(legs: list, arms, asked: str | None) -> list:
 
 
 def _settings(args, *, pin: bool, **kw) -> Settings:
-    """The run settings from the options."""
     return Settings(
         seed=args.seed,
         warmup=not args.no_warmup,
@@ -357,7 +353,7 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
         )
         return _ab_printed(replace(job, partial=partial), o, gate=args.gate)
 
-    return Job(ab, profile.name, legs, 2, settings, wrk, run, finish, probe=probe, keeps=True)
+    return Job(ab, profile.name, legs, 2, settings, wrk, run, finish, probe=probe)
 
 
 def _ab_printed(job: JobResult, o: Outputs, *, gate: bool) -> Printed:
@@ -392,14 +388,14 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
     legs = _live_legs(legs, arms, args.backend)  # last: a bad option is the only line
 
     def run(s: Settings, progress, into: list) -> list:
-        return calibrate.run_calibration(legs, k, s, ambient=os.environ, progress=progress)
+        return calibrate.run_calibration(legs, k, s, ambient=os.environ, progress=progress, into=into)
 
-    def finish(results, o: Outputs) -> Printed:
+    def finish(results, o: Outputs, partial: str | None = None) -> Printed:
         table = calibrate.render_table(results, profile=profile.name, k=k, wrk=legs[0].wrk_args())
         measured = [r for c in results if c.result for r in c.result.measured()]
         polluted = sum("polluted" in r.flags for r in measured)
-        text = (
-            f"# Tail-latency job: `calibrate {k}`, profile `{profile.name}`\n\n"
+        head = [f"# Tail-latency job: `calibrate {k}`, profile `{profile.name}`", ""]
+        text = "\n".join([*head, *report.partial_note(partial, calibrate.PARTIAL), ""]) + (
             f"- Command: `{history.command(argv)}`; started {o.started}, finished {o.finished}.\n"
             f"- {report.machine_line(o.provenance)}\n"
             f"- {polluted} of {report.plural(len(measured), 'measured run')} flagged `polluted` (other "
@@ -414,14 +410,14 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
             "finished_at": o.finished,
             "provenance": o.provenance,
             "settings": asdict(o.settings),
+            "partial": partial,
             "legs": [c.as_dict() for c in results],
         }
         return Printed(
             text, outputs.write_files(o.results_dir, o.stem, {".md": text, ".json": outputs.dumps(data)})
         )
 
-    n_kinds = len(calibrate.KINDS)
-    return Job("calibrate", profile.name, legs * (k * n_kinds), 2, settings, wrk, run, finish)
+    return Job("calibrate", profile.name, calibrate.planned(legs, k), 2, settings, wrk, run, finish)
 
 
 def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
@@ -447,9 +443,10 @@ def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
         print(f"{PROG}: tailreactor (io_uring) skipped: {refused}", file=sys.stderr, flush=True)
 
     def run(s: Settings, progress, into: list) -> list:
-        return run_trials(legs, peersjob.PeersDesign(servers, s, os.environ, nginx), s, progress=progress)
+        design = peersjob.PeersDesign(servers, s, os.environ, nginx)
+        return run_trials(legs, design, s, progress=progress, into=into)
 
-    def finish(results, o: Outputs) -> Printed:
+    def finish(results, o: Outputs, partial: str | None = None) -> Printed:
         o.provenance["packages"]["uvloop"] = history.package_version("uvloop")
         o.provenance["nginx"] = peers.nginx_version(nginx) if nginx else None
         job = peersjob.PeersJobResult(
@@ -462,14 +459,15 @@ def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
             started_at=o.started,
             finished_at=o.finished,
             ceiling_note=ceiling_note,
+            partial=partial,
         )
         files, result_json, jsonl = _write(job, o, peersreport.render)
-        if args.write_readme:
+        if args.write_readme and not partial:  # the README's table is of a finished comparison
             files.append(
                 peersreport.write_readme(
                     job, o.results_dir.parent / "README.md", result_file=f"results/{result_json.name}"
                 )
             )
-        return Printed(peersreport.render(job, runs=False), [*files, jsonl])
+        return Printed(peersreport.render(job, runs=False), [*files, *([jsonl] if jsonl else [])])
 
     return Job("peers", profile.name, legs, len(servers), settings, wrk, run, finish)

@@ -150,11 +150,6 @@ def write_result(job, results_dir: Path, stem: str) -> Path:
     return path
 
 
-def history_file(job) -> str:
-    """The history file of ``job`` under ``<out>``: :data:`PEERS_HISTORY_FILE` for ``peers``."""
-    return PEERS_HISTORY_FILE if job.ab == "peers" else HISTORY_FILE
-
-
 def _flagged(lr) -> dict[str, int]:
     return {flag: sum(flag in r.flags for r in lr.measured()) for flag in FLAGS}
 
@@ -201,10 +196,10 @@ def _leg_shape(lr) -> dict:
 def _ab_leg(lr) -> dict:
     """One A/B leg of the history line: its shape, arms' knobs, verdicts (whole run, classes)."""
     line = {
-        "name": lr.leg.name,
+        "name": lr.leg.name,  # first: _leg_shape's name only repeats it
         "backend": lr.leg.backend,
         "backends": lr.backends(),
-        **{k: v for k, v in _leg_shape(lr).items() if k != "name"},
+        **_leg_shape(lr),
         "knobs": lr.knobs,
         "env": lr.env,
         **verdicts(lr.comparisons),

@@ -40,8 +40,8 @@ EXIT_CODES = """exit codes:
        or answer, or a run that failed: one line
   130  interrupted (Ctrl-C, SIGINT): one line
   143  terminated (SIGTERM, a CI timeout): one line
-       (3, 130, 143: an A/B, either tier, first writes the runs it finished, a report and JSON
-       marked partial, and its one line names them)"""
+       (3, 130, 143: an A/B (either tier), calibrate or peers first writes the runs it finished,
+       a report and JSON marked partial, and its one line names them)"""
 
 
 def _duration(text: str) -> int:
@@ -60,29 +60,19 @@ MAX_WORKERS = 1024
 """``--workers``' most: the bench server's own bound (``tailreactor.http.server --workers``)."""
 
 
-def _seed(text: str) -> int:
-    if not text.strip().isdecimal() or int(text) > SEED_MAX:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: accepted an integer from 0 to {SEED_MAX} (a 32-bit seed)"
-        )
-    return int(text)
-
-
-def _upto(most: int, why: str):
-    """The type of a positive integer option whose largest value is ``most`` (``why``: the reason)."""
+def _integer(low: int = 1, high: int | None = None, why: str = ""):
+    """The type of an integer option from ``low`` to ``high`` (None: no bound; ``why``: the bound's reason)."""
 
     def check(text: str) -> int:
-        if not text.strip().isdecimal() or not 1 <= int(text) <= most:
-            raise argparse.ArgumentTypeError(f"{text!r}: accepted an integer from 1 to {most} ({why})")
+        if not text.strip().isdecimal() or not low <= int(text) <= (int(text) if high is None else high):
+            what = "a positive integer" if high is None else f"an integer from {low} to {high} ({why})"
+            raise argparse.ArgumentTypeError(f"{text!r}: accepted {what}")
         return int(text)
 
     return check
 
 
-def _positive(text: str) -> int:
-    if not text.strip().isdecimal() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted a positive integer")
-    return int(text)
+_positive = _integer()
 
 
 def _connections(text: str) -> tuple[int, ...]:
@@ -94,12 +84,16 @@ def _connections(text: str) -> tuple[int, ...]:
         ) from None
 
 
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan  # refused by every bound below
+
+
 def _fraction(text: str) -> float:
     t = text.strip()
-    try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        value = -1.0
+    value = _number(t[:-1]) / 100 if t.endswith("%") else _number(t)
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(
             f"{text!r}: accepted a fraction above 0 and below 1 like 0.05, or a percentage like 5%"
@@ -108,10 +102,7 @@ def _fraction(text: str) -> float:
 
 
 def _cores(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
+    value = _number(text)
     if not (value >= 0 and math.isfinite(value)):  # nan and inf (1e309) too
         raise argparse.ArgumentTypeError(
             f"{text!r}: accepted a finite non-negative number of cores, e.g. 0.1"
@@ -200,12 +191,12 @@ OPTIONS: dict[str, dict] = {
         f"{SIM_MAX_DURATION_S} s in virtual time",
     ),
     "--runs": dict(
-        type=_upto(MAX_RUNS, "runs per arm; the profiles run 8"),
+        type=_integer(1, MAX_RUNS, "runs per arm; the profiles run 8"),
         metavar="N",
         help="measured runs per arm in each leg",
     ),
     "--workers": dict(
-        type=_upto(MAX_WORKERS, "the bench server's bound"),
+        type=_integer(1, MAX_WORKERS, "the bench server's bound"),
         metavar="N",
         help="bench server --workers (default: CWIST_WORKERS)",
     ),
@@ -249,7 +240,10 @@ OPTIONS: dict[str, dict] = {
     "--wrk-cpus": dict(metavar="CPUS", help="wrk's taskset CPUs when pinned: 1 or 1,3 (1)"),
     "--no-warmup": dict(action="store_true", help="skip the discarded warm-up run per leg"),
     "--seed": dict(
-        type=_seed, default=1, metavar="N", help="integer seed of the run order and bootstrap (1)"
+        type=_integer(0, SEED_MAX, "a 32-bit seed"),
+        default=1,
+        metavar="N",
+        help="integer seed of the run order and bootstrap (1)",
     ),
     "--pollution-limit": dict(
         type=_cores,
@@ -519,11 +513,10 @@ def _glued(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     return out
 
 
-def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+def parse(argv: list[str]) -> argparse.Namespace:
     """The namespace of ``argv`` (no subcommand: ``ab``); an option of another subcommand is one line
     naming the subcommands it belongs to (exit 2)."""
-    parser = parser or build_parser()
-    argv = list(argv)
+    parser, argv = build_parser(), list(argv)
     if "--tier" in argv[:-1] and argv[argv.index("--tier") + 1] == "instructions":
         parser.error(f"--tier instructions: now a subcommand: {COMMAND} count [options]")
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
-def dumps(doc: dict, *, indent: int | None = 1) -> bytes:
+def dumps(doc: dict) -> bytes:
     """A JSON document as the job writes it (``indent=1``, one trailing newline)."""
-    return (json.dumps(doc, indent=indent) + "\n").encode()
+    return (json.dumps(doc, indent=1) + "\n").encode()
 
 
 def write_atomic(path: Path, data: bytes | str) -> Path:

@@ -43,7 +43,8 @@ class PeersLegResult:
 @dataclass
 class PeersJobResult:
     """Everything a peers job produced.  ``ceiling_note``: why there is no ceiling (nginx missing), else
-    None.  ``arms`` (the servers) and ``ab`` give it the shape the plot and the history read."""
+    None; ``partial``: why the job stopped before its last run (None: it finished).  ``arms`` (the
+    servers) and ``ab`` give it the shape the plot and the history read."""
 
     argv: list[str]
     profile: str
@@ -54,6 +55,7 @@ class PeersJobResult:
     started_at: str
     finished_at: str
     ceiling_note: str | None = None
+    partial: str | None = None
     ab: str = "peers"
 
     @property

@@ -11,10 +11,17 @@ from . import history
 from .metrics import PEER_METRICS, metric
 from .peers import REFERENCES
 from .peersjob import PeersJobResult, PeersLegResult
-from .report import flag_summary, format_value, machine_line, plural, run_rows
+from .report import flag_summary, format_value, machine_line, partial_note, pinning, plural, run_rows
 
 BEGIN = "<!-- peers-table:begin -->"
 END = "<!-- peers-table:end -->"
+
+PARTIAL = (
+    "This report holds the runs that finished: a leg cut short has each server's medians over its runs "
+    "that finished, and the intervals over the trials both servers of a ratio finished; a leg not reached is not "
+    "here. `--write-readme` does not apply: the README's table is of finished comparisons."
+)
+"""What the report of a comparison stopped early holds (after its ``**Partial: ...**``)."""
 
 _COLUMNS = tuple((k, metric(k).label) for k in PEER_METRICS)
 _RATIO_METRICS = (("rps", "Req/s"), ("cpu_us_per_req", "CPU us/req"))
@@ -78,11 +85,6 @@ def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") ->
 def _setup(job: PeersJobResult) -> list[str]:
     s = job.settings
     leg0 = job.legs[0].leg if job.legs else None
-    pin = (
-        f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
-        if s.pinned
-        else "not pinned (--no-pin)"
-    )
     lines = []
     if leg0:
         lines.append(
@@ -97,7 +99,8 @@ def _setup(job: PeersJobResult) -> list[str]:
     if job.ceiling_note:
         lines.append(f"- {job.ceiling_note}")
     lines += [
-        f"- Schedule: each trial runs every server once, in an order drawn at random (seed {s.seed}); {pin}.",
+        f"- Schedule: each trial runs every server once, in an order drawn at random (seed {s.seed}); "
+        f"{pinning(s, 'not pinned (--no-pin)')}.",
         f"- {machine_line(job.provenance)}",
     ]
     return lines
@@ -105,7 +108,12 @@ def _setup(job: PeersJobResult) -> list[str]:
 
 def render(job: PeersJobResult, *, runs: bool = True) -> str:
     """The Markdown report; ``runs=False`` leaves out the per-run tables."""
-    lines = [f"# Peers comparison: profile `{job.profile}`", ""] + _setup(job)
+    lines = [
+        f"# Peers comparison: profile `{job.profile}`",
+        "",
+        *partial_note(job.partial, PARTIAL),
+        *_setup(job),
+    ]
     for lr in job.legs:
         lines += [""] + leg_tables(job, lr)
     if runs:

@@ -309,12 +309,9 @@ def without_refused_io_uring(items: list, on_io_uring: list, *, asked: bool, mea
 
 def shuffled_schedule(keys: list[str], trials: int, *, seed: int) -> list[list[str]]:
     """``trials`` orders of ``keys``, each shuffled with one ``random.Random(seed)``."""
-    rng = random.Random(seed)
-    schedule = []
-    for _ in range(trials):
-        order = list(keys)
+    rng, schedule = random.Random(seed), [list(keys) for _ in range(trials)]
+    for order in schedule:
         rng.shuffle(order)
-        schedule.append(order)
     return schedule
 
 

@@ -40,8 +40,8 @@ def counter(label: str, *, lines: int) -> Callable[[int, int], None]:
 class JobProgress:
     """Context manager; call it as ``progress(event, info)`` (see run_job)."""
 
-    def __init__(self, legs: list[Leg], *, warmup: bool, arms: int = 2, console: Console | None = None):
-        self.console = console or Console(stderr=True)
+    def __init__(self, legs: list[Leg], *, warmup: bool, arms: int = 2):
+        self.console = Console(stderr=True)
         # runs per leg: each arm (or peers server) once per trial, plus the warm-up
         self.plan_s = [leg.duration_s for leg in legs for _ in range(arms * leg.runs + (1 if warmup else 0))]
         self.total = len(self.plan_s)

@@ -252,6 +252,15 @@ def _flagged_note(lr) -> str:
     )
 
 
+def pinning(s, unpinned: str = "not pinned") -> str:
+    """How a job's runs were pinned (:class:`tailjob.measure.Settings` ``s``), for its report."""
+    return (
+        f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
+        if s.pinned
+        else unpinned
+    )
+
+
 def machine_line(pv: dict) -> str:
     """'Machine: CPU, 2 CPUs, Linux .., Python .., wrk ..; commit abc (dirty).' from provenance."""
     commit = pv.get("git_commit", "?")[:12] + (" (dirty)" if pv.get("git_dirty") else "")
@@ -348,15 +357,19 @@ def render(job: JobResult, *, runs: bool = True) -> str:
 
 def partial_lines(job: JobResult) -> list[str]:
     """A report's first lines when its job stopped before its last run (either tier): what it holds."""
-    if not job.partial:
-        return []
-    return [
-        f"**Partial: {job.partial}.** This report holds the runs that finished; a leg cut short is "
-        "compared on its trials whose two arms both finished, and has a verdict only where those pairs "
-        f"suffice ({MIN_PAIRS} at least, and an interval that decides), as any leg; a leg not reached "
-        "is not here. `--gate` does not apply: the job did not finish (its exit code says why).",
-        "",
-    ]
+    return partial_note(
+        job.partial,
+        "This report holds the runs that finished; a leg cut short is compared on its trials whose two "
+        f"arms both finished, and has a verdict only where those pairs suffice ({MIN_PAIRS} at least, and "
+        "an interval that decides), as any leg; a leg not reached is not here. `--gate` does not apply: "
+        "the job did not finish (its exit code says why).",
+    )
+
+
+def partial_note(partial: str | None, holds: str) -> list[str]:
+    """The lines that open the report of a job stopped early (``partial``: why, after how many runs),
+    saying what it ``holds``; none for a job that finished."""
+    return [f"**Partial: {partial}.** {holds}", ""] if partial else []
 
 
 def _header(job: JobResult) -> list[str]:
@@ -364,11 +377,6 @@ def _header(job: JobResult) -> list[str]:
     s, pv = job.settings, job.provenance
     a, b = job.arms
     leg0 = job.legs[0].leg if job.legs else None
-    pin = (
-        f"pinned with taskset: server on CPU {s.server_cpus}, wrk on CPU {s.wrk_cpus}"
-        if s.pinned
-        else "not pinned"
-    )
     server = _server_text(job)
     warmup = "; one warm-up run per leg is discarded." if s.warmup else "; no warm-up run."
     lines = [f"# Tail-latency job: `--ab {job.ab}`, profile `{job.profile}`", "", *partial_lines(job)]
@@ -393,7 +401,7 @@ def _header(job: JobResult) -> list[str]:
         )
     return lines + [
         f"- Command: `{history.command(job.argv)}`; started {job.started_at}, finished {job.finished_at}.",
-        f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pin}.",
+        f"- Schedule: trials of A and B back to back in random order (RMIT, seed {s.seed}); {pinning(s)}.",
         f"- Verdict: percentile-bootstrap CI of B/A over the paired trials ({RESAMPLES:,} resamples, "
         f"seed {s.seed}), 95% joint over the {len(METRICS)} metrics (Bonferroni: each interval "
         f"{CONFIDENCE:.2%}). **gain**/**regression** when the CI excludes 1 and the effect is at least the "
