@@ -48,6 +48,9 @@ VARIANTS = {
     "TR_BUG_NO_GENERATION": "B5",  # a closed file alive in a dup reports to its number's new arming
     "TR_BUG_SIGCHLD_HANDLER": "B7",  # create installs a SIGCHLD handler (libev's ev_default_loop)
     "TR_BUG_ONE_EPOLL_PER_PROCESS": "B1",  # backends share one epoll set: one wait takes the other's reports
+    # a sixth fresh reader's (GLib) findings (issue 41)
+    "TR_BUG_ONE_LOOP_OWNER": "B1",  # one wait at a time in the process (GLib's default context's ownership)
+    "TR_BUG_RETRY_EINTR": "B7",  # a signal's EINTR retried inside the wait: a raising handler never runs
 }
 
 
@@ -309,7 +312,12 @@ MISBEHAVIOURS = {
     "TR_BUG_UNKNOWN_TOKEN": ("wait", f"tr_backend_wait reported token {1 + (1 << 40)}, never given by arm"),
     "TR_BUG_ZERO_REVENTS": ("wait", "revents 0"),
     "TR_BUG_RESERVED": ("wait", "reserved 7"),
-    "TR_BUG_ODD_REVENTS": ("wait", "0x40000000"),
+    "TR_BUG_ODD_REVENTS": ("wait", "bits 0x40000000 (EPOLLONESHOT) outside the TR_* set"),
+    "TR_BUG_NVAL_REVENTS": (
+        "wait",
+        "bits 0x20 (POLLNVAL: the fd was closed while armed; drop its armings and the library's watch "
+        "of it, or report TR_ERR once, and never poll it again) outside the TR_* set 0x201d",
+    ),
     "TR_BUG_INT_MIN": ("arm", "tr_backend_arm returned -2147483648, not a negative errno"),
     "TR_BUG_FLUSH_COUNT": ("flush", "tr_backend_flush returned 1000"),
 }
