@@ -121,7 +121,8 @@
  *   once and the wait spins until its deadline, which no clause sees), and
  *   never report POLLNVAL itself: it is no TR_* bit (the suite's adapter
  *   refuses it, naming it).  poll and select cannot tell a reused number
- *   from its closed file, and libevent's epoll method retries a failed MOD as an ADD
+ *   from its closed file, and libevent's epoll method retries a failed MOD
+ *   as an ADD
  *   with the old direction in it (so event_del the old event before
  *   event_add).  It does so at a disarm too: event_del of one direction of
  *   a number that names another file now is a MOD that fails with ENOENT,
@@ -499,7 +500,8 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   handlers until the wait ends:
  *   Ctrl-C during a wait with no limit then waits for the next wake or
  *   report.  B7 sends a wait with no limit a signal again and again until
- *   it ends, its handler raising: the wait must end by that exception.  Such a backend should block in slices (say 100 ms) and return
+ *   it ends, its handler raising: the wait must end by that exception.
+ *   Such a backend should block in slices (say 100 ms) and return
  *   -EINTR when a slice ends with nothing ready and no wake.  A self-pipe
  *   needs a signal handler, and the handlers are the process's (see the top
  *   of this file).  No clause measures how soon a handler runs (B7 checks
