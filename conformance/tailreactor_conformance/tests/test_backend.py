@@ -72,7 +72,11 @@ def test_both_directions_are_reported_independently(make_backend, pairs):
     got = collect(b, 1, extra_waits=2)
     p.make_readable()
     got += collect(b, 2 - sum(got.values()), extra_waits=2)
-    assert got == Counter({"write": 1, "read": 1})
+    assert got == Counter({"write": 1, "read": 1}), (
+        f"READ and WRITE armed, the fd writable at once and readable later: reported {dict(got)}, "
+        "not each token once (a one-shot registration of the whole fd ends with its first report: "
+        "arm the other direction again)"
+    )
 
 
 @pytest.mark.clause("B1")
