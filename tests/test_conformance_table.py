@@ -44,6 +44,41 @@ def test_names_ids_and_reasons_are_whole_lines_at_any_width():
     assert any(line.strip() == f"B9 on {LONG}: {REASON}" for line in lines), out.getvalue()
 
 
+def test_a_failing_test_is_followed_by_its_reason_and_skips_in_a_clause_that_ran_are_listed_once():
+    """Under "failing clauses" each failing test's id, then its reason (the first E line of
+    pytest's report: no scrolling back through the FAILURES); tests skipped inside a clause that
+    ran are listed with their reasons, which pytest's short summary no longer repeats."""
+    reason = "AssertionError: wait(0.0025) returned early in 3 of 40 waits timed in C around tr_backend_wait"
+    summary = {
+        "backends": ["cabi:libx"],
+        "reactor": "tailreactor.reactor:Reactor",
+        "profile": "ci",
+        "seed": "derandomized",
+        "clauses": {
+            "B8": {"cabi:libx": _cell("FAIL", [NODEID]) | {"reasons": {NODEID: reason}}},
+            "B10": {"cabi:libx": _cell("pass", reasons=[REASON]) | {"skips": ["t1", "t2"]}},
+        },
+    }
+    out = io.StringIO()
+    render(summary, out, width=80)
+    lines = [line.strip() for line in out.getvalue().splitlines()]
+    at = lines.index(NODEID)
+    assert lines[at + 1] == reason, out.getvalue()
+    assert f"B10 on cabi:libx: 2 test(s): {REASON}" in lines, out.getvalue()
+    assert "skipped tests in clauses that ran" in lines, out.getvalue()
+
+
+def test_a_failure_reason_is_the_first_e_line_or_the_message():
+    from tailreactor_conformance.failures import failure_reason
+
+    report = "    def test_x():\n>       assert 1 == 2, 'why'\nE       AssertionError: why\nE       assert 1 == 2\n"
+    assert failure_reason(report) == "AssertionError: why"
+    assert failure_reason("\nthe backend changed the process's signal state: ...\n") == (
+        "the backend changed the process's signal state: ..."
+    )
+    assert len(failure_reason("E   " + "x" * 5000)) == 1000
+
+
 def test_a_hung_test_and_a_crashed_one_are_told_apart_each_with_its_rerun_line():
     """A worker the watchdog ended is ``FAIL (hung)``, its line quoted whole with the limit in
     seconds; a worker a signal ended is ``FAIL (crashed)``; each keeps its rerun line."""
@@ -83,7 +118,8 @@ def test_a_hung_test_and_a_crashed_one_are_told_apart_each_with_its_rerun_line()
 
 
 def test_the_short_summary_names_tests_without_a_chain_of_dot_dots(tmp_path):
-    """Run from a directory far from the suite: no path in the output climbs out with ../."""
+    """Run from a directory far from the suite: no path in the summary or in pytest's header
+    climbs out with ../ (the header names the suite's own configuration, tests/suite.ini)."""
     here = tmp_path / "a" / "b"
     here.mkdir(parents=True)
     script = Path(sys.executable).with_name("tailreactor-conformance")
@@ -102,8 +138,20 @@ def test_the_short_summary_names_tests_without_a_chain_of_dot_dots(tmp_path):
     assert proc.returncode == 1, out[-4000:]
     summary = out[out.index("short test summary info") :]
     assert "../" not in summary, summary
+    # pytest's own header: the suite's configuration by its file name, not ../../../pyproject.toml.
+    header = proc.stdout[: proc.stdout.index("plugins:")]
+    assert "configfile: suite.ini" in header and "../" not in header, header
     assert "FAILED test_backend.py::test_wait_timeout_is_never_early[" in summary, summary
-    assert "SKIPPED [" in summary and "tests/test_backend.py:" in summary, summary
+    # Skip reasons are said once, in the table's list of skipped clauses, not again by pytest.
+    assert "SKIPPED [" not in summary, summary
+    table = out[out.index("tailreactor conformance: reactor") : out.index("short test summary info")]
+    assert "skipped clauses" in table and "B17 on fixtures.backends.early_timeout:backend: " in table, table
+    # Each failing test is followed by why it failed: the first E line of pytest's report.
+    lines = [line.strip() for line in table.splitlines()]
+    at = next(
+        i for i, line in enumerate(lines) if line.startswith("test_backend.py::test_wait_timeout_is_never")
+    )
+    assert lines[at + 1].startswith("AssertionError: wait(") and " returned after " in lines[at + 1], table
 
 
 CRASHING = "fixtures.backends.abort_on_closed_fd:backend"

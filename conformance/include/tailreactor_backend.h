@@ -55,7 +55,13 @@
  * again; several may also be open at once (a reactor per thread), each
  * reporting only its own armings, also of an fd armed on both, and closing
  * one leaves the others working (B1).  Keep every piece of state in the
- * handle (libuv: a uv_loop_t of the backend's own, never uv_default_loop()).
+ * handle (libuv: a uv_loop_t of the backend's own, never uv_default_loop();
+ * GLib: a GMainContext of its own, g_main_context_new, never the default
+ * context, which g_unix_fd_add_full, g_timeout_add and g_idle_add attach
+ * their sources to without saying so: g_source_attach(source, ctx) each).
+ * Two backends' waits run at the same time on two threads: one waits with no
+ * limit while the other reports its own ready fd (B1); on a loop the process
+ * shares, one waiting thread owns it at a time, and the other's wait blocks.
  *
  * Memory: every pointer argument is the caller's and valid only during the
  * call; the library keeps none of them.  The handle is the library's.
@@ -106,7 +112,17 @@
  *   has an arming, and before a deferred registration reaches the kernel (or
  *   at delivery), and drop the closed file's armings first: a number closed,
  *   reused and never armed again is otherwise registered, or polled, as the
- *   new file with the old arming (B5).  poll and select cannot tell, and libevent's epoll method retries a failed MOD as an ADD
+ *   new file with the old arming (B5).  A library that polls by number
+ *   (GLib, libevent's poll and select methods, poll(2) itself) gets POLLNVAL
+ *   (GLib: G_IO_NVAL) for a number closed while armed at every loop run
+ *   until its watch is removed: drop that number's armings and the
+ *   library's watch of it there (GLib: g_source_destroy), or report TR_ERR
+ *   once and drop them; never keep polling it (each loop run then returns at
+ *   once and the wait spins until its deadline, which no clause sees), and
+ *   never report POLLNVAL itself: it is no TR_* bit (the suite's adapter
+ *   refuses it, naming it).  poll and select cannot tell a reused number
+ *   from its closed file, and libevent's epoll method retries a failed MOD
+ *   as an ADD
  *   with the old direction in it (so event_del the old event before
  *   event_add).  It does so at a disarm too: event_del of one direction of
  *   a number that names another file now is a MOD that fails with ENOENT,
@@ -191,6 +207,22 @@
  *   event_base_new (-levent_pthreads); the base then locks itself and opens
  *   a notify fd, closed by event_base_free.  An eventfd that wake
  *   writes and the loop watches needs neither.  See tr_backend_wake.
+ *   Latched is not enough where the library also fires that same wake-up
+ *   for its own reasons: GLib's g_main_context_wakeup writes the context's
+ *   eventfd, which GLib also writes at every source change (attach,
+ *   destroy, g_source_add_unix_fd and its modify and remove,
+ *   g_source_set_ready_time) and around each dispatch; a loop run that
+ *   returns with nothing then says nothing.  The wait must be able to tell
+ *   that tr_backend_wake was called: by a callback of its own (uv_async_t,
+ *   ev_async, event_active on an event of the backend's own), or by a flag
+ *   (an atomic) that wake sets before it wakes the library, and that the
+ *   wait reads and clears at its start and after every loop run.  This
+ *   comes before the advice to treat a re-run as an EINTR retry (see
+ *   tr_backend_wait's -EINTR): a loop run that returns with the flag set is
+ *   the wake (return 0, or the reports); only one with the flag clear is
+ *   an early return to retry.  Taking every empty loop run as the wake
+ *   ends waits early (B7, B8); taking every one as -EINTR with no flag
+ *   loses the wake, and a wait with no limit never returns (B7).
  * - Process-wide setup: a library call that configures the whole process
  *   (evthread_use_pthreads, event_set_log_callback) is allowed, made once
  *   (pthread_once) before the first base; it then holds for every user of
@@ -213,8 +245,13 @@
  *   handlers, see tr_backend_wait's -EINTR).
  * - Signals: a library that retries EINTR itself (libevent's loop and libuv's
  *   uv_run do)
- *   keeps the caller's signal handlers from running until the wait ends.
- *   See tr_backend_wait.
+ *   keeps the caller's signal handlers from running until the wait ends
+ *   (B7).  GLib's g_main_context_iteration neither retries EINTR nor says
+ *   it saw one: a poll function of the backend's own
+ *   (g_main_context_set_poll_func) that calls g_poll and notes EINTR can
+ *   tell; it gets no user data, so the note may be thread-local, set and
+ *   read within one tr_backend_wait ("no per-thread state" means none that
+ *   outlives a call).  See tr_backend_wait.
  * - TR_CAP_ORDERED: claim it from an argument, not a run: see
  *   tr_capabilities.  Most backends over a library do not claim it, and the
  *   reactor is correct without it.
@@ -438,10 +475,11 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   fraction of a microsecond: round up, never down (B8).  The sure way,
  *   whatever the library's clock and rounding: read CLOCK_MONOTONIC when the
  *   wait starts; when the library returns with nothing to report and no wake
- *   before that deadline, run it again with the time left.  B8 times waits
- *   from 500 ns to 50 ms; those under a microsecond in C, around the
- *   library call alone (a loop the suite builds with $CC, else cc), so a
- *   wait that polls is seen returning before its timeout every time.
+ *   before that deadline, run it again with the time left.  B8 times a C
+ *   backend's waits from 500 ns to 50 ms in C, around the library call
+ *   alone (a loop the suite builds with $CC, else cc), so a wait that polls,
+ *   or a timeout rounded down to milliseconds, is seen returning before its
+ *   timeout every time: the caller's own work around the call hides none.
  * - How late it may return: nothing is promised and no clause measures it;
  *   a late wait makes the reactor's timers fire as much later.  epoll_wait's
  *   whole milliseconds make a 1.5 ms wait 2 ms; libev's epoll method blocks
@@ -461,14 +499,19 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   loop, libuv's uv_run: its poll goes on with the time left), delays the
  *   handlers until the wait ends:
  *   Ctrl-C during a wait with no limit then waits for the next wake or
- *   report.  Such a backend should block in slices (say 100 ms) and return
+ *   report.  B7 sends a wait with no limit a signal again and again until
+ *   it ends, its handler raising: the wait must end by that exception.
+ *   Such a backend should block in slices (say 100 ms) and return
  *   -EINTR when a slice ends with nothing ready and no wake.  A self-pipe
  *   needs a signal handler, and the handlers are the process's (see the top
- *   of this file).  No clause measures how soon a handler runs; a handler
+ *   of this file).  No clause measures how soon a handler runs (B7 checks
+ *   only that it does, in a wait with no limit); a handler
  *   that returns must not end a wait early (B7, B8).  Where the library's
  *   early return does not say why (libev's ev_run(EVRUN_ONCE) returns after
  *   EINTR exactly as after a spurious wake-up), treat every re-run as an
- *   EINTR retry: returning -EINTR with no signal is allowed, the caller only
+ *   EINTR retry, once the wake is ruled out (a library that also fires the
+ *   wake's own wake-up itself: the flag of "Wake" at the top of this file):
+ *   returning -EINTR with no signal is allowed, the caller only
  *   calls again with the time left (after running any handlers).  Not for a
  *   wait(0) (it returns 0), and only after the library ran and returned:
  *   -EINTR never stands for a wait not made.  A loop run that returns at
@@ -519,6 +562,9 @@ int tr_backend_flush(tr_backend *b);
  * runs (also before the first, and while flush runs the loop) ends the next
  * wait; an eventfd counter or a pipe the loop watches is, libevent's
  * event_base_loopbreak is not (which wait consumes it: tr_backend_wait).
+ * Where the library writes that same eventfd for its own reasons (GLib's
+ * g_main_context_wakeup), wake sets a flag of the backend's own first, which
+ * the wait reads and clears: a loop run that returns says nothing by itself.
  * Harmless after and during close.
  * 0, or -errno. */
 int tr_backend_wake(tr_backend *b);

@@ -107,7 +107,8 @@ class CabiBackend(_cabi.CabiBackend):
         in C around the library's call alone (:mod:`.ctiming`), for at least ``at_least`` waits
         and ``budget_s``; the watchdog bounds the whole loop.  Raises
         :class:`.ctiming.Unavailable` where no C compiler can build the loop."""
-        bound = budget_s + wait_bound_s(timeout_ns)  # the last wait may start as the budget ends
+        # The last wait may start as the budget ends; six significant digits, as wait_bound_s.
+        bound = float(f"{budget_s + wait_bound_s(timeout_ns):g}")
         message = (
             f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns), called for {budget_s:g} s "
             f"in a loop, did not return within {bound:g} s"

@@ -63,7 +63,7 @@ CLAUSES: tuple[Clause, ...] = (
         "one-shot, exactly once",
         "An armed token is reported exactly once per arming and never again until it is armed "
         "again, even while its fd stays ready, and only by the backend it was armed on, also while "
-        "another backend is open.",
+        "another backend is open or waits at the same time on another thread.",
         "CWIST one-shot model (multishot rejected); kernel epoll_ctl(2) EPOLLONESHOT, "
         "io_uring_enter(2) IORING_OP_POLL_ADD",
         "backend",
@@ -120,8 +120,8 @@ CLAUSES: tuple[Clause, ...] = (
         "wake and signals",
         "wake() from another thread ends a blocking wait(None), and a wake made while no wait is "
         "running makes the next wait return instead of being lost; a signal whose handler returns "
-        "does not end wait(None), and the backend changes no signal handler, ignored signal or "
-        "signal mask of the process.",
+        "does not end wait(None), one whose handler raises does, and the backend changes no signal "
+        "handler, ignored signal or signal mask of the process.",
         "CWIST stop and post write the wake fd (PR #37 wake fix, test_reactor_wake.c); design "
         "(signal handlers and the mask are the process's; PEP 475 retries EINTR)",
         "backend",
@@ -131,7 +131,8 @@ CLAUSES: tuple[Clause, ...] = (
         "wait timeout",
         "wait(timeout_s) with nothing armed ready returns no earlier than timeout_s seconds, also "
         "for a fraction of a millisecond or of a microsecond and when a disarmed fd is ready, "
-        "measured with a monotonic clock around the call; wait(0) polls: it never blocks.",
+        "measured with a monotonic clock around the call (a C backend's in C, around the library's "
+        "call alone); wait(0) polls: it never blocks.",
         "kernel epoll_wait(2), io_uring_enter(2) IORING_ENTER_EXT_ARG timeout",
         "backend",
     ),

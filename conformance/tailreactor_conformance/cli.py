@@ -120,11 +120,13 @@ def build_pytest_args(ns: argparse.Namespace, extra: list[str]) -> list[str]:
         "no:cacheprovider",
         "--rootdir",
         str(TESTS_DIR),
+        "-c",
+        str(TESTS_DIR / "suite.ini"),  # the suite's own configuration (see that file)
         "-n",
         str(ns.jobs),
         "--conformance-profile",
         ns.profile,
-        "-rfEs",
+        "-rfE",  # skips: their reasons are in the table, once
     ]
     # Default verbosity, not -q: under -q xdist repeats "bringing up nodes..."
     # where a non-terminal output gets the worker and test counts.

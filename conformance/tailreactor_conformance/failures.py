@@ -101,6 +101,22 @@ def _line_before(code: types.CodeType, offset: int) -> int:
     return line
 
 
+# -- why a test failed ---------------------------------------------------------------
+#: The most characters of a failure's reason the table quotes.
+REASON_CHARS = 1000
+
+
+def failure_reason(longrepr: str) -> str:
+    """A failed test's reason in one line: the first ``E`` line of pytest's report (the
+    exception and its message), else the report's first line that is not empty (a
+    ``pytest.fail(..., pytrace=False)`` is its message alone)."""
+    lines = longrepr.splitlines()
+    first = next((ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()), None)
+    if first is None:
+        first = next((ln.strip() for ln in lines if ln.strip()), "")
+    return first if len(first) <= REASON_CHARS else first[: REASON_CHARS - 3] + "..."
+
+
 # -- a crashed worker ---------------------------------------------------------------
 #: What pytest-xdist's report of a test whose worker died says (its ``when`` is "???").
 CRASH_TEXT = "crashed while running"

@@ -65,7 +65,17 @@ import pytest
 
 from . import failures, profiles
 from .clauses import AREAS, CLAUSES, UnknownClause, clause
-from .failures import RESERVE, as_typed, backend_of, crash_props, crashed, give_lines, lineless, rerun_hint
+from .failures import (
+    RESERVE,
+    as_typed,
+    backend_of,
+    crash_props,
+    crashed,
+    failure_reason,
+    give_lines,
+    lineless,
+    rerun_hint,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SHIPPED_BACKENDS = ("epoll", "io_uring", "selectors")
@@ -475,6 +485,9 @@ class _Recorder:
                 report.nodeid,
                 skip_reason(report) if report.skipped else None,
             )
+            if report.failed:
+                reasons = self.state.results[(cid, props.get("backend", "-"))].setdefault("reasons", {})
+                reasons.setdefault(report.nodeid, failure_reason(report.longreprtext))
 
     def _record_crash(self, report) -> None:
         """A test whose worker died (xdist's report names it, nothing more): its clause fails;

@@ -4,7 +4,9 @@ Role
 ----
 Turns ``{"clauses": {id: {backend: {"status": ...}}}}`` into one table: a row
 per clause, a column per backend under test, then the failing tests of each
-failing clause.  Also renders the registry alone (``--list``).
+failing clause, each with the first ``E`` line of pytest's report (why it
+failed), and the skip reasons (said once: pytest's short summary lists
+failures and errors only).  Also renders the registry alone (``--list``).
 
 What a user copies stays whole: a backend's name is never folded (the table
 grows wider than the terminal instead), and a test id or a skip reason is one
@@ -75,6 +77,23 @@ def render(summary: dict, out, *, width: int = 120, color: bool = False) -> None
         console.print("[yellow]skipped clauses[/]")
         for cid, b, reasons in skipped:
             console.print(Text(f"  {cid} on {b}: " + ("; ".join(reasons) or "skipped")), soft_wrap=True)
+    _skipped_tests(console, summary)
+
+
+def _skipped_tests(console, summary: dict) -> None:
+    """The tests that skipped in a clause that ran (the reasons are said here alone: pytest's
+    short summary leaves skips out)."""
+    partly = [
+        (cid, b, cells[b])
+        for cid, cells in summary["clauses"].items()
+        for b in summary["backends"]
+        if cells[b]["status"] in ("pass", "FAIL") and cells[b].get("skips")
+    ]
+    if partly:
+        console.print("[yellow]skipped tests in clauses that ran[/]")
+        for cid, b, cell in partly:
+            reasons = "; ".join(cell.get("skip_reasons") or []) or "skipped"
+            console.print(Text(f"  {cid} on {b}: {len(cell['skips'])} test(s): {reasons}"), soft_wrap=True)
 
 
 def _crashed(console, crashed: list[dict]) -> None:
@@ -194,8 +213,11 @@ def _failing(console, summary: dict) -> None:
         console.print("[bold red]failing clauses[/]")
         for cid, b, nodeids in failing:
             console.print(f"  {cid} on {b}: {clause(cid).text}", markup=False)
+            reasons = summary["clauses"][cid][b].get("reasons") or {}
             for nodeid in nodeids:
                 console.print(Text(f"      {nodeid}"), soft_wrap=True)
+                if reasons.get(nodeid):  # the first E line of pytest's report: why it failed
+                    console.print(Text(f"          {reasons[nodeid]}"), soft_wrap=True)
     else:
         console.print("[green]no clause failed[/]")
 

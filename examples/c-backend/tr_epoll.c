@@ -59,6 +59,13 @@
  *   -DTR_BUG_ONE_EPOLL_PER_PROCESS  every backend shares one epoll set, as backends on a
  *                              library's default loop do: one backend's wait takes the
  *                              reports of an fd armed on two (B1)
+ *   -DTR_BUG_ONE_LOOP_OWNER    one wait at a time in the process: a lock the process shares
+ *                              is held through every epoll_wait, as backends on GLib's
+ *                              default GMainContext wait for its ownership: a wait with a
+ *                              ready fd blocks while another backend's wait(None) runs (B1)
+ *   -DTR_BUG_RETRY_EINTR       a signal's EINTR is retried inside the wait, as libevent's
+ *                              loop and libuv's uv_run do: the caller's signal handlers
+ *                              never run while it waits with no limit (B7)
  *   -DTR_BUG_LEAK_FD           close leaves the eventfd open         (B14)
  *   -DTR_BUG_KEEP_COLLECTED    a wait collects more than its capacity; disarm
  *                              leaves the rest                       (B3)
@@ -86,6 +93,8 @@
  *   -DTR_BUG_ZERO_REVENTS      a report with revents 0
  *   -DTR_BUG_RESERVED          a report with reserved != 0
  *   -DTR_BUG_ODD_REVENTS       a report with a revents bit outside TR_*
+ *   -DTR_BUG_NVAL_REVENTS      a report with POLLNVAL in revents, as a backend over a library
+ *                              that polls by number (GLib, poll(2)) passing its NVAL through
  *   -DTR_BUG_INT_MIN           arm returns INT_MIN, not a negative errno
  *   -DTR_BUG_CREATE_POSITIVE   create returns 7
  *   -DTR_BUG_FLUSH_COUNT       flush claims 1000 submissions
@@ -96,6 +105,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#ifdef TR_BUG_ONE_LOOP_OWNER
+#include <pthread.h>
+#endif
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -438,11 +450,23 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
     int k = epoll_wait(b->epfd, b->kernel, MAX_BATCH, timeout_ms(timeout_ns));
     if (k > 0)
         qsort(b->kernel, (size_t)k, sizeof *b->kernel, by_fd);
+#elif defined(TR_BUG_ONE_LOOP_OWNER)
+    /* The bug: the loop is the process's, run by one waiting thread at a time. */
+    static pthread_mutex_t owner = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&owner);
+    int k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns));
+    int err = errno;
+    pthread_mutex_unlock(&owner);
+    errno = err;
+#elif defined(TR_BUG_RETRY_EINTR)
+    int k; /* the bug: a signal's EINTR retried here (a wait with no limit: for good) */
+    while ((k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns))) < 0 && errno == EINTR)
+        ;
 #else
     int k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns));
 #endif
     if (k < 0)
-        return -errno; /* EINTR: the caller retries with the time left */
+        return -errno; /* EINTR: the caller runs its signal handlers, then retries with the time left */
     uint32_t n = 0;
     for (int i = 0; i < k; i++) {
         int fd = (int)(uint32_t)b->kernel[i].data.u64;
@@ -485,6 +509,9 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
 #endif
 #ifdef TR_BUG_ODD_REVENTS
                 events[n].revents |= 0x40000000u;
+#endif
+#ifdef TR_BUG_NVAL_REVENTS
+                events[n].revents |= 0x20u; /* POLLNVAL */
 #endif
                 n++;
 #ifndef TR_BUG_NO_ONESHOT

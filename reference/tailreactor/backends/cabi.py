@@ -28,7 +28,8 @@ the C code, not this module:
   value (in the suite, in the test that made the call, so its clause fails): a
   negative return outside ``-4095..-1``; a wait that returns more reports than
   its capacity; a report with a token number ``arm`` never gave, ``revents`` 0
-  or with a bit outside the ``TR_*`` set, or ``reserved`` not 0; a flush that
+  or with a bit outside the ``TR_*`` set (named where poll(2) or epoll has a name for it:
+  ``POLLNVAL``, a closed fd polled by number), or ``reserved`` not 0; a flush that
   claims more than two submissions per arm or disarm since the last flush,
   plus one (a replacing arm may submit a cancel and a new poll; one for the
   backend's own wake).  ``tr_backend_create`` returning a positive value is a
@@ -93,8 +94,33 @@ CAP_ORDERED = 0x1
 RETIRED_KEPT = 1 << 16
 #: Every revents bit of the header (TR_IN, TR_OUT, TR_ERR, TR_HUP, TR_RDHUP).
 TR_REVENTS = 0x001 | 0x004 | 0x008 | 0x010 | 0x2000
+#: poll(2) and epoll bits outside the TR_* set, named in the error of a report that holds one.
+OTHER_BITS = {
+    0x002: "POLLPRI",
+    0x020: "POLLNVAL",
+    0x040: "POLLRDNORM",
+    0x080: "POLLRDBAND",
+    0x100: "POLLWRNORM",
+    0x200: "POLLWRBAND",
+    0x400: "POLLMSG",
+    1 << 28: "EPOLLEXCLUSIVE",
+    1 << 29: "EPOLLWAKEUP",
+    1 << 30: "EPOLLONESHOT",
+    1 << 31: "EPOLLET",
+}
+#: What a report with POLLNVAL says, and what the backend does instead (the header's rule).
+NVAL_HINT = (
+    "POLLNVAL: the fd was closed while armed; drop its armings and the library's watch of it, "
+    "or report TR_ERR once, and never poll it again"
+)
 #: The errno range of a negative return (-4095..-1, as the kernel's).
 MAX_ERRNO = 4095
+
+
+def _other_bits(bits: int) -> str:
+    """``0x20 (POLLNVAL: ...)``: the bits, the poll(2) and epoll names of those that have one."""
+    names = [NVAL_HINT if bit == 0x020 else name for bit, name in OTHER_BITS.items() if bits & bit]
+    return f"{bits:#x} ({'; '.join(names)})" if names else f"{bits:#x}"
 
 
 class CabiError(ValueError):
@@ -286,8 +312,8 @@ class CabiBackend:
             what = (
                 "revents 0 (a report has at least one TR_* bit)"
                 if not ev.revents
-                else f"revents {ev.revents:#x}, bits {ev.revents & ~TR_REVENTS:#x} outside the TR_* set "
-                f"{TR_REVENTS:#x}"
+                else f"revents {ev.revents:#x}, bits {_other_bits(ev.revents & ~TR_REVENTS)} outside the "
+                f"TR_* set {TR_REVENTS:#x}"
                 if ev.revents & ~TR_REVENTS
                 else f"reserved {ev.reserved} (accepted: 0)"
             )
