@@ -95,7 +95,7 @@ def rows(pairs: list[tuple]) -> list[Row]:
     return out
 
 
-def _ratio(r: float | None) -> str:
+def ratio_text(r: float | None) -> str:
     return "-" if r is None else f"{r:.3f}"
 
 
@@ -111,7 +111,7 @@ def render(table: list[Row]) -> str:
         det = "-" if r.live_detectable is None else f"±{r.live_detectable:.1%}"
         need = "-" if r.live_pairs_needed is None else f"{r.live_pairs_needed:,}"
         lines.append(
-            f"| {r.backend} | {r.metric} | {_ratio(r.sim_ratio)} | {r.sim_verdict} | {_ratio(r.live_ratio)} "
+            f"| {r.backend} | {r.metric} | {ratio_text(r.sim_ratio)} | {r.sim_verdict} | {ratio_text(r.live_ratio)} "
             f"| {r.live_verdict or '-'} | {det} | {r.target:.1%} | {need} |"
         )
     lines += [
