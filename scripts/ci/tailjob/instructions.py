@@ -463,24 +463,19 @@ def _checked(plan: CountPlan) -> tuple[dict[str, float], list[str]]:
         raise PlanError(f"--baseline {path}: no baseline there to gate on (write one with --write-baseline)")
     strict = plan.gate or named  # a baseline asked for is compared, or refused in one line
     stored = _baseline(path).values()
-    counted = {int(v["requests"]) for v in stored if "requests" in v}
+    # A verdict compares like counts: per-request figures of different counts differ by up to 0.5 %
+    # (warm-up, the interpreter's caches), and a round's cost is shared by its batch.
+    requests = {int(v["requests"]) for v in stored if "requests" in v}
     batches = {int(v.get("in_flight", 1)) for v in stored}
-    if baseline and counted and counted != {plan.requests}:
-        # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
-        # interpreter's caches): a verdict compares equal counts.
-        if strict and not plan.write_baseline:
-            raise PlanError(
-                f"--requests {plan.requests}: the baseline counted "
-                f"{', '.join(map(str, sorted(counted)))} requests per server; compare the same count"
-            )
-        baseline = {}
-    if baseline and batches != {plan.in_flight}:  # a round's cost is shared by its batch
-        if strict and not plan.write_baseline:
-            raise PlanError(
-                f"--in-flight {plan.in_flight}: the baseline counted "
-                f"{', '.join(map(str, sorted(batches)))} in flight; compare the same batch"
-            )
-        baseline = {}
+    for option, given, counted, what in (
+        ("--requests", plan.requests, requests, "requests per server; compare the same count"),
+        ("--in-flight", plan.in_flight, batches, "in flight; compare the same batch"),
+    ):
+        if baseline and counted and counted != {given}:
+            if strict and not plan.write_baseline:
+                sizes = ", ".join(map(str, sorted(counted)))
+                raise PlanError(f"{option} {given}: the baseline counted {sizes} {what}")
+            baseline = {}
     chosen = plan.server or [
         s for s in SERVERS if not plan.backend or s in (f"bench-{plan.backend}", "asyncio")
     ]
