@@ -94,17 +94,8 @@ def median_counters(records: Sequence[RunRecord]) -> dict:
     return {k: stats.median([r.wrk["server"]["counters"][k] for r in records]) for k in COUNTERS}
 
 
-def capacity_run(
-    backend: str, env: Mapping[str, str], model: _costs.CostModel, connections: int, seed: int
-) -> SimRun:
-    """An arm's capacity run: a closed loop of ``connections`` (the load client's) for
-    :data:`CAPACITY_S` virtual seconds, what a relative rate (``0.7x``) multiplies."""
-    spec = LoadSpec(classes=(ClientClass("all", connections, "closed"),), duration_s=CAPACITY_S, seed=seed)
-    return SimRun(backend, env, spec, model, "loadgen")
-
-
 def capacity_rps(run: SimRun) -> float:
-    """Requests/s answered in a :func:`capacity_run` (in a worker, or here)."""
+    """Requests/s answered in a capacity run (:meth:`SimMeasure.capacities`; in a worker, or here)."""
     return simulate(run)["all"]["answered_in_window"] / run.spec.duration_s
 
 
@@ -173,11 +164,14 @@ class SimMeasure:
         return self.capacities([plan])[0]
 
     def capacities(self, plans: Sequence[RunPlan]) -> list[dict]:
-        """The capacity of each plan's arm (:func:`capacity_run`, seeded as trial 0), run as :meth:`map`'s."""
+        """The capacity of each plan's arm, what a relative rate (``0.7x``) multiplies: a closed loop
+        of the leg's connections (the load client's) for :data:`CAPACITY_S` virtual seconds, seeded
+        as trial 0, run as :meth:`map`'s."""
         futures = []
         for plan in plans:
-            arm = self.task(plan)
-            run = capacity_run(arm.backend, arm.env, arm.costs, plan.leg.connections, plan.settings.seed)
+            closed = (ClientClass("all", plan.leg.connections, "closed"),)
+            spec = LoadSpec(classes=closed, duration_s=CAPACITY_S, seed=plan.settings.seed)
+            run = replace(self.task(plan), spec=spec, client="loadgen")
             futures.append(self._submit(plan.arm, capacity_rps, run))
         return [{"rps": f.result(), "virtual_s": CAPACITY_S} for f in futures]
 
