@@ -318,7 +318,6 @@ def main_sweep(
     *,
     out: Path,
     argv: list[str],
-    client=None,
     sim_cost: str | None = None,
 ) -> int:
     """``sweep``: the grid ``grid_name`` (None: ``default``) on local worker processes, or on Dask
@@ -334,7 +333,6 @@ def main_sweep(
             grid,
             engine=engine,
             dask_address=dask or "local",
-            client=client,
             progress=progress,
             sim_cost=sim_cost,
         )
