@@ -80,9 +80,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def bytecode_shares(
-    name: str, *, cycles: int = 200, clients: int = 1, env: Mapping[str, str] | None = None
-) -> dict[str, float]:
+def bytecode_shares(name: str, *, cycles: int = 200, clients: int = 1) -> dict[str, float]:
     """Fractions of the Python bytecodes server ``name`` runs per request outside the parser, by row:
     ``benchmarks/bytecodes.py --json`` (a process of its own), ``clients`` clients each with one
     request in flight (a round holds them all, as the count's batches), the count's knobs and a
@@ -90,7 +88,7 @@ def bytecode_shares(
     callgrind)."""
     argv = [sys.executable, str(REPO / "benchmarks" / "bytecodes.py"), "--json", "--server", name]
     argv += ["--clients", str(clients), "--clock-step-us", "2", "--cycles", str(-(-cycles // clients))]
-    ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env)}
+    ambient = {**DEFAULT_KNOBS, **os.environ}
     done = subprocess.run(argv, capture_output=True, text=True, env=ambient, timeout=600, check=False)
     if done.returncode != 0:  # io_uring unavailable, a bad knob: its one line
         raise JobError(f"{name}: bytecodes: {(done.stderr.strip().splitlines() or ['failed'])[-1]}")
@@ -250,10 +248,10 @@ def _control(option: str, pid: int) -> None:
     subprocess.run(["callgrind_control", option, str(pid)], check=True, capture_output=True, timeout=120)
 
 
-def count_plan(name: str, *, connections: int = CONNECTIONS, env: Mapping[str, str] | None = None) -> RunPlan:
+def count_plan(name: str, *, connections: int = CONNECTIONS) -> RunPlan:
     """The plan of counting server ``name`` (its ``arm``): requests rotate over ``leg.connections``
     (at least as many as the measure's ``in_flight``)."""
-    ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env), "PYTHONHASHSEED": "0"}
+    ambient = {**DEFAULT_KNOBS, **os.environ, "PYTHONHASHSEED": "0"}
     peer = peer_of(name)
     return RunPlan(
         leg=Leg(0, None, 1, connections, 0, 1, label=name),
