@@ -85,7 +85,7 @@ def _counters(cr) -> str:
 
 
 def _costs_text(result, backend: str) -> list[str]:
-    model = result.cost_model(backend).as_dict()
+    model = result.costs[backend].as_dict()
     return [f"{k} {v:g}" for k, v in model.items() if k != "backend"]
 
 
