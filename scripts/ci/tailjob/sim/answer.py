@@ -79,7 +79,9 @@ def rows(pairs: list[tuple]) -> list[Row]:
         needed = None
         if lc is not None and lc.detectable and target > 0:
             needed = math.ceil(lc.n_pairs * (lc.detectable / target) ** 2)
-        live = (lc.ratio, lc.verdict, lc.detectable) if lc else (None, None, None)
+        live: tuple[float | None, str | None, float | None] = (
+            (lc.ratio, lc.verdict, lc.detectable) if lc else (None, None, None)
+        )
         out.append(
             Row(str(sim_leg.leg.backend_for("A")), s.metric.label, s.ratio, s.verdict, *live, target, needed)
         )
