@@ -80,9 +80,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def bytecode_shares(
-    name: str, *, cycles: int = 200, clients: int = 1, env: Mapping[str, str] | None = None
-) -> dict[str, float]:
+def bytecode_shares(name: str, *, cycles: int = 200, clients: int = 1) -> dict[str, float]:
     """Fractions of the Python bytecodes server ``name`` runs per request outside the parser, by row:
     ``benchmarks/bytecodes.py --json`` (a process of its own), ``clients`` clients each with one
     request in flight (a round holds them all, as the count's batches), the count's knobs and a
@@ -90,7 +88,7 @@ def bytecode_shares(
     callgrind)."""
     argv = [sys.executable, str(REPO / "benchmarks" / "bytecodes.py"), "--json", "--server", name]
     argv += ["--clients", str(clients), "--clock-step-us", "2", "--cycles", str(-(-cycles // clients))]
-    ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env)}
+    ambient = {**DEFAULT_KNOBS, **os.environ}
     done = subprocess.run(argv, capture_output=True, text=True, env=ambient, timeout=600, check=False)
     if done.returncode != 0:  # io_uring unavailable, a bad knob: its one line
         raise JobError(f"{name}: bytecodes: {(done.stderr.strip().splitlines() or ['failed'])[-1]}")
@@ -250,10 +248,10 @@ def _control(option: str, pid: int) -> None:
     subprocess.run(["callgrind_control", option, str(pid)], check=True, capture_output=True, timeout=120)
 
 
-def count_plan(name: str, *, connections: int = CONNECTIONS, env: Mapping[str, str] | None = None) -> RunPlan:
+def count_plan(name: str, *, connections: int = CONNECTIONS) -> RunPlan:
     """The plan of counting server ``name`` (its ``arm``): requests rotate over ``leg.connections``
     (at least as many as the measure's ``in_flight``)."""
-    ambient = {**DEFAULT_KNOBS, **(os.environ if env is None else env), "PYTHONHASHSEED": "0"}
+    ambient = {**DEFAULT_KNOBS, **os.environ, "PYTHONHASHSEED": "0"}
     peer = peer_of(name)
     return RunPlan(
         leg=Leg(0, None, 1, connections, 0, 1, label=name),
@@ -463,24 +461,19 @@ def _checked(plan: CountPlan) -> tuple[dict[str, float], list[str]]:
         raise PlanError(f"--baseline {path}: no baseline there to gate on (write one with --write-baseline)")
     strict = plan.gate or named  # a baseline asked for is compared, or refused in one line
     stored = _baseline(path).values()
-    counted = {int(v["requests"]) for v in stored if "requests" in v}
+    # A verdict compares like counts: per-request figures of different counts differ by up to 0.5 %
+    # (warm-up, the interpreter's caches), and a round's cost is shared by its batch.
+    requests = {int(v["requests"]) for v in stored if "requests" in v}
     batches = {int(v.get("in_flight", 1)) for v in stored}
-    if baseline and counted and counted != {plan.requests}:
-        # Per-request figures of different counts differ by up to 0.5 % (warm-up, the
-        # interpreter's caches): a verdict compares equal counts.
-        if strict and not plan.write_baseline:
-            raise PlanError(
-                f"--requests {plan.requests}: the baseline counted "
-                f"{', '.join(map(str, sorted(counted)))} requests per server; compare the same count"
-            )
-        baseline = {}
-    if baseline and batches != {plan.in_flight}:  # a round's cost is shared by its batch
-        if strict and not plan.write_baseline:
-            raise PlanError(
-                f"--in-flight {plan.in_flight}: the baseline counted "
-                f"{', '.join(map(str, sorted(batches)))} in flight; compare the same batch"
-            )
-        baseline = {}
+    for option, given, counted, what in (
+        ("--requests", plan.requests, requests, "requests per server; compare the same count"),
+        ("--in-flight", plan.in_flight, batches, "in flight; compare the same batch"),
+    ):
+        if baseline and counted and counted != {given}:
+            if strict and not plan.write_baseline:
+                sizes = ", ".join(map(str, sorted(counted)))
+                raise PlanError(f"{option} {given}: the baseline counted {sizes} {what}")
+            baseline = {}
     chosen = plan.server or [
         s for s in SERVERS if not plan.backend or s in (f"bench-{plan.backend}", "asyncio")
     ]

@@ -79,23 +79,16 @@ def rows(pairs: list[tuple]) -> list[Row]:
         needed = None
         if lc is not None and lc.detectable and target > 0:
             needed = math.ceil(lc.n_pairs * (lc.detectable / target) ** 2)
+        live: tuple[float | None, str | None, float | None] = (
+            (lc.ratio, lc.verdict, lc.detectable) if lc else (None, None, None)
+        )
         out.append(
-            Row(
-                str(sim_leg.leg.backend_for("A")),
-                s.metric.label,
-                s.ratio,
-                s.verdict,
-                lc.ratio if lc else None,
-                lc.verdict if lc else None,
-                lc.detectable if lc else None,
-                target,
-                needed,
-            )
+            Row(str(sim_leg.leg.backend_for("A")), s.metric.label, s.ratio, s.verdict, *live, target, needed)
         )
     return out
 
 
-def _ratio(r: float | None) -> str:
+def ratio_text(r: float | None) -> str:
     return "-" if r is None else f"{r:.3f}"
 
 
@@ -111,7 +104,7 @@ def render(table: list[Row]) -> str:
         det = "-" if r.live_detectable is None else f"±{r.live_detectable:.1%}"
         need = "-" if r.live_pairs_needed is None else f"{r.live_pairs_needed:,}"
         lines.append(
-            f"| {r.backend} | {r.metric} | {_ratio(r.sim_ratio)} | {r.sim_verdict} | {_ratio(r.live_ratio)} "
+            f"| {r.backend} | {r.metric} | {ratio_text(r.sim_ratio)} | {r.sim_verdict} | {ratio_text(r.live_ratio)} "
             f"| {r.live_verdict or '-'} | {det} | {r.target:.1%} | {need} |"
         )
     lines += [

@@ -12,6 +12,7 @@ Exit codes as the live job's (0, 1 ``--gate`` regression, 2 bad options, 3 a run
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import replace
 
@@ -38,11 +39,11 @@ from ..runner import ABDesign, JobResult, run_trials
 from ..workloads import LoadPlan
 from . import costs as _costs
 from . import report as sim_report
+from .grid import MODELLED
 from .measure import SimMeasure
 
 __all__ = ["main_sim"]
 
-MODELLED = ("epoll", "io_uring", "selectors")
 _BACKEND = "CWIST_REACTOR_BACKEND"
 
 
@@ -104,11 +105,9 @@ def main_sim(o: AbOptions, *, collect: dict | None = None) -> int:
         return _error(str(e), 2)
     settings = Settings(seed=o.seed, warmup=False, min_effect=o.min_effect, load=load)
     design = ABDesign(arms, settings, _ambient(os.environ))
-    if a_commit is None:
-        return _run(o, ab, design, legs, None, collect)
     try:
-        with refcode.checkout(REPO, a_commit) as tree:
-            return _run(o, ab, design, legs, (a_commit, str(tree / "reference")), collect)
+        with refcode.checkout(REPO, a_commit) if a_commit else contextlib.nullcontext() as tree:
+            return _run(o, ab, design, legs, tree and (a_commit, str(tree / "reference")), collect)
     except refcode.RefError as e:
         return _error(str(e), 2)
 
@@ -135,9 +134,8 @@ def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, colle
     codes = {"A": a_code[1]} if a_code else None
     measure = SimMeasure(o.sim_cost, code=codes, processes=len(os.sched_getaffinity(0)))
     kept: list = []  # the legs' results, as they run
-    job = JobResult(list(o.argv), o.profile, ab, design.arms, design.settings, kept, {}, started, "")
-    if a_code is not None:
-        job.a_ref = {"ref": o.a_ref, "commit": a_code[0]}
+    a_ref = a_code and {"ref": o.a_ref, "commit": a_code[0]}
+    job = JobResult(list(o.argv), o.profile, ab, design.arms, design.settings, kept, {}, started, "", a_ref)
     try:
         with measure:
             run_trials(legs, replace(design, tier=measure), design.settings, progress=_progress(), into=kept)
@@ -178,10 +176,8 @@ def _written(o: AbOptions, job: JobResult, measure: SimMeasure, collect=None) ->
         if len(lr.class_comparisons) == 1:
             lr.class_comparisons = {}
     job.finished_at, job.provenance = history.now(), history.sim_provenance(REPO)
-    stem, results_dir = (
-        history.result_stem(job) + ("-sim-partial" if job.partial else "-sim"),
-        o.out / "results",
-    )
+    stem = history.result_stem(job) + ("-sim-partial" if job.partial else "-sim")
+    results_dir = o.out / "results"
     doc = sim_report.result_document(job, measure, load=o.load)
     report_md = sim_report.render(job, measure, runs=True)
     md, js = write_files(results_dir, stem, {".md": report_md, ".json": dumps(doc)})

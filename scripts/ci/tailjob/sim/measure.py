@@ -94,45 +94,9 @@ def median_counters(records: Sequence[RunRecord]) -> dict:
     return {k: stats.median([r.wrk["server"]["counters"][k] for r in records]) for k in COUNTERS}
 
 
-def capacity_run(
-    backend: str, env: Mapping[str, str], model: _costs.CostModel, connections: int, seed: int
-) -> SimRun:
-    """An arm's capacity run: a closed loop of ``connections`` (the load client's) for
-    :data:`CAPACITY_S` virtual seconds, what a relative rate (``0.7x``) multiplies."""
-    spec = LoadSpec(classes=(ClientClass("all", connections, "closed"),), duration_s=CAPACITY_S, seed=seed)
-    return SimRun(backend, env, spec, model, "loadgen")
-
-
 def capacity_rps(run: SimRun) -> float:
-    """Requests/s answered in a :func:`capacity_run` (in a worker, or here)."""
+    """Requests/s answered in a capacity run (:meth:`SimMeasure.capacities`; in a worker, or here)."""
     return simulate(run)["all"]["answered_in_window"] / run.spec.duration_s
-
-
-def new_executor(
-    processes: int | None = None, *, code: str | None = None
-) -> concurrent.futures.ProcessPoolExecutor:
-    """Worker processes for simulated runs (spawned: no state of this process is inherited); ``code``:
-    the ``reference/`` directory they import :mod:`tailreactor` from (``--a-ref``)."""
-    n = processes or len(os.sched_getaffinity(0))
-    ctx = multiprocessing.get_context("spawn")
-    init: Callable[..., object] = signal.signal  # Ctrl-C is the parent's to handle (end_executor)
-    args: tuple = (signal.SIGINT, signal.SIG_IGN)
-    if code is not None:  # refcode.use does the same, then chooses the code before tailreactor is imported
-        from ..refcode import use
-
-        init, args = use, (code,)
-    return concurrent.futures.ProcessPoolExecutor(
-        max_workers=n, mp_context=ctx, initializer=init, initargs=args
-    )
-
-
-def end_executor(pool: concurrent.futures.Executor, *, kill: bool) -> None:
-    """Shut ``pool`` down; ``kill`` (the job was interrupted or failed): end its worker processes
-    first, so neither their running simulations nor the interpreter's exit wait for them."""
-    if kill:
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.kill()
-    pool.shutdown(wait=not kill, cancel_futures=kill)
 
 
 class SimMeasure:
@@ -200,11 +164,14 @@ class SimMeasure:
         return self.capacities([plan])[0]
 
     def capacities(self, plans: Sequence[RunPlan]) -> list[dict]:
-        """The capacity of each plan's arm (:func:`capacity_run`, seeded as trial 0), run as :meth:`map`'s."""
+        """The capacity of each plan's arm, what a relative rate (``0.7x``) multiplies: a closed loop
+        of the leg's connections (the load client's) for :data:`CAPACITY_S` virtual seconds, seeded
+        as trial 0, run as :meth:`map`'s."""
         futures = []
         for plan in plans:
-            arm = self.task(plan)
-            run = capacity_run(arm.backend, arm.env, arm.costs, plan.leg.connections, plan.settings.seed)
+            closed = (ClientClass("all", plan.leg.connections, "closed"),)
+            spec = LoadSpec(classes=closed, duration_s=CAPACITY_S, seed=plan.settings.seed)
+            run = replace(self.task(plan), spec=spec, client="loadgen")
             futures.append(self._submit(plan.arm, capacity_rps, run))
         return [{"rps": f.result(), "virtual_s": CAPACITY_S} for f in futures]
 
@@ -218,16 +185,33 @@ class SimMeasure:
         return future
 
     def _pool(self, arm: str) -> concurrent.futures.Executor | None:
+        """Arm ``arm``'s worker processes: spawned (no state of this process is inherited), ignoring
+        Ctrl-C (the parent's to handle: :meth:`close`); with the arm's ``code``, importing
+        :mod:`tailreactor` from there (:func:`tailjob.refcode.use` does both)."""
         code = self.code.get(arm)
         if code is None and self.pool is not None:
             return self.pool
         if code not in self._pools and (code is not None or self.processes):
-            self._pools[code] = new_executor(self.processes, code=code)
+            from ..refcode import use
+
+            init: Callable[..., object] = signal.signal if code is None else use
+            args: tuple = (signal.SIGINT, signal.SIG_IGN) if code is None else (code,)
+            self._pools[code] = concurrent.futures.ProcessPoolExecutor(
+                max_workers=self.processes or len(os.sched_getaffinity(0)),
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=init,
+                initargs=args,
+            )
         return self._pools.get(code)
 
     def close(self, *, cancel: bool = False) -> None:
+        """Shut the worker processes down; ``cancel`` (the job was interrupted or failed): kill them
+        first, so neither their running simulations nor the interpreter's exit wait for them."""
         for pool in self._pools.values():
-            end_executor(pool, kill=cancel)
+            if cancel:
+                for process in list((getattr(pool, "_processes", None) or {}).values()):
+                    process.kill()
+            pool.shutdown(wait=not cancel, cancel_futures=cancel)
         self._pools.clear()
 
     def __enter__(self) -> SimMeasure:

@@ -143,10 +143,7 @@ def _leg(job: JobResult, lr: LegResult, measure: SimMeasure, runs: bool) -> list
     errors = {k: sum(r.wrk["server"]["errors"] for r in runs_) for k, runs_ in by_arm.items()}
     if any(errors.values()):
         lines.append(f"Client errors (timeouts, mismatches): A {errors['A']}, B {errors['B']}.")
-    sat = {
-        k: sum(any(c["saturated"] for c in (r.classes or {}).values()) for r in rs)
-        for k, rs in by_arm.items()
-    }
+    sat = {k: sum("saturated" in r.flags for r in rs) for k, rs in by_arm.items()}  # a class saturated
     if any(sat.values()):
         lines.append(
             f"Runs with a class `saturated` (answers over 2 % short of the offered load): "

@@ -108,10 +108,8 @@ class SweepResult:
     runs: int
     simulated_requests: int
     workers: int
-    sim_cost: str | None = None  # --sim-cost: applied to every cell's cost model
-
-    def cost_model(self, backend: str) -> _costs.CostModel:
-        return _costs.with_overrides(_costs.for_backend(backend), self.sim_cost)
+    sim_cost: str | None  # --sim-cost: applied to every cell's cost model
+    costs: dict[str, _costs.CostModel]  # per backend, with sim_cost applied
 
 
 def run_sweep(
@@ -127,8 +125,7 @@ def run_sweep(
     """Run every cell of ``grid`` (each distinct run once) on local worker processes (``engine``
     ``local``) or Dask (``dask``: a LocalCluster, ``dask_address``, or ``client``), every cost model
     with ``sim_cost`` (``--sim-cost``) applied: :class:`~tailjob.sim.costs.CostError` before any run."""
-    for backend in grid.backends:
-        _costs.with_overrides(_costs.for_backend(backend), sim_cost)
+    costs = {b: SimMeasure(sim_cost).costs_for(b) for b in grid.backends}
     pool, workers, own = _executor(engine, processes, dask_address, client)
     done = False
     try:
@@ -143,7 +140,7 @@ def run_sweep(
     cells = [_decided(grid, cell, capacities[cell.backend, cell.load], by_key) for cell in grid.cells()]
     requests = sum(r.wrk["server"]["requests"] for r in by_key.values())
     rps = {k: c and c["rps"] for k, c in capacities.items()}
-    return SweepResult(grid, cells, rps, len(by_key), requests, workers, sim_cost)
+    return SweepResult(grid, cells, rps, len(by_key), requests, workers, sim_cost, costs)
 
 
 def _leg(grid: Grid, backend: str, lp: LoadPoint) -> Leg:
@@ -231,7 +228,7 @@ def result_document(result: SweepResult, *, argv: list[str], provenance: dict) -
         },
         "provenance": provenance,
         "sim_cost": result.sim_cost,
-        "costs": {b: {**(m := result.cost_model(b)).as_dict(), "sources": m.sources()} for b in g.backends},
+        "costs": {b: {**(m := result.costs[b]).as_dict(), "sources": m.sources()} for b in g.backends},
         "runs": result.runs,
         "simulated_requests": result.simulated_requests,
         "capacities": [

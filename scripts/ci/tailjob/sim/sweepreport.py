@@ -85,7 +85,7 @@ def _counters(cr) -> str:
 
 
 def _costs_text(result, backend: str) -> list[str]:
-    model = result.cost_model(backend).as_dict()
+    model = result.costs[backend].as_dict()
     return [f"{k} {v:g}" for k, v in model.items() if k != "backend"]
 
 
@@ -318,7 +318,6 @@ def main_sweep(
     *,
     out: Path,
     argv: list[str],
-    client=None,
     sim_cost: str | None = None,
 ) -> int:
     """``sweep``: the grid ``grid_name`` (None: ``default``) on local worker processes, or on Dask
@@ -334,7 +333,6 @@ def main_sweep(
             grid,
             engine=engine,
             dask_address=dask or "local",
-            client=client,
             progress=progress,
             sim_cost=sim_cost,
         )

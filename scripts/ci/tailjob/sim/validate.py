@@ -22,7 +22,7 @@ from ..plan import AbOptions, PlanError
 from ..report import CLASS_LABELS
 from ..runner import LegResult
 from ..stats import EQUIVALENT, GAIN, INCONCLUSIVE, NO_VERDICT, REGRESSION, metric
-from .answer import WHOLE_RUN, pair
+from .answer import WHOLE_RUN, pair, ratio_text
 
 AGREE, DISAGREE, LIVE_UNRESOLVED, SIM_UNRESOLVED = "agree", "disagree", "live unresolved", "sim unresolved"
 OUTCOMES = (AGREE, DISAGREE, SIM_UNRESOLVED, LIVE_UNRESOLVED)
@@ -40,10 +40,6 @@ RULE = (
 )
 
 
-def _r(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3f}"
-
-
 def _ci(ci) -> str:
     return "-" if not ci else f"{ci[0]:.3f}-{ci[1]:.3f}"
 
@@ -54,7 +50,7 @@ def outcome(live: dict, sim: dict) -> tuple[str, str]:
     inside = sr is not None and ci is not None and ci[0] <= sr <= ci[1]
     where = ""
     if sr is not None and ci:
-        where = f"; sim B/A {_r(sr)} {'inside' if inside else 'outside'} the live interval {_ci(ci)}"
+        where = f"; sim B/A {ratio_text(sr)} {'inside' if inside else 'outside'} the live interval {_ci(ci)}"
     if lv not in RESOLVED:  # what is known is said (the interval's width, where the sim falls), no claim
         if lv == INCONCLUSIVE and live.get("detectable"):
             return LIVE_UNRESOLVED, f"live {lv}: detectable ±{live['detectable']:.1%}{where}"
@@ -139,8 +135,8 @@ def table(rows: list[dict]) -> list[str]:
             label = (r["scope"] and CLASS_LABELS.get(r["metric"])) or metric(r["metric"]).label
             mark = f"**{r['outcome']}**" if r["outcome"] in (DISAGREE, SIM_UNRESOLVED) else r["outcome"]
             lines.append(
-                f"| {scope_name(r['scope'])} | {label} | {_r(r['live_ratio'])} | {_ci(r['live_ci'])} | "
-                f"{r['live_verdict']} | {_r(r['sim_ratio'])} | {r['sim_verdict']} | {mark} | {r['why']} |"
+                f"| {scope_name(r['scope'])} | {label} | {ratio_text(r['live_ratio'])} | {_ci(r['live_ci'])} | "
+                f"{r['live_verdict']} | {ratio_text(r['sim_ratio'])} | {r['sim_verdict']} | {mark} | {r['why']} |"
             )
         lines.append("")
     return lines
