@@ -67,12 +67,15 @@ def _executor(engine: str, processes: int | None, address: str, client) -> tuple
         if address == "local":
             with _ctrl_c_is_ours():
                 own.append(
-                    LocalCluster(  # its workers' warnings (a cancelled task on Ctrl-C) are not ours to print
+                    # Its logs are Dask's own, not ours to print: a cancelled task on Ctrl-C, a heartbeat
+                    # that finds the scheduler gone as it stops (ERROR, with a traceback).  A failed run
+                    # comes back as its future's exception.
+                    LocalCluster(
                         n_workers=n,
                         threads_per_worker=1,
                         processes=True,
                         dashboard_address=None,
-                        silence_logs=logging.ERROR,
+                        silence_logs=logging.CRITICAL,
                     )
                 )
         client = Client(own[0] if own else address)
