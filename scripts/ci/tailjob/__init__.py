@@ -2,11 +2,12 @@
 
 The main job's path (``scripts/tail-latency.sh`` with no arguments, the subcommand ``ab``)::
 
-    options.parse --> cli: AbOptions --> _plan_ab: Job (legs, arms, load) --> runner.run_trials
-        for each leg: design.plan(leg); warm-up, then every trial's arms in order:
-                      measure.run(RunPlan) -> RunRecord; design.decide(leg) -> verdicts
-    --> report, plot, history (Markdown, JSON, JSONL) --> sim.answer: replace(options, tier="sim")
-    --> sim.cli.main_sim (the same A/B in virtual time) --> the answer table, both tiers side by side
+    options.parse --> cli: AbOptions --> job.run_planned(_plan_ab): Job (legs, arms, load, tier)
+    --> runner.run_trials: for each leg: design.plan(leg); warm-up, then every trial's arms in order:
+                           measure.run(RunPlan) -> RunRecord; design.decide(leg) -> verdicts
+    --> Job.finish: report, plot, history (Markdown, JSON, JSONL) --> sim.answer: tier="sim"
+    --> job.run_planned(sim.cli.plan_ab) (the same A/B in virtual time, the same path)
+    --> the answer table, both tiers side by side
 
 The layers (:data:`LAYERS` names their modules), each importing only from those above it
 (``tests/test_import_graph.py`` checks it, and that there is no cycle):
@@ -16,8 +17,8 @@ The layers (:data:`LAYERS` names their modules), each importing only from those 
 3. measures -- ``run(plan) -> record``: wall (wrk, the load client), sim, instructions;
 4. designs -- the trial loop and what it decides;
 5. outputs -- reports, plots, progress, the step summary;
-6. command line -- bounds and options (``--help`` needs only the standard library), cli (the parsed options
-   become records there and go no further).
+6. command line -- bounds and options (``--help`` needs only the standard library), job (the one path a
+   planned job takes, either tier), cli (the parsed options become records there and go no further).
 """
 
 import sys
@@ -83,6 +84,7 @@ LAYERS = (
     (
         "tailjob.bounds",
         "tailjob.options",
+        "tailjob.job",
         "tailjob.cli",
         "tailjob.__main__",
         "tailjob.sim.cli",

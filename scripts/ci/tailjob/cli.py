@@ -3,9 +3,10 @@
 Parses the subcommand (:mod:`tailjob.options`), turns the namespace into the record its job takes
 (:class:`~tailjob.plan.AbOptions`, :class:`~tailjob.instructions.CountPlan`, the grid) -- below this
 module no function sees the parsed command line -- and runs it.  A live job is planned here
-(:func:`_plan_ab`, :func:`_plan_calibrate`, :func:`_plan_peers` each return a :class:`Job`), run
-with progress, written (report, plot, JSON, history line) and summed up; then the exit code.  A live
-job stopped by a failed run or a signal writes the runs it finished, marked partial (:func:`_kept`).
+(:func:`_plan_ab`, :func:`_plan_calibrate`, :func:`_plan_peers` each return a
+:class:`~tailjob.job.Job`; the A/B in virtual time is :func:`tailjob.sim.cli.plan_ab`'s) and run by the
+one path, :func:`tailjob.job.run_planned`: progress, the files (report, plot, JSON, history line), the
+summary, the exit code; a job stopped by a failed run or a signal keeps the runs it finished.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 from tailreactor.backends import io_uring_refused as _io_uring_refused
@@ -32,9 +32,9 @@ from . import (
     peersreport,
     refcode,
     report,
-    stepsummary,
     workloads,
 )
+from .job import Job, Outputs, Printed, Terminated, gated, run_planned
 from .options import PROG, REPO, parse
 from .options import fail as _error
 from .plan import (
@@ -52,13 +52,8 @@ from .plan import (
     server_env,
     without_refused_io_uring,
 )
-from .progress import JobProgress
-from .runner import ABDesign, JobError, JobResult, Settings, run_trials
+from .runner import ABDesign, JobResult, Settings, run_trials
 from .wrk import wrk_version
-
-
-class Terminated(SystemExit):
-    """SIGTERM arrived: :func:`main` says so in one line and exits 128 + 15."""
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -67,50 +62,6 @@ def _exit_on_sigterm(signum, frame) -> None:
     Once: a second SIGTERM while those stop ends the process at once."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     raise Terminated(128 + signum)
-
-
-@dataclass
-class Job:
-    """A planned live job: ``legs`` (in run order; a leg not reached is named by its ``name``) and
-    ``arms`` size the progress display; ``run(settings, progress, into)`` is the trial loop (``into``:
-    the list that holds each leg's result as it runs); ``finish(results, Outputs, partial=None)``
-    writes the files and returns a :class:`Printed` (``partial``: why the job stopped early: a failed
-    or interrupted job writes the runs it finished)."""
-
-    name: str  # the file stem's last part: the --ab name, "calibrate" or "peers"
-    profile: str
-    legs: list
-    arms: int
-    settings: Settings
-    wrk: str
-    run: Callable
-    finish: Callable
-    probe: bool = False  # every run writes probe files (under <out>/results/<stem>-probe/)
-
-
-@dataclass(frozen=True)
-class Outputs:
-    """What every job's ``finish`` gets: the final settings, times, provenance and where to write."""
-
-    settings: Settings
-    started: str
-    finished: str
-    provenance: dict
-    results_dir: Path
-    stem: str
-
-
-@dataclass(frozen=True)
-class Printed:
-    """What a job prints at the end: the report, the files' lines, the lines after them, ``--gate``'s
-    one-line error (exit 1); an A/B's ``result`` JSON and the ``document`` it holds."""
-
-    text: str
-    files: list
-    after: str | None = None
-    failed: str | None = None
-    result: Path | None = None
-    document: dict | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         if own_signals:  # a second Ctrl-C would only interrupt the exit itself
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         ctrl_c = isinstance(e, KeyboardInterrupt)
-        lost = getattr(e, "not_kept", "")  # set by _run_live (and sim.cli): the runs kept, if any
+        lost = getattr(e, "not_kept", "")  # set by job.run_planned: the runs kept, if any
         print(f"{PROG}: {'interrupted' if ctrl_c else 'terminated (SIGTERM)'}{lost}", file=sys.stderr)
         return 130 if ctrl_c else 128 + signal.SIGTERM
 
@@ -161,7 +112,7 @@ def _main(argv: list[str]) -> int:
         return main_validate(options, run_ab)
     if args.command == "ab":
         return run_ab(options)
-    return _run_live(_plan_peers if args.command == "peers" else _plan_calibrate, args, argv)[0]
+    return run_planned(_plan_peers if args.command == "peers" else _plan_calibrate, args, argv)[0]
 
 
 def _record(cls, args, **given):
@@ -170,84 +121,18 @@ def _record(cls, args, **given):
 
 
 def run_ab(o: AbOptions, *, collect: dict | None = None) -> int:
-    """The A/B ``o`` on its tier.  ``collect``: gets ``result`` (the path of the result JSON),
-    ``document`` (what it holds) and ``legs`` (the legs' results)."""
+    """The A/B ``o`` on its tier (``collect``: :func:`tailjob.job.run_planned`'s)."""
     if o.tier == "sim":
         from .sim.cli import main_sim
 
         return main_sim(o, collect=collect)
-    code, results = _run_live(_plan_ab, o, list(o.argv), collect=collect)
+    code, results = run_planned(_plan_ab, o, list(o.argv), collect=collect)
     if o.argv in ((), ("ab",)) and collect is None and results is not None:
         # the job as the README runs it: the sim tier's answer beside the live run
         from .sim.answer import beside_live
 
         return beside_live(o, results, code)
     return code
-
-
-def _run_live(plan: Callable, options, argv: list[str], *, collect: dict | None = None):
-    """Plan the live job (``plan(options, argv)``), run its trial loop, write its files and print the
-    summary.  Returns (the exit code, the legs' results or None)."""
-    try:
-        if not ownserver.given(options):  # the bench server reads the ambient CWIST_* knobs
-            check_environment(os.environ)
-        job = plan(options, argv)
-    except (Unavailable, FileNotFoundError) as e:  # a tool, a kernel feature, a program missing here
-        return _error(str(e), 3), None
-    except (PlanError, refcode.RefError) as e:
-        return _error(str(e), 2), None
-    started = history.now()
-    stem = history.stem(started, job.profile, job.name)
-    settings = job.settings
-    if job.probe:
-        settings = replace(settings, probe_dir=str(options.out / "results" / f"{stem}-probe"))
-    progress = JobProgress(job.legs, warmup=settings.warmup, arms=job.arms)
-    kept: list = []  # the legs' results, as they run
-    base = Outputs(settings, started, "", {}, options.out / "results", stem)  # the rest when written
-    try:
-        with progress:
-            results = job.run(settings, progress, kept)
-    except (refcode.RefError, JobError, ValueError) as e:  # git, a server, a run failed
-        return _error(f"{e}{_kept(job, kept, progress, base, 'stopped by a failed run', e)}", 3), None
-    except (KeyboardInterrupt, Terminated) as e:  # main says so, with the runs kept
-        if isinstance(e, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C would cut the files short
-        why = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
-        e.not_kept = _kept(job, kept, progress, base, why)  # type: ignore[union-attr]
-        raise
-    printed = _written(job, base, results)
-    if collect is not None:
-        collect.update(legs=results, result=printed.result, document=printed.document)
-    if printed.after:
-        print(printed.after)
-    return (_error(printed.failed, 1) if printed.failed else 0), results
-
-
-def _written(job: Job, o: Outputs, results: list, partial: str | None = None) -> Printed:
-    """Write the job's files (``job.finish``; ``partial``: as ``<stem>-partial``), show its report and
-    files, and append the report to GitHub Actions' job summary; what ``finish`` printed."""
-    o = replace(o, finished=history.now(), provenance=history.provenance(REPO, wrk_version=job.wrk))
-    o.results_dir.mkdir(parents=True, exist_ok=True)
-    if partial is None:
-        printed = job.finish(results, o)
-    else:
-        printed = job.finish(results, replace(o, stem=f"{o.stem}-partial"), partial=partial)
-    summary = stepsummary.append(printed.text, prog=PROG)  # GitHub Actions' job summary
-    step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
-    history.show(printed.text, [*printed.files, *step])
-    return printed
-
-
-def _kept(job: Job, kept: list, progress: JobProgress, o: Outputs, why: str, error=None) -> str:
-    """What a failed or interrupted live job kept, said after its one line: the runs it finished,
-    written by its own writer (:func:`_written`) and marked partial, or that none were."""
-    ran = [lr for lr in kept if lr.runs]  # a leg whose first run did not finish was not reached
-    if not ran:
-        return ""
-    done = sum(len(lr.runs) for lr in ran)
-    missed = [leg.name for leg in job.legs[len(ran) :]]
-    printed = _written(job, o, ran, outputs.partial(why, done, progress.total, missed, error))
-    return outputs.kept(done, progress.total, printed.files)
 
 
 def _write(job, o: Outputs, render) -> tuple[list, Path, str | None]:
@@ -307,6 +192,8 @@ def _overrides(args, pin: bool) -> Overrides:
 
 def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
     """The A/B: arms, legs and load, every arm's environment checked before anything runs."""
+    if not ownserver.given(args):  # the bench server reads the ambient CWIST_* knobs
+        check_environment(os.environ)
     cmds = ownserver.commands(args)  # None: the bench server
     ab, arms = args.arms() if cmds is None else ownserver.arms(args, cmds)
     if ab == "custom" and arms[0].env == arms[1].env and (cmds is None or cmds["A"] == cmds["B"]):
@@ -351,30 +238,21 @@ def _plan_ab(args: AbOptions, argv: list[str]) -> Job:
         job = JobResult(
             argv, profile.name, ab, arms, o.settings, results, o.provenance, o.started, o.finished, a_ref
         )
-        return _ab_printed(replace(job, partial=partial), o, gate=args.gate)
+        job = replace(job, partial=partial)
+        files, result_json, jsonl = _write(job, o, report.render)
+        if o.settings.probe_dir:
+            files.append(f"{o.settings.probe_dir}/ (every worker's latency probe file, per run)")
+        document = {"schema": history.SCHEMA, **job.as_dict()}
+        text, files = report.render(job, runs=False), [*files, *([jsonl] if jsonl else [])]
+        return Printed(text, files, result=result_json, document=document, **gated(job, gate=args.gate))
 
     return Job(ab, profile.name, legs, 2, settings, wrk, run, finish, probe=probe)
 
 
-def _ab_printed(job: JobResult, o: Outputs, *, gate: bool) -> Printed:
-    """An A/B's files (:func:`_write`, the probe files' directory) and what it prints; ``gate``:
-    a regression fails the job."""
-    files, result_json, jsonl = _write(job, o, report.render)
-    if o.settings.probe_dir:
-        files.append(f"{o.settings.probe_dir}/ (every worker's latency probe file, per run)")
-    code, lines = (0, []) if job.partial else report.gate(job)  # a partial job is not gated
-    return Printed(
-        report.render(job, runs=False),
-        [*files, *([jsonl] if jsonl else [])],
-        after="\n" + "\n".join(f"!!! {line}" for line in lines) if lines else None,
-        failed="--gate: a metric regressed (see the verdicts above)" if gate and code else None,
-        result=result_json,
-        document={"schema": history.SCHEMA, **job.as_dict()},
-    )
-
-
 def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
     """``calibrate K``: K rounds of an A/A leg and two injected slowdowns on every leg of the plan."""
+    if not ownserver.given(args):  # the bench server reads the ambient CWIST_* knobs
+        check_environment(os.environ)
     profile, arms, k = PROFILES[args.profile], AB_PRESETS["aa"], args.rounds
     cmds = ownserver.commands(args)  # None: the bench server
     overrides = _overrides(args, args.pin)
@@ -422,6 +300,7 @@ def _plan_calibrate(args: argparse.Namespace, argv: list[str]) -> Job:
 
 def _plan_peers(args: argparse.Namespace, argv: list[str]) -> Job:
     """``peers``: the bench server on each backend beside the peers, pinned unless ``--no-pin``."""
+    check_environment(os.environ)  # the bench server reads the ambient CWIST_* knobs
     pin = not args.no_pin
     profile = PROFILES[args.profile]
     legs = peer_legs(profile, _overrides(args, pin))

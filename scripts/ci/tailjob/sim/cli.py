@@ -1,6 +1,6 @@
-"""``ab --tier sim``: an A/B (:class:`~tailjob.plan.AbOptions`) in virtual time, the live job's trial
-loop (:func:`tailjob.runner.run_trials`, :class:`tailjob.runner.ABDesign`) on
-:class:`tailjob.sim.measure.SimMeasure`.
+"""``ab --tier sim``: an A/B (:class:`~tailjob.plan.AbOptions`) in virtual time, on the live job's path
+(:func:`tailjob.job.run_planned`, the tier :data:`SIM`) and trial loop (:func:`tailjob.runner.run_trials`,
+:class:`tailjob.runner.ABDesign`) on :class:`tailjob.sim.measure.SimMeasure`.
 
 The live job's options (``--runs``: seeds per arm, ``--seed``: the first, ``--duration``: virtual
 seconds) plus ``--sim-cost``; what means processes on a machine (``--pin``, ``--workers``,
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import Counter
 from dataclasses import replace
 
-from .. import PROG, REPO, history, outputs, refcode, report, stepsummary, workloads
-from .. import fail as _error
+from .. import REPO, history, refcode, workloads
+from ..job import Job, Outputs, Printed, Tier, gated, run_planned
 from ..measure import Settings
 from ..outputs import dumps, write_files
 from ..plan import (
@@ -27,7 +28,6 @@ from ..plan import (
     Leg,
     Overrides,
     PlanError,
-    Unavailable,
     arm_knobs,
     check_environment,
     plan_legs,
@@ -42,7 +42,7 @@ from . import report as sim_report
 from .grid import MODELLED
 from .measure import SimMeasure
 
-__all__ = ["main_sim"]
+__all__ = ["SIM", "main_sim", "plan_ab", "plan_sim"]
 
 _BACKEND = "CWIST_REACTOR_BACKEND"
 
@@ -90,106 +90,69 @@ def plan_sim(o: AbOptions) -> tuple[str, tuple[Arm, Arm], list[Leg], LoadPlan | 
     return ab, arms, legs, load
 
 
-def main_sim(o: AbOptions, *, collect: dict | None = None) -> int:
-    """The A/B ``o`` in virtual time; ``collect``: gets ``legs`` (the legs' results), ``result``
-    (the path of the result JSON) and ``document`` (what it holds)."""
-    try:
-        ab, arms, legs, load = plan_sim(o)
-        on = [leg for leg in legs if "io_uring" in (leg.backend_for("A"), leg.backend_for("B"))]
-        asked = o.backend == "io_uring" or any(leg.backend_for("A") != leg.backend_for("B") for leg in on)
-        legs = without_refused_io_uring(legs, on, asked=asked, measuring="simulating")
-        a_commit = refcode.resolve(REPO, o.a_ref) if o.a_ref is not None else None
-    except Unavailable as e:  # io_uring asked for where the kernel refuses it
-        return _error(str(e), 3)
-    except (PlanError, _costs.CostError, refcode.RefError) as e:
-        return _error(str(e), 2)
-    settings = Settings(seed=o.seed, warmup=False, min_effect=o.min_effect, load=load)
-    design = ABDesign(arms, settings, _ambient(os.environ))
-    try:
-        with refcode.checkout(REPO, a_commit) if a_commit else contextlib.nullcontext() as tree:
-            return _run(o, ab, design, legs, tree and (a_commit, str(tree / "reference")), collect)
-    except refcode.RefError as e:
-        return _error(str(e), 2)
-
-
-def _progress():
+def _progress(legs: list, **_) -> contextlib.nullcontext:
     """The trial loop's ``progress``: per leg a count of the runs done (:func:`tailjob.progress.counter`)."""
-    counters: dict = {}
+    done: Counter = Counter()
 
     def notify(event: str, info: dict) -> None:
         if event == "run-end":
             leg = info["leg"]
-            done, show = counters.get(leg.index) or (
-                0,
-                counter(f"sim {leg.backend_for('A')}, c{leg.connections}", lines=4),
-            )
-            counters[leg.index] = (done + 1, show)
-            show(done + 1, 2 * leg.runs)
+            done[leg.index] += 1
+            counter(f"sim {leg.backend_for('A')}, c{leg.connections}", lines=4)(done[leg.index], 2 * leg.runs)
 
-    return notify
+    return contextlib.nullcontext(notify)
 
 
-def _run(o: AbOptions, ab: str, design: ABDesign, legs: list[Leg], a_code, collect=None) -> int:
-    started = history.now()
-    codes = {"A": a_code[1]} if a_code else None
-    measure = SimMeasure(o.sim_cost, code=codes, processes=len(os.sched_getaffinity(0)))
-    kept: list = []  # the legs' results, as they run
-    a_ref = a_code and {"ref": o.a_ref, "commit": a_code[0]}
-    job = JobResult(list(o.argv), o.profile, ab, design.arms, design.settings, kept, {}, started, "", a_ref)
-    try:
-        with measure:
-            run_trials(legs, replace(design, tier=measure), design.settings, progress=_progress(), into=kept)
-    except (OSError, RuntimeError, ValueError) as e:
-        return _error(
-            f"a simulated run failed: {e}{_kept(o, job, measure, legs, 'stopped by a failed run', e)}", 3
-        )
-    except (KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, SIGTERM: main says so, with the runs kept
-        why = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
-        e.not_kept = _kept(o, job, measure, legs, why)  # type: ignore[union-attr]
-        raise
-    _written(o, job, measure, collect)
-    code, lines = report.gate(job, tier=" in virtual time")
-    if lines:
-        print("\n" + "\n".join(f"!!! {line}" for line in lines))
-    if o.gate and code:
-        return _error("--gate: a metric regressed in virtual time (see the verdicts above)", 1)
-    return 0
+SIM = Tier(
+    failed=(OSError, RuntimeError, ValueError),
+    says="a simulated run failed: ",
+    suffix="-sim",
+    gate=" in virtual time",
+    provenance=lambda wrk: history.sim_provenance(REPO),  # no machine's facts: virtual time
+    progress=_progress,
+)
 
 
-def _kept(o: AbOptions, job: JobResult, measure: SimMeasure, legs: list[Leg], why: str, error=None) -> str:
-    """What a failed or interrupted sim job kept, said after its one line: the runs it finished,
-    written as the full job writes them (:func:`_written`) and marked partial; "" if none finished."""
-    ran = [lr for lr in job.legs if lr.runs]  # a leg none of whose runs finished was not reached
-    done, total = sum(len(lr.runs) for lr in ran), sum(2 * leg.runs for leg in legs)
-    if not done:
-        return ""
-    missed = [leg.name for leg in legs[len(ran) :]]
-    job = replace(job, legs=ran, partial=outputs.partial(why, done, total, missed, error))
-    return outputs.kept(done, total, _written(o, job, measure))
+def main_sim(o: AbOptions, *, collect: dict | None = None) -> int:
+    """The A/B ``o`` in virtual time (``collect``: :func:`tailjob.job.run_planned`'s)."""
+    return run_planned(plan_ab, o, list(o.argv), collect=collect)[0]
 
 
-def _written(o: AbOptions, job: JobResult, measure: SimMeasure, collect=None) -> list:
-    """Write the sim job's report and result document (a finished job's plot and history line too),
-    show its report and files, append the report to GitHub Actions' job summary; the files written.
-    A partial job's files are ``<stem>-sim-partial``."""
-    for lr in job.legs:  # one class is the whole run: its table would repeat the leg's
-        if len(lr.class_comparisons) == 1:
-            lr.class_comparisons = {}
-    job.finished_at, job.provenance = history.now(), history.sim_provenance(REPO)
-    stem = history.result_stem(job) + ("-sim-partial" if job.partial else "-sim")
-    results_dir = o.out / "results"
-    doc = sim_report.result_document(job, measure, load=o.load)
-    report_md = sim_report.render(job, measure, runs=True)
-    md, js = write_files(results_dir, stem, {".md": report_md, ".json": dumps(doc)})
-    if collect is not None:
-        collect.update(legs=job.legs, result=js, document=doc)
-    files, jsonl = [md, js], None
-    if not job.partial:  # the history and its plots are of finished jobs
-        files += sim_report.plot(job.legs, results_dir / stem)
-        line = history.history_line(job, result_file=f"results/{js.name}", tier="sim")
-        jsonl = history.append_history(line, o.out, name=sim_report.HISTORY_FILE)
-    text = sim_report.render(job, measure, runs=False)
-    summary = stepsummary.append(text, prog=PROG)  # GitHub Actions' job summary
-    step = [f"{summary} (the verdicts appended: {stepsummary.VARIABLE})"] if summary else []
-    history.show(text, (*files, *step), jsonl)
-    return files
+def plan_ab(o: AbOptions, argv: list[str]) -> Job:
+    """The A/B ``o`` in virtual time: the live job's trial loop on :class:`SimMeasure`, its runs in
+    worker processes, arm A's on ``--a-ref``'s commit; its files ``<stem>-sim``."""
+    ab, arms, legs, load = plan_sim(o)
+    on = [leg for leg in legs if "io_uring" in (leg.backend_for("A"), leg.backend_for("B"))]
+    asked = o.backend == "io_uring" or any(leg.backend_for("A") != leg.backend_for("B") for leg in on)
+    legs = without_refused_io_uring(legs, on, asked=asked, measuring="simulating")
+    a_commit = refcode.resolve(REPO, o.a_ref) if o.a_ref is not None else None
+    settings = Settings(seed=o.seed, warmup=False, min_effect=o.min_effect, load=load)
+    measure = SimMeasure(o.sim_cost, processes=len(os.sched_getaffinity(0)))
+
+    def run(s: Settings, progress, into: list) -> list:
+        design = ABDesign(arms, s, _ambient(os.environ), tier=measure)
+        with refcode.checkout(REPO, a_commit) if a_commit else contextlib.nullcontext() as tree:
+            if tree is not None:  # arm A's runs import tailreactor from the ref's tree
+                measure.code = {"A": str(tree / "reference")}
+            with measure:
+                return run_trials(legs, design, s, progress=progress, into=into)
+
+    def finish(results: list, out: Outputs, partial: str | None = None) -> Printed:
+        for lr in results:  # one class is the whole run: its table would repeat the leg's
+            if len(lr.class_comparisons) == 1:
+                lr.class_comparisons = {}
+        a_ref = {"ref": o.a_ref, "commit": a_commit} if a_commit else None
+        at = (out.provenance, out.started, out.finished)
+        job = JobResult(argv, o.profile, ab, arms, out.settings, results, *at, a_ref, partial)
+        doc = sim_report.result_document(job, measure, load=o.load)
+        report_md = sim_report.render(job, measure, runs=True)
+        files: list = write_files(out.results_dir, out.stem, {".md": report_md, ".json": dumps(doc)})
+        if not partial:  # the history and its plots are of finished jobs
+            files += sim_report.plot(results, out.results_dir / out.stem)
+            line = history.history_line(job, result_file=f"results/{files[1].name}", tier="sim")
+            jsonl = history.append_history(line, out.results_dir.parent, name=sim_report.HISTORY_FILE)
+            files.append(f"{jsonl} (one line appended)")
+        text = sim_report.render(job, measure, runs=False)
+        return Printed(text, files, result=files[1], document=doc, **gated(job, gate=o.gate, words=SIM.gate))
+
+    return Job(ab, o.profile, legs, 2, settings, "-", run, finish, tier=SIM)
