@@ -289,8 +289,13 @@ def test_the_policy_cost_is_fitted_from_rounds_of_one_four_and_sixteen(monkeypat
 
 def test_the_fitted_counts_are_the_committed_reports():
     # The fit's inputs are the reports in POLICY_COUNT, each total exact: the first "total" row of
-    # each policy's count at each batch on epoll, and backend order's at one in flight on both backends.
+    # each policy's count at each batch on epoll, and backend order's at one in flight on both backends,
+    # all counted from one tree.
     reports = Path(__file__).resolve().parents[2] / costs.POLICY_COUNT
+    trees = {
+        re.search(r"from the tree at (\w+)", f.read_text(encoding="utf-8"))[1] for f in reports.glob("*.md")
+    }
+    assert len(trees) == 1, trees
 
     def total(name):
         text = (reports / f"{name}.md").read_text(encoding="utf-8")
@@ -299,6 +304,21 @@ def test_the_fitted_counts_are_the_committed_reports():
     for policy, counted in costs.COUNTED.items():
         assert counted == tuple(total(f"{policy}-bench-epoll-c{n}") for n in costs.BATCHES), policy
     assert costs.TOTAL == {b: total(f"backend-bench-{b}-c1") for b in ("epoll", "io_uring")}
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_cost_model_page_quotes_the_fitted_costs(lang):
+    # docs/<lang>/sim-tier.md, "The cost model": each policy's row is policy_instructions (rounded) and
+    # policy_us at the default instruction_ns, on both backends, and instruction_ns's row is the model's.
+    page = (Path(__file__).resolve().parents[2] / "docs" / lang / "sim-tier.md").read_text(encoding="utf-8")
+    models = [costs.for_backend(b) for b in ("epoll", "io_uring")]
+    for policy in (p for p in costs.COUNTED if p != "backend"):
+        counts = [f"{round(x):,}" for x in costs.policy_instructions(policy)]
+        cells = [f"{n} ({us:.2f}" for m in models for n, us in zip(counts, m.policy_us(policy))]
+        row = re.search(rf"^\| `{policy}` \| (.*) \|$", page, re.M)[1].replace(" us)", ")").split(" | ")
+        assert [c.rstrip(")") for c in row] == cells, policy
+    ns = re.search(r"^\| `instruction_ns` \| ([\d.]+) \| ([\d.]+) \|", page, re.M)
+    assert [float(ns[1]), float(ns[2])] == [m.instruction_ns for m in models]
 
 
 def test_a_policy_in_backend_order_costs_nothing_extra():
@@ -313,8 +333,9 @@ def test_a_policy_in_backend_order_costs_nothing_extra():
 def test_the_policy_cost_scales_with_instruction_ns():
     # The high bound (instruction_ns at the c256 count): the same instructions, each dearer.
     model = costs.for_backend("epoll")
-    high = costs.with_overrides(model, "instruction_ns=0.4472")
-    ratio = 0.4472 / model.instruction_ns
+    top = round(model.request_us * 1000 / costs.LOADED["epoll"], 4)  # 0.4472: bounds.sh's epoll figure
+    high = costs.with_overrides(model, f"instruction_ns={top}")
+    ratio = top / model.instruction_ns
     assert high.policy_us("lifo") == pytest.approx(tuple(us * ratio for us in model.policy_us("lifo")))
     with pytest.raises(costs.CostError, match=r"policy_round_share=1: unknown constant"):
         costs.with_overrides(model, "policy_round_share=1")
