@@ -36,7 +36,9 @@ from tailreactor_conformance.harness import (
     reports,
     reports_until,
     require_capability,
+    revents_named,
     rule_broken,
+    shown,
     signal_names,
     wait_until_blocked,
 )
@@ -606,9 +608,13 @@ def _reported_once(b, token, direction):
     while not got and time.monotonic() < deadline:
         got = b.wait(0.01)
     got += b.wait(0)
-    assert [tok for tok, _ in got] == [token]
+    name = "READ" if direction == READ else "WRITE"
+    assert [tok for tok, _ in got] == [token], (
+        f"reported {shown(got)}: expected {token!r} once, the {name} arming of an fd whose HUP or ERR "
+        "came with no IN or OUT (a hang-up or an error satisfies whichever direction is armed)"
+    )
     revents = got[0][1]
-    assert revents & SATISFIES[direction], f"revents {revents:#x} do not satisfy the direction"
+    assert revents & SATISFIES[direction], f"revents {revents_named(revents)} do not satisfy {name}"
 
 
 @pytest.mark.clause("B6")
@@ -859,6 +865,67 @@ def _never_early_timed_in_c(b, timeout_s):
         f"tr_backend_wait, after {times.least_ns / 1e6:.3f} ms at the least: is timeout_ns rounded down "
         "to milliseconds?"
     )
+
+
+#: Short waits one after another: timeouts from SWEEP_FROM_NS to SWEEP_FROM_NS + SWEEP_SPREAD_NS
+#: (1 us to 1 ms), for SWEEP_BUDGET_S of the profile (s; at least SWEEP_WAITS waits): about 700
+#: waits a second over a backend that rounds up to milliseconds.
+SWEEP_FROM_NS, SWEEP_SPREAD_NS, SWEEP_WAITS = 1_000, 999_000, 100
+SWEEP_BUDGET_S = {"ci": 2.0, "deep": 15.0}
+
+
+@pytest.mark.clause("B8")
+def test_a_thousand_short_waits_in_a_row_each_return_and_none_early(make_backend, pairs):
+    """Waits of 1 us to 1 ms with nothing ready, one after another for SWEEP_BUDGET_S: each
+    returns, and none before its timeout.  A race a few waits seldom meet shows in a thousand:
+    over libuv, a one-shot timer for the wait's timeout is due before uv_run polls whenever a
+    millisecond boundary passes between uv_update_time and uv_run's own reading of the clock; it
+    fires there, the poll has no timer left to bound it, and the wait blocks until an fd or a wake
+    (a C backend's loop is timed in C, and the watchdog ends it)."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    if hasattr(b, "time_waits"):
+        from tailreactor_conformance import ctiming
+
+        try:
+            times = b.time_waits(SWEEP_FROM_NS, _sweep_budget_s(), SWEEP_WAITS, SWEEP_SPREAD_NS)
+        except ctiming.Unavailable as exc:
+            pytest.skip(f"platform limit: {exc}")
+    else:
+        times = _short_waits_timed_in_python(b)
+    assert times.rc == 0, f"tr_backend_wait(1 us to 1 ms) returned {times.rc} with nothing ready"
+    assert not times.early, (
+        f"{times.early} of {times.waits} waits of 1 us to 1 ms returned before their timeout: is "
+        "the deadline kept on a clock of the backend's own (CLOCK_MONOTONIC), with the time left "
+        "run again?"
+    )
+
+
+def _sweep_budget_s() -> float:
+    """How long the sweep of short waits goes on in the active profile (deep: a rarer race)."""
+    from tailreactor_conformance import profiles
+
+    return SWEEP_BUDGET_S[profiles.name()]
+
+
+def _short_waits_timed_in_python(b):
+    """The sweep's waits of a Python backend, timed around ``wait`` (a hang: pytest-timeout)."""
+    from tailreactor_conformance import ctiming
+
+    waits = early = 0
+    least = None
+    deadline = time.monotonic() + _sweep_budget_s()
+    while waits < SWEEP_WAITS or time.monotonic() < deadline:
+        timeout_ns = SWEEP_FROM_NS + (waits * 7919 % 1000) * SWEEP_SPREAD_NS // 999
+        t0 = time.monotonic_ns()
+        got = b.wait(timeout_ns / 1e9)
+        elapsed = time.monotonic_ns() - t0
+        assert got == [], f"wait({timeout_ns / 1e9:g}) reported {got} with nothing ready"
+        waits += 1
+        least = elapsed if least is None else min(least, elapsed)
+        early += elapsed < timeout_ns
+    return ctiming.WaitTimes(waits, early, least, 0)
 
 
 @contextlib.contextmanager
@@ -1655,10 +1722,10 @@ def test_a_report_says_what_was_ready(make_backend, pairs):
     got = dict(reports(b, 2))
     assert set(got) == {"read", "write"}, got
     assert got["read"] & IN and not got["read"] & ERR, (
-        f"READ of a readable socket reported revents {got['read']:#x}"
+        f"READ of a readable socket reported revents {revents_named(got['read'])}"
     )
     assert got["write"] & OUT and not got["write"] & ERR, (
-        f"WRITE of a writable socket reported revents {got['write']:#x}"
+        f"WRITE of a writable socket reported revents {revents_named(got['write'])}"
     )
 
 
@@ -1801,7 +1868,9 @@ def test_a_rearm_of_a_closed_fd_raises_ebadf_or_reports_err(make_backend, pairs)
     got = reports(b, 1)
     b.disarm(number, READ)
     assert [tok for tok, _ in got] == ["closed"], got
-    assert got[0][1] & ERR, f"the re-arm of a closed fd was reported with revents {got[0][1]}, not ERR"
+    assert got[0][1] & ERR, (
+        f"the re-arm of a closed fd was reported with revents {revents_named(got[0][1])}, not ERR"
+    )
 
 
 # -- B17 (optional: backends with a receive operation) -------------------------
