@@ -152,8 +152,12 @@
  *       such a wait may then return with nothing before its timeout (the
  *       caller's bug: nothing can remove it).  Where the library keeps only
  *       the number (Python's select.epoll, libevent), poll the number's file
- *       at each report under a number found naming another file.  A report
- *       that poll proves false is dropped and its arming stays armed
+ *       at each report under a number found naming another file.  Find it
+ *       also after a late disarm left nothing armed: compare the identity
+ *       the library registered (libuv registers at the loop run, so the
+ *       closed file is registered once a wait ran after its arm; B5 closes
+ *       it both before and after a wait), not only that of the armings.
+ *       A report that poll proves false is dropped and its arming stays armed
  *       (nothing disarmed it): a one-shot event the library removed before
  *       the callback is added again after the loop run, never inside its
  *       callback (the closed file, still registered and ready, activates it
