@@ -152,8 +152,12 @@
  *       such a wait may then return with nothing before its timeout (the
  *       caller's bug: nothing can remove it).  Where the library keeps only
  *       the number (Python's select.epoll, libevent), poll the number's file
- *       at each report under a number found naming another file.  A report
- *       that poll proves false is dropped and its arming stays armed
+ *       at each report under a number found naming another file.  Find it
+ *       also after a late disarm left nothing armed: compare the identity
+ *       the library registered (libuv registers at the loop run, so the
+ *       closed file is registered once a wait ran after its arm; B5 closes
+ *       it both before and after a wait), not only that of the armings.
+ *       A report that poll proves false is dropped and its arming stays armed
  *       (nothing disarmed it): a one-shot event the library removed before
  *       the callback is added again after the loop run, never inside its
  *       callback (the closed file, still registered and ready, activates it
@@ -181,7 +185,11 @@
  * - Its own clock: a wait's deadline is taken from a clock read when the wait
  *   starts, not from one cached at the end of the previous loop run (libuv's
  *   uv_now; call uv_update_time first), or a wait after an idle gap returns
- *   early (B8).  libevent's timers run on CLOCK_MONOTONIC_COARSE (up to a
+ *   early (B8).  Over libuv uv_update_time is not enough: the loop time is
+ *   whole milliseconds rounded down, and uv_run retries EINTR with the poll's
+ *   timeout counted from it, so a wait a signal lands in returns up to 1 ms
+ *   early.  Keep a CLOCK_MONOTONIC deadline of your own and run the loop
+ *   again with the time left.  libevent's timers run on CLOCK_MONOTONIC_COARSE (up to a
  *   tick, 1-4 ms, behind) unless the base is made with
  *   EVENT_BASE_FLAG_PRECISE_TIMER (CLOCK_MONOTONIC, and a timerfd under
  *   epoll).  Whatever the library's clock, the deadline check of
@@ -259,12 +267,13 @@
  *   fd, a uv_async_t for wake.  uv_run(UV_RUN_ONCE) (libuv 1.44) runs the
  *   timers that are due before it polls, and takes the poll's timeout from
  *   the timers left: a one-shot timer for the wait's timeout that is due by
- *   then (a short timeout, a loop time read before slow work) fires there,
- *   and the poll that follows has no timer to bound it: it blocks until an
- *   fd or a wake (B8's short waits then do not return, and the watchdog ends
- *   them).  Give the timer a repeat (uv_timer_start(t, cb, ms, ms)), or
- *   start it again in its callback, so a timer is pending while uv_run
- *   polls.  Closing the handles: see tr_backend_close.
+ *   then fires there, and the poll that follows has no timer to bound it: it
+ *   blocks until an fd or a wake (B8's short waits then do not return, and
+ *   the watchdog ends them).  That happens even right after uv_update_time:
+ *   uv_run reads the clock again, and a 1 ms timer is due whenever a
+ *   millisecond boundary passes in between.  Always give the timer a repeat
+ *   (uv_timer_start(t, cb, ms, ms)), or start it again in its callback, so a
+ *   timer is pending while uv_run polls.  Closing the handles: see tr_backend_close.
  * - libev: a loop of the backend's own, ev_loop_new, never ev_default_loop
  *   (it installs a SIGCHLD handler), with EVFLAG_NOSIGMASK (libev then leaves
  *   the signal mask alone) and EVFLAG_NOTIMERFD (no timerfd of its own); an

@@ -102,20 +102,24 @@ class CabiBackend(_cabi.CabiBackend):
         )
         return _WATCH.bounded(bound, message, super()._call_wait, timeout_ns, capacity)
 
-    def time_waits(self, timeout_ns: int, budget_s: float, at_least: int) -> ctiming.WaitTimes:
-        """``tr_backend_wait(timeout_ns)`` again and again into this adapter's array, each timed
-        in C around the library's call alone (:mod:`.ctiming`), for at least ``at_least`` waits
-        and ``budget_s``; the watchdog bounds the whole loop.  Raises
-        :class:`.ctiming.Unavailable` where no C compiler can build the loop."""
+    def time_waits(
+        self, timeout_ns: int, budget_s: float, at_least: int, spread_ns: int = 0
+    ) -> ctiming.WaitTimes:
+        """``tr_backend_wait(timeout_ns)`` (up to ``timeout_ns + spread_ns``: :mod:`.ctiming`)
+        again and again into this adapter's array, each timed in C around the library's call
+        alone, for at least ``at_least`` waits and ``budget_s``; the watchdog bounds the whole
+        loop.  Raises :class:`.ctiming.Unavailable` where no C compiler can build the loop."""
         # The last wait may start as the budget ends; six significant digits, as wait_bound_s.
-        bound = float(f"{budget_s + wait_bound_s(timeout_ns):g}")
+        bound = float(f"{budget_s + wait_bound_s(timeout_ns + spread_ns):g}")
+        timeouts = f"{timeout_ns} ns" if not spread_ns else f"{timeout_ns} to {timeout_ns + spread_ns} ns"
         message = (
-            f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns), called for {budget_s:g} s "
+            f"{self.name}: tr_backend_wait(timeout {timeouts}), called for {budget_s:g} s "
             f"in a loop, did not return within {bound:g} s"
         )
         capacity = max(1, min(self.wait_capacity, len(self._events)))
         args = (self._lib.tr_backend_wait, self._h, timeout_ns, self._events, capacity)
-        return _WATCH.bounded(bound, message, ctiming.time_waits, *args, int(budget_s * 1e9), at_least)
+        budget_ns = int(budget_s * 1e9)
+        return _WATCH.bounded(bound, message, ctiming.time_waits, *args, budget_ns, at_least, spread_ns)
 
 
 class _WaitWatch:

@@ -33,7 +33,12 @@ from pathlib import Path
 
 __all__ = ["SOURCE", "Unavailable", "WaitTimes", "time_waits"]
 
-#: The loop.  A wait that returns -EINTR is called again with the time left, as the
+#: The loop.  Each wait's timeout is ``timeout_ns``, or, with ``spread_ns``, one of 1000
+#: timeouts from ``timeout_ns`` to ``timeout_ns + spread_ns`` in a scrambled order, and an early
+#: return is one before the wait's own timeout.  With ``spread_ns`` the loop also sleeps between
+#: waits, as a caller works between them, for a scrambled 0 to ``spread_ns``: a wait over a
+#: library's whole-millisecond clock ends on one of its ticks, and without the pause every wait
+#: would start at the same phase of that clock, where a race at the tick is never met.  A wait that returns -EINTR is called again with the time left, as the
 #: adapter does; its time runs from the first call to the last return.  The loop ends
 #: at the first wait that returns anything but 0 (a report or an error: the caller
 #: looks at ``rc``), else once it made ``at_least`` waits and ``budget_ns`` has passed.
@@ -41,6 +46,7 @@ SOURCE = r"""
 #include <errno.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int (*tr_wait_fn)(void *, int64_t, void *, uint32_t);
 
@@ -57,24 +63,25 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-void tr_time_waits(tr_wait_fn wait, void *b, int64_t timeout_ns, void *events, uint32_t capacity,
-                   int64_t budget_ns, uint64_t at_least, struct tr_wait_times *out) {
+void tr_time_waits(tr_wait_fn wait, void *b, int64_t timeout_ns, int64_t spread_ns, void *events,
+                   uint32_t capacity, int64_t budget_ns, uint64_t at_least, struct tr_wait_times *out) {
     int64_t end = now_ns() + budget_ns;
     out->waits = out->early = 0;
     out->least_ns = INT64_MAX;
     out->rc = 0;
     for (;;) {
-        int64_t left = timeout_ns, start = now_ns();
+        int64_t timeout = timeout_ns + (int64_t)((out->waits * 7919) % 1000) * spread_ns / 999;
+        int64_t left = timeout, start = now_ns();
         int rc = wait(b, left, events, capacity);
         while (rc == -EINTR) {
-            left = start + timeout_ns - now_ns();
+            left = start + timeout - now_ns();
             rc = wait(b, left > 0 ? left : 0, events, capacity);
         }
         int64_t elapsed = now_ns() - start;
         out->waits++;
         if (elapsed < out->least_ns)
             out->least_ns = elapsed;
-        if (elapsed < timeout_ns)
+        if (elapsed < timeout)
             out->early++;
         if (rc != 0) {
             out->rc = rc;
@@ -82,6 +89,11 @@ void tr_time_waits(tr_wait_fn wait, void *b, int64_t timeout_ns, void *events, u
         }
         if (out->waits >= at_least && now_ns() >= end)
             return;
+        if (spread_ns) {
+            int64_t pause = (int64_t)((out->waits * 104729) % 1000) * spread_ns / 999;
+            struct timespec p = {pause / 1000000000, pause % 1000000000};
+            nanosleep(&p, NULL);
+        }
     }
 }
 """
@@ -160,6 +172,7 @@ def _build() -> ctypes.CDLL:
         ctypes.c_void_p,
         ctypes.c_void_p,
         ctypes.c_int64,
+        ctypes.c_int64,
         ctypes.c_void_p,
         ctypes.c_uint32,
         ctypes.c_int64,
@@ -170,11 +183,12 @@ def _build() -> ctypes.CDLL:
 
 
 def time_waits(
-    wait_fn, handle, timeout_ns: int, events, capacity: int, budget_ns: int, at_least: int
+    wait_fn, handle, timeout_ns: int, events, capacity: int, budget_ns: int, at_least: int, spread_ns: int = 0
 ) -> WaitTimes:
-    """Call ``wait_fn`` (a library's ``tr_backend_wait``) on ``handle`` with ``timeout_ns``,
-    timed in C, for at least ``at_least`` waits and ``budget_ns``; the loop is built at the first
-    call (:class:`Unavailable` if it cannot be, then and at every later call)."""
+    """Call ``wait_fn`` (a library's ``tr_backend_wait``) on ``handle`` with ``timeout_ns`` (up to
+    ``timeout_ns + spread_ns``: see :data:`SOURCE`), timed in C, for at least ``at_least`` waits
+    and ``budget_ns``; the loop is built at the first call (:class:`Unavailable` if it cannot be,
+    then and at every later call)."""
     global _loop
     if _loop is None:
         try:
@@ -188,6 +202,7 @@ def time_waits(
         ctypes.cast(wait_fn, ctypes.c_void_p),
         handle,
         timeout_ns,
+        spread_ns,
         ctypes.cast(events, ctypes.c_void_p),
         capacity,
         budget_ns,

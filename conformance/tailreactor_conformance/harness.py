@@ -35,6 +35,8 @@ __all__ = [
     "make_pair",
     "RecordingBackend",
     "collect",
+    "revents_named",
+    "shown",
     "open_fd_count",
     "wait_until_blocked",
     "ready_if_it_sleeps",
@@ -260,6 +262,23 @@ def reports_until(backend, done, *, wait_s: float = 0.01) -> list:
     while not done(got) and time.monotonic() < deadline:
         got += backend.wait(wait_s)
     return got
+
+
+#: The revents bits by name, as the C header names them (TR_IN ... TR_RDHUP).
+_REVENTS_NAMES = ((0x1, "IN"), (0x4, "OUT"), (0x8, "ERR"), (0x10, "HUP"), (0x2000, "RDHUP"))
+
+
+def revents_named(revents: int) -> str:
+    """``revents`` one way wherever a message shows it: hex, then its bits' names
+    (``0x11 IN|HUP``; an unnamed bit stays in the hex alone)."""
+    names = "|".join(name for bit, name in _REVENTS_NAMES if revents & bit)
+    return f"{revents:#x} {names}" if names else f"{revents:#x}"
+
+
+def shown(got) -> str:
+    """Reports ``[(token, revents), ...]`` in a message: ``write (revents 0x10 HUP)``, or
+    ``nothing``."""
+    return ", ".join(f"{tok!r} (revents {revents_named(rev)})" for tok, rev in got) or "nothing"
 
 
 def collect(backend, expected: int, *, extra_waits: int = 2, wait_s: float = 0.01) -> Counter:

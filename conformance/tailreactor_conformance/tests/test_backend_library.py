@@ -44,7 +44,9 @@ from tailreactor_conformance.harness import (
     fill_send_buffer,
     reports,
     reports_until,
+    revents_named,
     rule_broken,
+    shown,
 )
 from tailreactor_conformance.tests.test_backend import (
     _collected_not_delivered,
@@ -296,12 +298,12 @@ def test_a_peer_that_shuts_its_writing_side_makes_read_ready_not_write(make_back
     p.peer.shutdown(socket.SHUT_WR)
     got = reports(b, 1, extra_waits=3)
     assert [tok for tok, _ in got] == ["read"], (
-        f"reported {', '.join(f'{tok} (revents {rev:#x})' for tok, rev in got)}: the peer shut its "
+        f"reported {shown(got)}: the peer shut its "
         f"writing side (EOF, RDHUP: READ's readiness) and our send buffer is full, so WRITE had nothing "
         f"to report (RDHUP alone satisfies no WRITE; a peer's shutdown is not a hang-up, HUP)"
     )
     assert got[0][1] & (IN | RDHUP), (
-        f"READ at the peer's shutdown reported revents {got[0][1]:#x}: no IN, no RDHUP"
+        f"READ at the peer's shutdown reported revents {revents_named(got[0][1])}: no IN, no RDHUP"
     )
     while _has_more(p.peer):  # the peer reads everything: room again
         p.peer.recv(1 << 20)
@@ -338,7 +340,11 @@ def test_a_write_reported_after_the_peers_half_close_is_not_reported_again_when_
     the old token each new room."""
     b = make_backend()
     (p,) = pairs(1)
-    assert _full_and_half_closed_with_write_armed(b, p) == []
+    early = _full_and_half_closed_with_write_armed(b, p)
+    assert [tok for tok, _ in early] == [], (  # revents in the message, in hex with names
+        f"reported {shown(early)}: expected nothing while our send buffer is full, though the peer "
+        "shut its writing side (RDHUP is READ's readiness, not a hang-up: no room, no WRITE)"
+    )
     _make_room(p)
     assert collect(b, 1, extra_waits=2) == Counter({"write": 1})
     again = []
@@ -367,7 +373,10 @@ def test_a_write_disarmed_while_it_waits_for_room_after_the_peers_half_close_is_
     got += _waits(b)
     _make_room(p)
     got += _waits(b)
-    assert got == [], f"reported {got}: WRITE was disarmed before the peer read"
+    assert [tok for tok, _ in got] == [], (
+        f"reported {shown(got)}: expected nothing, WRITE was disarmed before the peer read (and the "
+        "peer's shutdown of its writing side, RDHUP, is no hang-up: it never satisfies WRITE)"
+    )
     b.arm(p.fd, WRITE, "again")
     assert collect(b, 1, extra_waits=2) == Counter({"again": 1})
 
@@ -389,7 +398,11 @@ def test_a_write_rearmed_in_the_round_of_its_report_waits_for_room_after_the_pee
     b.arm(p.fd, WRITE, "write")  # no wait since the report
     fill_send_buffer(p.ours)
     p.peer.shutdown(socket.SHUT_WR)
-    assert _waits(b) == []
+    early = _waits(b)
+    assert [tok for tok, _ in early] == [], (  # revents in the message, in hex with names
+        f"reported {shown(early)}: expected nothing while our send buffer is full, though the peer "
+        "shut its writing side (RDHUP is READ's readiness, not a hang-up: no room, no WRITE)"
+    )
     _make_room(p)
     assert collect(b, 1, extra_waits=2) == Counter({"write": 1}), (
         "WRITE re-armed in the round of its report, then the send buffer full and the peer's "
@@ -445,7 +458,7 @@ def test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file_that_t
     reported_for_the_new_file = len(old_reports) > 1 or any(not rev & ERR for rev in old_reports)
     assert not reported_for_the_new_file, (
         f"the READ arming of a closed fd was reported with revents "
-        f"{', '.join(f'{r:#x}' for r in old_reports)} once its number named another, readable, "
+        f"{', '.join(revents_named(r) for r in old_reports)} once its number named another, readable, "
         f"file: drop it, or report it once with ERR"
     )
 
@@ -513,7 +526,9 @@ def _closed_armings_dropped(
     got = [*earlier, *reports(b, 1, extra_waits=3)]
     tokens = Counter(tok for tok, _ in got)
     assert tokens["control"] == 1, f"the other fd's arming was not reported once: {got}"
-    wrong = [(tok, f"{rev:#x}") for tok, rev in got if tok in closed and (tokens[tok] > 1 or not rev & ERR)]
+    wrong = [
+        (tok, revents_named(rev)) for tok, rev in got if tok in closed and (tokens[tok] > 1 or not rev & ERR)
+    ]
     assert not wrong, f"armings of a closed fd reported {wrong}: drop them, or report each once with ERR" + (
         " (another file has the number now)" if reused else ""
     )
