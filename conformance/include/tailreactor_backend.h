@@ -192,7 +192,8 @@
  *   tr_backend_wait ("never returns earlier") keeps the wait correct.
  * - Its own time units: round timeout_ns up at every conversion.  A struct
  *   timeval (libevent's timers) holds microseconds: (ns + 999) / 1000, never
- *   ns / 1000, which makes a wait under a microsecond a poll (B8).
+ *   ns / 1000, which makes a wait under a microsecond a poll and one of
+ *   1.5 us return up to a microsecond early (B8).
  * - Deferred arms: libevent's EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST, and libuv
  *   and libev always, make watcher changes wait for the next loop run: until
  *   then the kernel has not seen an arm, a disarm or a one-shot stop, and an
@@ -491,10 +492,13 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   whatever the library's clock and rounding: read CLOCK_MONOTONIC when the
  *   wait starts; when the library returns with nothing to report and no wake
  *   before that deadline, run it again with the time left.  B8 times a C
- *   backend's waits from 500 ns to 50 ms in C, around the library call
- *   alone (a loop the suite builds with $CC, else cc), so a wait that polls,
- *   or a timeout rounded down to milliseconds, is seen returning before its
- *   timeout every time: the caller's own work around the call hides none.
+ *   backend's waits from 500 ns (and 1.5 and 2.5 us) to 50 ms in C, around
+ *   the library call alone (a loop the suite builds with $CC, else cc), so a
+ *   wait that polls, or a timeout rounded down to microseconds or to
+ *   milliseconds, is seen returning before its timeout every time: the
+ *   caller's own work around the call hides none.  A timeout that the
+ *   backend's own poll (tr_backend_wait(0)) costs as much as skips, naming
+ *   that cost; the longer ones still run.
  * - How late it may return: nothing is promised and no clause measures it;
  *   a late wait makes the reactor's timers fire as much later.  epoll_wait's
  *   whole milliseconds make a 1.5 ms wait 2 ms; libev's epoll method blocks
