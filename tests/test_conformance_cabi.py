@@ -170,6 +170,32 @@ def test_the_c_example_never_returns_early_below_a_microsecond_with_every_core_b
     assert cell["status"] == "pass" and not cell["skip_reasons"], cell
 
 
+class _CostlyPoll:
+    """A ``cabi:`` backend's ``time_waits`` whose poll (``tr_backend_wait(0)``) takes 560 ns at the
+    least, as a GLib backend's loop run does, and whose other waits take their timeout."""
+
+    def time_waits(self, timeout_ns, budget_s, at_least):
+        from tailreactor_conformance.ctiming import WaitTimes
+
+        return WaitTimes(at_least, 0, timeout_ns or 560, 0)
+
+
+def test_a_timeout_under_the_backends_own_poll_cost_skips_naming_that_cost_and_longer_ones_run():
+    """B8's waits timed in C: a timeout this backend's poll costs as much as cannot tell a poll from
+    a wait, and skips naming the backend's cost (not a platform limit); the timeouts above that
+    cost (1.5 and 2.5 us) still run."""
+    from tailreactor_conformance.tests.test_backend_library import SUBMICRO_S, _timed_in_c
+
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        _timed_in_c(_CostlyPoll(), 500)
+    assert str(skipped.value) == (
+        "tr_backend_wait(0) of this backend takes 560 ns at the least, not under the 500 ns timeout: "
+        "a wait that polls looks like one that waited (the longer timeouts of this test still run)"
+    )
+    assert _timed_in_c(_CostlyPoll(), 1500).least_ns == 1500
+    assert {1500, 2500} <= {round(t * 1e9) for t in SUBMICRO_S}
+
+
 @needs_cc
 def test_without_a_c_compiler_the_waits_under_a_microsecond_skip_naming_what_to_install(tmp_path):
     """CC names no compiler: B8's waits under a microsecond cannot be timed in C, and skip with

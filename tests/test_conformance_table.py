@@ -79,6 +79,40 @@ def test_a_failure_reason_is_the_first_e_line_or_the_message():
     assert len(failure_reason("E   " + "x" * 5000)) == 1000
 
 
+#: pytest's report of a Hypothesis state machine's test run by pytest-xdist (R20's, abridged):
+#: xdist's header line first, then an exception group's traceback, with no ``E`` line.
+XDIST_GROUP_REPORT = """[gw0] linux -- Python 3.11.7 /somewhere/.venv/bin/python
+  + Exception Group Traceback (most recent call last):
+  |   File "machine.py", line 115, in run
+  |     run_state_machine_as_test(machine, settings=settings)
+  | ExceptionGroup: Hypothesis found 2 distinct failures. (2 sub-exceptions)
+  +-+---------------- 1 ----------------
+    | Traceback (most recent call last):
+    |   File "driver.py", line 176, in check
+    |     assert not self.model.violations, "reactor disagrees with the model:\\n  " + "\\n  ".join(
+    | AssertionError: reactor disagrees with the model:
+    |   pairs [1] armed and readable, not delivered after 50 rounds
+    |
+    | Failing test case: <state machine>
+"""
+
+
+def test_a_failure_reason_is_the_error_not_xdists_header_line():
+    """Under pytest-xdist a report starts with the worker's line ("[gw0] linux -- Python ..."):
+    a report with no ``E`` line (an exception group's, Hypothesis's distinct failures) gives the
+    first error it holds, with its message's next line when it ends in a colon, never that line."""
+    from tailreactor_conformance.failures import failure_reason
+
+    assert failure_reason(XDIST_GROUP_REPORT) == (
+        "AssertionError: reactor disagrees with the model: "
+        "pairs [1] armed and readable, not delivered after 50 rounds"
+    )
+    assert (
+        failure_reason("[gw1] linux -- Python 3.11.7 /x/python\nthe backend crashed\n")
+        == "the backend crashed"
+    )
+
+
 def test_a_hung_test_and_a_crashed_one_are_told_apart_each_with_its_rerun_line():
     """A worker the watchdog ended is ``FAIL (hung)``, its line quoted whole with the limit in
     seconds; a worker a signal ended is ``FAIL (crashed)``; each keeps its rerun line."""

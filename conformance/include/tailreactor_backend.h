@@ -62,6 +62,10 @@
  * Two backends' waits run at the same time on two threads: one waits with no
  * limit while the other reports its own ready fd (B1); on a loop the process
  * shares, one waiting thread owns it at a time, and the other's wait blocks.
+ * Never hold a loop's ownership between calls (GLib: g_main_context_acquire,
+ * in create or anywhere): g_main_context_iteration takes it and drops it
+ * itself, and while one thread holds it, every wait made from another
+ * thread blocks for good (B1, B7: FAIL (hung)).
  *
  * Memory: every pointer argument is the caller's and valid only during the
  * call; the library keeps none of them.  The handle is the library's.
@@ -196,7 +200,8 @@
  *   tr_backend_wait ("never returns earlier") keeps the wait correct.
  * - Its own time units: round timeout_ns up at every conversion.  A struct
  *   timeval (libevent's timers) holds microseconds: (ns + 999) / 1000, never
- *   ns / 1000, which makes a wait under a microsecond a poll (B8).
+ *   ns / 1000, which makes a wait under a microsecond a poll and one of
+ *   1.5 us return up to a microsecond early (B8).
  * - Deferred arms: libevent's EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST, and libuv
  *   and libev always, make watcher changes wait for the next loop run: until
  *   then the kernel has not seen an arm, a disarm or a one-shot stop, and an
@@ -217,9 +222,11 @@
  *   writes and the loop watches needs neither.  See tr_backend_wake.
  *   Latched is not enough where the library also fires that same wake-up
  *   for its own reasons: GLib's g_main_context_wakeup writes the context's
- *   eventfd, which GLib also writes at every source change (attach,
- *   destroy, g_source_add_unix_fd and its modify and remove,
- *   g_source_set_ready_time) and around each dispatch; a loop run that
+ *   eventfd, which GLib also writes when a source with fds is attached or
+ *   destroyed (attaching one with no fds does not), at g_source_add_unix_fd
+ *   and its modify and remove on an attached source, at every change of an
+ *   attached source's ready time (g_source_set_ready_time) and around each
+ *   dispatch; a loop run that
  *   returns with nothing then says nothing.  The wait must be able to tell
  *   that tr_backend_wake was called: by a callback of its own (uv_async_t,
  *   ev_async, event_active on an event of the backend's own), or by a flag
@@ -260,6 +267,15 @@
  *   tell; it gets no user data, so the note may be thread-local, set and
  *   read within one tr_backend_wait ("no per-thread state" means none that
  *   outlives a call).  See tr_backend_wait.
+ * - GLib's ready time: a source whose ready time (g_source_set_ready_time)
+ *   has passed stays ready, dispatched at every loop run, until it is set
+ *   back to -1.  Set it back in its dispatch (or before the wait returns):
+ *   left due, every later loop run returns at once, and a wait with no
+ *   limit spins, a core busy until a wake or a report.  No clause sees it
+ *   (such a wait is never early), so check the CPU time of an idle wait.
+ *   The ready time is in microseconds: round the deadline up
+ *   ((ns + 999) / 1000), and still compare CLOCK_MONOTONIC with the
+ *   deadline after the loop run (B8).
  * - TR_CAP_ORDERED: claim it from an argument, not a run: see
  *   tr_capabilities.  Most backends over a library do not claim it, and the
  *   reactor is correct without it.
@@ -485,10 +501,13 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   whatever the library's clock and rounding: read CLOCK_MONOTONIC when the
  *   wait starts; when the library returns with nothing to report and no wake
  *   before that deadline, run it again with the time left.  B8 times a C
- *   backend's waits from 500 ns to 50 ms in C, around the library call
- *   alone (a loop the suite builds with $CC, else cc), so a wait that polls,
- *   or a timeout rounded down to milliseconds, is seen returning before its
- *   timeout every time: the caller's own work around the call hides none.
+ *   backend's waits from 500 ns (and 1.5 and 2.5 us) to 50 ms in C, around
+ *   the library call alone (a loop the suite builds with $CC, else cc), so a
+ *   wait that polls, or a timeout rounded down to microseconds or to
+ *   milliseconds, is seen returning before its timeout every time: the
+ *   caller's own work around the call hides none.  A timeout that the
+ *   backend's own poll (tr_backend_wait(0)) costs as much as skips, naming
+ *   that cost; the longer ones still run.
  * - How late it may return: nothing is promised and no clause measures it;
  *   a late wait makes the reactor's timers fire as much later.  epoll_wait's
  *   whole milliseconds make a 1.5 ms wait 2 ms; libev's epoll method blocks

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import types
 
@@ -106,15 +107,41 @@ def _line_before(code: types.CodeType, offset: int) -> int:
 REASON_CHARS = 1000
 
 
+#: pytest-xdist's first line of a report from a worker: which worker, which Python.
+_XDIST_HEADER = re.compile(r"\[gw\d+\] ")
+#: An exception's line in a traceback, inside an exception group's ``|`` margin or not.
+_ERROR_LINE = re.compile(r"^[\s|]*((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failed|Warning): .*)$")
+
+
 def failure_reason(longrepr: str) -> str:
     """A failed test's reason in one line: the first ``E`` line of pytest's report (the
-    exception and its message), else the report's first line that is not empty (a
-    ``pytest.fail(..., pytrace=False)`` is its message alone)."""
-    lines = longrepr.splitlines()
+    exception and its message), else the first error an exception group's traceback holds
+    (Hypothesis's distinct failures: no ``E`` line) that is not the group, with its message's
+    next line when it ends in a colon, else the report's first line that is not empty and
+    not pytest-xdist's line naming its worker (a ``pytest.fail(..., pytrace=False)`` is its
+    message alone)."""
+    lines = [ln for ln in longrepr.splitlines() if not _XDIST_HEADER.match(ln)]
     first = next((ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()), None)
+    if first is None:
+        first = _group_error(lines)
     if first is None:
         first = next((ln.strip() for ln in lines if ln.strip()), "")
     return first if len(first) <= REASON_CHARS else first[: REASON_CHARS - 3] + "..."
+
+
+def _group_error(lines: list[str]) -> str | None:
+    """The first error in a traceback's ``lines`` that is not an exception group, joined with
+    the next line when its message ends in a colon (the model's "disagrees with the model:")."""
+    for i, ln in enumerate(lines):
+        m = _ERROR_LINE.match(ln)
+        if m is None or m.group(1).startswith(("ExceptionGroup", "BaseExceptionGroup")):
+            continue
+        error = m.group(1).strip()
+        if error.endswith(":") and i + 1 < len(lines):
+            more = lines[i + 1].strip().lstrip("|").strip()
+            error = f"{error} {more}" if more else error
+        return error
+    return None
 
 
 # -- a crashed worker ---------------------------------------------------------------

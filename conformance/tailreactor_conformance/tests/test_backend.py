@@ -1164,9 +1164,22 @@ def test_a_signal_whose_handler_raises_ends_a_wait_without_a_limit(make_backend,
         ended.set()
         t.join()
         signal.signal(signal.SIGALRM, old)
-    assert raised and not dog.fired, (
-        f"wait(None) was sent a signal {sent[0]} time(s), its handler raising, and "
-        + (f"ended only when the watchdog woke it after {LIVENESS_S} s" if dog.fired else f"returned {got}")
+    assert raised and not dog.fired, _unraised(sent[0], got, dog.fired)
+
+
+def _unraised(sent, got, fired):
+    """Why a wait sent ``sent`` signals, whose handler raises, did not end by that exception:
+    one that returned before any signal came returned with nothing, no signal and no wake, and
+    EINTR has nothing to do with it."""
+    if not sent and not fired:
+        return (
+            f"wait(None) returned {got} before any signal was sent (0 signals), with nothing ready, "
+            "no signal and no wake: a wait without a limit returns only with reports, at a wake, or "
+            "with -EINTR (a library's empty loop run, its own wakeup, is not a wake: run it again)"
+        )
+    return (
+        f"wait(None) was sent a signal {sent} time(s), its handler raising, and "
+        + (f"ended only when the watchdog woke it after {LIVENESS_S} s" if fired else f"returned {got}")
         + ": a signal's EINTR is returned (-EINTR) so that the caller runs its handlers; a backend "
         "that retries it inside the wait (or whose library does) delays them until its timeout"
     )
