@@ -107,3 +107,35 @@ loop = "open"
 rate = 1000
 schedule = "constant"
 """
+
+
+def stopped_after_the_first_run(cmd: list[str], signum: int, cwd: Path | None = None) -> tuple[int, str]:
+    """Run the job ``cmd``, send ``signum`` once its progress line says run 1 finished (a run is kept
+    then); its exit code and stderr."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A shell's background job (and an xdist worker) ignores SIGINT, and a child inherits that:
+        # the job would never see Ctrl-C.  A terminal's Ctrl-C finds the default disposition.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("run 1/"):
+                break
+        proc.send_signal(signum)
+        rest = proc.stderr.read()
+        return proc.wait(timeout=120), "".join(lines) + rest
+    finally:
+        proc.kill()
+        if proc.stderr is not None:
+            proc.stderr.close()

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tailjob_testdata import stopped_after_the_first_run
 
 from tailjob.cli import main
 
@@ -334,41 +335,20 @@ def test_ctrl_c_is_one_line_and_exit_130_keeping_the_finished_runs(tmp_path, sig
     """Ctrl-C (or a CI timeout's SIGTERM) during the live runs: the server and wrk are stopped, the
     runs that finished are written as a report and JSON marked partial, and one line says so and
     names them, exit 130 (143)."""
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "tailreactor-tail-latency"),
-            "--backend",
-            "epoll",
-            "--duration",
-            "2",
-            "--runs",
-            "8",
-            "--no-warmup",
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=root,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        # A shell's background job (and an xdist worker) ignores SIGINT, and a child inherits that:
-        # the job would never see Ctrl-C.  A terminal's Ctrl-C finds the default disposition.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        assert proc.stderr is not None
-        lines = []
-        for line in proc.stderr:  # the first run's progress line: the job is measuring now
-            lines.append(line)
-            if line.startswith("run 1/"):
-                break
-        proc.send_signal(signum)
-        rest = proc.stderr.read()
-        assert proc.wait(timeout=60) == status, "".join(lines) + rest
-    finally:
-        proc.kill()
-        proc.stderr.close()
+    cmd = [
+        str(Path(sys.executable).parent / "tailreactor-tail-latency"),
+        "--backend",
+        "epoll",
+        "--duration",
+        "2",
+        "--runs",
+        "8",
+        "--no-warmup",
+        "--out",
+        str(tmp_path),
+    ]
+    code, rest = stopped_after_the_first_run(cmd, signum, cwd=Path(__file__).resolve().parents[2])
+    assert code == status, rest
     last = rest.strip().splitlines()[-1]
     assert "Traceback" not in rest and last.startswith(f"tail_latency: {says} ("), rest
     md, js = sorted((tmp_path / "results").iterdir(), key=lambda p: p.suffix != ".md")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tailjob_testdata import CI_DIR
+from tailjob_testdata import CI_DIR, stopped_after_the_first_run
 
 pytestmark = pytest.mark.wrk  # skipped without wrk (tests/conftest.py)
 
@@ -24,31 +24,6 @@ SIGNALS = pytest.mark.parametrize(
     [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
     ids=["ctrl-c", "sigterm"],
 )
-
-
-def stopped_after_the_first_run(argv: list[str], signum: int) -> tuple[int, str]:
-    """Run the job, send ``signum`` once its progress line says run 1 finished; its exit code and stderr."""
-    proc = subprocess.Popen(
-        [sys.executable, str(CI_DIR / "tail_latency.py"), *argv],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        # an xdist worker ignores SIGINT and a child inherits that: a terminal's Ctrl-C finds the default
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        assert proc.stderr is not None
-        lines = []
-        for line in proc.stderr:  # the first run's progress line: a run is kept now
-            lines.append(line)
-            if line.startswith("run 1/"):
-                break
-        proc.send_signal(signum)
-        rest = proc.stderr.read()
-        return proc.wait(timeout=120), "".join(lines) + rest
-    finally:
-        proc.kill()
-        proc.stderr.close()
 
 
 def partial_files(out: Path, kind: str) -> tuple[Path, Path, dict]:
@@ -70,7 +45,7 @@ def check_the_line_and_marks(err: str, says: str, md: Path, js: Path, doc: dict,
 @SIGNALS
 def test_calibrate_stopped_by_a_signal_keeps_its_finished_runs_as_partial(tmp_path, signum, status, says):
     argv = ["calibrate", "1", "--backend", "epoll", *TINY, "--out", str(tmp_path)]
-    code, err = stopped_after_the_first_run(argv, signum)
+    code, err = stopped_after_the_first_run([sys.executable, str(CI_DIR / "tail_latency.py"), *argv], signum)
     assert code == status, err
     md, js, doc = partial_files(tmp_path, "calibrate")
     legs = doc["legs"]
@@ -122,7 +97,7 @@ def test_calibrate_stopped_by_a_failed_run_keeps_the_runs_before_it(tmp_path):
 @SIGNALS
 def test_peers_stopped_by_a_signal_keeps_its_finished_runs_as_partial(tmp_path, signum, status, says):
     argv = ["peers", "--no-pin", "--write-readme", *TINY[2:], "--out", str(tmp_path)]
-    code, err = stopped_after_the_first_run(argv, signum)
+    code, err = stopped_after_the_first_run([sys.executable, str(CI_DIR / "tail_latency.py"), *argv], signum)
     assert code == status, err
     md, js, doc = partial_files(tmp_path, "peers")  # --write-readme: the README is of finished jobs
     [leg] = doc["legs"]
