@@ -109,9 +109,13 @@ schedule = "constant"
 """
 
 
-def stopped_after_the_first_run(cmd: list[str], signum: int, cwd: Path | None = None) -> tuple[int, str]:
+def stopped_after_the_first_run(
+    cmd: list[str], signum: int, cwd: Path | None = None, *, until_it_ends: bool = False
+) -> tuple[int, str]:
     """Run the job ``cmd``, send ``signum`` once its progress line says run 1 finished (a run is kept
-    then); its exit code and stderr."""
+    then); its exit code and stderr.  ``until_it_ends``: send it again and again until the job exits
+    (a CI's timeout that signals the job and its process group too: the later ones reach it while it
+    stops its servers and writes what it kept)."""
     import signal
     import subprocess
 
@@ -133,6 +137,12 @@ def stopped_after_the_first_run(cmd: list[str], signum: int, cwd: Path | None = 
             if line.startswith("run 1/"):
                 break
         proc.send_signal(signum)
+        while until_it_ends and proc.poll() is None:
+            proc.send_signal(signum)
+            try:
+                proc.wait(timeout=0.005)  # (bounds the loop's rate; the exit ends it)
+            except subprocess.TimeoutExpired:
+                pass
         rest = proc.stderr.read()
         return proc.wait(timeout=120), "".join(lines) + rest
     finally:

@@ -361,3 +361,21 @@ def test_the_verdict_line_counts_every_kind_of_flag(synthetic_job):
     line = next(ln for ln in text.splitlines() if ln.startswith("- epoll, c64: "))
     assert "; 16 of 16 measured runs flagged (16 server-stop-timeout, 16 server-exit-3): " in line, line
     assert "16 server-stop-timeout (the server did not stop on SIGTERM and was killed)" in text
+
+
+def test_a_written_file_has_the_mode_the_umask_gives_any_new_file(tmp_path):
+    """The report and JSON are read by others (a CI artifact, a shared results folder): written through
+    a temporary file, they still get the mode open() would give them under the process's umask (0644
+    under 022), not the temporary file's 0600."""
+    import os
+
+    from tailjob.outputs import write_atomic
+
+    old = os.umask(0o022)
+    try:
+        path = write_atomic(tmp_path / "report.md", "text")
+        (tmp_path / "plain").write_text("text")
+    finally:
+        os.umask(old)
+    assert path.read_text() == "text"
+    assert oct(path.stat().st_mode & 0o777) == oct((tmp_path / "plain").stat().st_mode & 0o777) == "0o644"

@@ -57,6 +57,19 @@ def test_calibrate_stopped_by_a_signal_keeps_its_finished_runs_as_partial(tmp_pa
     assert "| epoll, c8 | Requests/s |" in md.read_text()  # the table, of what ran
 
 
+def test_calibrate_signalled_again_and_again_while_it_stops_still_keeps_its_runs(tmp_path):
+    """SIGTERM sent again and again until the job exits (a CI timeout that signals the job and then
+    its process group): the later ones are ignored while the job stops its servers and writes the
+    runs it kept, so the partial files and the one line are there, exit 143."""
+    argv = ["calibrate", "1", "--backend", "epoll", *TINY, "--out", str(tmp_path)]
+    cmd = [sys.executable, str(CI_DIR / "tail_latency.py"), *argv]
+    code, err = stopped_after_the_first_run(cmd, signal.SIGTERM, until_it_ends=True)
+    assert code == 143, err
+    md, js, doc = partial_files(tmp_path, "calibrate")
+    finished = sum(len(leg["leg"]["runs"]) for leg in doc["legs"])
+    check_the_line_and_marks(err, "terminated (SIGTERM)", md, js, doc, finished, 12)
+
+
 def test_calibrate_stopped_by_a_failed_run_keeps_the_runs_before_it(tmp_path):
     """The server command exits on its third start: the A/A leg's first trial had finished."""
     script = tmp_path / "flaky.py"

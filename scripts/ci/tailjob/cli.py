@@ -59,8 +59,10 @@ from .wrk import wrk_version
 def _exit_on_sigterm(signum, frame) -> None:
     """SIGTERM (a CI timeout, ``kill``) ends the job as Ctrl-C does, by an exception: the runner's
     ``finally`` stops the server and ``subprocess.run`` kills wrk (Python's default left them running).
-    Once: a second SIGTERM while those stop ends the process at once."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    Once: later ones are ignored, as a second Ctrl-C is (a CI's timeout often signals the job and then
+    its process group; dying then would leave the server running and lose the runs kept).  SIGKILL
+    still ends it."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated(128 + signum)
 
 

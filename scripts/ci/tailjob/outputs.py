@@ -18,10 +18,19 @@ def dumps(doc: dict) -> bytes:
     return (json.dumps(doc, indent=1) + "\n").encode()
 
 
+def _umask() -> int:
+    """The process's umask, read without setting it (``os.umask`` sets it, for every thread)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+
+
 def write_atomic(path: Path, data: bytes | str) -> Path:
-    """Write ``path`` through a temporary file in its directory: a reader never sees half of it."""
+    """Write ``path`` through a temporary file in its directory: a reader never sees half of it.  The
+    file gets the mode ``open`` would give it (0644 under umask 022), not the temporary file's 0600:
+    others read the reports (a CI artifact, a shared results folder)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, path)
