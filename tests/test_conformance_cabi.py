@@ -198,8 +198,37 @@ def test_a_timeout_under_the_backends_own_poll_cost_skips_naming_that_cost_and_l
 
 @needs_cc
 def test_without_a_c_compiler_the_waits_under_a_microsecond_skip_naming_what_to_install(tmp_path):
-    """CC names no compiler: B8's waits under a microsecond cannot be timed in C, and skip with
-    one line naming what to install; they never fail for it."""
+    """No cc on PATH and CC unset (a machine without a compiler): B8's waits under a microsecond
+    cannot be timed in C, and skip with one line naming what to install; they never fail for it."""
+    lib = build(tmp_path, "tr_epoll")
+    bare = tmp_path / "bin-without-cc"
+    bare.mkdir()
+    proc, data = cli(
+        "--backend",
+        f"cabi:{lib}",
+        "--clause",
+        "B8",
+        "-n",
+        "0",
+        "--",
+        "-k",
+        SUBMICRO,
+        json_path=tmp_path / "result.json",
+        env={"CC": "", "PATH": str(bare)},
+    )
+    detail = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, detail
+    [reason] = set(data["clauses"]["B8"]["cabi:libtr_epoll"]["skip_reasons"])
+    assert reason == (
+        "platform limit: no C compiler (cc is not on PATH) to time waits under a microsecond "
+        "outside Python: install a C compiler (apt-get install gcc, dnf install gcc) or name one in CC"
+    ), reason
+
+
+@needs_cc
+def test_a_cc_that_names_no_program_fails_the_waits_under_a_microsecond_naming_it(tmp_path):
+    """CC set to a program that is not on PATH (a typo) is the user's setting, not the platform:
+    B8's waits under a microsecond fail naming CC, so a backend that B8 would fail cannot pass by it."""
     lib = build(tmp_path, "tr_epoll")
     proc, data = cli(
         "--backend",
@@ -215,12 +244,9 @@ def test_without_a_c_compiler_the_waits_under_a_microsecond_skip_naming_what_to_
         env={"CC": "no-such-cc"},
     )
     detail = proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert proc.returncode == 0, detail
-    [reason] = set(data["clauses"]["B8"]["cabi:libtr_epoll"]["skip_reasons"])
-    assert reason == (
-        "platform limit: no C compiler (no-such-cc is not on PATH) to time waits under a microsecond "
-        "outside Python: install a C compiler (apt-get install gcc, dnf install gcc) or name one in CC"
-    ), reason
+    assert proc.returncode == 1, detail
+    assert data["clauses"]["B8"]["cabi:libtr_epoll"]["status"] == "FAIL", detail
+    assert "CC=no-such-cc names no program on PATH" in proc.stdout, detail
 
 
 @needs_cc

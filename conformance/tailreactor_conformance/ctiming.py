@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SOURCE", "Unavailable", "WaitTimes", "time_waits"]
+__all__ = ["SOURCE", "Misnamed", "Unavailable", "WaitTimes", "time_waits"]
 
 #: The loop.  Each wait's timeout is ``timeout_ns``, or, with ``spread_ns``, one of 1000
 #: timeouts from ``timeout_ns`` to ``timeout_ns + spread_ns`` in a scrambled order, and an early
@@ -106,6 +106,11 @@ class Unavailable(Exception):
     """The loop cannot be built here: the one-line reason, naming what to install."""
 
 
+class Misnamed(Exception):
+    """``$CC`` names no program on PATH: the user's setting is wrong, not the platform (the tests
+    that need the loop fail, naming it, rather than skip as for a machine with no compiler)."""
+
+
 class _Times(ctypes.Structure):
     _fields_ = [
         ("waits", ctypes.c_uint64),
@@ -131,7 +136,13 @@ _loop: ctypes.CDLL | str | None = None  # built, or why it cannot be (a str), or
 
 def _build() -> ctypes.CDLL:
     """Compile :data:`SOURCE` with ``$CC`` (or ``cc``) and load it; :class:`Unavailable` if it cannot."""
-    cc = shlex.split(os.environ.get("CC") or "cc")
+    named = os.environ.get("CC", "").strip()
+    cc = shlex.split(named or "cc")
+    if named and cc and shutil.which(cc[0]) is None:
+        raise Misnamed(
+            f"CC={named} names no program on PATH: name an installed C compiler in CC, or unset CC to use "
+            "cc (B8 times waits under a microsecond in C)"
+        )
     if not cc or shutil.which(cc[0]) is None:
         raise Unavailable(
             f"no C compiler ({' '.join(cc) or 'cc'} is not on PATH) to time waits under a "
