@@ -39,6 +39,43 @@ def test_ctrl_c_while_a_server_starts_stops_it():
     assert server.proc is not None and server.proc.poll() is not None, "the server was left running"
 
 
+class Stopping(Exception):
+    """What the test's SIGTERM handler raises (the job's raises Terminated)."""
+
+
+def test_a_signal_that_arrives_while_the_server_process_is_created_stops_it(monkeypatch):
+    """SIGTERM delivered inside ``subprocess.Popen`` (here: as it returns, the moment its exception
+    would lose the child's pid): start() holds it until the server is its to stop, then the handler's
+    exception stops the server and goes on; the server does not outlive the job."""
+    import signal
+    import subprocess
+
+    import tailjob.server as server_module
+
+    real_popen = subprocess.Popen
+    started: list = []
+
+    def popen_then_signalled(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        started.append(proc)
+        signal.raise_signal(signal.SIGTERM)  # the handler runs here, before Popen has returned
+        return proc
+
+    def raising(signum, frame):
+        raise Stopping
+
+    monkeypatch.setattr(server_module.subprocess, "Popen", popen_then_signalled)
+    old = signal.signal(signal.SIGTERM, raising)
+    try:
+        with pytest.raises(Stopping):
+            NeverReady({}).start()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    [proc] = started
+    assert proc.poll() is not None, f"the server (pid {proc.pid}) was left running"
+    assert signal.getsignal(signal.SIGTERM) is old  # the job's own handler is back
+
+
 # -- the port: no race between choosing it and the server binding it ---------------------------------
 # A port chosen by binding port 0 and closing the socket is only free "a moment ago": under xdist another
 # test's server can take it before ours binds (seen in CI: "cannot listen on 127.0.0.1:46143: Address

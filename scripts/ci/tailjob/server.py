@@ -138,17 +138,19 @@ class ServerProcess:
         raise AssertionError("unreachable: the last try returns or raises")
 
     def _launch(self) -> None:
-        self.proc = subprocess.Popen(
-            self.argv(),
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        self._reader = threading.Thread(target=self._read_stderr, name=f"{self.WHAT}-stderr", daemon=True)
-        self._reader.start()
+        with _signals_held() as held:  # until the server is ours to stop (below)
+            self.proc = subprocess.Popen(
+                self.argv(),
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+            self._reader = threading.Thread(target=self._read_stderr, name=f"{self.WHAT}-stderr", daemon=True)
+            self._reader.start()
         try:
+            held.deliver()  # a Ctrl-C or SIGTERM that came while it started: now it stops the server
             ready = self.wait_ready()
         except BaseException:
             # Ctrl-C while it starts: the server runs in its own session, so the terminal's
@@ -265,6 +267,38 @@ class BenchServer(ServerProcess):
     def on_ready(self, match: re.Match) -> None:
         self.backend, self.workers = match.group("backend"), int(match.group("workers"))
         self.port = int(match.group("port"))
+
+
+class _Held:
+    """The signals :func:`_signals_held` recorded while a server started."""
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+
+    def deliver(self) -> None:
+        """Raise the recorded signals again, now that their own handlers are back (Ctrl-C's raises
+        KeyboardInterrupt, the job's SIGTERM handler Terminated)."""
+        for signum in self.signals:
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Python-only machinery: while a server starts, SIGINT and SIGTERM are recorded, not handled.
+    Raised inside ``subprocess.Popen`` (after the fork) or before the caller's ``try``, their
+    exception would lose the child's pid, and the server, in its own session, would outlive the job.
+    Only the main thread runs signal handlers (elsewhere nothing is held); an ignored signal stays so."""
+    held = _Held()
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                saved[signum] = signal.signal(signum, lambda n, _frame: held.signals.append(n))
+    try:
+        yield held
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 def answers(host: str, port: int, path: str, *, timeout_s: float) -> bool:
