@@ -145,24 +145,18 @@ def test_the_microsecond_truncation_fails_b8_and_no_other_clause(tmp_path):
     assert failed and all(SUBMICRO in t for t in failed), failed
 
 
+def b8_submicro(lib: Path, tmp_path: Path, **kw):
+    """The suite's B8 waits under a microsecond alone on ``lib``, one worker (``kw``: cli's env, under)."""
+    args = ("--backend", f"cabi:{lib}", "--clause", "B8", "-n", "0", "--", "-k", SUBMICRO)
+    return cli(*args, json_path=tmp_path / "result.json", **kw)
+
+
 @needs_cc
 def test_the_c_example_never_returns_early_below_a_microsecond_with_every_core_busy(tmp_path):
     """The correct example passes B8's waits under a microsecond, timed in C, while four busy
     processes compete for two cores: a wait that returns late is fine, and none returns early."""
     lib = build(tmp_path, "tr_epoll")
-    proc, data = cli(
-        "--backend",
-        f"cabi:{lib}",
-        "--clause",
-        "B8",
-        "-n",
-        "0",
-        "--",
-        "-k",
-        SUBMICRO,
-        json_path=tmp_path / "result.json",
-        under=UNDER_LOAD,
-    )
+    proc, data = b8_submicro(lib, tmp_path, under=UNDER_LOAD)
     detail = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, detail
     assert "cpu_hog: 4 busy processes" in proc.stderr, detail
@@ -203,19 +197,7 @@ def test_without_a_c_compiler_the_waits_under_a_microsecond_skip_naming_what_to_
     lib = build(tmp_path, "tr_epoll")
     bare = tmp_path / "bin-without-cc"
     bare.mkdir()
-    proc, data = cli(
-        "--backend",
-        f"cabi:{lib}",
-        "--clause",
-        "B8",
-        "-n",
-        "0",
-        "--",
-        "-k",
-        SUBMICRO,
-        json_path=tmp_path / "result.json",
-        env={"CC": "", "PATH": str(bare)},
-    )
+    proc, data = b8_submicro(lib, tmp_path, env={"CC": "", "PATH": str(bare)})
     detail = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, detail
     [reason] = set(data["clauses"]["B8"]["cabi:libtr_epoll"]["skip_reasons"])
@@ -230,19 +212,7 @@ def test_a_cc_that_names_no_program_fails_the_waits_under_a_microsecond_naming_i
     """CC set to a program that is not on PATH (a typo) is the user's setting, not the platform:
     B8's waits under a microsecond fail naming CC, so a backend that B8 would fail cannot pass by it."""
     lib = build(tmp_path, "tr_epoll")
-    proc, data = cli(
-        "--backend",
-        f"cabi:{lib}",
-        "--clause",
-        "B8",
-        "-n",
-        "0",
-        "--",
-        "-k",
-        SUBMICRO,
-        json_path=tmp_path / "result.json",
-        env={"CC": "no-such-cc"},
-    )
+    proc, data = b8_submicro(lib, tmp_path, env={"CC": "no-such-cc"})
     detail = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert proc.returncode == 1, detail
     assert data["clauses"]["B8"]["cabi:libtr_epoll"]["status"] == "FAIL", detail
