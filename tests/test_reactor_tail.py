@@ -96,6 +96,26 @@ def test_aged_at_round_start_goes_first_and_sees_dispatch_late(backend_name, clo
     r.close()
 
 
+def test_an_event_that_ages_behind_a_slow_timer_is_elevated_at_the_rounds_first_delivery(
+    backend_name, clock, socketpairs
+):
+    """Step 4's timers are callbacks too: the first delivery after them checks the age at the
+    clock after them, not at the round's stamp taken before them.  The event is young when the
+    round starts and aged once the timer has run; it is delivered elevated, as the one event of
+    the round and as one of two."""
+    for n in (1, 2):
+        r, _ = make(backend_name, clock)
+        pairs = socketpairs(n)
+        log = []
+        arm_pairs(r, pairs, clock, [0] * n, log)
+        r.call_later_us(0, lambda t: clock.advance_us(T_US))  # due now; runs T_US long
+        clock.advance_us(T_US // 2)  # the events are half aged when the round starts
+        assert r.run_once(1.0) == n
+        assert log[0] == (0, True), (n, log)
+        assert r.counters.tail_elevations == n
+        r.close()
+
+
 def test_young_events_keep_backend_order(backend_name, clock, socketpairs):
     r, rec = make(backend_name, clock)
     pairs = socketpairs(5)

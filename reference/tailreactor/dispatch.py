@@ -26,6 +26,10 @@ run that is the rest of the round itself (policies/age.py, "Where the
 reactor walks the round itself").  The clock
 is read before each delivery only when the policy, the round budget,
 harvesting or the probe reads it; else "now" stays the round start.  The
+reactor's walk reads it before each delivery but the round's first: step 5
+starts from a clock value read after the wait (and after the timers, when
+step 4 ran some), and no callback has run since, so it is the clock of that
+delivery; no submit or harvest is due at it.  The
 round budget's and the harvest's clock values are set per round only when
 one of them is on (and then the clock is read), so a round that reads no
 clock tests nothing of them; the drain chunk is a count compared per
@@ -241,16 +245,19 @@ class Dispatch:
                         if ev.state != READY:
                             continue  # an earlier callback or post disarmed it: never cancelled
                         if timed:  # (a round with a time due reads the clock: Due.clocked makes _timed)
-                            if due.harvest_ns and ev.ready_ns > due.round_ns and not due.joins():
-                                continue  # harvested past the round's bound: it leads the next round
-                            now = self.clock()
+                            if ran:  # (before the round's first callback ``now`` is the round's start)
+                                if due.harvest_ns and ev.ready_ns > due.round_ns and not due.joins():
+                                    continue  # harvested past the round's bound: it leads the next round
+                                now = self.clock()
+                                if (
+                                    now >= due.at_ns
+                                ):  # a harvest or a submit may be due (they run no callback)
+                                    self._between(due, None, now, ran, ev)
                             if now >= due.aged_at:  # the round's oldest event has aged (policies/age.py)
                                 if len(batch) > 1 or self._walk:  # (_walk: a clock at NEVER, an injected one)
                                     break  # the policy decides from this delivery on (below)
                                 first = ran  # (0) the round's one event, aged: elevated (counted below)
                                 self._late = True
-                            if now >= due.at_ns:  # a harvest or a submit may be due (they run no callback)
-                                self._between(due, None, now, ran, ev)
                         # Take the event, then run its callback (interrupts.py: nothing calls out in between).
                         ev.state = DONE
                         del self._armed[ev.key]

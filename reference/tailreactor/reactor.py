@@ -487,7 +487,8 @@ class Reactor(Dispatch):
         # 4. Timers due now (none before the earliest deadline).
         if deadline is not None and deadline <= now:
             self._fire_timers(now)
-        # 5. Dispatch.
+            now = self.clock()  # step 5 starts after their callbacks
+        # 5. Dispatch, from ``now``: the clock before its first delivery (no callback ran since).
         return self._dispatch(batch, now)
 
     def _wait_timeout(self, timeout_s: float | None, deadline: int | None, drained: bool) -> float | None:
