@@ -301,26 +301,8 @@ def run_workers(cfg: _config.Config, host: str, port: int, n: int) -> int:
     report readiness through a pipe; the start line is printed after all of
     them listen.
     """
-    if cfg.backend in ("auto", "io_uring"):
-        refused = rings_refused(cfg.uring_entries, n)
-        if refused is not None and cfg.backend == "io_uring":
-            raise _backend_error(cfg, refused)
-        if refused is not None:  # one line here, not one per worker
-            log.warning("CWIST_REACTOR_BACKEND=auto: every worker runs on epoll (%s)", refused)
-            cfg = cfg.replace(backend="epoll")
-    else:
-        try:
-            create_backend(cfg.backend).close()
-        except (IoUringUnavailable, UnknownBackend) as exc:
-            raise _backend_error(cfg, exc) from None
-    placeholder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        placeholder.bind((host, port))
-    except OSError as exc:
-        placeholder.close()
-        raise SetupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", EXIT_FAILED) from None
+    cfg = _workers_backend(cfg, n)
+    placeholder = _placeholder(host, port)
     port = placeholder.getsockname()[1]
 
     parent_pid = os.getpid()
@@ -358,35 +340,80 @@ def run_workers(cfg: _config.Config, host: str, port: int, n: int) -> int:
             _announce(host, port, "/".join(sorted(set(backends))), n)
         elif not stop_requested:
             _signal_all(children, signal.SIGTERM)  # a worker failed to start: stop the others
-        startup_code = EXIT_FAILED
-        failed = False
-        while children:
-            pid, status = os.waitpid(-1, 0)  # retried after our handler on EINTR (PEP 475)
-            worker = children.pop(pid, None)
-            if worker is None:
-                continue
-            code = os.waitstatus_to_exitcode(status)
-            if stop_requested and (code == 0 or -code in STOP_SIGNALS):
-                continue  # a clean stop
-            failed = True
-            if not started:
-                startup_code = max(startup_code, code)  # 2 (config/backend) wins over 1
-            else:
-                log.warning(
-                    "worker %d (pid %d) exited with %s; %d still serving",
-                    worker,
-                    pid,
-                    f"signal {-code}" if code < 0 else f"status {code}",
-                    len(children),
-                )
-        if not started and not stop_requested:
-            return startup_code
-        return EXIT_FAILED if failed else EXIT_OK
+        return _reap(children, started, lambda: stop_requested)
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
         os.close(ready_r)
         placeholder.close()
+
+
+def _workers_backend(cfg: _config.Config, n: int) -> _config.Config:
+    """``cfg`` with the backend ``n`` workers can start, checked once here (exit 2 on a bad one).
+
+    ``auto`` falls back to epoll, with one warning, when the memlock limit
+    refuses ``n`` rings; ``io_uring`` then fails.
+    """
+    if cfg.backend in ("auto", "io_uring"):
+        refused = rings_refused(cfg.uring_entries, n)
+        if refused is not None and cfg.backend == "io_uring":
+            raise _backend_error(cfg, refused)
+        if refused is not None:  # one line here, not one per worker
+            log.warning("CWIST_REACTOR_BACKEND=auto: every worker runs on epoll (%s)", refused)
+            return cfg.replace(backend="epoll")
+        return cfg
+    try:
+        create_backend(cfg.backend).close()
+    except (IoUringUnavailable, UnknownBackend) as exc:
+        raise _backend_error(cfg, exc) from None
+    return cfg
+
+
+def _placeholder(host: str, port: int) -> socket.socket:
+    """A bound, never listening ``SO_REUSEPORT`` socket on ``host:port`` (``SetupError`` if it cannot bind)."""
+    placeholder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        placeholder.bind((host, port))
+    except OSError as exc:
+        placeholder.close()
+        raise SetupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", EXIT_FAILED) from None
+    return placeholder
+
+
+def _reap(children: dict[int, int], started: bool, stop_requested) -> int:
+    """Wait for every worker (``children``: pid -> index) to exit; return the parent's exit code.
+
+    A worker that exits while the others serve is logged.  Once a stop was
+    requested (``stop_requested()``, set by the parent's signal handler), an
+    exit 0 or by a stop signal is clean.  If not every worker started, the
+    worst start-up code (2, config or backend, over 1).
+    """
+    startup_code = EXIT_FAILED
+    failed = False
+    while children:
+        pid, status = os.waitpid(-1, 0)  # retried after our handler on EINTR (PEP 475)
+        worker = children.pop(pid, None)
+        if worker is None:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        if stop_requested() and (code == 0 or -code in STOP_SIGNALS):
+            continue  # a clean stop
+        failed = True
+        if not started:
+            startup_code = max(startup_code, code)  # 2 (config/backend) wins over 1
+        else:
+            log.warning(
+                "worker %d (pid %d) exited with %s; %d still serving",
+                worker,
+                pid,
+                f"signal {-code}" if code < 0 else f"status {code}",
+                len(children),
+            )
+    if not started and not stop_requested():
+        return startup_code
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def _signal_all(children: dict[int, int], signum: int) -> None:
