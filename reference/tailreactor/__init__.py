@@ -17,7 +17,7 @@ from importlib import import_module
 
 _EXPORTS = {
     "Reactor": "reactor",
-    "Counters": "reactor",
+    "Counters": "state",
     "Config": "config",
     "ConfigError": "config",
     "READ": "backends",

@@ -81,6 +81,7 @@ from typing import Any
 
 from .backends.base import direction_name
 from .events import CANCELLED, DONE, READY, Event
+from .state import Counters, RoundState
 
 __all__ = ["NEVER", "LAST", "Due", "Dispatch"]
 
@@ -190,13 +191,13 @@ class Dispatch:
     _aged_at: Callable[[list], int] | None  # the policy's aged_at (age order), or None
     _timed: bool  # the clock is read before each delivery
     _due: Due
-    _state: Any  # reactor.RoundState
+    _state: RoundState
     _armed: dict
     _late: bool
     _running: Event | None
     _arms_since_flush: int
     _harvest_from: Any
-    counters: Any  # reactor.Counters
+    counters: Counters
     probe: Any
     clock: Callable[[], int]
     backend: Any

@@ -71,6 +71,7 @@ from .dispatch import NEVER, Dispatch, Due
 from .events import ARMED, CANCELLED, DONE, READY, Event
 from .interrupts import carried_over
 from .posts import PostQueue
+from .state import Counters, RoundState
 from .timers import Timer, TimerHeap
 
 log = logging.getLogger("tailreactor")
@@ -85,66 +86,7 @@ def _reentered(method: str) -> RuntimeError:
     )
 
 
-__all__ = ["Reactor", "Counters", "READ", "WRITE"]
-
-
-class Counters:
-    """Always-on, cheap counters of one reactor (plain ints).
-
-    ``rounds``: rounds run; ``dispatched``: I/O callbacks run;
-    ``tail_elevations``: callbacks run because their event aged past
-    ``CWIST_REACTOR_TAIL_US`` (the seed's probe counter); ``timers_fired``;
-    ``posts_run``; ``round_budget_flushes``: mid-round submits of queued
-    re-arms; ``drain_chunk_drains``: post drains inside a batch;
-    ``callback_errors``: callbacks that raised; ``harvests``: mid-round
-    harvests (``CWIST_REACTOR_HARVEST_US``) and ``harvested``: the events
-    they added to rounds.  A round cut short by an
-    exception that escapes a callback (clause R21) is counted like any
-    other: its round, and every callback that ran, the one that raised too.
-    """
-
-    __slots__ = (
-        "rounds",
-        "dispatched",
-        "tail_elevations",
-        "timers_fired",
-        "posts_run",
-        "round_budget_flushes",
-        "drain_chunk_drains",
-        "callback_errors",
-        "harvests",
-        "harvested",
-    )
-
-    def __init__(self):
-        for name in self.__slots__:
-            setattr(self, name, 0)
-
-    def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__slots__}
-
-
-class RoundState:
-    """What the round in progress holds, kept on the reactor (see the module docstring).
-
-    ``batch``: the round's events, those carried over from a round cut short
-    first, then the ones this round stamped, in backend order; an event is
-    the round's while it is ``READY``.  ``reaped``: what this round's wait
-    returned, until all of it is stamped into ``batch`` (then empty).
-    ``start_ns``: the round's stamp, the clock read of step 3 (0 before it).
-    ``dropped``: the events of ``batch`` cancelled while ``READY`` (disarmed,
-    or replaced by a new arm) since the batch was kept: with the callbacks
-    the round ran, they account for every entry the policy gave, so the
-    reactor knows without a walk whether any entry is still ``READY``.
-    """
-
-    __slots__ = ("batch", "reaped", "start_ns", "dropped")
-
-    def __init__(self):
-        self.batch: list[Event] = []
-        self.reaped = ()
-        self.start_ns = 0
-        self.dropped = 0
+__all__ = ["Reactor", "Counters", "READ", "WRITE"]  # (Counters: state.py)
 
 
 class Reactor(Dispatch):
