@@ -169,6 +169,19 @@ def test_peers_report_says_1_run_not_1_runs(peers_job):
     assert "## c64: `wrk -t1 -c64 -d2s`, medians over 1 run per server" in peersreport.render(peers_job)
 
 
+def test_a_leg_cut_short_counts_the_runs_its_medians_are_over_not_the_servers_not_run(peers_job):
+    """Stopped in trial 2 (a server not run at all shows "-"): the heading gives the runs behind the
+    figures shown, a range when the servers that ran differ."""
+    lr = peers_job.legs[0]
+    first = lr.schedule[0][0]
+    lr.runs = [r for r in lr.runs if not r.warmup and r.trial == 0 and r.arm == first]
+    lr.summary = peersjob.summarize(lr.runs, lr.servers)
+    assert "## c64: `wrk -t1 -c64 -d2s`, medians over 1 run per server" in peersreport.render(peers_job)
+    lr.runs += [record(0, 1, 0, first)] + [record(0, 0, p, k) for p, k in enumerate(lr.schedule[0][1:2], 1)]
+    lr.summary = peersjob.summarize(lr.runs, lr.servers)
+    assert "## c64: `wrk -t1 -c64 -d2s`, medians over 1–2 runs per server" in peersreport.render(peers_job)
+
+
 # -- report and README --------------------------------------------------------------------------
 def _rows(text: str, header_start: str) -> list[str]:
     lines = text.splitlines()

@@ -45,10 +45,12 @@ def _table(job: PeersJobResult, lr: PeersLegResult, heads: list[str], cells) -> 
 
 def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") -> list[str]:
     """The medians, the ratios and the CPU ratios' intervals of one leg (a row per server, in job order)."""
-    n_runs = min((row["runs"] for row in lr.summary.values()), default=0)
+    # The runs behind the figures shown: a server not run (a leg cut short) shows "-", not 0 runs.
+    n = sorted({row["runs"] for row in lr.summary.values() if row["runs"]}) or [0]
+    over = plural(n[0], "run") if len(n) == 1 else f"{n[0]}–{n[-1]} runs"
     ratio_cells = [(m, name, ref) for m, name in _RATIO_METRICS for ref in REFERENCES]
     return [
-        f"{level} {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {plural(n_runs, 'run')} per server",
+        f"{level} {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {over} per server",
         "",
         *_table(
             job,
