@@ -71,6 +71,27 @@ def build(out: Path, name: str, *defs: str, cflags: str | None = None) -> Path:
 
 
 @needs_cc
+@pytest.mark.parametrize("kind", ["missing", "a-file"])
+def test_an_out_that_is_not_a_directory_is_one_line_naming_out(tmp_path, kind):
+    """OUT is the directory the library is written to: a path that is none (a new user's
+    OUT=/no/such/dir/lib.so, or a file) is one line naming OUT, not the linker's error."""
+    out = tmp_path / "no" / "such" / "lib.so"
+    if kind == "a-file":
+        out = tmp_path / "lib.so"
+        out.write_text("")
+    proc = subprocess.run(
+        ["make", "-C", str(EXAMPLE), f"OUT={out}"], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert f"OUT={out}: not a directory; accepted an existing directory, where libtr_epoll.so is" in line, (
+        line
+    )
+    assert "ld" not in proc.stderr and "cc " not in proc.stdout, proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([] if kind == "missing" else ["lib.so"])
+
+
+@needs_cc
 def test_c_example_passes_every_clause(tmp_path):
     lib = build(tmp_path, "tr_epoll")
     proc, data = cli("--backend", f"cabi:{lib}", "-n", "0", json_path=tmp_path / "result.json")

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def _pytest(cwd, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HYPOTHESIS_"))}
@@ -70,3 +72,24 @@ def test_the_suite_runs_under_plain_pytest_with_the_plugin_asked_for(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "B16" in done.stdout and "pass" in done.stdout
+
+
+@pytest.mark.parametrize("jobs", ["0", "2"], ids=["in-process", "xdist"])
+def test_the_suite_leaves_no_hypothesis_directory_where_it_is_run(tmp_path, jobs):
+    """tailreactor-conformance run from a user's directory leaves no ``.hypothesis`` there: Hypothesis
+    writes one in the current directory for its cache of the constants in the code under test, even
+    with no example database.  The suite's own, in the temporary directory, is removed after the run."""
+    from test_conformance_meta import ROOT, child_env, run, suite_command
+
+    here, tmp = tmp_path / "user", tmp_path / "tmp"
+    here.mkdir()
+    tmp.mkdir()
+    done = run(
+        [*suite_command(), "--backend", "epoll", "--clause", "R10", "-n", jobs],
+        env=child_env(PYTHONPATH=str(ROOT), TMPDIR=str(tmp)),
+        cwd=here,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert "no clause failed" in done.stdout
+    assert list(here.iterdir()) == []
+    assert [p for p in tmp.iterdir() if "hypothesis" in p.name] == []

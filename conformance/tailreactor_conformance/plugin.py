@@ -260,6 +260,23 @@ def pytest_configure(config):
         # by its id in the suite (test_backend.py::test_x[epoll]).  Python-only machinery:
         # Config.cwd_relative_nodeid is where pytest makes that path.
         config.cwd_relative_nodeid = lambda nodeid: nodeid  # type: ignore[method-assign]
+        _hypothesis_files_out_of_the_users_directory(config)
+
+
+def _hypothesis_files_out_of_the_users_directory(config) -> None:
+    """Hypothesis writes under ``./.hypothesis`` by default: besides the example database (the
+    profiles use none, see :mod:`.profiles`), its cache of the constants found in the code under
+    test.  A suite run keeps them in a temporary directory, shared with its xdist workers (they
+    inherit the variable) and removed when the run ends; a ``HYPOTHESIS_STORAGE_DIRECTORY`` the
+    user set is kept."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        return  # the user's choice, or a worker of this run
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    home = tempfile.mkdtemp(prefix="tailreactor-conformance-hypothesis-")
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = home
+    set_hypothesis_home_dir(home)
+    config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
 
 
 def test_bound_s() -> float:

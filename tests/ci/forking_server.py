@@ -6,6 +6,7 @@
     forking_server.py PORT US:STATUS
                                    the same, answering every request with STATUS
     FORKING_EXIT_AFTER=N           the child exits with status 5 after N requests, the parent with it
+    FORKING_NO_KEEP_ALIVE=1        the child answers `Connection: close` and closes every connection
     forking_server.py PORT silent PIDFILE
                                    the child listens but never answers; the parent writes its pid
 
@@ -33,6 +34,8 @@ class Busy(BaseHTTPRequestHandler):
             pass
         self.send_response(self.status)
         self.send_header("Content-Length", "0")
+        if os.environ.get("FORKING_NO_KEEP_ALIVE"):
+            self.send_header("Connection", "close")  # http.server closes the connection after it
         self.end_headers()
         Busy.served += 1
         if Busy.served == int(os.environ.get("FORKING_EXIT_AFTER") or 0):

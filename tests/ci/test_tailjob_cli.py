@@ -296,6 +296,36 @@ def test_peers_arguments_are_checked_before_its_setup_installs_nginx(tmp_path):
     ]
 
 
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["calibrate", "--bogus"],  # K missing too: the unknown option is the mistake to name first
+            "tail_latency: error: --bogus: not an option of calibrate (see scripts/tail-latency.sh calibrate --help)",
+        ),
+        (
+            ["calibrate", "--gate"],
+            "tail_latency: error: --gate: not an option of calibrate (an option of ab, count)",
+        ),
+        (["calibrate"], "tail_latency: error: the following arguments are required: K"),
+    ],
+    ids=["unknown", "another-subcommands", "k-missing"],
+)
+def test_an_unknown_option_is_named_before_a_missing_argument(argv, line, tmp_path):
+    """As the wrapper is run (its early check of the options, before any setup), from a user's directory."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [str(root / "scripts" / "tail-latency.sh"), *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHON": sys.executable},
+        check=False,
+    )
+    assert (done.returncode, done.stderr.splitlines()) == (2, [line])
+
+
 def test_the_command_a_report_names_reads_back_as_the_arguments_given():
     """A report's "Command:" line, pasted into a shell, runs the same job: empty and spaced
     arguments keep their quotes (a fresh user's calibrate report had lost them)."""

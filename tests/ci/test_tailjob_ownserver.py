@@ -309,6 +309,22 @@ def test_a_server_that_answers_only_errors_is_a_failed_run(tmp_path):
     assert "every answer was an error" in line and "status 500" in line, line
 
 
+@pytest.mark.wrk
+@pytest.mark.parametrize("closes", [True, False], ids=["connection-close", "keep-alive"])
+def test_a_server_that_closes_every_connection_has_its_runs_flagged(tmp_path, closes):
+    """A server that answers `Connection: close`: wrk opens a connection for every request and says
+    nothing of it (no error), so the figures are of reconnects; every run is flagged, as pollution is."""
+    cmd = f"{shlex.quote(sys.executable)} {FORKING} {{port}} 0"
+    env = {"FORKING_NO_KEEP_ALIVE": "1"} if closes else {}
+    out = job(tmp_path, "--server-cmd", cmd, "--ab", "aa", *TINY, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [leg] = result(tmp_path)["legs"]
+    assert [("no-keep-alive" in r["flags"]) for r in leg["runs"]] == [closes, closes], leg["runs"]
+    assert all(r["wrk"]["errors"]["read"] == 0 for r in leg["runs"])  # wrk itself says nothing
+    said = "2 no-keep-alive (the server closed the connection after its answer"
+    assert (said in out.stdout) == closes, out.stdout
+
+
 def test_a_failed_run_keeps_the_runs_that_finished_as_a_partial_result(tmp_path):
     """The server command exits on its third start: two runs had finished.  They are written as the
     full job writes them (report and JSON), marked partial, and the one line names the files."""

@@ -118,6 +118,10 @@ def test_peers_stopped_by_a_signal_keeps_its_finished_runs_as_partial(tmp_path, 
     check_the_line_and_marks(err, says, md, js, doc, finished, 2 * len(doc["servers"]))
     ran = {r["arm"] for r in leg["runs"]}
     assert {k for k, row in leg["summary"].items() if row["runs"]} == ran  # medians of what ran
+    if finished <= len(doc["servers"]):  # within the first trial: each server that ran, once
+        assert ", medians over 1 run per server" in md.read_text()  # the runs shown, not the servers not run
+    # one trial: too few pairs for any interval, a server's against itself too (not 1.000–1.000)
+    assert "n/a (needs 8 pairs)" in md.read_text() and "1.000–1.000" not in md.read_text()
 
 
 @pytest.mark.bench_extras

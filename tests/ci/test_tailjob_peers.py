@@ -146,11 +146,22 @@ def test_cpu_ratio_intervals_need_8_paired_trials_like_a_verdict():
         for p, (key, sc) in enumerate((("asyncio", 1.0), ("uvloop", 0.6)))
     ]
     few = peersjob.ratio_intervals(runs, ["asyncio", "uvloop"], seed=1)
-    assert few["uvloop"]["asyncio"] is None
-    # A server against itself is exactly 1 whatever the trials (not "-", which reads as unknown).
-    assert few["asyncio"]["asyncio"] == few["uvloop"]["uvloop"] == [1.0, 1.0]
+    # A server against itself too: 7 trials are too few for any interval (not a zero-width 1.000–1.000).
+    assert few["uvloop"]["asyncio"] is None and few["asyncio"]["asyncio"] is None
     runs += [record(0, 7, 0, "asyncio"), record(0, 7, 1, "uvloop", scale=0.6)]
-    assert peersjob.ratio_intervals(runs, ["asyncio", "uvloop"], seed=1)["uvloop"]["asyncio"] is not None
+    eight = peersjob.ratio_intervals(runs, ["asyncio", "uvloop"], seed=1)
+    assert eight["uvloop"]["asyncio"] is not None
+    assert eight["asyncio"]["asyncio"] == eight["uvloop"]["uvloop"] == [1.0, 1.0]
+
+
+def test_an_interval_from_too_few_trials_says_what_it_needs_and_no_such_peer_is_a_dash(peers_job):
+    lr = peers_job.legs[0]
+    lr.runs = [r for r in lr.runs if r.trial < 7]
+    lr.intervals = peersjob.ratio_intervals(lr.runs, lr.servers, seed=1)
+    rows = _rows(peersreport.render(peers_job, runs=False), "| Server | CPU us/req ÷ asyncio, 95% interval |")
+    # asyncio against itself, and the others: 7 trials; no nginx in this job
+    assert rows[2] == "| asyncio | n/a (needs 8 pairs) | n/a (needs 8 pairs) | - |", rows
+    assert "1.000–1.000" not in "\n".join(rows)
 
 
 def test_report_gives_the_cpu_ratio_intervals(peers_job):
@@ -167,6 +178,19 @@ def test_peers_report_says_1_run_not_1_runs(peers_job):
     lr.runs = [r for r in lr.runs if r.trial <= 0]
     lr.summary = peersjob.summarize(lr.runs, lr.servers)
     assert "## c64: `wrk -t1 -c64 -d2s`, medians over 1 run per server" in peersreport.render(peers_job)
+
+
+def test_a_leg_cut_short_counts_the_runs_its_medians_are_over_not_the_servers_not_run(peers_job):
+    """Stopped in trial 2 (a server not run at all shows "-"): the heading gives the runs behind the
+    figures shown, a range when the servers that ran differ."""
+    lr = peers_job.legs[0]
+    first = lr.schedule[0][0]
+    lr.runs = [r for r in lr.runs if not r.warmup and r.trial == 0 and r.arm == first]
+    lr.summary = peersjob.summarize(lr.runs, lr.servers)
+    assert "## c64: `wrk -t1 -c64 -d2s`, medians over 1 run per server" in peersreport.render(peers_job)
+    lr.runs += [record(0, 1, 0, first)] + [record(0, 0, p, k) for p, k in enumerate(lr.schedule[0][1:2], 1)]
+    lr.summary = peersjob.summarize(lr.runs, lr.servers)
+    assert "## c64: `wrk -t1 -c64 -d2s`, medians over 1–2 runs per server" in peersreport.render(peers_job)
 
 
 # -- report and README --------------------------------------------------------------------------

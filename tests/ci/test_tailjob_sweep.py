@@ -163,7 +163,11 @@ def test_a_bad_grid_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, tex
             "--class: not an option of sweep (an option of ab, validate)",
         ),
         (["sweep", "--workload", "mixed"], "--workload: not an option of sweep (an option of ab, validate)"),
-        (["sweep", "--grid", "/nonexistent/grid.toml"], "--grid /nonexistent/grid.toml: cannot read"),
+        (
+            ["sweep", "--grid", "/nonexistent/grid.toml"],
+            "--grid /nonexistent/grid.toml: no such file (/nonexistent/grid.toml); accepted 'default' or a TOML",
+        ),
+        (["sweep", "--grid", "/"], "--grid /: cannot read it (IsADirectoryError"),
         (["--tier", "sim", "--grid", "default"], "--grid: not an option of ab (an option of sweep)"),
         (["--tier", "sim", "--dask"], "--dask: not an option of ab (an option of sweep)"),
         (["--tier", "sim", "--sweep"], "--sweep: now a subcommand: scripts/tail-latency.sh sweep"),
@@ -176,6 +180,24 @@ def test_options_a_sweep_does_not_take_are_one_line_exit_2(tmp_path, capsys, arg
     assert err.startswith("tail_latency: error: ") and message in err, err
     assert err.count("\n") == 1
     assert not out.exists()
+
+
+def test_a_grid_file_that_does_not_exist_is_one_line_naming_it_where_the_user_is(tmp_path):
+    """As the user ran it: the wrapper, from their directory, a relative file (as --workload FILE says it)."""
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "tail-latency.sh"), "sweep", "--grid", "missing.toml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    line = (
+        f"tail_latency: error: --grid missing.toml: no such file ({tmp_path / 'missing.toml'}); "
+        "accepted 'default' or a TOML grid file"
+    )
+    assert (done.returncode, done.stderr.splitlines()) == (2, [line]), done.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("wheel", [False, True], ids=["checkout", "installed"])

@@ -279,13 +279,15 @@ class ServerMeasure:
         return result
 
     def _flags(self, result, use: dict, server: ServerProcess, plan: RunPlan) -> list[str]:
-        """The run's flags: pollution, socket errors, non-2xx answers, saturation, a generator-bound run."""
+        """The run's flags: pollution, socket errors, non-2xx answers, saturation, a server that closes
+        every connection, a generator-bound run."""
         s, open_loop, wall = plan.settings, self.open_loop, use["wall_s"]
         raised = {
             "polluted": use["other_cores"] > s.pollution_limit,
             "socket-errors": result.socket_errors,
             "non-2xx": result.non_2xx,
             "saturated": open_loop and result.saturated,
+            "no-keep-alive": getattr(server, "closes", False),  # a server command's (CommandServer)
         }
         if wall > 0:
             threads = min(plan.leg.threads, _cpus(s.wrk_cpus))

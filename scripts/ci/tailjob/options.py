@@ -13,6 +13,7 @@ import argparse
 import math
 import re
 from pathlib import Path
+from typing import cast
 
 from . import COMMAND, OUT, PROG, REPO, bounds, fail, ownserver, workloads  # noqa: F401  (fail: re-exported)
 from .metrics import METRICS
@@ -123,8 +124,14 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)  # --server is count's option, not ab's --server-cmd
         super().__init__(*args, **kwargs)
+        self.missing: list[str] | None = None  # set by parse: a missing argument is said after the rest
 
     def error(self, message: str):
+        # argparse says a missing argument (calibrate's K) before it returns the options it did not
+        # know; an unknown option (calibrate --bogus) is the first mistake, so parse says that first.
+        if self.missing is not None and message.startswith("the following arguments are required"):
+            self.missing.append(message)  # argparse goes on, and returns what it did not know
+            return
         self.exit(2, f"{PROG}: error: {message}\n")
 
     def format_help(self) -> str:
@@ -521,6 +528,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--tier instructions: now a subcommand: {COMMAND} count [options]")
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "ab")
+    missing: list[str] = []
+    for sp in _subparsers(parser).values():
+        cast(_Parser, sp).missing = missing
     ns, rest = parser.parse_known_args(_glued(parser, argv))
     if rest:
         name = rest[0].split("=", 1)[0]
@@ -535,6 +545,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         owners = [c for c, sp in _subparsers(parser).items() if name in sp._option_string_actions]
         where = f"an option of {', '.join(owners)}" if owners else f"see {COMMAND} {ns.command} --help"
         parser.error(f"{name}: not an option of {ns.command} ({where})")
+    if missing:
+        parser.error(missing[0])
     if getattr(ns, "gate", False) and (getattr(ns, "runs", None) or MIN_PAIRS) < MIN_PAIRS:
         parser.error(
             f"--gate with --runs {ns.runs}: a verdict needs {MIN_PAIRS} paired runs, so the gate "

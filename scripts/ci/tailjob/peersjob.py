@@ -97,7 +97,7 @@ def ratios(summary: dict) -> dict:
 def ratio_intervals(runs: list[RunRecord], servers: list[str], *, seed: int) -> dict:
     """Per server, per reference that ran: ``[low, high]``, the 95 % interval of its CPU us/request
     ratio as the A/B computes it (:func:`tailjob.stats.compare`: runs paired by trial, None under 8
-    pairs); a server against itself is ``[1.0, 1.0]`` once it has a measured run."""
+    pairs); a server against itself too (``[1.0, 1.0]`` from 8 pairs)."""
     trials = sorted({r.trial for r in runs if not r.warmup})
     cpu = {
         k: {r.trial: r.metrics.get(INTERVAL_METRIC) for r in runs if not r.warmup and r.arm == k}
@@ -107,9 +107,6 @@ def ratio_intervals(runs: list[RunRecord], servers: list[str], *, seed: int) -> 
     for key in servers:
         out[key] = {}
         for ref in (r for r in REFERENCES if r in cpu):
-            if key == ref:
-                out[key][ref] = [1.0, 1.0] if any(v is not None for v in cpu[key].values()) else None
-                continue
             a, b = ([cpu[k].get(t) for t in trials] for k in (ref, key))
             ci = compare(metric(INTERVAL_METRIC), a, b, seed=seed).ci
             out[key][ref] = list(ci) if ci else None

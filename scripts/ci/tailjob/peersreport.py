@@ -12,6 +12,7 @@ from .metrics import PEER_METRICS, metric
 from .peers import REFERENCES
 from .peersjob import PeersJobResult, PeersLegResult
 from .report import flag_summary, format_value, machine_line, partial_note, pinning, plural, run_rows
+from .stats import MIN_PAIRS
 
 BEGIN = "<!-- peers-table:begin -->"
 END = "<!-- peers-table:end -->"
@@ -31,8 +32,13 @@ def _ratio(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def _interval(v) -> str:
-    return "-" if not v else f"{v[0]:.3f}–{v[1]:.3f}"
+def _interval(row: dict, ref: str) -> str:
+    """A ratio's interval; ``n/a (needs 8 pairs)`` with fewer paired trials (the A/B's
+    :data:`~tailjob.stats.MIN_PAIRS`), ``-`` for a peer not in this job."""
+    if ref not in row:
+        return "-"
+    v = row[ref]
+    return f"{v[0]:.3f}–{v[1]:.3f}" if v else f"n/a (needs {MIN_PAIRS} pairs)"
 
 
 def _table(job: PeersJobResult, lr: PeersLegResult, heads: list[str], cells) -> list[str]:
@@ -45,10 +51,12 @@ def _table(job: PeersJobResult, lr: PeersLegResult, heads: list[str], cells) -> 
 
 def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") -> list[str]:
     """The medians, the ratios and the CPU ratios' intervals of one leg (a row per server, in job order)."""
-    n_runs = min((row["runs"] for row in lr.summary.values()), default=0)
+    # The runs behind the figures shown: a server not run (a leg cut short) shows "-", not 0 runs.
+    n = sorted({row["runs"] for row in lr.summary.values() if row["runs"]}) or [0]
+    over = plural(n[0], "run") if len(n) == 1 else f"{n[0]}–{n[-1]} runs"
     ratio_cells = [(m, name, ref) for m, name in _RATIO_METRICS for ref in REFERENCES]
     return [
-        f"{level} {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {plural(n_runs, 'run')} per server",
+        f"{level} {lr.leg.name}: `wrk {lr.leg.wrk_args()}`, medians over {over} per server",
         "",
         *_table(
             job,
@@ -71,13 +79,14 @@ def leg_tables(job: PeersJobResult, lr: PeersLegResult, *, level: str = "##") ->
         f"{level}# CPU us/request ratios, {lr.leg.name}: 95% bootstrap interval over the trials",
         "",
         "A trial runs every server once, so the runs pair by trial; the interval is the percentile "
-        "bootstrap of the ratio of medians (`-`: fewer than 8 paired trials, as for an A/B verdict, or no such peer).",
+        f"bootstrap of the ratio of medians (`n/a (needs {MIN_PAIRS} pairs)`: fewer paired trials, as for an A/B "
+        "verdict; `-`: no such peer).",
         "",
         *_table(
             job,
             lr,
             [f"CPU us/req ÷ {ref}, 95% interval" for ref in REFERENCES],
-            lambda key: [_interval(lr.intervals.get(key, {}).get(ref)) for ref in REFERENCES],
+            lambda key: [_interval(lr.intervals.get(key, {}), ref) for ref in REFERENCES],
         ),
     ]
 

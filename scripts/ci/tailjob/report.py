@@ -38,6 +38,7 @@ FLAG_TEXT = {
     "non-2xx": "with non-2xx responses",
     "saturated": "saturated (an open-loop class's answers fell over 2% short of the requests due in the run)",
     "generator-bound": "generator-bound (the load generator was busy, the server was not)",
+    "no-keep-alive": "no-keep-alive (the server closed the connection after its answer: the runs measured reconnects)",
     "server-stop-timeout": "server-stop-timeout (the server did not stop on SIGTERM and was killed)",
 }
 

@@ -303,17 +303,19 @@ def _signals_held():
 
 def answers(host: str, port: int, path: str, *, timeout_s: float) -> bool:
     """True when ``GET path`` on ``host:port`` gets an HTTP response (any status) within ``timeout_s``."""
-    return status_of(host, port, path, timeout_s=timeout_s) is not None
+    return answer_to(host, port, path, timeout_s=timeout_s) is not None
 
 
-def status_of(host: str, port: int, path: str, *, timeout_s: float) -> int | None:
-    """The status of the answer to ``GET path`` on ``host:port`` within ``timeout_s``, or None."""
+def answer_to(host: str, port: int, path: str, *, timeout_s: float) -> tuple[int, bool] | None:
+    """The answer to ``GET path`` on ``host:port`` within ``timeout_s``: its status, and whether it
+    says the server closes the connection after it (``Connection: close``, or HTTP/1.0 without
+    keep-alive); None without one."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     try:
         conn.request("GET", path)
         response = conn.getresponse()
         response.read()
-        return response.status
+        return response.status, bool(response.will_close)
     except (OSError, http.client.HTTPException):
         return None
     finally:
@@ -331,6 +333,9 @@ class CommandServer(ServerProcess):
     READY = re.compile(r"(?!)")  # matches nothing: readiness is an answer, not a line
     WHAT = "server command"
     ready_status: int | None = None  # the status of the answer that made it ready
+    # That answer said the server closes each connection after one answer: wrk then reconnects for
+    # every request, silently (no socket error), and a run measures the reconnects (flag no-keep-alive).
+    closes: bool = False
 
     def __init__(
         self, template: str, env: Mapping[str, str], *, path: str = "/", name: str | None = None, **kw
@@ -351,8 +356,9 @@ class CommandServer(ServerProcess):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            self.ready_status = status_of(self.host, port, self.path, timeout_s=min(left, 5.0))
-            if self.ready_status is not None and procstat.listens(self.pid, port):
+            answer = answer_to(self.host, port, self.path, timeout_s=min(left, 5.0))
+            self.ready_status, self.closes = answer or (None, False)
+            if answer is not None and procstat.listens(self.pid, port):
                 self.backend = self.name or os.path.basename(self.command()[0])
                 return True
             self._ready.wait(min(pause, max(deadline - time.monotonic(), 0)))  # set when stderr ends

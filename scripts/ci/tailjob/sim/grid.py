@@ -460,10 +460,11 @@ def load_grid(spec: str) -> Grid:
     """``--grid default`` or ``--grid FILE``; :class:`GridError` (one line) if it cannot be run."""
     if spec == "default":
         return parse_grid(DEFAULT_GRID, where="default")
+    accepted = "accepted 'default' or a TOML grid file"
     try:
         text = Path(spec).read_text(encoding="utf-8")
+    except FileNotFoundError:  # the path as the user's directory makes it, as --workload FILE says it
+        raise GridError(f"--grid {spec}: no such file ({Path(spec).absolute()}); {accepted}") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise GridError(
-            f"--grid {spec}: cannot read it ({e.__class__.__name__}); accepted 'default' or a TOML grid file"
-        ) from None
+        raise GridError(f"--grid {spec}: cannot read it ({e.__class__.__name__}); {accepted}") from None
     return parse_grid(text, where=spec)
