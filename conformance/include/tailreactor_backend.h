@@ -132,9 +132,9 @@
  *   (fcntl(F_GETFD)), event_del the closed ones and run the loop again.
  *   Drop that number's armings and the library's watch of it there (GLib:
  *   g_source_destroy; libevent: event_del), or report TR_ERR once and drop
- *   them; never keep polling it (each loop run then returns at
- *   once and the wait spins until its deadline, which no clause sees), and
- *   never report POLLNVAL itself: it is no TR_* bit (the suite's adapter
+ *   them; never keep polling it (each loop run then returns at once and the
+ *   wait spins until its deadline, which no clause sees), and never report
+ *   POLLNVAL itself: it is no TR_* bit (the suite's adapter
  *   refuses it, naming it).  poll and select cannot tell a reused number
  *   from its closed file, and libevent's epoll method retries a failed MOD
  *   as an ADD
@@ -317,8 +317,8 @@
  *   4.33 changes the signal mask only for ev_signal watchers, which a
  *   backend has none of: the flag keeps it so) and EVFLAG_NOTIMERFD (no
  *   timerfd of its own); an ev_async watcher for wake.  ev_run(EVRUN_ONCE)
- *   returns after a signal (EINTR) as after any wake-up with nothing for the backend, and does not
- *   say which: see tr_backend_wait's -EINTR.  Its epoll method blocks at
+ *   returns after a signal (EINTR) as after any wake-up with nothing for
+ *   the backend, and does not say which: see tr_backend_wait's -EINTR.  Its epoll method blocks at
  *   least about a millisecond (a 500 ns wait took 1.09 ms, median): see
  *   tr_backend_wait's lateness.  More of libev:
  *   - Its clock: ev_now is the time cached when the loop last ran; a timer
