@@ -46,8 +46,13 @@
  *
  * Threads: the calls on one backend never overlap, except tr_backend_wake,
  * which any thread may call at any time, also while another thread is inside
- * tr_backend_wait and while tr_backend_close runs (so wake must not write to
- * an fd number close has released: guard it with a lock or an atomic).  The
+ * tr_backend_wait and while tr_backend_close runs, so wake must never touch
+ * what close releases (an fd number, a library's loop: B13).  An atomic flag
+ * that wake checks before it writes is not enough: close can run between the
+ * check and the write.  Either hold one lock across wake's check and write
+ * and across close's setting of the flag, or count the wakes in progress and
+ * have close, once it set the flag, wait until none is left before it
+ * releases anything (examples/c-backend/tr_epoll.c does that).  The
  * other calls need not come from the thread that created the backend (B7
  * creates and arms on one thread and waits on another): keep no per-thread
  * state.  A process creates many backends, one after another, and an earlier
@@ -117,13 +122,19 @@
  *   at delivery), and drop the closed file's armings first: a number closed,
  *   reused and never armed again is otherwise registered, or polled, as the
  *   new file with the old arming (B5).  A library that polls by number
- *   (GLib, libevent's poll and select methods, poll(2) itself) gets POLLNVAL
- *   (GLib: G_IO_NVAL) for a number closed while armed at every loop run
- *   until its watch is removed: drop that number's armings and the
- *   library's watch of it there (GLib: g_source_destroy), or report TR_ERR
- *   once and drop them; never keep polling it (each loop run then returns at
- *   once and the wait spins until its deadline, which no clause sees), and
- *   never report POLLNVAL itself: it is no TR_* bit (the suite's adapter
+ *   meets a number closed while armed at every loop run until its watch is
+ *   removed.  poll(2) and GLib report POLLNVAL (G_IO_NVAL).  libevent's poll
+ *   method turns POLLNVAL into EV_READ|EV_WRITE, which looks like readiness:
+ *   fstat the number at each report (EBADF, or another st_dev and st_ino,
+ *   is the closed file's).  select(2) fails the whole call with EBADF, so
+ *   libevent's select method makes every event_base_loop return -1 until
+ *   that number's event is removed: on -1, check every added number
+ *   (fcntl(F_GETFD)), event_del the closed ones and run the loop again.
+ *   Drop that number's armings and the library's watch of it there (GLib:
+ *   g_source_destroy; libevent: event_del), or report TR_ERR once and drop
+ *   them; never keep polling it (each loop run then returns at once and the
+ *   wait spins until its deadline, which no clause sees), and never report
+ *   POLLNVAL itself: it is no TR_* bit (the suite's adapter
  *   refuses it, naming it).  poll and select cannot tell a reused number
  *   from its closed file, and libevent's epoll method retries a failed MOD
  *   as an ADD
@@ -290,12 +301,24 @@
  *   millisecond boundary passes in between.  Always give the timer a repeat
  *   (uv_timer_start(t, cb, ms, ms)), or start it again in its callback, so a
  *   timer is pending while uv_run polls.  Closing the handles: see tr_backend_close.
+ * - libevent: event_assign on a struct event kept in a record of your own
+ *   needs <event2/event_struct.h> (event.h leaves the struct opaque).
+ *   event_base_loop returns 1 at once, having waited for nothing, when no
+ *   event is added (a timer counts, the base's internal events do not),
+ *   unless given EVLOOP_NO_EXIT_ON_EMPTY: a wait(None) with nothing armed
+ *   then returns at once.  Keep the wake's event added (EV_PERSIST), or
+ *   pass the flag; a return of 1 is no wake (-EINTR or run again, never 0:
+ *   B7).  Its poll and select methods: "The fds it is given" above, and
+ *   tr_backend_arm (the select method's FD_SETSIZE).
  * - libev: a loop of the backend's own, ev_loop_new, never ev_default_loop
- *   (it installs a SIGCHLD handler), with EVFLAG_NOSIGMASK (libev then leaves
- *   the signal mask alone) and EVFLAG_NOTIMERFD (no timerfd of its own); an
- *   ev_async watcher for wake.  ev_run(EVRUN_ONCE) returns after a signal
- *   (EINTR) as after any wake-up with nothing for the backend, and does not
- *   say which: see tr_backend_wait's -EINTR.  Its epoll method blocks at
+ *   (it installs a SIGCHLD handler), with EVBACKEND_EPOLL, EVFLAG_NOENV
+ *   (without it LIBEV_FLAGS in the environment picks the method, poll or
+ *   select too, and these notes are about epoll), EVFLAG_NOSIGMASK (libev
+ *   4.33 changes the signal mask only for ev_signal watchers, which a
+ *   backend has none of: the flag keeps it so) and EVFLAG_NOTIMERFD (no
+ *   timerfd of its own); an ev_async watcher for wake.  ev_run(EVRUN_ONCE)
+ *   returns after a signal (EINTR) as after any wake-up with nothing for
+ *   the backend, and does not say which: see tr_backend_wait's -EINTR.  Its epoll method blocks at
  *   least about a millisecond (a 500 ns wait took 1.09 ms, median): see
  *   tr_backend_wait's lateness.  More of libev:
  *   - Its clock: ev_now is the time cached when the loop last ran; a timer
@@ -314,12 +337,33 @@
  *   - libev keeps pointers to active watchers: an ev_io must not move while
  *     it is started.  Never realloc a table of ev_io; allocate each fd's
  *     record once, or stop its watchers before moving them.
- *   - The rebuild after a stale generation (above: a file closed without
- *     disarm and kept open by a dup or a child, case (b)) re-adds every
- *     active fd and asserts on one that is closed.  It happens only after
- *     that caller's bug, and the contract does not ask a backend to survive
- *     it: a backend over libev may abort there (surviving it takes an fstat
- *     of every armed fd before each loop run).  No clause builds it.
+ *   - A number that names a new file must be told to libev: ev_io_set (or
+ *     ev_io_init) on the stopped watcher, or a new watcher, before
+ *     ev_io_start.  ev_io_start alone keeps libev's idea of the file, and
+ *     with the events libev last applied unchanged it makes no epoll_ctl:
+ *     the new file is never registered, or a dup'd old file's readiness
+ *     reaches the new token (B5; libev's manual: "The special problem of
+ *     disappearing file descriptors").
+ *   - Busy loops (see tr_backend_wait's -EINTR): ev_unref on the ev_async
+ *     (with no other watcher active, ev_run does not block at all), and a
+ *     watcher left started after its report or its disarm with its
+ *     callbacks ignored (libev's epoll is level-triggered: while that fd
+ *     stays ready, every loop run returns at once).  Keep the ev_async
+ *     referenced, and stop a watcher at its report and at disarm.
+ *   - The rebuild: a report of a stale generation makes libev rebuild its
+ *     epoll set and re-add the fd of every active watcher.  A correct
+ *     caller triggers it too: a disarm leaves the kernel registration
+ *     (libev removes it lazily), the fd is closed while a dup or a child
+ *     keeps the file open, its number is reused and armed again, and the
+ *     old file becomes ready.  That is harmless while every active
+ *     watcher's fd is open and names the file it was armed for (the wait
+ *     returns -EINTR once).  After the caller's bug, an armed fd closed
+ *     without disarm, the rebuild asserts on a number that is closed, and
+ *     re-adds one that names another file now under the old arming, which
+ *     then reports the old token for the new file (B5's rule broken).  The
+ *     contract does not ask a backend to survive that: over libev it may
+ *     abort or misreport there (avoiding both takes an fstat of every
+ *     armed fd before each loop run).  No clause builds it.
  */
 #ifndef TAILREACTOR_BACKEND_H
 #define TAILREACTOR_BACKEND_H
@@ -407,8 +451,12 @@ typedef struct tr_event {
  * orders and finds no counterexample, it proves none.  poll(2) and select
  * report in fd-array order: never claim it there.  Library notes: libevent
  * runs one priority's callbacks in the order its method activated them, so a
- * base on the epoll method (event_base_get_method) with one priority keeps
- * epoll's order, its poll and select methods do not; a library whose order
+ * base with one priority whose event_base_get_method is "epoll" (the whole
+ * string) keeps epoll's order, its poll and select methods do not.  With
+ * EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST (or EVENT_EPOLL_USE_CHANGELIST in the
+ * environment, unless EVENT_BASE_FLAG_IGNORE_ENV) the method is "epoll (with
+ * changelist)": it batches arms until the next loop run, so the order holds
+ * only if flush runs the loop (B9).  A library whose order
  * its documentation does not state: do not claim it.  Without it B9 is
  * skipped and the reactor is still correct (every event runs, aged ones
  * first); only its TAIL_US=0 order is then the backend's rather than first
@@ -452,7 +500,12 @@ int tr_backend_capabilities(tr_backend *b, tr_capabilities *out);
  * - A closed or invalid fd returns -EBADF (B16); another direction value
  *   returns -EINVAL (the suite's adapter checks the direction itself, so the
  *   suite never passes one).
- * - At least 1024 fds can be armed at once (B11).
+ * - At least 1024 fds can be armed at once, numbered past 1024 too (B11).
+ *   A number the library cannot take returns -ERANGE, checked before the
+ *   library sees it (libevent's select method: FD_SETSIZE, 1024, and up; a
+ *   build with _FORTIFY_SOURCE, as Debian's, aborts inside event_add).
+ *   Such a backend fails B11, and the reactor arms numbers past 1024 under
+ *   load: a library method with that limit is not for this reactor.
  * - Arming right after a report, before the next wait, is honoured (B12).
  * - An arm costs no file descriptor (B14). */
 int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token);
@@ -502,8 +555,10 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   wait starts; when the library returns with nothing to report and no wake
  *   before that deadline, run it again with the time left.  B8 times a C
  *   backend's waits from 500 ns (and 1.5 and 2.5 us) to 50 ms in C, around
- *   the library call alone (a loop the suite builds with $CC, else cc), so a
- *   wait that polls, or a timeout rounded down to microseconds or to
+ *   the library call alone (a loop the suite builds with $CC, else cc; it
+ *   calls again after -EINTR with the time left, as the adapter does, and
+ *   times a wait from its first call to its last return), so a wait that
+ *   polls, or a timeout rounded down to microseconds or to
  *   milliseconds, is seen returning before its timeout every time: the
  *   caller's own work around the call hides none.  A timeout that the
  *   backend's own poll (tr_backend_wait(0)) costs as much as skips, naming
@@ -530,7 +585,10 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   report.  B7 sends a wait with no limit a signal again and again until
  *   it ends, its handler raising: the wait must end by that exception.
  *   Such a backend should block in slices (say 100 ms) and return
- *   -EINTR when a slice ends with nothing ready and no wake.  A self-pipe
+ *   -EINTR when a slice ends before the deadline with nothing ready and no
+ *   wake, in a wait with a limit too (libevent's loop retries EINTR until
+ *   its timer fires: Ctrl-C during wait(30 s) would wait 30 s).  Never 0
+ *   there: 0 says the timeout passed or a wake came (B7, B8).  A self-pipe
  *   needs a signal handler, and the handlers are the process's (see the top
  *   of this file).  No clause measures how soon a handler runs (B7 checks
  *   only that it does, in a wait with no limit); a handler
@@ -545,7 +603,12 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   -EINTR never stands for a wait not made.  A loop run that returns at
  *   once with nothing (libev, when a registration it removes lazily, of an
  *   fd disarmed and still ready, fires) is such a return: -EINTR is right
- *   there, and the caller's retry is the next run.
+ *   there, and the caller's retry is the next run.  But a wait that returns
+ *   -EINTR (or 0) again and again with no signal, wake or report is a busy
+ *   loop, a core busy, whichever the library, and no clause measures CPU
+ *   time: check that of an idle wait(None), and of one beside a ready fd
+ *   that was reported or disarmed (libev's two ways into it: the libev
+ *   notes at the top of this file).
  * A call into C cannot be interrupted: the suite takes a wait that has not
  * returned within its timeout plus twice its liveness bound as hung, prints
  * one line and ends the process (the bound: TAILREACTOR_CONFORMANCE_LIVENESS_S,
@@ -621,8 +684,8 @@ int tr_backend_wake(tr_backend *b);
  * uv_poll_t per fd number for the backend's life instead, stopped when its
  * file's armings are dropped and started again for the file that takes the
  * number, is as correct: the handle stands for the number, the armings for
- * the file.  wake must not touch the uv_async_t once close began: the lock
- * or atomic of "Threads" above. */
+ * the file.  wake must not touch the uv_async_t once close began: a lock,
+ * or a count of wakes in progress, as "Threads" above says. */
 int tr_backend_close(tr_backend *b);
 
 /* Free the handle (closing it first if needed).  Called once, when no thread
