@@ -41,17 +41,17 @@ WRK_US_SOURCE = (
     "benchmarks/results/study/20261202T052334Z-quick-aa-c1.md, commit 0d51494"
 )
 
-POLICY_COUNT = "benchmarks/results/policies/e59c97d/"
+POLICY_COUNT = "benchmarks/results/policies/2a50b77/"
 """The instruction tier's reports the policies' costs come from (``CWIST_REACTOR_POLICY=X
 scripts/tail-latency.sh count --server bench-B --in-flight N``; ``TAIL_US=1``: every event aged)."""
 BATCHES = (1, 4, 16)
 """The requests in flight of the counts (``--in-flight``): a round holds that many events."""
 COUNTED = {
-    "backend": (49683, 39097, 36643),
-    "age": (53470, 42226, 38096),
-    "oldest": (56516, 42257, 38885),
-    "lifo": (63609, 44861, 40412),
-    "shortest": (56516, 42214, 38837),
+    "backend": (49716, 39096, 36626),
+    "age": (52643, 42062, 38038),
+    "oldest": (56528, 42277, 38894),
+    "lifo": (63677, 44875, 40410),
+    "shortest": (56528, 42227, 38849),
 }
 """Each policy's user instructions per request on epoll (the whole request, exact) at each of
 :data:`BATCHES` (:data:`POLICY_COUNT`).  The policies' code is the same on every backend, and epoll's
@@ -60,7 +60,7 @@ batches and differ by policy (a wait the stop interrupts is made again, and a ba
 io_uring's counts, in the same reports, are not fitted: at one in flight each policy adds to backend
 order what it adds on epoll, within 2 % (benchmarks/README.md, "Dispatch policies: per round and per
 event")."""
-TOTAL = {"epoll": 49683, "io_uring": 58152}
+TOTAL = {"epoll": 49716, "io_uring": 58186}
 """Backend order's whole request at one in flight (:data:`POLICY_COUNT`): user instructions per request."""
 LOADED = {"epoll": 36000, "io_uring": 40400}
 """User instructions per request at c256 (benchmarks/README.md, the age order's share at c256): fewer
