@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import socket
 import threading
 import time
@@ -759,6 +760,87 @@ def _timed_in_python(b, timeout_s):
         assert got == [], got
         least = elapsed if least is None else min(least, elapsed)
         early += elapsed < limit
+    return ctiming.WaitTimes(waits, early, least, 0)
+
+
+# -- B8: waits under frequent signals ---------------------------------------------------
+#: Waits of SIGNALLED_TIMEOUT_NS (a whole number neither of milliseconds nor of a coarse clock's
+#: tick) with a SIGALRM about every SIGNAL_EVERY_NS, whose handler returns: each EINTR is where a
+#: backend, or its library, counts the time left, and a count on a clock coarser or older than
+#: CLOCK_MONOTONIC comes short by up to its tick.  At least SIGNALLED_SERIES_WAITS waits, for
+#: SIGNALLED_BUDGET_S of the profile (s): such a count is early in some waits, not in all.
+SIGNALLED_TIMEOUT_NS, SIGNAL_EVERY_NS, SIGNALLED_SERIES_WAITS = 3_500_000, 1_000_000, 150
+SIGNALLED_BUDGET_S = {"ci": 0.5, "deep": 3.0}
+
+
+@pytest.mark.clause("B8")
+def test_waits_under_a_signal_about_every_millisecond_are_never_early(make_backend, pairs):
+    """Waits of 3.5 ms with nothing ready, one after another, a signal about every millisecond
+    (its handler returns): none returns before its timeout.  A library that retries EINTR
+    itself and keeps the deadline on its own clock (libevent's loop on CLOCK_MONOTONIC_COARSE
+    without EVENT_BASE_FLAG_PRECISE_TIMER: a tick of 1 to 10 ms; libuv's loop time in whole
+    milliseconds) ends a wait up to a tick early after a signal; one signal in a long wait
+    seldom shows it.  A C backend's waits and signals are timed and sent in C (the adapter's
+    ``time_waits``), a Python backend's from Python."""
+    from tailreactor_conformance import profiles
+
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    budget_s = SIGNALLED_BUDGET_S[profiles.name()]
+    old = signal.signal(signal.SIGALRM, lambda signum, frame: None)
+    try:
+        if hasattr(b, "time_waits"):
+            try:
+                times = b.time_waits(
+                    SIGNALLED_TIMEOUT_NS, budget_s, SIGNALLED_SERIES_WAITS, signal_every_ns=SIGNAL_EVERY_NS
+                )
+            except ctiming.Unavailable as exc:
+                pytest.skip(f"platform limit: {exc}")
+        else:
+            times = _signalled_waits_in_python(b, budget_s)
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    assert times.waits, "the C timing loop could not start the thread that sends its signals"
+    assert times.rc == 0, (
+        f"tr_backend_wait({SIGNALLED_TIMEOUT_NS} ns) returned {times.rc} with nothing ready, a signal "
+        "about every millisecond"
+    )
+    assert not times.early, (
+        f"{times.early} of {times.waits} waits of {SIGNALLED_TIMEOUT_NS / 1e6:g} ms, with nothing ready and a "
+        f"signal about every {SIGNAL_EVERY_NS / 1e6:g} ms whose handler returned, returned before their "
+        f"timeout, after {times.least_ns / 1e6:.3f} ms at the least: after a signal, the time left was "
+        "counted short, likely on a clock coarser or older than CLOCK_MONOTONIC (an event library's own, "
+        "e.g. libevent's coarse clock without EVENT_BASE_FLAG_PRECISE_TIMER, or a loop time cached at the "
+        "call). Keep a CLOCK_MONOTONIC deadline of the backend's own and check it before returning 0"
+    )
+
+
+def _signalled_waits_in_python(b, budget_s):
+    """The waits of a Python backend, timed around ``wait``, while a thread sends SIGALRM to
+    this one about every SIGNAL_EVERY_NS."""
+    main, stop = threading.get_ident(), threading.Event()
+
+    def send():
+        while not stop.wait(SIGNAL_EVERY_NS / 1e9):
+            signal.pthread_kill(main, signal.SIGALRM)
+
+    sender = threading.Thread(target=send, daemon=True)
+    timeout_s, waits, early, least = SIGNALLED_TIMEOUT_NS / 1e9, 0, 0, None
+    sender.start()
+    try:
+        deadline = time.monotonic() + budget_s
+        while waits < SIGNALLED_SERIES_WAITS or time.monotonic() < deadline:
+            t0 = time.monotonic_ns()
+            got = b.wait(timeout_s)
+            elapsed = time.monotonic_ns() - t0
+            assert got == [], f"wait({timeout_s}) reported {got} with nothing ready"
+            waits += 1
+            least = elapsed if least is None else min(least, elapsed)
+            early += elapsed < SIGNALLED_TIMEOUT_NS
+    finally:
+        stop.set()
+        sender.join()
     return ctiming.WaitTimes(waits, early, least, 0)
 
 
