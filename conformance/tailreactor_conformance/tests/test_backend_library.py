@@ -55,6 +55,7 @@ from tailreactor_conformance.tests.test_backend import (
     _one_report,
     _raise_nofile,
     _read_from,
+    early_hint,
 )
 
 
@@ -98,21 +99,46 @@ def test_a_wake_before_a_flush_still_ends_the_next_wait(make_backend, pairs):
     between a post's wake and the round's wait).  A watchdog ends the wait within the
     liveness bound if it does not."""
     b = make_backend()
-    rescue, idle = pairs(2)
+    rescue, idle, again = pairs(3)
     b.arm(idle.fd, READ, "never ready")
     b.arm(rescue.fd, READ, "rescue")
-    t = threading.Thread(target=b.wake)  # from another thread, as a post's wake comes
+    got, fired = _woken_wait(b, rescue, flush=True)
+    assert not fired, (
+        f"wake() then flush() then wait(None): the wait did not return within {LIVENESS_S} s (the watchdog "
+        "ended it): " + _flushed_wake_lost(b, again)
+    )
+    assert "rescue" not in [tok for tok, _ in got]
+
+
+def _woken_wait(b, rescue, flush):
+    """wake() from another thread (as a post's wake comes), then ``flush()`` if asked, then
+    wait(None), which a watchdog ends by making ``rescue`` readable: (reports, whether it had to)."""
+    t = threading.Thread(target=b.wake)
     t.start()
     t.join()
-    b.flush()
+    if flush:
+        b.flush()
     with Watchdog(rescue.make_readable) as dog:
         got = b.wait(None)
         dog.done()
-    assert not dog.fired, (
-        f"wake() then flush() then wait(None): the wait did not return within {LIVENESS_S} s "
-        f"(the watchdog ended it): the flush took the wake"
+    return got, dog.fired
+
+
+def _flushed_wake_lost(b, rescue):
+    """Which wake was lost: tried again without the flush, a wake before the wait that ends it
+    says the flush took the wake; one that does not, that wake() is not kept until a wait."""
+    b.arm(rescue.fd, READ, "rescue again")
+    _, fired = _woken_wait(b, rescue, flush=False)
+    if not fired:
+        return (
+            "without the flush, a wake before the wait ends it: the flush took the wake (a flush that runs "
+            "the library's loop must keep the wake it sees for the next wait)"
+        )
+    return (
+        "without the flush too, a wake made before the wait did not end it: wake() is not latched (a wake "
+        "made while no wait runs must end the next wait; an event library's loop break, e.g. libevent's "
+        "event_base_loopbreak, is lost when no loop runs)"
     )
-    assert "rescue" not in [tok for tok, _ in got]
 
 
 # -- B10: no starvation when the ready set is larger than the batch ------------------
@@ -725,8 +751,8 @@ def test_a_wait_under_a_microsecond_is_never_early(make_backend, pairs, timeout_
     assert times.rc == 0, f"tr_backend_wait({timeout_ns} ns) returned {times.rc} with nothing ready"
     assert not times.early, (
         f"{times.early} of {times.waits} waits of {timeout_s * 1e9:g} ns returned early, after "
-        f"{times.least_ns} ns at the least: is timeout_ns rounded down to microseconds (struct timeval, "
-        "g_source_set_ready_time)? Round up: (timeout_ns + 999) / 1000"
+        f"{times.least_ns} ns at the least: "
+        + early_hint(times, timeout_ns, 1000, "microseconds (struct timeval, g_source_set_ready_time)")
     )
 
 
@@ -806,13 +832,28 @@ def test_waits_under_a_signal_about_every_millisecond_are_never_early(make_backe
         f"tr_backend_wait({SIGNALLED_TIMEOUT_NS} ns) returned {times.rc} with nothing ready, a signal "
         "about every millisecond"
     )
-    assert not times.early, (
-        f"{times.early} of {times.waits} waits of {SIGNALLED_TIMEOUT_NS / 1e6:g} ms, with nothing ready and a "
-        f"signal about every {SIGNAL_EVERY_NS / 1e6:g} ms whose handler returned, returned before their "
-        f"timeout, after {times.least_ns / 1e6:.3f} ms at the least: after a signal, the time left was "
-        "counted short, likely on a clock coarser or older than CLOCK_MONOTONIC (an event library's own, "
-        "e.g. libevent's coarse clock without EVENT_BASE_FLAG_PRECISE_TIMER, or a loop time cached at the "
-        "call). Keep a CLOCK_MONOTONIC deadline of the backend's own and check it before returning 0"
+    assert not times.early, _early_under_signals(times)
+
+
+def _early_under_signals(times):
+    """Why waits under signals ended early, from how many and how soon: most, one within about
+    two signals' interval, fits a wait that returns 0 at a signal; some, a time left counted short."""
+    seen = (
+        f"{times.early} of {times.waits} waits of {SIGNALLED_TIMEOUT_NS / 1e6:g} ms, with nothing ready and "
+        f"a signal about every {SIGNAL_EVERY_NS / 1e6:g} ms whose handler returned, returned before their "
+        f"timeout, after {times.least_ns / 1e6:.3f} ms at the least"
+    )
+    fix = "keep a CLOCK_MONOTONIC deadline of the backend's own and run the loop again with the time left"
+    if 4 * times.early >= 3 * times.waits and times.least_ns < 2 * SIGNAL_EVERY_NS:
+        return (
+            f"{seen}: most ended early, one within about two signals: does the wait return 0 when a signal "
+            f"ends its poll or its library's loop run with nothing ready? Return -EINTR, or {fix}"
+        )
+    return (
+        f"{seen}: after a signal the time left was counted short, likely on a clock coarser or older than "
+        "CLOCK_MONOTONIC (an event library's own, e.g. libevent's coarse clock without "
+        "EVENT_BASE_FLAG_PRECISE_TIMER, or a loop time read before the call), or the timeout was rounded "
+        f"down (B8's waits without signals would show that too): {fix}, checked before returning 0"
     )
 
 
