@@ -51,6 +51,8 @@ VARIANTS = {
     # a sixth fresh reader's (GLib) findings (issue 41)
     "TR_BUG_ONE_LOOP_OWNER": "B1",  # one wait at a time in the process (GLib's default context's ownership)
     "TR_BUG_RETRY_EINTR": "B7",  # a signal's EINTR retried inside the wait: a raising handler never runs
+    # a tenth fresh reader's (libevent) finding (issue 41)
+    "TR_BUG_EINTR_RESTARTS_COARSE": "B8",  # EINTR retried with the time left on the coarse clock: early
 }
 
 

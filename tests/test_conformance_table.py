@@ -44,6 +44,26 @@ def test_names_ids_and_reasons_are_whole_lines_at_any_width():
     assert any(line.strip() == f"B9 on {LONG}: {REASON}" for line in lines), out.getvalue()
 
 
+def test_a_failing_clauses_sentence_is_one_line_with_no_trailing_space():
+    """Under "failing clauses" a clause's sentence is printed whole, on its own line (the
+    terminal folds it): never broken mid-sentence with a trailing space (issue 41's reader 10:
+    "returns no earlier \\nthan timeout_s seconds" could not be grepped or quoted)."""
+    from tailreactor_conformance.clauses import clause
+
+    summary = {
+        "backends": ["cabi:libx"],
+        "reactor": "tailreactor.reactor:Reactor",
+        "profile": "ci",
+        "seed": "derandomized",
+        "clauses": {"B8": {"cabi:libx": _cell("FAIL", [NODEID])}},
+    }
+    out = io.StringIO()
+    render(summary, out, width=80)
+    lines = out.getvalue().splitlines()
+    assert f"  B8 on cabi:libx: {clause('B8').text}" in lines, out.getvalue()
+    assert not [line for line in lines if line != line.rstrip()], out.getvalue()
+
+
 def test_a_failing_test_is_followed_by_its_reason_and_skips_in_a_clause_that_ran_are_listed_once():
     """Under "failing clauses" each failing test's id, then its reason (the first E line of
     pytest's report: no scrolling back through the FAILURES); tests skipped inside a clause that

@@ -103,9 +103,10 @@ class CabiBackend(_cabi.CabiBackend):
         return _WATCH.bounded(bound, message, super()._call_wait, timeout_ns, capacity)
 
     def time_waits(
-        self, timeout_ns: int, budget_s: float, at_least: int, spread_ns: int = 0
+        self, timeout_ns: int, budget_s: float, at_least: int, spread_ns: int = 0, signal_every_ns: int = 0
     ) -> ctiming.WaitTimes:
-        """``tr_backend_wait(timeout_ns)`` (up to ``timeout_ns + spread_ns``: :mod:`.ctiming`)
+        """``tr_backend_wait(timeout_ns)`` (up to ``timeout_ns + spread_ns``, a SIGALRM every
+        ``signal_every_ns``: :mod:`.ctiming`)
         again and again into this adapter's array, each timed in C around the library's call
         alone, for at least ``at_least`` waits and ``budget_s``; the watchdog bounds the whole
         loop.  Raises :class:`.ctiming.Unavailable` where no C compiler can build the loop."""
@@ -119,7 +120,9 @@ class CabiBackend(_cabi.CabiBackend):
         capacity = max(1, min(self.wait_capacity, len(self._events)))
         args = (self._lib.tr_backend_wait, self._h, timeout_ns, self._events, capacity)
         budget_ns = int(budget_s * 1e9)
-        return _WATCH.bounded(bound, message, ctiming.time_waits, *args, budget_ns, at_least, spread_ns)
+        return _WATCH.bounded(
+            bound, message, ctiming.time_waits, *args, budget_ns, at_least, spread_ns, signal_every_ns
+        )
 
 
 class _WaitWatch:

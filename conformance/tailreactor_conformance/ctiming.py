@@ -38,12 +38,19 @@ __all__ = ["SOURCE", "Misnamed", "Unavailable", "WaitTimes", "time_waits"]
 #: return is one before the wait's own timeout.  With ``spread_ns`` the loop also sleeps between
 #: waits, as a caller works between them, for a scrambled 0 to ``spread_ns``: a wait over a
 #: library's whole-millisecond clock ends on one of its ticks, and without the pause every wait
-#: would start at the same phase of that clock, where a race at the tick is never met.  A wait that returns -EINTR is called again with the time left, as the
-#: adapter does; its time runs from the first call to the last return.  The loop ends
+#: would start at the same phase of that clock, where a race at the tick is never met.  With
+#: ``signal_every_ns``, a thread of the loop's own sends SIGALRM to the waiting thread that often
+#: (the caller installs a handler that returns first): a signal's EINTR is where a backend counts
+#: the time left, and a count on a clock coarser or older than ``CLOCK_MONOTONIC`` comes short.
+#: A wait that returns -EINTR is called again with the time left, as the adapter does; its
+#: time runs from the first call to the last return.  The loop ends
 #: at the first wait that returns anything but 0 (a report or an error: the caller
 #: looks at ``rc``), else once it made ``at_least`` waits and ``budget_ns`` has passed.
 SOURCE = r"""
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,8 +70,48 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-void tr_time_waits(tr_wait_fn wait, void *b, int64_t timeout_ns, int64_t spread_ns, void *events,
-                   uint32_t capacity, int64_t budget_ns, uint64_t at_least, struct tr_wait_times *out) {
+struct signaller {
+    pthread_t waiter;
+    int64_t every_ns;
+    atomic_int stop;
+};
+
+static void *send_signals(void *arg) {
+    struct signaller *s = arg;
+    struct timespec p = {s->every_ns / 1000000000, s->every_ns % 1000000000};
+    while (!atomic_load(&s->stop)) {
+        nanosleep(&p, NULL);
+        if (!atomic_load(&s->stop))
+            pthread_kill(s->waiter, SIGALRM);
+    }
+    return NULL;
+}
+
+static void time_waits(tr_wait_fn wait, void *b, int64_t timeout_ns, int64_t spread_ns, void *events,
+                       uint32_t capacity, int64_t budget_ns, uint64_t at_least, struct tr_wait_times *out);
+
+void tr_time_waits(tr_wait_fn wait, void *b, int64_t timeout_ns, int64_t spread_ns, int64_t signal_every_ns,
+                   void *events, uint32_t capacity, int64_t budget_ns, uint64_t at_least,
+                   struct tr_wait_times *out) {
+    struct signaller s = {pthread_self(), signal_every_ns, 0};
+    pthread_t t;
+    int signalled = signal_every_ns > 0 && pthread_create(&t, NULL, send_signals, &s) == 0;
+    out->rc = 0;
+    if (signal_every_ns > 0 && !signalled) {
+        out->waits = out->early = 0;
+        out->least_ns = INT64_MAX;
+        out->rc = -EAGAIN; /* no thread to send the signals: reported, never a pass */
+        return;
+    }
+    time_waits(wait, b, timeout_ns, spread_ns, events, capacity, budget_ns, at_least, out);
+    if (signalled) {
+        atomic_store(&s.stop, 1);
+        pthread_join(t, NULL);
+    }
+}
+
+static void time_waits(tr_wait_fn wait, void *b, int64_t timeout_ns, int64_t spread_ns, void *events,
+                       uint32_t capacity, int64_t budget_ns, uint64_t at_least, struct tr_wait_times *out) {
     int64_t end = now_ns() + budget_ns;
     out->waits = out->early = 0;
     out->least_ns = INT64_MAX;
@@ -160,6 +207,7 @@ def _build() -> ctypes.CDLL:
                     "-D_POSIX_C_SOURCE=200809L",
                     "-fPIC",
                     "-shared",
+                    "-pthread",
                     "-o",
                     str(lib),
                     str(src),
@@ -184,6 +232,7 @@ def _build() -> ctypes.CDLL:
         ctypes.c_void_p,
         ctypes.c_int64,
         ctypes.c_int64,
+        ctypes.c_int64,
         ctypes.c_void_p,
         ctypes.c_uint32,
         ctypes.c_int64,
@@ -194,12 +243,21 @@ def _build() -> ctypes.CDLL:
 
 
 def time_waits(
-    wait_fn, handle, timeout_ns: int, events, capacity: int, budget_ns: int, at_least: int, spread_ns: int = 0
+    wait_fn,
+    handle,
+    timeout_ns: int,
+    events,
+    capacity: int,
+    budget_ns: int,
+    at_least: int,
+    spread_ns: int = 0,
+    signal_every_ns: int = 0,
 ) -> WaitTimes:
     """Call ``wait_fn`` (a library's ``tr_backend_wait``) on ``handle`` with ``timeout_ns`` (up to
-    ``timeout_ns + spread_ns``: see :data:`SOURCE`), timed in C, for at least ``at_least`` waits
-    and ``budget_ns``; the loop is built at the first call (:class:`Unavailable` if it cannot be,
-    then and at every later call)."""
+    ``timeout_ns + spread_ns``; with ``signal_every_ns``, SIGALRM sent to the calling thread that
+    often, whose handler the caller installs: see :data:`SOURCE`), timed in C, for at least
+    ``at_least`` waits and ``budget_ns``; the loop is built at the first call
+    (:class:`Unavailable` if it cannot be, then and at every later call)."""
     global _loop
     if _loop is None:
         try:
@@ -214,6 +272,7 @@ def time_waits(
         handle,
         timeout_ns,
         spread_ns,
+        signal_every_ns,
         ctypes.cast(events, ctypes.c_void_p),
         capacity,
         budget_ns,

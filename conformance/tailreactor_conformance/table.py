@@ -212,7 +212,8 @@ def _failing(console, summary: dict) -> None:
     if failing:
         console.print("[bold red]failing clauses[/]")
         for cid, b, nodeids in failing:
-            console.print(f"  {cid} on {b}: {clause(cid).text}", markup=False)
+            # One line, as the ids below: folded by the terminal, never broken with a trailing space.
+            console.print(Text(f"  {cid} on {b}: {clause(cid).text}"), soft_wrap=True)
             reasons = summary["clauses"][cid][b].get("reasons") or {}
             for nodeid in nodeids:
                 console.print(Text(f"      {nodeid}"), soft_wrap=True)

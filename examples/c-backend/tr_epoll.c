@@ -63,6 +63,9 @@
  *                              is held through every epoll_wait, as backends on GLib's
  *                              default GMainContext wait for its ownership: a wait with a
  *                              ready fd blocks while another backend's wait(None) runs (B1)
+ *   -DTR_BUG_EINTR_RESTARTS_COARSE  a finite wait retries a signal's EINTR itself,
+ *                              its deadline kept on the kernel's coarse clock, as
+ *                              libevent's loop does: up to a tick early (B8)
  *   -DTR_BUG_RETRY_EINTR       a signal's EINTR is retried inside the wait, as libevent's
  *                              loop and libuv's uv_run do: the caller's signal handlers
  *                              never run while it waits with no limit (B7)
@@ -115,6 +118,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#ifdef TR_BUG_EINTR_RESTARTS_COARSE
+#include <time.h>
+#endif
 #include <unistd.h>
 
 #include "tailreactor_backend.h"
@@ -462,6 +468,27 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
     int k; /* the bug: a signal's EINTR retried here (a wait with no limit: for good) */
     while ((k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns))) < 0 && errno == EINTR)
         ;
+#elif defined(TR_BUG_EINTR_RESTARTS_COARSE)
+    /* The bug, libevent's loop without EVENT_BASE_FLAG_PRECISE_TIMER: a finite wait's deadline
+     * is kept on CLOCK_MONOTONIC_COARSE (a tick of 1 to 10 ms), and a signal's EINTR or a
+     * timeout runs the poll again until that clock reaches it.  A reading lags the time by up
+     * to a tick; after a signal the time left is counted from a reading that may lag less than
+     * the first, and the wait ends up to a tick early.  A wait with no limit returns EINTR. */
+    struct timespec c;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &c);
+    int64_t deadline = (int64_t)c.tv_sec * 1000000000 + c.tv_nsec + timeout_ns;
+    int k;
+    while ((k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns))) == 0 ||
+           (k < 0 && errno == EINTR)) {
+        if (timeout_ns <= 0)
+            break; /* a poll, or EINTR with no limit */
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &c);
+        timeout_ns = deadline - ((int64_t)c.tv_sec * 1000000000 + c.tv_nsec);
+        if (timeout_ns <= 0) {
+            k = 0;
+            break;
+        }
+    }
 #else
     int k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns));
 #endif

@@ -56,10 +56,38 @@ def test_each_arming_is_reported_exactly_once(make_backend, pairs, direction):
         p.make_readable()  # readable, and writable anyway: both stay ready throughout
         b.arm(p.fd, direction, ("first", i))
     # Extra waits while every fd is still ready: a one-shot token must not come back.
-    assert collect(b, 200, extra_waits=3) == Counter({("first", i): 1 for i in range(200)})
+    _each_once(collect(b, 200, extra_waits=3), {("first", i) for i in range(200)}, "200 ready fds armed once")
     for i in range(0, 200, 20):
         b.arm(ps[i].fd, direction, ("again", i))
-    assert collect(b, 10, extra_waits=3) == Counter({("again", i): 1 for i in range(0, 200, 20)})
+    _each_once(
+        collect(b, 10, extra_waits=3), {("again", i) for i in range(0, 200, 20)}, "10 of them armed again"
+    )
+
+
+def _each_once(got, armed, what):
+    """Each token of ``armed`` reported once in ``got``, and nothing else: else says which were
+    reported twice or more, which never, and which were not armed (pytest's compare of two
+    Counters of 200 shortens their repr)."""
+    again = sorted((tok, n) for tok, n in got.items() if tok in armed and n > 1)
+    never = sorted(armed - set(got))
+    unknown = sorted(tok for tok in got if tok not in armed)
+    assert not (again or never or unknown), (
+        f"{what}, readable and writable throughout, with waits after: "
+        + "; ".join(
+            part
+            for part in (
+                again
+                and f"reported more than once (token, times): {again[:10]}"
+                + (f" and {len(again) - 10} more" if len(again) > 10 else ""),
+                never
+                and f"never reported: {never[:10]}"
+                + (f" and {len(never) - 10} more" if len(never) > 10 else ""),
+                unknown and f"reported, not armed now: {unknown[:10]}",
+            )
+            if part
+        )
+        + " (each arming is reported exactly once: one-shot)"
+    )
 
 
 @pytest.mark.clause("B1")
@@ -145,7 +173,9 @@ def test_two_backends_waiting_at_once_on_two_threads_each_report_their_own(make_
         blocked.arm(never.fd, READ, "never ready")
         (ready,) = pairs(1)
         ready.make_readable()
-        got, rescued, early = _while_another_waits(blocked, idle, ready, ("ready", round_no))
+        got, rescued, early = _while_another_waits(
+            blocked, idle, ready, ("ready", round_no), never.make_readable
+        )
         blocked.disarm(never.fd, READ)
         blocked.close()
         ready.close()
@@ -154,8 +184,11 @@ def test_two_backends_waiting_at_once_on_two_threads_each_report_their_own(make_
             f"round {round_no + 1} of {BOTH_WAITING_ROUNDS}: while another backend waited on another "
             f"thread, this backend's wait(None) with a ready armed fd returned {tokens}"
             + (f" only once the watchdog woke both after {LIVENESS_S} s" if rescued else "")
-            + ": each backend's wait must run alone, on state of its own (a loop the process shares, "
-            "as GLib's default GMainContext, makes one backend's wait wait for the other's)"
+            + ": its ready fd was not reported. Either the wait did not run alone, on state of its own "
+            "(a loop the process shares, e.g. GLib's default GMainContext, makes one backend's wait wait "
+            "for the other's), or the fd's registration was lost (each round's fd may take the number "
+            "of the last round's, closed: a backend or library that keeps the closed file's record for "
+            "the number, e.g. libev without ev_io_set, never registers the new file; B5)"
         )
         assert early is None, (
             f"round {round_no + 1}: wait(None) with nothing ready returned {early} while another "
@@ -163,10 +196,12 @@ def test_two_backends_waiting_at_once_on_two_threads_each_report_their_own(make_
         )
 
 
-def _while_another_waits(blocked, idle, ready, token):
+def _while_another_waits(blocked, idle, ready, token, unstick):
     """``idle.wait(None)`` for ``ready`` (armed with ``token``) on this thread while ``blocked``
-    waits with no limit on another, until this thread wakes it. Returns (idle's reports,
-    whether the watchdog had to wake both, what ``blocked`` returned before its wake or None)."""
+    waits with no limit on another, until this thread wakes it (if that wake does not end it
+    within the liveness bound, ``unstick`` makes its armed fd ready, and the test fails naming
+    the wake). Returns (idle's reports, whether the watchdog had to wake both, what ``blocked``
+    returned before its wake or None)."""
     result: dict = {}
     started = threading.Event()
 
@@ -191,7 +226,16 @@ def _while_another_waits(blocked, idle, ready, token):
         early = result.get("got")
     finally:
         blocked.wake()
-        t.join()
+        t.join(LIVENESS_S)
+        if t.is_alive():
+            unstick()
+            t.join(LIVENESS_S)
+            pytest.fail(
+                f"the other backend's wait(None), nothing ready, did not return within {LIVENESS_S} s of "
+                "its wake() (its armed fd, made readable then, ended it): this test ends that wait with "
+                "wake(), so a wake that does not end a wait fails it too; see B7's failures",
+                pytrace=False,
+            )
         idle.disarm(ready.fd, READ)
     return got, dog.fired, early
 
@@ -862,8 +906,26 @@ def _never_early_timed_in_c(b, timeout_s):
     assert times.rc == 0, f"tr_backend_wait({timeout_ns} ns) returned {times.rc} with nothing ready"
     assert not times.early, (
         f"wait({timeout_s}) returned early in {times.early} of {times.waits} waits timed in C around "
-        f"tr_backend_wait, after {times.least_ns / 1e6:.3f} ms at the least: is timeout_ns rounded down "
-        "to milliseconds?"
+        f"tr_backend_wait, after {times.least_ns / 1e6:.3f} ms at the least: "
+        + early_hint(times, timeout_ns, 1_000_000, "milliseconds")
+    )
+
+
+def early_hint(times, timeout_ns: int, unit_ns: int, unit: str) -> str:
+    """The likelier cause of early waits, from what was seen: a timeout rounded down (to
+    ``unit`` or coarser) ends nearly every wait early (all but those a loaded machine makes
+    late); a deadline taken from a clock read before the call, some of them."""
+    rounded = f"is timeout_ns rounded down (to {unit}, or coarser)? Round up: (timeout_ns + {unit_ns - 1}) / {unit_ns}"
+    cached = (
+        "is the deadline taken from a clock read before the call (an event library's cached loop "
+        "time, e.g. libev's ev_now or libuv's uv_now, not updated first)? Keep a CLOCK_MONOTONIC "
+        "deadline of the backend's own"
+    )
+    if 2 * times.early >= times.waits:
+        return f"{rounded}; else, {cached}"
+    return (
+        "only some were early (a timeout rounded down makes nearly every wait early, a deadline on "
+        f"a stale clock some): {cached}; else, {rounded}"
     )
 
 
@@ -988,15 +1050,8 @@ def test_a_ready_disarmed_fd_does_not_end_a_wait_early(make_backend, pairs):
     b.arm(idle.fd, READ, "never ready")
     # One poll first: it may reap what the disarm left in the kernel (io_uring's completion
     # of the cancelled poll, or of the poll itself if it completed before the cancel).
-    assert b.wait(0) == []
-    for timeout_s in (0.005, 0.02):
-        t0 = time.monotonic_ns()
-        got = b.wait(timeout_s)
-        elapsed = time.monotonic_ns() - t0
-        assert got == [], got
-        assert elapsed >= timeout_s * 1e9, (
-            f"wait({timeout_s}) returned nothing after {elapsed / 1e6:.3f} ms: a disarmed, ready fd woke it"
-        )
+    _nothing_reported(b.wait(0), "after the disarm of the readable fd's READ ('disarmed')")
+    _never_early(b, "with a readable fd's READ disarmed", "does the disarmed, ready fd wake it")
 
 
 @pytest.mark.clause("B8")
@@ -1010,22 +1065,20 @@ def test_a_wake_already_taken_does_not_end_a_later_wait_early(make_backend, pair
     b.wake()
     assert b.wait(LIVENESS_S) == []  # ended by the wake (B7)
     assert b.wait(0) == []  # a poll may reap what the wake left in the kernel (a completion)
-    for timeout_s in (0.005, 0.02):
-        t0 = time.monotonic_ns()
-        got = b.wait(timeout_s)
-        elapsed = time.monotonic_ns() - t0
-        assert got == [], got
-        assert elapsed >= timeout_s * 1e9, (
-            f"wait({timeout_s}) after a wake already taken returned nothing after {elapsed / 1e6:.3f} ms: "
-            "the wake channel was not emptied"
-        )
+    _never_early(
+        b,
+        "after a wake already taken",
+        "is the wake channel left readable (an eventfd or a socket not read empty)",
+    )
 
 
 def _signal_during(b, timeout_s, handler_s, rescue):
     """``b.wait(timeout_s)`` with a SIGALRM sent to this thread once it blocks; the handler returns
-    after ``handler_s``.  Returns (reports, elapsed ns, whether the watchdog had to rescue it)."""
+    after ``handler_s``.  Returns (reports, elapsed ns, whether the watchdog had to rescue it,
+    ns from the wait's start to the signal)."""
     main = threading.get_native_id()
     main_ident = threading.get_ident()
+    sent = [None]
 
     def handler(signum, frame):
         if handler_s:
@@ -1033,6 +1086,7 @@ def _signal_during(b, timeout_s, handler_s, rescue):
 
     def interrupt():
         wait_until_blocked(main)
+        sent[0] = time.monotonic_ns()
         signal.pthread_kill(main_ident, signal.SIGALRM)
 
     old = signal.signal(signal.SIGALRM, handler)
@@ -1047,7 +1101,7 @@ def _signal_during(b, timeout_s, handler_s, rescue):
     finally:
         t.join()
         signal.signal(signal.SIGALRM, old)
-    return got, elapsed, dog.fired
+    return got, elapsed, dog.fired, (sent[0] - t0 if sent[0] is not None else None)
 
 
 #: Waits a signal interrupts, one after another: an early return by less than a millisecond (a
@@ -1065,18 +1119,34 @@ def test_a_signal_whose_handler_returns_does_not_end_a_wait_early(make_backend, 
     b.arm(p.fd, READ, "never ready")
     timeout_s = 0.05
     for attempt in range(1, SIGNALLED_WAITS + 1):
-        got, elapsed, rescued = _signal_during(b, timeout_s, 0, p.make_readable)
+        got, elapsed, rescued, sent = _signal_during(b, timeout_s, 0, p.make_readable)
         assert not rescued and got == [], f"a wait({timeout_s}) interrupted by a signal did not return: {got}"
-        assert elapsed >= timeout_s * 1e9, (
-            f"wait({timeout_s}) interrupted by a signal returned after {elapsed / 1e6:.3f} ms, early (wait "
-            f"{attempt} of {SIGNALLED_WAITS}); a library that retries EINTR itself counts the time left "
-            "from its own clock (libuv's: whole milliseconds, rounded down): keep a CLOCK_MONOTONIC "
-            "deadline of the backend's own and run the loop again with the time left"
-        )
-    got, elapsed, rescued = _signal_during(b, timeout_s, 2 * timeout_s, p.make_readable)
+        assert elapsed >= timeout_s * 1e9, _early_after_a_signal(timeout_s, elapsed, sent, attempt)
+    got, elapsed, rescued, _ = _signal_during(b, timeout_s, 2 * timeout_s, p.make_readable)
     assert not rescued and got == [], (
         f"wait({timeout_s}) interrupted by a signal whose handler took {2 * timeout_s} s did not return "
         f"within {LIVENESS_S} s: the time left was not taken after the handler"
+    )
+
+
+def _early_after_a_signal(timeout_s, elapsed, sent, attempt):
+    """Why a wait a signal interrupted ended early, from when: at once after the signal, the
+    wait returned 0 for it; near its timeout, the time left was counted short."""
+    seen = (
+        f"wait({timeout_s}) interrupted by a signal returned nothing after {elapsed / 1e6:.3f} ms, early (wait "
+        f"{attempt} of {SIGNALLED_WAITS})"
+    )
+    fix = "keep a CLOCK_MONOTONIC deadline of the backend's own and run the loop again with the time left"
+    if sent is not None and elapsed - sent < (timeout_s * 1e9 - sent) / 2:
+        return (
+            f"{seen}, {max(0, elapsed - sent) / 1e6:.3f} ms after the signal, with "
+            f"{(timeout_s * 1e9 - sent) / 1e6:.3f} ms of its timeout left: did the wait return 0 when a "
+            f"signal ended its poll or its library's loop run with nothing ready? Return -EINTR, or {fix}"
+        )
+    return (
+        f"{seen}, {(timeout_s * 1e9 - elapsed) / 1e6:.3f} ms before its timeout: was the time left after "
+        "the signal counted on a clock coarser or older than CLOCK_MONOTONIC (a library that retries "
+        f"EINTR itself counts it on its own clock, e.g. libuv's whole milliseconds)? {fix[0].upper()}{fix[1:]}"
     )
 
 
@@ -1234,15 +1304,33 @@ def test_the_backend_changes_no_signal_handler_and_no_signal_mask(make_backend, 
     )
 
 
-def _never_early(b, what):
+def _never_early(b, situation, at_once):
+    """wait(5 ms) and wait(20 ms) with nothing armed ready, in ``situation``: each reports nothing
+    and lasts its timeout.  One ended at once is asked ``at_once`` (what the situation leaves
+    ready); one ended late in its timeout, a deadline on a clock read before the call."""
     for timeout_s in (0.005, 0.02):
         t0 = time.monotonic_ns()
         got = b.wait(timeout_s)
         elapsed = time.monotonic_ns() - t0
-        assert got == [], got
+        _nothing_reported(got, f"by wait({timeout_s}) {situation}")
+        seen = f"wait({timeout_s}) {situation} returned nothing after {elapsed / 1e6:.3f} ms"
         assert elapsed >= timeout_s * 1e9, (
-            f"wait({timeout_s}) returned nothing after {elapsed / 1e6:.3f} ms: {what}"
+            f"{seen}, at once: {at_once}?"
+            if elapsed < timeout_s * 1e9 / 10
+            else f"{seen}, most of its timeout (what ends a wait at once is not it): is the deadline taken "
+            "from a clock read before the call (an event library's cached loop time, a coarse clock)? "
+            "Keep a CLOCK_MONOTONIC deadline of the backend's own"
         )
+
+
+def _nothing_reported(got, when):
+    """Nothing is armed and ready here: a report is a token that is not armed (B3's or B5's rule
+    broken; this test times the waits)."""
+    assert got == [], (
+        f"reported {shown(got)} {when}, with nothing armed ready: a token disarmed, already reported, "
+        "or armed for a closed file was reported (disarm must stop the library's watch of that "
+        "direction; this B8 test times the waits around it)"
+    )
 
 
 @pytest.mark.clause("B8")
@@ -1258,9 +1346,13 @@ def test_a_ready_fd_with_its_ready_direction_disarmed_does_not_end_waits_early(m
     b.arm(p.fd, WRITE, "not writable")
     b.flush()
     b.disarm(p.fd, READ)
-    assert b.wait(0) == []  # may reap what the disarm left (a completion, an unwanted report)
-    assert b.wait(0) == []
-    _never_early(b, "the disarmed READ of a readable fd woke it")
+    # may reap what the disarm left (a completion, an unwanted report)
+    _nothing_reported(b.wait(0) + b.wait(0), "after the disarm of the readable fd's READ ('disarmed')")
+    _never_early(
+        b,
+        "with a readable fd's READ disarmed, its WRITE armed and not writable",
+        "does the disarmed READ wake it",
+    )
     b.disarm(p.fd, WRITE)
 
 
@@ -1275,9 +1367,10 @@ def test_a_hung_up_fd_reported_and_not_rearmed_does_not_end_waits_early(make_bac
     b.arm(p.fd, READ, "hung up")
     p.peer.close()
     assert collect(b, 1, extra_waits=1) == Counter({"hung up": 1})
-    assert b.wait(0) == []
-    assert b.wait(0) == []
-    _never_early(b, "a hang-up nobody is armed for woke it")
+    _nothing_reported(b.wait(0) + b.wait(0), "after the hung-up fd's READ was reported")
+    _never_early(
+        b, "with a hung-up fd reported and not re-armed", "does the hang-up nobody is armed for wake it"
+    )
     b.disarm(p.fd, READ)
 
 
@@ -1299,7 +1392,9 @@ def test_an_armed_fd_closed_without_disarm_does_not_end_waits_early(make_backend
     # and the callback's recv then fails with EBADF).
     got = b.wait(0) + b.wait(0)
     assert [tok for tok, _ in got] in ([], ["closed"]), got
-    _never_early(b, "an armed fd closed without disarm woke it")
+    _never_early(
+        b, "with an armed fd closed without disarm", "does the closed number wake it (poll(2)'s POLLNVAL)"
+    )
 
 
 @pytest.mark.clause("B8")
@@ -1376,7 +1471,12 @@ def test_already_ready_fds_are_reported_in_arm_order(make_backend, pairs):
     for i in order:
         ps[i].make_readable()
         b.arm(ps[i].fd, READ, i)
-    assert _ordered_reports(b, 32) == order
+    got = _ordered_reports(b, 32)
+    assert got == order, (
+        f"32 fds, each readable before its arm, armed in the order {order}; reported in the order {got}: "
+        "TR_CAP_ORDERED reports them in arm order (a library that queues its changes until the loop runs, "
+        "e.g. libevent's changelist, reorders them unless flush runs the loop; else do not claim it)"
+    )
 
 
 @pytest.mark.clause("B9")
@@ -1391,7 +1491,13 @@ def test_fds_are_reported_in_the_order_they_became_ready(make_backend, pairs):
     random.Random(10).shuffle(order)
     for i in order:
         ps[i].make_readable()
-    assert _ordered_reports(b, 32) == order
+    got = _ordered_reports(b, 32)
+    assert got == order, (
+        f"32 fds armed in the order 0 to 31, then made readable in the order {order}; reported in the "
+        f"order {got}: TR_CAP_ORDERED reports them in the order they became ready (a library that runs "
+        "its callbacks in its own order, or a changelist flushed only by the loop, does not; else do not "
+        "claim it)"
+    )
 
 
 # -- B10 -----------------------------------------------------------------------

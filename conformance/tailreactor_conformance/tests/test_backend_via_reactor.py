@@ -83,7 +83,13 @@ def test_fd_number_reused_inside_a_batch_gets_no_stale_event(make_reactor, make_
         fresh.make_readable()  # now the new registration has something to report
         run_until(r, lambda: len(ran) > 1)
         r.run_once(0)
-        assert ran[1:] == ["new registration"]
+        assert ran[1:] == ["new registration"], (
+            f"an fd disarmed and closed inside a batch, its number reused at once (dup2) for another "
+            f"socket and armed, which then became readable: callbacks ran {ran[1:]}, not the new "
+            "arming's once. The arming of the number's new file was not registered, or not reported "
+            "(a backend or library that keeps the closed file's record for the number, e.g. libev "
+            "without ev_io_set, sees no change and registers nothing)"
+        )
     finally:
         for s in reused:
             r.disarm(s.fileno())
