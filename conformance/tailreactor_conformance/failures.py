@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shlex
 import types
 
@@ -256,3 +257,22 @@ def hang_of(directory, report) -> dict | None:
             )
             return {"limit_s": limit_s, "watchdog": line}
     return None
+
+
+def nofile_soft_limit() -> int | None:
+    """This process's RLIMIT_NOFILE soft limit (None: unlimited)."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def max_worker_restart(config) -> int | None:
+    """How many crashed workers pytest-xdist replaces before it stops the run (None: no limit, or
+    no xdist)."""
+    try:
+        from xdist.dsession import get_default_max_worker_restart  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    try:
+        return get_default_max_worker_restart(config)
+    except (AttributeError, ValueError):
+        return None

@@ -55,7 +55,6 @@ import errno
 import io
 import json
 import os
-import resource
 import shutil
 import sys
 import tempfile
@@ -260,23 +259,7 @@ def pytest_configure(config):
         # by its id in the suite (test_backend.py::test_x[epoll]).  Python-only machinery:
         # Config.cwd_relative_nodeid is where pytest makes that path.
         config.cwd_relative_nodeid = lambda nodeid: nodeid  # type: ignore[method-assign]
-        _hypothesis_files_out_of_the_users_directory(config)
-
-
-def _hypothesis_files_out_of_the_users_directory(config) -> None:
-    """Hypothesis writes under ``./.hypothesis`` by default: besides the example database (the
-    profiles use none, see :mod:`.profiles`), its cache of the constants found in the code under
-    test.  A suite run keeps them in a temporary directory, shared with its xdist workers (they
-    inherit the variable) and removed when the run ends; a ``HYPOTHESIS_STORAGE_DIRECTORY`` the
-    user set is kept."""
-    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
-        return  # the user's choice, or a worker of this run
-    from hypothesis.configuration import set_hypothesis_home_dir
-
-    home = tempfile.mkdtemp(prefix="tailreactor-conformance-hypothesis-")
-    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = home
-    set_hypothesis_home_dir(home)
-    config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
+        config.add_cleanup(profiles.keep_files_out_of_the_users_directory())
 
 
 def test_bound_s() -> float:
@@ -444,25 +427,6 @@ _CAPS_KEY = pytest.StashKey[dict]()
 EMFILE_TEXT = f"[Errno {errno.EMFILE}]"
 
 
-def _nofile_soft_limit() -> int | None:
-    """This process's RLIMIT_NOFILE soft limit (None: unlimited)."""
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return None if soft == resource.RLIM_INFINITY else soft
-
-
-def _max_worker_restart(config) -> int | None:
-    """How many crashed workers pytest-xdist replaces before it stops the run (None: no limit, or
-    no xdist)."""
-    try:
-        from xdist.dsession import get_default_max_worker_restart  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    try:
-        return get_default_max_worker_restart(config)
-    except (AttributeError, ValueError):
-        return None
-
-
 class _Recorder:
     """Folds test reports into clause x backend cells; prints and writes them."""
 
@@ -582,9 +546,15 @@ class _Recorder:
             "clauses": rows,
             "failed_clauses": failed,
             "collected": dict(state.collected),
-            "out_of_fds": {"tests": list(state.out_of_fds), "nofile_soft_limit": _nofile_soft_limit()},
+            "out_of_fds": {
+                "tests": list(state.out_of_fds),
+                "nofile_soft_limit": failures.nofile_soft_limit(),
+            },
             "crashed": list(state.crashed),
-            "workers_crashed": {"count": state.workers_crashed, "max_restart": _max_worker_restart(config)},
+            "workers_crashed": {
+                "count": state.workers_crashed,
+                "max_restart": failures.max_worker_restart(config),
+            },
         }
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):

@@ -18,11 +18,13 @@ Hypothesis tests collected in the same session.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 
-__all__ = ["PROFILES", "register", "select", "current", "name"]
+__all__ = ["PROFILES", "register", "select", "current", "name", "keep_files_out_of_the_users_directory"]
 
 #: Example budgets: (max_examples, stateful_step_count).
 PROFILES = {"ci": (25, 20), "deep": (400, 60)}
@@ -79,3 +81,23 @@ def current() -> settings:
     """The active profile as a ``hypothesis.settings`` object (use as a decorator)."""
     register()
     return settings.get_profile(f"tailreactor-{_ACTIVE}")
+
+
+def keep_files_out_of_the_users_directory():
+    """Point Hypothesis's files at a new temporary directory; return what removes it.
+
+    Hypothesis writes under ``./.hypothesis`` by default: besides the example
+    database (the profiles use none), its cache of the constants found in the
+    code under test.  A suite run keeps them in a temporary directory, shared
+    with its xdist workers (they inherit the variable) and removed when the
+    run ends; a ``HYPOTHESIS_STORAGE_DIRECTORY`` the user set is kept (then
+    the returned callable does nothing).
+    """
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        return lambda: None  # the user's choice, or a worker of this run
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    home = tempfile.mkdtemp(prefix="tailreactor-conformance-hypothesis-")
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = home
+    set_hypothesis_home_dir(home)
+    return lambda: shutil.rmtree(home, ignore_errors=True)
