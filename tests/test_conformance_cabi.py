@@ -51,6 +51,10 @@ VARIANTS = {
     # a sixth fresh reader's (GLib) findings (issue 41)
     "TR_BUG_ONE_LOOP_OWNER": "B1",  # one wait at a time in the process (GLib's default context's ownership)
     "TR_BUG_RETRY_EINTR": "B7",  # a signal's EINTR retried inside the wait: a raising handler never runs
+    # waits that spin or return unwoken: readers of libev and libevent (issue 41)
+    "TR_BUG_NO_LIMIT_RETURNS_ZERO": "B7",  # a wait with no limit returns 0 at the end of each 100 ms slice
+    "TR_BUG_SPIN_EINTR": "B7",  # an idle wait with no limit returns -EINTR over and over (libev's ev_async unref'd)
+    "TR_BUG_KEEP_WATCHING": "B8",  # disarmed and reported fds stay watched: a wait beside them spins on -EINTR
 }
 
 
