@@ -49,9 +49,10 @@
  *   -DTR_BUG_NO_LIMIT_IS_POLL  a wait with no limit polls            (B7)
  *   -DTR_BUG_NO_LIMIT_RETURNS_ZERO  a wait with no limit blocks in slices of 100 ms
  *                              and returns 0 at the end of each, unwoken (B7)
- *   -DTR_BUG_SPIN_EINTR        a wait with no limit polls and returns -EINTR when
- *                              nothing is ready, as a libev backend whose ev_async is
- *                              unref'd: an idle wait(None) spins until the wake (B7)
+ *   -DTR_BUG_SPIN_EINTR        a wait with no limit and nothing armed polls and returns
+ *                              -EINTR, as a libev backend whose ev_async is unref'd (its
+ *                              loop blocks only for a watcher of an fd): an idle
+ *                              wait(None) spins until the wake (B7)
  *   -DTR_BUG_KEEP_WATCHING     disarm and a report leave the fd watched, level-triggered,
  *                              its reports ignored (a libev watcher left started): a
  *                              wait beside a ready fd nobody wants returns -EINTR over
@@ -150,12 +151,6 @@ struct fd_rec {
     uint32_t watched; /* the bug: every interest ever armed on the registration */
 #endif
 };
-
-#ifdef TR_BUG_KEEP_WATCHING
-#define ONE_SHOT 0 /* the bug: level-triggered, a report filtered by state alone */
-#else
-#define ONE_SHOT EPOLLONESHOT
-#endif
 
 /* epoll_data of a registration: the fd number, and its generation above it. */
 static uint64_t data_of(int fd, uint32_t gen) {
@@ -281,9 +276,12 @@ static int apply(tr_backend *b, int fd, struct fd_rec *r, int fresh) {
     if (!want)
         return 0;
 #ifdef TR_BUG_KEEP_WATCHING
-    want = r->watched |= want; /* the bug: never narrowed */
+    want = r->watched |= want; /* the bug: never narrowed, */
 #endif
-    struct epoll_event ev = {.events = want | ONE_SHOT, .data.u64 = data_of(fd, r->gen)};
+    struct epoll_event ev = {.events = want | EPOLLONESHOT, .data.u64 = data_of(fd, r->gen)};
+#ifdef TR_BUG_KEEP_WATCHING
+    ev.events = want; /* and level-triggered: a report is filtered by state alone */
+#endif
     if (r->registered) {
         if (epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
             return 0;
@@ -302,10 +300,10 @@ static int apply(tr_backend *b, int fd, struct fd_rec *r, int fresh) {
         want = fresh < 0 ? 0 : INTEREST[fresh];
         if (!want)
             return 0;
+        ev.events = want | EPOLLONESHOT;
 #ifdef TR_BUG_KEEP_WATCHING
-        r->watched = want;
+        ev.events = r->watched = want;
 #endif
-        ev.events = want | ONE_SHOT;
 #else
         (void)fresh;
 #endif
@@ -408,7 +406,7 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction) {
  * before its timeout with nothing ready (B8). */
 static int timeout_ms(int64_t timeout_ns) {
     if (timeout_ns < 0)
-#if defined(TR_BUG_NO_LIMIT_IS_POLL) || defined(TR_BUG_SPIN_EINTR)
+#ifdef TR_BUG_NO_LIMIT_IS_POLL
         return 0;
 #elif defined(TR_BUG_NO_LIMIT_RETURNS_ZERO)
         return 100; /* the bug: a slice, and 0 returned at its end */
@@ -432,6 +430,15 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
 /* The bug: like a backend on an event library, a wait collects every report
  * the kernel has (up to MAX_BATCH) and hands out `capacity` of them; the rest
  * wait in b->held for the next call, and disarm does not drop them (B3). */
+#endif
+
+#ifdef TR_BUG_SPIN_EINTR
+static int any_armed(const tr_backend *b) {
+    for (size_t fd = 0; fd < b->nfds; fd++)
+        if (b->fds[fd].armed[0] || b->fds[fd].armed[1])
+            return 1;
+    return 0;
+}
 #endif
 
 #ifdef TR_BUG_LOWEST_FDS_FIRST
@@ -487,6 +494,11 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
     int err = errno;
     pthread_mutex_unlock(&owner);
     errno = err;
+#elif defined(TR_BUG_SPIN_EINTR)
+    /* The bug: with no limit and no fd armed, the loop has no watcher that keeps it
+     * blocking (the wake's is unref'd), so it polls. */
+    int ms = timeout_ns < 0 && !any_armed(b) ? 0 : timeout_ms(timeout_ns);
+    int k = epoll_wait(b->epfd, b->kernel, (int)limit, ms);
 #elif defined(TR_BUG_RETRY_EINTR)
     int k; /* the bug: a signal's EINTR retried here (a wait with no limit: for good) */
     while ((k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns))) < 0 && errno == EINTR)
@@ -498,7 +510,7 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
         return -errno; /* EINTR: the caller runs its signal handlers, then retries with the time left */
 #ifdef TR_BUG_SPIN_EINTR
     if (k == 0 && timeout_ns < 0)
-        return -EINTR; /* the bug: a poll that found nothing, taken as a loop run cut short */
+        return -EINTR; /* the bug: a loop run that found nothing, taken as one cut short */
 #endif
     uint32_t n = 0;
 #ifdef TR_BUG_KEEP_WATCHING
