@@ -841,6 +841,14 @@ def _calls(b) -> Counter | None:
     return None if returns is None else Counter(returns)
 
 
+def _named(calls: Counter) -> str:
+    """``{-EINTR: 2, 0: 1}`` as "-EINTR 2 times, 0 once"."""
+    return ", ".join(
+        f"{'-EINTR' if rc == -errno.EINTR else rc} {'once' if n == 1 else f'{n} times'}"
+        for rc, n in calls.items()
+    )
+
+
 def _held_wait(b, timeout_s: float | None, window_s: float) -> tuple[dict, Counter | None]:
     """``b.wait(timeout_s)`` on a thread of its own, left for ``window_s`` once it is seen
     asleep in the kernel (at most LIVENESS_S if never), then woken from this thread. Returns
@@ -897,7 +905,7 @@ def test_a_wait_without_a_limit_held_open_with_nothing_armed_blocks_until_the_wa
     active (libev's ev_async unref'd) returns -EINTR over and over, never early."""
     b = make_backend()
     r, calls = _held_wait(b, None, NO_LIMIT_HOLD_S)
-    returned = "" if calls is None else f" (tr_backend_wait returned {dict(calls)})"
+    returned = "" if calls is None else f" (tr_backend_wait returned {_named(calls)})"
     assert not r["early"], (
         f"wait(None) with nothing ready returned {r['got']} after {r['elapsed_ns'] / 1e6:.0f} ms, "
         f"unwoken{returned}: the header wants a wait with no limit to return only when woken or "
