@@ -53,6 +53,10 @@ VARIANTS = {
     "TR_BUG_RETRY_EINTR": "B7",  # a signal's EINTR retried inside the wait: a raising handler never runs
     # a tenth fresh reader's (libevent) finding (issue 41)
     "TR_BUG_EINTR_RESTARTS_COARSE": "B8",  # EINTR retried with the time left on the coarse clock: early
+    # waits that spin or return unwoken: readers of libev and libevent (issue 41)
+    "TR_BUG_NO_LIMIT_RETURNS_ZERO": "B7",  # a wait with no limit returns 0 at the end of each 100 ms slice
+    "TR_BUG_SPIN_EINTR": "B7",  # an idle wait with no limit returns -EINTR over and over (libev's ev_async unref'd)
+    "TR_BUG_KEEP_WATCHING": "B8",  # disarmed and reported fds stay watched: a wait beside them spins on -EINTR
 }
 
 

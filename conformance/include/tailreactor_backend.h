@@ -598,7 +598,15 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   EINTR retry, once the wake is ruled out (a library that also fires the
  *   wake's own wake-up itself: the flag of "Wake" at the top of this file):
  *   returning -EINTR with no signal is allowed, the caller only
- *   calls again with the time left (after running any handlers).  Not for a
+ *   calls again with the time left (after running any handlers), but not
+ *   run after run: a wait whose library loop returns at once every time (a
+ *   watcher of the backend's own unreferenced, as libev's ev_unref on the
+ *   wake's ev_async; a watcher left started on a ready fd nobody wants, its
+ *   callbacks ignored) spins, a core busy until its timeout or wake.  The
+ *   suite counts the calls of a wait held open (B7 with no limit and nothing
+ *   armed, B8 beside a disarmed and a reported ready fd) and accepts one for
+ *   every 10 ms it ran (a tenth of the 100 ms slice above), plus a few for
+ *   registrations removed lazily.  Not for a
  *   wait(0) (it returns 0), and only after the library ran and returned:
  *   -EINTR never stands for a wait not made.  A loop run that returns at
  *   once with nothing (libev, when a registration it removes lazily, of an

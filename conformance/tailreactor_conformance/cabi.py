@@ -33,6 +33,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 
 from tailreactor.backends import cabi as _cabi
 from tailreactor.backends.cabi import (
@@ -92,6 +93,10 @@ class CabiBackend(_cabi.CabiBackend):
 
     def __init__(self, path):
         super().__init__(path)
+        #: What each ``tr_backend_wait`` call returned, counted: ``-EINTR``, 0, or ``"reports"``
+        #: (n > 0). One ``wait()`` of the adapter is as many calls as the library returned -EINTR
+        #: plus one; B7 and B8 count them to see a wait that spins instead of blocking.
+        self.wait_returns: Counter = Counter()
         _WATCH.ensure_started()  # once, with the first backend: not inside a wait's timing
 
     def _call_wait(self, timeout_ns: int, capacity: int) -> int:
@@ -100,7 +105,9 @@ class CabiBackend(_cabi.CabiBackend):
             f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"
             f"{', no limit' if timeout_ns < 0 else ''}) did not return within {bound:g} s"
         )
-        return _WATCH.bounded(bound, message, super()._call_wait, timeout_ns, capacity)
+        rc = _WATCH.bounded(bound, message, super()._call_wait, timeout_ns, capacity)
+        self.wait_returns[rc if rc <= 0 else "reports"] += 1
+        return rc
 
     def time_waits(
         self, timeout_ns: int, budget_s: float, at_least: int, spread_ns: int = 0, signal_every_ns: int = 0

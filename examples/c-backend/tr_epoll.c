@@ -47,6 +47,16 @@
  *   -DTR_BUG_DROP_HUP          HUP/ERR alone satisfy no direction    (B6)
  *   -DTR_BUG_NO_WAKE           wake does nothing                     (B7)
  *   -DTR_BUG_NO_LIMIT_IS_POLL  a wait with no limit polls            (B7)
+ *   -DTR_BUG_NO_LIMIT_RETURNS_ZERO  a wait with no limit blocks in slices of 100 ms
+ *                              and returns 0 at the end of each, unwoken (B7)
+ *   -DTR_BUG_SPIN_EINTR        a wait with no limit and nothing armed polls and returns
+ *                              -EINTR, as a libev backend whose ev_async is unref'd (its
+ *                              loop blocks only for a watcher of an fd): an idle
+ *                              wait(None) spins until the wake (B7)
+ *   -DTR_BUG_KEEP_WATCHING     disarm and a report leave the fd watched, level-triggered,
+ *                              its reports ignored (a libev watcher left started): a
+ *                              wait beside a ready fd nobody wants returns -EINTR over
+ *                              and over until its timeout (B8)
  *   -DTR_BUG_TRUNCATE_TIMEOUT  timeout rounded down to milliseconds  (B8)
  *   -DTR_BUG_TRUNCATE_TIMEOUT_US  timeout rounded down to microseconds (a struct
  *                              timeval), then up to milliseconds: under 1 us polls (B8)
@@ -143,6 +153,9 @@ struct fd_rec {
     uint8_t armed[2];   /* 1 while that token waits to be reported */
     uint8_t registered; /* the kernel holds a registration for this fd number */
     uint32_t gen;       /* the generation of that registration (its epoll_data) */
+#ifdef TR_BUG_KEEP_WATCHING
+    uint32_t watched; /* the bug: every interest ever armed on the registration */
+#endif
 };
 
 /* epoll_data of a registration: the fd number, and its generation above it. */
@@ -268,7 +281,13 @@ static int apply(tr_backend *b, int fd, struct fd_rec *r, int fresh) {
     uint32_t want = (r->armed[0] ? INTEREST[0] : 0) | (r->armed[1] ? INTEREST[1] : 0);
     if (!want)
         return 0;
+#ifdef TR_BUG_KEEP_WATCHING
+    want = r->watched |= want; /* the bug: never narrowed, */
+#endif
     struct epoll_event ev = {.events = want | EPOLLONESHOT, .data.u64 = data_of(fd, r->gen)};
+#ifdef TR_BUG_KEEP_WATCHING
+    ev.events = want; /* and level-triggered: a report is filtered by state alone */
+#endif
     if (r->registered) {
         if (epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
             return 0;
@@ -288,6 +307,9 @@ static int apply(tr_backend *b, int fd, struct fd_rec *r, int fresh) {
         if (!want)
             return 0;
         ev.events = want | EPOLLONESHOT;
+#ifdef TR_BUG_KEEP_WATCHING
+        ev.events = r->watched = want;
+#endif
 #else
         (void)fresh;
 #endif
@@ -368,6 +390,9 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction) {
     drop_held(b, r->token[direction - 1]); /* disarm drops what a wait collected; arm does not */
 #endif
     r->armed[direction - 1] = 0;
+#ifdef TR_BUG_KEEP_WATCHING
+    return 0; /* the bug: the kernel goes on watching it */
+#endif
     if (r->armed[0] || r->armed[1]) {
         /* Narrow the registration to the direction still armed.  A failure
          * is harmless: wait reports only tokens that are armed. */
@@ -389,6 +414,8 @@ static int timeout_ms(int64_t timeout_ns) {
     if (timeout_ns < 0)
 #ifdef TR_BUG_NO_LIMIT_IS_POLL
         return 0;
+#elif defined(TR_BUG_NO_LIMIT_RETURNS_ZERO)
+        return 100; /* the bug: a slice, and 0 returned at its end */
 #else
         return -1;
 #endif
@@ -409,6 +436,15 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
 /* The bug: like a backend on an event library, a wait collects every report
  * the kernel has (up to MAX_BATCH) and hands out `capacity` of them; the rest
  * wait in b->held for the next call, and disarm does not drop them (B3). */
+#endif
+
+#ifdef TR_BUG_SPIN_EINTR
+static int any_armed(const tr_backend *b) {
+    for (size_t fd = 0; fd < b->nfds; fd++)
+        if (b->fds[fd].armed[0] || b->fds[fd].armed[1])
+            return 1;
+    return 0;
+}
 #endif
 
 #ifdef TR_BUG_LOWEST_FDS_FIRST
@@ -464,6 +500,11 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
     int err = errno;
     pthread_mutex_unlock(&owner);
     errno = err;
+#elif defined(TR_BUG_SPIN_EINTR)
+    /* The bug: with no limit and no fd armed, the loop has no watcher that keeps it
+     * blocking (the wake's is unref'd), so it polls. */
+    int ms = timeout_ns < 0 && !any_armed(b) ? 0 : timeout_ms(timeout_ns);
+    int k = epoll_wait(b->epfd, b->kernel, (int)limit, ms);
 #elif defined(TR_BUG_RETRY_EINTR)
     int k; /* the bug: a signal's EINTR retried here (a wait with no limit: for good) */
     while ((k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns))) < 0 && errno == EINTR)
@@ -494,7 +535,14 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
 #endif
     if (k < 0)
         return -errno; /* EINTR: the caller runs its signal handlers, then retries with the time left */
+#ifdef TR_BUG_SPIN_EINTR
+    if (k == 0 && timeout_ns < 0)
+        return -EINTR; /* the bug: a loop run that found nothing, taken as one cut short */
+#endif
     uint32_t n = 0;
+#ifdef TR_BUG_KEEP_WATCHING
+    int woken = 0;
+#endif
     for (int i = 0; i < k; i++) {
         int fd = (int)(uint32_t)b->kernel[i].data.u64;
         uint32_t gen = (uint32_t)(b->kernel[i].data.u64 >> 32);
@@ -507,6 +555,9 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
             uint64_t count;
             ssize_t got = read(fd, &count, sizeof count); /* EAGAIN: another wait took it */
             (void)got;
+#ifdef TR_BUG_KEEP_WATCHING
+            woken = 1;
+#endif
             continue;
         }
         if ((size_t)fd >= b->nfds)
@@ -551,6 +602,10 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
 #ifdef TR_BUG_OVER_CAPACITY
     if (n)
         return (int)capacity + 1;
+#endif
+#ifdef TR_BUG_KEEP_WATCHING
+    if (k > 0 && n == 0 && !woken && timeout_ns != 0)
+        return -EINTR; /* the header's loop run that returned with nothing: but at every run */
 #endif
     return (int)n;
 }

@@ -26,6 +26,7 @@ peer shut its writing side (B5).
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import signal
@@ -49,6 +50,7 @@ from tailreactor_conformance.harness import (
     revents_named,
     rule_broken,
     shown,
+    wait_until_blocked,
 )
 from tailreactor_conformance.tests.test_backend import (
     _collected_not_delivered,
@@ -933,3 +935,129 @@ def test_an_arm_of_the_other_direction_after_a_rearm_keeps_the_rearm(make_backen
     assert got == Counter({"first 1": 1, "second": 1}), (
         f"re-armed one direction, then armed the other: reported {dict(got)}"
     )
+
+
+# -- B7, B8: a wait blocks, it does not spin (issue 41) ---------------------------------
+# A wait held open for a while, then ended by wake() from this thread: what it did meanwhile
+# is counted, not timed. A C backend's every tr_backend_wait call is counted by the suite's
+# adapter (its ``wait_returns``): one wait() is as many calls as the library returned -EINTR,
+# plus one. A wait that blocks makes one call, or one a slice: the header's backend that
+# cannot let a signal through blocks in slices (say 100 ms) and returns -EINTR at each end.
+# One that spins (libev's ev_async unref'd, a watcher left started on a ready fd with its
+# callbacks ignored) makes tens of thousands, a core busy, and is never early or late.
+# A Python backend's wait is one call whose inside is not counted: its early return is.
+
+#: How long a wait is held open before the wake: a spin makes thousands of calls in it.
+HOLD_S = 0.3
+#: A wait with no limit is held past a second: a backend that returns 0 at the end of a slice
+#: (100 ms), or takes "no limit" as a second (epoll_wait(1000)), returns inside it, unwoken.
+NO_LIMIT_HOLD_S = 1.2
+#: The shortest slice accepted: a tenth of the header's 100 ms. However loaded the machine,
+#: a slice ends only after its time has passed, so a backend that blocks in slices of 100 ms
+#: makes at most one call per 100 ms of the wait's measured run, ten times under this bound;
+#: a spin's call takes microseconds, so even with a hundredth of a core it makes far more.
+SLICE_S = 0.01
+
+
+def _calls(b) -> Counter | None:
+    """What ``b``'s tr_backend_wait calls have returned so far (None: a Python backend)."""
+    returns = getattr(b, "wait_returns", None)
+    return None if returns is None else Counter(returns)
+
+
+def _named(calls: Counter) -> str:
+    """``{-EINTR: 2, 0: 1}`` as "-EINTR 2 times, 0 once"."""
+    return ", ".join(
+        f"{'-EINTR' if rc == -errno.EINTR else rc} {'once' if n == 1 else f'{n} times'}"
+        for rc, n in calls.items()
+    )
+
+
+def _held_wait(b, timeout_s: float | None, window_s: float) -> tuple[dict, Counter | None]:
+    """``b.wait(timeout_s)`` on a thread of its own, left for ``window_s`` once it is seen
+    asleep in the kernel (at most LIVENESS_S if never), then woken from this thread. Returns
+    {"got", "elapsed_ns", "early": returned before the wake was sent} and the calls it made."""
+    before = _calls(b)
+    started, returned, sent = threading.Event(), threading.Event(), threading.Event()
+    result: dict = {}
+
+    def waiter():
+        result["tid"] = threading.get_native_id()
+        started.set()
+        t0 = time.monotonic_ns()
+        try:
+            result["got"] = b.wait(timeout_s)
+        finally:
+            result["elapsed_ns"] = time.monotonic_ns() - t0
+            result["early"] = not sent.is_set()
+            returned.set()
+
+    t = threading.Thread(target=waiter, name="conformance-held-wait", daemon=True)
+    t.start()
+    started.wait()
+    wait_until_blocked(result["tid"], returned)
+    returned.wait(window_s)  # the window itself: a wait that returns in it was not woken
+    sent.set()
+    b.wake()
+    woken = returned.wait(LIVENESS_S)
+    assert woken, f"wait({timeout_s}) did not return within {LIVENESS_S} s of wake()"
+    t.join()
+    after = _calls(b)
+    return result, None if before is None or after is None else after - before
+
+
+def _assert_blocked(calls: Counter | None, elapsed_ns: int, what: str, spare: int) -> None:
+    """At most one tr_backend_wait call per SLICE_S of the wait's run, plus the one the wake
+    ends and ``spare`` (a loop run that returns once for a registration removed lazily)."""
+    if calls is None:
+        return
+    allowed = 1 + spare + int(elapsed_ns / (SLICE_S * 1e9))
+    made = sum(calls.values())
+    assert made <= allowed, (
+        f"{what} called tr_backend_wait {made} times in {elapsed_ns / 1e6:.0f} ms with no signal "
+        f"(-EINTR {calls[-errno.EINTR]} times, 0 {calls[0]} times; accepted: at most {allowed}): it "
+        f"spins, a core busy; the header wants a wait that blocks, returning -EINTR with no signal "
+        f"at most once a slice (say 100 ms) or once for a registration the library removes lazily"
+    )
+
+
+@pytest.mark.clause("B7")
+def test_a_wait_without_a_limit_held_open_with_nothing_armed_blocks_until_the_wake(make_backend):
+    """wait(None) with nothing armed, held open for NO_LIMIT_HOLD_S, then woken: it returned only after
+    the wake, and (a C backend) made a call a slice at most. A backend that ends each slice
+    with 0 returns unwoken; one whose library loop does not block with no watcher of its own
+    active (libev's ev_async unref'd) returns -EINTR over and over, never early."""
+    b = make_backend()
+    r, calls = _held_wait(b, None, NO_LIMIT_HOLD_S)
+    returned = "" if calls is None else f" (tr_backend_wait returned {_named(calls)})"
+    assert not r["early"], (
+        f"wait(None) with nothing ready returned {r['got']} after {r['elapsed_ns'] / 1e6:.0f} ms, "
+        f"unwoken{returned}: the header wants a wait with no limit to return only when woken or "
+        f"something is ready, and -EINTR, never 0, at a signal or the end of a slice"
+    )
+    assert r["got"] == [], r["got"]
+    _assert_blocked(calls, r["elapsed_ns"], "wait(None) with nothing armed", spare=1)
+
+
+@pytest.mark.clause("B8")
+def test_a_wait_beside_ready_fds_disarmed_or_reported_blocks_until_its_end(make_backend, pairs):
+    """A finite wait held open for HOLD_S beside a ready fd whose READ was disarmed and one
+    whose READ was reported and not re-armed (the reactor's backpressure: data left unread),
+    then woken: nothing is reported, and (a C backend) it made a call a slice at most. A
+    backend that leaves the library's watcher of those fds started, its callbacks ignored,
+    wakes at every loop run and returns -EINTR over and over until the timeout."""
+    b = make_backend()
+    reported, disarmed, idle = pairs(3)
+    b.arm(idle.fd, READ, "never ready")
+    reported.make_readable()  # ready for good: never read
+    b.arm(reported.fd, READ, "reported")
+    assert collect(b, 1, extra_waits=0) == Counter({"reported": 1})
+    disarmed.make_readable()
+    b.arm(disarmed.fd, READ, "disarmed")
+    b.flush()
+    b.disarm(disarmed.fd, READ)
+    assert b.wait(0) == []  # may reap what the disarm left (a completion, an unwanted report)
+    r, calls = _held_wait(b, LIVENESS_S, HOLD_S)
+    assert r["got"] == [], r["got"]
+    what = f"wait({LIVENESS_S:g}) beside a disarmed and a reported, ready fd"
+    _assert_blocked(calls, r["elapsed_ns"], what, spare=3)
