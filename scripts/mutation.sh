@@ -16,9 +16,10 @@
 # universalmutator; both come with the mutation extra:  .venv/bin/pip install -e '.[test,mutation]'.
 # Both mutate files in place, so everything runs in a copy of the repository's files,
 # ${MUTATION_OUT:-.mutation}/tree; the sessions and reports go beside it, and a session already there is
-# resumed (a mutant with a result is not run again).  The test command is the real
-# `tailreactor-conformance --backend B --clause B -x -n 0` (liveness bound 1 s); a mutant it passes
-# survives.  A C mutant that compiles to the same object code as the original is equivalent and not
+# resumed (a mutant with a result is not run again).  The test command, ${MUTATION_OUT:-.mutation}/suite.sh,
+# is the real `tailreactor-conformance --backend B --clause B -x -n 0` (liveness bound 1 s), with
+# cosmic-ray's CosmicRayTestingException in its builtins (what the ExceptionReplacer writes into an
+# `except`, a handler that catches nothing); a mutant it passes survives.  A C mutant that compiles to the same object code as the original is equivalent and not
 # run; one that does not compile is not a mutant.
 #
 # Every survivor needs a reason in conformance/mutation-survivors.toml (scripts/mutation_survivors.py

@@ -158,3 +158,27 @@ def test_the_test_command_knows_the_name_the_exception_replacer_writes(tmp_path)
         ["git", "ls-files", "*sitecustomize.py"], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert (out / "site" / "sitecustomize.py").exists() and not tracked.stdout.strip()
+
+
+@pytest.mark.skipif(
+    not (ROOT / ".venv" / "bin" / "cosmic-ray").exists(),
+    reason="the mutation extra is not installed in .venv (cosmic-ray, universalmutator)",
+)
+def test_an_entry_naming_a_function_is_that_functions_only(monkeypatch):
+    """`except OSError:` stands in several functions of one file, each surviving for its own reason: an
+    entry with `function` names that function's mutant only and comes before one that names none."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import mutation_survivors as ms
+
+    key = {"file": "f.py", "operator": "core/ExceptionReplacer", "line": "except OSError:", "mutant": "m"}
+    anywhere = {**key, "kind": "unreachable", "reason": "any"}
+    in_arm = {**key, "function": "arm", "kind": "equivalent", "reason": "arm's"}
+    entries = [anywhere, in_arm]
+
+    def mutant(function):
+        return ms.Mutant("id", "f.py", "core/ExceptionReplacer", 7, "except OSError:", "m", function)
+
+    assert ms.listed(mutant("arm"), entries) is in_arm
+    assert ms.listed(mutant("wake"), entries) is anywhere
+    assert ms.listed(mutant("wake"), [in_arm]) is None
+    assert 'function = "arm"\n' in ms.stub(mutant("arm"))
