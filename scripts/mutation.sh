@@ -16,9 +16,10 @@
 # universalmutator; both come with the mutation extra:  .venv/bin/pip install -e '.[test,mutation]'.
 # Both mutate files in place, so everything runs in a copy of the repository's files,
 # ${MUTATION_OUT:-.mutation}/tree; the sessions and reports go beside it, and a session already there is
-# resumed (a mutant with a result is not run again).  The test command is the real
-# `tailreactor-conformance --backend B --clause B -x -n 0` (liveness bound 1 s); a mutant it passes
-# survives.  A C mutant that compiles to the same object code as the original is equivalent and not
+# resumed (a mutant with a result is not run again).  The test command, ${MUTATION_OUT:-.mutation}/suite.sh,
+# is the real `tailreactor-conformance --backend B --clause B -x -n 0` (liveness bound 1 s), with
+# cosmic-ray's CosmicRayTestingException in its builtins (what the ExceptionReplacer writes into an
+# `except`, a handler that catches nothing); a mutant it passes survives.  A C mutant that compiles to the same object code as the original is equivalent and not
 # run; one that does not compile is not a mutant.
 #
 # Every survivor needs a reason in conformance/mutation-survivors.toml (scripts/mutation_survivors.py
@@ -109,12 +110,39 @@ if [ "$check_only" = 0 ]; then
   git ls-files -z reference fixtures conformance examples | xargs -0 cp -P --parents -t "$tree.new"  # -P: symlinks as symlinks
   rm -rf "$tree" && mv "$tree.new" "$tree"
 fi
+# cosmic-ray's ExceptionReplacer writes `except CosmicRayTestingException:`, a class of its own package
+# that the mutated module does not import: the handler is meant to catch nothing.  The test command is
+# a process of its own, so the name is put in its builtins by a sitecustomize (imported at start-up
+# from the first PYTHONPATH entry, $out/site, never the repository's path); without it an exception
+# through the mutated try raised NameError there and counted as a kill.
+site="$out/site"
+if [ "$check_only" = 0 ]; then
+  mkdir -p "$site"
+  cat > "$site/sitecustomize.py" <<'PY'
+"""Written by scripts/mutation.sh for the test command's processes: the name cosmic-ray's
+ExceptionReplacer writes into a mutated `except`, as a builtin, so that handler catches nothing."""
+
+import builtins
+
+from cosmic_ray.exceptions import CosmicRayTestingException
+
+builtins.CosmicRayTestingException = CosmicRayTestingException
+PY
+fi
 # The children import the copy (PYTHONPATH comes before the editable install) and keep their
 # bytecode in a private cache, but never the mutated packages' (a mutant of the same size written
-# in the same second as the last would look cached).
+# in the same second as the last would look cached).  The test command is $out/suite.sh (arguments:
+# --backend B), the one command both tools run.
 cache="$out/pycache"
-run_env="rm -rf $cache$tree/reference $cache$tree/fixtures; exec env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$cache PYTHONPATH=$tree/reference:$tree/conformance:$tree TAILREACTOR_CONFORMANCE_LIVENESS_S=1 TAILREACTOR_CONFORMANCE_SHRINK=0"
-suite="$py/tailreactor-conformance --clause $clauses -x -n 0"
+if [ "$check_only" = 0 ]; then
+  cat > "$out/suite.sh" <<SH
+#!/bin/sh
+rm -rf $cache$tree/reference $cache$tree/fixtures
+exec env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$cache PYTHONPATH=$site:$tree/reference:$tree/conformance:$tree \\
+  TAILREACTOR_CONFORMANCE_LIVENESS_S=1 TAILREACTOR_CONFORMANCE_SHRINK=0 \\
+  $py/tailreactor-conformance --clause $clauses -x -n 0 "\$@"
+SH
+fi
 
 status=0
 declare -A SECONDS_TAKEN=()
@@ -152,7 +180,7 @@ SH
       resume=() && [ -f "$d/killed.txt" ] && resume=(--resume)
       # analyze_mutants records one mutant less than --numMutants (it stops before recording the last).
       (cd "$d" && "$py/analyze_mutants" tr_epoll.c \
-          "sh -c '$run_env $suite --backend cabi:$d/mutant.so' >/dev/null 2>&1" \
+          "sh $out/suite.sh --backend cabi:$d/mutant.so >/dev/null 2>&1" \
           --mutantDir mutants --seed 32 --numMutants $((sample + 1)) --timeout "$timeout_s" \
           --compileCommand "$d/compile.sh MUTANT" "${resume[@]}" >> analyze.log 2>&1) || true
     fi
@@ -165,7 +193,7 @@ SH
 module-path = "${FILE[$t]}"
 timeout = $timeout_s
 excluded-modules = []
-test-command = "sh -c '$run_env $suite --backend ${BACKEND[$t]}'"
+test-command = "sh $out/suite.sh --backend ${BACKEND[$t]}"
 
 [cosmic-ray.distributor]
 name = "local"

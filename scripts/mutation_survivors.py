@@ -17,7 +17,10 @@
 
 A survivor's entry names the file, cosmic-ray's operator, the source line and the mutated line (both
 stripped of surrounding blanks), so it still matches when lines move, and the reason: a kind
-(`equivalent`, `performance`, `logging`, `unreachable`, `unmeasured`) and one line saying why.
+(`equivalent`, `performance`, `logging`, `unreachable`, `unmeasured`, `gap`) and one line saying why.
+A line's text can stand in several functions (`except OSError:`) for different reasons: an entry with
+`function` (cosmic-ray's definition name) names the mutants of that function only, and comes before
+an entry without one.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class Mutant:
     line_no: int
     line: str
     mutant: str
+    function: str = ""  # cosmic-ray's definition name; the C example's have none
 
 
 def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -101,7 +105,9 @@ def mutants(db: WorkDB) -> dict[str, Mutant]:
         if result is not None and result.diff:
             added = [d[1:] for d in result.diff.splitlines() if d.startswith("+") and not d.startswith("+++")]
             after = " / ".join(a.strip() for a in added)
-        out[item.job_id] = Mutant(item.job_id, str(m.module_path), m.operator_name, line_no, before, after)
+        out[item.job_id] = Mutant(
+            item.job_id, str(m.module_path), m.operator_name, line_no, before, after, m.definition_name or ""
+        )
     return out
 
 
@@ -160,10 +166,24 @@ def load_reasons(path: Path) -> list[dict]:
 
 
 def listed(m: Mutant, entries: list[dict]) -> dict | None:
-    for e in entries:
-        if (e["file"], e["operator"], e["line"], e["mutant"]) == (m.file, m.operator, m.line, m.mutant):
-            return e
-    return None
+    """The entry of ``m``: one naming its function first, else one naming no function."""
+    same = [
+        e
+        for e in entries
+        if (e["file"], e["operator"], e["line"], e["mutant"]) == (m.file, m.operator, m.line, m.mutant)
+    ]
+    return next((e for e in same if e.get("function") == m.function), None) or next(
+        (e for e in same if "function" not in e), None
+    )
+
+
+def stub(m: Mutant) -> str:
+    """The entry to fill in for an unlisted survivor."""
+    function = f"function = {toml_str(m.function)}\n" if m.function else ""
+    return (
+        f"[[survivor]]\nfile = {toml_str(m.file)}\n{function}operator = {toml_str(m.operator)}\n"
+        f'line = {toml_str(m.line)}\nmutant = {toml_str(m.mutant)}\nkind = "equivalent"\nreason = ""\n'
+    )
 
 
 def toml_str(s: str) -> str:
@@ -205,10 +225,7 @@ def check(db: WorkDB, reasons: Path, name: str) -> int:
     if unlisted:
         print(f"{name}: {len(unlisted)} survivors without a listed reason; entries to fill in ({reasons}):")
         for m in unlisted:
-            print(
-                f"[[survivor]]\nfile = {toml_str(m.file)}\noperator = {toml_str(m.operator)}\n"
-                f'line = {toml_str(m.line)}\nmutant = {toml_str(m.mutant)}\nkind = "equivalent"\nreason = ""\n'
-            )
+            print(stub(m))
         return 1
     return 0
 
@@ -258,10 +275,7 @@ def check_c(d: Path, reasons: Path, name: str, file: str) -> int:
     if unlisted:
         print(f"{name}: {len(unlisted)} survivors without a listed reason; entries to fill in ({reasons}):")
         for m in unlisted:
-            print(
-                f"[[survivor]]\nfile = {toml_str(m.file)}\noperator = {toml_str(m.operator)}\n"
-                f'line = {toml_str(m.line)}\nmutant = {toml_str(m.mutant)}\nkind = "equivalent"\nreason = ""\n'
-            )
+            print(stub(m))
         return 1
     return 0
 
