@@ -13,6 +13,19 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "mutation.sh"
 
 
+def run_script(args, out: Path, timeout: float) -> subprocess.CompletedProcess:
+    """``scripts/mutation.sh ARGS`` from the repository, its sessions in ``out`` (MUTATION_OUT)."""
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MUTATION_OUT": str(out)},
+        timeout=timeout,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize(
     "args, says",
     [
@@ -33,15 +46,7 @@ SCRIPT = ROOT / "scripts" / "mutation.sh"
 )
 def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path):
     out = tmp_path / "sessions"
-    proc = subprocess.run(
-        ["bash", str(SCRIPT), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "MUTATION_OUT": str(out)},
-        timeout=60,
-        check=False,
-    )
+    proc = run_script(args, out, timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scripts/mutation.sh: ") and says in lines[0], proc.stderr
@@ -73,15 +78,7 @@ def test_check_without_a_session_says_so_per_target_and_exits_1(tmp_path):
     """--check runs nothing: a target with no session is one line naming it (no traceback, and no
     empty session left behind for the next check to read as 0 mutants)."""
     out = tmp_path / "sessions"
-    proc = subprocess.run(
-        ["bash", str(SCRIPT), "--check", "epoll", "c"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "MUTATION_OUT": str(out)},
-        timeout=120,
-        check=False,
-    )
+    proc = run_script(["--check", "epoll", "c"], out, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"epoll: no session in {out} to check" in proc.stdout, proc.stdout
     assert f"c: no session in {out} to check" in proc.stdout, proc.stdout
@@ -128,15 +125,7 @@ def test_the_test_command_knows_the_name_the_exception_replacer_writes(tmp_path)
     out = tmp_path / "sessions"
     nothing = tmp_path / "nothing.toml"
     nothing.write_text("")  # --only a file that lists no survivor: every mutant skipped, none run
-    made = subprocess.run(
-        ["bash", str(SCRIPT), "--clause", "B1", "--only", str(nothing), "batch16"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "MUTATION_OUT": str(out)},
-        timeout=300,
-        check=False,
-    )
+    made = run_script(["--clause", "B1", "--only", str(nothing), "batch16"], out, timeout=300)
     assert made.returncode == 0, made.stdout + made.stderr
     config = tomllib.loads((out / "batch16.toml").read_text(encoding="utf-8"))["cosmic-ray"]
     assert "fixtures.backends.batch16:backend" in config["test-command"], config
