@@ -2087,7 +2087,10 @@ def test_an_arm_refused_on_a_closed_number_whose_file_lives_in_a_dup_is_never_re
         b.arm(control.fd, READ, "control")
         got = reports(b, 1, extra_waits=3)
         tokens = Counter(token for token, _ in got)
-        assert raised is None or "refused" not in tokens, (
+        # Over the C ABI the token of an arm that failed is unknown to the adapter: any token
+        # besides these is the refused one.
+        allowed = {"old read", "old write", "control"} | ({"refused"} if raised is None else set())
+        assert set(tokens) <= allowed, (
             f"reported {shown(got)}: the token of an arm that raised EBADF was reported (a refused arm "
             "leaves the fd's armings as they were; the closed file's registration, alive in a dup, "
             "still fires under the number)"
