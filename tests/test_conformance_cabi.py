@@ -57,6 +57,9 @@ VARIANTS = {
     "TR_BUG_NO_LIMIT_RETURNS_ZERO": "B7",  # a wait with no limit returns 0 at the end of each 100 ms slice
     "TR_BUG_SPIN_EINTR": "B7",  # an idle wait with no limit returns -EINTR over and over (libev's ev_async unref'd)
     "TR_BUG_KEEP_WATCHING": "B8",  # disarmed and reported fds stay watched: a wait beside them spins on -EINTR
+    # epoll.py's two mutation gaps, as the example's (issue 41)
+    "TR_BUG_KEEP_REFUSED_ARM": "B16",  # an arm that fails keeps its token: a closed file alive in a dup reports it
+    "TR_BUG_EEXIST_FAILS": "B5",  # EEXIST fails the arm: a closed file dup2'd back to its number is refused
 }
 
 

@@ -62,6 +62,10 @@
  *                              timeval), then up to milliseconds: under 1 us polls (B8)
  *   -DTR_BUG_REUSE_KEEPS_OLD_ARMING  an arm of a number closed without disarm and
  *                              reused registers the closed file's armings too (B5)
+ *   -DTR_BUG_KEEP_REFUSED_ARM  an arm that fails (EBADF) keeps its token: a closed
+ *                              file alive in a dup reports it at its hang-up (B16)
+ *   -DTR_BUG_EEXIST_FAILS      EEXIST from EPOLL_CTL_ADD fails the arm: a closed file
+ *                              dup2'd back to its number cannot be armed (B5)
  *   -DTR_BUG_NO_GENERATION     a report's generation is not checked: a closed file kept
  *                              open by a dup reports to its number's new arming (B5)
  *   -DTR_BUG_SIGCHLD_HANDLER   create installs a SIGCHLD handler, as libev's
@@ -317,8 +321,14 @@ static int apply(tr_backend *b, int fd, struct fd_rec *r, int fresh) {
     /* A new registration, a new generation: one the backend gave up on (its
      * file closed without disarm, maybe alive in a dup) reports an older one. */
     ev.data.u64 = data_of(fd, ++r->gen);
+#ifdef TR_BUG_EEXIST_FAILS
+    if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
+#else
+    /* EEXIST: the kernel still holds this file's registration under the number
+     * (closed without disarm while a dup kept it, given its number back). */
     if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ||
         (errno == EEXIST && epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)) {
+#endif
         r->registered = 1;
         return 0;
     }
@@ -357,10 +367,14 @@ int tr_backend_arm(tr_backend *b, int fd, int direction, uint64_t token) {
     r->token[d] = token; /* an armed direction is replaced (R18) */
     r->armed[d] = 1;
     int rc = apply(b, fd, r, d); /* a closed fd: epoll_ctl says EBADF (B16) */
+#ifndef TR_BUG_KEEP_REFUSED_ARM
     if (rc < 0) {
         old.registered = r->registered;
         *r = old;
     }
+#else
+    (void)old; /* the bug: the refused arm's token stays */
+#endif
     return rc;
 }
 

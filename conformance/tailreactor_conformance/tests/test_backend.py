@@ -645,6 +645,51 @@ def test_a_closed_file_alive_in_a_dup_never_reports_to_a_new_file_not_ready_for_
         os.close(alive)
 
 
+# -- B5: the closed file, alive in a dup, given its own number back (issue 41) --
+@pytest.mark.clause("B5")
+@pytest.mark.parametrize("settle", ["flush", "wait"], ids=["flushed", "after-a-wait"])
+def test_a_closed_file_dup2d_back_to_its_number_after_a_late_disarm_is_armed_and_reported(
+    make_backend, pairs, settle
+):
+    """Armed, the number closed without disarm while a dup keeps its file, then disarmed (the
+    header: disarmed all the same, 0; over epoll the kernel's delete fails and the registration
+    stays with the file), and the same file dup2'd back to its number: the number names an open
+    file, so arming it succeeds and the file's readiness reaches the new token.  Over epoll the
+    add finds the registration left there (EEXIST), which names this very file: modify it."""
+    b = make_backend()
+    old, control = pairs(2)
+    b.arm(old.fd, READ, "old")  # not readable
+    if settle == "flush":
+        b.flush()
+    else:
+        assert b.wait(0) == [], "wait(0) reported an arming of a socket nothing was written to"
+    alive = os.dup(old.fd)  # the file lives on here
+    try:
+        number = old.ours.detach()
+        os.close(number)  # closed without disarm: the caller's bug
+        b.disarm(number, READ)  # the caller's late disarm of a closed number
+        os.dup2(alive, number)  # the same file takes its number back
+        with socket.socket(fileno=number) as back:
+            try:
+                b.arm(number, READ, "back")
+            except OSError as exc:
+                raise AssertionError(
+                    f"arming fd {number} raised {exc!r}, but it names an open file: the one closed "
+                    "under the backend, dup2'd back to its number (over epoll: EPOLL_CTL_ADD meets the "
+                    "registration the failed delete left, EEXIST; modify it instead)"
+                ) from None
+            control.make_readable()
+            b.arm(control.fd, READ, "control")
+            assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+            old.make_readable()
+            assert collect(b, 1, extra_waits=2) == Counter({"back": 1}), (
+                "the file the number names, armed and made readable, was not reported once to its token"
+            )
+            b.disarm(back.fileno(), READ)
+    finally:
+        os.close(alive)
+
+
 # -- B6 ------------------------------------------------------------------------
 def _reported_once(b, token, direction):
     got = []
@@ -1999,6 +2044,67 @@ def test_a_rearm_of_a_closed_fd_raises_ebadf_or_reports_err(make_backend, pairs)
     assert got[0][1] & ERR, (
         f"the re-arm of a closed fd was reported with revents {revents_named(got[0][1])}, not ERR"
     )
+
+
+# -- B16: a refused arm on a closed number whose file lives on (issue 41) ------
+@pytest.mark.clause("B16")
+@pytest.mark.parametrize("settle", ["flush", "wait"], ids=["flushed", "after-a-wait"])
+def test_an_arm_refused_on_a_closed_number_whose_file_lives_in_a_dup_is_never_reported(
+    make_backend, pairs, settle
+):
+    """READ and WRITE armed (neither ready), the number closed without disarm while a dup keeps
+    its file (over epoll the registration stays, keyed by the closed number), WRITE armed again
+    there with a new token: EBADF, and the fd's armings stay as they were (or, as B16 allows, the
+    arm returns and the closed fd fails later: the new token reported with ERR, as io_uring's
+    POLL_ADD of a closed fd completes).  The file's peer then hangs up (HUP satisfies both
+    directions): a refused token is never reported.  The armings
+    made for the closed file, its number not armed again, may each be reported once or dropped
+    (the header's case (a)), so only "at most once" is checked for them.  Both directions stay
+    armed: with one, a library that re-adds the fds of its active watchers when the kernel's
+    report carries a direction nobody watches (libev) meets the closed number, which the header
+    does not ask a backend to survive."""
+    b = make_backend()
+    old, control = pairs(2)
+    fill_send_buffer(old.ours)  # WRITE armed, not ready
+    b.arm(old.fd, READ, "old read")  # not readable
+    b.arm(old.fd, WRITE, "old write")
+    if settle == "flush":
+        b.flush()
+    else:
+        assert b.wait(0) == [], "wait(0) reported an arming of a socket that was ready for neither direction"
+    alive = os.dup(old.fd)  # the file lives on here
+    try:
+        number = old.ours.detach()
+        os.close(number)  # closed without disarm, and not reused
+        try:
+            b.arm(number, WRITE, "refused")
+            raised = None
+        except OSError as exc:
+            raised = exc
+        assert raised is None or raised.errno == errno.EBADF, f"arming a closed fd raised {raised!r}"
+        old.peer.close()  # the file, alive in the dup, hangs up
+        control.make_readable()
+        b.arm(control.fd, READ, "control")
+        got = reports(b, 1, extra_waits=3)
+        tokens = Counter(token for token, _ in got)
+        # Over the C ABI the token of an arm that failed is unknown to the adapter: any token
+        # besides these is the refused one.
+        allowed = {"old read", "old write", "control"} | ({"refused"} if raised is None else set())
+        assert set(tokens) <= allowed, (
+            f"reported {shown(got)}: the token of an arm that raised EBADF was reported (a refused arm "
+            "leaves the fd's armings as they were; the closed file's registration, alive in a dup, "
+            "still fires under the number)"
+        )
+        assert raised is not None or all(revents & ERR for token, revents in got if token == "refused"), (
+            f"reported {shown(got)}: the arm of a closed fd returned, and its token came without ERR"
+        )
+        assert tokens["control"] == 1 and max(tokens.values()) == 1, (
+            f"reported {shown(got)}: each arming of the closed number at most once, besides control"
+        )
+        b.disarm(number, READ)
+        b.disarm(number, WRITE)
+    finally:
+        os.close(alive)
 
 
 # -- B17 (optional: backends with a receive operation) -------------------------

@@ -113,7 +113,7 @@ class SelectorsBackend:
         try:
             key = self._sel.get_key(fd)
         except KeyError:
-            self._sel.register(fd, _SEL_EVENT[direction], {direction: token})
+            self._register(fd, _SEL_EVENT[direction], {direction: token})
             return
         tokens = dict(key.data)
         tokens[direction] = token
@@ -130,7 +130,18 @@ class SelectorsBackend:
                 return
         except OSError:
             pass
-        self._sel.register(fd, events, tokens)
+        self._register(fd, events, tokens)
+
+    def _register(self, fd: int, events: int, tokens: dict) -> None:
+        """Register ``fd`` with the selector.  EEXIST (epoll only): the kernel still holds this very
+        file's registration under ``fd``, which the selector forgot when the file was closed without
+        disarm while a dup kept it open (:meth:`_lost`), and a dup2 gave the file its number back.
+        The number reaches that registration again: remove it and register afresh (clause B5)."""
+        try:
+            self._sel.register(fd, events, tokens)
+        except FileExistsError:
+            self._sel._selector.unregister(fd)  # type: ignore[attr-defined]  # private: no public way
+            self._sel.register(fd, events, tokens)
 
     def _drop(self, fd: int, direction: int) -> None:
         try:
