@@ -223,6 +223,7 @@ class _State:
         self.out_of_fds: list[str] = []  # failing tests whose error was EMFILE, in report order
         self.props: dict[str, dict] = {}  # nodeid -> clause and backend, from its first report
         self.crashed: list[dict] = []  # tests whose worker process died: nodeid, clause, rerun
+        self.last_phase: dict[str, str] = {}  # nodeid -> the last phase reported (a crash came after)
         self.workers_crashed = 0  # worker processes that died (pytest-xdist, in the controller)
 
 
@@ -444,6 +445,7 @@ class _Recorder:
         if crashed(report):
             self._record_crash(report)
             return
+        self.state.last_phase[report.nodeid] = report.when
         cid = props.get("clause")
         if cid is None:
             return
@@ -489,6 +491,8 @@ class _Recorder:
             "backend": backend,
             "rerun": rerun_hint(nodeid, specs.get(backend, backend)),
         }
+        if self.state.last_phase.get(nodeid) == "call":
+            entry["phase"] = "teardown"  # its call was reported: the fixtures' teardown, the backend's close
         if hung:
             self.state.results[(cid, backend)].setdefault("hung", []).append(nodeid)
             entry["hung"] = hung
