@@ -175,9 +175,8 @@
  *       the number (Python's select.epoll, libevent), poll the number's file
  *       at each report under a number found naming another file, for the
  *       rest of the backend's life: nothing tells it when the closed file's
- *       last descriptor goes (a poll(2) per report under such a number).  Find it
-
- *       also after a late disarm left nothing armed: compare the identity
+ *       last descriptor goes (a poll(2) per report under such a number).
+ *       Find it also after a late disarm left nothing armed: compare the identity
  *       the library registered (libuv registers at the loop run, so the
  *       closed file is registered once a wait ran after its arm; B5 closes
  *       it both before and after a wait), not only that of the armings.
@@ -388,7 +387,6 @@
  *     stays ready, every loop run returns at once).  Keep the ev_async
  *     referenced, and stop a watcher at its report and at disarm
  *     (ev_io_stop), as over every library (tr_backend_wait's -EINTR).
-
  *   - The rebuild: a report of a stale generation makes libev rebuild its
  *     epoll set and re-add the fd of every active watcher.  A correct
  *     caller triggers it too: a disarm leaves the kernel registration
@@ -730,7 +728,6 @@ int tr_backend_wake(tr_backend *b);
  * frees the handle but not what the library still holds (a uv_loop_t that
  * uv_loop_close refused, its handles): leak those rather than free memory
  * the library may still use.
-
  * libuv: uv_close is asynchronous: a handle is closed, and its memory free
  * to reuse, only when its close callback has run, in a later loop run.
  * uv_loop_close returns UV_EBUSY until every handle's close callback ran,
