@@ -6,6 +6,7 @@ directory the user ran the command in."""
 from __future__ import annotations
 
 import io
+import os
 import shlex
 import subprocess
 import sys
@@ -252,6 +253,74 @@ def test_a_test_whose_worker_crashed_fails_its_clause_and_says_how_to_see_the_me
     assert "abort_on_closed_fd: epoll_ctl: fd" in shown.stdout + shown.stderr, (shown.stdout + shown.stderr)[
         -4000:
     ]
+
+
+#: A backend that aborts the process in close() while a test's fixtures are torn down (a
+#: library whose close frees what its loop still uses); everywhere else it is the epoll backend.
+CLOSE_CRASHES = """
+import os
+from fixtures.backends._wrapped import TaggedBackend
+
+
+class AbortInTeardownClose(TaggedBackend):
+    def close(self):
+        if os.environ.get("PYTEST_CURRENT_TEST", "").endswith("(teardown)"):
+            os.abort()
+        super().close()
+
+
+backend = AbortInTeardownClose
+"""
+
+
+def test_a_worker_that_crashed_in_teardown_is_said_to_have_crashed_in_the_backends_close(tmp_path):
+    """A crash after the test's call was reported is in its teardown, where the suite's fixtures
+    close the backend: the crashed line says so (reader 12's libuv close that freed handles
+    before their close callbacks was filed under B11, the test that ran, and said nothing more)."""
+    from test_conformance_meta import cli
+
+    (tmp_path / "close_crashes.py").write_text(CLOSE_CRASHES)
+    test = "test_a_token_replaced_before_its_report_is_never_reported"
+    proc, data = cli(
+        "--backend",
+        "close_crashes:backend",
+        "--clause",
+        "B1",
+        "-n",
+        "2",
+        "--",
+        "-k",
+        test,
+        json_path=tmp_path / "r.json",
+        env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    assert [c.get("phase") for c in data["crashed"]] == ["teardown"], data["crashed"]
+    flat = " ".join(proc.stdout.split())
+    assert (
+        "B1 on close_crashes:backend, crashed in teardown (tr_backend_close?): test_backend.py::" + test
+        in flat
+    ), out[-4000:]
+
+
+def test_a_crash_in_teardown_is_named_in_its_line_and_the_test_id_stays_last():
+    crashed = {"test": "test_backend.py::t[cabi-liby]", "clause": "B11", "backend": "cabi:liby"}
+    crashed |= {"rerun": "rerun-it", "phase": "teardown"}
+    summary = {
+        "backends": ["cabi:liby"],
+        "reactor": "tailreactor.reactor:Reactor",
+        "profile": "ci",
+        "seed": "derandomized",
+        "clauses": {"B11": {"cabi:liby": _cell("FAIL", [crashed["test"]]) | {"crashed": [1]}}},
+        "crashed": [crashed],
+    }
+    out = io.StringIO()
+    render(summary, out, width=200)
+    lines = [line.strip() for line in out.getvalue().splitlines()]
+    assert (
+        "B11 on cabi:liby, crashed in teardown (tr_backend_close?): test_backend.py::t[cabi-liby]" in lines
+    ), lines
 
 
 def _cli_cmd() -> list[str]:

@@ -21,7 +21,8 @@
  *
  * (add -pthread if wake takes a lock; over an event library, its library
  * after foo.c: -levent_core, and -levent_pthreads with evthread_use_pthreads,
- * -luv, or -lev).  Under -std=c11, #define _GNU_SOURCE before the first #include:
+ * -luv, -lev, or $(pkg-config --cflags --libs glib-2.0), which also gives
+ * GLib's two -I paths).  Under -std=c11, #define _GNU_SOURCE before the first #include:
  * strict C11 declares no clock_gettime, pipe2 or accept4.  The header ships
  * with the Python package: `tailreactor-conformance --header` prints its path
  * (conformance/tailreactor_conformance/include/ in a checkout, a symbolic
@@ -121,7 +122,12 @@
  *   has an arming, and before a deferred registration reaches the kernel (or
  *   at delivery), and drop the closed file's armings first: a number closed,
  *   reused and never armed again is otherwise registered, or polled, as the
- *   new file with the old arming (B5).  A library that polls by number
+ *   new file with the old arming (B5).  For the contract the same st_dev
+ *   and st_ino is the same file: a number taken by a dup of the armed fd
+ *   (the same open file description, so the same readiness) may keep its
+ *   arming.  They name the inode, which another open of it shares too (a
+ *   FIFO opened twice, a pipe's other end): no call after the close tells
+ *   those apart, and no clause builds it.  A library that polls by number
  *   meets a number closed while armed at every loop run until its watch is
  *   removed.  poll(2) and GLib report POLLNVAL (G_IO_NVAL).  libevent's poll
  *   method turns POLLNVAL into EV_READ|EV_WRITE, which looks like readiness:
@@ -167,8 +173,10 @@
  *       such a wait may then return with nothing before its timeout (the
  *       caller's bug: nothing can remove it).  Where the library keeps only
  *       the number (Python's select.epoll, libevent), poll the number's file
- *       at each report under a number found naming another file.  Find it
- *       also after a late disarm left nothing armed: compare the identity
+ *       at each report under a number found naming another file, for the
+ *       rest of the backend's life: nothing tells it when the closed file's
+ *       last descriptor goes (a poll(2) per report under such a number).
+ *       Find it also after a late disarm left nothing armed: compare the identity
  *       the library registered (libuv registers at the loop run, so the
  *       closed file is registered once a wait ran after its arm; B5 closes
  *       it both before and after a wait), not only that of the armings.
@@ -187,15 +195,21 @@
  * - fds of its own: a backend may open fds per backend (its epoll fd, an
  *   eventfd for wake) and must close all of them in tr_backend_close (B14).
  *   fds a library opens once per process and keeps for the process's life
- *   (libuv's signal pipe, the Go runtime's poller) are allowed: B14 counts from
+ *   (libuv's signal lock pipe, the Go runtime's poller) are allowed: B14 counts from
  *   after one backend was created and closed, so they are already open then.
+ *   Per loop, libuv's uv_loop_init opens a signal pipe, an eventfd (for its
+ *   uv_async_t handles) and the epoll fd: those are the backend's, closed by
+ *   uv_loop_close (B14).
  *   Per arm, no fd at all (B14).
  * - State beside the kernel: a backend that queues arms until its loop runs,
  *   or collects more reports in a loop run than one wait may return (its
  *   capacity, or max_batch), holds reports it has not delivered.  Those are
  *   still the armings' reports: disarm drops them (B3), a re-arm drops the
  *   replaced token's (B1, R18), and they belong to the arming they were
- *   collected for, never to a later arming of the same fd number (B5).  The
+ *   collected for, never to a later arming of the same fd number (B5).  One
+ *   held when its fd is closed without disarm, the number not armed again,
+ *   may still go to its own token (its file's readiness since the arming,
+ *   B15) or be dropped: B5 allows either.  The
  *   suite passes a capacity of 1 to create that situation (B3, B5).
  * - Its own clock: a wait's deadline is taken from a clock read when the wait
  *   starts, not from one cached at the end of the previous loop run (libuv's
@@ -232,8 +246,10 @@
  *   a notify fd, closed by event_base_free.  An eventfd that wake
  *   writes and the loop watches needs neither.  See tr_backend_wake.
  *   Latched is not enough where the library also fires that same wake-up
- *   for its own reasons: GLib's g_main_context_wakeup writes the context's
- *   eventfd, which GLib also writes when a source with fds is attached or
+ *   for its own reasons.  GLib's g_main_context_wakeup is latched: it writes
+ *   the context's eventfd (a GWakeup), which stays readable until a loop
+ *   run's poll finds it and GLib reads it back.  But GLib also writes it
+ *   when a source with fds is attached or
  *   destroyed (attaching one with no fds does not), at g_source_add_unix_fd
  *   and its modify and remove on an attached source, at every change of an
  *   attached source's ready time (g_source_set_ready_time) and around each
@@ -287,6 +303,17 @@
  *   The ready time is in microseconds: round the deadline up
  *   ((ns + 999) / 1000), and still compare CLOCK_MONOTONIC with the
  *   deadline after the loop run (B8).
+ * - GLib's empty loop runs: retry an empty loop run inside the wait, never
+ *   as -EINTR.  Each call's g_source_set_ready_time makes GLib wake its
+ *   context itself, so every call's first loop run returns empty; a wait
+ *   that returns -EINTR there is called again at once, and spins (B8 counts
+ *   the calls).  See tr_backend_wait's -EINTR for the general rule.
+ * - GLib's fd watch: g_source_modify_unix_fd(source, tag, 0) does not stop
+ *   watching.  GLib still polls the fd with events 0, and poll(2) returns
+ *   POLLHUP, POLLERR and POLLNVAL whatever the events asked, so an unarmed
+ *   fd that hangs up is dispatched at every loop run (a spin no clause
+ *   sees).  Remove the fd (g_source_remove_unix_fd) when nothing of it is
+ *   armed.  G_IO_PRI (POLLPRI) has no TR_* bit: never ask for it.
  * - TR_CAP_ORDERED: claim it from an argument, not a run: see
  *   tr_capabilities.  Most backends over a library do not claim it, and the
  *   reactor is correct without it.
@@ -301,6 +328,15 @@
  *   millisecond boundary passes in between.  Always give the timer a repeat
  *   (uv_timer_start(t, cb, ms, ms)), or start it again in its callback, so a
  *   timer is pending while uv_run polls.  Closing the handles: see tr_backend_close.
+ *   In short, a libuv backend needs:
+ *   - its own uv_loop_t; one uv_poll_t per fd number, restarted with the
+ *     directions left at each report and disarm (uv_poll_stop when none);
+ *   - an fstat (st_dev, st_ino) of each changed fd at arm and before each
+ *     uv_run, and a poll(2) of each report under a number found reused;
+ *   - its own CLOCK_MONOTONIC deadline, a repeating uv_timer_t, 100 ms slices
+ *     that end in -EINTR;
+ *   - a uv_async_t that sets a flag, with a lock or count against close;
+ *   - close: uv_close on every handle, uv_run, then uv_loop_close.
  * - libevent: event_assign on a struct event kept in a record of your own
  *   needs <event2/event_struct.h> (event.h leaves the struct opaque).
  *   event_base_loop returns 1 at once, having waited for nothing, when no
@@ -349,7 +385,8 @@
  *     watcher left started after its report or its disarm with its
  *     callbacks ignored (libev's epoll is level-triggered: while that fd
  *     stays ready, every loop run returns at once).  Keep the ev_async
- *     referenced, and stop a watcher at its report and at disarm.
+ *     referenced, and stop a watcher at its report and at disarm
+ *     (ev_io_stop), as over every library (tr_backend_wait's -EINTR).
  *   - The rebuild: a report of a stale generation makes libev rebuild its
  *     epoll set and re-add the fd of every active watcher.  A correct
  *     caller triggers it too: a disarm leaves the kernel registration
@@ -548,6 +585,8 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   returns (reports or 0, wait(0) too), or leave it for the next wait,
  *   which then returns at once: the suite accepts either.  flush never
  *   consumes it (B7).  Several wakes before a wait may end that one wait only.
+ *   A wait that starts with a wake pending may return 0 at once, or run the
+ *   loop once without blocking first and return what it finds: both pass.
  * - With no limit and nothing ready it returns only when woken (B7).
  * - Never returns earlier than timeout_ns with nothing ready, also for a
  *   fraction of a microsecond: round up, never down (B8).  The sure way,
@@ -602,7 +641,16 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   run after run: a wait whose library loop returns at once every time (a
  *   watcher of the backend's own unreferenced, as libev's ev_unref on the
  *   wake's ev_async; a watcher left started on a ready fd nobody wants, its
- *   callbacks ignored) spins, a core busy until its timeout or wake.  The
+ *   callbacks ignored) spins, a core busy until its timeout or wake.  So,
+ *   over every library, stop the library's watch of a direction at its
+ *   report and at its disarm: libev's ev_io_stop, libuv's uv_poll_stop (or
+ *   uv_poll_start with the directions left), libevent's event_del (an event
+ *   without EV_PERSIST is removed before its callback), GLib's
+ *   g_source_remove_unix_fd (its condition 0 still polls: "GLib's fd watch"
+ *   at the top of this file).  And a backend whose library wakes itself at
+ *   each call (GLib: each call's g_source_set_ready_time) must not return
+ *   -EINTR for that wake-up: the next call wakes it again, without end; run
+ *   the loop again inside the call.  The
  *   suite counts the calls of a wait held open (B7 with no limit and nothing
  *   armed, B8 beside a disarmed and a reported ready fd) and accepts one for
  *   every 10 ms it ran (a tenth of the 100 ms slice above), plus a few for
@@ -676,7 +724,10 @@ int tr_backend_wake(tr_backend *b);
  * counts as closed all the same.  Afterwards, whatever close returned, arm,
  * disarm, wait and flush return -ESHUTDOWN (B13); close again and wake do
  * nothing and return 0.  The handle stays valid until tr_backend_destroy,
- * which frees what close left.
+ * which frees what close left.  After a close that returned -EBUSY, destroy
+ * frees the handle but not what the library still holds (a uv_loop_t that
+ * uv_loop_close refused, its handles): leak those rather than free memory
+ * the library may still use.
  * libuv: uv_close is asynchronous: a handle is closed, and its memory free
  * to reuse, only when its close callback has run, in a later loop run.
  * uv_loop_close returns UV_EBUSY until every handle's close callback ran,

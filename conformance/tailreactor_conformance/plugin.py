@@ -223,12 +223,20 @@ class _State:
         self.out_of_fds: list[str] = []  # failing tests whose error was EMFILE, in report order
         self.props: dict[str, dict] = {}  # nodeid -> clause and backend, from its first report
         self.crashed: list[dict] = []  # tests whose worker process died: nodeid, clause, rerun
+        self.last_phase: dict[tuple, str] = {}  # (worker, nodeid) -> the last phase it reported
         self.workers_crashed = 0  # worker processes that died (pytest-xdist, in the controller)
 
 
 _STATE_KEY = pytest.StashKey[_State]()
 #: This session's config: cabi.py's wait watchdog suspends its output capture before it exits.
 CONFIG = None
+
+
+def _run_of(report) -> tuple:
+    """Which run of a test ``report`` is about: pytest-xdist's worker (``--dist each`` runs one
+    test on every worker) and the test id."""
+    node = getattr(report, "node", None)
+    return (getattr(getattr(node, "gateway", None), "id", None), report.nodeid)
 
 
 def pytest_configure(config):
@@ -444,6 +452,7 @@ class _Recorder:
         if crashed(report):
             self._record_crash(report)
             return
+        self.state.last_phase[_run_of(report)] = report.when
         cid = props.get("clause")
         if cid is None:
             return
@@ -489,6 +498,8 @@ class _Recorder:
             "backend": backend,
             "rerun": rerun_hint(nodeid, specs.get(backend, backend)),
         }
+        if self.state.last_phase.get(_run_of(report)) == "call":
+            entry["phase"] = "teardown"  # its call was reported: the fixtures' teardown, the backend's close
         if hung:
             self.state.results[(cid, backend)].setdefault("hung", []).append(nodeid)
             entry["hung"] = hung

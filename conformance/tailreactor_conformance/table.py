@@ -129,7 +129,8 @@ def _crashed(console, crashed: list[dict]) -> None:
             )
         )
         for c in signalled:
-            console.print(Text(f"  {c['clause']} on {c['backend']}: {c['test']}"), soft_wrap=True)
+            where = ", crashed in teardown (tr_backend_close?)" if c.get("phase") == "teardown" else ""
+            console.print(Text(f"  {c['clause']} on {c['backend']}{where}: {c['test']}"), soft_wrap=True)
             console.print(Text(f"      {c['rerun']}"), soft_wrap=True)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import math
 import os
@@ -121,7 +122,25 @@ def test_a_token_replaced_before_its_report_is_never_reported(make_backend, pair
     assert collect(b, 1, extra_waits=3) == Counter({"new": 1})
 
 
+def _eexist_named(test):
+    """A test with two backends open: an arm that fails with EEXIST says what it likely means."""
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        try:
+            return test(*args, **kwargs)
+        except FileExistsError as e:
+            raise AssertionError(
+                f"{e}: an arm failed with EEXIST while two backends were open: do the two share one "
+                "loop (a library's default loop, e.g. uv_default_loop(), whose uv_poll_init of an fd "
+                "number already watched returns UV_EEXIST)? Each backend needs a loop of its own"
+            ) from None  # one failure, this line: the table quotes the first
+
+    return run
+
+
 @pytest.mark.clause("B1")
+@_eexist_named
 def test_two_backends_open_at_once_each_report_their_own_armings(make_backend, pairs):
     """Two backends open at once (a reactor per thread): each reports its own armings once, also
     of an fd armed on both, and closing one leaves the other working (a backend over a loop the
@@ -156,6 +175,7 @@ BOTH_WAITING_ROUNDS = 30
 
 
 @pytest.mark.clause("B1")
+@_eexist_named
 def test_two_backends_waiting_at_once_on_two_threads_each_report_their_own(make_backend, pairs):
     """Two backends waiting at the same time on two threads (a reactor per thread): one in
     wait(None) with nothing ready until it is woken, the other given a ready fd, which its own
@@ -405,6 +425,39 @@ def test_disarm_after_flush_drops_what_the_flush_collected(make_backend, pairs):
 
 
 # -- B5 ------------------------------------------------------------------------
+# What B5's tokens stand for, named in their failure messages.
+_B5_TOKENS = {
+    "new": "the arming of the file that took the closed fd's number",
+    "new read": "the READ arming of the file that took the closed fd's number",
+    "new write": "the WRITE arming of the file that took the closed fd's number",
+    "control": "another socket, readable and armed: it shows that the waits report at all",
+}
+
+
+def _b5_reported(got: Counter, expected: dict[str, int], what: str) -> None:
+    """``got`` (tokens counted over the waits) is ``expected``, else one line: what was reported,
+    what was expected, what each token missed stands for and what a backend does wrong there."""
+    if got == Counter(expected):
+        return
+    said = [f"{what}: reported {dict(got) or 'nothing'}, expected {expected}"]
+    for tok in sorted(t for t in expected if got[t] < expected[t]):
+        said.append(f"{tok!r} ({_B5_TOKENS.get(tok, 'an arming')}) reported {got[tok]} time(s)")
+    if any(tok.startswith("new") and got[tok] < n for tok, n in expected.items()):
+        said.append(
+            "the arm of the reused number must register the file the number names now: the new "
+            "file's arming was lost (is the closed file's registration, or its identity, kept and "
+            "the new arming dropped with it?)"
+        )
+    if got["control"] < expected.get("control", 0):
+        said.append("the waits reported no ready fd at all: see the other clauses this backend fails")
+    extra = sorted(t for t in got if got[t] > expected.get(t, 0))
+    if extra:
+        said.append(
+            f"{extra} reported more often than expected (a token not ready since its arming, or twice)"
+        )
+    raise AssertionError("; ".join(said))
+
+
 @pytest.mark.clause("B5")
 def test_reused_fd_number_never_gets_a_report_collected_for_the_old_one(make_backend, pairs):
     """Reports collected and not delivered (as in B3's test), then each of those fds
@@ -450,9 +503,11 @@ def test_reused_fd_number_never_gets_the_old_report(make_backend, pairs):
         b.arm(number, READ, "new")  # not readable yet
         control.make_readable()
         b.arm(control.fd, READ, "control")
-        assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+        _b5_reported(
+            collect(b, 1, extra_waits=3), {"control": 1}, "'new' armed on the reused number, not readable"
+        )
         new.make_readable()
-        assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+        _b5_reported(collect(b, 1, extra_waits=2), {"new": 1}, "the new file made readable")
         b.disarm(reused.fileno(), READ)
 
 
@@ -474,9 +529,13 @@ def test_an_fd_closed_without_disarm_then_disarmed_and_its_number_reused(make_ba
         b.arm(number, READ, "new")  # not readable yet
         control.make_readable()
         b.arm(control.fd, READ, "control")
-        assert collect(b, 1, extra_waits=3) == Counter({"control": 1})
+        _b5_reported(
+            collect(b, 1, extra_waits=3),
+            {"control": 1},
+            "the closed fd's armings disarmed, 'new' not readable",
+        )
         new.make_readable()
-        assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+        _b5_reported(collect(b, 1, extra_waits=2), {"new": 1}, "the new file made readable")
         b.disarm(reused.fileno(), READ)
 
 
@@ -493,7 +552,11 @@ def test_an_fd_closed_without_disarm_then_its_reused_number_armed_registers_the_
     with socket.socket(fileno=number) as reused:
         b.arm(number, READ, "new")
         new.make_readable()
-        assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+        _b5_reported(
+            collect(b, 1, extra_waits=2),
+            {"new": 1},
+            "an fd closed without disarm, its number taken by another file, armed as 'new' and made readable",
+        )
         b.disarm(reused.fileno(), READ)
 
 
@@ -549,7 +612,11 @@ def test_a_closed_file_alive_in_a_dup_never_reports_to_the_new_arming_of_its_num
                 )
             )
             new.make_readable()
-            assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+            _b5_reported(
+                collect(b, 1, extra_waits=2),
+                {"new": 1},
+                "the closed file alive in a dup, its number's new file (armed as 'new') then made readable",
+            )
             b.disarm(reused.fileno(), READ)
     finally:
         os.close(alive)
@@ -639,8 +706,13 @@ def test_a_closed_file_alive_in_a_dup_never_reports_to_a_new_file_not_ready_for_
                 new.make_readable()
             else:
                 _drain_peer(new)
-            assert collect(b, 1, extra_waits=2) == Counter({"new": 1})
+            _b5_reported(
+                collect(b, 1, extra_waits=2),
+                {"new": 1},
+                "the closed file alive in a dup, its number's new file (armed as 'new') then made ready",
+            )
             b.disarm(reused.fileno(), direction)
+
     finally:
         os.close(alive)
 
