@@ -276,3 +276,22 @@ def max_worker_restart(config) -> int | None:
         return get_default_max_worker_restart(config)
     except (AttributeError, ValueError):
         return None
+
+
+def status(cell: dict | None) -> str:
+    """``FAIL`` if any test failed, ``pass`` if any passed, ``skip``, or ``not run``."""
+    if not cell:
+        return "not run"
+    if cell["failed"]:
+        return "FAIL"
+    if cell["passed"]:
+        return "pass"
+    return "skip"
+
+
+def skip_reason(report) -> str | None:
+    """The reason of a skipped test's report (``pytest.skip``'s message)."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return None

@@ -381,25 +381,6 @@ def pytest_runtest_makereport(item, call):
 
 
 # -- results ---------------------------------------------------------------------
-def status(cell: dict | None) -> str:
-    """``FAIL`` if any test failed, ``pass`` if any passed, ``skip``, or ``not run``."""
-    if not cell:
-        return "not run"
-    if cell["failed"]:
-        return "FAIL"
-    if cell["passed"]:
-        return "pass"
-    return "skip"
-
-
-def skip_reason(report) -> str | None:
-    """The reason of a skipped test's report (``pytest.skip``'s message)."""
-    longrepr = report.longrepr
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2]).removeprefix("Skipped: ")
-    return None
-
-
 def backend_capabilities(config) -> dict[str, dict | str]:
     """What each backend under test declares (base.capabilities), by name, made once.
 
@@ -473,7 +454,7 @@ class _Recorder:
                 props.get("backend", "-"),
                 outcome,
                 report.nodeid,
-                skip_reason(report) if report.skipped else None,
+                failures.skip_reason(report) if report.skipped else None,
             )
             if report.failed:
                 reasons = self.state.results[(cid, props.get("backend", "-"))].setdefault("reasons", {})
@@ -542,7 +523,10 @@ class _Recorder:
             if chosen is not None and c.id not in chosen:
                 continue
             rows[c.id] = {
-                b: {"status": status(state.results.get((c.id, b))), **(state.results.get((c.id, b)) or {})}
+                b: {
+                    "status": failures.status(state.results.get((c.id, b))),
+                    **(state.results.get((c.id, b)) or {}),
+                }
                 for b in backends
             }
         order = [c.id for c in CLAUSES]
