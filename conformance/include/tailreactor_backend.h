@@ -282,8 +282,9 @@
  *   has passed stays ready, dispatched at every loop run, until it is set
  *   back to -1.  Set it back in its dispatch (or before the wait returns):
  *   left due, every later loop run returns at once, and a wait with no
- *   limit spins, a core busy until a wake or a report.  No clause sees it
- *   (such a wait is never early), so check the CPU time of an idle wait.
+ *   limit spins, a core busy until a wake or a report.  Such a wait is never
+ *   early: B7 sees it by the CPU time of a wait(None) held open after a
+ *   finite one.
  *   The ready time is in microseconds: round the deadline up
  *   ((ns + 999) / 1000), and still compare CLOCK_MONOTONIC with the
  *   deadline after the loop run (B8).
@@ -606,17 +607,20 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   suite counts the calls of a wait held open (B7 with no limit and nothing
  *   armed, B8 beside a disarmed and a reported ready fd) and accepts one for
  *   every 10 ms it ran (a tenth of the 100 ms slice above), plus a few for
- *   registrations removed lazily.  Not for a
+ *   registrations removed lazily; and it measures the CPU time the waiting
+ *   thread used, which catches a spin inside one call (the library's loop
+ *   re-run by the wait itself): at most 30 ms, or 5% of the wait's run, is
+ *   accepted (B7 also after a finite wait, beside a disarmed fd that hung up
+ *   and an armed one closed).  Not for a
  *   wait(0) (it returns 0), and only after the library ran and returned:
  *   -EINTR never stands for a wait not made.  A loop run that returns at
  *   once with nothing (libev, when a registration it removes lazily, of an
  *   fd disarmed and still ready, fires) is such a return: -EINTR is right
  *   there, and the caller's retry is the next run.  But a wait that returns
  *   -EINTR (or 0) again and again with no signal, wake or report is a busy
- *   loop, a core busy, whichever the library, and no clause measures CPU
- *   time: check that of an idle wait(None), and of one beside a ready fd
- *   that was reported or disarmed (libev's two ways into it: the libev
- *   notes at the top of this file).
+ *   loop, a core busy, whichever the library, within one call or across
+ *   calls: B7 and B8 measure the CPU time of the waits above (libev's two
+ *   ways into it: the libev notes at the top of this file).
  * A call into C cannot be interrupted: the suite takes a wait that has not
  * returned within its timeout plus twice its liveness bound as hung, prints
  * one line and ends the process (the bound: TAILREACTOR_CONFORMANCE_LIVENESS_S,
