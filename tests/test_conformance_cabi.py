@@ -12,6 +12,7 @@ need one skip with the reason.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -60,6 +61,8 @@ VARIANTS = {
     # epoll.py's two mutation gaps, as the example's (issue 41)
     "TR_BUG_KEEP_REFUSED_ARM": "B16",  # an arm that fails keeps its token: a closed file alive in a dup reports it
     "TR_BUG_EEXIST_FAILS": "B5",  # EEXIST fails the arm: a closed file dup2'd back to its number is refused
+    # a spin inside one call, which counting calls cannot see: readers of GLib and libuv (issue 41)
+    "TR_BUG_SPIN_INSIDE_WAIT": "B7",  # after a finite wait, wait(None) polls over and over: a ready time never reset
 }
 
 
@@ -670,3 +673,17 @@ def test_a_wait_bound_is_the_figure_its_watchdog_line_prints():
         assert bound == float(f"{bound:g}"), (timeout_ns, bound)
     assert wait_bound_s(500) == float(f"{WAIT_GRACE_S:g}")
     assert wait_bound_s(-1) == LIVENESS_S + WAIT_GRACE_S
+
+
+@pytest.mark.parametrize("sent_ms", [None, 2996.713], ids=["no-signal", "signal-after-the-return"])
+def test_a_wait_early_before_its_signal_says_the_time_it_had_left_not_the_signals(sent_ms):
+    """wait(0.05) returned after 0.088 ms, before the signal was sent: the message says so and
+    gives the 49.912 ms of its timeout left, counted from its return, never from a signal sent
+    when the watcher gave up seeing it block (2996.713 ms, LIVENESS_S later: "-2946.625 ms
+    left" is what a GLib reader was shown)."""
+    from tailreactor_conformance.tests.test_backend import _early_after_a_signal
+
+    sent = None if sent_ms is None else int(sent_ms * 1e6)
+    message = _early_after_a_signal(0.05, 88_000, sent, 2)
+    assert "49.912 ms" in message and "before the signal" in message, message
+    assert not re.search(r"-\d", message), message

@@ -139,8 +139,8 @@
  *   Drop that number's armings and the library's watch of it there (GLib:
  *   g_source_destroy; libevent: event_del), or report TR_ERR once and drop
  *   them; never keep polling it (each loop run then returns at once and the
- *   wait spins until its deadline, which no clause sees), and never report
- *   POLLNVAL itself: it is no TR_* bit (the suite's adapter
+ *   wait spins until its deadline, which B7 sees by its CPU time), and never
+ *   report POLLNVAL itself: it is no TR_* bit (the suite's adapter
  *   refuses it, naming it).  poll and select cannot tell a reused number
  *   from its closed file, and libevent's epoll method retries a failed MOD
  *   as an ADD
@@ -298,8 +298,9 @@
  *   has passed stays ready, dispatched at every loop run, until it is set
  *   back to -1.  Set it back in its dispatch (or before the wait returns):
  *   left due, every later loop run returns at once, and a wait with no
- *   limit spins, a core busy until a wake or a report.  No clause sees it
- *   (such a wait is never early), so check the CPU time of an idle wait.
+ *   limit spins, a core busy until a wake or a report.  Such a wait is never
+ *   early: B7 sees it by the CPU time of a wait(None) held open after a
+ *   finite one.
  *   The ready time is in microseconds: round the deadline up
  *   ((ns + 999) / 1000), and still compare CLOCK_MONOTONIC with the
  *   deadline after the loop run (B8).
@@ -311,8 +312,8 @@
  * - GLib's fd watch: g_source_modify_unix_fd(source, tag, 0) does not stop
  *   watching.  GLib still polls the fd with events 0, and poll(2) returns
  *   POLLHUP, POLLERR and POLLNVAL whatever the events asked, so an unarmed
- *   fd that hangs up is dispatched at every loop run (a spin no clause
- *   sees).  Remove the fd (g_source_remove_unix_fd) when nothing of it is
+ *   fd that hangs up is dispatched at every loop run (a spin B7 sees by its
+ *   CPU time).  Remove the fd (g_source_remove_unix_fd) when nothing of it is
  *   armed.  G_IO_PRI (POLLPRI) has no TR_* bit: never ask for it.
  * - TR_CAP_ORDERED: claim it from an argument, not a run: see
  *   tr_capabilities.  Most backends over a library do not claim it, and the
@@ -654,17 +655,20 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   suite counts the calls of a wait held open (B7 with no limit and nothing
  *   armed, B8 beside a disarmed and a reported ready fd) and accepts one for
  *   every 10 ms it ran (a tenth of the 100 ms slice above), plus a few for
- *   registrations removed lazily.  Not for a
+ *   registrations removed lazily; and it measures the CPU time the waiting
+ *   thread used, which catches a spin inside one call (the library's loop
+ *   re-run by the wait itself): at most 30 ms, or 5% of the wait's run, is
+ *   accepted (B7 also after a finite wait, beside a disarmed fd that hung up
+ *   and an armed one closed).  Not for a
  *   wait(0) (it returns 0), and only after the library ran and returned:
  *   -EINTR never stands for a wait not made.  A loop run that returns at
  *   once with nothing (libev, when a registration it removes lazily, of an
  *   fd disarmed and still ready, fires) is such a return: -EINTR is right
  *   there, and the caller's retry is the next run.  But a wait that returns
  *   -EINTR (or 0) again and again with no signal, wake or report is a busy
- *   loop, a core busy, whichever the library, and no clause measures CPU
- *   time: check that of an idle wait(None), and of one beside a ready fd
- *   that was reported or disarmed (libev's two ways into it: the libev
- *   notes at the top of this file).
+ *   loop, a core busy, whichever the library, within one call or across
+ *   calls: B7 and B8 measure the CPU time of the waits above (libev's two
+ *   ways into it: the libev notes at the top of this file).
  * A call into C cannot be interrupted: the suite takes a wait that has not
  * returned within its timeout plus twice its liveness bound as hung, prints
  * one line and ends the process (the bound: TAILREACTOR_CONFORMANCE_LIVENESS_S,

@@ -57,6 +57,12 @@
  *                              its reports ignored (a libev watcher left started): a
  *                              wait beside a ready fd nobody wants returns -EINTR over
  *                              and over until its timeout (B8)
+ *   -DTR_BUG_SPIN_INSIDE_WAIT  a wait with no limit after a finite one polls (epoll_wait
+ *                              with timeout 0) over and over, once that finite wait's
+ *                              deadline has passed, until a wake or a report, in slices of
+ *                              100 ms that end with -EINTR: a GLib backend whose ready time
+ *                              is never set back, its wait re-running the loop itself: one
+ *                              call a slice, never early, a core busy (B7)
  *   -DTR_BUG_TRUNCATE_TIMEOUT  timeout rounded down to milliseconds  (B8)
  *   -DTR_BUG_TRUNCATE_TIMEOUT_US  timeout rounded down to microseconds (a struct
  *                              timeval), then up to milliseconds: under 1 us polls (B8)
@@ -132,7 +138,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#ifdef TR_BUG_EINTR_RESTARTS_COARSE
+#if defined(TR_BUG_EINTR_RESTARTS_COARSE) || defined(TR_BUG_SPIN_INSIDE_WAIT)
 #include <time.h>
 #endif
 #include <unistd.h>
@@ -182,6 +188,9 @@ struct tr_backend {
 #define TR_COLLECTS 1
     tr_event held[MAX_BATCH]; /* collected by a wait, not handed out yet */
     uint32_t nheld;
+#endif
+#ifdef TR_BUG_SPIN_INSIDE_WAIT
+    int64_t due_ns; /* the last finite wait's deadline, never cleared (0: none yet) */
 #endif
 };
 
@@ -519,6 +528,28 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
      * blocking (the wake's is unref'd), so it polls. */
     int ms = timeout_ns < 0 && !any_armed(b) ? 0 : timeout_ms(timeout_ns);
     int k = epoll_wait(b->epfd, b->kernel, (int)limit, ms);
+#elif defined(TR_BUG_SPIN_INSIDE_WAIT)
+    /* The bug, a GLib backend whose deadline source's ready time is never set back to -1:
+     * a finite wait sets it, and once passed it stays due.  A later wait with no limit sets
+     * none, so each of its loop runs returns at once, and it re-runs the loop itself. */
+    struct timespec c;
+    clock_gettime(CLOCK_MONOTONIC, &c);
+    int64_t start = (int64_t)c.tv_sec * 1000000000 + c.tv_nsec, now = start;
+    int k;
+    if (timeout_ns > 0)
+        b->due_ns = start + timeout_ns;
+    if (timeout_ns >= 0)
+        k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns));
+    else
+        for (;;) {
+            int ms = b->due_ns == 0 ? -1 : now >= b->due_ns ? 0 : (int)((b->due_ns - now + 999999) / 1000000);
+            if ((k = epoll_wait(b->epfd, b->kernel, (int)limit, ms)) != 0)
+                break;
+            clock_gettime(CLOCK_MONOTONIC, &c);
+            now = (int64_t)c.tv_sec * 1000000000 + c.tv_nsec;
+            if (now - start >= 100000000)
+                return -EINTR; /* the end of a slice (say 100 ms): the caller calls again */
+        }
 #elif defined(TR_BUG_RETRY_EINTR)
     int k; /* the bug: a signal's EINTR retried here (a wait with no limit: for good) */
     while ((k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns))) < 0 && errno == EINTR)

@@ -1196,13 +1196,16 @@ def _signal_during(b, timeout_s, handler_s, rescue):
     main = threading.get_native_id()
     main_ident = threading.get_ident()
     sent = [None]
+    returned = threading.Event()
 
     def handler(signum, frame):
         if handler_s:
             time.sleep(handler_s)  # a handler slower than the wait's timeout: none is left after it
 
     def interrupt():
-        wait_until_blocked(main)
+        wait_until_blocked(main, returned)
+        if returned.is_set():
+            return  # the wait ended before it was seen blocking: no signal to send
         sent[0] = time.monotonic_ns()
         signal.pthread_kill(main_ident, signal.SIGALRM)
 
@@ -1216,6 +1219,7 @@ def _signal_during(b, timeout_s, handler_s, rescue):
             elapsed = time.monotonic_ns() - t0
             dog.done()
     finally:
+        returned.set()
         t.join()
         signal.signal(signal.SIGALRM, old)
     return got, elapsed, dog.fired, (sent[0] - t0 if sent[0] is not None else None)
@@ -1247,14 +1251,21 @@ def test_a_signal_whose_handler_returns_does_not_end_a_wait_early(make_backend, 
 
 
 def _early_after_a_signal(timeout_s, elapsed, sent, attempt):
-    """Why a wait a signal interrupted ended early, from when: at once after the signal, the
-    wait returned 0 for it; near its timeout, the time left was counted short."""
-    seen = (
-        f"wait({timeout_s}) interrupted by a signal returned nothing after {elapsed / 1e6:.3f} ms, early (wait "
-        f"{attempt} of {SIGNALLED_WAITS})"
-    )
+    """Why a wait a signal was to interrupt ended early, from when: before the signal (``sent``
+    None, or after the return: it was never seen blocking), it ignored its timeout; at once
+    after the signal, it returned 0 for it; near its timeout, the time left was counted short.
+    ``elapsed`` and ``sent`` are ns from the wait's start."""
+    seen = f"returned nothing after {elapsed / 1e6:.3f} ms, early (wait {attempt} of {SIGNALLED_WAITS})"
     fix = "keep a CLOCK_MONOTONIC deadline of the backend's own and run the loop again with the time left"
-    if sent is not None and elapsed - sent < (timeout_s * 1e9 - sent) / 2:
+    if sent is None or sent >= elapsed:
+        return (
+            f"wait({timeout_s}), to be interrupted by a signal once it blocked, {seen}, before the signal was "
+            f"sent, with {(timeout_s * 1e9 - elapsed) / 1e6:.3f} ms of its timeout left: early with no signal; is the "
+            "deadline taken from a clock cached before the call, or timeout_ns rounded down? "
+            f"{fix[0].upper()}{fix[1:]}"
+        )
+    seen = f"wait({timeout_s}) interrupted by a signal {seen}"
+    if elapsed - sent < (timeout_s * 1e9 - sent) / 2:
         return (
             f"{seen}, {max(0, elapsed - sent) / 1e6:.3f} ms after the signal, with "
             f"{(timeout_s * 1e9 - sent) / 1e6:.3f} ms of its timeout left: did the wait return 0 when a "
