@@ -339,7 +339,11 @@
  *   - a uv_async_t that sets a flag, with a lock or count against close;
  *   - close: uv_close on every handle, uv_run, then uv_loop_close.
  * - libevent: event_assign on a struct event kept in a record of your own
- *   needs <event2/event_struct.h> (event.h leaves the struct opaque).
+ *   needs <event2/event_struct.h> (event.h leaves the struct opaque), and
+ *   only on an event neither added nor active: event_del it first (event.h:
+ *   assigning a pending or active event corrupts the base's lists; an arm
+ *   of a direction already armed meets it; event_enable_debug_mode() catches
+ *   it while developing).
  *   event_base_loop returns 1 at once, having waited for nothing, when no
  *   event is added (a timer counts, the base's internal events do not),
  *   unless given EVLOOP_NO_EXIT_ON_EMPTY: a wait(None) with nothing armed
