@@ -560,6 +560,16 @@ def test_an_fd_closed_without_disarm_then_its_reused_number_armed_registers_the_
         b.disarm(reused.fileno(), READ)
 
 
+def _settle(b, settle: str, what: str) -> None:
+    """Settle the armings made so far: by a flush (``settle`` "flush"), or by a wait(0), which must
+    report nothing (``what`` says why nothing is ready) -- a library that registers a watcher only
+    at its next loop run has registered it after either."""
+    if settle == "flush":
+        b.flush()
+    else:
+        assert b.wait(0) == [], f"wait(0) reported an arming of {what}"
+
+
 @pytest.mark.clause("B5")
 @pytest.mark.parametrize("late_disarm", [False, True], ids=["rearmed", "disarmed-then-armed"])
 @pytest.mark.parametrize("new_first", [False, True], ids=["old-file-first", "new-file-first"])
@@ -581,10 +591,7 @@ def test_a_closed_file_alive_in_a_dup_never_reports_to_the_new_arming_of_its_num
     if new_first:
         old, new = new, old
     b.arm(old.fd, READ, "old")  # not readable
-    if settle == "flush":
-        b.flush()
-    else:
-        assert b.wait(0) == [], "wait(0) reported an arming of a socket nothing was written to"
+    _settle(b, settle, "a socket nothing was written to")
     alive = os.dup(old.fd)  # the old file lives on here
     try:
         number = old.ours.detach()
@@ -731,10 +738,7 @@ def test_a_closed_file_dup2d_back_to_its_number_after_a_late_disarm_is_armed_and
     b = make_backend()
     old, control = pairs(2)
     b.arm(old.fd, READ, "old")  # not readable
-    if settle == "flush":
-        b.flush()
-    else:
-        assert b.wait(0) == [], "wait(0) reported an arming of a socket nothing was written to"
+    _settle(b, settle, "a socket nothing was written to")
     alive = os.dup(old.fd)  # the file lives on here
     try:
         number = old.ours.detach()
@@ -2151,10 +2155,7 @@ def test_an_arm_refused_on_a_closed_number_whose_file_lives_in_a_dup_is_never_re
     fill_send_buffer(old.ours)  # WRITE armed, not ready
     b.arm(old.fd, READ, "old read")  # not readable
     b.arm(old.fd, WRITE, "old write")
-    if settle == "flush":
-        b.flush()
-    else:
-        assert b.wait(0) == [], "wait(0) reported an arming of a socket that was ready for neither direction"
+    _settle(b, settle, "a socket that was ready for neither direction")
     alive = os.dup(old.fd)  # the file lives on here
     try:
         number = old.ours.detach()
