@@ -254,8 +254,10 @@
  *   event_base_new (-levent_pthreads); the base then locks itself and opens
  *   a notify fd, closed by event_base_free.  An eventfd that wake
  *   writes and the loop watches needs neither, and then
- *   EVENT_BASE_FLAG_NOLOCK is allowed: wake touches no part of the base, and
- *   the other calls never overlap ("Threads" above).  See tr_backend_wake.
+ *   EVENT_BASE_FLAG_NOLOCK is allowed (it changes something only once
+ *   evthread_use_pthreads ran in the process): wake touches no part of the
+ *   base, and the other calls never overlap ("Threads" above).  See
+ *   tr_backend_wake.
  *   Latched is not enough where the library also fires that same wake-up
  *   for its own reasons.  GLib's g_main_context_wakeup is latched: it writes
  *   the context's eventfd (a GWakeup), which stays readable until a loop
