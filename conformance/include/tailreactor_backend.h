@@ -125,7 +125,12 @@
  *   new file with the old arming (B5).  For the contract the same st_dev
  *   and st_ino is the same file: a number taken by a dup of the armed fd
  *   (the same open file description, so the same readiness) may keep its
- *   arming.  They name the inode, which another open of it shares too (a
+ *   arming, and an arm of it must register it and succeed, also after a late
+ *   disarm (the file closed under the backend while a dup kept it, dup2'd
+ *   back to its number: B5).  Over epoll EPOLL_CTL_ADD then finds the
+ *   registration left with the file, EEXIST: that is this very file, so
+ *   EPOLL_CTL_MOD it (with the new generation), never fail the arm.  They
+ *   name the inode, which another open of it shares too (a
  *   FIFO opened twice, a pipe's other end): no call after the close tells
  *   those apart, and no clause builds it.  A library that polls by number
  *   meets a number closed while armed at every loop run until its watch is
@@ -136,6 +141,10 @@
  *   libevent's select method makes every event_base_loop return -1 until
  *   that number's event is removed: on -1, check every added number
  *   (fcntl(F_GETFD)), event_del the closed ones and run the loop again.
+ *   When none is closed, or the loop fails again after that clean-up in the
+ *   same wait, return -errno as event_base_loop left it (libevent 2.1's
+ *   select method keeps select's EBADF there), -EIO if it left 0: a second
+ *   failure is the library's, not a closed fd's, and retrying it spins.
  *   Drop that number's armings and the library's watch of it there (GLib:
  *   g_source_destroy; libevent: event_del), or report TR_ERR once and drop
  *   them; never keep polling it (each loop run then returns at once and the
@@ -224,8 +233,8 @@
  *   epoll).  Whatever the library's clock, the deadline check of
  *   tr_backend_wait ("never returns earlier") keeps the wait correct.
  * - Its own time units: round timeout_ns up at every conversion.  A struct
- *   timeval (libevent's timers) holds microseconds: (ns + 999) / 1000, never
- *   ns / 1000, which makes a wait under a microsecond a poll and one of
+ *   timeval (libevent's timers) holds microseconds: (ns + 999) / 1000 (near
+ *   INT64_MAX: tr_backend_wait), never ns / 1000, which makes a wait under a microsecond a poll and one of
  *   1.5 us return up to a microsecond early (B8).
  * - Deferred arms: libevent's EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST, and libuv
  *   and libev always, make watcher changes wait for the next loop run: until
@@ -244,7 +253,11 @@
  *   libevent's locks: evthread_use_pthreads() once in the process before
  *   event_base_new (-levent_pthreads); the base then locks itself and opens
  *   a notify fd, closed by event_base_free.  An eventfd that wake
- *   writes and the loop watches needs neither.  See tr_backend_wake.
+ *   writes and the loop watches needs neither, and then
+ *   EVENT_BASE_FLAG_NOLOCK is allowed (it changes something only once
+ *   evthread_use_pthreads ran in the process): wake touches no part of the
+ *   base, and the other calls never overlap ("Threads" above).  See
+ *   tr_backend_wake.
  *   Latched is not enough where the library also fires that same wake-up
  *   for its own reasons.  GLib's g_main_context_wakeup is latched: it writes
  *   the context's eventfd (a GWakeup), which stays readable until a loop
@@ -539,9 +552,22 @@ int tr_backend_capabilities(tr_backend *b, tr_capabilities *out);
  *   over (collected by a loop run in flush or wait, held beyond a full batch)
  *   belongs to the replaced token and is dropped, never given to the new one:
  *   its data may have been read since (B1, B15).
- * - A closed or invalid fd returns -EBADF (B16); another direction value
- *   returns -EINVAL (the suite's adapter checks the direction itself, so the
- *   suite never passes one).
+ * - A closed or invalid fd returns -EBADF (B16).  Only the arm of a
+ *   direction that is armed, or that the latest wait reported (the fd's own
+ *   callback re-arming it), may skip the check, and only where the closed fd
+ *   still fails later: arm returns 0 and a later wait reports the new token
+ *   once with TR_ERR (io_uring's POLL_ADD does).  B16 accepts either there,
+ *   and only -EBADF elsewhere.  Another direction value returns -EINVAL (the
+ *   suite's adapter checks the direction itself, so the suite never passes one).
+ * - A failed arm (any -errno: -EBADF, -ERANGE, -ENOMEM) changes no arming:
+ *   undo what it changed before it returns.  The refused token is never
+ *   reported, nor registered by a later arm of the number (B16); the fd's
+ *   armings stay as they were, the refused direction's old token still armed
+ *   (over a closed fd those are "closed without disarm" armings: reported once
+ *   or dropped, B5).  Why: the caller's arm failed, so it still holds the old
+ *   token as armed and never held the new one.  No clause checks that the old
+ *   token of an open fd stays armed (the suite cannot make an arm of an open
+ *   fd fail).
  * - At least 1024 fds can be armed at once, numbered past 1024 too (B11).
  *   A number the library cannot take returns -ERANGE, checked before the
  *   library sees it (libevent's select method: FD_SETSIZE, 1024, and up; a
@@ -582,8 +608,17 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   epoll_wait take milliseconds, a struct timeval microseconds: round up at
  *   each conversion.  A value beyond what the library can take may be
  *   clamped to its largest (epoll_wait: INT_MAX ms, about 24.8 days): a wait
- *   that ends there returns 0, and the reactor waits again.  The suite
- *   passes 0 and values from 500 ns (B8) to a few seconds.
+ *   that ends there returns 0, and the reactor waits again.  Near INT64_MAX
+ *   the arithmetic overflows (undefined in C): (ns + 999) / 1000 of
+ *   INT64_MAX is a timeval of -9.2e9 s, which libevent fires at once, so a
+ *   wait that runs the loop again spins.  Round up as ns / 1000 + (ns % 1000
+ *   != 0), and saturate a deadline of your own (now + timeout_ns).
+ *   libevent 2.1 takes any normalized timeval (tv_usec < 1000000) whose
+ *   tv_sec plus its clock fits a time_t (INT64_MAX ns, 9.2e9 s, does; its
+ *   epoll method clamps to 35 minutes itself); past that, or negative, the
+ *   timer fires at once.  Keep a timeval to one slice: the 100 ms slices
+ *   (-EINTR below) do that anyway.  The suite passes 0 and values from
+ *   500 ns (B8) to a few seconds.
  * - A wake (tr_backend_wake) ends the wait blocked then, else the next one
  *   to start (B7): it is latched (an eventfd counter is) until a wait
  *   returns after it was made.  That wait may consume it, whatever it

@@ -204,8 +204,11 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "B16",
         "closed fd rejected",
-        "Arming an fd that is not open raises OSError with errno EBADF (a backend may skip the "
-        "check in rearm, from the fd's own callback, or where a closed fd still fails later as ERR).",
+        "Arming an fd that is not open raises OSError with errno EBADF, and a refused arm changes "
+        "no arming (its token is never reported). A backend may skip the check in rearm (called "
+        "only from the fd's own callback), and in arm for a direction that is armed or that the "
+        "latest wait reported where the closed fd still fails later: a later wait reports the new "
+        "token once with ERR.",
         "design (backend contract); kernel epoll_ctl(2) EBADF",
         "backend",
     ),
