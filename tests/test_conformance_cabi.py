@@ -524,6 +524,80 @@ def test_a_wait_the_watchdog_ends_under_xdist_fails_its_clause_as_hung_and_quote
     assert "hung: the watchdog ended the worker" in failures and line in failures, failures
 
 
+def test_every_call_into_the_library_is_made_under_the_watchdog(example_lib, monkeypatch):
+    """Not only the wait: any call may loop inside the library (a thirteenth reader's libevent
+    backend looped in event_del inside tr_backend_close, its lists corrupted by an event_assign
+    of an event still added, and the run stalled with no table, issue 41).  Every function of
+    the ABI the adapter calls runs with a deadline held by the watchdog; the ABI version alone
+    is read at load, before there is a backend."""
+    import gc
+
+    from tailreactor.backends import READ
+    from tailreactor.backends import cabi as adapter
+    from tailreactor_conformance import cabi
+    from tailreactor_conformance.harness import Pair
+
+    real = adapter.load_library(example_lib)
+    watched: dict[str, list[bool]] = {}
+
+    class Library:  # the real library, each function noting whether a deadline is held as it runs
+        def __getattr__(self, name):
+            fn = getattr(real, name)
+
+            def call(*args):
+                watched.setdefault(name, []).append(bool(cabi._WATCH.waits))
+                return fn(*args)
+
+            call.__name__ = name
+            return call
+
+    monkeypatch.setattr(adapter, "load_library", lambda path: Library())
+    b = cabi.CabiBackend(example_lib)
+    p = Pair()
+    try:
+        p.make_readable()
+        b.arm(p.fd, READ, "t")
+        b.flush()
+        assert b.wait(1.0) == [("t", 1)]
+        b.arm(p.fd, READ, "t")
+        b.disarm(p.fd, READ)
+        b.wake()
+        b.close()
+    finally:
+        p.close()
+    del b
+    gc.collect()  # destroy runs at the backend's collection
+    assert set(watched) == set(adapter.SIGNATURES) - {"tr_backend_abi_version"}, sorted(watched)
+    assert {name: all(calls) for name, calls in watched.items()} == dict.fromkeys(watched, True), watched
+
+
+@needs_cc
+def test_a_close_that_never_returns_fails_its_clause_as_hung_and_the_run_ends_with_its_table(tmp_path):
+    """A tr_backend_close that never returns (as one looping in lists the library corrupted)
+    ends its worker by the watchdog's line, not the run: the test fails its clause as hung and
+    the table is printed (issue 41: such a close stalled a run with no table, no clause and no
+    rerun line, and pytest-timeout's signal cannot interrupt a call into C)."""
+    label = "cabi:libtr_epoll_close_pauses"
+    lib = build(tmp_path, "tr_epoll_close_pauses", "-DTR_BUG_CLOSE_PAUSES")
+    name = f"test_flush_after_close_raises[{label.replace(':', '-')}]"
+    proc, data = cli(
+        "--backend", f"cabi:{lib}", "--clause", "B13", "-n", "2", "--", "-k", name,
+        json_path=tmp_path / "r.json", liveness_s=0.5,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and data is not None, out[-4000:]
+    line = (
+        f"{label}: tr_backend_close did not return within 1 s; exiting: a call into the library "
+        "cannot be interrupted"
+    )
+    assert data["failed_clauses"] == ["B13"], out[-4000:]
+    [entry] = data["crashed"]
+    assert entry["test"].endswith(f"::{name}") and entry["hung"]["limit_s"] == 1, entry
+    assert entry["hung"]["watchdog"].startswith(line), entry
+    assert data["clauses"]["B13"][label]["hung"] == [entry["test"]], data["clauses"]["B13"]
+    assert "FAIL (hung)" in proc.stdout and "any other call 1 s" in proc.stdout, out[-4000:]
+
+
 def test_a_wait_cut_short_anywhere_leaves_the_watchdog_nothing_stale(example_lib):
     """A raise at each call and return of a watched wait (as R21's tests make, as a signal
     handler may) leaves no deadline behind (the watchdog would end the process for a wait that

@@ -1,4 +1,4 @@
-"""``cabi:PATH`` in the suite: the reference's C ABI adapter, with a watchdog on each wait.
+"""``cabi:PATH`` in the suite: the reference's C ABI adapter, with a watchdog on each call.
 
 Role
 ----
@@ -10,11 +10,14 @@ see, capabilities); the backend clauses run on it directly and the reactor and
 HTTP clauses run through the Python reference reactor on top of it.
 
 What the suite adds is the **watchdog**.  A call into C cannot be interrupted,
-so a library whose ``tr_backend_wait`` ignores its timeout would hang the run
-forever: a watchdog thread ends the process (one line on stderr, exit status
-:data:`HUNG_EXIT`) when a call has not returned :data:`WAIT_GRACE_S` after its
+so a library whose ``tr_backend_wait`` ignores its timeout, or whose
+``tr_backend_close`` loops in a list it corrupted, would hang the run forever:
+a watchdog thread ends the process (one line on stderr, exit status
+:data:`HUNG_EXIT`) when a wait has not returned :data:`WAIT_GRACE_S` after its
 timeout, or ``LIVENESS_S + WAIT_GRACE_S`` after it started with no limit (the
-suite wakes or rescues every such wait within ``LIVENESS_S``).  Under
+suite wakes or rescues every such wait within ``LIVENESS_S``), or any other
+call :data:`CALL_BOUND_S` after it started.  Every call goes through the
+adapter's ``call_library``, which this module's adapter watches.  Under
 pytest-xdist it ends a worker, not the run: it leaves its line for the
 controller first (:func:`.failures.note_hang`), which fails the test's clause
 as *hung* and quotes the line.  A server runs the reference's adapter,
@@ -75,6 +78,9 @@ __all__ = [
 #: takes it as hung; a wait with no limit gets LIVENESS_S + WAIT_GRACE_S, since the
 #: suite wakes or rescues every such wait within LIVENESS_S.
 WAIT_GRACE_S = 2 * LIVENESS_S
+#: How long (s) any other call into the library (create, arm, disarm, flush, wake, close,
+#: destroy) may take before the watchdog takes it as hung: none of them blocks.
+CALL_BOUND_S = WAIT_GRACE_S
 #: The exit status of a process whose tr_backend_wait hung (the runner's "interrupted").
 HUNG_EXIT = 2
 
@@ -92,20 +98,28 @@ class CabiBackend(_cabi.CabiBackend):
     """The reference's adapter (``path``: the library) whose every wait the watchdog bounds."""
 
     def __init__(self, path):
+        _WATCH.ensure_started()  # once, with the first backend: before its create, outside any wait's timing
         super().__init__(path)
         #: What each ``tr_backend_wait`` call returned, counted: ``-EINTR``, 0, or ``"reports"``
         #: (n > 0). One ``wait()`` of the adapter is as many calls as the library returned -EINTR
         #: plus one; B7 and B8 count them to see a wait that spins instead of blocking.
         self.wait_returns: Counter = Counter()
-        _WATCH.ensure_started()  # once, with the first backend: not inside a wait's timing
+
+    @staticmethod
+    def call_library(name: str, fn, *args):
+        """``fn(*args)``, watched: a wait may take its timeout + WAIT_GRACE_S (LIVENESS_S +
+        WAIT_GRACE_S with no limit), any other call CALL_BOUND_S."""
+        call = fn.__name__
+        if call == "tr_backend_wait":
+            timeout_ns = args[1]
+            bound = wait_bound_s(timeout_ns)
+            call = f"{call}(timeout {timeout_ns} ns{', no limit' if timeout_ns < 0 else ''})"
+        else:
+            bound = CALL_BOUND_S
+        return _WATCH.bounded(bound, f"{name}: {call} did not return within {bound:g} s", fn, *args)
 
     def _call_wait(self, timeout_ns: int, capacity: int) -> int:
-        bound = wait_bound_s(timeout_ns)
-        message = (
-            f"{self.name}: tr_backend_wait(timeout {timeout_ns} ns"
-            f"{', no limit' if timeout_ns < 0 else ''}) did not return within {bound:g} s"
-        )
-        rc = _WATCH.bounded(bound, message, super()._call_wait, timeout_ns, capacity)
+        rc = super()._call_wait(timeout_ns, capacity)
         self.wait_returns[rc if rc <= 0 else "reports"] += 1
         return rc
 
@@ -133,7 +147,7 @@ class CabiBackend(_cabi.CabiBackend):
 
 
 class _WaitWatch:
-    """One daemon thread that ends the process when a ``tr_backend_wait`` overruns its bound.
+    """One daemon thread that ends the process when a call into the library overruns its bound.
 
     A call into C cannot be interrupted from Python: a wait that ignores its
     timeout would hang the run forever.  Each wait stores its deadline in
@@ -209,7 +223,8 @@ class _WaitWatch:
             self._wakeup.acquire(timeout=-1 if due is None else (due[0] - now) / 1e9)
         line = (
             f"{due[1]}; exiting: a call into the library cannot be interrupted (a wait may "
-            f"take its timeout + {WAIT_GRACE_S:g} s, {LIVENESS_S + WAIT_GRACE_S:g} s with no limit)"
+            f"take its timeout + {WAIT_GRACE_S:g} s, {LIVENESS_S + WAIT_GRACE_S:g} s with no limit, "
+            f"any other call {CALL_BOUND_S:g} s)"
         )
         config = _config()
         try:

@@ -108,6 +108,8 @@
  *   -DTR_BUG_ABI_VERSION=N     reports ABI version N                 (refused at load)
  * and, refused by the suite's adapter with an error naming the value:
  *   -DTR_BUG_WAIT_PAUSES       wait never returns (the adapter's watchdog ends the run)
+ *   -DTR_BUG_CLOSE_PAUSES      close after an arm never returns, as a library looping in
+ *                              lists it corrupted (the watchdog bounds every call)
  *   -DTR_BUG_WAIT_SPINS        wait(0) never returns: it polls the kernel forever, as a
  *                              library loop re-armed inside its own callback does (the
  *                              watchdog ends it, also under pytest-xdist)
@@ -687,6 +689,11 @@ int tr_backend_wake(tr_backend *b) {
 }
 
 int tr_backend_close(tr_backend *b) {
+#ifdef TR_BUG_CLOSE_PAUSES
+    if (b->nfds) /* an fd was armed: the backend was used */
+        for (;;)
+            pause();
+#endif
     if (atomic_exchange(&b->closed, 1))
         return 0;
 #ifdef TR_BUG_ONE_EPOLL_PER_PROCESS
