@@ -66,6 +66,9 @@
  *   -DTR_BUG_TRUNCATE_TIMEOUT  timeout rounded down to milliseconds  (B8)
  *   -DTR_BUG_TRUNCATE_TIMEOUT_US  timeout rounded down to microseconds (a struct
  *                              timeval), then up to milliseconds: under 1 us polls (B8)
+ *   -DTR_BUG_TIMEOUT_WRAPS     the rounding up of the largest timeouts wraps negative, taken
+ *                              as past: a wait of INT64_MAX ns polls, as libevent's timeval
+ *                              of (ns + 999) / 1000 fires at once (B8)
  *   -DTR_BUG_REUSE_KEEPS_OLD_ARMING  an arm of a number closed without disarm and
  *                              reused registers the closed file's armings too (B5)
  *   -DTR_BUG_KEEP_REFUSED_ARM  an arm that fails (EBADF) keeps its token: a closed
@@ -444,9 +447,14 @@ static int timeout_ms(int64_t timeout_ns) {
 #else
         return -1;
 #endif
+#ifndef TR_BUG_TIMEOUT_WRAPS
     if (timeout_ns >= (int64_t)INT_MAX * 1000000)
         return INT_MAX;
-#ifdef TR_BUG_TRUNCATE_TIMEOUT
+#endif
+#ifdef TR_BUG_TIMEOUT_WRAPS
+    int64_t ms = (int64_t)((uint64_t)timeout_ns + 999999) / 1000000; /* the bug: wraps past INT64_MAX - 999999 */
+    return ms < 0 ? 0 : (int)(ms < INT_MAX ? ms : INT_MAX); /* ... and that negative taken as past: a poll */
+#elif defined(TR_BUG_TRUNCATE_TIMEOUT)
     return (int)(timeout_ns / 1000000);
 #elif defined(TR_BUG_TRUNCATE_TIMEOUT_US)
     int64_t us = timeout_ns / 1000; /* struct timeval, rounded down */

@@ -26,7 +26,11 @@ Contract (the conformance suite checks every point; see docs/en/conformance.md)
   token was already reported, so a backend that keeps a registration across
   arms (epoll) drops it there.
 * ``wait(timeout_s)``: block up to ``timeout_s`` seconds (``None`` = no limit,
-  ``0`` = poll) and return a list of ``(token, revents)``, possibly empty.  HUP
+  ``0`` = poll) and return a list of ``(token, revents)``, possibly empty.
+  Any ``timeout_s`` up to 2**63 ns (about 292 years: the reactor passes the
+  time to its next timer as is) is accepted, never refused; past what the
+  poller takes it may be clamped (``WAIT_MAX_S``) and that wait returns
+  nothing at its end, the reactor waits again.  HUP
   and ERR are reported to the READ token (and to a WRITE token) so EOF reaches
   the read callback.  A backend may bound the batch size; what it does not
   return now it returns in a later wait (nothing starves).
@@ -105,6 +109,11 @@ RDHUP = 0x2000  # POLLRDHUP / EPOLLRDHUP
 #: revents bits that satisfy each direction.  HUP/ERR satisfy both so a peer's
 #: close or a socket error always reaches whichever callback is armed.
 SATISFIES = {READ: IN | ERR | HUP | RDHUP, WRITE: OUT | ERR | HUP}
+
+#: The longest timeout (s) epoll_wait and poll(2) take: they count an int of milliseconds
+#: (INT_MAX ms, about 24.8 days), and Python's wrappers raise OverflowError past it.
+#: Whole seconds, so the milliseconds never round past INT_MAX.
+WAIT_MAX_S = (2**31 - 1) // 1000
 
 #: A default cap on one wait's batch (CWIST's epoll uses 1024 events).
 MAX_BATCH = 1024

@@ -96,6 +96,7 @@ from .base import (
     RDHUP,
     READ,
     SATISFIES,
+    WAIT_MAX_S,
     WRITE,
     check_direction,
     closed_error,
@@ -270,7 +271,8 @@ class EpollBackend:
         # timeout up to whole milliseconds, so it never returns early.  Events
         # it returns and an interrupt loses before _report stores them are not
         # lost: level-triggered, the next poll reports them again.
-        self._report(self._ep.poll(-1 if timeout_s is None else timeout_s, self._max_batch), None)
+        timeout = -1 if timeout_s is None else min(timeout_s, WAIT_MAX_S)  # base.py: clamped, never refused
+        self._report(self._ep.poll(timeout, self._max_batch), None)
         self._reported = []
         return out
 

@@ -32,7 +32,7 @@ import os
 import selectors
 import socket
 
-from .base import IN, OUT, READ, WRITE, check_direction, closed_error, not_open_error, ready_now
+from .base import IN, OUT, READ, WAIT_MAX_S, WRITE, check_direction, closed_error, not_open_error, ready_now
 
 _SEL_EVENT = {READ: selectors.EVENT_READ, WRITE: selectors.EVENT_WRITE}
 
@@ -198,7 +198,7 @@ class SelectorsBackend:
         out = self._reported
         if out:  # a wait cut short: hand its events over now
             timeout_s = 0
-        self._report(self._sel.select(timeout_s), None)
+        self._report(self._sel.select(None if timeout_s is None else min(timeout_s, WAIT_MAX_S)), None)
         self._reported = []
         return out
 
