@@ -66,6 +66,9 @@
  *   -DTR_BUG_TRUNCATE_TIMEOUT  timeout rounded down to milliseconds  (B8)
  *   -DTR_BUG_TRUNCATE_TIMEOUT_US  timeout rounded down to microseconds (a struct
  *                              timeval), then up to milliseconds: under 1 us polls (B8)
+ *   -DTR_BUG_STALE_TIMER_RERUN  the timer set from a clock cached at the last loop run, the
+ *                              wait's own deadline kept: after an idle gap the loop is re-run
+ *                              with the timer due, never early, a core busy until the deadline (B8)
  *   -DTR_BUG_TIMEOUT_WRAPS     the rounding up of the largest timeouts wraps negative, taken
  *                              as past: a wait of INT64_MAX ns polls, as libevent's timeval
  *                              of (ns + 999) / 1000 fires at once (B8)
@@ -143,7 +146,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#if defined(TR_BUG_EINTR_RESTARTS_COARSE) || defined(TR_BUG_SPIN_INSIDE_WAIT)
+#if defined(TR_BUG_EINTR_RESTARTS_COARSE) || defined(TR_BUG_SPIN_INSIDE_WAIT) || defined(TR_BUG_STALE_TIMER_RERUN)
 #include <time.h>
 #endif
 #include <unistd.h>
@@ -196,6 +199,9 @@ struct tr_backend {
 #endif
 #ifdef TR_BUG_SPIN_INSIDE_WAIT
     int64_t due_ns; /* the last finite wait's deadline, never cleared (0: none yet) */
+#endif
+#ifdef TR_BUG_STALE_TIMER_RERUN
+    int64_t cached_ns; /* the library's cached clock: the end of the last loop run (0: none yet) */
 #endif
 };
 
@@ -560,6 +566,25 @@ static int tr_backend_wait_collect(tr_backend *b, int64_t timeout_ns, tr_event *
             if (now - start >= 100000000)
                 return -EINTR; /* the end of a slice (say 100 ms): the caller calls again */
         }
+#elif defined(TR_BUG_STALE_TIMER_RERUN)
+    /* The bug, a library timer set from a clock cached at the last loop run (libev's ev_now,
+     * libuv's loop time), the wait's own CLOCK_MONOTONIC deadline kept as the header wants:
+     * after an idle gap the timer is due a gap early, and the loop, re-run with that timer
+     * still due, returns at once again and again until the deadline: never early, a core busy. */
+    struct timespec c;
+    clock_gettime(CLOCK_MONOTONIC, &c);
+    int64_t now = (int64_t)c.tv_sec * 1000000000 + c.tv_nsec;
+    int64_t deadline = now + timeout_ns, due = (b->cached_ns ? b->cached_ns : now) + timeout_ns;
+    int k;
+    for (;;) {
+        int ms = timeout_ns < 0 ? -1 : now >= due ? 0 : timeout_ms(due - now);
+        k = epoll_wait(b->epfd, b->kernel, (int)limit, ms);
+        clock_gettime(CLOCK_MONOTONIC, &c);
+        now = (int64_t)c.tv_sec * 1000000000 + c.tv_nsec;
+        if (k != 0 || timeout_ns <= 0 || now >= deadline)
+            break;
+    }
+    b->cached_ns = now;
 #elif defined(TR_BUG_RETRY_EINTR)
     int k; /* the bug: a signal's EINTR retried here (a wait with no limit: for good) */
     while ((k = epoll_wait(b->epfd, b->kernel, (int)limit, timeout_ms(timeout_ns))) < 0 && errno == EINTR)
