@@ -100,6 +100,21 @@ def test_a_failure_reason_is_the_first_e_line_or_the_message():
     assert len(failure_reason("E   " + "x" * 5000)) == 1000
 
 
+def test_a_test_stopped_at_its_bound_says_what_reaches_it_and_where_to_look_first():
+    """pytest-timeout's "Timeout (>60.0s)" names no cause (issue 41: a reader's B1 failure read
+    only that, while its wait spun, which B7 named): the reason says what reaches the bound and
+    points to the clauses that measure waits."""
+    from tailreactor_conformance.failures import failure_reason
+
+    report = "    def test_x():\n>       time.sleep(0.0005)\nE           Failed: Timeout (>60.0s) from pytest-timeout.\n"
+    reason = failure_reason(report)
+    assert reason.startswith("Failed: Timeout (>60.0s) from pytest-timeout."), reason
+    assert "never ends or spins" in reason and "B7's and B8's failures first" in reason, reason
+    assert failure_reason("E       AssertionError: Timeout (>60.0s) is a value here") == (
+        "AssertionError: Timeout (>60.0s) is a value here"
+    )
+
+
 #: pytest's report of a Hypothesis state machine's test run by pytest-xdist (R20's, abridged):
 #: xdist's header line first, then an exception group's traceback, with no ``E`` line.
 XDIST_GROUP_REPORT = """[gw0] linux -- Python 3.11.7 /somewhere/.venv/bin/python

@@ -111,6 +111,13 @@ REASON_CHARS = 1000
 #: pytest-xdist's first line of a report from a worker: which worker, which Python.
 _XDIST_HEADER = re.compile(r"\[gw\d+\] ")
 #: An exception's line in a traceback, inside an exception group's ``|`` margin or not.
+#: pytest-timeout's failure at the test's bound (plugin.test_bound_s), which names no cause.
+_TEST_BOUND = re.compile(r"Failed: Timeout \(>[\d.]+s\) from pytest-timeout")
+#: What reaches that bound, said after it.
+TEST_BOUND_HINT = (
+    " (the test's bound: a round, a drain or a wait in it never ends or spins; see B7's and B8's "
+    "failures first, which measure waits)"
+)
 _ERROR_LINE = re.compile(r"^[\s|]*((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failed|Warning): .*)$")
 
 
@@ -120,13 +127,15 @@ def failure_reason(longrepr: str) -> str:
     (Hypothesis's distinct failures: no ``E`` line) that is not the group, with its message's
     next line when it ends in a colon, else the report's first line that is not empty and
     not pytest-xdist's line naming its worker (a ``pytest.fail(..., pytrace=False)`` is its
-    message alone)."""
+    message alone); pytest-timeout's, which names no cause, with TEST_BOUND_HINT."""
     lines = [ln for ln in longrepr.splitlines() if not _XDIST_HEADER.match(ln)]
     first = next((ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()), None)
     if first is None:
         first = _group_error(lines)
     if first is None:
         first = next((ln.strip() for ln in lines if ln.strip()), "")
+    if _TEST_BOUND.match(first):
+        first += TEST_BOUND_HINT
     return first if len(first) <= REASON_CHARS else first[: REASON_CHARS - 3] + "..."
 
 

@@ -107,7 +107,7 @@ def _crashed(console, crashed: list[dict]) -> None:
             + escape(
                 f"{len(hung)} test(s) did not return from a call into the library within the "
                 "watchdog's limit (the wait's timeout, or the liveness bound with no limit, plus a "
-                "grace); the watchdog ended their worker process. Its line, and the test alone, "
+                "grace; any other call the grace); the watchdog ended their worker process. Its line, and the test alone, "
                 "in-process:"
             )
         )
