@@ -37,7 +37,7 @@ VARIANTS = {
     "TR_BUG_TRUNCATE_TIMEOUT": "B8",  # ns -> ms rounded down: 0.5 ms polls
     "TR_BUG_TRUNCATE_TIMEOUT_US": "B8",  # ns -> us rounded down, then up to ms: under 1 us polls
     "TR_BUG_LEAK_FD": "B14",  # close leaves the wake eventfd open
-    # a fresh reader's bugs (issue 32), caught by test_backend_library.py's situations
+    # a fresh reader's bugs (issue 32), caught by the backend clause modules' event-library sections
     "TR_BUG_REARM_KEEPS_COLLECTED": "B1",  # a wait collects more than capacity; a re-arm keeps the old report
     "TR_BUG_FLUSH_EATS_WAKE": "B7",  # flush consumes the pending wake: wake, flush, wait(None) blocks
     "TR_BUG_LOWEST_FDS_FIRST": "B10",  # lowest fd numbers first, up to the capacity: the highest starve
@@ -158,7 +158,7 @@ def test_suite_catches_broken_c_variant(flag, tmp_path):
     assert f"{cid} on cabi:lib{name}" in proc.stdout.replace("\n", " "), detail
 
 
-#: The waits under a microsecond of clause B8 (test_backend_library.py), timed in C.
+#: The waits under a microsecond of clause B8 (test_backend_timeout_rounding.py), timed in C.
 SUBMICRO = "test_a_wait_under_a_microsecond_is_never_early"
 #: Busy processes while a run goes on (scripts/cpu_hog.py): twice the machine's 2 cores.
 UNDER_LOAD = (sys.executable, str(ROOT / "scripts" / "cpu_hog.py"), "-n", "4", "--")
@@ -211,7 +211,7 @@ def test_a_timeout_under_the_backends_own_poll_cost_skips_naming_that_cost_and_l
     """B8's waits timed in C: a timeout this backend's poll costs as much as cannot tell a poll from
     a wait, and skips naming the backend's cost (not a platform limit); the timeouts above that
     cost (1.5 and 2.5 us) still run."""
-    from tailreactor_conformance.tests.test_backend_library import SUBMICRO_S, _timed_in_c
+    from tailreactor_conformance.tests.test_backend_timeout_rounding import SUBMICRO_S, _timed_in_c
 
     with pytest.raises(pytest.skip.Exception) as skipped:
         _timed_in_c(_CostlyPoll(), 500)
@@ -489,7 +489,7 @@ def test_a_wait_the_watchdog_ends_under_xdist_fails_its_clause_as_hung_and_quote
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and data is not None, out[-4000:]
-    nodeid = f"test_backend.py::{name}"
+    nodeid = f"test_backend_timeout_rounding.py::{name}"
     # B8's waits of a C backend are timed in C, in a loop (for MS_BUDGET_S, 0.1 s): the bound is the
     # loop's + the wait's timeout + WAIT_GRACE_S (twice the liveness bound).
     limit = float(f"{0.1 + 0.0005 + 2 * 0.5:g}")
@@ -681,7 +681,7 @@ def test_a_wait_early_before_its_signal_says_the_time_it_had_left_not_the_signal
     gives the 49.912 ms of its timeout left, counted from its return, never from a signal sent
     when the watcher gave up seeing it block (2996.713 ms, LIVENESS_S later: "-2946.625 ms
     left" is what a GLib reader was shown)."""
-    from tailreactor_conformance.tests.test_backend import _early_after_a_signal
+    from tailreactor_conformance.tests.test_backend_signals import _early_after_a_signal
 
     sent = None if sent_ms is None else int(sent_ms * 1e6)
     message = _early_after_a_signal(0.05, 88_000, sent, 2)
