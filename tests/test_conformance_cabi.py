@@ -160,6 +160,8 @@ def test_suite_catches_broken_c_variant(flag, tmp_path):
 
 #: The waits under a microsecond of clause B8 (test_backend_timeout_rounding.py), timed in C.
 SUBMICRO = "test_a_wait_under_a_microsecond_is_never_early"
+#: B8's waits of fractions of a millisecond and more (the same module), timed in C in a loop.
+NEVER_EARLY = "test_wait_timeout_is_never_early"
 #: Busy processes while a run goes on (scripts/cpu_hog.py): twice the machine's 2 cores.
 UNDER_LOAD = (sys.executable, str(ROOT / "scripts" / "cpu_hog.py"), "-n", "4", "--")
 
@@ -439,11 +441,13 @@ def test_a_wait_that_never_returns_ends_the_run_with_one_line(tmp_path):
     """A tr_backend_wait that ignores its timeout (it pause()s) would hang the run:
     the adapter's watchdog prints one line and ends the process."""
     lib = build(tmp_path, "tr_epoll_wait_pauses", "-DTR_BUG_WAIT_PAUSES")
-    proc, _ = cli("--backend", f"cabi:{lib}", "--clause", "B8", "-n", "0", liveness_s=0.5)
+    proc, _ = cli(
+        "--backend", f"cabi:{lib}", "--clause", "B8", "-n", "0", "--", "-k", NEVER_EARLY, liveness_s=0.5
+    )
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if "did not return" in line]
     assert len(lines) == 1, proc.stderr[-2000:]
-    assert lines[0].startswith(  # B8's first wait, timed in C in a loop (MS_BUDGET_S, 0.1 s)
+    assert lines[0].startswith(  # its first wait, timed in C in a loop (MS_BUDGET_S, 0.1 s)
         "cabi:libtr_epoll_wait_pauses: tr_backend_wait(timeout 500000 ns), called for 0.1 s in a loop, "
         "did not return within "
     ), lines[0]
