@@ -236,7 +236,7 @@ def test_a_test_whose_worker_crashed_fails_its_clause_and_says_how_to_see_the_me
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
     assert data["failed_clauses"] == ["B5"], out[-4000:]
-    nodeid = f"test_backend_closed_while_armed.py::{CRASH_TEST}[{CRASHING.replace(':', '-')}]"
+    nodeid = f"test_backend_reuse_pending.py::{CRASH_TEST}[{CRASHING.replace(':', '-')}]"
     assert data["clauses"]["B5"][CRASHING]["crashed"] == [nodeid], data["clauses"]["B5"]
     rerun = f"tailreactor-conformance --backend {CRASHING} -n 0 -- -s -k '{CRASH_TEST}[{CRASHING.replace(':', '-')}]'"
     assert data["crashed"] == [{"test": nodeid, "clause": "B5", "backend": CRASHING, "rerun": rerun}]
@@ -338,7 +338,7 @@ def test_a_test_that_crashed_in_setup_is_found_by_its_marker_and_backend_paramet
     from tailreactor_conformance.failures import backend_of, crash_props
     from tailreactor_conformance.plugin import PACKAGE_DIR
 
-    nodeid = f"test_backend_closed_while_armed.py::{CRASH_TEST}[cabi-libfoo]"
+    nodeid = f"test_backend_reuse_pending.py::{CRASH_TEST}[cabi-libfoo]"
     assert crash_props(nodeid, {}, PACKAGE_DIR) == {"clause": "B5"}
     assert crash_props(nodeid, {nodeid: {"clause": "B1", "backend": "x"}}, PACKAGE_DIR)["clause"] == "B1"
     assert crash_props("test_backend_reports.py::no_such_test[x]", {}, PACKAGE_DIR) == {}

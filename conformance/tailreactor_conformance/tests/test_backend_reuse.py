@@ -2,7 +2,7 @@
 and reused, or a closed file alive in a dup, never gets a report meant for the other file.
 
 The in-batch half of B5 is the reactor's, in ``test_backend_via_reactor.py``; an fd closed while
-a change of its arming is still pending is in ``test_backend_closed_while_armed.py``.
+a change of its arming is still pending is in ``test_backend_reuse_pending.py``.
 Sections marked as from an event-library backend's mistake build a situation a backend on
 libev, libuv, libevent or poll(2) got wrong: such a backend runs the library's loop in ``wait``, and
 often in ``flush`` too, so it holds reports and wakes it has collected and not handed out yet; and
