@@ -37,7 +37,7 @@ VARIANTS = {
     "TR_BUG_TRUNCATE_TIMEOUT": "B8",  # ns -> ms rounded down: 0.5 ms polls
     "TR_BUG_TRUNCATE_TIMEOUT_US": "B8",  # ns -> us rounded down, then up to ms: under 1 us polls
     "TR_BUG_LEAK_FD": "B14",  # close leaves the wake eventfd open
-    # a fresh reader's bugs (issue 32), caught by test_backend_library.py's situations
+    # a fresh reader's bugs (issue 32), caught by the backend clause modules' event-library sections
     "TR_BUG_REARM_KEEPS_COLLECTED": "B1",  # a wait collects more than capacity; a re-arm keeps the old report
     "TR_BUG_FLUSH_EATS_WAKE": "B7",  # flush consumes the pending wake: wake, flush, wait(None) blocks
     "TR_BUG_LOWEST_FDS_FIRST": "B10",  # lowest fd numbers first, up to the capacity: the highest starve
@@ -158,8 +158,10 @@ def test_suite_catches_broken_c_variant(flag, tmp_path):
     assert f"{cid} on cabi:lib{name}" in proc.stdout.replace("\n", " "), detail
 
 
-#: The waits under a microsecond of clause B8 (test_backend_library.py), timed in C.
+#: The waits under a microsecond of clause B8 (test_backend_timeout_rounding.py), timed in C.
 SUBMICRO = "test_a_wait_under_a_microsecond_is_never_early"
+#: B8's waits of fractions of a millisecond and more (the same module), timed in C in a loop.
+NEVER_EARLY = "test_wait_timeout_is_never_early"
 #: Busy processes while a run goes on (scripts/cpu_hog.py): twice the machine's 2 cores.
 UNDER_LOAD = (sys.executable, str(ROOT / "scripts" / "cpu_hog.py"), "-n", "4", "--")
 
@@ -211,7 +213,7 @@ def test_a_timeout_under_the_backends_own_poll_cost_skips_naming_that_cost_and_l
     """B8's waits timed in C: a timeout this backend's poll costs as much as cannot tell a poll from
     a wait, and skips naming the backend's cost (not a platform limit); the timeouts above that
     cost (1.5 and 2.5 us) still run."""
-    from tailreactor_conformance.tests.test_backend_library import SUBMICRO_S, _timed_in_c
+    from tailreactor_conformance.tests.test_backend_timeout_rounding import SUBMICRO_S, _timed_in_c
 
     with pytest.raises(pytest.skip.Exception) as skipped:
         _timed_in_c(_CostlyPoll(), 500)
@@ -439,11 +441,13 @@ def test_a_wait_that_never_returns_ends_the_run_with_one_line(tmp_path):
     """A tr_backend_wait that ignores its timeout (it pause()s) would hang the run:
     the adapter's watchdog prints one line and ends the process."""
     lib = build(tmp_path, "tr_epoll_wait_pauses", "-DTR_BUG_WAIT_PAUSES")
-    proc, _ = cli("--backend", f"cabi:{lib}", "--clause", "B8", "-n", "0", liveness_s=0.5)
+    proc, _ = cli(
+        "--backend", f"cabi:{lib}", "--clause", "B8", "-n", "0", "--", "-k", NEVER_EARLY, liveness_s=0.5
+    )
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if "did not return" in line]
     assert len(lines) == 1, proc.stderr[-2000:]
-    assert lines[0].startswith(  # B8's first wait, timed in C in a loop (MS_BUDGET_S, 0.1 s)
+    assert lines[0].startswith(  # its first wait, timed in C in a loop (MS_BUDGET_S, 0.1 s)
         "cabi:libtr_epoll_wait_pauses: tr_backend_wait(timeout 500000 ns), called for 0.1 s in a loop, "
         "did not return within "
     ), lines[0]
@@ -489,7 +493,7 @@ def test_a_wait_the_watchdog_ends_under_xdist_fails_its_clause_as_hung_and_quote
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and data is not None, out[-4000:]
-    nodeid = f"test_backend.py::{name}"
+    nodeid = f"test_backend_timeout_rounding.py::{name}"
     # B8's waits of a C backend are timed in C, in a loop (for MS_BUDGET_S, 0.1 s): the bound is the
     # loop's + the wait's timeout + WAIT_GRACE_S (twice the liveness bound).
     limit = float(f"{0.1 + 0.0005 + 2 * 0.5:g}")
@@ -755,7 +759,7 @@ def test_a_wait_early_before_its_signal_says_the_time_it_had_left_not_the_signal
     gives the 49.912 ms of its timeout left, counted from its return, never from a signal sent
     when the watcher gave up seeing it block (2996.713 ms, LIVENESS_S later: "-2946.625 ms
     left" is what a GLib reader was shown)."""
-    from tailreactor_conformance.tests.test_backend import _early_after_a_signal
+    from tailreactor_conformance.tests.test_backend_signals import _early_after_a_signal
 
     sent = None if sent_ms is None else int(sent_ms * 1e6)
     message = _early_after_a_signal(0.05, 88_000, sent, 2)

@@ -16,7 +16,7 @@ from tailreactor_conformance.table import render
 from test_conformance_meta import ROOT, TIMEOUT_S, child_env
 
 LONG = "fixtures.backends.a_backend_with_a_rather_long_module_name:make_the_backend"
-NODEID = "test_backend_library.py::test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file[x]"
+NODEID = "test_backend_reuse.py::test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file[x]"
 REASON = "x does not declare ordered=True: clause B9 applies only to a backend that claims it (base.py)"
 
 
@@ -153,9 +153,9 @@ def test_a_hung_test_and_a_crashed_one_are_told_apart_each_with_its_rerun_line()
     """A worker the watchdog ended is ``FAIL (hung)``, its line quoted whole with the limit in
     seconds; a worker a signal ended is ``FAIL (crashed)``; each keeps its rerun line."""
     line = "cabi:libx: tr_backend_wait(timeout 500000 ns) did not return within 6.0005 s; exiting: ..."
-    hung = {"test": "test_backend.py::t[cabi-libx]", "clause": "B8", "backend": "cabi:libx"}
+    hung = {"test": "test_backend_timeout.py::t[cabi-libx]", "clause": "B8", "backend": "cabi:libx"}
     hung |= {"rerun": "rerun-the-hung-one", "hung": {"limit_s": 6.0005, "watchdog": line}}
-    crashed = {"test": "test_backend_library.py::u[cabi-liby]", "clause": "B5", "backend": "cabi:liby"}
+    crashed = {"test": "test_backend_reuse.py::u[cabi-liby]", "clause": "B5", "backend": "cabi:liby"}
     crashed |= {"rerun": "rerun-the-crashed-one"}
     summary = {
         "backends": ["cabi:libx", "cabi:liby"],
@@ -211,7 +211,7 @@ def test_the_short_summary_names_tests_without_a_chain_of_dot_dots(tmp_path):
     # pytest's own header: the suite's configuration by its file name, not ../../../pyproject.toml.
     header = proc.stdout[: proc.stdout.index("plugins:")]
     assert "configfile: suite.ini" in header and "../" not in header, header
-    assert "FAILED test_backend.py::test_wait_timeout_is_never_early[" in summary, summary
+    assert "FAILED test_backend_timeout_rounding.py::test_wait_timeout_is_never_early[" in summary, summary
     # Skip reasons are said once, in the table's list of skipped clauses, not again by pytest.
     assert "SKIPPED [" not in summary, summary
     table = out[out.index("tailreactor conformance: reactor") : out.index("short test summary info")]
@@ -219,7 +219,9 @@ def test_the_short_summary_names_tests_without_a_chain_of_dot_dots(tmp_path):
     # Each failing test is followed by why it failed: the first E line of pytest's report.
     lines = [line.strip() for line in table.splitlines()]
     at = next(
-        i for i, line in enumerate(lines) if line.startswith("test_backend.py::test_wait_timeout_is_never")
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("test_backend_timeout_rounding.py::test_wait_timeout_is_never")
     )
     assert lines[at + 1].startswith("AssertionError: wait(") and " returned after " in lines[at + 1], table
 
@@ -249,7 +251,7 @@ def test_a_test_whose_worker_crashed_fails_its_clause_and_says_how_to_see_the_me
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
     assert data["failed_clauses"] == ["B5"], out[-4000:]
-    nodeid = f"test_backend_library.py::{CRASH_TEST}[{CRASHING.replace(':', '-')}]"
+    nodeid = f"test_backend_reuse_pending.py::{CRASH_TEST}[{CRASHING.replace(':', '-')}]"
     assert data["clauses"]["B5"][CRASHING]["crashed"] == [nodeid], data["clauses"]["B5"]
     rerun = f"tailreactor-conformance --backend {CRASHING} -n 0 -- -s -k '{CRASH_TEST}[{CRASHING.replace(':', '-')}]'"
     assert data["crashed"] == [{"test": nodeid, "clause": "B5", "backend": CRASHING, "rerun": rerun}]
@@ -314,13 +316,14 @@ def test_a_worker_that_crashed_in_teardown_is_said_to_have_crashed_in_the_backen
     assert [c.get("phase") for c in data["crashed"]] == ["teardown"], data["crashed"]
     flat = " ".join(proc.stdout.split())
     assert (
-        "B1 on close_crashes:backend, crashed in teardown (tr_backend_close?): test_backend.py::" + test
+        "B1 on close_crashes:backend, crashed in teardown (tr_backend_close?): test_backend_reports.py::"
+        + test
         in flat
     ), out[-4000:]
 
 
 def test_a_crash_in_teardown_is_named_in_its_line_and_the_test_id_stays_last():
-    crashed = {"test": "test_backend.py::t[cabi-liby]", "clause": "B11", "backend": "cabi:liby"}
+    crashed = {"test": "test_backend_order.py::t[cabi-liby]", "clause": "B11", "backend": "cabi:liby"}
     crashed |= {"rerun": "rerun-it", "phase": "teardown"}
     summary = {
         "backends": ["cabi:liby"],
@@ -334,7 +337,8 @@ def test_a_crash_in_teardown_is_named_in_its_line_and_the_test_id_stays_last():
     render(summary, out, width=200)
     lines = [line.strip() for line in out.getvalue().splitlines()]
     assert (
-        "B11 on cabi:liby, crashed in teardown (tr_backend_close?): test_backend.py::t[cabi-liby]" in lines
+        "B11 on cabi:liby, crashed in teardown (tr_backend_close?): test_backend_order.py::t[cabi-liby]"
+        in lines
     ), lines
 
 
@@ -349,13 +353,16 @@ def test_a_test_that_crashed_in_setup_is_found_by_its_marker_and_backend_paramet
     from tailreactor_conformance.failures import backend_of, crash_props
     from tailreactor_conformance.plugin import PACKAGE_DIR
 
-    nodeid = f"test_backend_library.py::{CRASH_TEST}[cabi-libfoo]"
+    nodeid = f"test_backend_reuse_pending.py::{CRASH_TEST}[cabi-libfoo]"
     assert crash_props(nodeid, {}, PACKAGE_DIR) == {"clause": "B5"}
     assert crash_props(nodeid, {nodeid: {"clause": "B1", "backend": "x"}}, PACKAGE_DIR)["clause"] == "B1"
-    assert crash_props("test_backend.py::no_such_test[x]", {}, PACKAGE_DIR) == {}
+    assert crash_props("test_backend_reports.py::no_such_test[x]", {}, PACKAGE_DIR) == {}
     labels = ["epoll", "cabi:libfoo"]
     assert backend_of(nodeid, labels) == "cabi:libfoo"
-    assert backend_of("test_backend.py::test_arming_a_closed_fd_raises_ebadf[read-epoll]", labels) == "epoll"
+    assert (
+        backend_of("test_backend_ebadf.py::test_arming_a_closed_fd_raises_ebadf[read-epoll]", labels)
+        == "epoll"
+    )
     assert backend_of("test_http.py::test_x", labels) == "-"
 
 
@@ -404,7 +411,7 @@ def test_a_rerun_line_names_the_backend_as_typed_and_keeps_the_sanitizer_environ
     monkeypatch.setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
     monkeypatch.delenv("LSAN_OPTIONS", raising=False)
     monkeypatch.delenv("TSAN_OPTIONS", raising=False)
-    line = rerun_hint("test_backend.py::test_x[cabi-libx]", "cabi:/abs/dir/libx.so")
+    line = rerun_hint("test_backend_reports.py::test_x[cabi-libx]", "cabi:/abs/dir/libx.so")
     assert line == (
         "LD_PRELOAD=/usr/lib/libasan.so.8 ASAN_OPTIONS=detect_leaks=0 "
         "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "

@@ -264,7 +264,7 @@ def pytest_configure(config):
     if config.rootpath == PACKAGE_DIR / "tests":  # run by tailreactor-conformance (--rootdir)
         # pytest names a test in its short summary by a path from the current directory:
         # a chain of ../ up to where the suite is installed.  Name it as the table does,
-        # by its id in the suite (test_backend.py::test_x[epoll]).  Python-only machinery:
+        # by its id in the suite (test_backend_reports.py::test_x[epoll]).  Python-only machinery:
         # Config.cwd_relative_nodeid is where pytest makes that path.
         config.cwd_relative_nodeid = lambda nodeid: nodeid  # type: ignore[method-assign]
         config.add_cleanup(profiles.keep_files_out_of_the_users_directory())

@@ -292,7 +292,7 @@ def test_a_harvest_bound_of_hundreds_is_kept(make_backend, pairs):
     ready both ways with READ and WRITE armed, harvest(300) returns at most 300 reports, and
     every token is reported exactly once by the harvests and the waits after them (a bound
     compared by identity, not value, holds in CPython only up to 256, its cached small ints)."""
-    from tailreactor_conformance.tests.test_backend import _raise_nofile
+    from tailreactor_conformance.tests._backend_helpers import _raise_nofile
 
     n, bound = 301, 300
     _raise_nofile(2 * n + 256)
