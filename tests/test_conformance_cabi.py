@@ -63,6 +63,9 @@ VARIANTS = {
     "TR_BUG_EEXIST_FAILS": "B5",  # EEXIST fails the arm: a closed file dup2'd back to its number is refused
     # a spin inside one call, which counting calls cannot see: readers of GLib and libuv (issue 41)
     "TR_BUG_SPIN_INSIDE_WAIT": "B7",  # after a finite wait, wait(None) polls over and over: a ready time never reset
+    # a GLib reader's and a libevent reader's spins, never early (issue 41)
+    "TR_BUG_STALE_TIMER_RERUN": "B8",  # a timer from a clock cached before an idle gap, the loop re-run until the deadline
+    "TR_BUG_TIMEOUT_WRAPS": "B8",  # the largest timeout's rounding up wraps negative: a wait of INT64_MAX ns polls
 }
 
 

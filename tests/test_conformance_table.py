@@ -420,7 +420,9 @@ def test_a_rerun_line_names_the_backend_as_typed_and_keeps_the_sanitizer_environ
 
 
 def test_a_run_stopped_by_crashed_workers_says_why_its_clauses_were_not_run(tmp_path):
-    """The crashing backend with no worker restart allowed: xdist stops at the first crash."""
+    """The crashing backend with no worker restart allowed: xdist stops at the first crash. One
+    worker: two that crash at once can meet pytest-xdist's own failure ("cannot send (already
+    closed?)", exit 3), depending on which tests each was given first."""
     from test_conformance_meta import cli
 
     proc, data = cli(
@@ -429,7 +431,7 @@ def test_a_run_stopped_by_crashed_workers_says_why_its_clauses_were_not_run(tmp_
         "--clause",
         "B5,B6",
         "-n",
-        "2",
+        "1",
         "--",
         "--max-worker-restart=0",
         json_path=tmp_path / "r.json",

@@ -132,7 +132,8 @@ CLAUSES: tuple[Clause, ...] = (
         "wait(timeout_s) with nothing armed ready returns no earlier than timeout_s seconds, also "
         "for a fraction of a millisecond or of a microsecond and when a disarmed fd is ready, "
         "measured with a monotonic clock around the call (a C backend's in C, around the library's "
-        "call alone); wait(0) polls: it never blocks.",
+        "call alone); wait(0) polls: it never blocks. Any timeout up to 2**63 ns is accepted (a "
+        "backend may clamp it to what its poller takes).",
         "kernel epoll_wait(2), io_uring_enter(2) IORING_ENTER_EXT_ARG timeout",
         "backend",
     ),

@@ -208,14 +208,19 @@ def _while_another_waits(blocked, idle, ready, token, unstick):
     waits with no limit on another, until this thread wakes it (if that wake does not end it
     within the liveness bound, ``unstick`` makes its armed fd ready, and the test fails naming
     the wake). Returns (idle's reports, whether the watchdog had to wake both, what ``blocked``
-    returned before its wake or None)."""
+    returned before its wake or None); what ``blocked``'s wait raised, it raises."""
     result: dict = {}
-    started = threading.Event()
+    started, ended = threading.Event(), threading.Event()
 
     def wait_for_the_wake():
         result["tid"] = threading.get_native_id()
         started.set()
-        result["got"] = blocked.wait(None)
+        try:
+            result["got"] = blocked.wait(None)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            result["raised"] = exc
+        finally:
+            ended.set()
 
     def wake_both():
         blocked.wake()
@@ -224,7 +229,7 @@ def _while_another_waits(blocked, idle, ready, token, unstick):
     t = threading.Thread(target=wait_for_the_wake)
     t.start()
     started.wait()
-    wait_until_blocked(result["tid"])
+    wait_until_blocked(result["tid"], ended)
     try:
         with Watchdog(wake_both) as dog:
             idle.arm(ready.fd, READ, token)
@@ -244,6 +249,8 @@ def _while_another_waits(blocked, idle, ready, token, unstick):
                 pytrace=False,
             )
         idle.disarm(ready.fd, READ)
+    if "raised" in result:  # the other backend's wait failed: that is this test's failure
+        raise result["raised"]
     return got, dog.fired, early
 
 

@@ -273,7 +273,7 @@ def _held_wait(b, timeout_s: float | None, window_s: float) -> tuple[dict, Count
     """``b.wait(timeout_s)`` on a thread of its own, left for ``window_s`` once it is seen
     asleep in the kernel (at most LIVENESS_S if never), then woken from this thread. Returns
     {"got", "elapsed_ns", "cpu_ns": the CPU time its thread used in the wait, "early": returned
-    before the wake was sent} and the calls it made."""
+    before the wake was sent} and the calls it made; what the wait raised, it raises."""
     before = _calls(b)
     started, returned, sent = threading.Event(), threading.Event(), threading.Event()
     result: dict = {}
@@ -284,6 +284,8 @@ def _held_wait(b, timeout_s: float | None, window_s: float) -> tuple[dict, Count
         t0, cpu0 = time.monotonic_ns(), time.thread_time_ns()
         try:
             result["got"] = b.wait(timeout_s)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            result["raised"] = exc
         finally:
             result["cpu_ns"] = time.thread_time_ns() - cpu0
             result["elapsed_ns"] = time.monotonic_ns() - t0
@@ -300,6 +302,8 @@ def _held_wait(b, timeout_s: float | None, window_s: float) -> tuple[dict, Count
     woken = returned.wait(LIVENESS_S)
     assert woken, f"wait({timeout_s}) did not return within {LIVENESS_S} s of wake()"
     t.join()
+    if "raised" in result:
+        raise result["raised"]
     after = _calls(b)
     return result, None if before is None or after is None else after - before
 
@@ -421,3 +425,58 @@ def test_a_wait_without_a_limit_after_a_finite_one_beside_a_hung_up_and_a_closed
     )
     what = "wait(None) after a finite wait, beside a disarmed hung-up fd and an armed closed one,"
     _assert_blocked(r, calls, what, spare=3)
+
+
+#: The idle gap before a finite wait: a library whose timer is set from a clock cached at its
+#: last loop run finds that timer due this long before the wait's deadline.
+IDLE_GAP_S = 0.3
+
+
+@pytest.mark.clause("B8")
+def test_a_finite_wait_after_an_idle_gap_blocks_until_its_end(make_backend, pairs):
+    """wait(IDLE_GAP_S + HOLD_S) after an idle gap of IDLE_GAP_S since the last loop run: never
+    early, and it used little CPU. A library that sets its timer from a clock cached at its last
+    loop run (libev's ev_now, libuv's loop time, a GLib ready time from a cached time) has it due
+    a gap early; a backend that keeps its own CLOCK_MONOTONIC deadline, as the header wants, is
+    never early, but one that runs the loop again with that timer still due returns at once again
+    and again until the deadline (a GLib reader's backend: 111 ms of CPU in five waits of 50 ms)."""
+    b = make_backend()
+    (p,) = pairs(1)
+    b.arm(p.fd, READ, "never ready")
+    b.wait(0)  # a loop run: a cached clock is fresh now
+    time.sleep(IDLE_GAP_S)  # the idle gap under test (callbacks running), not a synchronisation
+    timeout_s = IDLE_GAP_S + HOLD_S
+    before = _calls(b)
+    t0, cpu0 = time.monotonic_ns(), time.thread_time_ns()
+    got = b.wait(timeout_s)
+    r = {"cpu_ns": time.thread_time_ns() - cpu0, "elapsed_ns": time.monotonic_ns() - t0}
+    after = _calls(b)
+    what = f"wait({timeout_s:g}) after an idle gap of {IDLE_GAP_S * 1e3:g} ms"
+    assert got == [], f"{what} reported {got}, nothing armed being ready"
+    assert r["elapsed_ns"] >= timeout_s * 1e9, (
+        f"{what} returned after {r['elapsed_ns'] / 1e6:.3f} ms: is the deadline taken from a clock "
+        "cached before the gap?"
+    )
+    # A re-run every slice (-EINTR) and one for the library's timer, due a gap early.
+    _assert_blocked(r, None if before is None or after is None else after - before, what, spare=1)
+
+
+@pytest.mark.clause("B8")
+def test_a_wait_of_the_largest_timeout_blocks_until_the_wake(make_backend):
+    """A wait of 2**63 ns (timeout_ns INT64_MAX in C, about 292 years: the header's largest,
+    which the reactor passes for a timer that far off), held open for HOLD_S, then woken: it is
+    accepted, returns only after the wake and uses little CPU. Converting it must not overflow:
+    (ns + 999) / 1000 of INT64_MAX wraps negative, a timeval libevent fires at once, and a
+    backend that runs the loop again for the time left spins; Python's select.epoll and poll
+    raise OverflowError past INT_MAX ms (about 24.8 days): clamp to what the library takes."""
+    b = make_backend()
+    largest_s = 2**63 / 1e9
+    r, calls = _held_wait(b, largest_s, HOLD_S)
+    assert not r["early"], (
+        f"wait({largest_s:g} s) with nothing armed returned {r['got']} after "
+        f"{r['elapsed_ns'] / 1e6:.0f} ms, unwoken: does converting the largest timeout overflow (into "
+        "a time already past)? The header takes any timeout_ns up to INT64_MAX: clamp it to what the "
+        "library takes, and round up without overflow"
+    )
+    assert r["got"] == [], r["got"]
+    _assert_blocked(r, calls, f"wait({largest_s:g} s) with nothing armed", spare=1)
