@@ -617,8 +617,8 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   tv_sec plus its clock fits a time_t (INT64_MAX ns, 9.2e9 s, does; its
  *   epoll method clamps to 35 minutes itself); past that, or negative, the
  *   timer fires at once.  Keep a timeval to one slice: the 100 ms slices
- *   (-EINTR below) do that anyway.  The suite passes 0 and values from
- *   500 ns (B8) to a few seconds.
+ *   (-EINTR below) do that anyway.  The suite passes 0, values from 500 ns
+ *   to a few seconds, and INT64_MAX, woken after 0.3 s (B8).
  * - A wake (tr_backend_wake) ends the wait blocked then, else the next one
  *   to start (B7): it is latched (an eventfd counter is) until a wait
  *   returns after it was made.  That wait may consume it, whatever it
