@@ -233,8 +233,9 @@
  *   epoll).  Whatever the library's clock, the deadline check of
  *   tr_backend_wait ("never returns earlier") keeps the wait correct.
  * - Its own time units: round timeout_ns up at every conversion.  A struct
- *   timeval (libevent's timers) holds microseconds: (ns + 999) / 1000 (near
- *   INT64_MAX: tr_backend_wait), never ns / 1000, which makes a wait under a microsecond a poll and one of
+ *   timeval (libevent's timers) holds microseconds: ns / 1000 + (ns % 1000
+ *   != 0), which cannot overflow near INT64_MAX (tr_backend_wait); never
+ *   ns / 1000, which makes a wait under a microsecond a poll and one of
  *   1.5 us return up to a microsecond early (B8).
  * - Deferred arms: libevent's EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST, and libuv
  *   and libev always, make watcher changes wait for the next loop run: until
@@ -315,7 +316,7 @@
  *   early: B7 sees it by the CPU time of a wait(None) held open after a
  *   finite one.
  *   The ready time is in microseconds: round the deadline up
- *   ((ns + 999) / 1000), and still compare CLOCK_MONOTONIC with the
+ *   (ns / 1000 + (ns % 1000 != 0)), and still compare CLOCK_MONOTONIC with the
  *   deadline after the loop run (B8).
  * - GLib's empty loop runs: retry an empty loop run inside the wait, never
  *   as -EINTR.  Each call's g_source_set_ready_time makes GLib wake its
@@ -380,9 +381,10 @@
  *     ev_now_update before ev_timer_start, or keep a deadline of your own
  *     ("The sure way" in tr_backend_wait) (B8).
  *   - ev_run(EVRUN_ONCE) returns by itself after about 60 s (MAX_BLOCKTIME,
- *     59.743 s) with no timer pending: a wait with no limit that returns
- *     there has nothing and no wake, so it returns -EINTR or runs the loop
- *     again, never 0 ("returns only when woken", B7; no clause waits 60 s).
+ *     59.743 s), also with a timer pending further off: a wait that returns
+ *     there, before its deadline, has nothing and no wake, so it returns
+ *     -EINTR or runs the loop again, never 0 ("returns only when woken" and
+ *     "never earlier", B7, B8; no clause waits 60 s).
  *   - EVFLAG_NOTIMERFD: libev 4.31 and later may open a timerfd per loop to
  *     see wall-clock jumps (for ev_periodic watchers; 4.33 opens it only
  *     then).  A backend uses no wall clock: the flag keeps that fd from
@@ -419,6 +421,17 @@
  *     contract does not ask a backend to survive that: over libev it may
  *     abort or misreport there (avoiding both takes an fstat of every
  *     armed fd before each loop run).  No clause builds it.
+ *   - Its poll method (EVBACKEND_POLL) does not report POLLNVAL: it asserts
+ *     ("libev: poll found invalid fd in poll set") at the first loop run
+ *     that meets an fd closed while watched, a correct caller's disarmed fd
+ *     included while libev still watches it.  Over poll, check every
+ *     watched fd (fcntl F_GETFD, and st_dev/st_ino) before each loop run,
+ *     not only the changed ones, and stop the watchers of a closed one.
+ *     Its select method stops a closed fd's watchers itself on EBADF and
+ *     has no FD_SETSIZE limit: tr_backend_arm's -ERANGE is libevent's.
+ *   - A caught event: ev_run(EVRUN_ONCE) runs every pending callback before
+ *     it returns, so a report caught and not handed over lives only in the
+ *     backend's own queue; a re-arm drops it from there (B1, B15).
  */
 #ifndef TAILREACTOR_BACKEND_H
 #define TAILREACTOR_BACKEND_H
@@ -633,7 +646,7 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   whatever the library's clock and rounding: read CLOCK_MONOTONIC when the
  *   wait starts; when the library returns with nothing to report and no wake
  *   before that deadline, run it again with the time left.  B8 times a C
- *   backend's waits from 500 ns (and 1.5 and 2.5 us) to 50 ms in C, around
+ *   backend's waits from 500 ns (998.5 ns, 1.5 and 2.5 us) to 50 ms in C, around
  *   the library call alone (a loop the suite builds with $CC, else cc; it
  *   calls again after -EINTR with the time left, as the adapter does, and
  *   times a wait from its first call to its last return), so a wait that

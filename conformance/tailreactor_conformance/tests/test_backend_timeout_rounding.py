@@ -74,7 +74,7 @@ def early_hint(times, timeout_ns: int, unit_ns: int, unit: str) -> str:
     """The likelier cause of early waits, from what was seen: a timeout rounded down (to
     ``unit`` or coarser) ends nearly every wait early (all but those a loaded machine makes
     late); a deadline taken from a clock read before the call, some of them."""
-    rounded = f"is timeout_ns rounded down (to {unit}, or coarser)? Round up: (timeout_ns + {unit_ns - 1}) / {unit_ns}"
+    rounded = f"is timeout_ns rounded down (to {unit}, or coarser)? Round up: timeout_ns / {unit_ns} + (timeout_ns % {unit_ns} != 0), which cannot overflow near INT64_MAX"
     cached = (
         "is the deadline taken from a clock read before the call (an event library's cached loop "
         "time, e.g. libev's ev_now or libuv's uv_now, not updated first)? Keep a CLOCK_MONOTONIC "
