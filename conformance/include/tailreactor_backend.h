@@ -146,7 +146,8 @@
  *   select method keeps select's EBADF there), -EIO if it left 0: a second
  *   failure is the library's, not a closed fd's, and retrying it spins.
  *   Drop that number's armings and the library's watch of it there (GLib:
- *   g_source_destroy; libevent: event_del), or report TR_ERR once and drop
+ *   g_source_remove_unix_fd, or g_source_destroy of a source of that fd
+ *   alone; libevent: event_del), or report TR_ERR once and drop
  *   them; never keep polling it (each loop run then returns at once and the
  *   wait spins until its deadline, which B7 sees by its CPU time), and never
  *   report POLLNVAL itself: it is no TR_* bit (the suite's adapter
@@ -218,7 +219,9 @@
  *   collected for, never to a later arming of the same fd number (B5).  One
  *   held when its fd is closed without disarm, the number not armed again,
  *   may still go to its own token (its file's readiness since the arming,
- *   B15) or be dropped: B5 allows either.  The
+ *   B15) or be dropped: B5 allows either.  Once the number is armed again,
+ *   in either direction, it is dropped: its callback would read the file
+ *   that took the number (B5).  The
  *   suite passes a capacity of 1 to create that situation (B3, B5).
  * - Its own clock: a wait's deadline is taken from a clock read when the wait
  *   starts, not from one cached at the end of the previous loop run (libuv's
@@ -329,6 +332,16 @@
  *   fd that hangs up is dispatched at every loop run (a spin B7 sees by its
  *   CPU time).  Remove the fd (g_source_remove_unix_fd) when nothing of it is
  *   armed.  G_IO_PRI (POLLPRI) has no TR_* bit: never ask for it.
+ * - GLib in short: a GMainContext of the backend's own (g_main_context_new,
+ *   never acquired across calls); wake as an atomic flag plus
+ *   g_main_context_wakeup, with a count of wakes in progress that close
+ *   waits for; a poll function of its own that notes EINTR; a ready time
+ *   rounded up, set back to -1 once due, and the wait's own CLOCK_MONOTONIC
+ *   deadline, empty loop runs retried inside the wait; g_source_remove_unix_fd
+ *   at each report and disarm, G_IO_NVAL dropped, and st_dev/st_ino compared
+ *   at arm and at delivery.  GLib aborts when an allocation fails
+ *   (g_malloc): -ENOMEM from arm cannot be honoured over it, and no clause
+ *   tests it.
  * - TR_CAP_ORDERED: claim it from an argument, not a run: see
  *   tr_capabilities.  Most backends over a library do not claim it, and the
  *   reactor is correct without it.

@@ -100,6 +100,44 @@ def test_reused_fd_number_never_gets_a_report_collected_for_the_old_one(make_bac
 
 
 @pytest.mark.clause("B5")
+def test_a_report_held_for_an_fd_closed_without_disarm_is_dropped_once_its_number_is_armed_the_other_way(
+    make_backend, pairs
+):
+    """Reports collected and not delivered, then each of those fds closed without disarm and its
+    number reused by a writable socket armed for WRITE: the new arming is reported, the old READ
+    token never. A held report belongs to the arming it was collected for; once its number is
+    armed again, in either direction, it is dropped: the old callback would read the file that
+    took the number (a GLib reader's backend handed it to its own, old, token)."""
+    b = make_backend()
+    ps, delivered = _collected_not_delivered(b, pairs)
+    victims = [i for i in range(len(ps)) if i not in delivered]
+    fresh = pairs(len(victims))
+    reused = []
+    try:
+        for i, new in zip(victims, fresh):
+            number = ps[i].ours.detach()
+            os.dup2(
+                new.ours.fileno(), number
+            )  # closes the old socket, never disarmed; the number names `new`
+            reused.append(socket.socket(fileno=number))
+            b.arm(number, WRITE, f"new {i}")  # writable: a fresh socket has room
+        got = collect(b, len(victims), extra_waits=3)
+        old = sorted(t for t in got if t not in {f"new {i}" for i in victims})
+        assert not old, (
+            f"after READ armings with reports collected and not delivered were closed without disarm and "
+            f"their numbers armed for WRITE on the files that took them, old tokens {old} were reported: a "
+            "report held for an arming is dropped once its number is armed again, in either direction"
+        )
+        assert got == Counter({f"new {i}": 1 for i in victims}), got
+        for s in reused:
+            b.disarm(s.fileno(), WRITE)
+            b.disarm(s.fileno(), READ)
+    finally:
+        for s in reused:
+            s.close()
+
+
+@pytest.mark.clause("B5")
 def test_reused_fd_number_never_gets_the_old_report(make_backend, pairs):
     b = make_backend()
     old, new, control = pairs(3)

@@ -83,8 +83,9 @@ def early_hint(times, timeout_ns: int, unit_ns: int, unit: str) -> str:
     if 2 * times.early >= times.waits:
         return f"{rounded}; else, {cached}"
     return (
-        "only some were early (a timeout rounded down makes nearly every wait early, a deadline on "
-        f"a stale clock some): {cached}; else, {rounded}"
+        "only some were early (a deadline on a stale clock makes some early; so does a timeout "
+        "rounded down that the library compares with a clock it truncates the same way, as GLib's "
+        f"ready time in microseconds: about a quarter of waits of 2.5 us): {cached}; else, {rounded}"
     )
 
 
