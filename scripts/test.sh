@@ -13,8 +13,8 @@ Run the test suite: set up .venv (pip install -e .[test,bench,lint], only when p
 and wrk if needed (apt-get, as root or through sudo -n), then pytest -n auto on all cores. Every
 argument goes to pytest, e.g.
 
-  scripts/test.sh -k timers              only the tests whose name matches "timers"
-  scripts/test.sh tests/test_docs.py     one file
+  scripts/test.sh -k timers                     only the tests whose name matches "timers"
+  scripts/test.sh tests/test_docs_korean.py     one file
 
 It prints one line per reason a test was skipped and exits non-zero if a test fails.
 pytest's own options: .venv/bin/python -m pytest --help

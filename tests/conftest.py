@@ -252,3 +252,14 @@ def pumped(make_reactor, clock):
     yield reactor, srv, Pump(reactor)
     srv.close()
     assert reactor.counters.callback_errors == 0
+
+
+@pytest.fixture(scope="module")
+def example_lib(tmp_path_factory) -> Path:
+    """The example C backend (examples/c-backend/tr_epoll.c) built once per module that asks for it,
+    for the ``cabi:`` test modules; skips without a C compiler."""
+    from cabi_helpers import HAVE_CC, build
+
+    if not HAVE_CC:
+        pytest.skip("no C compiler: `cc` or `make` is not on PATH")
+    return build(tmp_path_factory.mktemp("c-backend"), "tr_epoll")

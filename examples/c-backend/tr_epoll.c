@@ -41,7 +41,7 @@
  * also while close() runs: close waits until no wake is inside before it
  * closes the eventfd, so a wake never writes to a reused fd number.
  *
- * Broken variants (for tests/test_conformance_cabi.py; each breaks one rule):
+ * Broken variants (for tests/test_conformance_cabi_*.py; each breaks one rule):
  *   -DTR_BUG_NO_ONESHOT        a reported token stays armed          (B1)
  *   -DTR_BUG_IGNORE_DISARM     disarm changes nothing                (B3)
  *   -DTR_BUG_DROP_HUP          HUP/ERR alone satisfy no direction    (B6)

@@ -121,7 +121,7 @@ AREA_INTROS: dict[str, dict[str, str]] = {a: v["intro"] for a, v in _PAGE["areas
 #: Labels and fixed phrases of the generated parts.
 _T: dict[str, dict[str, Any]] = _PAGE["labels"]
 #: The "Tuning by symptom" table, in page order.  Every knob named must be a registry row
-#: (tests/test_docs.py).
+#: (tests/test_docs_runtime_config.py).
 SYMPTOMS: tuple[Symptom, ...] = tuple(
     Symptom(
         tuple(row["knobs"]), *({lang: row[lang][key] for lang in LANGS} for key in ("seen", "try", "cost"))
@@ -257,7 +257,7 @@ def _grouped(knobs: Sequence[Knob]) -> list[tuple[str, list[Knob]]]:
 def _error_example(knobs: Sequence[Knob]) -> str:
     """A shell session: one bad value given to ``tailreactor-bench`` and its one-line answer.
 
-    The message is :class:`ConfigError`'s own; ``tests/test_docs.py`` runs the
+    The message is :class:`ConfigError`'s own; ``tests/test_docs_match_the_code.py`` runs the
     real server with the same value and compares its stderr with this text.
     """
     preferred = [k for k in knobs if k.name == "CWIST_HTTP_BATCH"] + list(knobs)

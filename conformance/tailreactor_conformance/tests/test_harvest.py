@@ -1,6 +1,6 @@
 """Harvesting mid-round (issue 24): events that became ready during a round join it (R23),
 the round still ends (R24), and nothing is lost or run twice (R25); R17's
-no-starvation with harvesting on is in test_loop.py.
+no-starvation with harvesting on is in test_loop_posts_and_stop.py.
 
 Deterministic: a ManualClock is injected and a "slow" callback advances it,
 so "the round has run H" is exact.  The events a callback makes ready are
