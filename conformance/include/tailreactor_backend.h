@@ -104,7 +104,9 @@
  *   EPOLL_CTL_DEL, and the change the loop run applies is an EPOLL_CTL_ADD)
  *   -- and drop a closed file's armings (B5: arm, close, wait; READ and
  *   WRITE armed, flush, close, READ disarmed, wait; WRITE reported, close,
- *   wait).
+ *   wait).  Empty that set of changed fds just before the loop run, not
+ *   after it: a change a callback makes during the run (the one-shot stop,
+ *   a restart with the direction left) reaches the kernel at the next run.
  *   libev may also rebuild its epoll set on its own and re-add every active
  *   fd (when it sees an event of a stale generation), which meets the same
  *   assertion for a closed fd that nothing changed; see libev below.
@@ -696,7 +698,7 @@ int tr_backend_disarm(tr_backend *b, int fd, int direction);
  *   there: 0 says the timeout passed or a wake came (B7, B8).  A self-pipe
  *   needs a signal handler, and the handlers are the process's (see the top
  *   of this file).  No clause measures how soon a handler runs (B7 checks
- *   only that it does, in a wait with no limit); a handler
+ *   only that it does, in a wait with no limit and in one of INT64_MAX); a handler
  *   that returns must not end a wait early (B7, B8).  Where the library's
  *   early return does not say why (libev's ev_run(EVRUN_ONCE) returns after
  *   EINTR exactly as after a spurious wake-up), treat every re-run as an

@@ -160,10 +160,14 @@ class _Interrupted(Exception):
 
 
 @pytest.mark.clause("B7")
-def test_a_signal_whose_handler_raises_ends_a_wait_without_a_limit(make_backend, pairs):
-    """wait(None) with nothing ready, a signal sent to the waiting thread again and again until
-    the wait ends, its handler raising (Ctrl-C's KeyboardInterrupt): the wait ends by that
-    exception. A signal's EINTR is returned (-EINTR), so the caller runs its handlers; a
+@pytest.mark.parametrize("timeout_s", [None, 2**63 / 1e9], ids=["no-limit", "largest"])
+def test_a_signal_whose_handler_raises_ends_a_wait_without_a_limit_or_of_the_largest_timeout(
+    make_backend, pairs, timeout_s
+):
+    """wait(None), and a wait of the largest timeout (2**63 ns, about 292 years), with nothing
+    ready, a signal sent to the waiting thread again and again until the wait ends, its handler
+    raising (Ctrl-C's KeyboardInterrupt): the wait ends by that exception (a libuv reader's
+    backend whose deadline, now + INT64_MAX, wrapped blocked there with no slices). A signal's EINTR is returned (-EINTR), so the caller runs its handlers; a
     backend that retries EINTR inside its wait, or whose library does (libevent's loop,
     libuv's uv_run, a GLib poll function that loops), never returns to run them, and an idle
     reactor ignores Ctrl-C until its next wake. The watchdog wakes such a wait after the
@@ -193,7 +197,7 @@ def test_a_signal_whose_handler_raises_ends_a_wait_without_a_limit(make_backend,
             armed.set()
             t.start()
             try:
-                got = b.wait(None)
+                got = b.wait(timeout_s)
             except _Interrupted:
                 raised = True
             finally:
@@ -204,21 +208,22 @@ def test_a_signal_whose_handler_raises_ends_a_wait_without_a_limit(make_backend,
         ended.set()
         t.join()
         signal.signal(signal.SIGALRM, old)
-    assert raised and not dog.fired, _unraised(sent[0], got, dog.fired)
+    assert raised and not dog.fired, _unraised(sent[0], got, dog.fired, timeout_s)
 
 
-def _unraised(sent, got, fired):
+def _unraised(sent, got, fired, timeout_s=None):
     """Why a wait sent ``sent`` signals, whose handler raises, did not end by that exception:
     one that returned before any signal came returned with nothing, no signal and no wake, and
     EINTR has nothing to do with it."""
+    wait = "wait(None)" if timeout_s is None else f"wait({timeout_s:g} s)"
     if not sent and not fired:
         return (
-            f"wait(None) returned {got} before any signal was sent (0 signals), with nothing ready, "
+            f"{wait} returned {got} before any signal was sent (0 signals), with nothing ready, "
             "no signal and no wake: a wait without a limit returns only with reports, at a wake, or "
             "with -EINTR (a library's empty loop run, its own wakeup, is not a wake: run it again)"
         )
     return (
-        f"wait(None) was sent a signal {sent} time(s), its handler raising, and "
+        f"{wait} was sent a signal {sent} time(s), its handler raising, and "
         + (f"ended only when the watchdog woke it after {LIVENESS_S} s" if fired else f"returned {got}")
         + ": a signal's EINTR is returned (-EINTR) so that the caller runs its handlers; a backend "
         "that retries it inside the wait (or whose library does) delays them until its timeout"
