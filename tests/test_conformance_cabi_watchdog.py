@@ -7,7 +7,7 @@ line prints.
 from __future__ import annotations
 
 from cabi_helpers import SUBMICRO, build, needs_cc
-from test_conformance_meta import cli
+from test_conformance_meta import cli, rerun_command
 
 #: B8's waits of fractions of a millisecond and more (the same module), timed in C in a loop.
 NEVER_EARLY = "test_wait_timeout_is_never_early"
@@ -83,7 +83,7 @@ def test_a_wait_the_watchdog_ends_under_xdist_fails_its_clause_as_hung_and_quote
     [entry] = data["crashed"]
     assert entry["test"] == nodeid and entry["hung"]["limit_s"] == limit, entry
     assert entry["hung"]["watchdog"].startswith(line), entry
-    rerun = f"tailreactor-conformance --backend cabi:{lib} -n 0 -- -s -k '{name}'"
+    rerun = f"{rerun_command()} --backend cabi:{lib} -n 0 -- -s -k '{name}'"
     assert entry["rerun"] == rerun, entry
     # The suite's table and its lists, up to pytest's short summary (whose lines pytest leaves whole,
     # longrepr and all, where CI is set in the environment).

@@ -60,6 +60,14 @@ def suite_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "tailreactor_conformance"]
 
 
+def rerun_command() -> str:
+    """How a rerun line of a :func:`cli` run names the runner (failures.invoked_as, the child's PATH)."""
+    from tailreactor_conformance.failures import invoked_as
+
+    cmd = suite_command()
+    return invoked_as(cmd[0] if len(cmd) == 1 else "__main__.py", path=child_env().get("PATH"), cwd=ROOT)
+
+
 def run(
     cmd: list[str], *, env: dict[str, str], timeout: float = TIMEOUT_S, cwd: Path = ROOT, **popen
 ) -> subprocess.CompletedProcess:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from tailreactor_conformance.table import render
-from test_conformance_meta import ROOT, TIMEOUT_S, child_env
+from test_conformance_meta import ROOT, TIMEOUT_S, child_env, rerun_command
 
 LONG = "fixtures.backends.a_backend_with_a_rather_long_module_name:make_the_backend"
 NODEID = "test_backend_reuse.py::test_an_arming_of_a_closed_fd_never_reports_the_readiness_of_the_file[x]"
@@ -253,7 +253,9 @@ def test_a_test_whose_worker_crashed_fails_its_clause_and_says_how_to_see_the_me
     assert data["failed_clauses"] == ["B5"], out[-4000:]
     nodeid = f"test_backend_reuse_pending.py::{CRASH_TEST}[{CRASHING.replace(':', '-')}]"
     assert data["clauses"]["B5"][CRASHING]["crashed"] == [nodeid], data["clauses"]["B5"]
-    rerun = f"tailreactor-conformance --backend {CRASHING} -n 0 -- -s -k '{CRASH_TEST}[{CRASHING.replace(':', '-')}]'"
+    rerun = (
+        f"{rerun_command()} --backend {CRASHING} -n 0 -- -s -k '{CRASH_TEST}[{CRASHING.replace(':', '-')}]'"
+    )
     assert data["crashed"] == [{"test": nodeid, "clause": "B5", "backend": CRASHING, "rerun": rerun}]
     assert "FAIL (crashed)" in proc.stdout and "no clause failed" not in proc.stdout, out[-4000:]
     assert rerun in proc.stdout, out[-4000:]
@@ -403,8 +405,9 @@ def test_a_rerun_line_names_the_backend_as_typed_and_keeps_the_sanitizer_environ
     preload and options a sanitizer build needed (without them ASan only refuses to start)."""
     import json
 
-    from tailreactor_conformance.failures import TYPED_ENV, rerun_hint
+    from tailreactor_conformance.failures import COMMAND_ENV, TYPED_ENV, rerun_hint
 
+    monkeypatch.delenv(COMMAND_ENV, raising=False)  # an in-process runner of this session may have set it
     monkeypatch.setenv(TYPED_ENV, json.dumps({"cabi:/abs/dir/libx.so": "cabi:./libx.so"}))
     monkeypatch.setenv("LD_PRELOAD", "/usr/lib/libasan.so.8")
     monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0")
@@ -442,3 +445,25 @@ def test_a_run_stopped_by_crashed_workers_says_why_its_clauses_were_not_run(tmp_
     assert "more than pytest-xdist replaces (--max-worker-restart 0" in " ".join(proc.stdout.split()), out[
         -4000:
     ]
+
+
+def test_a_rerun_line_names_the_runner_as_it_was_run(tmp_path):
+    """A rerun line is pasted as printed (issue 41: a reader ran ../.venv/bin/tailreactor-conformance
+    without the venv on PATH, and the bare name the line printed was "command not found"): the
+    name where PATH finds that same script, else the path it was run by, else python -m."""
+    from tailreactor_conformance.failures import invoked_as
+
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    script = bin_dir / "tailreactor-conformance"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    relative = "../venv/bin/tailreactor-conformance"
+    assert invoked_as(relative, path="/usr/bin", cwd=tmp_path / "venv") == relative
+    assert invoked_as(str(script), path=f"/usr/bin:{bin_dir}") == "tailreactor-conformance"
+    assert invoked_as("/somewhere/else/tailreactor-conformance", path=str(bin_dir)) == (
+        "/somewhere/else/tailreactor-conformance"
+    )
+    assert invoked_as("/x/tailreactor_conformance/__main__.py", path=str(bin_dir)).endswith(
+        " -m tailreactor_conformance"
+    )

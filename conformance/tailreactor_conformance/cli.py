@@ -41,7 +41,7 @@ from pathlib import Path
 
 from tailreactor.extras import require
 
-from .failures import TYPED_ENV
+from .failures import COMMAND_ENV, TYPED_ENV, invoked_as
 
 __all__ = ["main", "build_pytest_args"]
 
@@ -289,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, cwd)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [cwd, os.environ.get("PYTHONPATH")]))
 
+    os.environ[COMMAND_ENV] = invoked_as(sys.argv[0])  # rerun lines name the runner as it was run
     try:
         if ns.backend:
             typed = ns.backend

@@ -18,6 +18,8 @@ import os
 import re
 import resource
 import shlex
+import shutil
+import sys
 import types
 
 
@@ -209,6 +211,26 @@ RERUN_ENV = ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSA
 TYPED_ENV = "TAILREACTOR_CONFORMANCE_TYPED_BACKENDS"
 
 
+#: Set by the runner: its own command as the user can type it again (:func:`invoked_as`).
+COMMAND_ENV = "TAILREACTOR_CONFORMANCE_COMMAND"
+#: The runner's console script.
+COMMAND = "tailreactor-conformance"
+
+
+def invoked_as(argv0: str, path: str | None = None, cwd=None) -> str:
+    """The runner's command as the user can type it again, from its ``sys.argv[0]``: its name
+    where ``path`` (PATH) finds that same script, else the path it was run by (relative to
+    ``cwd``, the current directory: ``../.venv/bin/tailreactor-conformance``), else
+    ``python -m tailreactor_conformance`` for the module."""
+    if os.path.basename(argv0) != COMMAND:
+        return f"{shlex.quote(sys.executable)} -m tailreactor_conformance"
+    here = os.path.join(cwd or os.getcwd(), argv0)
+    found = shutil.which(COMMAND, path=path)
+    if found and os.path.realpath(found) == os.path.realpath(here):
+        return COMMAND
+    return shlex.quote(argv0)
+
+
 def as_typed(spec: str) -> str:
     """``spec`` as the user gave it to the runner (:data:`TYPED_ENV`), else unchanged."""
     try:
@@ -225,7 +247,8 @@ def rerun_hint(nodeid: str, backend_spec: str) -> str:
     name = nodeid.partition("::")[2] or nodeid
     env = "".join(f"{k}={shlex.quote(os.environ[k])} " for k in RERUN_ENV if os.environ.get(k))
     return (
-        f"{env}tailreactor-conformance --backend {shlex.quote(as_typed(backend_spec))} -n 0 -- -s -k '{name}'"
+        f"{env}{os.environ.get(COMMAND_ENV) or COMMAND} --backend {shlex.quote(as_typed(backend_spec))} "
+        f"-n 0 -- -s -k '{name}'"
     )
 
 
