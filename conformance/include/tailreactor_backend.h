@@ -379,7 +379,21 @@
  *   then returns at once.  Keep the wake's event added (EV_PERSIST), or
  *   pass the flag; a return of 1 is no wake (-EINTR or run again, never 0:
  *   B7).  Its poll and select methods: "The fds it is given" above, and
- *   tr_backend_arm (the select method's FD_SETSIZE).
+ *   tr_backend_arm (the select method's FD_SETSIZE).  A re-arm event_dels
+ *   the old event before event_assign: check what can fail first (the fd,
+ *   its file, -ERANGE, room for its reports), and if event_add still fails,
+ *   assign and add the old token again, so a failed arm changes no arming;
+ *   return -errno, or -EIO if event_add left errno 0.
+ *   In short, a libevent backend needs: its own event_base
+ *   (EVENT_BASE_FLAG_PRECISE_TIMER, IGNORE_ENV); two one-shot events per fd
+ *   in a record that never moves, event_del before each event_assign; a
+ *   queue of caught reports with its room reserved at arm, dropped at
+ *   disarm and re-arm; a latched wake (an eventfd with an EV_PERSIST event
+ *   setting a flag) with a lock or a count against close; one timer per
+ *   loop run, its own CLOCK_MONOTONIC deadline (saturated), timevals
+ *   rounded up, 100 ms slices ending in -EINTR; st_dev/st_ino compared at
+ *   arm, at the disarm of an armed direction and at each report, and a
+ *   poll(2) of each report under a number found reused.
  * - libev: a loop of the backend's own, ev_loop_new, never ev_default_loop
  *   (it installs a SIGCHLD handler), with EVBACKEND_EPOLL, EVFLAG_NOENV
  *   (without it LIBEV_FLAGS in the environment picks the method, poll or

@@ -75,8 +75,8 @@ __all__ = [
 ]
 
 #: How late (s) past its timeout a tr_backend_wait may return before the watchdog
-#: takes it as hung; a wait with no limit gets LIVENESS_S + WAIT_GRACE_S, since the
-#: suite wakes or rescues every such wait within LIVENESS_S.
+#: takes it as hung; a wait with no limit, or longer than LIVENESS_S, gets LIVENESS_S +
+#: WAIT_GRACE_S, since the suite wakes or rescues every such wait within LIVENESS_S.
 WAIT_GRACE_S = 2 * LIVENESS_S
 #: How long (s) any other call into the library (create, arm, disarm, flush, wake, close,
 #: destroy) may take before the watchdog takes it as hung: none of them blocks.
@@ -86,11 +86,13 @@ HUNG_EXIT = 2
 
 
 def wait_bound_s(timeout_ns: int) -> float:
-    """How long (s) the watchdog lets a ``tr_backend_wait`` of ``timeout_ns`` run: its timeout
-    (LIVENESS_S with no limit) + WAIT_GRACE_S, to the six significant digits the watchdog's
-    line prints, so the line and ``--json``'s ``limit_s`` give one figure (a 500 ns wait: 6 s,
-    not 6.0000005)."""
-    exact = (LIVENESS_S if timeout_ns < 0 else timeout_ns / 1e9) + WAIT_GRACE_S
+    """How long (s) the watchdog lets a ``tr_backend_wait`` of ``timeout_ns`` run: its timeout,
+    at most LIVENESS_S (with no limit too: the suite wakes or rescues every wait within
+    LIVENESS_S, whatever its timeout, and one of INT64_MAX that a wake does not end would
+    otherwise run for good) + WAIT_GRACE_S, to the six significant digits the watchdog's line
+    prints, so the line and ``--json``'s ``limit_s`` give one figure (a 500 ns wait: 6 s, not
+    6.0000005)."""
+    exact = (LIVENESS_S if timeout_ns < 0 else min(timeout_ns / 1e9, LIVENESS_S)) + WAIT_GRACE_S
     return float(f"{exact:g}")
 
 
@@ -107,8 +109,7 @@ class CabiBackend(_cabi.CabiBackend):
 
     @staticmethod
     def call_library(name: str, fn, *args):
-        """``fn(*args)``, watched: a wait may take its timeout + WAIT_GRACE_S (LIVENESS_S +
-        WAIT_GRACE_S with no limit), any other call CALL_BOUND_S."""
+        """``fn(*args)``, watched: a wait may take wait_bound_s, any other call CALL_BOUND_S."""
         call = fn.__name__
         if call == "tr_backend_wait":
             timeout_ns = args[1]
@@ -223,7 +224,7 @@ class _WaitWatch:
             self._wakeup.acquire(timeout=-1 if due is None else (due[0] - now) / 1e9)
         line = (
             f"{due[1]}; exiting: a call into the library cannot be interrupted (a wait may "
-            f"take its timeout + {WAIT_GRACE_S:g} s, {LIVENESS_S + WAIT_GRACE_S:g} s with no limit, "
+            f"take its timeout + {WAIT_GRACE_S:g} s, {LIVENESS_S + WAIT_GRACE_S:g} s with no limit or a longer one, "
             f"any other call {CALL_BOUND_S:g} s)"
         )
         config = _config()

@@ -475,8 +475,9 @@ def test_a_wait_of_the_largest_timeout_blocks_until_the_wake(make_backend):
     assert not r["early"], (
         f"wait({largest_s:g} s) with nothing armed returned {r['got']} after "
         f"{r['elapsed_ns'] / 1e6:.0f} ms, unwoken: does converting the largest timeout overflow (into "
-        "a time already past)? The header takes any timeout_ns up to INT64_MAX: clamp it to what the "
-        "library takes, and round up without overflow"
+        "a time already past, or one that blocks with no slices: B7 then sees signals held off)? The "
+        "header takes any timeout_ns up to INT64_MAX: clamp it to what the library takes, and round up "
+        "without overflow"
     )
     assert r["got"] == [], r["got"]
     _assert_blocked(r, calls, f"wait({largest_s:g} s) with nothing armed", spare=1)
